@@ -1,0 +1,26 @@
+// The API's configuration, parsed once with zod. Nothing else in api/ reads process.env.
+import { z } from "zod";
+
+const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+
+export const ConfigSchema = z.object({
+  DATABASE_URL: z.url({ protocol: /^postgres(ql)?$/ }).describe("PostgreSQL connection URL"),
+  KUBECONFIG: z.string().optional().describe("Path to a kubeconfig; in-cluster config when unset"),
+  BERTH_API_HOST: z.string().default("127.0.0.1"),
+  BERTH_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  BERTH_BASE_DOMAIN: z.string().default("apps.berth.local").describe("Apps are served at <slug>.<baseDomain>"),
+  BERTH_INGRESS_HOST: z.string().default("ingress.berth.local").describe("Where customers point their CNAME records"),
+  BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+  BERTH_DB_DEBUG: bool.default(false),
+});
+export type Config = z.output<typeof ConfigSchema>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new Error(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  return parsed.data;
+}

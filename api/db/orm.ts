@@ -1,0 +1,39 @@
+// MikroORM wiring: entities, committed migrations (run explicitly, never schema.update at boot).
+import { MikroORM, defineConfig } from "@mikro-orm/postgresql";
+import { Migrator } from "@mikro-orm/migrations";
+import { ApiKey, Workspace } from "../workspaces/entities.ts";
+import { Migration20261121000000_workspaces } from "./migrations/Migration20261121000000_workspaces.ts";
+
+export const ENTITIES = [Workspace, ApiKey];
+
+/** Every migration, in order. A new migration is added here and committed. */
+export const MIGRATIONS = [
+  { name: "Migration20261121000000_workspaces", class: Migration20261121000000_workspaces },
+];
+
+export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {
+  return defineConfig({
+    clientUrl: databaseUrl,
+    entities: ENTITIES,
+    extensions: [Migrator],
+    migrations: { migrationsList: MIGRATIONS, tableName: "berth_migrations", transactional: true, allOrNothing: true, silent: true, snapshot: false },
+    pool: { min: 0, max: opts.poolMax ?? 10 },
+    debug: opts.debug ?? false,
+    allowGlobalContext: false,
+    ensureDatabase: false,
+  });
+}
+
+export async function openOrm(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}): Promise<MikroORM> {
+  return MikroORM.init(ormConfig(databaseUrl, opts));
+}
+
+export async function migrateUp(orm: MikroORM): Promise<string[]> {
+  const done = await orm.migrator.up();
+  return done.map((m) => m.name);
+}
+
+export async function migrateDown(orm: MikroORM, to: string | 0 = 0): Promise<string[]> {
+  const done = await orm.migrator.down({ to });
+  return done.map((m) => m.name);
+}

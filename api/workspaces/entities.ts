@@ -1,0 +1,33 @@
+// Workspaces and their API keys. A workspace maps to one namespace labelled
+// berth.dev/workspace=<id>. Keys are stored only as SHA-256 digests of their secret.
+import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+
+export const Workspace = defineEntity({
+  name: "Workspace",
+  tableName: "workspaces",
+  properties: {
+    id: p.string().primary().length(32),
+    name: p.string().length(100),
+    namespace: p.string().length(63).unique(),
+    createdAt: p.datetime().onCreate(() => new Date()),
+  },
+});
+export type Workspace = InferEntity<typeof Workspace>;
+
+export const ApiKey = defineEntity({
+  name: "ApiKey",
+  tableName: "api_keys",
+  properties: {
+    id: p.uuid().primary(),
+    workspace: () => p.manyToOne(Workspace).deleteRule("cascade"),
+    name: p.string().length(100),
+    /** First characters of the key, shown so that people can tell keys apart. */
+    prefix: p.string().length(16),
+    /** SHA-256 of the whole key, hex. */
+    hash: p.string().length(64).unique(),
+    createdAt: p.datetime().onCreate(() => new Date()),
+    lastUsedAt: p.datetime().nullable(),
+    revokedAt: p.datetime().nullable(),
+  },
+});
+export type ApiKey = InferEntity<typeof ApiKey>;

@@ -1,0 +1,219 @@
+// The contract between the API, the operator and kubectl users: the App, Domain and Share kinds.
+// These zod schemas are the single source of truth. The CRD YAML (crds/generated/), the REST
+// request validation and the OpenAPI document are all derived from them.
+import { z } from "zod";
+
+export const GROUP = "berth.dev";
+export const VERSION = "v1alpha1";
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** Label on a namespace that makes it a Berth workspace; its value is the workspace id. */
+export const WORKSPACE_LABEL = "berth.dev/workspace";
+/** Label on every child object naming the App it belongs to. */
+export const APP_LABEL = "berth.dev/app";
+
+// ---------------------------------------------------------------------------------------------
+// Shared field schemas (also used by the REST API, so both refuse the same input).
+
+export const APP_TYPES = ["web", "api", "worker", "cron"] as const;
+export const APP_PHASES = ["active", "deploying", "failed", "build_failed", "disabled", "stopped"] as const;
+export const VISIBILITIES = ["public", "private"] as const;
+
+/** RFC 1123 DNS label: lowercase alphanumerics and '-', starting and ending alphanumeric. */
+export const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/** A fully qualified domain name of at least two labels, lowercase, no trailing dot. */
+export const FQDN = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$";
+
+export const fields = {
+  name: z.string().min(1).max(100).describe("Display name"),
+  slug: z.string().min(1).max(63).regex(new RegExp(DNS_LABEL), "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit")
+    .describe("URL-safe name, unique within the workspace; the default subdomain"),
+  description: z.string().max(2000),
+  type: z.enum(APP_TYPES),
+  gitRepoUrl: z.string().max(2048).regex(/^https:\/\/[^\s/$.?#][^\s]*$/, "must be an https:// URL").describe("HTTPS URL of the Git repository"),
+  gitBranch: z.string().min(1).max(255).regex(/^[^\s~^:?*[\\]+$/, "must be a valid Git branch name"),
+  gitInstallationId: z.string().min(1).max(100),
+  // Patterns are RE2 (the API server's dialect): no lookaheads, so ".." is refused by a CEL rule.
+  dockerfilePath: z.string().min(1).max(1024).regex(/^[^/]/, "must be a relative path inside the repository")
+    .refine((p) => !/(^|\/)\.\.(\/|$)/.test(p), "must be a relative path inside the repository")
+    .meta({ "x-kubernetes-validations": [{ rule: "!self.matches('(^|/)[.][.](/|$)')", message: "must be a relative path inside the repository" }] }),
+  autoDeploy: z.boolean(),
+  releaseCommand: z.string().min(1).max(4096),
+  cpuLimitMillicores: z.int().min(50).max(32000).describe("CPU limit; 1000 = 1 vCPU"),
+  memoryLimitMi: z.int().min(64).max(131072).describe("Memory limit in MiB"),
+  visibility: z.enum(VISIBILITIES),
+  minReplicas: z.int().min(1).max(1000),
+  maxReplicas: z.int().min(1).max(1000),
+  cpuTargetUtilization: z.int().min(1).max(100).describe("CPU utilization percent that triggers autoscaling"),
+  port: z.int().min(1).max(65535).describe("Container port the service listens on"),
+  schedule: z.string().min(9).max(255).regex(/^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/, "must be a cron expression of five fields or a @macro")
+    .describe("Cron schedule (type cron only)"),
+  image: z.string().min(1).max(1024).regex(/^[^\s]+$/, "must be an image reference").describe("Prebuilt image to deploy; skips the build"),
+} as const;
+
+/** Defaults shared by the CRD and the API (DESIGN.md: the CRD schema applies them). */
+export const DEFAULTS = {
+  type: "web",
+  gitBranch: "main",
+  autoDeploy: false,
+  visibility: "private",
+  minReplicas: 1,
+  cpuLimitMillicores: 500,
+  memoryLimitMi: 512,
+  port: 8080,
+  suspended: false,
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// App
+
+export const AppSpec = z.object({
+  name: fields.name,
+  slug: fields.slug,
+  description: fields.description.optional(),
+  type: fields.type.default(DEFAULTS.type),
+  gitRepoUrl: fields.gitRepoUrl.optional(),
+  gitBranch: fields.gitBranch.default(DEFAULTS.gitBranch),
+  gitInstallationId: fields.gitInstallationId.optional(),
+  dockerfilePath: fields.dockerfilePath.optional(),
+  autoDeploy: fields.autoDeploy.default(DEFAULTS.autoDeploy),
+  releaseCommand: fields.releaseCommand.optional(),
+  cpuLimitMillicores: fields.cpuLimitMillicores.default(DEFAULTS.cpuLimitMillicores),
+  memoryLimitMi: fields.memoryLimitMi.default(DEFAULTS.memoryLimitMi),
+  visibility: fields.visibility.default(DEFAULTS.visibility),
+  minReplicas: fields.minReplicas.default(DEFAULTS.minReplicas),
+  maxReplicas: fields.maxReplicas.optional(),
+  cpuTargetUtilization: fields.cpuTargetUtilization.optional(),
+  port: fields.port.default(DEFAULTS.port),
+  schedule: fields.schedule.optional(),
+  image: fields.image.optional(),
+  suspended: z.boolean().default(DEFAULTS.suspended).describe("Soft delete: workloads scaled to zero and routing removed; data kept"),
+}).strict().meta({
+  "x-kubernetes-validations": [
+    { rule: "!has(self.maxReplicas) || self.maxReplicas >= self.minReplicas", message: "maxReplicas must be greater than or equal to minReplicas", fieldPath: ".maxReplicas", reason: "FieldValueInvalid" },
+    { rule: "self.type != 'cron' || has(self.schedule)", message: "schedule is required when type is cron", fieldPath: ".schedule", reason: "FieldValueRequired" },
+    { rule: "self.type == 'cron' || !has(self.schedule)", message: "schedule is only allowed when type is cron", fieldPath: ".schedule", reason: "FieldValueForbidden" },
+  ],
+});
+export type AppSpec = z.output<typeof AppSpec>;
+export type AppSpecInput = z.input<typeof AppSpec>;
+
+const Condition = z.object({
+  type: z.string().min(1).max(316),
+  status: z.enum(["True", "False", "Unknown"]),
+  observedGeneration: z.int().min(0).optional(),
+  lastTransitionTime: z.iso.datetime(),
+  reason: z.string().min(1).max(1024),
+  message: z.string().max(32768),
+});
+export type Condition = z.output<typeof Condition>;
+
+const Conditions = z.array(Condition).meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] });
+
+export const AppStatus = z.object({
+  phase: z.enum(APP_PHASES).optional(),
+  observedGeneration: z.int().min(0).optional(),
+  conditions: Conditions.optional(),
+  url: z.string().optional(),
+  latestDeployment: z.object({
+    id: z.string(),
+    status: z.string(),
+    gitCommitSha: z.string().optional(),
+    gitCommitMessage: z.string().optional(),
+    image: z.string().optional(),
+    createdAt: z.iso.datetime(),
+  }).optional(),
+  pipeline: z.object({
+    source: z.object({ status: z.string(), lastCommitSha: z.string().optional(), lastCommitMessage: z.string().optional() }).optional(),
+    build: z.object({ status: z.string(), buildpack: z.string().optional(), imageTag: z.string().optional(), durationSeconds: z.number().optional() }).optional(),
+    deploy: z.object({ status: z.string(), deployedAt: z.iso.datetime().optional(), revisionName: z.string().optional() }).optional(),
+    runtime: z.object({ status: z.string(), readyReplicas: z.int(), totalReplicas: z.int() }).optional(),
+  }).optional(),
+});
+export type AppStatus = z.output<typeof AppStatus>;
+
+// ---------------------------------------------------------------------------------------------
+// Domain
+
+export const DomainSpec = z.object({
+  appRef: z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict(),
+  domain: z.string().min(4).max(253).regex(new RegExp(FQDN), "must be a fully qualified domain name in lowercase, without a trailing dot"),
+  targetPort: fields.port.optional().describe("Container port to route to; defaults to the App's port"),
+}).strict().meta({
+  "x-kubernetes-validations": [{ rule: "self.domain == oldSelf.domain", message: "domain is immutable; add a new Domain instead", fieldPath: ".domain", reason: "FieldValueForbidden" }],
+});
+export type DomainSpec = z.output<typeof DomainSpec>;
+
+export const TLS_STATUSES = ["pending", "issuing", "active", "failed", "expired"] as const;
+export const DomainStatus = z.object({
+  observedGeneration: z.int().min(0).optional(),
+  verified: z.boolean().optional(),
+  verifiedAt: z.iso.datetime().optional(),
+  tlsStatus: z.enum(TLS_STATUSES).optional(),
+  conditions: Conditions.optional(),
+});
+export type DomainStatus = z.output<typeof DomainStatus>;
+
+// ---------------------------------------------------------------------------------------------
+// Share
+
+export const ShareSpec = z.object({
+  appRef: z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict(),
+  expiresAt: z.iso.datetime().optional().describe("When the link stops working; never when omitted"),
+  requireAuth: z.boolean().default(false).describe("Viewers must sign in with a platform account"),
+  tokenHash: z.string().regex(/^[a-f0-9]{64}$/, "must be a SHA-256 hex digest").describe("SHA-256 of the share token; the token itself is never stored"),
+}).strict();
+export type ShareSpec = z.output<typeof ShareSpec>;
+
+export const ShareStatus = z.object({
+  observedGeneration: z.int().min(0).optional(),
+  active: z.boolean().optional(),
+  conditions: Conditions.optional(),
+});
+export type ShareStatus = z.output<typeof ShareStatus>;
+
+// ---------------------------------------------------------------------------------------------
+// Kinds: what the generator turns into CustomResourceDefinitions.
+
+export interface KindDef {
+  kind: string;
+  plural: string;
+  singular: string;
+  shortNames: string[];
+  spec: z.ZodType;
+  status: z.ZodType;
+  printerColumns: { name: string; type: string; jsonPath: string; priority?: number; description?: string }[];
+}
+
+export const KINDS: KindDef[] = [
+  {
+    kind: "App", plural: "apps", singular: "app", shortNames: ["bapp"], spec: AppSpec, status: AppStatus,
+    printerColumns: [
+      { name: "Slug", type: "string", jsonPath: ".spec.slug" },
+      { name: "Type", type: "string", jsonPath: ".spec.type" },
+      { name: "Phase", type: "string", jsonPath: ".status.phase" },
+      { name: "Ready", type: "string", jsonPath: ".status.conditions[?(@.type==\"Ready\")].status" },
+      { name: "URL", type: "string", jsonPath: ".status.url", priority: 1 },
+      { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+    ],
+  },
+  {
+    kind: "Domain", plural: "domains", singular: "domain", shortNames: ["bdomain"], spec: DomainSpec, status: DomainStatus,
+    printerColumns: [
+      { name: "Domain", type: "string", jsonPath: ".spec.domain" },
+      { name: "App", type: "string", jsonPath: ".spec.appRef.name" },
+      { name: "Verified", type: "boolean", jsonPath: ".status.verified" },
+      { name: "TLS", type: "string", jsonPath: ".status.tlsStatus" },
+      { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+    ],
+  },
+  {
+    kind: "Share", plural: "shares", singular: "share", shortNames: ["bshare"], spec: ShareSpec, status: ShareStatus,
+    printerColumns: [
+      { name: "App", type: "string", jsonPath: ".spec.appRef.name" },
+      { name: "Auth", type: "boolean", jsonPath: ".spec.requireAuth" },
+      { name: "Expires", type: "string", jsonPath: ".spec.expiresAt" },
+      { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+    ],
+  },
+];
