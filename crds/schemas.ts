@@ -46,7 +46,7 @@ export const fields = {
   maxReplicas: z.int().min(1).max(1000),
   cpuTargetUtilization: z.int().min(1).max(100).describe("CPU utilization percent that triggers autoscaling"),
   port: z.int().min(1).max(65535).describe("Container port the service listens on"),
-  schedule: z.string().min(9).max(255).regex(/^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/, "must be a cron expression of five fields or a @macro")
+  schedule: z.string().min(1).max(255).regex(/^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/, "must be a cron expression of five fields or a @macro")
     .describe("Cron schedule (type cron only)"),
   image: z.string().min(1).max(1024).regex(/^[^\s]+$/, "must be an image reference").describe("Prebuilt image to deploy; skips the build"),
 } as const;

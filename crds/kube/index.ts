@@ -1,0 +1,3 @@
+export * from "./client.ts";
+export * from "./conditions.ts";
+export * from "./informer.ts";

@@ -1,0 +1,221 @@
+// Desired state of an App's children. Pure: no I/O, no clock, no randomness; table-tested.
+// web, api → Deployment + Service + Ingress + HPA; worker → Deployment + HPA; cron → CronJob.
+import { createHash } from "node:crypto";
+import type * as k8s from "@kubernetes/client-node";
+import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
+import type { KubeObject } from "../../crds/kube/client.ts";
+
+export interface BuildConfig {
+  baseDomain: string;
+  ingressClassName?: string | undefined;
+  /** Secret name holding a wildcard certificate for *.<baseDomain>; no TLS block when unset. */
+  defaultTlsSecret?: string | undefined;
+}
+
+export interface AppRef { name: string; namespace: string; uid: string }
+
+/** What the builders need to know about the world: only the current replica count (owned by the HPA). */
+export interface Observed { deploymentReplicas?: number | undefined }
+
+export const MANAGED_BY = { "app.kubernetes.io/managed-by": "berth" } as const;
+export const HASH_ANNOTATION = "berth.dev/applied-hash";
+export const DEFAULT_CPU_TARGET = 80;
+const CONTAINER = "app";
+
+export type ChildKind = "Deployment" | "Service" | "Ingress" | "HorizontalPodAutoscaler" | "CronJob";
+
+export const CHILD_KINDS: Record<ChildKind, { apiVersion: string; plural: string }> = {
+  Deployment: { apiVersion: "apps/v1", plural: "deployments" },
+  Service: { apiVersion: "v1", plural: "services" },
+  Ingress: { apiVersion: "networking.k8s.io/v1", plural: "ingresses" },
+  HorizontalPodAutoscaler: { apiVersion: "autoscaling/v2", plural: "horizontalpodautoscalers" },
+  CronJob: { apiVersion: "batch/v1", plural: "cronjobs" },
+};
+
+/** CPU millicores in the API server's canonical form, so live and desired compare equal. */
+export function cpuQuantity(millicores: number): string {
+  return millicores % 1000 === 0 ? String(millicores / 1000) : `${millicores}m`;
+}
+
+/** Memory MiB in the API server's canonical form (1024Mi is stored as 1Gi). */
+export function memoryQuantity(mi: number): string {
+  return mi % 1024 === 0 ? `${mi / 1024}Gi` : `${mi}Mi`;
+}
+
+export function appHost(spec: AppSpec, cfg: BuildConfig): string {
+  return `${spec.slug}.${cfg.baseDomain}`;
+}
+
+export function appUrl(spec: AppSpec, cfg: BuildConfig): string | undefined {
+  return spec.type === "web" || spec.type === "api" ? `https://${appHost(spec, cfg)}` : undefined;
+}
+
+export function labels(app: AppRef): Record<string, string> {
+  return { "app.kubernetes.io/name": app.name, ...MANAGED_BY, [APP_LABEL]: app.name };
+}
+
+function meta(app: AppRef, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1ObjectMeta {
+  return {
+    name: app.name,
+    namespace: app.namespace,
+    labels: labels(app),
+    ...extra,
+    ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name: app.name, uid: app.uid, controller: true, blockOwnerDeletion: true }],
+  };
+}
+
+/** The desired replica count: the HPA's current choice kept within [min, max]; 0 when suspended. */
+export function desiredReplicas(spec: AppSpec, observed: Observed): number {
+  if (spec.suspended) return 0;
+  const max = spec.maxReplicas ?? spec.minReplicas;
+  const current = observed.deploymentReplicas ?? spec.minReplicas;
+  return Math.min(Math.max(current, spec.minReplicas), max);
+}
+
+function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure"): k8s.V1PodSpec {
+  const serving = spec.type === "web" || spec.type === "api";
+  const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
+  return {
+    restartPolicy,
+    automountServiceAccountToken: false,
+    enableServiceLinks: false,
+    securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
+    containers: [{
+      name: CONTAINER,
+      image,
+      ...(serving ? { ports: [{ name: "http", containerPort: spec.port, protocol: "TCP" }] } : {}),
+      env: [{ name: "PORT", value: String(spec.port) }],
+      resources: { limits: resources, requests: resources },
+      securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
+      volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
+      ...(serving ? { readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 10 } } : {}),
+    }],
+    volumes: [{ name: "tmp", emptyDir: { sizeLimit: "256Mi" } }],
+  };
+}
+
+export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed): k8s.V1Deployment {
+  return {
+    apiVersion: "apps/v1", kind: "Deployment",
+    metadata: meta(app),
+    spec: {
+      replicas: desiredReplicas(spec, observed),
+      revisionHistoryLimit: 5,
+      selector: { matchLabels: { [APP_LABEL]: app.name } },
+      strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: "25%" } },
+      progressDeadlineSeconds: 600,
+      template: { metadata: { labels: labels(app) }, spec: podSpec(spec, image, "Always") },
+    },
+  };
+}
+
+export function buildService(app: AppRef): k8s.V1Service {
+  return {
+    apiVersion: "v1", kind: "Service",
+    metadata: meta(app),
+    spec: { type: "ClusterIP", selector: { [APP_LABEL]: app.name }, ports: [{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }] },
+  };
+}
+
+export function buildIngress(app: AppRef, spec: AppSpec, cfg: BuildConfig): k8s.V1Ingress {
+  const host = appHost(spec, cfg);
+  return {
+    apiVersion: "networking.k8s.io/v1", kind: "Ingress",
+    metadata: meta(app, { annotations: { "berth.dev/visibility": spec.visibility } }),
+    spec: {
+      ...(cfg.ingressClassName ? { ingressClassName: cfg.ingressClassName } : {}),
+      ...(cfg.defaultTlsSecret ? { tls: [{ hosts: [host], secretName: cfg.defaultTlsSecret }] } : {}),
+      rules: [{ host, http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: app.name, port: { name: "http" } } } }] } }],
+    },
+  };
+}
+
+export function buildHpa(app: AppRef, spec: AppSpec): k8s.V2HorizontalPodAutoscaler {
+  return {
+    apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler",
+    metadata: meta(app),
+    spec: {
+      scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: app.name },
+      minReplicas: spec.minReplicas,
+      maxReplicas: spec.maxReplicas ?? spec.minReplicas,
+      metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: spec.cpuTargetUtilization ?? DEFAULT_CPU_TARGET } } }],
+    },
+  };
+}
+
+export function buildCronJob(app: AppRef, spec: AppSpec, image: string): k8s.V1CronJob {
+  return {
+    apiVersion: "batch/v1", kind: "CronJob",
+    metadata: meta(app),
+    spec: {
+      schedule: spec.schedule!,
+      timeZone: "Etc/UTC",
+      suspend: spec.suspended,
+      concurrencyPolicy: "Forbid",
+      successfulJobsHistoryLimit: 3,
+      failedJobsHistoryLimit: 3,
+      jobTemplate: {
+        metadata: { labels: labels(app) },
+        spec: { backoffLimit: 2, template: { metadata: { labels: labels(app) }, spec: podSpec(spec, image, "Never") } },
+      },
+    },
+  };
+}
+
+/** Every child the App should have right now. An App with no image yet has none. */
+export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cfg: BuildConfig): KubeObject[] {
+  const image = spec.image;
+  if (!image) return [];
+  const out: KubeObject[] = [];
+  if (spec.type === "cron") {
+    out.push(buildCronJob(app, spec, image) as KubeObject);
+  } else {
+    out.push(buildDeployment(app, spec, image, observed) as KubeObject);
+    if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
+    if ((spec.type === "web" || spec.type === "api") && !spec.suspended) {
+      out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);
+    }
+  }
+  return out.map(withHash);
+}
+
+/** Stamps the hash of the desired object so that a later reconcile can tell its own last apply. */
+export function withHash(obj: KubeObject): KubeObject {
+  const hash = createHash("sha256").update(stableJson(obj)).digest("hex").slice(0, 16);
+  return { ...obj, metadata: { ...obj.metadata, annotations: { ...obj.metadata.annotations, [HASH_ANNOTATION]: hash } } };
+}
+
+export function stableJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJson).join(",")}]`;
+  if (v && typeof v === "object") {
+    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`).join(",")}}`;
+  }
+  return JSON.stringify(v);
+}
+
+/**
+ * True when `live` already holds everything `desired` sets: same applied hash and every desired
+ * field present with an equal value (so hand edits of owned fields are detected and reverted).
+ * Fields the API server adds (defaults, status, clusterIP, ...) are ignored.
+ */
+export function upToDate(desired: KubeObject, live: KubeObject | undefined): boolean {
+  if (!live) return false;
+  if (live.metadata.annotations?.[HASH_ANNOTATION] !== desired.metadata.annotations?.[HASH_ANNOTATION]) return false;
+  // List items carry no apiVersion/kind, so only metadata and the rest of the body are compared.
+  const { metadata: dm, apiVersion: _da, kind: _dk, ...dRest } = desired;
+  const { metadata: lm, apiVersion: _la, kind: _lk, ...lRest } = live;
+  return contains({ labels: dm.labels, annotations: dm.annotations }, { labels: lm.labels, annotations: lm.annotations })
+    && contains(dRest, lRest);
+}
+
+export function contains(want: unknown, have: unknown): boolean {
+  if (want === undefined) return true;
+  if (Array.isArray(want)) {
+    return Array.isArray(have) && want.length === have.length && want.every((w, i) => contains(w, have[i]));
+  }
+  if (want && typeof want === "object") {
+    if (!have || typeof have !== "object" || Array.isArray(have)) return false;
+    return Object.entries(want).every(([k, v]) => contains(v, (have as Record<string, unknown>)[k]));
+  }
+  return want === have;
+}

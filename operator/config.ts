@@ -1,0 +1,31 @@
+// The operator's configuration, parsed once with zod. Nothing else in operator/ reads process.env.
+import { hostname } from "node:os";
+import { z } from "zod";
+
+const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+
+export const OperatorConfigSchema = z.object({
+  KUBECONFIG: z.string().optional().describe("Path to a kubeconfig; in-cluster config when unset"),
+  BERTH_BASE_DOMAIN: z.string().default("apps.berth.local"),
+  BERTH_INGRESS_CLASS: z.string().optional(),
+  BERTH_DEFAULT_TLS_SECRET: z.string().optional(),
+  BERTH_OPERATOR_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),
+  BERTH_OPERATOR_RESYNC_SECONDS: z.coerce.number().int().min(10).default(600),
+  BERTH_OPERATOR_HEALTH_HOST: z.string().default("127.0.0.1"),
+  BERTH_OPERATOR_HEALTH_PORT: z.coerce.number().int().min(0).max(65535).default(8081),
+  BERTH_LEADER_ELECTION: bool.default(true),
+  BERTH_LEADER_ELECTION_NAMESPACE: z.string().default("berth-system"),
+  BERTH_OPERATOR_IDENTITY: z.string().optional().describe("Leader-election identity; POD_NAME or the hostname when unset"),
+  POD_NAME: z.string().optional(),
+  BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+export type OperatorConfig = z.output<typeof OperatorConfigSchema> & { identity: string };
+
+export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): OperatorConfig {
+  const parsed = OperatorConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    throw new Error(`invalid configuration:\n${parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`).join("\n")}`);
+  }
+  const c = parsed.data;
+  return { ...c, identity: c.BERTH_OPERATOR_IDENTITY ?? c.POD_NAME ?? `${hostname()}-${process.pid}` };
+}

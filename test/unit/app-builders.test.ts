@@ -1,0 +1,113 @@
+// Desired state of an App's children: table tests of the pure builders.
+import test from "ava";
+import type * as k8s from "@kubernetes/client-node";
+import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
+import { buildChildren, contains, cpuQuantity, desiredReplicas, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
+
+const ref = { name: "shop", namespace: "ws1", uid: "u-1" };
+const cfg = { baseDomain: "apps.example.com" };
+const spec = (s: Partial<AppSpecInput> = {}) => AppSpec.parse({ name: "Shop", slug: "shop", image: "registry.example.com/shop:1", ...s });
+const kinds = (s: Partial<AppSpecInput>) => buildChildren(ref, spec(s), {}, cfg).map((o) => o.kind);
+
+const table: [string, Partial<AppSpecInput>, string[]][] = [
+  ["web", { type: "web" }, ["Deployment", "HorizontalPodAutoscaler", "Service", "Ingress"]],
+  ["api", { type: "api" }, ["Deployment", "HorizontalPodAutoscaler", "Service", "Ingress"]],
+  ["worker", { type: "worker" }, ["Deployment", "HorizontalPodAutoscaler"]],
+  ["cron", { type: "cron", schedule: "*/5 * * * *" }, ["CronJob"]],
+  ["suspended web: no routing, no autoscaler", { type: "web", suspended: true }, ["Deployment"]],
+  ["suspended cron", { type: "cron", schedule: "@daily", suspended: true }, ["CronJob"]],
+  ["no image yet", { image: undefined, gitRepoUrl: "https://git.example.com/a.git" }, []],
+];
+for (const [what, s, want] of table) {
+  test(`children of ${what}`, (t) => t.deepEqual(kinds(s), want));
+}
+
+test("every child is owned by the App as its controller and labelled", (t) => {
+  for (const c of buildChildren(ref, spec(), {}, cfg)) {
+    t.deepEqual(c.metadata.ownerReferences, [{ apiVersion: "berth.dev/v1alpha1", kind: "App", name: "shop", uid: "u-1", controller: true, blockOwnerDeletion: true }]);
+    t.is(c.metadata.name, "shop");
+    t.is(c.metadata.labels?.["berth.dev/app"], "shop");
+    t.regex(c.metadata.annotations?.[HASH_ANNOTATION] ?? "", /^[a-f0-9]{16}$/);
+  }
+});
+
+test("the Deployment carries limits, requests and secure pod defaults", (t) => {
+  const d = buildChildren(ref, spec({ cpuLimitMillicores: 1500, memoryLimitMi: 2048, port: 3000 }), {}, cfg)[0] as k8s.V1Deployment;
+  const pod = d.spec!.template.spec!;
+  const c = pod.containers[0]!;
+  t.deepEqual(c.resources?.limits, { cpu: "1500m", memory: "2Gi" });
+  t.deepEqual(c.resources?.requests, c.resources?.limits);
+  t.deepEqual(c.ports, [{ name: "http", containerPort: 3000, protocol: "TCP" }]);
+  t.true(pod.securityContext?.runAsNonRoot);
+  t.false(c.securityContext?.allowPrivilegeEscalation);
+  t.true(c.securityContext?.readOnlyRootFilesystem);
+  t.deepEqual(c.securityContext?.capabilities?.drop, ["ALL"]);
+  t.false(pod.automountServiceAccountToken);
+});
+
+test("the Ingress routes <slug>.<baseDomain> to the Service", (t) => {
+  const ing = buildChildren(ref, spec({ slug: "storefront" }), {}, { ...cfg, ingressClassName: "nginx" }).find((o) => o.kind === "Ingress") as k8s.V1Ingress;
+  t.is(ing.spec?.ingressClassName, "nginx");
+  t.is(ing.spec?.rules?.[0]?.host, "storefront.apps.example.com");
+  t.is(ing.spec?.rules?.[0]?.http?.paths[0]?.backend.service?.name, "shop");
+});
+
+test("the HPA takes min, max and CPU target; max defaults to min and the target to 80%", (t) => {
+  const hpa = (s: Partial<AppSpecInput>) => buildChildren(ref, spec(s), {}, cfg).find((o) => o.kind === "HorizontalPodAutoscaler") as k8s.V2HorizontalPodAutoscaler;
+  t.like(hpa({ minReplicas: 2, maxReplicas: 7, cpuTargetUtilization: 65 }).spec, { minReplicas: 2, maxReplicas: 7 });
+  t.is(hpa({ cpuTargetUtilization: 65 }).spec?.metrics?.[0]?.resource?.target.averageUtilization, 65);
+  t.like(hpa({ minReplicas: 3 }).spec, { minReplicas: 3, maxReplicas: 3 });
+  t.is(hpa({}).spec?.metrics?.[0]?.resource?.target.averageUtilization, 80);
+});
+
+const replicaTable: [string, Partial<AppSpecInput>, number | undefined, number][] = [
+  ["new app starts at min", { minReplicas: 2, maxReplicas: 5 }, undefined, 2],
+  ["keeps the autoscaler's choice", { minReplicas: 2, maxReplicas: 5 }, 4, 4],
+  ["raised min lifts it", { minReplicas: 3, maxReplicas: 5 }, 2, 3],
+  ["lowered max caps it", { minReplicas: 1, maxReplicas: 2 }, 4, 2],
+  ["suspended is zero", { minReplicas: 2, suspended: true }, 2, 0],
+];
+for (const [what, s, current, want] of replicaTable) {
+  test(`replicas: ${what}`, (t) => t.is(desiredReplicas(spec(s), { deploymentReplicas: current }), want));
+}
+
+test("cron apps get a CronJob with the schedule, suspended with the App", (t) => {
+  const cj = buildChildren(ref, spec({ type: "cron", schedule: "0 3 * * *", suspended: true }), {}, cfg)[0] as k8s.V1CronJob;
+  t.is(cj.spec?.schedule, "0 3 * * *");
+  t.true(cj.spec?.suspend);
+  t.is(cj.spec?.concurrencyPolicy, "Forbid");
+  t.is(cj.spec?.jobTemplate.spec?.template.spec?.restartPolicy, "Never");
+});
+
+test("quantities are in the API server's canonical form", (t) => {
+  t.is(cpuQuantity(50), "50m"); t.is(cpuQuantity(1000), "1"); t.is(cpuQuantity(32000), "32"); t.is(cpuQuantity(1500), "1500m");
+  t.is(memoryQuantity(64), "64Mi"); t.is(memoryQuantity(1024), "1Gi"); t.is(memoryQuantity(1536), "1536Mi");
+});
+
+test("builders are deterministic: same input, same hash", (t) => {
+  t.deepEqual(buildChildren(ref, spec(), {}, cfg), buildChildren(ref, spec(), {}, cfg));
+  const a = buildChildren(ref, spec(), {}, cfg)[0]!.metadata.annotations?.[HASH_ANNOTATION];
+  const b = buildChildren(ref, spec({ image: "registry.example.com/shop:2" }), {}, cfg)[0]!.metadata.annotations?.[HASH_ANNOTATION];
+  t.not(a, b);
+});
+
+test("upToDate: live objects with server defaults match; hand edits and new hashes do not", (t) => {
+  const [d] = buildChildren(ref, spec(), {}, cfg) as [k8s.V1Deployment];
+  const live = structuredClone(d) as k8s.V1Deployment & { metadata: k8s.V1ObjectMeta };
+  delete (live as { apiVersion?: string }).apiVersion; // list items carry none
+  live.metadata.uid = "x"; live.metadata.resourceVersion = "9";
+  live.spec!.template.spec!.dnsPolicy = "ClusterFirst";
+  live.status = { replicas: 1 };
+  t.true(upToDate(d as never, live as never));
+  const edited = structuredClone(live); edited.spec!.template.spec!.containers[0]!.image = "evil:1";
+  t.false(upToDate(d as never, edited as never));
+  const rehashed = structuredClone(live); rehashed.metadata.annotations![HASH_ANNOTATION] = "0000000000000000";
+  t.false(upToDate(d as never, rehashed as never));
+  t.false(upToDate(d as never, undefined));
+});
+
+test("contains compares arrays by position and length", (t) => {
+  t.true(contains({ a: [1, { b: 2 }] }, { a: [1, { b: 2, c: 3 }], d: 4 }));
+  t.false(contains({ a: [1] }, { a: [1, 2] }));
+  t.false(contains({ a: { b: 1 } }, { a: [1] }));
+});

@@ -1,0 +1,89 @@
+// An App's status as a pure function of what was observed.
+import test from "ava";
+import type * as k8s from "@kubernetes/client-node";
+import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
+import { computeStatus, rolloutState, statusEqual } from "../../operator/app/status.ts";
+
+const cfg = { baseDomain: "apps.example.com" };
+const now = new Date("2026-11-21T10:00:00Z");
+const later = new Date("2026-11-21T10:05:00Z");
+const spec = (s: Partial<AppSpecInput> = {}) => AppSpec.parse({ name: "Shop", slug: "shop", image: "r/shop:1", ...s });
+const dep = (replicas: number, st: k8s.V1DeploymentStatus, generation = 2): k8s.V1Deployment =>
+  ({ metadata: { generation }, spec: { replicas, selector: {}, template: {} }, status: { observedGeneration: generation, ...st } });
+const cond = (s: ReturnType<typeof computeStatus>, type: string) => s.conditions?.find((c) => c.type === type);
+
+test("a new App with only a Git repository is stopped and says it waits for a build", (t) => {
+  const s = computeStatus({ generation: 1, spec: spec({ image: undefined, gitRepoUrl: "https://g.example.com/a.git" }), old: undefined, now, cfg });
+  t.is(s.phase, "stopped");
+  t.is(cond(s, "Built")?.reason, "WaitingForBuild");
+  t.is(cond(s, "Ready")?.status, "False");
+  t.is(s.pipeline?.build?.status, "pending");
+  t.is(s.observedGeneration, 1);
+});
+
+test("an App with no source at all is stopped", (t) => {
+  const s = computeStatus({ generation: 1, spec: spec({ image: undefined }), old: undefined, now, cfg });
+  t.is(s.phase, "stopped");
+  t.is(cond(s, "Ready")?.reason, "NoSource");
+});
+
+const phases: [string, k8s.V1Deployment | undefined, string, string][] = [
+  ["no Deployment yet", undefined, "deploying", "False"],
+  ["controller has not observed the new generation", dep(2, { replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2, observedGeneration: 1 }), "deploying", "False"],
+  ["pods not yet available", dep(2, { replicas: 2, updatedReplicas: 2, readyReplicas: 1, availableReplicas: 1 }), "deploying", "False"],
+  ["old pods still terminating", dep(2, { replicas: 3, updatedReplicas: 2, readyReplicas: 3, availableReplicas: 3 }), "deploying", "False"],
+  ["rolled out and ready", dep(2, { replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2 }), "active", "True"],
+  ["progress deadline exceeded", dep(2, { replicas: 2, updatedReplicas: 1, conditions: [{ type: "Progressing", status: "False", reason: "ProgressDeadlineExceeded" }] }), "failed", "False"],
+];
+for (const [what, d, phase, ready] of phases) {
+  test(`phase when ${what}: ${phase}`, (t) => {
+    const s = computeStatus({ generation: 3, spec: spec({ minReplicas: 2 }), old: undefined, deployment: d, deploymentId: "shop-abc", now, cfg });
+    t.is(s.phase, phase);
+    t.is(cond(s, "Ready")?.status, ready);
+    t.is(s.url, "https://shop.apps.example.com");
+    t.is(s.latestDeployment?.id, "shop-abc");
+  });
+}
+
+test("a suspended App is disabled and keeps its latest deployment", (t) => {
+  const old = computeStatus({ generation: 1, spec: spec(), old: undefined, deployment: dep(1, { replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 }), deploymentId: "shop-1", now, cfg });
+  const s = computeStatus({ generation: 2, spec: spec({ suspended: true }), old, deployment: dep(0, { replicas: 0 }), deploymentId: "shop-1", now: later, cfg });
+  t.is(s.phase, "disabled");
+  t.is(cond(s, "Ready")?.reason, "Suspended");
+  t.deepEqual(s.latestDeployment, old.latestDeployment);
+});
+
+test("lastTransitionTime moves only when a condition's status changes", (t) => {
+  const deploying = computeStatus({ generation: 1, spec: spec(), old: undefined, deployment: undefined, deploymentId: "d1", now, cfg });
+  const still = computeStatus({ generation: 1, spec: spec(), old: deploying, deployment: undefined, deploymentId: "d1", now: later, cfg });
+  t.is(cond(still, "Ready")?.lastTransitionTime, now.toISOString());
+  t.true(statusEqual(deploying, still), "nothing changed, so nothing is written");
+  const ready = computeStatus({ generation: 1, spec: spec(), old: still, deployment: dep(1, { replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 }, 1), deploymentId: "d1", now: later, cfg });
+  t.is(cond(ready, "Ready")?.lastTransitionTime, later.toISOString());
+  t.is(cond(ready, "Built")?.lastTransitionTime, now.toISOString());
+  t.is(ready.pipeline?.deploy?.deployedAt, later.toISOString());
+  t.is(ready.latestDeployment?.createdAt, now.toISOString(), "the same release keeps its creation time");
+});
+
+test("a new release gets a new latestDeployment", (t) => {
+  const a = computeStatus({ generation: 1, spec: spec(), old: undefined, deploymentId: "d1", now, cfg });
+  const b = computeStatus({ generation: 2, spec: spec({ image: "r/shop:2" }), old: a, deploymentId: "d2", now: later, cfg });
+  t.like(b.latestDeployment, { id: "d2", status: "in_progress", image: "r/shop:2", createdAt: later.toISOString() });
+});
+
+test("cron Apps are active once their CronJob exists", (t) => {
+  const s = computeStatus({ generation: 1, spec: spec({ type: "cron", schedule: "@hourly" }), old: undefined, cronJob: { spec: { schedule: "@hourly", jobTemplate: {} } }, deploymentId: "c1", now, cfg });
+  t.is(s.phase, "active");
+  t.is(s.url, undefined);
+});
+
+test("an invalid spec fails the App with the reason", (t) => {
+  const s = computeStatus({ generation: 4, spec: undefined, invalid: "spec.x: bad", old: undefined, now, cfg });
+  t.is(s.phase, "failed");
+  t.like(cond(s, "Ready"), { status: "False", reason: "InvalidSpec", message: "spec.x: bad", observedGeneration: 4 });
+});
+
+test("rolloutState follows kubectl rollout status", (t) => {
+  t.is(rolloutState(undefined), "in_progress");
+  t.is(rolloutState(dep(0, { replicas: 0 })), "succeeded");
+});
