@@ -7,6 +7,7 @@ const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" |
 export const OperatorConfigSchema = z.object({
   KUBECONFIG: z.string().optional().describe("Path to a kubeconfig; in-cluster config when unset"),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local"),
+  BERTH_WATCH_NAMESPACE: z.string().optional().describe("Reconcile Apps of this namespace only; all namespaces when unset"),
   BERTH_INGRESS_CLASS: z.string().optional(),
   BERTH_DEFAULT_TLS_SECRET: z.string().optional(),
   BERTH_OPERATOR_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),

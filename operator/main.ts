@@ -1,0 +1,71 @@
+// The operator's composition root: config, client, shared informers, controllers, leader
+// election, health and metrics. Nothing runs at import time of any other module.
+import { pino, type Logger } from "pino";
+import { API_VERSION } from "../crds/schemas.ts";
+import { KubeClient, loadKubeConfig, type KubeObject } from "../crds/kube/client.ts";
+import type { Informer } from "../crds/kube/informer.ts";
+import { Manager, Metrics } from "./runtime/index.ts";
+import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
+import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";
+import { AppReconciler, type AppObject } from "./app/reconcile.ts";
+
+export interface RunningOperator { manager: Manager; metrics: Metrics; stop(): Promise<void> }
+
+/** Builds and starts the operator; resolves once its caches are synced. */
+export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<RunningOperator> {
+  const kc = loadKubeConfig(cfg.KUBECONFIG);
+  const client = new KubeClient(kc);
+  const metrics = new Metrics();
+  const manager = new Manager({
+    kc, log, metrics,
+    health: { host: cfg.BERTH_OPERATOR_HEALTH_HOST, port: cfg.BERTH_OPERATOR_HEALTH_PORT },
+    leaderElection: cfg.BERTH_LEADER_ELECTION
+      ? { namespace: cfg.BERTH_LEADER_ELECTION_NAMESPACE, name: "berth-operator", identity: cfg.identity }
+      : false,
+  });
+
+  const namespace = cfg.BERTH_WATCH_NAMESPACE;
+  const managedBy = Object.entries(MANAGED_BY).map(([k, v]) => `${k}=${v}`).join(",");
+  const apps = manager.informer<AppObject>({ apiVersion: API_VERSION, kind: "App", plural: "apps", ...(namespace ? { namespace } : {}) });
+  const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((kind) => [
+    kind, manager.informer<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, plural: CHILD_KINDS[kind].plural, labelSelector: managedBy, ...(namespace ? { namespace } : {}) }),
+  ])) as Record<ChildKind, Informer<KubeObject>>;
+
+  manager.addController({
+    name: "app",
+    primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
+    owned: Object.values(children),
+    reconciler: new AppReconciler({
+      client, apps, children, now: () => new Date(),
+      cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET },
+    }),
+    concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
+    resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
+  });
+
+  await manager.start();
+  log.info({ identity: cfg.identity, healthPort: manager.healthPort, namespace: namespace ?? "(all)" }, "operator started");
+  return { manager, metrics, stop: () => manager.stop() };
+}
+
+async function main(): Promise<void> {
+  const cfg = loadOperatorConfig();
+  const log = pino({ level: cfg.BERTH_LOG_LEVEL, base: { component: "operator" } });
+  const op = await startOperator(cfg, log);
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    op.stop().then(() => process.exit(0), (err: unknown) => { log.error({ err }, "shutdown failed"); process.exit(1); });
+  };
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+}
+
+if (import.meta.main) {
+  main().catch((err: unknown) => {
+    process.stderr.write(`operator failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.exit(1);
+  });
+}
