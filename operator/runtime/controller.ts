@@ -1,0 +1,198 @@
+// A controller in controller-runtime's shape: informer events become keys in a work queue,
+// and `concurrency` workers call reconcile(key). Events carry no meaning beyond "look at this
+// key again": there are no per-event branches (DESIGN.md §5.1). The queue guarantees one key
+// is never reconciled twice at once; errors retry with per-key exponential backoff; a
+// TerminalError is recorded and not retried; requeueAfterMs asks for another look later.
+import type { Logger } from "pino";
+import type { Informer, KubeObject } from "../../crds/kube/index.ts";
+import type { Metrics, ReconcileResultLabel } from "./metrics.ts";
+import { WorkQueue } from "./queue.ts";
+
+export interface Request { namespace: string; name: string }
+export interface ReconcileResult { requeueAfterMs?: number }
+export interface Reconciler { reconcile(req: Request, signal: AbortSignal): Promise<ReconcileResult | void> }
+
+/** An error that retrying cannot fix (e.g. an invalid spec): recorded, logged, not retried. */
+export class TerminalError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "TerminalError";
+  }
+}
+
+export interface ControllerOptions {
+  /** Names the controller in logs and metrics, e.g. "app". */
+  name: string;
+  /** Events on it enqueue the object's own key. */
+  primary: Informer<KubeObject>;
+  /** Events enqueue the controlling ownerReference (controller: true) of the primary's kind and group. */
+  owned?: Informer<KubeObject>[];
+  /** Other mappings, e.g. a Domain enqueues its App. */
+  watches?: { informer: Informer<KubeObject>; map: (obj: KubeObject) => Request[] }[];
+  reconciler: Reconciler;
+  /** Keys reconciled at once. Default 4. */
+  concurrency?: number;
+  /** Every object of `primary` is re-enqueued about this often (jittered by up to +10%). Default 10 min. */
+  resyncPeriodMs?: number;
+  /** Backoff of failed keys. Defaults of WorkQueue (100 ms doubling up to 5 min). */
+  baseDelayMs?: number;
+  maxDelayMs?: number;
+  /** How long stop() waits for in-flight reconciles before aborting their signal. Default 30 s. */
+  shutdownTimeoutMs?: number;
+  metrics: Metrics;
+  log: Logger;
+}
+
+export function keyOf(req: Request): string {
+  return req.namespace ? `${req.namespace}/${req.name}` : req.name;
+}
+
+export function requestOf(key: string): Request {
+  const i = key.indexOf("/");
+  return i < 0 ? { namespace: "", name: key } : { namespace: key.slice(0, i), name: key.slice(i + 1) };
+}
+
+const groupOf = (apiVersion: string): string => (apiVersion.includes("/") ? apiVersion.slice(0, apiVersion.indexOf("/")) : "");
+
+/** The request of `obj`'s controlling owner when it is of `kind` in `apiVersion`'s group. */
+export function controllerOwner(obj: KubeObject, apiVersion: string, kind: string): Request[] {
+  const ref = obj.metadata.ownerReferences?.find((r) => r.controller === true);
+  if (!ref || ref.kind !== kind || groupOf(ref.apiVersion) !== groupOf(apiVersion)) return [];
+  return [{ namespace: obj.metadata.namespace ?? "", name: ref.name }];
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => { setTimeout(resolve, ms).unref(); });
+
+export class Controller {
+  readonly name: string;
+  private readonly opts: ControllerOptions;
+  private readonly log: Logger;
+  private readonly sources: { informer: Informer<KubeObject>; map: (obj: KubeObject) => Request[] }[];
+  private _queue: WorkQueue;
+  private unsubscribe: Array<() => void> = [];
+  private workers: Promise<void>[] = [];
+  private abort = new AbortController();
+  private resyncTimer: NodeJS.Timeout | undefined;
+  private running = false;
+
+  constructor(opts: ControllerOptions) {
+    this.opts = opts;
+    this.name = opts.name;
+    this.log = opts.log.child({ controller: opts.name });
+    const { primary } = opts;
+    this.sources = [
+      { informer: primary, map: (o) => [{ namespace: o.metadata.namespace ?? "", name: o.metadata.name ?? "" }] },
+      ...(opts.owned ?? []).map((informer) => ({ informer, map: (o: KubeObject) => controllerOwner(o, primary.options.apiVersion, primary.options.kind) })),
+      ...(opts.watches ?? []),
+    ];
+    this._queue = this.newQueue();
+  }
+
+  /** The current work queue (a fresh one after each stop/start cycle). */
+  get queue(): WorkQueue { return this._queue; }
+
+  get isRunning(): boolean { return this.running; }
+
+  /** Subscribes to the informers (which must be synced), enqueues every cached object, starts the workers. */
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    if (this._queue.isShuttingDown) this._queue = this.newQueue();
+    this.abort = new AbortController();
+    for (const { informer, map } of this.sources) {
+      const handler = (obj: KubeObject) => { for (const req of map(obj)) this.enqueue(req); };
+      this.unsubscribe.push(informer.on((_event, obj) => handler(obj)));
+      for (const obj of informer.list()) handler(obj);
+    }
+    const concurrency = Math.max(1, this.opts.concurrency ?? 4);
+    this.workers = Array.from({ length: concurrency }, () => this.work(this._queue));
+    this.scheduleResync();
+    this.log.info({ concurrency }, "controller started");
+  }
+
+  /**
+   * Stops taking keys and waits for in-flight reconciles; after `timeoutMs` (default the
+   * shutdownTimeoutMs option) their signal is aborted, and they get as long again to return.
+   */
+  async stop(opts: { timeoutMs?: number } = {}): Promise<void> {
+    if (!this.running) return;
+    this.running = false;
+    clearTimeout(this.resyncTimer);
+    for (const off of this.unsubscribe.splice(0)) off();
+    this._queue.shutDown();
+    const timeoutMs = opts.timeoutMs ?? this.opts.shutdownTimeoutMs ?? 30_000;
+    let finished = false;
+    const all = Promise.all(this.workers).then(() => { finished = true; });
+    await Promise.race([all, sleep(timeoutMs)]);
+    if (!finished) {
+      this.log.warn({ timeoutMs }, "reconciles still running at shutdown; aborting them");
+      this.abort.abort(new Error(`controller ${this.name} stopping`));
+      await Promise.race([all, sleep(Math.max(timeoutMs, 1000))]);
+      if (!finished) this.log.error("reconciles ignored the abort signal; leaving them behind");
+    }
+    this.workers = [];
+    this.log.info("controller stopped");
+  }
+
+  enqueue(req: Request): void {
+    if (req.name) this._queue.add(keyOf(req));
+  }
+
+  private newQueue(): WorkQueue {
+    const labels = { controller: this.name };
+    const { metrics } = this.opts;
+    return new WorkQueue({
+      baseDelayMs: this.opts.baseDelayMs,
+      maxDelayMs: this.opts.maxDelayMs,
+      onAdd: () => metrics.workqueueAdds.inc(labels),
+      onDepth: (n) => metrics.workqueueDepth.set(labels, n),
+    });
+  }
+
+  private scheduleResync(): void {
+    const period = this.opts.resyncPeriodMs ?? 600_000;
+    this.resyncTimer = setTimeout(() => {
+      for (const obj of this.opts.primary.list()) this.enqueue({ namespace: obj.metadata.namespace ?? "", name: obj.metadata.name ?? "" });
+      this.scheduleResync();
+    }, period * (1 + 0.1 * Math.random()));
+  }
+
+  private async work(queue: WorkQueue): Promise<void> {
+    for (let key = await queue.get(); key !== undefined; key = await queue.get()) {
+      try {
+        await this.reconcileKey(queue, key);
+      } finally {
+        queue.done(key);
+      }
+    }
+  }
+
+  private async reconcileKey(queue: WorkQueue, key: string): Promise<void> {
+    const { metrics, reconciler } = this.opts;
+    const labels = { controller: this.name };
+    const endTimer = metrics.reconcileDuration.startTimer(labels);
+    let result: ReconcileResultLabel;
+    try {
+      const res = await reconciler.reconcile(requestOf(key), this.abort.signal);
+      queue.forget(key);
+      const after = res?.requeueAfterMs ?? 0;
+      if (after > 0) queue.addAfter(key, after);
+      result = after > 0 ? "requeue" : "success";
+    } catch (err) {
+      metrics.reconcileErrors.inc(labels);
+      if (err instanceof TerminalError) {
+        queue.forget(key);
+        result = "terminal";
+        this.log.error({ key, err }, "reconcile failed with a terminal error; not retrying");
+      } else {
+        const retries = queue.numRequeues(key);
+        queue.addRateLimited(key);
+        result = "error";
+        this.log.error({ key, err, retries }, "reconcile failed; retrying with backoff");
+      }
+    } finally {
+      endTimer();
+    }
+    metrics.reconcileTotal.inc({ ...labels, result });
+  }
+}

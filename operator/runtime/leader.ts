@@ -1,0 +1,185 @@
+// Leader election on a coordination.k8s.io/v1 Lease, like client-go's leaderelection:
+// - a candidate acquires the Lease when it is free (no holderIdentity) or expired
+//   (renewTime + leaseDurationSeconds < now), retrying every retryPeriod (jittered);
+// - the leader renews every retryPeriod and gives up leadership when renewing has failed for
+//   renewDeadline, or at once when it sees another holder in the Lease;
+// - every write is a replace guarded by resourceVersion, so two candidates never both win
+//   (409 Conflict: re-read and try again);
+// - stop() ends the leading work, then releases the Lease (clears holderIdentity) so a
+//   successor takes over at once instead of waiting for expiry.
+// Unlike client-go's Run, run() goes back to being a candidate after losing leadership, and
+// returns only after stop().
+import * as k8s from "@kubernetes/client-node";
+import type { Logger } from "pino";
+import { errorMessage, isConflict, isNotFound } from "../../crds/kube/index.ts";
+
+export interface LeaderElectionOptions {
+  namespace: string;
+  name: string;
+  /** Unique per process, e.g. the pod name. */
+  identity: string;
+  /** Default 15. Whole seconds (the Lease field is an integer). */
+  leaseDurationSeconds?: number;
+  /** Default 10; must be less than leaseDurationSeconds. */
+  renewDeadlineSeconds?: number;
+  /** Default 2. */
+  retryPeriodSeconds?: number;
+}
+
+export interface LeaderCallbacks {
+  /** Called on election; `signal` aborts when leadership ends. Its promise should settle soon after. */
+  onStartedLeading: (signal: AbortSignal) => void | Promise<void>;
+  /** Called after leadership ended and onStartedLeading's promise settled. */
+  onStoppedLeading: () => void;
+}
+
+type Attempt = "acquired" | "held" | "failed";
+
+function timeOf(t: unknown): number {
+  // client-node leaves MicroTime fields as the API server's strings.
+  return t === undefined || t === null ? 0 : new Date(t as string | Date).getTime();
+}
+
+export class LeaderElector {
+  private readonly api: k8s.CoordinationV1Api;
+  private readonly opts: Required<LeaderElectionOptions>;
+  private readonly log: Logger;
+  private stopping = false;
+  private wake = new AbortController();
+  private running: Promise<void> | undefined;
+  private _isLeader = false;
+
+  constructor(kc: k8s.KubeConfig, opts: LeaderElectionOptions, log: Logger) {
+    this.api = kc.makeApiClient(k8s.CoordinationV1Api);
+    this.opts = { leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2, ...opts };
+    if (this.opts.renewDeadlineSeconds >= this.opts.leaseDurationSeconds) throw new Error("renewDeadlineSeconds must be less than leaseDurationSeconds");
+    this.log = log.child({ lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
+  }
+
+  get isLeader(): boolean { return this._isLeader; }
+
+  /** Campaigns, leads, and campaigns again after losing the Lease, until stop(). */
+  run(callbacks: LeaderCallbacks): Promise<void> {
+    if (this.running) throw new Error("LeaderElector is already running");
+    this.stopping = false;
+    this.running = this.loop(callbacks).finally(() => { this.running = undefined; });
+    return this.running;
+  }
+
+  /** Ends leadership (waiting for the leading work), releases the Lease, and returns when run() has. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake.abort();
+    await this.running;
+  }
+
+  private async loop(callbacks: LeaderCallbacks): Promise<void> {
+    const retryMs = this.opts.retryPeriodSeconds * 1000;
+    while (!this.stopping) {
+      if ((await this.tryAcquireOrRenew()) !== "acquired") {
+        await this.sleep(retryMs * (1 + 0.2 * Math.random()));
+        continue;
+      }
+      await this.lead(callbacks);
+    }
+  }
+
+  private async lead(callbacks: LeaderCallbacks): Promise<void> {
+    const retryMs = this.opts.retryPeriodSeconds * 1000;
+    const deadlineMs = this.opts.renewDeadlineSeconds * 1000;
+    this._isLeader = true;
+    this.log.info("became leader");
+    const leading = new AbortController();
+    const work = Promise.resolve()
+      .then(() => callbacks.onStartedLeading(leading.signal))
+      .catch((err: unknown) => this.log.error({ err }, "onStartedLeading failed"));
+    let lastRenew = Date.now();
+    while (!this.stopping) {
+      await this.sleep(retryMs);
+      if (this.stopping) break;
+      const attempt = await this.tryAcquireOrRenew();
+      if (attempt === "acquired") { lastRenew = Date.now(); continue; }
+      if (attempt === "held") { this.log.warn("the Lease has another holder; stepping down"); break; }
+      if (Date.now() - lastRenew >= deadlineMs) { this.log.warn({ renewDeadlineSeconds: this.opts.renewDeadlineSeconds }, "could not renew the Lease; stepping down"); break; }
+    }
+    this._isLeader = false;
+    leading.abort(new Error(this.stopping ? "leader election stopping" : "leadership lost"));
+    await work;
+    try { callbacks.onStoppedLeading(); } catch (err) { this.log.error({ err }, "onStoppedLeading failed"); }
+    if (this.stopping) await this.release();
+    this.log.info("stopped leading");
+  }
+
+  /** One optimistic-concurrency attempt to take or keep the Lease. */
+  private async tryAcquireOrRenew(): Promise<Attempt> {
+    const { namespace, name, identity, leaseDurationSeconds } = this.opts;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const now = new k8s.V1MicroTime();
+        const lease = await this.read();
+        if (!lease) {
+          await this.api.createNamespacedLease({ namespace, body: {
+            metadata: { name, namespace },
+            spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+          } });
+          return "acquired";
+        }
+        const spec = lease.spec ?? {};
+        const holder = spec.holderIdentity ?? "";
+        const expired = timeOf(spec.renewTime) + (spec.leaseDurationSeconds ?? 0) * 1000 < now.getTime();
+        if (holder && holder !== identity && !expired) return "held";
+        lease.spec = holder === identity
+          ? { ...spec, leaseDurationSeconds, renewTime: now }
+          : { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 };
+        await this.api.replaceNamespacedLease({ namespace, name, body: lease });
+        return "acquired";
+      } catch (err) {
+        if (isConflict(err)) continue;
+        this.log.warn({ err: errorMessage(err) }, "leader election: Lease request failed");
+        return "failed";
+      }
+    }
+    return "failed";
+  }
+
+  /** Clears holderIdentity if this process still holds the Lease, so a successor needs no expiry. */
+  private async release(): Promise<void> {
+    const { namespace, name, identity } = this.opts;
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        const lease = await this.read();
+        if (!lease || lease.spec?.holderIdentity !== identity) return;
+        const now = new k8s.V1MicroTime();
+        lease.spec = { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, acquireTime: now, renewTime: now };
+        await this.api.replaceNamespacedLease({ namespace, name, body: lease });
+        this.log.info("released the Lease");
+        return;
+      } catch (err) {
+        if (isConflict(err)) continue;
+        this.log.warn({ err: errorMessage(err) }, "could not release the Lease; it will expire");
+        return;
+      }
+    }
+  }
+
+  private async read(): Promise<k8s.V1Lease | undefined> {
+    try {
+      return await this.api.readNamespacedLease({ namespace: this.opts.namespace, name: this.opts.name });
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** Sleeps `ms`, or less when stop() is called. */
+  private async sleep(ms: number): Promise<void> {
+    if (this.stopping) return;
+    if (this.wake.signal.aborted) this.wake = new AbortController();
+    const signal = this.wake.signal;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() { clearTimeout(timer); signal.removeEventListener("abort", done); resolve(); }
+      signal.addEventListener("abort", done, { once: true });
+    });
+  }
+}
