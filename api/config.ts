@@ -13,6 +13,10 @@ export const ConfigSchema = z.object({
   BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   BERTH_DB_DEBUG: bool.default(false),
+  BERTH_VALIDATE_RESPONSES: bool.default(false)
+    .describe("Check every response body against the route's documented schema; a mismatch is a 500 (tests turn it on)"),
+  BERTH_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(10 * 60_000).default(10_000)
+    .describe("On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are cut"),
 });
 export type Config = z.output<typeof ConfigSchema>;
 
