@@ -2,13 +2,16 @@
 import { MikroORM, defineConfig } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
 import { ApiKey, Workspace } from "../workspaces/entities.ts";
+import { PlatformAdminKey } from "../auth/entities.ts";
 import { Migration20261121000000_workspaces } from "./migrations/Migration20261121000000_workspaces.ts";
+import { Migration20261122000000_platform_admin_keys } from "./migrations/Migration20261122000000_platform_admin_keys.ts";
 
-export const ENTITIES = [Workspace, ApiKey];
+export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey];
 
 /** Every migration, in order. A new migration is added here and committed. */
 export const MIGRATIONS = [
   { name: "Migration20261121000000_workspaces", class: Migration20261121000000_workspaces },
+  { name: "Migration20261122000000_platform_admin_keys", class: Migration20261122000000_platform_admin_keys },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {
