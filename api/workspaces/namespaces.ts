@@ -1,0 +1,48 @@
+// The real NamespaceEnsurer: creates the namespace; when it already exists (409), checks it is not
+// terminating nor another workspace's, and merge-patches the missing labels.
+import * as k8s from "@kubernetes/client-node";
+import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
+import { ConflictError, UnavailableError } from "../errors.ts";
+import type { NamespaceEnsurer } from "./service.ts";
+
+/** KUBECONFIG when set, the in-cluster service account otherwise. */
+export function loadKubeConfig(kubeconfigPath: string | undefined): k8s.KubeConfig {
+  const kc = new k8s.KubeConfig();
+  if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
+  else kc.loadFromCluster();
+  return kc;
+}
+
+function statusCode(err: unknown): number | undefined {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === "number" ? code : undefined;
+}
+
+export class KubeNamespaceEnsurer implements NamespaceEnsurer {
+  readonly #core: k8s.CoreV1Api;
+
+  constructor(kc: k8s.KubeConfig) {
+    this.#core = kc.makeApiClient(k8s.CoreV1Api);
+  }
+
+  async ensure(name: string, labels: Record<string, string>): Promise<void> {
+    try {
+      await this.#core.createNamespace({ body: { metadata: { name, labels } } });
+      return;
+    } catch (err) {
+      if (statusCode(err) !== 409) throw err;
+    }
+    const ns = await this.#core.readNamespace({ name });
+    if (ns.status?.phase === "Terminating" || ns.metadata?.deletionTimestamp) {
+      throw new UnavailableError("namespace_terminating", `Namespace ${name} is being deleted; retry once it is gone.`);
+    }
+    const existing = ns.metadata?.labels ?? {};
+    const owner = existing[WORKSPACE_LABEL];
+    if (owner !== undefined && labels[WORKSPACE_LABEL] !== undefined && owner !== labels[WORKSPACE_LABEL]) {
+      throw new ConflictError("namespace_conflict", `Namespace ${name} belongs to workspace ${owner}.`);
+    }
+    if (Object.entries(labels).every(([k, v]) => existing[k] === v)) return;
+    await this.#core.patchNamespace({ name, body: { metadata: { labels } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+  }
+}
