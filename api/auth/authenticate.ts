@@ -1,0 +1,88 @@
+// Establishes the caller of a route from its Authorization header, according to the route's
+// AuthMode, and scopes workspace-bound callers to the workspace named in the path.
+//
+//   no header / other scheme / malformed / unknown / revoked  -> 401 unauthorized
+//   a valid key of another kind (e.g. pa_sk_ on a workspace route) -> 403 insufficient_scope
+//   a workspace-bound caller on another workspace's path        -> 404 workspace_not_found
+import type { EntityManager } from "@mikro-orm/postgresql";
+import { ForbiddenError, NotFoundError, UnauthorizedError } from "../errors.ts";
+import type { Logger } from "../logger.ts";
+import type { AppKeyVerifier, AuthMode, Caller } from "../http/route.ts";
+import type { ApiKeyService, PlatformAdminKeyService } from "./keys.ts";
+import { PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken } from "./tokens.ts";
+
+/** Path parameters that name a workspace (SPEC.md uses both spellings). */
+export const WORKSPACE_PARAMS = ["wsId", "workspaceId"] as const;
+
+export interface AuthRequest {
+  authorization: string | undefined;
+  params: Readonly<Record<string, string>>;
+  em: EntityManager;
+  log: Logger;
+}
+
+export interface AuthenticatorDeps {
+  keys: ApiKeyService;
+  adminKeys: PlatformAdminKeyService;
+  appKeyVerifier?: AppKeyVerifier | undefined;
+}
+
+export class Authenticator {
+  readonly #deps: AuthenticatorDeps;
+
+  constructor(deps: AuthenticatorDeps) {
+    this.#deps = deps;
+  }
+
+  get hasAppKeyVerifier(): boolean {
+    return this.#deps.appKeyVerifier !== undefined;
+  }
+
+  /** The caller of a route with this auth mode; undefined for "none". Throws 401/403/404 domain errors. */
+  async authenticate(mode: AuthMode, req: AuthRequest): Promise<Caller | undefined> {
+    if (mode === "none") return undefined;
+    const token = bearerToken(req.authorization);
+    if (!token) {
+      throw new UnauthorizedError(req.authorization
+        ? "The Authorization header must be 'Bearer <key>'."
+        : "This operation needs an API key: send 'Authorization: Bearer <key>'.");
+    }
+    const caller = await this.#verify(mode, token, req);
+    for (const name of WORKSPACE_PARAMS) {
+      const wanted = req.params[name];
+      if (wanted !== undefined && "workspaceId" in caller && caller.workspaceId !== wanted) {
+        throw new NotFoundError("workspace_not_found", `Workspace ${wanted} does not exist.`);
+      }
+    }
+    return caller;
+  }
+
+  async #verify(mode: Exclude<AuthMode, "none">, token: string, req: AuthRequest): Promise<Caller> {
+    const { keys, adminKeys, appKeyVerifier } = this.#deps;
+    const invalid = () => new UnauthorizedError("The API key is invalid or has been revoked.");
+    switch (mode) {
+      case "workspace": {
+        const p = await keys.verify(req.em, token);
+        if (p) return p;
+        if (token.startsWith(PLATFORM_ADMIN_KEY_PREFIX) && await adminKeys.verify(req.em, token)) {
+          throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...); platform admin keys only manage the platform.");
+        }
+        throw invalid();
+      }
+      case "platform-admin": {
+        const p = await adminKeys.verify(req.em, token);
+        if (p) return p;
+        if (token.startsWith(WORKSPACE_KEY_PREFIX) && await keys.verify(req.em, token)) {
+          throw new ForbiddenError("insufficient_scope", "This operation needs a platform admin key (pa_sk_...).");
+        }
+        throw invalid();
+      }
+      case "app-key": {
+        if (!appKeyVerifier) throw new Error("an app-key route is mounted but no AppKeyVerifier was given to buildServer");
+        const p = await appKeyVerifier(token, { em: req.em, log: req.log, params: req.params });
+        if (p) return p;
+        throw invalid();
+      }
+    }
+  }
+}

@@ -1,0 +1,46 @@
+// Per-request state: the request id (X-Request-Id, taken from the caller when it is a safe token,
+// generated otherwise), a child logger carrying it, and one access-log line per request with
+// method, path, matched route, status and duration (never bodies, queries or headers).
+import { randomUUID } from "node:crypto";
+import type Koa from "koa";
+import type { Logger } from "../logger.ts";
+
+export interface RequestState {
+  requestId: string;
+  log: Logger;
+}
+
+const STATE = Symbol("berth.request");
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export function requestState(ctx: Koa.Context): RequestState {
+  const s = (ctx.state as Record<symbol, RequestState | undefined>)[STATE];
+  if (!s) throw new Error("requestContext middleware is not installed");
+  return s;
+}
+
+export function requestContext(logger: Logger): Koa.Middleware {
+  return async (ctx, next) => {
+    const started = process.hrtime.bigint();
+    const incoming = ctx.get("X-Request-Id");
+    const requestId = SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const log = logger.child({ requestId });
+    (ctx.state as Record<symbol, RequestState>)[STATE] = { requestId, log };
+    ctx.set("X-Request-Id", requestId);
+    try {
+      await next();
+    } finally {
+      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+      const matched = (ctx as { _matchedRoute?: unknown })._matchedRoute;
+      const line = {
+        method: ctx.method,
+        path: ctx.path,
+        route: typeof matched === "string" ? matched : undefined,
+        status: ctx.status,
+        durationMs: Math.round(durationMs * 100) / 100,
+      };
+      if (ctx.status >= 500) log.error(line, "request");
+      else log.info(line, "request");
+    }
+  };
+}

@@ -1,0 +1,119 @@
+// One route definition, used twice: the router validates requests (and, in tests, responses)
+// with its zod schemas, and the OpenAPI generator documents it from the same schemas.
+import type Koa from "koa";
+import type { z } from "zod";
+import type { EntityManager } from "@mikro-orm/postgresql";
+import type { Logger } from "../logger.ts";
+
+/**
+ * Who may call a route.
+ * - "none": public (health, readiness, the OpenAPI document).
+ * - "workspace": a workspace API key (`ws_sk_...`); a `:wsId`/`:workspaceId` path parameter must
+ *   name the key's own workspace (otherwise 404 workspace_not_found).
+ * - "platform-admin": a platform admin key (`pa_sk_...`), minted by `node api/cli.ts admin-key create`.
+ * - "app-key": the scoped key of an app's GOVDB_CONNECTION, checked by the AppKeyVerifier given
+ *   to buildServer.
+ */
+export type AuthMode = "none" | "workspace" | "platform-admin" | "app-key";
+
+/** The caller of a "workspace" route. */
+export interface Principal {
+  kind: "workspace";
+  workspaceId: string;
+  keyId: string;
+}
+
+/** The caller of a "platform-admin" route. */
+export interface PlatformAdminPrincipal {
+  kind: "platform-admin";
+  keyId: string;
+}
+
+/** The caller of an "app-key" route, as established by the AppKeyVerifier. */
+export interface AppPrincipal {
+  kind: "app";
+  workspaceId: string;
+  appId: string;
+  keyId: string;
+}
+
+/** Every kind of authenticated caller. */
+export type Caller = Principal | PlatformAdminPrincipal | AppPrincipal;
+
+/**
+ * Verifies an app's scoped key (the credential inside GOVDB_CONNECTION). Returns the caller, or
+ * undefined when the token is not a valid, current app key (the router answers 401). Must compare
+ * secrets in constant time and never log the token.
+ */
+export type AppKeyVerifier = (token: string, ctx: { em: EntityManager; log: Logger; params: Readonly<Record<string, string>> }) => Promise<AppPrincipal | undefined>;
+
+export interface RouteContext<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+  /** The workspace key's principal on "workspace" routes; undefined on every other kind of route. */
+  principal: Principal | undefined;
+  /** The authenticated caller of any kind; undefined on "none" routes. */
+  caller: Caller | undefined;
+  /** Forked for this request; the handler flushes what it changes. */
+  em: EntityManager;
+  /** Child logger carrying requestId, method and route. */
+  log: Logger;
+  requestId: string;
+  /** Escape hatch; handlers should not need it. */
+  koa: Koa.Context;
+}
+
+export interface RouteResult {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
+
+export interface RouteDef {
+  method: HttpMethod;
+  /** koa-router style, relative to /api/v1, e.g. "/workspaces/:wsId/apps/:appId". */
+  path: string;
+  operationId: string;
+  summary: string;
+  description?: string;
+  tags: string[];
+  auth: AuthMode;
+  /** Path parameters (strings; use z.coerce for numbers). */
+  params?: z.ZodType;
+  /** Query parameters (strings; use z.coerce). Must be a .strict() object: unknown parameters are refused. */
+  query?: z.ZodType;
+  /** JSON request body. Must be .strict() (unknown fields are refused); checked when the server is built. */
+  body?: z.ZodType;
+  /** Documented responses: status -> schema of the JSON body, or null for no body (e.g. 204). */
+  responses: Record<number, z.ZodType | null>;
+  /** Media type of the success body; "application/json" when omitted (a string body is sent as is otherwise). */
+  produces?: string;
+  // The handler is checked against the schemas by defineRoute; stored erased.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  handler: (ctx: RouteContext<any, any, any>) => Promise<RouteResult>;
+}
+
+export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> extends Omit<RouteDef, "params" | "query" | "body" | "handler"> {
+  params?: P;
+  query?: Q;
+  body?: B;
+  handler: (ctx: RouteContext<z.output<P>, z.output<Q>, z.output<B>>) => Promise<RouteResult>;
+}
+
+/** Defines a route; the handler's ctx.params/query/body are the parsed outputs of the given schemas. */
+export function defineRoute<P extends z.ZodType = z.ZodNever, Q extends z.ZodType = z.ZodNever, B extends z.ZodType = z.ZodNever>(def: RouteSpec<P, Q, B>): RouteDef {
+  return def;
+}
+
+/** "/workspaces/:wsId" -> "/workspaces/{wsId}" */
+export function openApiPath(path: string): string {
+  return path.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
+}
+
+/** Names of the `:params` in a koa-router path. */
+export function pathParamNames(path: string): string[] {
+  return [...path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => m[1]!);
+}

@@ -1,0 +1,201 @@
+// Mounts RouteDefs under /api/v1. Per request: authenticate (route.auth), read the JSON body,
+// validate params, query and body with the route's zod schemas (every offending field at once),
+// fork the EntityManager, call the handler, optionally check the response against its documented
+// schema, and write status, headers and body.
+import Router, { type RouterMiddleware } from "@koa/router";
+import type Koa from "koa";
+import type { MikroORM } from "@mikro-orm/postgresql";
+import { z } from "zod";
+import { DomainError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import type { Authenticator } from "../auth/authenticate.ts";
+import { readJsonBody } from "./body.ts";
+import { requestState } from "./context.ts";
+import { MethodNotAllowedError } from "./problem.ts";
+import { pathParamNames, type RouteContext, type RouteDef, type RouteResult } from "./route.ts";
+
+export const API_PREFIX = "/api/v1";
+export const JSON_MEDIA_TYPE = "application/json";
+
+export interface RouterDeps {
+  orm: MikroORM;
+  authenticator: Authenticator;
+  bodyLimitBytes: number;
+  /** Check every response against `responses[status]` (BERTH_VALIDATE_RESPONSES). */
+  validateResponses: boolean;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Definition checks (at build time, so a bad route never serves)
+
+type JsonNode = Record<string, unknown>;
+
+/** Paths (in JSON Schema) of object schemas that silently drop unknown keys (zod's default). */
+export function nonStrictObjects(schema: z.ZodType): string[] {
+  const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any", cycles: "ref", reused: "inline" }) as JsonNode;
+  const out: string[] = [];
+  const walk = (node: unknown, at: string): void => {
+    if (Array.isArray(node)) { node.forEach((n, i) => walk(n, `${at}/${i}`)); return; }
+    if (!node || typeof node !== "object") return;
+    const n = node as JsonNode;
+    if (n.properties !== undefined && n.additionalProperties === undefined) out.push(at === "" ? "/" : at);
+    for (const [k, v] of Object.entries(n)) walk(v, `${at}/${k}`);
+  };
+  walk(json, "");
+  return out;
+}
+
+/** Throws when route definitions are inconsistent; run before serving and by the OpenAPI generator. */
+export function checkRoutes(routes: readonly RouteDef[]): void {
+  const problems: string[] = [];
+  const ops = new Set<string>();
+  const endpoints = new Set<string>();
+  for (const r of routes) {
+    const where = `${r.method.toUpperCase()} ${r.path} (${r.operationId})`;
+    if (ops.has(r.operationId)) problems.push(`${where}: duplicate operationId`);
+    ops.add(r.operationId);
+    const endpoint = `${r.method} ${r.path.replace(/:[A-Za-z0-9_]+/g, ":")}`;
+    if (endpoints.has(endpoint)) problems.push(`${where}: duplicate method and path`);
+    endpoints.add(endpoint);
+    if (!r.path.startsWith("/")) problems.push(`${where}: path must start with /`);
+    if (Object.keys(r.responses).length === 0) problems.push(`${where}: no documented response`);
+    for (const [part, schema] of [["body", r.body], ["query", r.query]] as const) {
+      if (!schema) continue;
+      const loose = nonStrictObjects(schema);
+      if (loose.length > 0) problems.push(`${where}: ${part} schema must refuse unknown keys (.strict()) at ${loose.join(", ")}`);
+    }
+    if (r.params) {
+      const json = z.toJSONSchema(r.params, { io: "input", unrepresentable: "any" }) as { properties?: Record<string, unknown> };
+      const declared = Object.keys(json.properties ?? {}).sort();
+      const inPath = pathParamNames(r.path).sort();
+      if (declared.join() !== inPath.join()) problems.push(`${where}: params schema declares [${declared.join(", ")}] but the path has [${inPath.join(", ")}]`);
+    }
+  }
+  if (problems.length > 0) throw new Error(`invalid route definitions:\n  ${problems.join("\n  ")}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response checks
+
+export class ResponseSchemaMismatchError extends DomainError {
+  constructor(operationId: string, status: number, reasons: string[]) {
+    super(500, "response_schema_mismatch", `The ${operationId} response (status ${status}) does not match the documented schema.`, { details: { operationId, status, reasons } });
+  }
+}
+
+/** Why a handler's result does not match the route's documented responses; [] when it does. */
+export function responseMismatches(route: RouteDef, result: RouteResult): string[] {
+  if (!Object.hasOwn(route.responses, result.status)) {
+    return [`status ${result.status} is not documented (documented: ${Object.keys(route.responses).join(", ")})`];
+  }
+  const schema = route.responses[result.status];
+  if (schema === null || schema === undefined) {
+    return result.body === undefined ? [] : [`status ${result.status} is documented without a body but the handler returned one`];
+  }
+  if (result.body === undefined) return [`status ${result.status} is documented with a body but the handler returned none`];
+  // Check what goes over the wire (Dates become strings, undefined members disappear).
+  const wire: unknown = isJson(route) ? JSON.parse(JSON.stringify(result.body)) : result.body;
+  const parsed = schema.safeParse(wire);
+  if (parsed.success) return [];
+  return fieldErrorsFromZod(parsed.error, "body").map((e) => `${e.field}: ${e.message}`);
+}
+
+function isJson(route: RouteDef): boolean {
+  return route.produces === undefined || route.produces === JSON_MEDIA_TYPE;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request handling
+
+/** Whether a body schema accepts no body at all (e.g. `z.object({...}).strict().optional()`). */
+export function bodyOptional(schema: z.ZodType): boolean {
+  return schema.safeParse(undefined).success;
+}
+
+function parsePart(schema: z.ZodType, input: unknown, prefix: "params" | "query" | "body", errors: FieldError[]): unknown {
+  const r = schema.safeParse(input);
+  if (r.success) return r.data;
+  errors.push(...fieldErrorsFromZod(r.error, prefix));
+  return undefined;
+}
+
+function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
+  return async (ctx) => {
+    const { requestId, log: requestLog } = requestState(ctx);
+    const log = requestLog.child({ operationId: route.operationId });
+    const em = deps.orm.em.fork();
+    const rawParams: Record<string, string> = { ...ctx.params };
+
+    const caller = await deps.authenticator.authenticate(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+
+    const body = await readJsonBody(ctx.req, deps.bodyLimitBytes);
+    const errors: FieldError[] = [];
+    const params = route.params ? parsePart(route.params, rawParams, "params", errors) : rawParams;
+    let query: unknown = undefined;
+    if (route.query) query = parsePart(route.query, { ...ctx.query }, "query", errors);
+    else for (const k of Object.keys(ctx.query)) errors.push({ field: `query.${k}`, message: "unknown query parameter" });
+    let parsedBody: unknown = undefined;
+    if (route.body) {
+      if (body.present) parsedBody = parsePart(route.body, body.value, "body", errors);
+      else if (bodyOptional(route.body)) parsedBody = route.body.parse(undefined);
+      else errors.push({ field: "body", message: "required: send a JSON body" });
+    } else if (body.present) {
+      errors.push({ field: "body", message: "this operation takes no request body" });
+    }
+    if (errors.length > 0) throw new ValidationError(errors);
+
+    const routeCtx: RouteContext<unknown, unknown, unknown> = {
+      params, query, body: parsedBody,
+      principal: caller?.kind === "workspace" ? caller : undefined,
+      caller, em, log, requestId, koa: ctx,
+    };
+    const result = await route.handler(routeCtx);
+
+    if (deps.validateResponses) {
+      const reasons = responseMismatches(route, result);
+      if (reasons.length > 0) {
+        log.error({ status: result.status, reasons }, "response does not match its documented schema");
+        throw new ResponseSchemaMismatchError(route.operationId, result.status, reasons);
+      }
+    }
+
+    ctx.status = result.status;
+    for (const [k, v] of Object.entries(result.headers ?? {})) ctx.set(k, v);
+    if (result.body === undefined || result.status === 204 || result.status === 304) return;
+    if (!isJson(route) && (typeof result.body === "string" || Buffer.isBuffer(result.body))) {
+      ctx.type = route.produces!;
+      ctx.body = result.body;
+    } else {
+      ctx.type = JSON_MEDIA_TYPE;
+      ctx.body = JSON.stringify(result.body);
+    }
+  };
+}
+
+/** A router with every route mounted under /api/v1. The most specific path wins ("/apps/stats" over "/apps/:appId"). */
+export function apiRouter(routes: readonly RouteDef[], deps: RouterDeps): Router {
+  checkRoutes(routes);
+  const router = new Router({ prefix: API_PREFIX, exclusive: "specificity" });
+  for (const route of routes) router[route.method](route.path, handle(route, deps));
+  return router;
+}
+
+/**
+ * After every router: a path that some router knows with other methods is a 405 (with Allow),
+ * OPTIONS on it is a 204 with Allow, anything else is a 404 route_not_found.
+ */
+export function fallback(routers: readonly Router[]): Koa.Middleware {
+  return (ctx) => {
+    const allowed = new Set<string>();
+    for (const r of routers) {
+      for (const layer of r.match(ctx.path, ctx.method).path) for (const m of layer.methods) allowed.add(m);
+    }
+    if (allowed.size === 0) throw new NotFoundError("route_not_found", `No route for ${ctx.method} ${ctx.path}.`);
+    const allow = [...allowed].sort();
+    if (ctx.method === "OPTIONS") {
+      ctx.set("Allow", [...allow, "OPTIONS"].join(", "));
+      ctx.status = 204;
+      return;
+    }
+    throw new MethodNotAllowedError(ctx.method, allow);
+  };
+}

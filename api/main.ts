@@ -1,0 +1,96 @@
+// The composition root: configuration, logger, ORM, Kubernetes client, services, routes, server.
+// Usage: node api/main.ts [--migrate]   (--migrate runs pending committed migrations first)
+// Nothing runs when this module is imported (a script may import composeRoutes to write the
+// OpenAPI document).
+import * as k8s from "@kubernetes/client-node";
+import type { MikroORM } from "@mikro-orm/postgresql";
+import { loadConfig, type Config } from "./config.ts";
+import { migrateUp, openOrm } from "./db/orm.ts";
+import { createLogger, type Logger } from "./logger.ts";
+import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
+import { apiKeyRoutes } from "./auth/routes.ts";
+import type { RouteDef } from "./http/route.ts";
+import { buildServer, listen, type ReadinessCheck } from "./server.ts";
+import { KubeNamespaceEnsurer, loadKubeConfig } from "./workspaces/namespaces.ts";
+import { workspaceRoutes } from "./workspaces/routes.ts";
+import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
+
+/** What the route modules are built from. */
+export interface Services {
+  config: Config;
+  orm: MikroORM;
+  logger: Logger;
+  kubeConfig: k8s.KubeConfig;
+  workspaces: WorkspaceService;
+  keys: ApiKeyService;
+  adminKeys: PlatformAdminKeyService;
+}
+
+export function buildServices(deps: { config: Config; orm: MikroORM; logger: Logger; kubeConfig: k8s.KubeConfig; namespaces?: NamespaceEnsurer }): Services {
+  const { config, orm, logger, kubeConfig } = deps;
+  return {
+    config, orm, logger, kubeConfig,
+    workspaces: new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig), log: logger.child({ component: "workspaces" }) }),
+    keys: new ApiKeyService({ log: logger }),
+    adminKeys: new PlatformAdminKeyService({ log: logger }),
+  };
+}
+
+/** Every module's routes. */
+export function composeRoutes(s: Services): RouteDef[] {
+  return [
+    ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
+    ...apiKeyRoutes({ keys: s.keys }),
+    // ---- Module routes are added here. ----------------------------------------------------
+    // The apps module (api/apps/) adds: ...appRoutes({ ... }) built from these services.
+    // The governance module adds its routes (and an appKeyVerifier to buildServer) here too.
+  ];
+}
+
+export function kubeReadiness(kc: k8s.KubeConfig): ReadinessCheck {
+  const version = kc.makeApiClient(k8s.VersionApi);
+  return { name: "kubernetes", check: async () => { await version.getCode(); return true; } };
+}
+
+async function main(argv: string[]): Promise<void> {
+  const config = loadConfig();
+  const logger = createLogger({ level: config.BERTH_LOG_LEVEL, base: { component: "api" } });
+  const orm = await openOrm(config.DATABASE_URL, { debug: config.BERTH_DB_DEBUG });
+  if (argv.includes("--migrate")) {
+    const applied = await migrateUp(orm);
+    logger.info({ applied }, applied.length ? "migrations applied" : "no pending migrations");
+  }
+  const kubeConfig = loadKubeConfig(config.KUBECONFIG);
+  const services = buildServices({ config, orm, logger, kubeConfig });
+  const app = buildServer({
+    config, orm, logger,
+    routes: composeRoutes(services),
+    readiness: [kubeReadiness(kubeConfig)],
+    keys: services.keys,
+    adminKeys: services.adminKeys,
+  });
+  const running = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, logger });
+  logger.info({ url: running.url, docs: `${running.url}/api/v1/docs` }, `listening on ${running.url}`);
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) { logger.warn({ signal }, "second signal: exiting now"); process.exit(1); }
+    stopping = true;
+    logger.info({ signal }, "stopping");
+    void running.close()
+      .then(() => orm.close())
+      .then(() => { logger.info("stopped"); process.exit(0); })
+      .catch((err: unknown) => { logger.error({ err }, "shutdown failed"); process.exit(1); });
+  };
+  process.on("SIGTERM", () => stop("SIGTERM"));
+  process.on("SIGINT", () => stop("SIGINT"));
+}
+
+if (import.meta.main) {
+  try {
+    await main(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`berth-api: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,146 @@
+// The Koa application: request context, the single problem+json error middleware, liveness and
+// readiness at the root, every RouteDef under /api/v1 (plus the OpenAPI document and docs page),
+// 404/405 for the rest. `listen` serves it with a graceful shutdown.
+import { once } from "node:events";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import Koa from "koa";
+import Router from "@koa/router";
+import type { MikroORM } from "@mikro-orm/postgresql";
+import type { Config } from "./config.ts";
+import { DomainError } from "./errors.ts";
+import type { Logger } from "./logger.ts";
+import { Authenticator } from "./auth/authenticate.ts";
+import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
+import { requestContext } from "./http/context.ts";
+import { buildOpenApiDocument, openApiRoutes, DEFAULT_INFO, type OpenApiInfo } from "./http/openapi.ts";
+import { problemMiddleware, sendProblem } from "./http/problem.ts";
+import { apiRouter, fallback } from "./http/router.ts";
+import type { AppKeyVerifier, RouteDef } from "./http/route.ts";
+
+export interface ReadinessCheck {
+  name: string;
+  /** true when ready; false or a throw (or taking longer than READINESS_TIMEOUT_MS) when not. */
+  check: () => Promise<boolean>;
+}
+
+export const READINESS_TIMEOUT_MS = 3_000;
+
+export interface ServerDeps {
+  config: Config;
+  orm: MikroORM;
+  logger: Logger;
+  routes: RouteDef[];
+  readiness: ReadinessCheck[];
+  /** Needed when any route has auth "app-key" (the governance module provides it). */
+  appKeyVerifier?: AppKeyVerifier;
+  /** Default: fresh stateless services. */
+  keys?: ApiKeyService;
+  adminKeys?: PlatformAdminKeyService;
+  info?: OpenApiInfo;
+}
+
+interface Lifecycle { draining: boolean }
+const lifecycles = new WeakMap<Koa, Lifecycle>();
+
+async function withTimeout(p: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), ms); });
+  try { return await Promise.race([p.catch(() => false), timeout]); } finally { clearTimeout(timer); }
+}
+
+/** Every route the server mounts: the given ones plus GET /openapi.json and GET /docs. */
+export function allRoutes(routes: readonly RouteDef[], info: OpenApiInfo = DEFAULT_INFO): RouteDef[] {
+  const all: RouteDef[] = [...routes];
+  all.push(...openApiRoutes(() => buildOpenApiDocument(all, info)));
+  return all;
+}
+
+export function buildServer(deps: ServerDeps): Koa {
+  const { config, orm, logger } = deps;
+  const routes = allRoutes(deps.routes, deps.info);
+  const appKeyRoutes = routes.filter((r) => r.auth === "app-key").map((r) => r.operationId);
+  if (appKeyRoutes.length > 0 && !deps.appKeyVerifier) {
+    throw new Error(`routes ${appKeyRoutes.join(", ")} use auth "app-key" but no appKeyVerifier was given`);
+  }
+  const authenticator = new Authenticator({
+    keys: deps.keys ?? new ApiKeyService({ log: logger }),
+    adminKeys: deps.adminKeys ?? new PlatformAdminKeyService({ log: logger }),
+    appKeyVerifier: deps.appKeyVerifier,
+  });
+
+  const lifecycle: Lifecycle = { draining: false };
+  const app = new Koa();
+  lifecycles.set(app, lifecycle);
+  app.on("error", (err: unknown) => logger.warn({ err }, "error while writing a response"));
+
+  const root = new Router();
+  root.get("/healthz", (ctx) => {
+    ctx.status = 200;
+    ctx.type = "application/json";
+    ctx.body = JSON.stringify({ status: "ok" });
+  });
+  root.get("/readyz", async (ctx) => {
+    const entries = await Promise.all([
+      ["database", () => orm.checkConnection().then((r) => r.ok)] as const,
+      ...deps.readiness.map((r) => [r.name, r.check] as const),
+    ].map(async ([name, check]) => [name, await withTimeout(Promise.resolve().then(check), READINESS_TIMEOUT_MS)] as const));
+    const checks = Object.fromEntries(entries);
+    if (lifecycle.draining) checks.shutdown = false;
+    if (Object.values(checks).every(Boolean)) {
+      ctx.status = 200;
+      ctx.type = "application/json";
+      ctx.body = JSON.stringify({ status: "ready", checks });
+      return;
+    }
+    sendProblem(ctx, new DomainError(503, "not_ready", lifecycle.draining ? "The server is shutting down." : "A readiness check failed.", { details: { checks } }));
+  });
+
+  const api = apiRouter(routes, {
+    orm,
+    authenticator,
+    bodyLimitBytes: config.BERTH_BODY_LIMIT_BYTES,
+    validateResponses: config.BERTH_VALIDATE_RESPONSES,
+  });
+
+  app.use(requestContext(logger));
+  app.use(async (ctx, next) => {
+    if (lifecycle.draining) ctx.set("Connection", "close");
+    await next();
+  });
+  app.use(problemMiddleware());
+  app.use(root.routes());
+  app.use(api.routes());
+  app.use(fallback([root, api]));
+  return app;
+}
+
+export interface RunningServer {
+  /** http://host:port, with the port actually bound. */
+  url: string;
+  server: Server;
+  /** Stops accepting, lets in-flight requests finish (up to the timeout), then cuts what is left. */
+  close(): Promise<void>;
+}
+
+export async function listen(app: Koa, opts: { host: string; port: number; shutdownTimeoutMs: number; logger: Logger }): Promise<RunningServer> {
+  const server = app.listen({ host: opts.host, port: opts.port });
+  await once(server, "listening");
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}`;
+  let closing: Promise<void> | undefined;
+  const close = () => closing ??= new Promise<void>((resolve) => {
+    const lifecycle = lifecycles.get(app);
+    if (lifecycle) lifecycle.draining = true;
+    opts.logger.info({ timeoutMs: opts.shutdownTimeoutMs }, "shutting down: draining in-flight requests");
+    const timer = setTimeout(() => {
+      opts.logger.warn("shutdown timeout: closing the connections still open");
+      server.closeAllConnections();
+    }, opts.shutdownTimeoutMs);
+    timer.unref();
+    server.close(() => { clearTimeout(timer); resolve(); });
+    server.closeIdleConnections();
+  });
+  return { url, server, close };
+}

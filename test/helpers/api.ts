@@ -1,0 +1,168 @@
+// The real API server, in-process on 127.0.0.1 (port 0), on a fresh database cloned from the
+// migrated template, with a workspace whose namespace is real (the running control plane,
+// KUBECONFIG) and a key for it. BERTH_VALIDATE_RESPONSES is on: every response is checked
+// against its route's documented schema, so a test that passes proves the OpenAPI document true.
+//
+//   const api = await startApi({ routes: (s) => appRoutes(...) });
+//   t.teardown(() => api.stop());   // or test.after.always
+//   const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, { body: {...} });
+import type { MikroORM } from "@mikro-orm/postgresql";
+import { loadConfig, type Config } from "../../api/config.ts";
+import { openOrm } from "../../api/db/orm.ts";
+import { createLogger } from "../../api/logger.ts";
+import { buildServices, composeRoutes, type Services } from "../../api/main.ts";
+import { buildServer, listen, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
+import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
+import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
+import { loadKubeConfig } from "../../api/workspaces/namespaces.ts";
+import { freshDatabase, type TestDatabase } from "./db.ts";
+import { deleteNamespace, kube } from "./kube.ts";
+
+export interface StartApiOptions {
+  /** Extra routes, or a function building them from the services (workspaces, keys, orm, kubeConfig...). */
+  routes?: RouteDef[] | ((services: Services) => RouteDef[]);
+  /** Mount the platform's own routes (workspaces, API keys); default true. */
+  defaultRoutes?: boolean;
+  readiness?: ReadinessCheck[];
+  appKeyVerifier?: AppKeyVerifier;
+  /** Configuration variables on top of the test defaults (e.g. { BERTH_BODY_LIMIT_BYTES: "2048" }). */
+  env?: Record<string, string>;
+  /** Replaces the real namespace creation (default: the running control plane). */
+  namespaces?: NamespaceEnsurer;
+  /** Name of the first workspace. */
+  workspaceName?: string;
+}
+
+export interface ApiResponse {
+  status: number;
+  headers: Headers;
+  /** Parsed JSON when the response is JSON (application/json or application/problem+json), else undefined. */
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  body: any;
+  text: string;
+}
+
+export interface FetchOptions {
+  /** JSON-encoded with Content-Type: application/json. */
+  body?: unknown;
+  /** Sent as is (set the Content-Type yourself in `headers`). */
+  rawBody?: string | Uint8Array;
+  /** The bearer key; default the first workspace's key; null sends no Authorization header. */
+  key?: string | null;
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+export interface TestWorkspace {
+  workspaceId: string;
+  namespace: string;
+  apiKey: string;
+  apiKeyId: string;
+}
+
+export interface TestApi extends TestWorkspace {
+  /** http://127.0.0.1:<port> (the server root; the API is under /api/v1). */
+  url: string;
+  /** A platform admin key (pa_sk_...). */
+  adminKey: string;
+  config: Config;
+  db: TestDatabase;
+  orm: MikroORM;
+  services: Services;
+  server: RunningServer;
+  /** Every log line the server wrote so far, parsed. */
+  logs: Record<string, unknown>[];
+  /**
+   * A request to the server. `path` is relative to /api/v1 ("/workspaces/..."), except paths that
+   * start with /api/ or are the root endpoints /healthz and /readyz, which are used as given.
+   */
+  fetchJson(method: string, path: string, opts?: FetchOptions): Promise<ApiResponse>;
+  /** Another workspace, with a real namespace and a key (cleaned up by stop()). */
+  createWorkspace(name?: string): Promise<TestWorkspace>;
+  /** Stops the server, closes the ORM, drops the database and deletes the namespaces made here. */
+  stop(): Promise<void>;
+}
+
+function resolvePath(path: string): string {
+  if (path.startsWith("/api/") || /^\/(healthz|readyz)(\?|$)/.test(path)) return path;
+  return `/api/v1${path.startsWith("/") ? "" : "/"}${path}`;
+}
+
+export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
+  const db = await freshDatabase();
+  const cleanup: (() => Promise<unknown>)[] = [() => db.drop()];
+  const runCleanup = async () => { for (const f of cleanup.reverse()) await f().catch(() => undefined); };
+  try {
+    const config = loadConfig({
+      DATABASE_URL: db.url,
+      KUBECONFIG: process.env.KUBECONFIG,
+      BERTH_API_HOST: "127.0.0.1",
+      BERTH_API_PORT: "0",
+      BERTH_VALIDATE_RESPONSES: "true",
+      BERTH_LOG_LEVEL: "info",
+      BERTH_SHUTDOWN_TIMEOUT_MS: "5000",
+      ...opts.env,
+    });
+    const logs: Record<string, unknown>[] = [];
+    const logger = createLogger({
+      level: config.BERTH_LOG_LEVEL,
+      base: { component: "api" },
+      destination: { write: (line: string) => { logs.push(JSON.parse(line) as Record<string, unknown>); } },
+    });
+    const orm = await openOrm(db.url, { poolMax: 5 });
+    cleanup.push(() => orm.close());
+    const kubeConfig = loadKubeConfig(config.KUBECONFIG);
+    const services = buildServices({ config, orm, logger, kubeConfig, ...(opts.namespaces ? { namespaces: opts.namespaces } : {}) });
+    const extra = typeof opts.routes === "function" ? opts.routes(services) : opts.routes ?? [];
+    const routes = [...(opts.defaultRoutes === false ? [] : composeRoutes(services)), ...extra];
+    const app = buildServer({
+      config, orm, logger, routes,
+      readiness: opts.readiness ?? [],
+      keys: services.keys,
+      adminKeys: services.adminKeys,
+      ...(opts.appKeyVerifier ? { appKeyVerifier: opts.appKeyVerifier } : {}),
+    });
+    const server = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, logger });
+    cleanup.push(() => server.close());
+
+    const k = opts.namespaces ? undefined : kube();
+    const createWorkspace = async (name = "test workspace"): Promise<TestWorkspace> => {
+      const em = orm.em.fork();
+      const { workspace } = await services.workspaces.create(em, { name });
+      if (k) cleanup.splice(1, 0, () => deleteNamespace(k, workspace.namespace)); // after the server stops
+      const { key, secret } = await services.keys.create(em, workspace.id, "test");
+      return { workspaceId: workspace.id, namespace: workspace.namespace, apiKey: secret, apiKeyId: key.id };
+    };
+    const first = await createWorkspace(opts.workspaceName);
+    const admin = await services.adminKeys.create(orm.em.fork(), "test admin");
+
+    const fetchJson = async (method: string, path: string, o: FetchOptions = {}): Promise<ApiResponse> => {
+      const headers: Record<string, string> = { Accept: "application/json" };
+      const key = o.key === undefined ? first.apiKey : o.key;
+      if (key !== null) headers.Authorization = `Bearer ${key}`;
+      let body: string | Uint8Array | undefined;
+      if (o.rawBody !== undefined) body = o.rawBody;
+      else if (o.body !== undefined) { body = JSON.stringify(o.body); headers["Content-Type"] = "application/json"; }
+      Object.assign(headers, o.headers);
+      const res = await fetch(server.url + resolvePath(path), { method, headers, body, ...(o.signal ? { signal: o.signal } : {}) });
+      const text = await res.text();
+      const type = res.headers.get("content-type") ?? "";
+      const json = /^application\/(problem\+)?json/.test(type) && text !== "";
+      return { status: res.status, headers: res.headers, body: json ? JSON.parse(text) : undefined, text };
+    };
+
+    let stopped: Promise<void> | undefined;
+    return {
+      ...first,
+      url: server.url,
+      adminKey: admin.secret,
+      config, db, orm, services, server, logs,
+      fetchJson,
+      createWorkspace,
+      stop: () => (stopped ??= runCleanup()),
+    };
+  } catch (err) {
+    await runCleanup();
+    throw err;
+  }
+}
