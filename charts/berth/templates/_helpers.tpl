@@ -1,0 +1,140 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "berth.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Prefix of every resource name. Cluster-scoped objects (ClusterRoles, ClusterRoleBindings) are
+named after it too, so two releases in one cluster need different release names.
+*/}}
+{{- define "berth.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* <fullname>-<component>, within 63 characters. Usage: include "berth.componentName" (list . "operator") */}}
+{{- define "berth.componentName" -}}
+{{- $root := index . 0 }}
+{{- printf "%s-%s" (include "berth.fullname" $root | trunc (int (sub 62 (len (index . 1))))) (index . 1) | trimSuffix "-" }}
+{{- end }}
+
+{{- define "berth.operator.fullname" -}}{{ include "berth.componentName" (list . "operator") }}{{- end }}
+{{- define "berth.api.fullname" -}}{{ include "berth.componentName" (list . "api") }}{{- end }}
+
+{{- define "berth.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every object. */}}
+{{- define "berth.labels" -}}
+helm.sh/chart: {{ include "berth.chart" . }}
+app.kubernetes.io/part-of: berth
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- if .Chart.AppVersion }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+{{- end }}
+
+{{/* Selector labels of a component. Usage: include "berth.selectorLabels" (list . "api") */}}
+{{- define "berth.selectorLabels" -}}
+{{- $root := index . 0 -}}
+app.kubernetes.io/name: {{ include "berth.name" $root }}
+app.kubernetes.io/instance: {{ $root.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end }}
+
+{{/* All labels of a component's objects. Usage: include "berth.componentLabels" (list . "api") */}}
+{{- define "berth.componentLabels" -}}
+{{ include "berth.labels" (index . 0) }}
+{{ include "berth.selectorLabels" . }}
+{{- end }}
+
+{{/* image reference: repository@digest, or repository:tag (tag defaulting to appVersion). */}}
+{{- define "berth.image" -}}
+{{- $image := index . 0 }}
+{{- $root := index . 1 }}
+{{- if $image.digest }}
+{{- printf "%s@%s" $image.repository $image.digest }}
+{{- else }}
+{{- printf "%s:%s" $image.repository (default $root.Chart.AppVersion $image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret and key holding DATABASE_URL. */}}
+{{- define "berth.database.secretName" -}}
+{{- if .Values.database.existingSecret }}
+{{- .Values.database.existingSecret }}
+{{- else }}
+{{- include "berth.componentName" (list . "database") }}
+{{- end }}
+{{- end }}
+
+{{/* Env entry DATABASE_URL from a Secret. Usage: include "berth.database.env" (list . secretName) */}}
+{{- define "berth.database.env" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ index . 1 }}
+      key: {{ (index . 0).Values.database.existingSecretKey }}
+{{- end }}
+
+{{/* Pod security context: non-root, RuntimeDefault seccomp ("restricted" Pod Security Standard). */}}
+{{- define "berth.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: {{ .Values.securityContext.runAsUser }}
+runAsGroup: {{ .Values.securityContext.runAsGroup }}
+{{- with .Values.securityContext.fsGroup }}
+fsGroup: {{ . }}
+{{- end }}
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* Container security context: no escalation, no capabilities, read-only root filesystem. */}}
+{{- define "berth.containerSecurityContext" -}}
+runAsNonRoot: true
+allowPrivilegeEscalation: false
+privileged: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop:
+    - ALL
+seccompProfile:
+  type: RuntimeDefault
+{{- end }}
+
+{{/* "true"/"false" as a quoted env value. */}}
+{{- define "berth.bool" -}}
+{{- ternary "true" "false" (eq (toString .) "true") | quote }}
+{{- end }}
+
+{{/* Scheduling fields of a component's pod spec. Usage: include "berth.scheduling" .Values.api */}}
+{{- define "berth.scheduling" -}}
+{{- with .priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .topologySpreadConstraints }}
+topologySpreadConstraints:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
