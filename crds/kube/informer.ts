@@ -31,13 +31,21 @@ export class Informer<T extends KubeObject> {
   private stopped = false;
   private restartTimer: NodeJS.Timeout | undefined;
   private backoffMs = 0;
+  private errors = 0;
+  private listed = false;
+  private connecting: Promise<void> | undefined;
   private _synced = false;
+  private syncWaiters: Array<() => void> = [];
 
   constructor(kc: k8s.KubeConfig, options: InformerOptions, log?: InformerLogger) {
     this.options = options;
     this.log = log;
     const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-    const list = () => objects.list<T>(options.apiVersion, options.kind, options.namespace, undefined, undefined, undefined, undefined, options.labelSelector);
+    const list = async () => {
+      const l = await objects.list<T>(options.apiVersion, options.kind, options.namespace, undefined, undefined, undefined, undefined, options.labelSelector);
+      this.listed = true;
+      return l;
+    };
     this.listWatch = new k8s.ListWatch<T>(resourcePath(options), new k8s.Watch(kc), list, false, options.labelSelector);
     this.listWatch.on(k8s.ADD, (o) => this.emit("add", o));
     this.listWatch.on(k8s.UPDATE, (o) => this.emit("update", o));
@@ -45,18 +53,26 @@ export class Informer<T extends KubeObject> {
     this.listWatch.on(k8s.ERROR, (err) => this.restartLater(err));
   }
 
-  /** Lists, fills the cache and starts watching; resolves once the cache holds the initial list. */
+  /**
+   * Lists, fills the cache and starts watching; resolves once the cache holds a complete list.
+   * A failed list is retried with backoff until it succeeds or stop() is called (then it
+   * resolves with `synced` still false).
+   */
   async start(): Promise<void> {
     this.stopped = false;
-    await this.listWatch.start();
-    this._synced = true;
-    this.backoffMs = 0;
+    const synced = this._synced ? undefined : new Promise<void>((resolve) => this.syncWaiters.push(resolve));
+    await this.connect();
+    await synced;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.restartTimer);
     await this.listWatch.stop();
+    // A watch request still being opened is only known to ListWatch once it is open: stop again.
+    await this.connecting;
+    await this.listWatch.stop();
+    for (const resolve of this.syncWaiters.splice(0)) resolve();
   }
 
   get synced(): boolean { return this._synced; }
@@ -76,17 +92,38 @@ export class Informer<T extends KubeObject> {
   }
 
   private emit(event: InformerEvent, obj: T): void {
-    for (const h of this.handlers) h(event, obj);
+    if (this.stopped) return;
+    for (const h of this.handlers) {
+      // A throwing handler must not break ListWatch's bookkeeping (or the other handlers).
+      try { h(event, obj); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
+    }
+  }
+
+  /** (Re)starts ListWatch: resumes from its last resourceVersion, or lists when it has none. */
+  private connect(): Promise<void> {
+    const errorsBefore = this.errors;
+    this.listed = false;
+    const attempt = this.listWatch.start().then(() => {
+      if (this.listed && !this._synced && !this.stopped) {
+        this._synced = true;
+        for (const resolve of this.syncWaiters.splice(0)) resolve();
+      }
+      // Reset the backoff only when this attempt did not fail (ListWatch reports a failed
+      // list or watch through ERROR before start() resolves).
+      if (this.errors === errorsBefore) this.backoffMs = 0;
+    }, (err: unknown) => this.restartLater(err));
+    this.connecting = attempt;
+    return attempt;
   }
 
   private restartLater(err: unknown): void {
+    this.errors++;
     if (this.stopped) return;
     this.backoffMs = Math.min(this.backoffMs ? this.backoffMs * 2 : 250, 30_000);
     this.log?.warn({ resource: this.options.plural, err: err instanceof Error ? err.message : String(err), retryInMs: this.backoffMs }, "watch failed; restarting");
     clearTimeout(this.restartTimer);
     this.restartTimer = setTimeout(() => {
-      if (this.stopped) return;
-      this.listWatch.start().then(() => { this.backoffMs = 0; }, (e: unknown) => this.restartLater(e));
+      if (!this.stopped) void this.connect();
     }, this.backoffMs);
   }
 }
