@@ -32,7 +32,7 @@ export interface ControllerOptions {
   reconciler: Reconciler;
   /** Keys reconciled at once. Default 4. */
   concurrency?: number;
-  /** Every object of `primary` is re-enqueued about this often (jittered by up to +10%). Default 10 min. */
+  /** Every object of `primary` is re-enqueued about this often (jittered by up to +10%). Default 10 min; 0 disables. */
   resyncPeriodMs?: number;
   /** Backoff of failed keys. Defaults of WorkQueue (100 ms doubling up to 5 min). */
   baseDelayMs?: number;
@@ -74,6 +74,7 @@ export class Controller {
   private abort = new AbortController();
   private resyncTimer: NodeJS.Timeout | undefined;
   private running = false;
+  private leftover: Promise<void> | undefined;
 
   constructor(opts: ControllerOptions) {
     this.opts = opts;
@@ -105,7 +106,10 @@ export class Controller {
       for (const obj of informer.list()) handler(obj);
     }
     const concurrency = Math.max(1, this.opts.concurrency ?? 4);
-    this.workers = Array.from({ length: concurrency }, () => this.work(this._queue));
+    // Reconciles that ignored the last stop's abort must end before a key can run again.
+    const previous = this.leftover;
+    const queue = this._queue;
+    this.workers = Array.from({ length: concurrency }, async () => { await previous; await this.work(queue); });
     this.scheduleResync();
     this.log.info({ concurrency }, "controller started");
   }
@@ -130,6 +134,7 @@ export class Controller {
       await Promise.race([all, sleep(Math.max(timeoutMs, 1000))]);
       if (!finished) this.log.error("reconciles ignored the abort signal; leaving them behind");
     }
+    this.leftover = finished ? undefined : all;
     this.workers = [];
     this.log.info("controller stopped");
   }
@@ -151,6 +156,7 @@ export class Controller {
 
   private scheduleResync(): void {
     const period = this.opts.resyncPeriodMs ?? 600_000;
+    if (period <= 0) return;
     this.resyncTimer = setTimeout(() => {
       for (const obj of this.opts.primary.list()) this.enqueue({ namespace: obj.metadata.namespace ?? "", name: obj.metadata.name ?? "" });
       this.scheduleResync();
