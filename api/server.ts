@@ -105,8 +105,12 @@ export function buildServer(deps: ServerDeps): Koa {
 
   app.use(requestContext(logger));
   app.use(async (ctx, next) => {
-    if (lifecycle.draining) ctx.set("Connection", "close");
-    await next();
+    try {
+      await next();
+    } finally {
+      // While draining, tell keep-alive clients not to reuse the connection (checked as the response goes out).
+      if (lifecycle.draining) ctx.set("Connection", "close");
+    }
   });
   app.use(problemMiddleware());
   app.use(root.routes());
