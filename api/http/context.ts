@@ -27,6 +27,7 @@ export function requestContext(logger: Logger): Koa.Middleware {
     const log = logger.child({ requestId });
     (ctx.state as Record<symbol, RequestState>)[STATE] = { requestId, log };
     ctx.set("X-Request-Id", requestId);
+    ctx.set("X-Content-Type-Options", "nosniff");
     try {
       await next();
     } finally {

@@ -3,6 +3,10 @@
 // stored hashed, listed without secrets, revoked immediately, never logged.
 import test, { type ExecutionContext } from "ava";
 import { createHash } from "node:crypto";
+import { z } from "zod";
+import { defineRoute } from "../../api/http/route.ts";
+import { createLogger } from "../../api/logger.ts";
+import { buildServer } from "../../api/server.ts";
 import { query } from "../helpers/db.ts";
 import { kube } from "../helpers/kube.ts";
 import { startApi, type ApiResponse, type TestApi, type TestWorkspace } from "../helpers/api.ts";
@@ -17,8 +21,8 @@ test.after.always(async () => { await api?.stop(); });
 
 const KEY_FORMAT = /^ws_sk_[A-Za-z0-9_-]{43}$/;
 
-function assert401(t: ExecutionContext, r: ApiResponse) {
-  t.is(r.status, 401, r.text);
+function assert401(t: ExecutionContext, r: ApiResponse, message?: string) {
+  t.is(r.status, 401, message ?? r.text);
   t.regex(r.headers.get("content-type") ?? "", /^application\/problem\+json/);
   t.is(r.body.code, "unauthorized");
   t.regex(r.headers.get("www-authenticate") ?? "", /^Bearer/);
@@ -191,4 +195,32 @@ test("no key secret ever reaches the logs", async (t) => {
   const all = JSON.stringify(api.logs);
   t.true(api.logs.length > 0);
   for (const secret of [api.apiKey, api.adminKey, created.body.key as string, "Z".repeat(43)]) t.false(all.includes(secret.slice(6)));
+});
+
+test("app-key routes use the AppKeyVerifier given to the server, scoped to the app's workspace", async (t) => {
+  const appApi = await startApi({
+    appKeyVerifier: (token) => Promise.resolve(token === "app_good" ? { kind: "app" as const, workspaceId: appApi.workspaceId, appId: "web", keyId: "k1" } : undefined),
+    routes: [defineRoute({
+      method: "post", path: "/workspaces/:workspaceId/ingest", operationId: "ingestProbe", summary: "t", tags: ["test"], auth: "app-key",
+      params: z.object({ workspaceId: z.string() }).strict(),
+      responses: { 200: z.object({ kind: z.string(), appId: z.string(), principal: z.null() }).strict() },
+      handler: ({ caller, principal }) => Promise.resolve({ status: 200, body: { kind: caller!.kind, appId: caller!.kind === "app" ? caller!.appId : "", principal: principal ?? null } }),
+    })],
+  });
+  t.teardown(() => appApi.stop());
+  const path = `/workspaces/${appApi.workspaceId}/ingest`;
+  const ok = await appApi.fetchJson("POST", path, { key: "app_good" });
+  t.is(ok.status, 200, ok.text);
+  t.deepEqual(ok.body, { kind: "app", appId: "web", principal: null });
+  assert401(t, await appApi.fetchJson("POST", path, { key: "app_bad" }));
+  assert401(t, await appApi.fetchJson("POST", path, { key: null }));
+  assert401(t, await appApi.fetchJson("POST", path), "a workspace key is not an app key");
+  const elsewhere = await appApi.fetchJson("POST", "/workspaces/wsaaaaaaaaaa/ingest", { key: "app_good" });
+  t.is(elsewhere.status, 404);
+  t.is(elsewhere.body.code, "workspace_not_found");
+});
+
+test("a server with app-key routes but no verifier refuses to build", (t) => {
+  const route = defineRoute({ method: "get", path: "/x", operationId: "x", summary: "t", tags: ["t"], auth: "app-key", responses: { 204: null }, handler: () => Promise.resolve({ status: 204 }) });
+  t.throws(() => buildServer({ config: api.config, orm: api.orm, logger: createLogger({ level: "silent" }), routes: [route], readiness: [] }), { message: /no appKeyVerifier/ });
 });
