@@ -34,7 +34,7 @@ export function errorMessage(err: unknown): string {
   if (typeof body === "string") {
     try { return (JSON.parse(body) as { message?: string }).message ?? body; } catch { return body; }
   }
-  if (body && typeof body === "object" && "message" in body) return String((body as { message: unknown }).message);
+  if (body && typeof body === "object" && "message" in body) return String((body).message);
   return err instanceof Error ? err.message : String(err);
 }
 

@@ -84,7 +84,7 @@ async function withOperator(): Promise<{ ms: number; idle: { cpuMs: number; rssM
   });
   await new Promise((r) => setTimeout(r, 1500));
   const t0 = performance.now();
-  await pool([...Array(N).keys()], CONC, (i) => client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `b${i}`, namespace: ns }, spec: spec(i) } as KubeObject, "bench"));
+  await pool([...Array(N).keys()], CONC, (i) => client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `b${i}`, namespace: ns }, spec: spec(i) }, "bench"));
   await until("apps active", async () => {
     const list = await custom.listNamespacedCustomObject({ group: "berth.dev", version: "v1alpha1", namespace: ns, plural: "apps" }) as { items: { status?: { phase?: string } }[] };
     return list.items.filter((a) => a.status?.phase === "active").length === N;
@@ -93,7 +93,11 @@ async function withOperator(): Promise<{ ms: number; idle: { cpuMs: number; rssM
 
   // Idle: let the last events settle, then count every write in the namespace over the window.
   await new Promise((r) => setTimeout(r, 5000));
+  // Only writes by the operator count: the HPA controller keeps updating HPA status on its own.
   let writes = 0;
+  const windowStart = Date.now();
+  const byOperator = (obj: KubeObject) => (obj.metadata.managedFields ?? [])
+    .some((m) => m.manager === OPERATOR_FIELD_MANAGER && m.time && new Date(m.time).getTime() >= windowStart - 1000);
   const watches: AbortController[] = [];
   const w = new k8s.Watch(kc);
   const watched = [
@@ -103,7 +107,7 @@ async function withOperator(): Promise<{ ms: number; idle: { cpuMs: number; rssM
   ];
   for (const r of watched) {
     const list = await client.objects.list(r.apiVersion, r.kind, ns);
-    watches.push(await w.watch(resourcePath({ ...r, namespace: ns }), { resourceVersion: list.metadata?.resourceVersion }, (type) => { if (type !== "BOOKMARK") writes++; }, () => {}));
+    watches.push(await w.watch(resourcePath({ ...r, namespace: ns }), { resourceVersion: list.metadata?.resourceVersion }, (type, obj: KubeObject) => { if (type === "DELETED" || (type !== "BOOKMARK" && byOperator(obj))) writes++; }, () => {}));
   }
   const before = procStats(op.pid!);
   await new Promise((r) => setTimeout(r, IDLE_S * 1000));

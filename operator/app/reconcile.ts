@@ -58,8 +58,14 @@ export class AppReconciler implements Reconciler {
     let cronJob = live("CronJob") as k8s.V1CronJob | undefined;
     const desired = buildChildren(ref, spec, { deploymentReplicas: deployment?.spec?.replicas }, cfg);
 
-    // A same-named object that this App does not own is never taken over.
-    const foreign = desired.map((d) => live(d.kind as ChildKind)).find((l) => l && !ownedBy(l, app));
+    // A same-named object that this App does not own is never taken over. The caches hold only
+    // objects labelled as ours, so an object about to be created is looked up directly first.
+    let foreign: KubeObject | undefined;
+    for (const d of desired) {
+      const kind = d.kind as ChildKind;
+      const existing = live(kind) ?? await client.get<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
+      if (existing && !ownedBy(existing, app)) { foreign = { ...existing, kind }; break; }
+    }
     if (foreign) {
       const invalid = `${foreign.kind ?? "An object"} ${namespace}/${name} already exists and is not owned by this App`;
       await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg }));

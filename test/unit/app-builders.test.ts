@@ -98,11 +98,11 @@ test("upToDate: live objects with server defaults match; hand edits and new hash
   live.metadata.uid = "x"; live.metadata.resourceVersion = "9";
   live.spec!.template.spec!.dnsPolicy = "ClusterFirst";
   live.status = { replicas: 1 };
-  t.true(upToDate(d as never, live as never));
+  t.true(upToDate(d as never, live));
   const edited = structuredClone(live); edited.spec!.template.spec!.containers[0]!.image = "evil:1";
-  t.false(upToDate(d as never, edited as never));
+  t.false(upToDate(d as never, edited));
   const rehashed = structuredClone(live); rehashed.metadata.annotations![HASH_ANNOTATION] = "0000000000000000";
-  t.false(upToDate(d as never, rehashed as never));
+  t.false(upToDate(d as never, rehashed));
   t.false(upToDate(d as never, undefined));
 });
 

@@ -1,0 +1,248 @@
+// Services (SPEC.md part 4) on top of App custom resources. Writes go to the API server; reads
+// come from a watch cache of Apps, so list, search and stats cost no request to Kubernetes.
+import { randomBytes } from "node:crypto";
+import type { z } from "zod";
+import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
+import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import type { Informer } from "../../crds/kube/informer.ts";
+import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
+
+export type AppObject = KubeObject & { spec: Record<string, unknown>; status?: AppStatus };
+type Out<T extends z.ZodType> = z.output<T>;
+
+export interface AppsServiceDeps {
+  client: KubeClient;
+  apps: Informer<AppObject>;
+  /** The namespace of a workspace (workspaces map 1:1 to namespaces). */
+  namespaceOf: (workspaceId: string) => Promise<string>;
+  baseDomain: string;
+}
+
+const DEFAULT_CPU_TARGET = 80;
+const UPDATE_ATTEMPTS = 3;
+
+/** Lowercased, accents stripped: what search compares. */
+export function normalize(s: string): string {
+  return s.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase();
+}
+
+/** Full-text match on the name: every whitespace-separated term occurs in it. */
+export function matchesSearch(name: string, search: string | undefined): boolean {
+  if (!search?.trim()) return true;
+  const hay = normalize(name);
+  return normalize(search).split(/\s+/).filter(Boolean).every((term) => hay.includes(term));
+}
+
+export class AppsService {
+  private readonly d: AppsServiceDeps;
+  constructor(deps: AppsServiceDeps) { this.d = deps; }
+
+  // ---- reads (watch cache) -------------------------------------------------------------------
+
+  private visible(ns: string): AppObject[] {
+    return this.d.apps.list(ns).filter((a) => !a.metadata.deletionTimestamp);
+  }
+
+  async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {
+    const ns = await this.d.namespaceOf(wsId);
+    const items = this.visible(ns)
+      .filter((a) => (!q.type || specOf(a).type === q.type) && (!q.status || phaseOf(a) === q.status) && matchesSearch(specOf(a).name, q.search))
+      .sort((a, b) => (created(b).localeCompare(created(a))) || a.metadata.name!.localeCompare(b.metadata.name!));
+    const start = (q.page - 1) * q.limit;
+    return {
+      data: items.slice(start, start + q.limit).map((a) => this.listItem(a)),
+      meta: { total: items.length, page: q.page, limit: q.limit, totalPages: Math.ceil(items.length / q.limit) },
+    };
+  }
+
+  async stats(wsId: string): Promise<Out<typeof Stats>> {
+    const s = { total: 0, active: 0, deploying: 0, failed: 0, stopped: 0 };
+    for (const a of this.visible(await this.d.namespaceOf(wsId))) {
+      s.total++;
+      const p = phaseOf(a);
+      if (p === "active") s.active++;
+      else if (p === "deploying") s.deploying++;
+      else if (p === "failed" || p === "build_failed") s.failed++;
+      else s.stopped++;
+    }
+    return s;
+  }
+
+  async get(wsId: string, appId: string): Promise<Out<typeof Service>> {
+    return this.full(await this.load(wsId, appId));
+  }
+
+  async pipelineState(wsId: string, appId: string): Promise<Out<typeof PipelineState>> {
+    const a = await this.load(wsId, appId);
+    const spec = specOf(a);
+    const p = a.status?.pipeline ?? {};
+    return {
+      source: { status: p.source?.status ?? (spec.gitRepoUrl ? "ok" : "none"), gitRepo: spec.gitRepoUrl ?? null, branch: spec.gitBranch, lastCommitSha: p.source?.lastCommitSha ?? null, lastCommitMessage: p.source?.lastCommitMessage ?? null },
+      build: { status: p.build?.status ?? "none", buildpack: p.build?.buildpack ?? null, imageTag: p.build?.imageTag ?? null, durationSeconds: p.build?.durationSeconds ?? null },
+      deploy: { status: p.deploy?.status ?? "none", deployedAt: p.deploy?.deployedAt ?? null, revisionName: p.deploy?.revisionName ?? null },
+      harbor: { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null },
+      // There is no metrics API behind usage yet: null means unknown, never a made-up zero.
+      runtime: { status: p.runtime?.status ?? "stopped", readyReplicas: p.runtime?.readyReplicas ?? 0, totalReplicas: p.runtime?.totalReplicas ?? 0, cpuUsageMillicores: null, memoryUsageMi: null },
+      overallStatus: phaseOf(a),
+    };
+  }
+
+  /** From the cache, falling back to the API server (read-your-writes right after a create). */
+  private async load(wsId: string, appId: string): Promise<AppObject> {
+    const ns = await this.d.namespaceOf(wsId);
+    const cached = this.d.apps.get(ns, appId);
+    const app = cached ?? await this.d.client.get<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: ns, name: appId });
+    if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+    return app;
+  }
+
+  // ---- writes (App custom resources) ---------------------------------------------------------
+
+  async create(wsId: string, body: CreateServiceBody): Promise<Out<typeof CreatedService>> {
+    const ns = await this.d.namespaceOf(wsId);
+    const spec = dropNulls(body);
+    checkSpec(spec);
+    this.assertSlugFree(ns, body.slug, undefined);
+    // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
+    const taken = !!this.d.apps.get(ns, body.slug);
+    const name = taken ? `${body.slug.slice(0, 52)}-${randomBytes(4).toString("hex").slice(0, 6)}` : body.slug;
+    const obj: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } }, spec };
+    let created: AppObject;
+    try {
+      created = await this.d.client.create(obj, API_FIELD_MANAGER);
+    } catch (err) {
+      if (isConflict(err)) throw new ConflictError("slug_taken", `A service with slug ${body.slug} already exists in this workspace`);
+      throw this.mapInvalid(err);
+    }
+    return this.created(created);
+  }
+
+  async update(wsId: string, appId: string, patch: UpdateServiceBody): Promise<Out<typeof Service>> {
+    for (let attempt = 1; ; attempt++) {
+      const current = await this.load(wsId, appId);
+      const merged = dropNulls({ ...current.spec, ...patch });
+      checkSpec(merged);
+      if (patch.slug) this.assertSlugFree(current.metadata.namespace!, patch.slug, appId);
+      const specPatch = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
+      try {
+        const updated = await this.d.client.mergePatch<AppObject>(
+          { apiVersion: API_VERSION, kind: "App", namespace: current.metadata.namespace!, name: appId },
+          // The resourceVersion makes this a compare-and-swap against the spec that was validated.
+          { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: specPatch }, API_FIELD_MANAGER);
+        return this.full(updated);
+      } catch (err) {
+        if (isConflict(err) && attempt < UPDATE_ATTEMPTS) continue;
+        if (isConflict(err)) throw new ConflictError("concurrent_update", "The service changed while it was being updated; retry");
+        throw this.mapInvalid(err);
+      }
+    }
+  }
+
+  /** Soft delete: workloads stop and routing goes, the App and all its data stay. */
+  async suspend(wsId: string, appId: string): Promise<void> {
+    await this.setSuspended(wsId, appId, true);
+  }
+
+  async resume(wsId: string, appId: string): Promise<Out<typeof Service>> {
+    return this.full(await this.setSuspended(wsId, appId, false));
+  }
+
+  private async setSuspended(wsId: string, appId: string, suspended: boolean): Promise<AppObject> {
+    const app = await this.load(wsId, appId);
+    return this.d.client.mergePatch<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, { spec: { suspended } }, API_FIELD_MANAGER);
+  }
+
+  /** Permanent delete: the App and, through owner references, everything it owns. */
+  async remove(wsId: string, appId: string): Promise<void> {
+    const app = await this.load(wsId, appId);
+    await this.d.client.delete({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, "Background");
+  }
+
+  private assertSlugFree(ns: string, slug: string, self: string | undefined): void {
+    const clash = this.visible(ns).find((a) => specOf(a).slug === slug && a.metadata.name !== self);
+    if (clash) throw new ConflictError("slug_taken", `A service with slug ${slug} already exists in this workspace`);
+  }
+
+  private mapInvalid(err: unknown): Error {
+    // The API refuses bad input first; this only fires when the CRD has a rule we do not mirror.
+    if (isInvalid(err)) return new ValidationError([{ field: "body", message: errorMessage(err) }], "The service was refused by Kubernetes");
+    return err instanceof Error ? err : new Error(String(err));
+  }
+
+  // ---- representations -------------------------------------------------------------------------
+
+  private url(a: AppObject): string | null {
+    const s = specOf(a);
+    return s.type === "web" || s.type === "api" ? `https://${s.slug}.${this.d.baseDomain}` : null;
+  }
+
+  listItem(a: AppObject): Out<typeof ServiceListItem> {
+    const s = specOf(a);
+    return { id: a.metadata.name!, name: s.name, slug: s.slug, status: phaseOf(a), type: s.type, url: this.url(a), gitRepoUrl: s.gitRepoUrl ?? null, gitBranch: s.gitBranch, createdAt: created(a) };
+  }
+
+  created(a: AppObject): Out<typeof CreatedService> {
+    const s = specOf(a);
+    return {
+      ...this.listItem(a), autoDeploy: s.autoDeploy, cpuLimitMillicores: s.cpuLimitMillicores, memoryLimitMi: s.memoryLimitMi,
+      minReplicas: s.minReplicas, maxReplicas: s.maxReplicas ?? s.minReplicas, updatedAt: updated(a),
+    };
+  }
+
+  full(a: AppObject): Out<typeof Service> {
+    const s = specOf(a);
+    const ld = a.status?.latestDeployment;
+    return {
+      ...this.created(a),
+      description: s.description ?? null, dockerfilePath: s.dockerfilePath ?? null, releaseCommand: s.releaseCommand ?? null,
+      cpuTargetUtilization: s.cpuTargetUtilization ?? DEFAULT_CPU_TARGET, visibility: s.visibility, gitInstallationId: s.gitInstallationId ?? null,
+      image: s.image ?? null, schedule: s.schedule ?? null, port: s.port,
+      latestDeployment: ld ? { id: ld.id, status: ld.status, gitCommitSha: ld.gitCommitSha ?? null, gitCommitMessage: ld.gitCommitMessage ?? null, createdAt: ld.createdAt } : null,
+    };
+  }
+}
+
+/** The App's spec with CRD defaults applied (objects created by kubectl may predate a default). */
+export function specOf(a: AppObject): AppSpec {
+  const parsed = AppSpec.safeParse(a.spec);
+  if (parsed.success) return parsed.data;
+  // A stored App that no longer parses still lists; fields fall back to the defaults.
+  return { ...DEFAULTS, ...(a.spec as Partial<AppSpec>), name: String(a.spec.name ?? a.metadata.name), slug: String(a.spec.slug ?? a.metadata.name) };
+}
+
+const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
+
+export function phaseOf(a: AppObject): NonNullable<AppStatus["phase"]> {
+  if (a.status?.phase) return a.status.phase;
+  return a.spec.suspended === true ? "disabled" : "stopped";
+}
+
+function created(a: AppObject): string {
+  return new Date(a.metadata.creationTimestamp ?? 0).toISOString();
+}
+
+/** Last change of the spec or metadata by any writer (status writes by the operator do not count). */
+function updated(a: AppObject): string {
+  const times = (a.metadata.managedFields ?? []).filter((m) => m.subresource !== "status" && m.time).map((m) => new Date(m.time!).getTime());
+  return new Date(Math.max(new Date(a.metadata.creationTimestamp ?? 0).getTime(), ...times)).toISOString();
+}
+
+function dropNulls(o: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
+}
+
+/** Cross-field rules of the CRD, checked before anything reaches Kubernetes. */
+function checkSpec(spec: Record<string, unknown>): void {
+  const r = AppSpec.safeParse(spec);
+  if (r.success) {
+    const s = r.data;
+    const errors: FieldError[] = [];
+    if (s.maxReplicas !== undefined && s.maxReplicas < s.minReplicas) errors.push({ field: "body.maxReplicas", message: "must be greater than or equal to minReplicas" });
+    if (s.type === "cron" && !s.schedule) errors.push({ field: "body.schedule", message: "is required when type is cron" });
+    if (s.type !== "cron" && s.schedule) errors.push({ field: "body.schedule", message: "is only allowed when type is cron" });
+    if (errors.length) throw new ValidationError(errors);
+    return;
+  }
+  throw new ValidationError(fieldErrorsFromZod(r.error, "body"));
+}

@@ -1,0 +1,145 @@
+// The App operator against the real API server with kwok: Apps become workloads that become Ready,
+// changes reach the children, drift is repaired, restarts converge without duplicates, and an
+// idle operator writes nothing.
+import test from "ava";
+import { pino } from "pino";
+import type * as k8s from "@kubernetes/client-node";
+import { API_VERSION } from "../../crds/schemas.ts";
+import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { loadOperatorConfig } from "../../operator/config.ts";
+import { startOperator, type RunningOperator } from "../../operator/main.ts";
+import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
+
+const k = kube();
+const client = new KubeClient(k.kc);
+let ns = "";
+let op: RunningOperator | undefined;
+const log = pino({ level: "silent" });
+
+const start = () => startOperator(loadOperatorConfig({
+  KUBECONFIG: process.env.KUBECONFIG, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false",
+  BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_RESYNC_SECONDS: "10", BERTH_BASE_DOMAIN: "apps.test.local",
+}), log);
+
+test.before(async () => { ns = await testNamespace(k, "opapp"); op = await start(); });
+test.after.always(async () => { await op?.stop(); await deleteNamespace(k, ns); });
+
+type App = KubeObject & { spec: Record<string, unknown>; status?: { phase?: string; conditions?: { type: string; status: string }[]; url?: string; observedGeneration?: number } };
+const ref = (name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace: ns, name });
+const getApp = (name: string) => client.get<App>(ref(name));
+const createApp = (name: string, spec: Record<string, unknown>) =>
+  client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec }, "test");
+const patchApp = (name: string, spec: Record<string, unknown>) => client.mergePatch(ref(name), { spec }, "test");
+const child = <T>(kind: string, apiVersion: string, name: string) => client.get<KubeObject>({ apiVersion, kind, namespace: ns, name }) as Promise<T | undefined>;
+const deployment = (name: string) => child<k8s.V1Deployment>("Deployment", "apps/v1", name);
+
+async function phase(name: string, want: string, timeoutMs = 60_000): Promise<App> {
+  return eventually(`App ${name} to be ${want}`, async () => {
+    const a = await getApp(name);
+    return a?.status?.phase === want && a.status.observedGeneration === a.metadata.generation ? a : undefined;
+  }, timeoutMs);
+}
+
+test.serial("a web App becomes a Deployment, Service, Ingress and HPA, and goes active when pods are Ready", async (t) => {
+  await createApp("shop", { name: "Shop", slug: "shop", image: "registry.invalid/shop:1", minReplicas: 2, maxReplicas: 5, cpuTargetUtilization: 70 });
+  const app = await phase("shop", "active");
+  t.is(app.status?.url, "https://shop.apps.test.local");
+  t.is(app.status?.conditions?.find((c) => c.type === "Ready")?.status, "True");
+  const d = await deployment("shop");
+  t.is(d?.status?.readyReplicas, 2);
+  t.truthy(await child("Service", "v1", "shop"));
+  const ing = await child<k8s.V1Ingress>("Ingress", "networking.k8s.io/v1", "shop");
+  t.is(ing?.spec?.rules?.[0]?.host, "shop.apps.test.local");
+  const hpa = await child<k8s.V2HorizontalPodAutoscaler>("HorizontalPodAutoscaler", "autoscaling/v2", "shop");
+  t.like(hpa?.spec, { minReplicas: 2, maxReplicas: 5 });
+});
+
+test.serial("changing replicas and limits reaches the children", async (t) => {
+  await patchApp("shop", { minReplicas: 3, maxReplicas: 6, cpuLimitMillicores: 1000, memoryLimitMi: 1024 });
+  await phase("shop", "active");
+  const d = await eventually("3 ready replicas", async () => { const d = await deployment("shop"); return d?.status?.readyReplicas === 3 ? d : undefined; });
+  t.deepEqual(d.spec?.template.spec?.containers[0]?.resources?.limits, { cpu: "1", memory: "1Gi" });
+  const hpa = await child<k8s.V2HorizontalPodAutoscaler>("HorizontalPodAutoscaler", "autoscaling/v2", "shop");
+  t.like(hpa?.spec, { minReplicas: 3, maxReplicas: 6 });
+});
+
+test.serial("an idle operator writes nothing (no hot loop, resync included)", async (t) => {
+  await phase("shop", "active");
+  // The deployment and HPA controllers keep updating status on their own; what must not move is
+  // everything the operator writes: the App, the Deployment's spec, the Service and the Ingress.
+  const snapshot = async () => {
+    const [app, d, svc, ing] = await Promise.all([getApp("shop"), deployment("shop"), child<KubeObject>("Service", "v1", "shop"), child<KubeObject>("Ingress", "networking.k8s.io/v1", "shop")]);
+    return { app: app?.metadata.resourceVersion, deploymentGeneration: d?.metadata?.generation, svc: svc?.metadata.resourceVersion, ing: ing?.metadata.resourceVersion };
+  };
+  await new Promise((r) => setTimeout(r, 2000));
+  const before = await snapshot();
+  const windowStart = Date.now();
+  await new Promise((r) => setTimeout(r, 12_000)); // longer than the 10 s resync
+  t.deepEqual(await snapshot(), before);
+  const d = await deployment("shop");
+  const operatorWrites = (d?.metadata?.managedFields ?? []).filter((m) => m.manager === "berth-operator" && new Date(m.time!).getTime() > windowStart);
+  t.deepEqual(operatorWrites, []);
+});
+
+test.serial("a child deleted or edited by hand is restored", async (t) => {
+  await k.core.deleteNamespacedService({ name: "shop", namespace: ns });
+  await k.apps.patchNamespacedDeployment({ name: "shop", namespace: ns, body: [{ op: "replace", path: "/spec/template/spec/containers/0/image", value: "evil:1" }] });
+  await eventually("the Service to come back", () => child("Service", "v1", "shop"));
+  const d = await eventually("the image to be restored", async () => { const d = await deployment("shop"); return d?.spec?.template.spec?.containers[0]?.image === "registry.invalid/shop:1" ? d : undefined; });
+  t.truthy(d);
+});
+
+test.serial("soft delete scales to zero and removes routing; resume restores it", async (t) => {
+  await patchApp("shop", { suspended: true });
+  await phase("shop", "disabled");
+  await eventually("no Service, Ingress or HPA", async () => !(await child("Service", "v1", "shop")) && !(await child("Ingress", "networking.k8s.io/v1", "shop")) && !(await child("HorizontalPodAutoscaler", "autoscaling/v2", "shop")));
+  t.is((await deployment("shop"))?.spec?.replicas, 0);
+  await patchApp("shop", { suspended: false });
+  await phase("shop", "active");
+  t.truthy(await child("Ingress", "networking.k8s.io/v1", "shop"));
+  t.is((await deployment("shop"))?.status?.readyReplicas, 3);
+});
+
+test.serial("a restarted operator converges with no duplicate children", async (t) => {
+  await op!.stop();
+  await patchApp("shop", { image: "registry.invalid/shop:2" });
+  await createApp("worker", { name: "Worker", slug: "worker", type: "worker", image: "registry.invalid/worker:1" });
+  op = await start();
+  await phase("shop", "active");
+  await phase("worker", "active");
+  const deps = await k.apps.listNamespacedDeployment({ namespace: ns });
+  t.deepEqual(deps.items.map((d) => d.metadata!.name).sort(), ["shop", "worker"]);
+  t.is(deps.items.find((d) => d.metadata!.name === "shop")?.spec?.template.spec?.containers[0]?.image, "registry.invalid/shop:2");
+  t.falsy(await child("Service", "v1", "worker"), "workers are not routed");
+});
+
+test.serial("a cron App becomes a CronJob", async (t) => {
+  await createApp("nightly", { name: "Nightly", slug: "nightly", type: "cron", schedule: "0 3 * * *", image: "registry.invalid/n:1" });
+  await phase("nightly", "active");
+  const cj = await child<k8s.V1CronJob>("CronJob", "batch/v1", "nightly");
+  t.is(cj?.spec?.schedule, "0 3 * * *");
+});
+
+test.serial("an App with only a Git repository waits for a build and creates nothing", async (t) => {
+  await createApp("fromgit", { name: "From Git", slug: "fromgit", gitRepoUrl: "https://git.example.com/a.git" });
+  const app = await phase("fromgit", "stopped");
+  t.is(app.status?.conditions?.find((c) => c.type === "Built")?.status, "False");
+  t.falsy(await deployment("fromgit"));
+});
+
+test.serial("an App never takes over an object it does not own", async (t) => {
+  await k.core.createNamespacedService({ namespace: ns, body: { metadata: { name: "taken" }, spec: { ports: [{ port: 1 }] } } });
+  await createApp("taken", { name: "Taken", slug: "taken", image: "registry.invalid/t:1" });
+  const app = await phase("taken", "failed");
+  t.regex(JSON.stringify(app.status?.conditions), /not owned by this App/);
+  const svc = await k.core.readNamespacedService({ name: "taken", namespace: ns });
+  t.deepEqual(svc.metadata?.ownerReferences ?? [], []);
+});
+
+test.serial("deleting an App removes everything it owns", async (t) => {
+  await client.delete(ref("shop"));
+  await eventually("children of shop to be collected", async () =>
+    !(await deployment("shop")) && !(await child("Service", "v1", "shop")) && !(await child("Ingress", "networking.k8s.io/v1", "shop")) && !(await child("HorizontalPodAutoscaler", "autoscaling/v2", "shop")), 60_000);
+  await eventually("pods of shop to go", async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: "berth.dev/app=shop" })).items.length === 0, 60_000);
+  t.is((await k.apps.listNamespacedReplicaSet({ namespace: ns, labelSelector: "berth.dev/app=shop" })).items.filter((r) => !r.metadata?.deletionTimestamp).length, 0);
+});
