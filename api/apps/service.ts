@@ -208,7 +208,7 @@ export function specOf(a: AppObject): AppSpec {
   const parsed = AppSpec.safeParse(a.spec);
   if (parsed.success) return parsed.data;
   // A stored App that no longer parses still lists; fields fall back to the defaults.
-  return { ...DEFAULTS, ...(a.spec as Partial<AppSpec>), name: String(a.spec.name ?? a.metadata.name), slug: String(a.spec.slug ?? a.metadata.name) };
+  return { ...DEFAULTS, ...(a.spec as Partial<AppSpec>), name: str(a.spec.name) ?? a.metadata.name!, slug: str(a.spec.slug) ?? a.metadata.name! };
 }
 
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
