@@ -10,7 +10,8 @@ import { createLogger, type Logger } from "./logger.ts";
 import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
 import { apiKeyRoutes } from "./auth/routes.ts";
 import type { RouteDef } from "./http/route.ts";
-import { buildServer, listen, type ReadinessCheck } from "./server.ts";
+import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
+import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer, loadKubeConfig } from "./workspaces/namespaces.ts";
 import { workspaceRoutes } from "./workspaces/routes.ts";
 import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
@@ -45,6 +46,18 @@ export function composeRoutes(s: Services): RouteDef[] {
     // The apps module (api/apps/) adds: ...appRoutes({ ... }) built from these services.
     // The governance module adds its routes (and an appKeyVerifier to buildServer) here too.
   ];
+}
+
+/**
+ * The OpenAPI document of the whole API, without a database or a cluster: route factories only
+ * keep their services for the handlers, which never run here. For scripts that write it to disk.
+ */
+export function openApiDocument(info?: OpenApiInfo): OpenApiDocument {
+  const unavailable = (what: string): never => { throw new Error(`${what} is not available when only documenting the API`); };
+  const services = new Proxy({}, {
+    get: (_t, name) => new Proxy(() => undefined, { get: () => unavailable(String(name)), apply: () => unavailable(String(name)) }),
+  }) as Services;
+  return buildOpenApiDocument(allRoutes(composeRoutes(services), info), info);
 }
 
 export function kubeReadiness(kc: k8s.KubeConfig): ReadinessCheck {

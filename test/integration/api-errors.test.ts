@@ -51,6 +51,21 @@ const routes = [
   }),
 ];
 
+// Registered param-first on purpose: the most specific path must still win.
+routes.push(
+  defineRoute({
+    method: "get", path: "/public/things/:thingId", operationId: "getThingById", summary: "test", tags: ["test"], auth: "none",
+    params: z.object({ thingId: z.string() }).strict(),
+    responses: { 200: z.object({ by: z.literal("id"), id: z.string() }).strict() },
+    handler: ({ params }) => Promise.resolve({ status: 200, body: { by: "id" as const, id: params.thingId } }),
+  }),
+  defineRoute({
+    method: "get", path: "/public/things/stats", operationId: "getThingStats", summary: "test", tags: ["test"], auth: "none",
+    responses: { 200: z.object({ by: z.literal("stats") }).strict() },
+    handler: () => Promise.resolve({ status: 200, body: { by: "stats" as const } }),
+  }),
+);
+
 let api: TestApi;
 test.before(async () => { api = await startApi({ routes, env: { BERTH_BODY_LIMIT_BYTES: String(LIMIT) } }); });
 test.after.always(async () => { await api?.stop(); });
@@ -240,4 +255,10 @@ test("the access log has method, route, status and duration, and no bodies", asy
   t.is(line!.status, 200);
   t.is(typeof line!.durationMs, "number");
   t.false(JSON.stringify(api.logs).includes("logcheck-name"));
+});
+
+test("a literal path segment wins over a parameter, whatever the registration order", async (t) => {
+  t.deepEqual((await api.fetchJson("GET", "/public/things/stats")).body, { by: "stats" });
+  t.deepEqual((await api.fetchJson("GET", "/public/things/t-1")).body, { by: "id", id: "t-1" });
+  t.deepEqual((await api.fetchJson("GET", "/public/things/a%20b")).body, { by: "id", id: "a b" }, "params are URL-decoded");
 });

@@ -6,6 +6,7 @@ import { isJsonContentType } from "../../api/http/body.ts";
 import { buildOpenApiDocument } from "../../api/http/openapi.ts";
 import { defineRoute, openApiPath, pathParamNames, type RouteDef } from "../../api/http/route.ts";
 import { checkRoutes, nonStrictObjects, responseMismatches } from "../../api/http/router.ts";
+import { openApiDocument } from "../../api/main.ts";
 
 const ok = () => Promise.resolve({ status: 200, body: {} });
 const base = { summary: "s", tags: ["t"], auth: "none" as const, responses: { 200: z.object({}).strict() }, handler: ok };
@@ -96,4 +97,11 @@ test("two different schemas may not share an id", (t) => {
     defineRoute({ ...base, method: "get", path: "/b", operationId: "b", responses: { 200: B } }),
   ];
   t.throws(() => buildOpenApiDocument(routes), { message: /two different schemas carry the id Same/ });
+});
+
+test("the whole API's document can be generated without a database or a cluster", (t) => {
+  const doc = openApiDocument();
+  t.is(doc.openapi, "3.1.0");
+  for (const path of ["/workspaces", "/workspaces/{wsId}", "/workspaces/{wsId}/api-keys", "/workspaces/{wsId}/api-keys/{keyId}", "/openapi.json", "/docs"]) t.truthy(doc.paths[path], path);
+  t.deepEqual(Object.keys(doc.paths["/workspaces/{wsId}/api-keys"]!).sort(), ["get", "post"]);
 });
