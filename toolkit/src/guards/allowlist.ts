@@ -1,0 +1,63 @@
+// Allowlists: strings and patterns that must never trigger a guard. An entry is a literal
+// (matched case-insensitively) or a "/pattern/flags" regular expression (checked for safety).
+import type { Hit } from "./types.ts";
+import { compilePattern, parsePatternLiteral } from "./regex-safety.ts";
+
+export interface CompiledAllowlist {
+  literals: string[];
+  patterns: RegExp[];
+  /** the same patterns anchored, to test a hit's own text */
+  anchored: RegExp[];
+}
+
+export const EMPTY_ALLOWLIST: CompiledAllowlist = { literals: [], patterns: [], anchored: [] };
+
+/** Compiles allowlist entries. Throws on an unsafe or invalid pattern (the schema refuses those first). */
+export function compileAllowlist(entries: readonly string[] | undefined): CompiledAllowlist {
+  if (!entries || entries.length === 0) return EMPTY_ALLOWLIST;
+  const out: CompiledAllowlist = { literals: [], patterns: [], anchored: [] };
+  for (const entry of entries) {
+    const lit = parsePatternLiteral(entry);
+    if (lit) {
+      out.patterns.push(compilePattern(lit.source, lit.flags));
+      out.anchored.push(new RegExp(`^(?:${lit.source})$`, lit.flags));
+    } else if (entry.trim()) {
+      out.literals.push(entry.toLowerCase());
+    }
+  }
+  return out;
+}
+
+/** Where allowlisted entries occur in a text. */
+export function allowlistSpans(text: string, allowlist: CompiledAllowlist): Array<[number, number]> {
+  const spans: Array<[number, number]> = [];
+  if (allowlist.literals.length > 0) {
+    const lower = text.toLowerCase();
+    for (const lit of allowlist.literals) {
+      for (let at = lower.indexOf(lit); at >= 0; at = lower.indexOf(lit, at + 1)) spans.push([at, at + lit.length]);
+    }
+  }
+  for (const re of allowlist.patterns) {
+    re.lastIndex = 0;
+    for (const m of text.matchAll(re)) {
+      if (m[0].length > 0) spans.push([m.index, m.index + m[0].length]);
+    }
+  }
+  return spans;
+}
+
+/**
+ * Drops the hits an allowlist covers: a hit inside an allowlisted occurrence, a hit whose own
+ * text is allowlisted, and a whole-text hit when anything allowlisted occurs in the text.
+ */
+export function applyAllowlist(hits: Hit[], text: string, allowlist: CompiledAllowlist): Hit[] {
+  if (hits.length === 0 || (allowlist.literals.length === 0 && allowlist.patterns.length === 0)) return hits;
+  const spans = allowlistSpans(text, allowlist);
+  return hits.filter((hit) => {
+    if (hit.whole) return spans.length === 0;
+    if (spans.some(([s, e]) => s <= hit.start && hit.end <= e)) return false;
+    const own = text.slice(hit.start, hit.end);
+    if (allowlist.literals.includes(own.toLowerCase())) return false;
+    return !allowlist.anchored.some((re) => re.test(own));
+  });
+}

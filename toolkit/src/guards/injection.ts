@@ -1,0 +1,235 @@
+// The prompt_injection guard: weighted signals of instruction override, persona and jailbreak
+// set-ups, system-prompt exfiltration, fake role delimiters and obfuscation, combined into one
+// confidence. A signal alone rarely says "injection" (a user may ask what a system prompt is, or
+// ask git to ignore files); an override of *the model's* instructions, or several signals
+// together, do.
+//
+// Confidence = 1 - Π(1 - w) over the strongest hit of each distinct signal. Hits inside quotes in a
+// text that talks *about* injection ("how do I defend against 'ignore previous instructions'?")
+// count at 40%.
+import type { GuardDefinition, Hit } from "./types.ts";
+import type { TextView } from "./text.ts";
+import { deLeet, excerpt, noisyOr, normalise, toOriginal } from "./text.ts";
+
+export const INJECTION_KINDS = [
+  "instruction_override",
+  "role_override",
+  "jailbreak_persona",
+  "system_prompt_exfiltration",
+  "fake_delimiter",
+  "new_instructions",
+  "obfuscation",
+  "encoded_injection",
+  "roleplay_jailbreak",
+] as const;
+export type InjectionKind = (typeof INJECTION_KINDS)[number];
+
+export interface InjectionConfig {
+  /** decode base64 blobs and look for injections inside (default true) */
+  decodeBase64?: boolean | undefined;
+}
+
+interface Signal {
+  kind: InjectionKind;
+  weight: number;
+  label: string;
+  re: RegExp;
+  /** match against the original text (case-sensitive) instead of the lower-cased view */
+  original?: boolean;
+  /** also run on the de-leeted view and inside decoded base64 */
+  deep?: boolean;
+}
+
+const DET = String.raw`(?:all|any|every|each|of|the|your|these|those|its|this|that|such|(?:openai|anthropic|google|meta|microsoft|the developer|the system|the model|the assistant)(?:'s|s)?)`;
+const MOD = String.raw`(?:previous|prior|above|earlier|preceding|former|foregoing|original|initial|old|existing|current|given|preset|pre-set|hidden|built-in|default|safety|security|ethical|moral|content|system|developer|programmed|internal|standard|other|usual)`;
+const OBJ = String.raw`(?:instructions?|prompts?|rules?|directives?|guidelines?|guidance|commands?|orders?|constraints?|restrictions?|limitations?|programming|guardrails?|polic(?:y|ies)|filters?|safeguards?|protocols?|context|training|conditioning|morals?|ethics|principles|boundaries)`;
+const VERB = String.raw`(?:ignore|ignoring|disregard|disregarding|forget|forgetting|override|overriding|overrule|bypass|bypassing|circumvent|skip|drop|abandon|neglect|discard|dismiss|set aside|throw (?:away|out)|do not follow|don'?t follow|stop following|no longer follow|cease following|stop obeying|do not obey|don'?t obey)`;
+const REVEAL = String.raw`(?:reveal|show|print|output|display|repeat|recite|tell|give|share|leak|dump|expose|disclose|list|write out|spell out|copy|paste|return|provide|quote|send|read back|type out|what (?:is|are|was|were)|what's)`;
+const SECRETIVE = String.raw`(?:full|entire|complete|exact|original|initial|hidden|secret|internal|system|confidential|first|previous|developer|actual|real|underlying|verbatim)`;
+
+function r(src: string, flags = "g"): RegExp {
+  return new RegExp(src, flags);
+}
+
+/** The signals, by family. Weights are the probability-like strength of one signal alone. */
+export const SIGNALS: readonly Signal[] = [
+  // instruction override
+  { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}(?:${MOD}(?:\s*(?:,|and|or)\s*|\s+)){1,3}${OBJ}\b`) },
+  { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}${OBJ}\s+(?:above|before|so far|given|provided|you(?:'ve| have)? (?:been given|received)|you were given|from (?:before|earlier|above)|that (?:came|come) before|up to (?:now|this point))\b`) },
+  { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}(?:system (?:message|prompt)s?|(?:developer|operator) (?:message|instructions))\b`) },
+  { kind: "instruction_override", weight: 0.85, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:your|all(?: of)?(?: your| the)?|any(?: of)?(?: your| the)?)\s+${OBJ}\b`) },
+  { kind: "instruction_override", weight: 0.6, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:the|these|those)\s+${OBJ}\b`) },
+  { kind: "instruction_override", weight: 0.85, deep: true, label: "instruction override", re: r(String.raw`\b(?:ignore|disregard|forget)\s+(?:about\s+)?(?:everything|anything|all(?: of)? (?:that|this|it|the above)|whatever)\b[^.!?\n]{0,40}?\b(?:above|before|earlier|previously|prior|so far|told|instructed|programmed|taught)\b`) },
+  { kind: "instruction_override", weight: 0.85, deep: true, label: "instructions declared void", re: r(String.raw`\b(?:previous|prior|above|old|original|earlier|all|your) (?:rules|instructions|guidelines|directives|prompts?|restrictions) (?:are|is) (?:now |hereby )?(?:void|null|invalid|cancel+ed|obsolete|revoked|lifted|suspended|overridden|no longer (?:valid|apply|applicable|in effect))\b`) },
+  { kind: "instruction_override", weight: 0.85, deep: true, label: "safety bypass", re: r(String.raw`\b(?:bypass|circumvent|evade|get around|get past)\s+(?:your|the|all|any|its)\s+(?:(?:own|content|safety|security|moderation|ethical|ethics)\s+)*(?:filters?|guardrails?|safeguards?|restrictions?|limitations?|moderation|safety(?: (?:measures|features|checks|settings|protocols|filters))?|content polic(?:y|ies)|censorship)\b`) },
+  { kind: "instruction_override", weight: 0.8, deep: true, label: "safety bypass", re: r(String.raw`\b(?:disable|turn off|deactivate|switch off|remove|lift)\s+(?:your|its|all (?:of )?your|the (?:ai|assistant|model|bot)'?s?)\s+(?:(?:own|content|safety|security|moderation|ethical)\s+)*(?:filters?|guardrails?|safeguards?|restrictions?|limitations?|moderation|safety|content polic(?:y|ies)|censorship|guard)\b|\b(?:disable|turn off|deactivate|switch off)\s+(?:the\s+)?(?:content|safety|moderation|ethical)\s+(?:filters?|guardrails?|checks?|guard|layer)\b`) },
+  // other languages (German, French, Spanish, Italian, Portuguese)
+  { kind: "instruction_override", weight: 0.85, label: "instruction override", re: r(String.raw`\b(?:ignorier(?:e|en|t)?|vergiss|vergessen sie|missachte(?:n)?)\b[^.!?\n]{0,40}?\b(?:anweisungen|instruktionen|regeln|vorgaben|befehle|alles)\b`) },
+  { kind: "instruction_override", weight: 0.85, label: "instruction override", re: r(String.raw`\b(?:ignore[sz]?|oublie[sz]?|ne tiens pas compte d)\b[^.!?\n]{0,40}?\b(?:instructions|consignes|règles|regles|directives)\s+(?:précédentes|precedentes|antérieures|anterieures|ci-dessus|initiales|du système|du systeme)`) },
+  { kind: "instruction_override", weight: 0.85, label: "instruction override", re: r(String.raw`\b(?:ignora|ignore|olvida|olvide|olvídate|olvidate|dimentica|esquece|esqueça|esqueca)\b[^.!?\n]{0,40}?\b(?:instrucciones|reglas|indicaciones|órdenes|ordenes|istruzioni|regole|instruções|instrucoes|regras)\b`) },
+
+  // persona and role override
+  { kind: "role_override", weight: 0.45, deep: true, label: "role reassignment", re: r(String.raw`\byou(?: are|'re) now\b|\bfrom now on,?\s+(?:you|your)\b|\bhenceforth,? you\b|\bfor the rest of (?:this|the) (?:conversation|chat|session),? you\b`) },
+  { kind: "role_override", weight: 0.85, deep: true, label: "unrestricted persona", re: r(String.raw`\b(?:act|behave|respond|answer|reply|talk|speak|roleplay|role-play|pretend|function|operate)(?:ing)?\s+(?:as|like|to be)\s+(?:if you (?:are|were)\s+)?(?:an?\s+|the\s+)?(?:[a-z-]+\s+){0,2}?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|malicious|amoral|immoral|rogue|unethical|unaligned|unbound|unchained|limitless|lawless|rule-?less)\b`) },
+  { kind: "role_override", weight: 0.55, deep: true, label: "unrestricted persona", re: r(String.raw`\b(?:unrestricted|unfiltered|uncensored|jailbroken|evil|amoral|unaligned|unchained)\s+(?:ai|assistant|model|chatbot|bot|version|gpt|llm|persona)\b`) },
+  { kind: "role_override", weight: 0.6, deep: true, label: "no-restrictions framing", re: r(String.raw`\b(?:no|without(?: any)?|free (?:of|from)(?: all| any)?|freed from(?: all| any)?|not bound by(?: any)?|unbound by(?: any)?)\s+(?:(?:ethical|moral|content|safety|openai|usual|typical|your)\s*(?:,|or|and)?\s*)*(?:rules|restrictions|filters|limits|limitations|guidelines|ethics|morals|censorship|boundaries|constraints|guardrails|polic(?:y|ies))\b`) },
+  { kind: "role_override", weight: 0.5, label: "stay in character", re: r(String.raw`\b(?:stay|remain|keep|staying)\s+in\s+character\b`) },
+  { kind: "role_override", weight: 0.45, label: "do-anything framing", re: r(String.raw`\b(?:can|could|will|must|shall)\s+(?:do|say|answer|generate|write)\s+anything\b`) },
+  { kind: "role_override", weight: 0.55, label: "forced compliance", re: r(String.raw`\b(?:never|not|don'?t|do not|cannot|can'?t|won'?t|will not)\s+(?:refuse|decline|say no)\b|\bnever refuses\b|\bwithout (?:refusing|refusal|declining)\b|\b(?:must|will|shall|always|fully)\s+comply\b|\bcomply (?:fully|with (?:every|all|any) (?:request|command|order)s?)\b|\b(?:you must )?obey me\b`) },
+  { kind: "role_override", weight: 0.5, label: "authority claim", re: r(String.raw`\bi(?:'m| am) (?:your|the|an?) (?:developer|creator|admin|administrator|owner|programmer|maker|operator)\b|\b(?:the )?user is (?:an? |the )?(?:admin|administrator|developer|root|superuser)\b|\bi(?:'m| am) authori[sz]ed to\b|\bauthori[sz]ed (?:red[- ]team|security|penetration|pen) test`) },
+  { kind: "role_override", weight: 0.7, label: "safety declared off", re: r(String.raw`\b(?:safety|content|security|moderation|ethical) (?:checks?|filters?|guardrails?|restrictions?|polic(?:y|ies)|measures|protocols|guidelines|mode) (?:are|is|have been|has been|were|was) (?:now )?(?:disabled|off|turned off|switched off|removed|lifted|suspended|deactivated|bypassed|not (?:active|enforced|applicable))\b`) },
+
+  // jailbreak personas
+  { kind: "jailbreak_persona", weight: 0.8, original: true, label: "jailbreak persona", re: /\bDAN\b/g },
+  { kind: "jailbreak_persona", weight: 0.85, deep: true, label: "jailbreak persona", re: r(String.raw`\bdo anything now\b`) },
+  { kind: "jailbreak_persona", weight: 0.8, deep: true, label: "jailbreak mode", re: r(String.raw`\b(?:jailbreak|jailbroken|dan|god|sudo|evil|chaos|unrestricted|unfiltered|uncensored|no-?limits?|dude|stan|anti-?gpt|opposite|devil|villain)\s+mode\b`) },
+  { kind: "jailbreak_persona", weight: 0.45, label: "special mode", re: r(String.raw`\b(?:developer|dev|debug|maintenance|admin|root|god)\s+mode\b`) },
+  { kind: "jailbreak_persona", weight: 0.75, original: true, label: "jailbreak persona", re: /\b(?:you are|you're|act as|as|called|named|now|play|become|be)\s+(?:STAN|DUDE|AIM|KEVIN|BetterDAN|BasedGPT|AntiGPT|DevMode|UCAR|Mongo Tom|APOPHIS|EvilBOT|NRAF)\b/gi },
+  { kind: "jailbreak_persona", weight: 0.35, label: "jailbreak mention", re: r(String.raw`\bjailbr(?:eak|oken|eaking)\b`) },
+
+  // system prompt exfiltration
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "system prompt request", re: r(String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:all\s+(?:of\s+)?)?(?:your|the (?:ai|assistant|bot|model)'?s)\s+(?:${SECRETIVE}\s+)*(?:system prompt|prompt|instructions|directives|system message|configuration|pre-?prompt|initial message|programming)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "system prompt request", re: r(String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:all\s+(?:of\s+)?)?(?:your|the)\s+(?:${SECRETIVE}\s+)+(?:rules|guidelines|context|instructions|prompt|directives|configuration)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.55, deep: true, label: "system prompt request", re: r(String.raw`\b(?:reveal|show|print|output|display|repeat|tell|give|share|leak|dump|what (?:is|was)|what's)\b(?:\s+(?:me|us))?\s+the\s+system\s+(?:prompt|message|instructions)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "context dump request", re: r(String.raw`\b(?:print|repeat|output|show|display|copy|return|write|tell me|give me|list|recite|reproduce|echo)\b(?:\s+(?:out|back|me|us))?\s+(?:everything|all(?: the)?(?: text| words| content)?|the (?:text|words|content|message|lines?|sentences?)|what(?:'s| is| was)? (?:written|said|stated))\s+(?:that (?:is|was|came|appears?)\s+)?(?:above|before|prior|preceding|earlier)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.6, deep: true, label: "instructions probe", re: r(String.raw`\b(?:what|which)\s+(?:were|are|was|is)\s+(?:you|your)\s+(?:told|instructed|given|programmed|trained|asked)\b|\b(?:were|are) you (?:told|instructed|programmed) to\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.6, label: "instructions probe", re: r(String.raw`\b(?:instructions|rules|prompt|directives)\s+(?:that\s+)?(?:you were|you've been|you have been|you got|you received)\s+(?:given|told|provided|received|programmed)?`) },
+  { kind: "system_prompt_exfiltration", weight: 0.6, label: "context dump request", re: r(String.raw`\b(?:what (?:was|is|were) (?:written|said|stated)|repeat|print|show|output|tell me)\b[^.?!\n]{0,30}?\b(?:beginning|start|top) of (?:this|the|our) (?:conversation|chat|prompt|context|session|thread)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.3, label: "verbatim request", re: r(String.raw`\b(?:verbatim|word for word|word-for-word)\b`) },
+
+  // fake delimiters and role tags
+  { kind: "fake_delimiter", weight: 0.8, label: "chat template token", re: r(String.raw`<\|(?:im_start|im_end|system|user|assistant|endoftext|end_of_turn|start_header_id|end_header_id|eot_id)\|>`) },
+  { kind: "fake_delimiter", weight: 0.75, label: "instruction delimiter", re: r(String.raw`<<\/?sys>>|\[\/?inst\]`) },
+  { kind: "fake_delimiter", weight: 0.7, label: "fake role tag", re: r(String.raw`<\/?(?:system|sys|instructions?|admin|developer|user|assistant|human)(?:_prompt|_message)?>`) },
+  { kind: "fake_delimiter", weight: 0.6, label: "fake role label", re: r(String.raw`(?:^|\n)\s*(?:#{1,4}\s*)?\[?(?:system|admin|administrator|developer|root)\]?\s*(?:message|prompt|note|override)?\s*:`) },
+  { kind: "fake_delimiter", weight: 0.7, label: "override marker", re: r(String.raw`\b(?:system|admin|developer|emergency|security)\s+override\b|\boverride\s+(?:mode|code|protocol)\b`) },
+  { kind: "fake_delimiter", weight: 0.6, original: true, label: "fake end-of-input marker", re: /\b(?:END|START|BEGIN) OF (?:THE )?(?:USER |SYSTEM )?(?:INPUT|PROMPT|INSTRUCTIONS|MESSAGE|CONTEXT|CONVERSATION)\b/g },
+
+  // new instructions
+  { kind: "new_instructions", weight: 0.6, deep: true, label: "new instructions", re: r(String.raw`\b(?:new|updated|real|actual|true|revised|secret|hidden|additional|override|system)\s+(?:instructions?|task|rules?|directives?|objective|orders?|prompt|policy)\s*(?::|-|are\b|is\b)`) },
+  { kind: "new_instructions", weight: 0.4, label: "task reassignment", re: r(String.raw`\byour (?:new |real |actual |only )?(?:task|goal|objective|job|purpose|mission) (?:is|will be) (?:now )?to\b`) },
+  { kind: "new_instructions", weight: 0.45, label: "injection payload", re: r(String.raw`\bpwned\b`) },
+  { kind: "new_instructions", weight: 0.3, label: "output redirection", re: r(String.raw`\binstead,?\s+(?:say|print|output|write|respond|reply|answer)\b`) },
+
+  // obfuscation
+  { kind: "obfuscation", weight: 0.55, label: "encoded-output request", re: r(String.raw`\b(?:respond|reply|answer|write|talk|speak|communicate|output)(?: only)? in (?:base64|rot13|rot-13|hex(?:adecimal)?|binary|morse(?: code)?|leetspeak|l33t|pig latin|reversed? text|caesar cipher)\b`) },
+  { kind: "obfuscation", weight: 0.7, label: "filter evasion", re: r(String.raw`\bso (?:that )?(?:the |your )?(?:filters?|moderation|moderators?|guard(?:rail)?s?|safety (?:system|filter)s?|monitoring|system|detectors?) (?:can(?:'t|not)|won'?t|will not|doesn'?t|does not|don'?t|do not) (?:read|see|detect|notice|understand|catch|flag|block)\b|\b(?:avoid|evade|bypass|get past|trick|fool) (?:the )?(?:filters?|moderation|detection|guardrails?|content filters?|safety filters?)\b`) },
+  { kind: "obfuscation", weight: 0.5, label: "hidden-instruction execution", re: r(String.raw`\b(?:follow|execute|obey|carry out|do what)\b[^.!?\n]{0,20}?\b(?:instructions?|commands?|it says)\b[^.!?\n]{0,15}?\b(?:inside|within|encoded|hidden|decoded|in (?:it|the (?:decoded|encoded|following|string|text)))\b`) },
+
+  // role-play jailbreaks
+  { kind: "roleplay_jailbreak", weight: 0.6, label: "deceased-relative role-play", re: r(String.raw`\b(?:pretend|imagine|act|role-?play|play the role|acting)\b[^.!?\n]{0,40}?\b(?:my|a|the)\s+(?:deceased|dead|late|departed)\s+(?:grandmother|grandma|granny|grandfather|grandpa|mother|mom|mum|father|dad)\b`) },
+  { kind: "roleplay_jailbreak", weight: 0.45, label: "licence-key request", re: r(String.raw`\b(?:windows|product|activation|license|licence|cd|serial|steam) keys?\b`) },
+  { kind: "roleplay_jailbreak", weight: 0.25, label: "hypothetical framing", re: r(String.raw`\bhypothetical(?:ly)?\b|\bin a (?:fictional|hypothetical|imaginary) (?:world|universe|scenario|story)\b|\bfor (?:purely )?(?:educational|research|academic) purposes\b|\bpurely (?:academic|theoretical|hypothetical)\b`) },
+  { kind: "roleplay_jailbreak", weight: 0.4, label: "game framing", re: r(String.raw`\blet'?s play a game\b|\bthis is (?:just )?a game\b`) },
+];
+
+const DEEP = SIGNALS.filter((s) => s.deep && !s.original);
+const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{3,300}?)(["'”’»])(?![\w])/g;
+const META = /\b(?:prompt injections?|injection attacks?|jailbreak(?:s|ing)? (?:attempts?|attacks?|prompts?)|attacks? like|defend|protect|detect|prevent|mitigate|filter(?:ing)? out|examples? of|examples? like|what does|mean(?:s|ing)?|phrase|term|classif(?:y|ier)|red flag)\b/;
+const BASE64 = /(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])/g;
+
+function runSignals(signals: readonly Signal[], lower: string, original: string, view: TextView | null, hits: Hit[], describe: (label: string, s: number, e: number) => string, span?: [number, number]): void {
+  for (const sig of signals) {
+    const target = sig.original ? original : lower;
+    sig.re.lastIndex = 0;
+    for (let m = sig.re.exec(target); m; m = sig.re.exec(target)) {
+      if (m[0].length === 0) {
+        sig.re.lastIndex += 1;
+        continue;
+      }
+      let [start, end] = [m.index, m.index + m[0].length];
+      if (span) [start, end] = span;
+      else if (!sig.original && view) [start, end] = toOriginal(view, start, end);
+      hits.push({ kind: sig.kind, start, end, score: sig.weight, description: describe(sig.label, start, end) });
+    }
+  }
+}
+
+function decodeBase64(blob: string): string | null {
+  if (blob.replace(/=+$/, "").length % 4 === 1) return null;
+  let decoded: string;
+  try {
+    decoded = atob(blob);
+  } catch {
+    return null;
+  }
+  // mostly printable ASCII, or it is an image header, a hash or a key, not text
+  const printable = decoded.replace(/[^\x20-\x7E\n\t]/g, "").length;
+  return decoded.length >= 8 && printable / decoded.length >= 0.9 ? decoded : null;
+}
+
+export function detectInjection(text: string, config: InjectionConfig = {}): Hit[] {
+  const view = normalise(text);
+  const hits: Hit[] = [];
+  const describe = (label: string, s: number, e: number) => `${label}: "${excerpt(text.slice(s, e))}"`;
+  runSignals(SIGNALS, view.text, text, view, hits, describe);
+
+  // leetspeak ("1gn0re all previous instructi0ns"): the deep signals again on the de-leeted view
+  const leet = deLeet(view.text);
+  if (leet) {
+    const before = hits.length;
+    const extra: Hit[] = [];
+    runSignals(DEEP, leet, text, view, extra, (label, s, e) => `${label} (obfuscated): "${excerpt(text.slice(s, e))}"`);
+    for (const h of extra) {
+      if (!hits.slice(0, before).some((p) => p.kind === h.kind && p.start === h.start)) hits.push(h);
+    }
+  }
+
+  // base64 blobs that decode to an injection
+  if (config.decodeBase64 !== false) {
+    BASE64.lastIndex = 0;
+    for (const m of text.matchAll(BASE64)) {
+      const decoded = decodeBase64(m[0]);
+      if (!decoded) continue;
+      const inner: Hit[] = [];
+      runSignals(DEEP, decoded.toLowerCase(), decoded, null, inner, (l) => l);
+      const strongest = inner.reduce((max, h) => Math.max(max, h.score), 0);
+      if (strongest >= 0.6) {
+        const span: [number, number] = [m.index, m.index + m[0].length];
+        hits.push({ kind: "encoded_injection", start: span[0], end: span[1], score: 0.9, description: `base64-encoded ${inner[0]!.description}` });
+      }
+    }
+  }
+
+  // talking about injections is not injecting: quoted phrases in a meta question count at 40%
+  if (hits.length > 0 && META.test(view.text)) {
+    const quoted: Array<[number, number]> = [];
+    QUOTED.lastIndex = 0;
+    for (const q of text.matchAll(QUOTED)) quoted.push([q.index, q.index + q[0].length]);
+    for (const h of hits) {
+      if (quoted.some(([s, e]) => s <= h.start && h.end <= e)) {
+        h.score = Math.round(h.score * 0.4 * 1000) / 1000;
+        h.description += " (quoted, in a question about injections)";
+      }
+    }
+  }
+  // one hit per kind and span (two phrasings of one signal may match the same words)
+  const seen = new Set<string>();
+  return hits
+    .sort((a, b) => a.start - b.start || b.score - a.score)
+    .filter((h) => {
+      const key = `${h.kind}:${h.start}:${h.end}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+}
+
+/** The signal a hit came from: its description up to the quoted excerpt. */
+function signalOf(hit: Hit): string {
+  const colon = hit.description.indexOf(":");
+  return colon < 0 ? hit.description : hit.description.slice(0, colon);
+}
+
+/** Noisy-OR over the strongest hit of each distinct signal (repeats of one signal count once). */
+export function injectionConfidence(hits: readonly Hit[]): number {
+  const perSignal = new Map<string, number>();
+  for (const h of hits) perSignal.set(signalOf(h), Math.max(perSignal.get(signalOf(h)) ?? 0, h.score));
+  return Math.min(0.99, noisyOr(perSignal.values()));
+}
+
+export const injectionDefinition: GuardDefinition<InjectionConfig> = {
+  guardType: "prompt_injection",
+  detect: detectInjection,
+  confidence: injectionConfidence,
+};

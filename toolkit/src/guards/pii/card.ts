@@ -1,0 +1,48 @@
+// Payment card numbers: 13-19 digits, optionally grouped by spaces or dashes, that pass the Luhn
+// check and carry a known issuer prefix (validator's isCreditCard). Numbers failing Luhn are not
+// card numbers.
+import { isCreditCard } from "./validators.ts";
+import type { Hit } from "../types.ts";
+import { lastChars } from "../text.ts";
+import type { PiiDetector } from "./common.ts";
+import { contextBefore, overlapsAny, scan } from "./common.ts";
+
+const CANDIDATE = /(?<![\w.,-])\d(?:[ -]?\d){12,18}(?![\w]|[.,-]\d)/g;
+const CARD_WORDS = /\b(?:card|visa|mastercard|amex|credit|debit|cc|pan|payment|pay)\b/i;
+
+/** The card network from the issuer prefix (IIN), for the description. */
+export function cardBrand(digits: string): string {
+  if (/^4/.test(digits)) return "Visa";
+  if (/^(?:5[1-5]|2(?:2[2-9][1-9]|2[3-9]\d|[3-6]\d\d|7[01]\d|720))/.test(digits)) return "Mastercard";
+  if (/^3[47]/.test(digits)) return "American Express";
+  if (/^(?:6011|65|64[4-9])/.test(digits)) return "Discover";
+  if (/^35(?:2[89]|[3-8]\d)/.test(digits)) return "JCB";
+  if (/^3(?:0[0-5]|[68])/.test(digits)) return "Diners Club";
+  if (/^62/.test(digits)) return "UnionPay";
+  return "Payment";
+}
+
+function plausibleGrouping(raw: string): boolean {
+  const seps = raw.match(/[ -]/g);
+  if (!seps) return true;
+  if (new Set(seps).size > 1) return false; // "4242 4242-4242 4242" is not how cards are written
+  const groups = raw.split(/[ -]/).map((g) => g.length);
+  // 4-4-4-4(-3), 4-6-5 (Amex), 4-6-4 (Diners), 4-4-4-2, 4-4-5, 4-4-4-4-3
+  return groups.slice(0, -1).every((g) => g === 4 || g === 6) && groups[0] === 4;
+}
+
+export const detectCards: PiiDetector = (text, claimed) => {
+  if (!/\d{4}/.test(text)) return [];
+  const hits: Hit[] = [];
+  for (const m of scan(CANDIDATE, text)) {
+    const raw = m[0];
+    const start = m.index;
+    const end = start + raw.length;
+    if (overlapsAny(claimed, start, end) || !plausibleGrouping(raw)) continue;
+    const digits = raw.replace(/\D/g, "");
+    if (!isCreditCard(digits)) continue;
+    const score = contextBefore(text, start, CARD_WORDS) ? 0.97 : 0.92;
+    hits.push({ kind: "credit_card", start, end, score, description: `${cardBrand(digits)} card number ending ${lastChars(digits, 4)}` });
+  }
+  return hits;
+};

@@ -1,0 +1,47 @@
+// Shared pieces of the PII detectors.
+import type { Hit } from "../types.ts";
+
+/** The kinds of sensitive data the pii_detection guard finds (match `kind` values). */
+export const PII_KINDS = [
+  "email",
+  "phone",
+  "credit_card",
+  "iban",
+  "ssn",
+  "ip_address",
+  "api_key",
+  "private_key",
+  "jwt",
+  "secret",
+  "crypto_address",
+] as const;
+export type PiiKind = (typeof PII_KINDS)[number];
+
+export interface PiiConfig {
+  /** kinds to look for; default all */
+  entities?: readonly PiiKind[] | undefined;
+  /** ISO 3166 regions whose national phone formats are recognised (numbers with + always are) */
+  phoneRegions?: readonly string[] | undefined;
+}
+
+/** A detector sees the text and the spans earlier (higher-priority) detectors claimed. */
+export type PiiDetector = (text: string, claimed: readonly Hit[], config: PiiConfig) => Hit[];
+
+export function overlapsAny(claimed: readonly Hit[], start: number, end: number): boolean {
+  for (const h of claimed) if (h.start < end && start < h.end) return true;
+  return false;
+}
+
+/** Is one of the words (regex source) within `window` characters before `start`? */
+export function contextBefore(text: string, start: number, words: RegExp, window = 40): boolean {
+  return words.test(text.slice(Math.max(0, start - window), start));
+}
+
+/** Runs a global regex over a text and yields the matches (resets lastIndex first). */
+export function* scan(re: RegExp, text: string): Generator<RegExpExecArray> {
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    if (m[0].length === 0) re.lastIndex += 1;
+    yield m;
+  }
+}

@@ -1,0 +1,47 @@
+// The pii_detection guard (observability-config key `sensitive_data`): an ordered chain of
+// detectors, most specific first; a span claimed by one is not reconsidered by the next (a card
+// number is not also a phone number). Confidence is the highest score of a hit.
+import type { GuardDefinition, Hit } from "../types.ts";
+import type { PiiConfig, PiiDetector, PiiKind } from "./common.ts";
+import { PII_KINDS } from "./common.ts";
+import { detectCards } from "./card.ts";
+import { detectCrypto } from "./crypto.ts";
+import { detectEmails } from "./email.ts";
+import { detectIbans } from "./iban.ts";
+import { detectIps } from "./ip.ts";
+import { detectPhones } from "./phone.ts";
+import { detectSecrets } from "./secrets.ts";
+import { detectSsns } from "./ssn.ts";
+
+export type { PiiConfig, PiiKind } from "./common.ts";
+export { PII_KINDS } from "./common.ts";
+export { DEFAULT_PHONE_REGIONS } from "./phone.ts";
+
+/** The chain, in priority order, with the kinds each detector can produce. */
+export const PII_CHAIN: ReadonlyArray<{ name: string; kinds: readonly PiiKind[]; detect: PiiDetector }> = [
+  { name: "secrets", kinds: ["private_key", "jwt", "api_key", "secret"], detect: detectSecrets },
+  { name: "email", kinds: ["email"], detect: detectEmails },
+  { name: "iban", kinds: ["iban"], detect: detectIbans },
+  { name: "card", kinds: ["credit_card"], detect: detectCards },
+  { name: "crypto", kinds: ["crypto_address"], detect: detectCrypto },
+  { name: "ssn", kinds: ["ssn"], detect: detectSsns },
+  { name: "ip", kinds: ["ip_address"], detect: detectIps },
+  { name: "phone", kinds: ["phone"], detect: detectPhones },
+];
+
+/** All PII hits in a text, sorted by position. */
+export function detectPii(text: string, config: PiiConfig = {}): Hit[] {
+  const wanted: ReadonlySet<string> = new Set(config.entities ?? PII_KINDS);
+  const hits: Hit[] = [];
+  for (const step of PII_CHAIN) {
+    if (!step.kinds.some((k) => wanted.has(k))) continue;
+    for (const hit of step.detect(text, hits, config)) if (wanted.has(hit.kind)) hits.push(hit);
+  }
+  return hits.sort((a, b) => a.start - b.start);
+}
+
+export const piiDefinition: GuardDefinition<PiiConfig> = {
+  guardType: "pii_detection",
+  detect: detectPii,
+  confidence: (hits) => hits.reduce((max, h) => Math.max(max, h.score), 0),
+};

@@ -1,0 +1,71 @@
+// Phone numbers: candidates found by a cheap regex, confirmed by libphonenumber-js (full
+// metadata: number length and pattern per region and type). International numbers (+ or 00) are
+// checked on their own; national formats only against the configured regions, with the trunk
+// prefix those regions write. Dates, versions, decimal numbers, thousands-grouped amounts and plain
+// digit runs without a phone word nearby are not phone numbers.
+import { parsePhoneNumberFromString } from "libphonenumber-js/max";
+import type { CountryCode } from "libphonenumber-js/max";
+import type { Hit } from "../types.ts";
+import type { PiiDetector } from "./common.ts";
+import { contextBefore, overlapsAny, scan } from "./common.ts";
+
+/** Regions whose national formats are recognised by default. */
+export const DEFAULT_PHONE_REGIONS = ["US", "GB", "DE", "FR", "IN", "AU"] as const;
+
+// Regions where national numbers are written without a leading trunk "0" (NANP, and those with no
+// trunk prefix); elsewhere a national number starts with 0.
+const NO_TRUNK_ZERO = new Set(["US", "CA", "PR", "DK", "NO", "ES", "IT", "PT", "GR", "PL", "CZ", "SK", "LU", "IS", "MT", "CY", "SG", "HK", "QA", "KW", "BH", "OM"]);
+// India writes 10-digit mobiles starting 6-9 without the trunk prefix.
+const INDIA_MOBILE = /^[6-9]\d{9}$/;
+
+const CANDIDATE = /(?<![\w+./:@#-])(?:\+|\b00)?\(?\d[\d \t\u00A0().-]{5,22}\d(?![\w\-/:@]|[.,]\d)/g;
+const PHONE_WORDS = /\b(?:phone|tel|telephone|mobile|cell|cellphone|call|calling|text|sms|whatsapp|signal|fax|contact|ring|reach|dial|hotline|helpline|landline|telefon|telefono|teléfono|téléphone|numéro|handy|portable)\b/i;
+const DATE = /^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2,4})$/;
+const THOUSANDS = /^\d{1,3}(?:[ ,.\u00A0]\d{3})+$/;
+const DOTTED_VERSION = /^\d+(?:\.\d+){2,}$/;
+
+function nationalRegions(digits: string, regions: readonly string[]): string[] {
+  if (digits.startsWith("0")) return regions.filter((r) => !NO_TRUNK_ZERO.has(r));
+  return regions.filter((r) => NO_TRUNK_ZERO.has(r) || (r === "IN" && INDIA_MOBILE.test(digits)));
+}
+
+export const detectPhones: PiiDetector = (text, claimed, config) => {
+  if (!/\d(?:\D{0,3}\d){6}/.test(text)) return [];
+  const regions = config.phoneRegions ?? DEFAULT_PHONE_REGIONS;
+  const hits: Hit[] = [];
+  for (const m of scan(CANDIDATE, text)) {
+    const raw = m[0].replace(/[ \t\u00A0.(-]+$/, "");
+    const start = m.index;
+    const end = start + raw.length;
+    const digits = raw.replace(/\D/g, "");
+    if (digits.length < 7 || digits.length > 15) continue;
+    if (overlapsAny(claimed, start, end)) continue;
+    if (DATE.test(raw) || THOUSANDS.test(raw)) continue;
+    const international = raw.startsWith("+") || raw.startsWith("00");
+    if (!international && raw.includes(".") && (DOTTED_VERSION.test(raw) && !raw.startsWith("0"))) continue;
+    const separated = /[ \t\u00A0().-]/.test(raw);
+    const context = contextBefore(text, start, PHONE_WORDS, 30);
+    let found: { callingCode: string } | null = null;
+    if (international) {
+      const p = parsePhoneNumberFromString(raw.startsWith("00") ? "+" + raw.slice(2).trimStart() : raw);
+      if (p?.isValid()) found = { callingCode: p.countryCallingCode };
+    } else {
+      // A national number needs formatting (separators) or a phone word nearby, and at least
+      // 9 digits unless a phone word is there: a bare run of digits is an order number or an id.
+      if ((!separated && !context) || (digits.length < 9 && !context)) continue;
+      for (const region of nationalRegions(digits, regions)) {
+        const p = parsePhoneNumberFromString(raw, region as CountryCode);
+        if (p?.isValid()) {
+          found = { callingCode: p.countryCallingCode };
+          break;
+        }
+      }
+    }
+    if (!found) continue;
+    const score = international ? (context ? 0.95 : 0.85) : context ? 0.9 : 0.7;
+    // A national number may be valid in several regions; only an international one names its country.
+    const where = international ? ` (+${found.callingCode})` : "";
+    hits.push({ kind: "phone", start, end, score, description: `phone number${where} ending ${digits.slice(-2)}` });
+  }
+  return hits;
+};

@@ -1,0 +1,124 @@
+// Credentials: keys with a well-known prefix (cloud, source hosting, chat, payments, LLM vendors,
+// Berth's own), PEM private keys, JSON Web Tokens, credentials in URLs, bearer tokens, and values
+// assigned to words such as password, secret, token or api_key. Descriptions name the kind and
+// the public prefix at most, never the value.
+import { isJWT } from "./validators.ts";
+import type { Hit } from "../types.ts";
+import { charClasses, entropy } from "../text.ts";
+import type { PiiDetector } from "./common.ts";
+import { overlapsAny, scan } from "./common.ts";
+
+interface KeyRule {
+  name: string;
+  re: RegExp;
+  score: number;
+  /** characters of the match that are a public prefix, shown in the description */
+  prefix: number;
+  /** extra check on the match */
+  check?: (value: string) => boolean;
+}
+
+const mixed = (v: string) => /\d/.test(v) && /[A-Za-z]/.test(v);
+
+/** Well-known key formats. Order matters: the first rule that claims a span wins. */
+export const KEY_RULES: readonly KeyRule[] = [
+  { name: "AWS access key ID", re: /\b(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}\b/g, score: 0.95, prefix: 4 },
+  { name: "GitHub token", re: /\bgh[pousr]_[A-Za-z0-9]{36,255}\b/g, score: 0.97, prefix: 4 },
+  { name: "GitHub fine-grained token", re: /\bgithub_pat_[A-Za-z0-9_]{22,255}\b/g, score: 0.97, prefix: 11 },
+  { name: "GitLab token", re: /\bglpat-[A-Za-z0-9_-]{20,}/g, score: 0.95, prefix: 6 },
+  { name: "Slack token", re: /\bxox[abposr]-[A-Za-z0-9-]{10,250}/g, score: 0.95, prefix: 5 },
+  { name: "Slack webhook URL", re: /https:\/\/hooks\.slack\.com\/services\/[A-Za-z0-9/_-]{20,}/g, score: 0.9, prefix: 23 },
+  { name: "Stripe live secret key", re: /\b(?:sk|rk)_live_[A-Za-z0-9]{16,247}\b/g, score: 0.97, prefix: 8 },
+  { name: "Stripe test secret key", re: /\b(?:sk|rk)_test_[A-Za-z0-9]{16,247}\b/g, score: 0.85, prefix: 8 },
+  { name: "Stripe webhook secret", re: /\bwhsec_[A-Za-z0-9]{24,}\b/g, score: 0.9, prefix: 6 },
+  { name: "LLM API key", re: /\bsk-(?:proj-|svcacct-|admin-|ant-(?:api\d\d-|admin\d\d-)?|or-v1-)?[A-Za-z0-9_-]{20,}/g, score: 0.9, prefix: 3, check: (v) => mixed(v.slice(3)) },
+  { name: "Google API key", re: /\bAIza[0-9A-Za-z_-]{35}\b/g, score: 0.9, prefix: 4 },
+  { name: "SendGrid API key", re: /\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b/g, score: 0.95, prefix: 3 },
+  { name: "npm token", re: /\bnpm_[A-Za-z0-9]{36}\b/g, score: 0.95, prefix: 4 },
+  { name: "Hugging Face token", re: /\bhf_[A-Za-z0-9]{34,}\b/g, score: 0.95, prefix: 3 },
+  { name: "Berth workspace API key", re: /\bws_sk_[A-Za-z0-9_-]{16,}/g, score: 0.97, prefix: 6 },
+];
+
+const PEM = /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?/g;
+const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}/g;
+const URL_CREDENTIALS = /\b[a-z][a-z0-9+.-]{1,20}:\/\/([^\s:@/]{1,128}):([^\s@/]{1,256})@/gi;
+const BEARER = /\bBearer\s+([A-Za-z0-9._~+/-]{20,}=*)/g;
+// keyword [identifier rest] [quote] separator [quote] value
+const ASSIGNED = /(password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}["'`]?(\s*(?:[:=]|=>|:=)\s*|\s+(?:is|was)\s+)["'`]?([^\s"'`,;)]{1,200})/gi;
+const PLACEHOLDER = /^(?:\*+|x{3,}|\.{3,}|<[^>]*>|\[[^\]]*\]|\$\{?[A-Za-z_][\w.]*\}?|%[A-Za-z_]+%|\{\{[^}]*\}\}|your[_-]?\w*|my[_-]?\w*|example\w*|changeme|placeholder|password|secret|token|null|none|nil|undefined|true|false|redacted|hidden|masked|required|optional|string|env|process\.env\.\w+)$/i;
+
+function describeKey(rule: KeyRule, value: string): string {
+  return `${rule.name} (${value.slice(0, rule.prefix)}…, ${value.length} chars)`;
+}
+
+/** Is a value assigned to a secret-sounding word itself secret-like? */
+export function secretValueScore(value: string, viaIs: boolean): number {
+  if (PLACEHOLDER.test(value) || value.length < 6) return 0;
+  const classes = charClasses(value);
+  const h = entropy(value);
+  if (viaIs) {
+    // "the token is expired" is prose; "my password is Tr0ub4dor&3" is a secret
+    if (value.length < 8 || classes < 2 || !/\d|[^A-Za-z0-9]/.test(value)) return 0;
+    return h >= 3 ? 0.85 : 0.7;
+  }
+  if (/^\d{1,5}$/.test(value)) return 0; // "token: 512"
+  if (value.length >= 12 && h >= 3.5) return 0.9;
+  if (classes >= 2 || h >= 3) return 0.75;
+  return 0.55;
+}
+
+export const detectSecrets: PiiDetector = (text, claimed) => {
+  const hits: Hit[] = [];
+  const taken = (s: number, e: number) => overlapsAny(claimed, s, e) || overlapsAny(hits, s, e);
+  if (text.includes("PRIVATE KEY")) {
+    for (const m of scan(PEM, text)) {
+      const start = m.index;
+      const end = start + m[0].length;
+      if (taken(start, end)) continue;
+      const algo = (m[1] ?? "").trim();
+      hits.push({ kind: "private_key", start, end, score: 0.99, description: `PEM private key${algo ? ` (${algo})` : ""}` });
+    }
+  }
+  if (text.includes("eyJ")) {
+    for (const m of scan(JWT, text)) {
+      const start = m.index;
+      const end = start + m[0].length;
+      if (taken(start, end) || !isJWT(m[0])) continue;
+      hits.push({ kind: "jwt", start, end, score: 0.9, description: `JSON Web Token (${m[0].length} chars)` });
+    }
+  }
+  for (const rule of KEY_RULES) {
+    for (const m of scan(rule.re, text)) {
+      const start = m.index;
+      const end = start + m[0].length;
+      if (taken(start, end) || (rule.check && !rule.check(m[0]))) continue;
+      hits.push({ kind: "api_key", start, end, score: rule.score, description: describeKey(rule, m[0]) });
+    }
+  }
+  if (text.includes("://")) {
+    for (const m of scan(URL_CREDENTIALS, text)) {
+      const password = m[2]!;
+      const start = m.index + m[0].length - 1 - password.length;
+      const end = start + password.length;
+      if (taken(start, end) || PLACEHOLDER.test(password)) continue;
+      hits.push({ kind: "secret", start, end, score: 0.9, description: `password in a URL (${password.length} chars)` });
+    }
+  }
+  for (const m of scan(BEARER, text)) {
+    const value = m[1]!;
+    const start = m.index + m[0].length - value.length;
+    const end = start + value.length;
+    if (taken(start, end) || !mixed(value)) continue;
+    hits.push({ kind: "secret", start, end, score: 0.85, description: `bearer token (${value.length} chars)` });
+  }
+  for (const m of scan(ASSIGNED, text)) {
+    const value = m[3]!;
+    const start = m.index + m[0].length - value.length;
+    const end = start + value.length;
+    if (taken(start, end)) continue;
+    const score = secretValueScore(value, /\b(?:is|was)\b/.test(m[2]!));
+    if (score === 0) continue;
+    hits.push({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
+  }
+  return hits;
+};

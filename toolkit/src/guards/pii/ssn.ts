@@ -1,0 +1,36 @@
+// US Social Security numbers: AAA-GG-SSSS (or spaced), refusing what the SSA never issues:
+// area 000, 666 or 900-999, group 00, serial 0000. Nine undelimited digits count only next to
+// words such as "SSN" or "social security".
+import type { Hit } from "../types.ts";
+import type { PiiDetector } from "./common.ts";
+import { contextBefore, overlapsAny, scan } from "./common.ts";
+
+const DELIMITED = /(?<![\w-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w-]|\.\d)/g;
+const BARE = /(?<![\w-])(\d{3})(\d{2})(\d{4})(?![\w-]|\.\d)/g;
+const SSN_WORDS = /\b(?:ssn|ss#|social security|social sec|social|taxpayer|itin|tin)\b/i;
+
+/** The SSA's structural rules (randomised assignment since 2011 keeps these). */
+export function isValidSsn(area: string, group: string, serial: string): boolean {
+  if (area === "000" || area === "666" || area.startsWith("9")) return false;
+  return group !== "00" && serial !== "0000";
+}
+
+export const detectSsns: PiiDetector = (text, claimed) => {
+  if (!/\d{3}/.test(text)) return [];
+  const hits: Hit[] = [];
+  const push = (m: RegExpExecArray, score: number) => {
+    const start = m.index;
+    const end = start + m[0].length;
+    if (overlapsAny(claimed, start, end) || overlapsAny(hits, start, end)) return;
+    hits.push({ kind: "ssn", start, end, score, description: "US social security number (digits withheld)" });
+  };
+  for (const m of scan(DELIMITED, text)) {
+    if (!isValidSsn(m[1]!, m[3]!, m[4]!)) continue;
+    const context = contextBefore(text, m.index, SSN_WORDS);
+    push(m, context ? 0.95 : m[2] === "-" ? 0.8 : 0.55);
+  }
+  for (const m of scan(BARE, text)) {
+    if (isValidSsn(m[1]!, m[2]!, m[3]!) && contextBefore(text, m.index, SSN_WORDS, 30)) push(m, 0.85);
+  }
+  return hits;
+};

@@ -1,0 +1,180 @@
+// Text helpers shared by the guards: a normalised view with offsets back into the original text,
+// word tokens with a light stemmer, and masking for descriptions. All pure.
+
+/** A lower-cased, NFKC-folded view of a text with a map from view offsets to original offsets. */
+export interface TextView {
+  text: string;
+  /** offsets[i] = offset in the original text of view character i; offsets[text.length] = end. */
+  offsets: number[] | null;
+}
+
+const ZERO_WIDTH = /[\u00AD\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\uFEFF]/;
+// eslint-disable-next-line no-control-regex
+const ASCII = /^[\x00-\x7F]*$/;
+
+/**
+ * Lower-cases and NFKC-folds a text (fullwidth and styled letters become plain ones), drops
+ * zero-width and bidi control characters, and keeps a map back to the original offsets. ASCII
+ * text takes a fast path with an identity map.
+ */
+export function normalise(text: string): TextView {
+  if (ASCII.test(text)) return { text: text.toLowerCase(), offsets: null };
+  let out = "";
+  const offsets: number[] = [];
+  for (let i = 0; i < text.length; ) {
+    const cp = text.codePointAt(i)!;
+    const ch = String.fromCodePoint(cp);
+    const width = ch.length;
+    if (!ZERO_WIDTH.test(ch)) {
+      const folded = ch.normalize("NFKC").toLowerCase();
+      for (let k = 0; k < folded.length; k++) offsets.push(i);
+      out += folded;
+    }
+    i += width;
+  }
+  offsets.push(text.length);
+  return { text: out, offsets };
+}
+
+/** Maps a [start, end) range of a view back to the original text. */
+export function toOriginal(view: TextView, start: number, end: number): [number, number] {
+  const o = view.offsets;
+  if (!o) return [start, end];
+  const s = o[Math.min(start, o.length - 1)]!;
+  if (end <= start) return [s, s];
+  const last = o[Math.min(end - 1, o.length - 1)]!;
+  let j = end;
+  while (j < o.length - 1 && o[j]! <= last) j++;
+  return [s, Math.max(o[Math.min(j, o.length - 1)]!, last + 1)];
+}
+
+const LEET: Record<string, string> = { "0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i" };
+const LEET_CHARS = /[013457@$!]/;
+
+/**
+ * Undoes leetspeak in words that mix letters and look-alike digits or symbols ("1gn0re" ->
+ * "ignore"), keeping the length so offsets stay valid. Plain numbers ("step 3") are untouched.
+ * Returns null when nothing changed.
+ */
+export function deLeet(lower: string): string | null {
+  if (!LEET_CHARS.test(lower)) return null;
+  let changed = false;
+  const out = lower.replace(/[a-z013457@$!]+/g, (word) => {
+    if (!/[a-z]/.test(word) || !LEET_CHARS.test(word) || word.length < 3) return word;
+    // Require at least two letters so that "a1" or "4x" are left alone.
+    if ((word.match(/[a-z]/g)?.length ?? 0) < 2) return word;
+    changed = true;
+    return word.replace(/[013457@$!]/g, (c) => LEET[c] ?? c);
+  });
+  return changed ? out : null;
+}
+
+export const STOPWORDS: ReadonlySet<string> = new Set(
+  (
+    "a about above after again against all also am an and any are as at be because been before being below between both but by " +
+    "can could did do does doing down during each few for from further had has have having he her here hers herself him himself " +
+    "his how i if in into is it its itself just me more most my myself no nor not now of off on once only or other our ours " +
+    "ourselves out over own same she should so some such than that the their theirs them themselves then there these they this " +
+    "those through to too under until up very was we were what when where which while who whom why will with would you your " +
+    "yours yourself yourselves let lets get got make made want wanted need needs like please thanks thank thx hi hello hey " +
+    "ok okay yes yeah sure good great morning afternoon evening night day today tomorrow tell give know think help can't cannot " +
+    "don't doesn't didn't won't isn't aren't wasn't i'm i've i'd i'll you're you've it's that's what's there's let's may might must " +
+    "shall one two way much many something anything thing things use using used really also well maybe"
+  ).split(/\s+/),
+);
+
+const WORD = /[\p{L}\p{N}]+(?:['’][\p{L}]+)?/gu;
+
+/** Lower-cased word tokens (letters and digits, with an apostrophe suffix). */
+export function words(text: string): string[] {
+  return text.toLowerCase().match(WORD) ?? [];
+}
+
+/**
+ * A light English stemmer (plural, -ing, -ed, -ly, -ment, -ation): enough to match "invoices",
+ * "invoicing" and "invoiced" against "invoice" without a dictionary.
+ */
+export function stem(word: string): string {
+  let w = word.replace(/['’]s$/, "");
+  if (w.length <= 3) return w;
+  if (w.endsWith("ies") && w.length > 4) return w.slice(0, -3) + "y";
+  if (w.endsWith("sses")) return w.slice(0, -2);
+  if (w.endsWith("ss") || w.endsWith("us") || w.endsWith("is")) return w;
+  for (const suffix of ["ations", "ation", "ments", "ment", "ingly", "ing", "edly", "ed", "ly", "es", "s"]) {
+    if (w.endsWith(suffix) && w.length - suffix.length >= 3) {
+      w = w.slice(0, -suffix.length);
+      if (suffix === "es" && !/(?:ch|sh|x|z|ss|o)$/.test(w)) w += "e";
+      // running -> run, transferred -> transfer
+      if ((suffix === "ing" || suffix === "ed" || suffix === "edly" || suffix === "ingly") && /([b-df-hj-np-tv-z])\1$/.test(w) && !/(?:ll|ss|zz)$/.test(w)) w = w.slice(0, -1);
+      return w.replace(/e$/, "");
+    }
+  }
+  return w.replace(/e$/, "");
+}
+
+/** Content words of a text: tokens that are not stopwords or bare numbers, stemmed. */
+export function contentStems(text: string): string[] {
+  const out: string[] = [];
+  for (const w of words(text)) {
+    if (STOPWORDS.has(w) || /^\d+$/.test(w) || w.length < 2) continue;
+    const s = stem(w);
+    if (!STOPWORDS.has(s)) out.push(s);
+  }
+  return out;
+}
+
+/** Shannon entropy in bits per character. */
+export function entropy(s: string): number {
+  if (!s) return 0;
+  const counts = new Map<string, number>();
+  for (const ch of s) counts.set(ch, (counts.get(ch) ?? 0) + 1);
+  let h = 0;
+  for (const n of counts.values()) {
+    const p = n / s.length;
+    h -= p * Math.log2(p);
+  }
+  return h;
+}
+
+/** How many of lower case, upper case, digits and other characters a string uses. */
+export function charClasses(s: string): number {
+  return (/[a-z]/.test(s) ? 1 : 0) + (/[A-Z]/.test(s) ? 1 : 0) + (/\d/.test(s) ? 1 : 0) + (/[^A-Za-z0-9]/.test(s) ? 1 : 0);
+}
+
+/** "jane.doe@example.com" -> "j***@e***.com" */
+export function maskEmail(email: string): string {
+  const at = email.lastIndexOf("@");
+  const local = email.slice(0, at);
+  const domain = email.slice(at + 1);
+  const dot = domain.lastIndexOf(".");
+  const tld = dot >= 0 ? domain.slice(dot) : "";
+  return `${local.slice(0, 1)}***@${domain.slice(0, 1)}***${tld}`;
+}
+
+/** The last n characters, for "ending 4242" descriptions. */
+export function lastChars(s: string, n: number): string {
+  return s.slice(Math.max(0, s.length - n));
+}
+
+/** "fuck" -> "f***": enough to name a word without spelling it out. */
+export function maskWord(word: string): string {
+  return word.length <= 1 ? "*" : word.slice(0, 1) + "*".repeat(Math.min(word.length - 1, 6));
+}
+
+/** A short excerpt for descriptions of non-secret matches (injection phrases): trimmed, capped. */
+export function excerpt(s: string, max = 48): string {
+  const one = s.replace(/\s+/g, " ").trim();
+  return one.length <= max ? one : one.slice(0, max - 1) + "…";
+}
+
+/** Rounds a confidence to three decimals so that verdicts are stable and readable. */
+export function round3(x: number): number {
+  return Math.round(Math.min(1, Math.max(0, x)) * 1000) / 1000;
+}
+
+/** 1 - Π(1 - w): independent signals reinforce each other without ever reaching 1. */
+export function noisyOr(weights: Iterable<number>): number {
+  let p = 1;
+  for (const w of weights) p *= 1 - Math.min(1, Math.max(0, w));
+  return 1 - p;
+}

@@ -1,0 +1,144 @@
+// The toxicity guard: obscenity's English matcher (its dataset and recommended transformers catch
+// "sh1t", "fuuuck" and confusable letters) classified by severity, plus patterns for what a word
+// list cannot see: threats, wishes of harm, self-harm encouragement, insults aimed at a person and
+// dehumanising generalisations. Casual, undirected profanity ("what a shit day") is mild; the same
+// word aimed at someone is harassment.
+//
+// Confidence = the most severe hit, plus 0.05 for each further distinct hit (capped at 0.99).
+import { englishDataset, englishRecommendedTransformers, RegExpMatcher } from "obscenity";
+import type { GuardDefinition, Hit } from "./types.ts";
+import { excerpt, maskWord, normalise, toOriginal } from "./text.ts";
+
+export const TOXICITY_CATEGORIES = ["slur", "threat", "self_harm", "hate", "harassment", "profanity", "sexual"] as const;
+export type ToxicityCategory = (typeof TOXICITY_CATEGORIES)[number];
+
+export interface ToxicityConfig {
+  /** categories to report; default all */
+  categories?: readonly ToxicityCategory[] | undefined;
+}
+
+/** Severity of each category when a hit is not aimed at anyone. */
+export const SEVERITY: Record<ToxicityCategory, number> = {
+  slur: 0.9,
+  threat: 0.9,
+  self_harm: 0.9,
+  hate: 0.85,
+  harassment: 0.75,
+  profanity: 0.45,
+  sexual: 0.3,
+};
+
+// obscenity's words by category; anything not listed counts as sexual/ambiguous (0.3).
+const SLURS = new Set(["abeed", "africoon", "arabush", "boonga", "chingchong", "chink", "kike", "nigger", "fag", "dyke", "tranny", "retard", "spastic"]);
+const INSULT_WORDS = new Set(["bitch", "cunt", "whore", "slut", "twat", "bastard", "prick", "cuck"]);
+const PROFANE = new Set(["fuck", "shit", "piss", "arse", "ass", "turd", "bollocks", "wank", "jizz"]);
+// Ordinary words that contain, or are, a listed word.
+const WHITELIST = [
+  "cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "shitake",
+  "dickens", "dickinson", "moby dick", "cocktail", "hancock", "peacock", "scunthorpe", "essex", "sussex", "assassin",
+  "assess", "bass", "class", "grass", "mass", "pass", "arsenal", "arsenic", "therapist", "titan", "title", "constitution",
+  "analysis", "analyst", "analog", "canal", "sextant", "sextet", "sexton", "document", "hooker valley",
+];
+
+let matcher: RegExpMatcher | null = null;
+function getMatcher(): RegExpMatcher {
+  // Built on first use (not at import time), then shared: it holds no per-call state.
+  if (!matcher) {
+    const built = englishDataset.build();
+    matcher = new RegExpMatcher({
+      ...built,
+      whitelistedTerms: [...(built.whitelistedTerms ?? []), ...WHITELIST],
+      ...englishRecommendedTransformers,
+    });
+  }
+  return matcher;
+}
+
+const YOU = String.raw`(?:you|your|ya|u|ur|yourself|urself)`;
+interface Pattern {
+  category: ToxicityCategory;
+  weight: number;
+  label: string;
+  re: RegExp;
+}
+
+const r = (src: string) => new RegExp(src, "g");
+
+/** Patterns a word list cannot see (on the lower-cased view). */
+export const TOXICITY_PATTERNS: readonly Pattern[] = [
+  { category: "threat", weight: 0.9, label: "threat of violence", re: r(String.raw`\b(?:i|we)(?:'ll|'m|'d| will| shall| am| are| would| wanna| gonna| want to| going to)?\b[^.!?\n]{0,40}?\b(?:kill|murder|hurt|stab|shoot|beat|punch|strangle|choke|rape|slap|smash|burn|bury)\s+(?:\w+\s+){0,2}?${YOU}\b`) },
+  { category: "threat", weight: 0.85, label: "threat", re: r(String.raw`\b(?:know|find|found|find out|found out|get) where ${YOU} (?:live|work|sleep)\b|\b(?:i'll|i will|we'll|we will|gonna) (?:find|hunt) ${YOU}\b|\bmake ${YOU} pay\b|\bwatch ${YOU}r back\b|\b${YOU}(?:'re| are) (?:dead|going to die|gonna die)\b`) },
+  { category: "threat", weight: 0.85, label: "wish of harm", re: r(String.raw`\b(?:hope|wish)\s+(?:that\s+)?(?:${YOU}|${YOU} \w+)\b[^.!?\n]{0,30}?\b(?:die|dies|dead|cancer|suffer|burn|rot|get hurt|get raped|hit by)\b|\b(?:drop dead|go die|just die|die already|die in a (?:fire|hole|ditch)|eat shit and die)\b`) },
+  { category: "self_harm", weight: 0.9, label: "self-harm encouragement", re: r(String.raw`\b(?:kill|hang|shoot|off|end)\s+(?:yourself|urself|ur self|your ?self)\b|\bkys\b|\bend your (?:own )?life\b|\bdrink bleach\b|\bnobody would miss you\b`) },
+  { category: "hate", weight: 0.85, label: "dehumanising generalisation", re: r(String.raw`\b(?:all|those|these|the|most)\s+(?:\w+\s+){0,2}?(?:are|r)\s+(?:(?:just|nothing but|like|all|filthy|dirty)\s+)*(?:vermin|animals|rats|cockroaches|parasites|subhuman|savages|scum|filth|a disease|a plague|a cancer|trash|dogs|pigs|apes|monkeys)\b`) },
+  { category: "hate", weight: 0.85, label: "eliminationist language", re: r(String.raw`\b(?:people|persons|folks|men|women|immigrants|refugees|foreigners|migrants|muslims|jews|christians|hindus|sikhs|atheists|blacks|whites|asians|arabs|mexicans|africans|gays|lesbians|homosexuals|liberals|conservatives|your kind|their kind|them|they|you|like you)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+)?(?:be\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|lynched|burned|put down|die)\b`) },
+  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`) },
+  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:what an?|such an?)\s+(?:\w+\s+){0,2}?(?:idiot|moron|imbecile|loser|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|disgrace|failure)\s+(?:you are|you're|u r|ur)\b|\b(?:shit|crap) for brains\b|\bnobody (?:likes|wants|loves) you\b|\beveryone hates you\b`) },
+  { category: "harassment", weight: 0.75, label: "name-calling", re: r(String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying)\s+(?:cunt|bitch|whore|slut|idiot|moron|bastard|retard|twat|prick|loser|pig|asshole|motherfucker)\b`) },
+  { category: "harassment", weight: 0.75, label: "insult about someone's family", re: r(String.raw`\byour (?:mother|mom|mum|momma|mama|sister|wife|girlfriend|father|dad|family)(?:'s| is| are)\s+(?:an?\s+)?(?:\w+\s+)?(?:whore|slut|bitch|cunt|hoe|skank|pig|cow)\b`) },
+  { category: "harassment", weight: 0.8, label: "abuse aimed at someone", re: r(String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bgo to hell\b|\bstfu\b`) },
+];
+
+const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = { slur: "slur", harassment: "insult", sexual: "sexual term", profanity: "profanity" };
+const DIRECTED = new RegExp(String.raw`\b${YOU}\b`);
+
+function categoryOf(word: string): ToxicityCategory {
+  if (SLURS.has(word)) return "slur";
+  if (INSULT_WORDS.has(word)) return "harassment";
+  if (PROFANE.has(word)) return "profanity";
+  return "sexual";
+}
+
+export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[] {
+  const wanted: ReadonlySet<string> = new Set(config.categories ?? TOXICITY_CATEGORIES);
+  const hits: Hit[] = [];
+  const view = normalise(text);
+  // word list: obscenity works on the original text (its transformers do their own folding)
+  const seen = new Set<string>();
+  for (const match of getMatcher().getAllMatches(text, true)) {
+    const { phraseMetadata } = englishDataset.getPayloadWithPhraseMetadata(match);
+    const word = phraseMetadata?.originalWord ?? "profanity";
+    const start = match.startIndex;
+    const end = match.endIndex + 1;
+    const key = `${start}:${end}`;
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const category = categoryOf(word);
+    let score = category === "harassment" ? 0.6 : SEVERITY[category];
+    // aimed at the reader: "fuck you", "you stupid bitch"
+    const around = view.text.slice(Math.max(0, start - 24), Math.min(view.text.length, end + 16));
+    const aimed = DIRECTED.test(around) && category !== "sexual";
+    if (aimed) score = Math.max(score, 0.8);
+    hits.push({ kind: category, start, end, score, description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})` });
+  }
+  for (const p of TOXICITY_PATTERNS) {
+    p.re.lastIndex = 0;
+    for (const m of view.text.matchAll(p.re)) {
+      const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
+      hits.push({ kind: p.category, start, end, score: p.weight, description: `${p.label} ("${excerpt(maskProfanity(text.slice(start, end)), 40)}")` });
+    }
+  }
+  return hits.filter((h) => wanted.has(h.kind)).sort((a, b) => a.start - b.start);
+}
+
+/** Masks listed words inside an excerpt so a description never spells a slur out. */
+function maskProfanity(s: string): string {
+  const matches = getMatcher().getAllMatches(s, true);
+  let out = s;
+  for (const m of [...matches].reverse()) {
+    out = out.slice(0, m.startIndex) + maskWord(s.slice(m.startIndex, m.endIndex + 1)) + out.slice(m.endIndex + 1);
+  }
+  return out;
+}
+
+export function toxicityConfidence(hits: readonly Hit[]): number {
+  if (hits.length === 0) return 0;
+  const max = hits.reduce((m, h) => Math.max(m, h.score), 0);
+  return Math.min(0.99, max + 0.05 * (hits.length - 1));
+}
+
+export const toxicityDefinition: GuardDefinition<ToxicityConfig> = {
+  guardType: "toxicity",
+  detect: detectToxicity,
+  confidence: toxicityConfidence,
+};
