@@ -1,0 +1,267 @@
+// The guard engine: an app's observability config (SPEC.md part 2) plus the guard templates it
+// references, compiled once into an ordered chain of pure checks, and the decision for one text.
+//
+// The chain, in order: prompt_injection (built in), sensitive_data (built in, guard type
+// pii_detection), then each enabled entry of guards.custom_templates in the order given. Every
+// check in the chain runs on every text of its phases (no short-circuit), so that a trace records
+// all verdicts; the decision is then: block if any verdict is block, else redact if any is redact,
+// else allow.
+//
+// Pure: no I/O, no clock, no randomness. The compiled form of a config object is memoised by
+// identity, so treat configs as immutable.
+import { z } from "zod";
+import type { CompiledAllowlist } from "./guards/allowlist.ts";
+import { compileAllowlist, EMPTY_ALLOWLIST } from "./guards/allowlist.ts";
+import { compileCustom, customDefinition } from "./guards/custom.ts";
+import { injectionDefinition } from "./guards/injection.ts";
+import { offTopicDefinition } from "./guards/off-topic.ts";
+import { piiDefinition } from "./guards/pii/index.ts";
+import { redact } from "./guards/redact.ts";
+import type { GuardTemplateConfig } from "./guards/template.ts";
+import { DEFAULT_PHASES, GuardTemplateConfig as GuardTemplateConfigSchema, PhoneRegion, refineTemplate, sensitivityThreshold, Topic } from "./guards/template.ts";
+import { toxicityDefinition } from "./guards/toxicity.ts";
+import type { GuardAction, GuardDefinition, GuardPolicy, GuardResult, GuardType, GuardVerdict, Hit, Phase } from "./guards/types.ts";
+import { GUARD_TYPES } from "./guards/types.ts";
+import { evaluateGuard } from "./guards/verdict.ts";
+
+// ---------------------------------------------------------------------------------------------
+// Configuration
+
+/** Defaults for the two built-in guards (SPEC leaves them open; decided and documented here). */
+export const DEFAULT_THRESHOLDS = { prompt_injection: 0.7, sensitive_data: 0.5 } as const;
+
+const Threshold = z.number().min(0).max(1);
+
+const BuiltinGuard = (threshold: number) =>
+  z.object({
+    enabled: z.boolean().default(true),
+    threshold: Threshold.default(threshold),
+  });
+
+/** One entry of guards.custom_templates. `threshold` overrides the template's sensitivity. */
+export const CustomTemplateRef = z.object({
+  template_id: z.string().min(1),
+  template_name: z.string().default(""),
+  enabled: z.boolean().default(true),
+  threshold: Threshold.optional(),
+});
+
+export const GuardsConfig = z.object({
+  prompt_injection: BuiltinGuard(DEFAULT_THRESHOLDS.prompt_injection).prefault({}),
+  sensitive_data: BuiltinGuard(DEFAULT_THRESHOLDS.sensitive_data).prefault({}),
+  custom_templates: z.array(CustomTemplateRef).max(100).default([]),
+});
+
+const EvalToggle = (threshold: number) =>
+  z.object({
+    enabled: z.boolean().default(true),
+    threshold: Threshold.default(threshold),
+  });
+
+/** evals.latency (SPEC) plus the engine's own evals, each with enabled and a pass threshold. */
+export const EvalsConfig = z.object({
+  latency: z
+    .object({
+      enabled: z.boolean().default(true),
+      threshold_ms: z.number().positive().default(5000),
+      target_ms: z.number().nonnegative().default(1000),
+      max_ms: z.number().positive().default(10000),
+    })
+    .refine((l) => l.target_ms < l.max_ms, { message: "target_ms must be below max_ms", path: ["target_ms"] })
+    .prefault({}),
+  relevance: EvalToggle(0.5).prefault({}),
+  safety: EvalToggle(0.5).prefault({}),
+  policy_compliance: z.object({ enabled: z.boolean().default(true) }).prefault({}),
+});
+
+/** A guard template as the engine needs it: resolved by the API from the template's id. */
+export const ResolvedTemplate = z.object({
+  name: z.string().default(""),
+  guardType: z.enum(GUARD_TYPES),
+  config: GuardTemplateConfigSchema.prefault({}),
+});
+
+/**
+ * Everything the engine needs for one app: its observability config (`guards`, `evals`), the
+ * templates its custom_templates entries reference (by template_id), the app's allowed topics
+ * (the default of off_topic templates without their own) and the regions whose national phone
+ * formats the built-in sensitive_data guard recognises.
+ */
+export const EngineConfig = z
+  .object({
+    guards: GuardsConfig.prefault({}),
+    evals: EvalsConfig.prefault({}),
+    templates: z.record(z.string(), ResolvedTemplate).default({}),
+    allowedTopics: z.array(Topic).max(50).default([]),
+    phoneRegions: z.array(PhoneRegion).min(1).max(50).optional(),
+  })
+  .superRefine((c, ctx) => {
+    c.guards.custom_templates.forEach((ref, i) => {
+      const t = c.templates[ref.template_id];
+      if (!t && ref.enabled) {
+        ctx.addIssue({ code: "custom", path: ["guards", "custom_templates", i, "template_id"], message: `template ${ref.template_id} is not resolved in templates` });
+      }
+    });
+    for (const [id, t] of Object.entries(c.templates)) refineTemplate(t, ctx, ["templates", id]);
+  });
+export type EngineConfig = z.output<typeof EngineConfig>;
+export type EngineConfigInput = z.input<typeof EngineConfig>;
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+/** One entry of a trace's guardEvaluations (SPEC: { guardType, result, confidence }), plus its source. */
+export interface GuardEvaluation {
+  guardType: GuardType;
+  result: GuardResult;
+  confidence: number;
+  /** "prompt_injection", "sensitive_data" or "template:<template_id>" */
+  source: string;
+}
+
+/** A guard block record (SPEC: guard block fields other than id, traceId, createdAt). */
+export interface GuardBlock {
+  guardType: GuardType;
+  /** what matched, described without the matched text */
+  blockedContent: string;
+  confidence: number;
+  action: Exclude<GuardAction, "flag">;
+  source: string;
+}
+
+export interface GuardDecision {
+  decision: "allow" | "block" | "redact";
+  /** the text with redacted spans replaced, present when any guard redacted */
+  redactedText?: string;
+  evaluations: GuardEvaluation[];
+  blocks: GuardBlock[];
+  /** the full verdicts, with match descriptions, in chain order */
+  verdicts: GuardVerdict[];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compilation
+
+interface Check {
+  source: string;
+  guardType: GuardType;
+  phases: ReadonlySet<Phase>;
+  policy: GuardPolicy;
+  allowlist: CompiledAllowlist;
+  // the definition and its config travel together; the pair is type-safe where it is built
+  def: GuardDefinition<unknown>;
+  config: unknown;
+}
+
+function check<C>(c: Omit<Check, "def" | "config"> & { def: GuardDefinition<C>; config: C }): Check {
+  return c;
+}
+
+function templateCheck(id: string, guardType: GuardType, config: GuardTemplateConfig, threshold: number, engine: EngineConfig): Check {
+  const base = {
+    source: `template:${id}`,
+    guardType,
+    phases: new Set(config.phases ?? DEFAULT_PHASES[guardType]),
+    policy: { threshold, action: config.action },
+    allowlist: compileAllowlist(config.allowlist),
+  };
+  switch (guardType) {
+    case "pii_detection":
+      return check({ ...base, def: piiDefinition, config: { entities: config.entities, phoneRegions: config.phoneRegions ?? engine.phoneRegions } });
+    case "prompt_injection":
+      return check({ ...base, def: injectionDefinition, config: { decodeBase64: config.decodeBase64 } });
+    case "toxicity":
+      return check({ ...base, def: toxicityDefinition, config: { categories: config.categories } });
+    case "off_topic":
+      return check({ ...base, def: offTopicDefinition, config: { topics: config.topics ?? engine.allowedTopics } });
+    case "custom": {
+      const custom = { patterns: config.patterns, keywords: config.keywords, keywordWeight: config.keywordWeight };
+      compileCustom(custom); // compile (and check) the patterns now, not on the first prompt
+      return check({ ...base, def: customDefinition, config: custom });
+    }
+  }
+}
+
+/** The compiled chain for one config. */
+export class GuardEngine {
+  readonly config: EngineConfig;
+  readonly checks: readonly Check[];
+
+  constructor(input: EngineConfigInput | EngineConfig) {
+    this.config = EngineConfig.parse(input);
+    const c = this.config;
+    const checks: Check[] = [];
+    if (c.guards.prompt_injection.enabled) {
+      checks.push(check({ source: "prompt_injection", guardType: "prompt_injection", phases: new Set(DEFAULT_PHASES.prompt_injection), policy: { threshold: c.guards.prompt_injection.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: injectionDefinition, config: {} }));
+    }
+    if (c.guards.sensitive_data.enabled) {
+      checks.push(check({ source: "sensitive_data", guardType: "pii_detection", phases: new Set(DEFAULT_PHASES.pii_detection), policy: { threshold: c.guards.sensitive_data.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: piiDefinition, config: { phoneRegions: c.phoneRegions } }));
+    }
+    for (const ref of c.guards.custom_templates) {
+      const t = c.templates[ref.template_id];
+      if (!ref.enabled || !t) continue;
+      const threshold = ref.threshold ?? sensitivityThreshold(t.config.sensitivity);
+      checks.push(templateCheck(ref.template_id, t.guardType, t.config, threshold, c));
+    }
+    this.checks = checks;
+  }
+
+  /** Runs the chain on one text of one phase and decides. */
+  evaluate(text: string, phase: Phase): GuardDecision {
+    const evaluations: GuardEvaluation[] = [];
+    const blocks: GuardBlock[] = [];
+    const verdicts: GuardVerdict[] = [];
+    const toRedact: Hit[] = [];
+    let blocked = false;
+    for (const c of this.checks) {
+      if (!c.phases.has(phase)) continue;
+      const { verdict, hits } = evaluateGuard(c.def, text, c.config, c.policy, c.allowlist);
+      verdicts.push(verdict);
+      evaluations.push({ guardType: verdict.guardType, result: verdict.result, confidence: verdict.confidence, source: c.source });
+      if (verdict.result === "block" || verdict.result === "redact") {
+        const decisive = hits.filter((h) => h.score >= c.policy.threshold);
+        // aggregated guards (injection) may act on several weaker signals together
+        const shown = decisive.length > 0 ? decisive : hits;
+        blocks.push({ guardType: verdict.guardType, blockedContent: describe(shown), confidence: verdict.confidence, action: verdict.result, source: c.source });
+        if (verdict.result === "block") blocked = true;
+        else toRedact.push(...shown.filter((h) => !h.whole));
+      }
+    }
+    const decision: GuardDecision = { decision: blocked ? "block" : toRedact.length > 0 ? "redact" : "allow", evaluations, blocks, verdicts };
+    if (toRedact.length > 0) decision.redactedText = redact(text, toRedact);
+    return decision;
+  }
+}
+
+const MAX_DESCRIPTIONS = 5;
+const MAX_BLOCKED_CONTENT = 500;
+
+/** blockedContent: the distinct descriptions, strongest first, capped. */
+export function describe(hits: readonly Hit[]): string {
+  const seen: string[] = [];
+  for (const h of [...hits].sort((a, b) => b.score - a.score)) if (!seen.includes(h.description)) seen.push(h.description);
+  let out = seen.slice(0, MAX_DESCRIPTIONS).join("; ");
+  if (seen.length > MAX_DESCRIPTIONS) out += `; and ${seen.length - MAX_DESCRIPTIONS} more`;
+  return out.length > MAX_BLOCKED_CONTENT ? out.slice(0, MAX_BLOCKED_CONTENT - 1) + "…" : out;
+}
+
+const engines = new WeakMap<object, GuardEngine>();
+
+/** The compiled engine for a config (memoised by object identity). */
+export function engineFor(config: EngineConfigInput | EngineConfig | GuardEngine): GuardEngine {
+  if (config instanceof GuardEngine) return config;
+  let engine = engines.get(config);
+  if (!engine) {
+    engine = new GuardEngine(config);
+    engines.set(config, engine);
+  }
+  return engine;
+}
+
+/**
+ * Runs an app's guards on one text. `config` is an EngineConfig (input form, defaults applied
+ * here) or a GuardEngine built from one.
+ */
+export function evaluateGuards(text: string, phase: Phase, config: EngineConfigInput | EngineConfig | GuardEngine): GuardDecision {
+  return engineFor(config).evaluate(text, phase);
+}

@@ -1,0 +1,17 @@
+// @berth/toolkit: the client SDK of Berth. This entry point exports the pure guard and eval
+// engine, shared by the Berth API (on trace ingestion) and by services (in the request path).
+export * from "./guards/index.ts";
+export * from "./evals/index.ts";
+export {
+  CustomTemplateRef,
+  DEFAULT_THRESHOLDS,
+  describe as describeHits,
+  EngineConfig,
+  engineFor,
+  EvalsConfig,
+  evaluateGuards,
+  GuardEngine,
+  GuardsConfig,
+  ResolvedTemplate,
+} from "./engine.ts";
+export type { EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
