@@ -19,7 +19,8 @@ import { openOrm } from "./db/orm.ts";
 import { DomainError } from "./errors.ts";
 import { createLogger } from "./logger.ts";
 import { ApiKeyService, PlatformAdminKeyService, type KeyView } from "./auth/keys.ts";
-import { KubeNamespaceEnsurer, loadKubeConfig } from "./workspaces/namespaces.ts";
+import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
+import { loadKubeConfig } from "../crds/kube/client.ts";
 import { WorkspaceService } from "./workspaces/service.ts";
 
 export const USAGE = `usage: node api/cli.ts <command>

@@ -12,7 +12,12 @@ import { apiKeyRoutes } from "./auth/routes.ts";
 import type { RouteDef } from "./http/route.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
-import { KubeNamespaceEnsurer, loadKubeConfig } from "./workspaces/namespaces.ts";
+import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
+import { KubeClient, loadKubeConfig } from "../crds/kube/client.ts";
+import { Informer } from "../crds/kube/informer.ts";
+import { API_VERSION } from "../crds/schemas.ts";
+import { appRoutes } from "./apps/routes.ts";
+import { AppsService, type AppObject } from "./apps/service.ts";
 import { workspaceRoutes } from "./workspaces/routes.ts";
 import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
 
@@ -25,16 +30,37 @@ export interface Services {
   workspaces: WorkspaceService;
   keys: ApiKeyService;
   adminKeys: PlatformAdminKeyService;
+  kube: KubeClient;
+  /** Watch cache of every App; list, search and stats read it. Started by startServices. */
+  appCache: Informer<AppObject>;
+  apps: AppsService;
 }
 
 export function buildServices(deps: { config: Config; orm: MikroORM; logger: Logger; kubeConfig: k8s.KubeConfig; namespaces?: NamespaceEnsurer }): Services {
   const { config, orm, logger, kubeConfig } = deps;
+  const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig), log: logger.child({ component: "workspaces" }) });
+  const kube = new KubeClient(kubeConfig);
+  const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
   return {
-    config, orm, logger, kubeConfig,
-    workspaces: new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig), log: logger.child({ component: "workspaces" }) }),
+    config, orm, logger, kubeConfig, workspaces, kube, appCache,
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
+    apps: new AppsService({ client: kube, apps: appCache, namespaceOf: (id) => workspaces.namespaceOf(id), baseDomain: config.BERTH_BASE_DOMAIN }),
   };
+}
+
+/** Starts what the services need before the server takes requests (the watch caches). */
+export async function startServices(s: Services): Promise<void> {
+  await s.appCache.start();
+}
+
+export async function stopServices(s: Services): Promise<void> {
+  await s.appCache.stop();
+}
+
+/** Readiness of the services themselves (the server adds the database). */
+export function serviceReadiness(s: Services): ReadinessCheck[] {
+  return [{ name: "app-cache", check: () => Promise.resolve(s.appCache.synced) }];
 }
 
 /** Every module's routes. */
@@ -42,8 +68,8 @@ export function composeRoutes(s: Services): RouteDef[] {
   return [
     ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
     ...apiKeyRoutes({ keys: s.keys }),
+    ...appRoutes(s.apps),
     // ---- Module routes are added here. ----------------------------------------------------
-    // The apps module (api/apps/) adds: ...appRoutes({ ... }) built from these services.
     // The governance module adds its routes (and an appKeyVerifier to buildServer) here too.
   ];
 }
@@ -75,10 +101,11 @@ async function main(argv: string[]): Promise<void> {
   }
   const kubeConfig = loadKubeConfig(config.KUBECONFIG);
   const services = buildServices({ config, orm, logger, kubeConfig });
+  await startServices(services);
   const app = buildServer({
     config, orm, logger,
     routes: composeRoutes(services),
-    readiness: [kubeReadiness(kubeConfig)],
+    readiness: [kubeReadiness(kubeConfig), ...serviceReadiness(services)],
     keys: services.keys,
     adminKeys: services.adminKeys,
   });
@@ -91,6 +118,7 @@ async function main(argv: string[]): Promise<void> {
     stopping = true;
     logger.info({ signal }, "stopping");
     void running.close()
+      .then(() => stopServices(services))
       .then(() => orm.close())
       .then(() => { logger.info("stopped"); process.exit(0); })
       .catch((err: unknown) => { logger.error({ err }, "shutdown failed"); process.exit(1); });

@@ -2,21 +2,10 @@
 // terminating nor another workspace's, and merge-patches the missing labels.
 import * as k8s from "@kubernetes/client-node";
 import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
+import { statusCode } from "../../crds/kube/client.ts";
 import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
 
-/** KUBECONFIG when set, the in-cluster service account otherwise. */
-export function loadKubeConfig(kubeconfigPath: string | undefined): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
-  if (kubeconfigPath) kc.loadFromFile(kubeconfigPath);
-  else kc.loadFromCluster();
-  return kc;
-}
-
-function statusCode(err: unknown): number | undefined {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === "number" ? code : undefined;
-}
 
 export class KubeNamespaceEnsurer implements NamespaceEnsurer {
   readonly #core: k8s.CoreV1Api;

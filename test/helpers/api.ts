@@ -10,11 +10,11 @@ import type { MikroORM } from "@mikro-orm/postgresql";
 import { loadConfig, type Config } from "../../api/config.ts";
 import { openOrm } from "../../api/db/orm.ts";
 import { createLogger } from "../../api/logger.ts";
-import { buildServices, composeRoutes, type Services } from "../../api/main.ts";
+import { buildServices, composeRoutes, serviceReadiness, startServices, stopServices, type Services } from "../../api/main.ts";
 import { buildServer, listen, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
 import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
 import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
-import { loadKubeConfig } from "../../api/workspaces/namespaces.ts";
+import { loadKubeConfig } from "../../crds/kube/client.ts";
 import { freshDatabase, type TestDatabase } from "./db.ts";
 import { deleteNamespace, kube } from "./kube.ts";
 
@@ -113,11 +113,13 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
     cleanup.push(() => orm.close());
     const kubeConfig = loadKubeConfig(config.KUBECONFIG);
     const services = buildServices({ config, orm, logger, kubeConfig, ...(opts.namespaces ? { namespaces: opts.namespaces } : {}) });
+    await startServices(services);
+    cleanup.push(() => stopServices(services));
     const extra = typeof opts.routes === "function" ? opts.routes(services) : opts.routes ?? [];
     const routes = [...(opts.defaultRoutes === false ? [] : composeRoutes(services)), ...extra];
     const app = buildServer({
       config, orm, logger, routes,
-      readiness: opts.readiness ?? [],
+      readiness: [...serviceReadiness(services), ...(opts.readiness ?? [])],
       keys: services.keys,
       adminKeys: services.adminKeys,
       ...(opts.appKeyVerifier ? { appKeyVerifier: opts.appKeyVerifier } : {}),

@@ -27,7 +27,7 @@ test("an App with no source at all is stopped", (t) => {
   t.is(cond(s, "Ready")?.reason, "NoSource");
 });
 
-const phases: [string, k8s.V1Deployment | undefined, string, string][] = [
+const phases: [string, k8s.V1Deployment | undefined, "active" | "deploying" | "failed", "True" | "False"][] = [
   ["no Deployment yet", undefined, "deploying", "False"],
   ["controller has not observed the new generation", dep(2, { replicas: 2, updatedReplicas: 2, readyReplicas: 2, availableReplicas: 2, observedGeneration: 1 }), "deploying", "False"],
   ["pods not yet available", dep(2, { replicas: 2, updatedReplicas: 2, readyReplicas: 1, availableReplicas: 1 }), "deploying", "False"],
