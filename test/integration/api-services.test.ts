@@ -4,7 +4,7 @@ import test from "ava";
 import { pino } from "pino";
 import * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient } from "../../crds/kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
@@ -172,7 +172,7 @@ test.serial("pipeline state reports every stage, with the governance stage under
 });
 
 test.serial("an App applied with kubectl shows up in the API", async (t) => {
-  await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "gitops", namespace: api.namespace }, spec: { name: "GitOps App", slug: "gitops", type: "worker", image: "registry.invalid/g:1" } } as KubeObject, "kubectl");
+  await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "gitops", namespace: api.namespace }, spec: { name: "GitOps App", slug: "gitops", type: "worker", image: "registry.invalid/g:1" } }, "kubectl");
   await until("gitops", "active");
   const list = await api.fetchJson("GET", `${apps()}?search=gitops`);
   t.deepEqual(list.body.data.map((a: { id: string }) => a.id), ["gitops"]);
