@@ -407,6 +407,36 @@ for (const [label, values] of valueSets) {
   });
 }
 
+test("the documented CRD upgrade (server-side apply, --force-conflicts) takes over CRDs that Helm created", async (t) => {
+  // Helm creates crds/ on the first install with the field manager "helm" and never updates them.
+  // A copy of the Share CRD in a throwaway group stands in for one it created.
+  type Crd = { metadata: { name: string }; spec: { group: string; names: Record<string, unknown>; versions: { additionalPrinterColumns: unknown[] }[] } };
+  const crd = yaml.load(readFileSync(join(chartDir, "crds/berth.dev_shares.yaml"), "utf8")) as Crd;
+  const group = `${uniqueName("t")}.chart.berth.dev`;
+  crd.metadata.name = `shares.${group}`;
+  crd.spec.group = group;
+  delete crd.spec.names.shortNames;
+  delete crd.spec.names.categories;
+  const created = await kubectl(["create", "--field-manager=helm", "-f", "-"], yaml.dump(crd));
+  t.is(created.code, 0, created.stderr);
+  try {
+    // The next chart version changes a field that Helm owns.
+    const next = structuredClone(crd);
+    next.spec.versions[0]!.additionalPrinterColumns.push({ name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" });
+    const plain = await kubectl(["apply", "--server-side", "-f", "-"], yaml.dump(next));
+    t.not(plain.code, 0, "a plain server-side apply conflicts with Helm's ownership");
+    t.regex(plain.stderr, /conflict with "helm"/);
+    const forced = await kubectl(["apply", "--server-side", "--force-conflicts", "-f", "-"], yaml.dump(next));
+    t.is(forced.code, 0, forced.stderr);
+  } finally {
+    await kubectl(["delete", "customresourcedefinition", crd.metadata.name, "--wait=false"]);
+  }
+  // The documented command itself, against the installed CRDs.
+  const real = await kubectl(["apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", join(chartDir, "crds")]);
+  t.is(real.code, 0, real.stderr);
+  t.is(real.stdout.split("\n").filter((l) => l.endsWith("(server dry run)")).length, 3, real.stdout);
+});
+
 /** `kubectl auth can-i` as a ServiceAccount of the chart. */
 async function can(sa: "operator" | "api", verb: string, resource: string, opts: { ns?: string; subresource?: string } = {}): Promise<boolean> {
   const args = ["auth", "can-i", verb, resource, `--as=${saOf(sa)}`];
