@@ -1,0 +1,61 @@
+# Sourced by hack/up once the control plane and PostgreSQL run: starts the API and the operator in
+# the background (pids in .local/, logs in .local/logs/), bootstraps a workspace and a key, and
+# appends BERTH_API_URL, BERTH_WORKSPACE_ID and BERTH_API_KEY to the env file being written.
+API_PORT="${BERTH_API_PORT:-26490}"
+OPERATOR_HEALTH_PORT="${BERTH_OPERATOR_HEALTH_PORT:-26491}"
+API_URL="http://127.0.0.1:$API_PORT"
+mkdir -p "$BERTH_LOCAL/logs"
+
+alive() { local f="$BERTH_LOCAL/$1.pid"; [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; }
+
+start_service() { # name command...
+  local name="$1"; shift
+  alive "$name" && return 0
+  setsid env "$@" >>"$BERTH_LOCAL/logs/$name.log" 2>&1 < /dev/null &
+  echo $! > "$BERTH_LOCAL/$name.pid"
+  log "started $name (pid $!, log .local/logs/$name.log)"
+}
+
+wait_http() { # what url seconds
+  local deadline=$((SECONDS + $3))
+  until curl -sf "$2" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || { log "$1 did not become ready; last log lines:"; tail -n 20 "$BERTH_LOCAL/logs/$1.log" >&2; exit 1; }
+    sleep 0.3
+  done
+}
+
+start_service api DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" BERTH_API_PORT="$API_PORT" \
+  node "$BERTH_ROOT/api/main.ts" --migrate
+"$(bin_path kubectl)" create namespace berth-system --dry-run=client -o yaml | "$(bin_path kubectl)" apply -f - >/dev/null
+start_service operator KUBECONFIG="$KUBECONFIG" BERTH_OPERATOR_HEALTH_PORT="$OPERATOR_HEALTH_PORT" \
+  BERTH_LEADER_ELECTION_NAMESPACE=berth-system node --max-semi-space-size=1 "$BERTH_ROOT/operator/main.ts"
+wait_http api "$API_URL/readyz" 60
+wait_http operator "http://127.0.0.1:$OPERATOR_HEALTH_PORT/readyz" 60
+
+# A workspace for local use, created once; its key is kept in .local/workspace.env and re-minted
+# when it no longer works (for example after the database was reset).
+ws_file="$BERTH_LOCAL/workspace.env"
+ws_ok=false
+if [ -f "$ws_file" ]; then
+  # shellcheck disable=SC1090
+  source "$ws_file"
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BERTH_API_KEY" "$API_URL/api/v1/workspaces/$BERTH_WORKSPACE_ID")
+  [ "$code" = 200 ] && ws_ok=true
+fi
+if ! $ws_ok; then
+  ws_json=$(DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" node "$BERTH_ROOT/api/cli.ts" workspace create --name local --id wslocalberth)
+  BERTH_WORKSPACE_ID=$(node -e 'console.log(JSON.parse(process.argv[1]).workspaceId)' "$ws_json")
+  BERTH_API_KEY=$(node -e 'const j=JSON.parse(process.argv[1]); console.log(j.apiKey ?? "")' "$ws_json")
+  if [ -z "$BERTH_API_KEY" ]; then # the workspace existed already: mint a new key for it
+    key_json=$(DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" node "$BERTH_ROOT/api/cli.ts" key create --workspace "$BERTH_WORKSPACE_ID" --name "hack/up")
+    BERTH_API_KEY=$(node -e 'console.log(JSON.parse(process.argv[1]).key)' "$key_json")
+  fi
+  printf 'BERTH_WORKSPACE_ID=%s\nBERTH_API_KEY=%s\n' "$BERTH_WORKSPACE_ID" "$BERTH_API_KEY" > "$ws_file"
+  chmod 600 "$ws_file"
+fi
+{
+  echo "export BERTH_API_URL=$API_URL/api/v1"
+  echo "export BERTH_WORKSPACE_ID=$BERTH_WORKSPACE_ID"
+  echo "export BERTH_API_KEY=$BERTH_API_KEY"
+} >> "$env_file.tmp"
+log "API: $API_URL/api/v1 (docs: $API_URL/api/v1/docs), operator health: http://127.0.0.1:$OPERATOR_HEALTH_PORT/metrics"
