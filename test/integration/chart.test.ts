@@ -185,7 +185,6 @@ test("the second values set renders: existing database Secret, API Ingress with 
   const ref = { name: "berth-db", key: "url" };
   t.deepEqual(container(api, "api").env?.find((e) => e.name === "DATABASE_URL")?.valueFrom?.secretKeyRef, ref);
   t.deepEqual(container(find<k8s.V1Job>(objects, "Job", "berth-migrations"), "migrations").env?.find((e) => e.name === "DATABASE_URL")?.valueFrom?.secretKeyRef, ref);
-  t.is(api.spec?.template.metadata?.annotations?.["checksum/database"], undefined);
   const ing = find<k8s.V1Ingress>(objects, "Ingress", "berth-api");
   t.is(ing.spec?.ingressClassName, "nginx");
   t.like(ing.metadata.annotations, { "cert-manager.io/cluster-issuer": "letsencrypt" });
