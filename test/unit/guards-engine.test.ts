@@ -164,3 +164,31 @@ test("pure: the same text and config give the same decision, the config is not m
   t.deepEqual(a, b);
   t.is(JSON.stringify(full), snapshot);
 });
+
+test("adversarial inputs stay linear: no pathological 1 KB text takes more than 50 ms", (t) => {
+  // Catastrophic backtracking takes seconds on inputs like these; linear scanning takes about a millisecond.
+  const cases: Record<string, string> = {
+    "IBAN-like runs": ("GB29" + "A".repeat(40) + "a ").repeat(25),
+    "spaced IBAN-like groups": ("GB29 " + "AB ".repeat(20) + "x ").repeat(15),
+    "long digit runs": ("1".repeat(30) + " ").repeat(30),
+    "phone-like fragments": ("(201) 555-01 2-3-4-5-6-7-8-9 ").repeat(40),
+    "unclosed quotes": "'ignore previous instructions' what does it mean? " + "'a ".repeat(300),
+    "email-like local parts": ("a".repeat(60) + "@").repeat(15),
+    "email-like domains": ("a@" + "b-".repeat(60) + " ").repeat(8),
+    "insult prefix repeated": "you " + "so ".repeat(400) + "x",
+    "threat prefix repeated": "i will " + "kill ".repeat(200),
+    "base58-like words": ("1" + "A".repeat(33) + " ").repeat(30),
+    "base64-like words": ("QUFB".repeat(10) + " ").repeat(25),
+    "secret keyword runs": ("password" + "_".repeat(40) + " ").repeat(20),
+    "URL credential prefixes": ("http://" + "a".repeat(120) + ":").repeat(8),
+  };
+  const cfg: EngineConfigInput = { ...full, guards: { ...full.guards, sensitive_data: { enabled: true } } };
+  evaluateGuards("warm up", "input", cfg);
+  for (const [what, text] of Object.entries(cases)) {
+    const t0 = performance.now();
+    evaluateGuards(text, "input", cfg);
+    evaluateGuards(text, "output", cfg);
+    const ms = performance.now() - t0;
+    t.true(ms < 50, `${what}: ${ms.toFixed(1)} ms`);
+  }
+});

@@ -151,10 +151,14 @@ interface Check {
   // the definition and its config travel together; the pair is type-safe where it is built
   def: GuardDefinition<unknown>;
   config: unknown;
+  /** checks with the same key detect the same hits: one evaluation detects once */
+  detectKey: string;
 }
 
-function check<C>(c: Omit<Check, "def" | "config"> & { def: GuardDefinition<C>; config: C }): Check {
-  return c;
+function check<C>(c: Omit<Check, "def" | "config" | "detectKey"> & { def: GuardDefinition<C>; config: C }): Check {
+  // custom configs hold compiled patterns by identity; the others are plain data
+  const key = c.guardType === "custom" ? c.source : `${c.guardType}:${JSON.stringify(c.config)}`;
+  return { ...c, detectKey: key };
 }
 
 function templateCheck(id: string, guardType: GuardType, config: GuardTemplateConfig, threshold: number, engine: EngineConfig): Check {
@@ -212,10 +216,16 @@ export class GuardEngine {
     const blocks: GuardBlock[] = [];
     const verdicts: GuardVerdict[] = [];
     const toRedact: Hit[] = [];
+    const detected = new Map<string, Hit[]>();
     let blocked = false;
     for (const c of this.checks) {
       if (!c.phases.has(phase)) continue;
-      const { verdict, hits } = evaluateGuard(c.def, text, c.config, c.policy, c.allowlist);
+      let raw = detected.get(c.detectKey);
+      if (!raw) {
+        raw = c.def.detect(text, c.config);
+        detected.set(c.detectKey, raw);
+      }
+      const { verdict, hits } = evaluateGuard(c.def, text, c.config, c.policy, c.allowlist, raw);
       verdicts.push(verdict);
       evaluations.push({ guardType: verdict.guardType, result: verdict.result, confidence: verdict.confidence, source: c.source });
       if (verdict.result === "block" || verdict.result === "redact") {

@@ -111,24 +111,27 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     if (aimed) score = Math.max(score, 0.8);
     hits.push({ kind: category, start, end, score, description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})` });
   }
+  const words = hits.map((h) => [h.start, h.end] as const);
   for (const p of TOXICITY_PATTERNS) {
     p.re.lastIndex = 0;
     for (const m of view.text.matchAll(p.re)) {
       const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
-      hits.push({ kind: p.category, start, end, score: p.weight, description: `${p.label} ("${excerpt(maskProfanity(text.slice(start, end)), 40)}")` });
+      hits.push({ kind: p.category, start, end, score: p.weight, description: `${p.label} ("${excerpt(maskSpans(text, start, end, words), 40)}")` });
     }
   }
   return hits.filter((h) => wanted.has(h.kind)).sort((a, b) => a.start - b.start);
 }
 
-/** Masks listed words inside an excerpt so a description never spells a slur out. */
-function maskProfanity(s: string): string {
-  const matches = getMatcher().getAllMatches(s, true);
-  let out = s;
-  for (const m of [...matches].reverse()) {
-    out = out.slice(0, m.startIndex) + maskWord(s.slice(m.startIndex, m.endIndex + 1)) + out.slice(m.endIndex + 1);
+/** text[start, end) with the listed words inside it masked, so a description never spells one out. */
+function maskSpans(text: string, start: number, end: number, words: ReadonlyArray<readonly [number, number]>): string {
+  let out = "";
+  let cursor = start;
+  for (const [s, e] of words) {
+    if (s < cursor || e > end) continue;
+    out += text.slice(cursor, s) + maskWord(text.slice(s, e));
+    cursor = e;
   }
-  return out;
+  return out + text.slice(cursor, end);
 }
 
 export function toxicityConfidence(hits: readonly Hit[]): number {

@@ -1,6 +1,6 @@
 // Cryptocurrency addresses: Bitcoin legacy/P2SH (Base58Check, verified with double SHA-256),
 // Bitcoin SegWit (bech32 / bech32m checksum, BIP-173 / BIP-350) and Ethereum (0x + 40 hex).
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
@@ -30,12 +30,13 @@ function base58Decode(s: string): Uint8Array | null {
   return Uint8Array.from(bytes);
 }
 
-const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest();
+const sha256 = (b: Uint8Array): Buffer => hash("sha256", b, "buffer");
 
 /** Base58Check: 25 bytes for P2PKH/P2SH, last 4 = first 4 of SHA-256(SHA-256(payload)). */
 export function isBase58CheckAddress(s: string): boolean {
   const bytes = base58Decode(s);
-  if (!bytes || bytes.length !== 25) return false;
+  // version byte 0x00 (P2PKH, "1...") or 0x05 (P2SH, "3...")
+  if (!bytes || bytes.length !== 25 || (bytes[0] !== 0x00 && bytes[0] !== 0x05)) return false;
   const payload = bytes.subarray(0, 21);
   const check = sha256(sha256(payload));
   return check[0] === bytes[21] && check[1] === bytes[22] && check[2] === bytes[23] && check[3] === bytes[24];

@@ -41,6 +41,8 @@ export const detectPhones: PiiDetector = (text, claimed, config) => {
     if (digits.length < 7 || digits.length > 15) continue;
     if (overlapsAny(claimed, start, end)) continue;
     if (DATE.test(raw) || THOUSANDS.test(raw)) continue;
+    // "2-3-4-5-6-7-8": numbers are written in groups of two or more digits
+    if ((raw.match(/(?:^|\D)\d(?=\D|$)/g)?.length ?? 0) >= 3) continue;
     const international = raw.startsWith("+") || raw.startsWith("00");
     if (!international && raw.includes(".") && (DOTTED_VERSION.test(raw) && !raw.startsWith("0"))) continue;
     const separated = /[ \t\u00A0().-]/.test(raw);
