@@ -3,7 +3,7 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", ".local/**", "toolkit/dist/**", "charts/**"] },
+  { ignores: ["node_modules/**", ".local/**", "toolkit/dist/**", "charts/**", "**/*.tmp.ts"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

@@ -1,5 +1,7 @@
 // The composition root: configuration, logger, ORM, Kubernetes client, services, routes, server.
-// Usage: node api/main.ts [--migrate]   (--migrate runs pending committed migrations first)
+// Usage: node api/main.ts [--migrate | --migrate-only]
+//   --migrate       run pending committed migrations, then serve
+//   --migrate-only  run pending committed migrations and exit (the Helm pre-install/upgrade hook)
 // Nothing runs when this module is imported (a script may import composeRoutes to write the
 // OpenAPI document).
 import * as k8s from "@kubernetes/client-node";
@@ -95,9 +97,10 @@ async function main(argv: string[]): Promise<void> {
   const config = loadConfig();
   const logger = createLogger({ level: config.BERTH_LOG_LEVEL, base: { component: "api" } });
   const orm = await openOrm(config.DATABASE_URL, { debug: config.BERTH_DB_DEBUG });
-  if (argv.includes("--migrate")) {
+  if (argv.includes("--migrate") || argv.includes("--migrate-only")) {
     const applied = await migrateUp(orm);
     logger.info({ applied }, applied.length ? "migrations applied" : "no pending migrations");
+    if (argv.includes("--migrate-only")) { await orm.close(); return; } // the Helm migration hook
   }
   const kubeConfig = loadKubeConfig(config.KUBECONFIG);
   const services = buildServices({ config, orm, logger, kubeConfig });

