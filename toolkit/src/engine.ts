@@ -19,7 +19,7 @@ import { piiDefinition } from "./guards/pii/index.ts";
 import { redact } from "./guards/redact.ts";
 import type { GuardTemplateConfig } from "./guards/template.ts";
 import { DEFAULT_PHASES, GuardTemplateConfig as GuardTemplateConfigSchema, PhoneRegion, refineTemplate, sensitivityThreshold, Topic } from "./guards/template.ts";
-import { toxicityDefinition } from "./guards/toxicity.ts";
+import { prepareToxicity, toxicityDefinition } from "./guards/toxicity.ts";
 import type { GuardAction, GuardDefinition, GuardPolicy, GuardResult, GuardType, GuardVerdict, Hit, Phase } from "./guards/types.ts";
 import { GUARD_TYPES } from "./guards/types.ts";
 import { evaluateGuard } from "./guards/verdict.ts";
@@ -208,6 +208,8 @@ export class GuardEngine {
       checks.push(templateCheck(ref.template_id, t.guardType, t.config, threshold, c));
     }
     this.checks = checks;
+    // the first prompt should not pay for building the word matcher
+    if (c.evals.safety.enabled || checks.some((k) => k.guardType === "toxicity")) prepareToxicity();
   }
 
   /** Runs the chain on one text of one phase and decides. */

@@ -41,6 +41,11 @@ const WHITELIST = [
 ];
 
 let matcher: RegExpMatcher | null = null;
+/** Builds the shared word matcher now (a few milliseconds) rather than on the first text. */
+export function prepareToxicity(): void {
+  getMatcher();
+}
+
 function getMatcher(): RegExpMatcher {
   // Built on first use (not at import time), then shared: it holds no per-call state.
   if (!matcher) {
