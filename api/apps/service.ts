@@ -27,13 +27,6 @@ export function normalize(s: string): string {
   return s.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase();
 }
 
-/** Full-text match on the name: every whitespace-separated term occurs in it. */
-export function matchesSearch(name: string, search: string | undefined): boolean {
-  if (!search?.trim()) return true;
-  const hay = normalize(name);
-  return normalize(search).split(/\s+/).filter(Boolean).every((term) => hay.includes(term));
-}
-
 export class AppsService {
   private readonly d: AppsServiceDeps;
   constructor(deps: AppsServiceDeps) { this.d = deps; }
@@ -46,9 +39,11 @@ export class AppsService {
 
   async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {
     const ns = await this.d.namespaceOf(wsId);
-    const items = this.visible(ns)
-      .filter((a) => (!q.type || specOf(a).type === q.type) && (!q.status || phaseOf(a) === q.status) && matchesSearch(specOf(a).name, q.search))
-      .sort((a, b) => (created(b).localeCompare(created(a))) || a.metadata.name!.localeCompare(b.metadata.name!));
+    const terms = q.search ? normalize(q.search).split(/\s+/).filter(Boolean) : [];
+    const items = this.visible(ns).map(derived)
+      .filter((d) => (!q.type || d.spec.type === q.type) && (!q.status || phaseOf(d.app) === q.status) && terms.every((term) => d.searchName.includes(term)))
+      .sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : a.app.metadata.name!.localeCompare(b.app.metadata.name!)))
+      .map((d) => d.app);
     const start = (q.page - 1) * q.limit;
     return {
       data: items.slice(start, start + q.limit).map((a) => this.listItem(a)),
@@ -203,8 +198,27 @@ export class AppsService {
   }
 }
 
+interface Derived { app: AppObject; spec: AppSpec; searchName: string; created: string }
+
+// What list and search need from each cached App, computed once per object version: the watch
+// cache replaces an object on every change, so a WeakMap keyed by the object never goes stale.
+const derivedCache = new WeakMap<AppObject, Derived>();
+function derived(app: AppObject): Derived {
+  let d = derivedCache.get(app);
+  if (!d) {
+    const spec = parseSpec(app);
+    d = { app, spec, searchName: normalize(spec.name), created: created(app) };
+    derivedCache.set(app, d);
+  }
+  return d;
+}
+
 /** The App's spec with CRD defaults applied (objects created by kubectl may predate a default). */
 export function specOf(a: AppObject): AppSpec {
+  return derived(a).spec;
+}
+
+function parseSpec(a: AppObject): AppSpec {
   const parsed = AppSpec.safeParse(a.spec);
   if (parsed.success) return parsed.data;
   // A stored App that no longer parses still lists; fields fall back to the defaults.
