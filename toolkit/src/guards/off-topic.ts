@@ -3,7 +3,7 @@
 // content words and no topic term is off topic, the more surely the more it says; greetings and
 // thanks (no content words) are not judged. No topics configured: always pass.
 import type { GuardDefinition, Hit } from "./types.ts";
-import { contentStems, stem, words } from "./text.ts";
+import { stem, STOPWORDS, words } from "./text.ts";
 
 export interface Topic {
   name: string;
@@ -50,8 +50,8 @@ function containsPhrase(tokens: readonly string[], phrase: readonly string[]): b
 }
 
 /** Which topics a text mentions, with the number of distinct terms of each. */
-export function topicOverlap(text: string, topics: readonly Topic[]): Array<{ name: string; terms: number }> {
-  const tokens = words(text).map(stem);
+export function topicOverlap(text: string, topics: readonly Topic[], stems: readonly string[] = words(text).map(stem)): Array<{ name: string; terms: number }> {
+  const tokens = stems;
   const tokenSet = new Set(tokens);
   return compileTopics(topics).map((t) => {
     let terms = 0;
@@ -64,9 +64,11 @@ export function topicOverlap(text: string, topics: readonly Topic[]): Array<{ na
 export function detectOffTopic(text: string, config: OffTopicConfig): Hit[] {
   const topics = config.topics ?? [];
   if (topics.length === 0) return [];
-  const content = contentStems(text);
+  const tokens = words(text);
+  const stems = tokens.map(stem);
+  const content = stems.filter((s, i) => !STOPWORDS.has(tokens[i]!) && !STOPWORDS.has(s) && !/^\d+$/.test(s) && s.length >= 2);
   if (content.length === 0) return [];
-  const overlap = topicOverlap(text, topics);
+  const overlap = topicOverlap(text, topics, stems);
   const matched = overlap.reduce((n, t) => n + t.terms, 0);
   const names = topics.map((t) => t.name).join(", ");
   // No topic term at all: 0.6 for a couple of words, up to 0.95 for eight content words or more.

@@ -50,6 +50,7 @@ export function toOriginal(view: TextView, start: number, end: number): [number,
 
 const LEET: Record<string, string> = { "0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i" };
 const LEET_CHARS = /[013457@$!]/;
+const LEET_NEXT_TO_LETTER = /[a-z][013457@$!]|[013457@$!][a-z]/;
 
 /**
  * Undoes leetspeak in words that mix letters and look-alike digits or symbols ("1gn0re" ->
@@ -57,7 +58,7 @@ const LEET_CHARS = /[013457@$!]/;
  * Returns null when nothing changed.
  */
 export function deLeet(lower: string): string | null {
-  if (!LEET_CHARS.test(lower)) return null;
+  if (!LEET_NEXT_TO_LETTER.test(lower)) return null;
   let changed = false;
   const out = lower.replace(/[a-z013457@$!]+/g, (word) => {
     if (!/[a-z]/.test(word) || !LEET_CHARS.test(word) || word.length < 3) return word;

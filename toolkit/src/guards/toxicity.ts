@@ -32,13 +32,9 @@ export const SEVERITY: Record<ToxicityCategory, number> = {
 const SLURS = new Set(["abeed", "africoon", "arabush", "boonga", "chingchong", "chink", "kike", "nigger", "fag", "dyke", "tranny", "retard", "spastic"]);
 const INSULT_WORDS = new Set(["bitch", "cunt", "whore", "slut", "twat", "bastard", "prick", "cuck"]);
 const PROFANE = new Set(["fuck", "shit", "piss", "arse", "ass", "turd", "bollocks", "wank", "jizz"]);
-// Ordinary words that contain, or are, a listed word.
-const WHITELIST = [
-  "cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "shitake",
-  "dickens", "dickinson", "moby dick", "cocktail", "hancock", "peacock", "scunthorpe", "essex", "sussex", "assassin",
-  "assess", "bass", "class", "grass", "mass", "pass", "arsenal", "arsenic", "therapist", "titan", "title", "constitution",
-  "analysis", "analyst", "analog", "canal", "sextant", "sextet", "sexton", "document", "hooker valley",
-];
+// Ordinary words the English dataset would otherwise match (each entry was checked to match
+// without it: every whitelisted term costs a scan of the text, so the list holds only those).
+const WHITELIST = ["cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "dickinson", "moby dick"];
 
 let matcher: RegExpMatcher | null = null;
 /** Builds the shared word matcher now (a few milliseconds) rather than on the first text. */
