@@ -24,6 +24,16 @@ wait_http() { # what url seconds
   done
 }
 
+# The API and the operator hold the control plane's credentials in memory: when the plane under
+# them was restarted (another apiserver pid), they are restarted too.
+plane=$(cat "$BERTH_LOCAL/cluster/kube-apiserver.pid" 2>/dev/null || true)
+if [ "$(cat "$BERTH_LOCAL/services.plane" 2>/dev/null || true)" != "$plane" ]; then
+  for svc in api operator; do
+    if alive "$svc"; then kill "$(cat "$BERTH_LOCAL/$svc.pid")"; while alive "$svc"; do sleep 0.2; done; log "restarting $svc (new control plane)"; fi
+  done
+fi
+echo "$plane" > "$BERTH_LOCAL/services.plane"
+
 start_service api DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" BERTH_API_PORT="$API_PORT" \
   node "$BERTH_ROOT/api/main.ts" --migrate
 "$(bin_path kubectl)" create namespace berth-system --dry-run=client -o yaml | "$(bin_path kubectl)" apply -f - >/dev/null
@@ -32,24 +42,22 @@ start_service operator KUBECONFIG="$KUBECONFIG" BERTH_OPERATOR_HEALTH_PORT="$OPE
 wait_http api "$API_URL/readyz" 60
 wait_http operator "http://127.0.0.1:$OPERATOR_HEALTH_PORT/readyz" 60
 
-# A workspace for local use, created once; its key is kept in .local/workspace.env and re-minted
-# when it no longer works (for example after the database was reset).
+# A workspace for local use, created once; its key is kept in .local/workspace.env. When the key
+# no longer works (database reset) or the namespace is gone (control plane reset), the idempotent
+# `workspace create --id` re-creates what is missing and mints a fresh key.
 ws_file="$BERTH_LOCAL/workspace.env"
 ws_ok=false
 if [ -f "$ws_file" ]; then
   # shellcheck disable=SC1090
   source "$ws_file"
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $BERTH_API_KEY" "$API_URL/api/v1/workspaces/$BERTH_WORKSPACE_ID")
-  [ "$code" = 200 ] && ws_ok=true
+  ns=$(curl -s -H "Authorization: Bearer $BERTH_API_KEY" "$API_URL/api/v1/workspaces/$BERTH_WORKSPACE_ID" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{try{console.log(JSON.parse(s).namespace??"")}catch{console.log("")}})')
+  [ "$code" = 200 ] && [ -n "$ns" ] && "$(bin_path kubectl)" get namespace "$ns" >/dev/null 2>&1 && ws_ok=true
 fi
 if ! $ws_ok; then
   ws_json=$(DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" node "$BERTH_ROOT/api/cli.ts" workspace create --name local --id wslocalberth)
   BERTH_WORKSPACE_ID=$(node -e 'console.log(JSON.parse(process.argv[1]).workspaceId)' "$ws_json")
-  BERTH_API_KEY=$(node -e 'const j=JSON.parse(process.argv[1]); console.log(j.apiKey ?? "")' "$ws_json")
-  if [ -z "$BERTH_API_KEY" ]; then # the workspace existed already: mint a new key for it
-    key_json=$(DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" node "$BERTH_ROOT/api/cli.ts" key create --workspace "$BERTH_WORKSPACE_ID" --name "hack/up")
-    BERTH_API_KEY=$(node -e 'console.log(JSON.parse(process.argv[1]).key)' "$key_json")
-  fi
+  BERTH_API_KEY=$(node -e 'console.log(JSON.parse(process.argv[1]).apiKey)' "$ws_json")
   printf 'BERTH_WORKSPACE_ID=%s\nBERTH_API_KEY=%s\n' "$BERTH_WORKSPACE_ID" "$BERTH_API_KEY" > "$ws_file"
   chmod 600 "$ws_file"
 fi
