@@ -2,10 +2,9 @@
 // workspace's resources. Minted with `node api/cli.ts admin-key create`; stored only as SHA-256.
 import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
 
-export const PlatformAdminKey = defineEntity({
-  name: "PlatformAdminKey",
-  tableName: "platform_admin_keys",
-  properties: {
+/** The columns every kind of key has: an id, a name, a display prefix and only a hash of the secret. */
+export function keyProperties() {
+  return {
     id: p.uuid().primary(),
     name: p.string().length(100),
     /** First characters of the key, shown so that people can tell keys apart. */
@@ -15,6 +14,12 @@ export const PlatformAdminKey = defineEntity({
     createdAt: p.datetime().onCreate(() => new Date()),
     lastUsedAt: p.datetime().nullable(),
     revokedAt: p.datetime().nullable(),
-  },
+  };
+}
+
+export const PlatformAdminKey = defineEntity({
+  name: "PlatformAdminKey",
+  tableName: "platform_admin_keys",
+  properties: keyProperties(),
 });
 export type PlatformAdminKey = InferEntity<typeof PlatformAdminKey>;

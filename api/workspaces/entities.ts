@@ -1,6 +1,7 @@
 // Workspaces and their API keys. A workspace maps to one namespace labelled
 // berth.dev/workspace=<id>. Keys are stored only as SHA-256 digests of their secret.
 import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
+import { keyProperties } from "../auth/entities.ts";
 
 export const Workspace = defineEntity({
   name: "Workspace",
@@ -18,16 +19,8 @@ export const ApiKey = defineEntity({
   name: "ApiKey",
   tableName: "api_keys",
   properties: {
-    id: p.uuid().primary(),
+    ...keyProperties(),
     workspace: () => p.manyToOne(Workspace).deleteRule("cascade"),
-    name: p.string().length(100),
-    /** First characters of the key, shown so that people can tell keys apart. */
-    prefix: p.string().length(16),
-    /** SHA-256 of the whole key, hex. */
-    hash: p.string().length(64).unique(),
-    createdAt: p.datetime().onCreate(() => new Date()),
-    lastUsedAt: p.datetime().nullable(),
-    revokedAt: p.datetime().nullable(),
   },
 });
 export type ApiKey = InferEntity<typeof ApiKey>;

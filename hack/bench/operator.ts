@@ -78,7 +78,7 @@ function procStats(pid: number): { cpuMs: number; rssMiB: number } {
 
 async function withOperator(): Promise<{ ms: number; idle: { cpuMs: number; rssMiB: number; writes: number } }> {
   const ns = await namespace("bench-op");
-  const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
+  const op = spawn(process.execPath, ["--max-semi-space-size=1", join(root, "operator/main.ts")], { // as hack/up and the chart run it
     env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_CONCURRENCY: String(CONC), BERTH_OPERATOR_RESYNC_SECONDS: "20", BERTH_BASE_DOMAIN: cfg.baseDomain, BERTH_LOG_LEVEL: "warn" },
     stdio: ["ignore", "inherit", "inherit"],
   });

@@ -2,12 +2,11 @@
 import * as k8s from "@kubernetes/client-node";
 import { randomBytes } from "node:crypto";
 import type { ExecutionContext } from "ava";
+import { loadKubeConfig } from "../../crds/kube/client.ts";
 
 export function kubeConfig(): k8s.KubeConfig {
-  const kc = new k8s.KubeConfig();
   if (!process.env.KUBECONFIG) throw new Error("KUBECONFIG is not set: run the tests through ./hack/test");
-  kc.loadFromFile(process.env.KUBECONFIG);
-  return kc;
+  return loadKubeConfig(process.env.KUBECONFIG);
 }
 
 export interface Kube {
