@@ -12,7 +12,7 @@ import { openOrm } from "../../api/db/orm.ts";
 import { buildServices, composeRoutes, serviceReadiness, startServices, stopServices } from "../../api/main.ts";
 import { buildServer, listen } from "../../api/server.ts";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { loadKubeConfig, type KubeObject } from "../../crds/kube/client.ts";
+import { loadKubeConfig } from "../../crds/kube/client.ts";
 
 const { values } = parseArgs({ options: { apps: { type: "string", default: "5000" }, requests: { type: "string", default: "2000" } } });
 const N = Number(values.apps);
@@ -33,7 +33,7 @@ await Promise.all(Array.from({ length: 16 }, async () => {
   while (next < N) {
     const i = next++;
     const name = `${words[i % words.length]} ${words[(i * 7) % words.length]} service ${i}`;
-    await services.kube.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `app-${i}`, namespace: workspace.namespace }, spec: { name, slug: `app-${i}`, type: i % 3 ? "web" : "worker" } } as KubeObject, "bench");
+    await services.kube.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `app-${i}`, namespace: workspace.namespace }, spec: { name, slug: `app-${i}`, type: i % 3 ? "web" : "worker" } }, "bench");
   }
 }));
 console.error(`created ${N} Apps in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
