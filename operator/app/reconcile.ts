@@ -60,25 +60,24 @@ export class AppReconciler implements Reconciler {
 
     // A same-named object that this App does not own is never taken over. The caches hold only
     // objects labelled as ours, so an object about to be created is looked up directly first.
-    let foreign: KubeObject | undefined;
-    for (const d of desired) {
+    // Children are independent of each other: look-ups and applies run in parallel.
+    const existing = await Promise.all(desired.map(async (d) => {
       const kind = d.kind as ChildKind;
-      const existing = live(kind) ?? await client.get<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
-      if (existing && !ownedBy(existing, app)) { foreign = { ...existing, kind }; break; }
-    }
-    if (foreign) {
-      const invalid = `${foreign.kind ?? "An object"} ${namespace}/${name} already exists and is not owned by this App`;
+      return live(kind) ?? await client.get<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
+    }));
+    const foreignAt = existing.findIndex((e) => e && !ownedBy(e, app));
+    if (foreignAt >= 0) {
+      const invalid = `${desired[foreignAt]!.kind} ${namespace}/${name} already exists and is not owned by this App`;
       await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg }));
       return;
     }
 
-    for (const obj of desired) {
-      const kind = obj.kind as ChildKind;
-      if (upToDate(obj, live(kind))) continue;
-      const applied = await client.apply(obj, OPERATOR_FIELD_MANAGER);
-      if (kind === "Deployment") deployment = applied as k8s.V1Deployment;
-      if (kind === "CronJob") cronJob = applied as k8s.V1CronJob;
-    }
+    const applied = await Promise.all(desired.map((obj, i) => (upToDate(obj, existing[i]) ? Promise.resolve(undefined) : client.apply(obj, OPERATOR_FIELD_MANAGER))));
+    applied.forEach((a, i) => {
+      if (!a) return;
+      if (desired[i]!.kind === "Deployment") deployment = a as k8s.V1Deployment;
+      if (desired[i]!.kind === "CronJob") cronJob = a as k8s.V1CronJob;
+    });
     const wanted = new Set(desired.map((d) => d.kind));
     for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) {
       const obj = live(kind);

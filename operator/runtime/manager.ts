@@ -53,7 +53,7 @@ export class Manager {
 
   /** The shared informer of a resource: one per apiVersion, plural, namespace and label selector. */
   informer<T extends KubeObject>(opts: InformerOptions): Informer<T> {
-    const key = [opts.apiVersion, opts.plural, opts.namespace ?? "", opts.labelSelector ?? ""].join("|");
+    const key = [opts.apiVersion, opts.plural, opts.namespace ?? "", opts.labelSelector ?? "", opts.dropManagedFields ? "trim" : ""].join("|");
     let informer = this.informers.get(key);
     if (!informer) {
       this.assertNotStarted("informer()");
