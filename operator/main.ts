@@ -8,6 +8,7 @@ import { Manager, Metrics } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";
 import { AppReconciler, type AppObject } from "./app/reconcile.ts";
+import { HttpGovernanceClient } from "./app/governance.ts";
 
 export interface RunningOperator { manager: Manager; metrics: Metrics; stop(): Promise<void> }
 
@@ -32,12 +33,15 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     kind, manager.informer<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, plural: CHILD_KINDS[kind].plural, labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) }),
   ])) as Record<ChildKind, Informer<KubeObject>>;
 
+  const secrets = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
+  const governance = cfg.BERTH_API_URL ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE }) : undefined;
+
   manager.addController({
     name: "app",
     primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
-    owned: Object.values(children),
+    owned: [...Object.values(children), secrets],
     reconciler: new AppReconciler({
-      client, apps, children, now: () => new Date(),
+      client, apps, children, secrets, governance, now: () => new Date(),
       cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET },
     }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,

@@ -17,10 +17,11 @@ import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } f
 import { resourcePath } from "../../crds/kube/informer.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 
-const { values } = parseArgs({ options: { apps: { type: "string", default: "500" }, "idle-seconds": { type: "string", default: "60" }, concurrency: { type: "string", default: "8" } } });
+const { values } = parseArgs({ options: { apps: { type: "string", default: "500" }, "idle-seconds": { type: "string", default: "60" }, concurrency: { type: "string", default: "8" }, "operator-concurrency": { type: "string" } } });
 const N = Number(values.apps);
 const IDLE_S = Number(values["idle-seconds"]);
 const CONC = Number(values.concurrency);
+const OP_CONC = Number(values["operator-concurrency"] ?? values.concurrency);
 const root = join(import.meta.dirname, "../..");
 const kubeconfig = process.env.KUBECONFIG ?? join(root, ".local/kubeconfig");
 const kc = loadKubeConfig(kubeconfig);
@@ -79,7 +80,7 @@ function procStats(pid: number): { cpuMs: number; rssMiB: number } {
 async function withOperator(): Promise<{ ms: number; idle: { cpuMs: number; rssMiB: number; writes: number } }> {
   const ns = await namespace("bench-op");
   const op = spawn(process.execPath, ["--max-semi-space-size=1", join(root, "operator/main.ts")], { // as hack/up and the chart run it
-    env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_CONCURRENCY: String(CONC), BERTH_OPERATOR_RESYNC_SECONDS: "20", BERTH_BASE_DOMAIN: cfg.baseDomain, BERTH_LOG_LEVEL: "warn" },
+    env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_CONCURRENCY: String(OP_CONC), BERTH_OPERATOR_RESYNC_SECONDS: "20", BERTH_BASE_DOMAIN: cfg.baseDomain, BERTH_LOG_LEVEL: "warn" },
     stdio: ["ignore", "inherit", "inherit"],
   });
   await new Promise((r) => setTimeout(r, 1500));
@@ -121,4 +122,4 @@ async function withOperator(): Promise<{ ms: number; idle: { cpuMs: number; rssM
 
 const f = await floor();
 const o = await withOperator();
-console.log(JSON.stringify({ apps: N, concurrency: CONC, floorSeconds: +(f / 1000).toFixed(1), operatorSeconds: +(o.ms / 1000).toFixed(1), ratio: +(o.ms / f).toFixed(2), idleSeconds: IDLE_S, idle: { ...o.idle, cpuPercent: +((o.idle.cpuMs / (IDLE_S * 1000)) * 100).toFixed(2), rssMiB: +o.idle.rssMiB.toFixed(1) } }, null, 2));
+console.log(JSON.stringify({ apps: N, concurrency: CONC, operatorConcurrency: OP_CONC, floorSeconds: +(f / 1000).toFixed(1), operatorSeconds: +(o.ms / 1000).toFixed(1), ratio: +(o.ms / f).toFixed(2), idleSeconds: IDLE_S, idle: { ...o.idle, cpuPercent: +((o.idle.cpuMs / (IDLE_S * 1000)) * 100).toFixed(2), rssMiB: +o.idle.rssMiB.toFixed(1) } }, null, 2));

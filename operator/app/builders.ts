@@ -17,6 +17,25 @@ export interface AppRef { name: string; namespace: string; uid: string }
 /** What the builders need to know about the world: only the current replica count (owned by the HPA). */
 export interface Observed { deploymentReplicas?: number | undefined }
 
+/** The App's governance Secret, when provisioned: its name and the key generation it holds. */
+export interface GovernanceRef { secretName: string; generation: number }
+
+export const GOVERNANCE_GENERATION_LABEL = "berth.dev/governance-generation";
+
+export function governanceSecretName(app: string): string {
+  return `${app}-governance`;
+}
+
+/** `<app>-governance`: GOVDB_CONNECTION and GOVERNANCE_PROJECT, mounted into every container. */
+export function buildGovernanceSecret(app: AppRef, v: { connectionString: string; project: string; generation: number }): k8s.V1Secret {
+  const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
+  return {
+    apiVersion: "v1", kind: "Secret", type: "Opaque",
+    metadata: { ...meta(app, { annotations: { [GOVERNANCE_GENERATION_LABEL]: String(v.generation) } }), name: governanceSecretName(app.name) },
+    data: { GOVDB_CONNECTION: b64(v.connectionString), GOVERNANCE_PROJECT: b64(v.project) },
+  };
+}
+
 export const MANAGED_BY = { "app.kubernetes.io/managed-by": "berth" } as const;
 export const HASH_ANNOTATION = "berth.dev/applied-hash";
 export const DEFAULT_CPU_TARGET = 80;
@@ -72,7 +91,12 @@ export function desiredReplicas(spec: AppSpec, observed: Observed): number {
   return Math.min(Math.max(current, spec.minReplicas), max);
 }
 
-function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure"): k8s.V1PodSpec {
+function podMeta(app: AppRef, gov: GovernanceRef | undefined): k8s.V1ObjectMeta {
+  // The generation on the template rolls the pods when a re-provision changes the key.
+  return { labels: labels(app), ...(gov ? { annotations: { [GOVERNANCE_GENERATION_LABEL]: String(gov.generation) } } : {}) };
+}
+
+function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined): k8s.V1PodSpec {
   const serving = spec.type === "web" || spec.type === "api";
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
   return {
@@ -85,6 +109,7 @@ function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never"
       image,
       ...(serving ? { ports: [{ name: "http", containerPort: spec.port, protocol: "TCP" }] } : {}),
       env: [{ name: "PORT", value: String(spec.port) }],
+      ...(gov ? { envFrom: [{ secretRef: { name: gov.secretName } }] } : {}),
       resources: { limits: resources, requests: resources },
       securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
       volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
@@ -94,7 +119,7 @@ function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never"
   };
 }
 
-export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed): k8s.V1Deployment {
+export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed, gov?: GovernanceRef): k8s.V1Deployment {
   return {
     apiVersion: "apps/v1", kind: "Deployment",
     metadata: meta(app),
@@ -104,7 +129,7 @@ export function buildDeployment(app: AppRef, spec: AppSpec, image: string, obser
       selector: { matchLabels: { [APP_LABEL]: app.name } },
       strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: "25%" } },
       progressDeadlineSeconds: 600,
-      template: { metadata: { labels: labels(app) }, spec: podSpec(spec, image, "Always") },
+      template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Always", gov) },
     },
   };
 }
@@ -143,7 +168,7 @@ export function buildHpa(app: AppRef, spec: AppSpec): k8s.V2HorizontalPodAutosca
   };
 }
 
-export function buildCronJob(app: AppRef, spec: AppSpec, image: string): k8s.V1CronJob {
+export function buildCronJob(app: AppRef, spec: AppSpec, image: string, gov?: GovernanceRef): k8s.V1CronJob {
   return {
     apiVersion: "batch/v1", kind: "CronJob",
     metadata: meta(app),
@@ -156,21 +181,21 @@ export function buildCronJob(app: AppRef, spec: AppSpec, image: string): k8s.V1C
       failedJobsHistoryLimit: 3,
       jobTemplate: {
         metadata: { labels: labels(app) },
-        spec: { backoffLimit: 2, template: { metadata: { labels: labels(app) }, spec: podSpec(spec, image, "Never") } },
+        spec: { backoffLimit: 2, template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Never", gov) } },
       },
     },
   };
 }
 
 /** Every child the App should have right now. An App with no image yet has none. */
-export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cfg: BuildConfig): KubeObject[] {
+export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef): KubeObject[] {
   const image = spec.image;
   if (!image) return [];
   const out: KubeObject[] = [];
   if (spec.type === "cron") {
-    out.push(buildCronJob(app, spec, image) as KubeObject);
+    out.push(buildCronJob(app, spec, image, gov) as KubeObject);
   } else {
-    out.push(buildDeployment(app, spec, image, observed) as KubeObject);
+    out.push(buildDeployment(app, spec, image, observed, gov) as KubeObject);
     if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
     if ((spec.type === "web" || spec.type === "api") && !spec.suspended) {
       out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);

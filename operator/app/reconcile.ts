@@ -7,7 +7,8 @@ import { API_VERSION, AppSpec, type AppStatus } from "../../crds/schemas.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import type { Informer } from "../../crds/kube/informer.ts";
 import type { ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
-import { buildChildren, CHILD_KINDS, stableJson, upToDate, type BuildConfig, type ChildKind } from "./builders.ts";
+import { buildChildren, buildGovernanceSecret, CHILD_KINDS, GOVERNANCE_GENERATION_LABEL, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
+import { GOVERNANCE_FINALIZER, GovernanceDisabledError, governanceDisabled, governanceGeneration, type GovernanceClient } from "./governance.ts";
 import { computeStatus, statusEqual } from "./status.ts";
 
 export type AppObject = KubeObject & { spec: unknown; status?: AppStatus };
@@ -16,9 +17,15 @@ export interface AppReconcilerDeps {
   client: KubeClient;
   apps: Informer<AppObject>;
   children: Record<ChildKind, Informer<KubeObject>>;
+  /** The operator's Secrets (the `<app>-governance` ones). */
+  secrets: Informer<KubeObject>;
+  /** Absent when no API is configured: Apps then run without governance. */
+  governance?: GovernanceClient | undefined;
   cfg: BuildConfig;
   now: () => Date;
 }
+
+type GovernanceState = { ref?: GovernanceRef; condition?: { ready: boolean; reason: string; message: string } };
 
 /** While a rollout is under way, look again at least this often even if no event arrives. */
 const ROLLOUT_RECHECK_MS = 30_000;
@@ -42,7 +49,8 @@ export class AppReconciler implements Reconciler {
   async reconcile({ namespace, name }: Request): Promise<ReconcileResult | void> {
     const { apps, children, client, cfg } = this.deps;
     const app = apps.get(namespace, name);
-    if (!app || app.metadata.deletionTimestamp) return; // children go with it (owner references)
+    if (!app) return;
+    if (app.metadata.deletionTimestamp) { await this.finalize(app); return; } // children go with it (owner references)
     const generation = app.metadata.generation ?? 0;
     const parsed = AppSpec.safeParse(app.spec);
     if (!parsed.success) {
@@ -56,7 +64,18 @@ export class AppReconciler implements Reconciler {
 
     let deployment = live("Deployment") as k8s.V1Deployment | undefined;
     let cronJob = live("CronJob") as k8s.V1CronJob | undefined;
-    const desired = buildChildren(ref, spec, { deploymentReplicas: deployment?.spec?.replicas }, cfg);
+    // Governance comes first: the container must start with both variables already set.
+    let gov: GovernanceState;
+    try {
+      gov = await this.governance(app, !!spec.image);
+    } catch (err) {
+      // First rollout: nothing starts without governance. Already running: the current Secret and
+      // workload stay as they are. Either way the failure is reported and retried with backoff.
+      const failed = { ready: false, reason: "ProvisioningFailed", message: err instanceof Error ? err.message : String(err) };
+      await this.writeStatus(app, computeStatus({ generation, spec, old: app.status, deployment, cronJob, now: this.deps.now(), cfg, governance: failed }));
+      throw err;
+    }
+    const desired = buildChildren(ref, spec, { deploymentReplicas: deployment?.spec?.replicas }, cfg, gov.ref);
 
     // A same-named object that this App does not own is never taken over. The caches hold only
     // objects labelled as ours, so an object about to be created is looked up directly first.
@@ -89,10 +108,65 @@ export class AppReconciler implements Reconciler {
 
     const status = computeStatus({
       generation, spec, old: app.status, deployment, cronJob,
-      deploymentId: deploymentIdOf(name, desired), now: this.deps.now(), cfg,
+      deploymentId: deploymentIdOf(name, desired), now: this.deps.now(), cfg, governance: gov.condition,
     });
     await this.writeStatus(app, status);
     return status.phase === "deploying" ? { requeueAfterMs: ROLLOUT_RECHECK_MS } : undefined;
+  }
+
+  /**
+   * Makes sure the App's governance Secret holds a key of the wanted generation (asking the API to
+   * provision when it does not), or that there is none when governance is off for the App.
+   */
+  private async governance(app: AppObject, deploys: boolean): Promise<GovernanceState> {
+    const { governance, secrets, client } = this.deps;
+    const namespace = app.metadata.namespace!, name = app.metadata.name!;
+    const secretName = governanceSecretName(name);
+    const secret = secrets.get(namespace, secretName);
+    if (!governance) return {};
+    const removeSecret = async () => {
+      if (secret && ownedBy(secret, app)) await client.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName });
+    };
+    if (governanceDisabled(app.metadata.annotations)) {
+      await removeSecret();
+      return { condition: { ready: false, reason: "Disabled", message: "Governance was removed for this App (DELETE .../provision)" } };
+    }
+    if (!deploys) return { condition: { ready: false, reason: "WaitingForDeployment", message: "Governance is provisioned on the first deployment" } };
+    if (secret && !ownedBy(secret, app)) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
+    await this.ensureFinalizer(app);
+    const generation = governanceGeneration(app.metadata.annotations);
+    const have = Number(secret?.metadata.annotations?.[GOVERNANCE_GENERATION_LABEL] ?? 0);
+    if (!secret || have !== generation) {
+      try {
+        const p = await governance.provision({ namespace, appName: name, appUid: app.metadata.uid!, generation });
+        await client.apply(buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject, OPERATOR_FIELD_MANAGER);
+      } catch (err) {
+        if (!(err instanceof GovernanceDisabledError)) throw err;
+        await removeSecret();
+        return { condition: { ready: false, reason: "Disabled", message: err.message } };
+      }
+    }
+    return { ref: { secretName, generation }, condition: { ready: true, reason: "Provisioned", message: `Governance store provisioned; key generation ${generation}` } };
+  }
+
+  private async ensureFinalizer(app: AppObject): Promise<void> {
+    const finalizers = app.metadata.finalizers ?? [];
+    if (finalizers.includes(GOVERNANCE_FINALIZER)) return;
+    await this.deps.client.mergePatch(
+      { apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: app.metadata.name! },
+      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] } }, OPERATOR_FIELD_MANAGER);
+  }
+
+  /** A deleted App: its store in the API's database goes too, then the finalizer is released. */
+  private async finalize(app: AppObject): Promise<void> {
+    const finalizers = app.metadata.finalizers ?? [];
+    if (!finalizers.includes(GOVERNANCE_FINALIZER)) return;
+    if (this.deps.governance) {
+      await this.deps.governance.deprovision({ namespace: app.metadata.namespace!, appName: app.metadata.name!, appUid: app.metadata.uid! });
+    }
+    await this.deps.client.mergePatch(
+      { apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: app.metadata.name! },
+      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } }, OPERATOR_FIELD_MANAGER);
   }
 
   private async writeStatus(app: AppObject, status: AppStatus): Promise<void> {

@@ -18,6 +18,8 @@ export interface StatusInput {
   deploymentId?: string | undefined;
   now: Date;
   cfg: BuildConfig;
+  /** The GovernanceReady condition, when governance applies to this operator and App. */
+  governance?: { ready: boolean; reason: string; message: string } | undefined;
 }
 
 type Rollout = "none" | "in_progress" | "succeeded" | "failed";
@@ -40,6 +42,13 @@ const cond = (type: string, ok: boolean | "Unknown", reason: string, message: st
   ({ type, status: ok === "Unknown" ? "Unknown" : ok ? "True" : "False", reason, message, observedGeneration: generation });
 
 export function computeStatus(input: StatusInput): AppStatus {
+  const status = computeWorkloadStatus(input);
+  const g = input.governance;
+  if (!g || !input.spec || input.invalid) return status;
+  return { ...status, conditions: setConditions(status.conditions, [cond("GovernanceReady", g.ready, g.reason, g.message, input.generation)], input.now) };
+}
+
+function computeWorkloadStatus(input: StatusInput): AppStatus {
   const { spec, generation, old, now } = input;
   const prevConditions: Condition[] | undefined = old?.conditions;
   const base = { observedGeneration: generation };

@@ -2,7 +2,8 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { buildChildren, contains, cpuQuantity, desiredReplicas, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
+import { governanceDisabled, governanceGeneration } from "../../operator/app/governance.ts";
+import { buildChildren, buildGovernanceSecret, contains, cpuQuantity, desiredReplicas, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };
 const cfg = { baseDomain: "apps.example.com" };
@@ -110,4 +111,34 @@ test("contains compares arrays by position and length", (t) => {
   t.true(contains({ a: [1, { b: 2 }] }, { a: [1, { b: 2, c: 3 }], d: 4 }));
   t.false(contains({ a: [1] }, { a: [1, 2] }));
   t.false(contains({ a: { b: 1 } }, { a: [1] }));
+});
+
+test("with governance, containers get the Secret as envFrom and the template carries its generation", (t) => {
+  const gov = { secretName: "shop-governance", generation: 3 };
+  const [d] = buildChildren(ref, spec(), {}, cfg, gov) as [k8s.V1Deployment];
+  t.deepEqual(d.spec?.template.spec?.containers[0]?.envFrom, [{ secretRef: { name: "shop-governance" } }]);
+  t.is(d.spec?.template.metadata?.annotations?.["berth.dev/governance-generation"], "3");
+  const [cj] = buildChildren(ref, spec({ type: "cron", schedule: "@daily" }), {}, cfg, gov) as [k8s.V1CronJob];
+  t.deepEqual(cj.spec?.jobTemplate.spec?.template.spec?.containers[0]?.envFrom, [{ secretRef: { name: "shop-governance" } }]);
+  const [plain] = buildChildren(ref, spec(), {}, cfg) as [k8s.V1Deployment];
+  t.is(plain.spec?.template.spec?.containers[0]?.envFrom, undefined);
+  const next = buildChildren(ref, spec(), {}, cfg, { ...gov, generation: 4 })[0]!;
+  t.not(next.metadata.annotations?.[HASH_ANNOTATION], d.metadata?.annotations?.[HASH_ANNOTATION], "a new key generation rolls the pods");
+});
+
+test("the governance Secret holds both variables, owned by the App", (t) => {
+  const s = buildGovernanceSecret(ref, { connectionString: "govdb://gov_sk_x@api:8080/gov_abc", project: "shop", generation: 2 });
+  t.is(s.metadata?.name, "shop-governance");
+  t.is(s.metadata?.annotations?.["berth.dev/governance-generation"], "2");
+  t.is(Buffer.from(s.data!.GOVDB_CONNECTION!, "base64").toString(), "govdb://gov_sk_x@api:8080/gov_abc");
+  t.is(Buffer.from(s.data!.GOVERNANCE_PROJECT!, "base64").toString(), "shop");
+  t.is(s.metadata?.ownerReferences?.[0]?.uid, "u-1");
+});
+
+test("governance annotations: generation defaults to 1, disabled only when \"true\"", (t) => {
+  t.is(governanceGeneration(undefined), 1);
+  t.is(governanceGeneration({ "berth.dev/governance-generation": "7" }), 7);
+  t.is(governanceGeneration({ "berth.dev/governance-generation": "x" }), 1);
+  t.false(governanceDisabled({}));
+  t.true(governanceDisabled({ "berth.dev/governance-disabled": "true" }));
 });

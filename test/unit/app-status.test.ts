@@ -87,3 +87,12 @@ test("rolloutState follows kubectl rollout status", (t) => {
   t.is(rolloutState(undefined), "in_progress");
   t.is(rolloutState(dep(0, { replicas: 0 })), "succeeded");
 });
+
+test("GovernanceReady is reported when governance applies, without changing the phase", (t) => {
+  const d = dep(1, { replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 });
+  const s = computeStatus({ generation: 2, spec: spec(), old: undefined, deployment: d, deploymentId: "x", now, cfg, governance: { ready: true, reason: "Provisioned", message: "ok" } });
+  t.is(s.phase, "active");
+  t.like(cond(s, "GovernanceReady"), { status: "True", reason: "Provisioned" });
+  const none = computeStatus({ generation: 2, spec: spec(), old: undefined, deployment: d, deploymentId: "x", now, cfg });
+  t.is(cond(none, "GovernanceReady"), undefined);
+});
