@@ -16,7 +16,7 @@ import { requestContext } from "./http/context.ts";
 import { buildOpenApiDocument, openApiRoutes, DEFAULT_INFO, type OpenApiInfo } from "./http/openapi.ts";
 import { problemMiddleware, sendProblem } from "./http/problem.ts";
 import { apiRouter, fallback } from "./http/router.ts";
-import type { AppKeyVerifier, RouteDef } from "./http/route.ts";
+import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
 
 export interface ReadinessCheck {
   name: string;
@@ -34,6 +34,8 @@ export interface ServerDeps {
   readiness: ReadinessCheck[];
   /** Needed when any route has auth "app-key" (the governance module provides it). */
   appKeyVerifier?: AppKeyVerifier;
+  /** Needed when any route has auth "operator" (a TokenReview-backed verifier). */
+  operatorVerifier?: OperatorVerifier;
   /** Default: fresh stateless services. */
   keys?: ApiKeyService;
   adminKeys?: PlatformAdminKeyService;
@@ -63,10 +65,15 @@ export function buildServer(deps: ServerDeps): Koa {
   if (appKeyRoutes.length > 0 && !deps.appKeyVerifier) {
     throw new Error(`routes ${appKeyRoutes.join(", ")} use auth "app-key" but no appKeyVerifier was given`);
   }
+  const operatorRoutes = routes.filter((r) => r.auth === "operator").map((r) => r.operationId);
+  if (operatorRoutes.length > 0 && !deps.operatorVerifier) {
+    throw new Error(`routes ${operatorRoutes.join(", ")} use auth "operator" but no operatorVerifier was given`);
+  }
   const authenticator = new Authenticator({
     keys: deps.keys ?? new ApiKeyService({ log: logger }),
     adminKeys: deps.adminKeys ?? new PlatformAdminKeyService({ log: logger }),
     appKeyVerifier: deps.appKeyVerifier,
+    operatorVerifier: deps.operatorVerifier,
   });
 
   const lifecycle: Lifecycle = { draining: false };

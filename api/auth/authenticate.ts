@@ -4,12 +4,16 @@
 //   no header / other scheme / malformed / unknown / revoked  -> 401 unauthorized
 //   a valid key of another kind (e.g. pa_sk_ on a workspace route) -> 403 insufficient_scope
 //   a workspace-bound caller on another workspace's path        -> 404 workspace_not_found
+//
+// "operator" routes take a Kubernetes ServiceAccount token (checked by the OperatorVerifier with a
+// TokenReview). A Berth key sent there is never forwarded to Kubernetes: it is a 403 when it is a
+// valid key (of the wrong kind), else a 401.
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { ForbiddenError, NotFoundError, UnauthorizedError } from "../errors.ts";
 import type { Logger } from "../logger.ts";
-import type { AppKeyVerifier, AuthMode, Caller } from "../http/route.ts";
+import type { AppKeyVerifier, AuthMode, Caller, OperatorVerifier } from "../http/route.ts";
 import type { ApiKeyService, PlatformAdminKeyService } from "./keys.ts";
-import { PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken } from "./tokens.ts";
+import { APP_KEY_PREFIX, PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken } from "./tokens.ts";
 
 /** Path parameters that name a workspace (SPEC.md uses both spellings). */
 export const WORKSPACE_PARAMS = ["wsId", "workspaceId"] as const;
@@ -25,6 +29,7 @@ export interface AuthenticatorDeps {
   keys: ApiKeyService;
   adminKeys: PlatformAdminKeyService;
   appKeyVerifier?: AppKeyVerifier | undefined;
+  operatorVerifier?: OperatorVerifier | undefined;
 }
 
 export class Authenticator {
@@ -36,6 +41,10 @@ export class Authenticator {
 
   get hasAppKeyVerifier(): boolean {
     return this.#deps.appKeyVerifier !== undefined;
+  }
+
+  get hasOperatorVerifier(): boolean {
+    return this.#deps.operatorVerifier !== undefined;
   }
 
   /** The caller of a route with this auth mode; undefined for "none". Throws 401/403/404 domain errors. */
@@ -58,7 +67,7 @@ export class Authenticator {
   }
 
   async #verify(mode: Exclude<AuthMode, "none">, token: string, req: AuthRequest): Promise<Caller> {
-    const { keys, adminKeys, appKeyVerifier } = this.#deps;
+    const { keys, adminKeys, appKeyVerifier, operatorVerifier } = this.#deps;
     const invalid = () => new UnauthorizedError("The API key is invalid or has been revoked.");
     switch (mode) {
       case "workspace": {
@@ -66,6 +75,9 @@ export class Authenticator {
         if (p) return p;
         if (token.startsWith(PLATFORM_ADMIN_KEY_PREFIX) && await adminKeys.verify(req.em, token)) {
           throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...); platform admin keys only manage the platform.");
+        }
+        if (token.startsWith(APP_KEY_PREFIX) && appKeyVerifier && await appKeyVerifier(token, { em: req.em, log: req.log, params: {} })) {
+          throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...); an app's governance key (gov_sk_...) only submits traces.");
         }
         throw invalid();
       }
@@ -82,6 +94,19 @@ export class Authenticator {
         const p = await appKeyVerifier(token, { em: req.em, log: req.log, params: req.params });
         if (p) return p;
         throw invalid();
+      }
+      case "operator": {
+        if (!operatorVerifier) throw new Error("an operator route is mounted but no OperatorVerifier was given to buildServer");
+        if ([WORKSPACE_KEY_PREFIX, PLATFORM_ADMIN_KEY_PREFIX, APP_KEY_PREFIX].some((prefix) => token.startsWith(prefix))) {
+          const valid = await keys.verify(req.em, token) ?? await adminKeys.verify(req.em, token)
+            ?? (appKeyVerifier ? await appKeyVerifier(token, { em: req.em, log: req.log, params: {} }) : undefined);
+          if (valid) throw new ForbiddenError("insufficient_scope", "This operation is reserved for the Berth operator's Kubernetes ServiceAccount.");
+          throw invalid();
+        }
+        const r = await operatorVerifier(token, { log: req.log });
+        if (r.ok) return r.principal;
+        if (r.reason === "forbidden") throw new ForbiddenError("insufficient_scope", "This operation is reserved for the Berth operator's Kubernetes ServiceAccount.");
+        throw new UnauthorizedError("The bearer token is not a valid Kubernetes ServiceAccount token.");
       }
     }
   }

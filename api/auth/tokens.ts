@@ -5,6 +5,8 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 
 export const WORKSPACE_KEY_PREFIX = "ws_sk_";
 export const PLATFORM_ADMIN_KEY_PREFIX = "pa_sk_";
+/** An app's scoped governance key (the credential inside GOVDB_CONNECTION). */
+export const APP_KEY_PREFIX = "gov_sk_";
 /** Characters of a key kept for display ("ws_sk_AbCdEf"): enough to tell keys apart, useless to an attacker. */
 export const DISPLAY_PREFIX_LENGTH = 12;
 

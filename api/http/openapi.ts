@@ -35,7 +35,8 @@ export const DEFAULT_INFO: OpenApiInfo = {
 export const SECURITY_SCHEMES: Record<Exclude<AuthMode, "none">, { name: string; scheme: Json }> = {
   "workspace": { name: "workspaceKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "ws_sk_<43 base64url chars>", description: "A workspace API key: `Authorization: Bearer ws_sk_...`. Scoped to one workspace." } },
   "platform-admin": { name: "platformAdminKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "pa_sk_<43 base64url chars>", description: "A platform admin key: `Authorization: Bearer pa_sk_...`, minted with `node api/cli.ts admin-key create`." } },
-  "app-key": { name: "appKey", scheme: { type: "http", scheme: "bearer", description: "An app's scoped governance key (the credential inside GOVDB_CONNECTION)." } },
+  "app-key": { name: "appKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "gov_sk_<43 base64url chars>", description: "An app's scoped governance key (the credential inside GOVDB_CONNECTION: govdb://<key>@<host>/<database>)." } },
+  "operator": { name: "operatorToken", scheme: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "The Berth operator's Kubernetes ServiceAccount token, verified with a TokenReview; its user must be BERTH_OPERATOR_USERNAME." } },
 };
 
 const INPUT_SUFFIX = "Input";

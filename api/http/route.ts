@@ -13,8 +13,10 @@ import type { Logger } from "../logger.ts";
  * - "platform-admin": a platform admin key (`pa_sk_...`), minted by `node api/cli.ts admin-key create`.
  * - "app-key": the scoped key of an app's GOVDB_CONNECTION, checked by the AppKeyVerifier given
  *   to buildServer.
+ * - "operator": the Berth operator's Kubernetes ServiceAccount token, checked with a TokenReview by
+ *   the OperatorVerifier given to buildServer (the user must be BERTH_OPERATOR_USERNAME).
  */
-export type AuthMode = "none" | "workspace" | "platform-admin" | "app-key";
+export type AuthMode = "none" | "workspace" | "platform-admin" | "app-key" | "operator";
 
 /** The caller of a "workspace" route. */
 export interface Principal {
@@ -37,8 +39,14 @@ export interface AppPrincipal {
   keyId: string;
 }
 
+/** The caller of an "operator" route: the Kubernetes user a TokenReview established. */
+export interface OperatorPrincipal {
+  kind: "operator";
+  username: string;
+}
+
 /** Every kind of authenticated caller. */
-export type Caller = Principal | PlatformAdminPrincipal | AppPrincipal;
+export type Caller = Principal | PlatformAdminPrincipal | AppPrincipal | OperatorPrincipal;
 
 /**
  * Verifies an app's scoped key (the credential inside GOVDB_CONNECTION). Returns the caller, or
@@ -46,6 +54,15 @@ export type Caller = Principal | PlatformAdminPrincipal | AppPrincipal;
  * secrets in constant time and never log the token.
  */
 export type AppKeyVerifier = (token: string, ctx: { em: EntityManager; log: Logger; params: Readonly<Record<string, string>> }) => Promise<AppPrincipal | undefined>;
+
+/**
+ * Verifies a bearer token on "operator" routes. `unauthenticated` (401): not a valid token;
+ * `forbidden` (403): a valid token of another user. Throws when the check itself cannot be made.
+ * Must never log the token.
+ */
+export type OperatorVerifier = (token: string, ctx: { log: Logger }) => Promise<
+  { ok: true; principal: OperatorPrincipal } | { ok: false; reason: "unauthenticated" | "forbidden" }
+>;
 
 export interface RouteContext<P, Q, B> {
   params: P;
@@ -87,6 +104,8 @@ export interface RouteDef {
   query?: z.ZodType;
   /** JSON request body. Must be .strict() (unknown fields are refused); checked when the server is built. */
   body?: z.ZodType;
+  /** Body size limit of this route in bytes; the server's BERTH_BODY_LIMIT_BYTES when omitted. */
+  bodyLimitBytes?: number;
   /** Documented responses: status -> schema of the JSON body, or null for no body (e.g. 204). */
   responses: Record<number, z.ZodType | null>;
   /** Media type of the success body; "application/json" when omitted (a string body is sent as is otherwise). */

@@ -127,7 +127,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
 
     const caller = await deps.authenticator.authenticate(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
 
-    const body = await readJsonBody(ctx.req, deps.bodyLimitBytes);
+    const body = await readJsonBody(ctx.req, route.bodyLimitBytes ?? deps.bodyLimitBytes);
     const errors: FieldError[] = [];
     const params = route.params ? parsePart(route.params, rawParams, "params", errors) : rawParams;
     let query: unknown = undefined;
