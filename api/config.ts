@@ -1,5 +1,6 @@
 // The API's configuration, parsed once with zod. Nothing else in api/ reads process.env.
 import { z } from "zod";
+import { ModelPricesConfig } from "./governance/pricing.ts";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 
@@ -17,6 +18,26 @@ export const ConfigSchema = z.object({
     .describe("Check every response body against the route's documented schema; a mismatch is a 500 (tests turn it on)"),
   BERTH_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(10 * 60_000).default(10_000)
     .describe("On SIGTERM/SIGINT, how long in-flight requests may take to finish before connections are cut"),
+  BERTH_GOVERNANCE_HOST: z.string().regex(/^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/, "must be host or host:port")
+    .default("127.0.0.1:8080")
+    .describe("Host (and port) of this API as services reach it: the host part of GOVDB_CONNECTION. The toolkit speaks HTTP to a loopback host, HTTPS otherwise"),
+  BERTH_OPERATOR_USERNAME: z.string().min(1).default("system:serviceaccount:berth-system:berth-operator")
+    .describe("The Kubernetes user (from a TokenReview) allowed to call /internal/governance/*: the operator's ServiceAccount"),
+  BERTH_INGEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024)
+    .describe("Body size limit of POST /governance/traces"),
+  BERTH_MODEL_PRICES: z.string().optional()
+    .transform((raw, ctx) => {
+      if (raw === undefined || raw.trim() === "") return undefined;
+      let json: unknown;
+      try { json = JSON.parse(raw); } catch { ctx.addIssue({ code: "custom", message: "must be JSON" }); return z.NEVER; }
+      const parsed = ModelPricesConfig.safeParse(json);
+      if (!parsed.success) {
+        for (const i of parsed.error.issues) ctx.addIssue({ code: "custom", message: `${i.path.join(".") || "(root)"}: ${i.message}` });
+        return z.NEVER;
+      }
+      return parsed.data;
+    })
+    .describe('Extra or overriding model prices, JSON: {"version"?: string, "models": {"<model>": {"prompt": <USD per 1M tokens>, "completion": <USD per 1M tokens>}}}'),
 });
 export type Config = z.output<typeof ConfigSchema>;
 

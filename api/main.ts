@@ -11,7 +11,10 @@ import { migrateUp, openOrm } from "./db/orm.ts";
 import { createLogger, type Logger } from "./logger.ts";
 import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
 import { apiKeyRoutes } from "./auth/routes.ts";
-import type { RouteDef } from "./http/route.ts";
+import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
+import { kubeTokenReviewer, operatorVerifier } from "./auth/operator.ts";
+import { Governance } from "./governance/service.ts";
+import { governanceRoutes } from "./governance/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
@@ -36,6 +39,12 @@ export interface Services {
   /** Watch cache of every App; list, search and stats read it. Started by startServices. */
   appCache: Informer<AppObject>;
   apps: AppsService;
+  /** Stores, keys, ingestion, configs and templates of the governance layer. */
+  governance: Governance;
+  /** Verifies gov_sk_ keys on "app-key" routes (given to buildServer). */
+  appKeyVerifier: AppKeyVerifier;
+  /** Verifies the operator's ServiceAccount token on "operator" routes (given to buildServer). */
+  operatorVerifier: OperatorVerifier;
 }
 
 export function buildServices(deps: { config: Config; orm: MikroORM; logger: Logger; kubeConfig: k8s.KubeConfig; namespaces?: NamespaceEnsurer }): Services {
@@ -43,11 +52,18 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig), log: logger.child({ component: "workspaces" }) });
   const kube = new KubeClient(kubeConfig);
   const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
+  const namespaceOf = (id: string) => workspaces.namespaceOf(id);
+  const governance = new Governance({
+    orm, kube, apps: appCache, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES,
+    log: logger.child({ component: "governance" }),
+  });
   return {
-    config, orm, logger, kubeConfig, workspaces, kube, appCache,
+    config, orm, logger, kubeConfig, workspaces, kube, appCache, governance,
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
-    apps: new AppsService({ client: kube, apps: appCache, namespaceOf: (id) => workspaces.namespaceOf(id), baseDomain: config.BERTH_BASE_DOMAIN }),
+    apps: new AppsService({ client: kube, apps: appCache, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance }),
+    appKeyVerifier: governance.keys.verifier(),
+    operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };
 }
 
@@ -71,8 +87,8 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps),
+    ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     // ---- Module routes are added here. ----------------------------------------------------
-    // The governance module adds its routes (and an appKeyVerifier to buildServer) here too.
   ];
 }
 
@@ -111,6 +127,8 @@ async function main(argv: string[]): Promise<void> {
     readiness: [kubeReadiness(kubeConfig), ...serviceReadiness(services)],
     keys: services.keys,
     adminKeys: services.adminKeys,
+    appKeyVerifier: services.appKeyVerifier,
+    operatorVerifier: services.operatorVerifier,
   });
   const running = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, logger });
   logger.info({ url: running.url, docs: `${running.url}/api/v1/docs` }, `listening on ${running.url}`);

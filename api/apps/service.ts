@@ -17,6 +17,13 @@ export interface AppsServiceDeps {
   /** The namespace of a workspace (workspaces map 1:1 to namespaces). */
   namespaceOf: (workspaceId: string) => Promise<string>;
   baseDomain: string;
+  /** The governance stage of pipeline-state (`harbor`); reported as not provisioned when absent. */
+  governance?: GovernanceStatusReader;
+}
+
+/** Reads an app's governance status: provisioning status, whether any guard is on, the last eval time. */
+export interface GovernanceStatusReader {
+  harbor(workspaceId: string, appId: string): Promise<{ status: string; guardsEnabled: boolean; lastEvalAt: string | null }>;
 }
 
 const DEFAULT_CPU_TARGET = 80;
@@ -76,7 +83,7 @@ export class AppsService {
       source: { status: p.source?.status ?? (spec.gitRepoUrl ? "ok" : "none"), gitRepo: spec.gitRepoUrl ?? null, branch: spec.gitBranch, lastCommitSha: p.source?.lastCommitSha ?? null, lastCommitMessage: p.source?.lastCommitMessage ?? null },
       build: { status: p.build?.status ?? "none", buildpack: p.build?.buildpack ?? null, imageTag: p.build?.imageTag ?? null, durationSeconds: p.build?.durationSeconds ?? null },
       deploy: { status: p.deploy?.status ?? "none", deployedAt: p.deploy?.deployedAt ?? null, revisionName: p.deploy?.revisionName ?? null },
-      harbor: { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null },
+      harbor: this.d.governance ? await this.d.governance.harbor(wsId, appId) : { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null },
       // There is no metrics API behind usage yet: null means unknown, never a made-up zero.
       runtime: { status: p.runtime?.status ?? "stopped", readyReplicas: p.runtime?.readyReplicas ?? 0, totalReplicas: p.runtime?.totalReplicas ?? 0, cpuUsageMillicores: null, memoryUsageMi: null },
       overallStatus: phaseOf(a),

@@ -3,15 +3,18 @@ import { MikroORM, defineConfig } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
 import { ApiKey, Workspace } from "../workspaces/entities.ts";
 import { PlatformAdminKey } from "../auth/entities.ts";
+import { GovernanceAppConfig, GovernanceAppKey, GovernanceProject, GuardTemplate } from "../governance/entities.ts";
 import { Migration20261121000000_workspaces } from "./migrations/Migration20261121000000_workspaces.ts";
 import { Migration20261122000000_platform_admin_keys } from "./migrations/Migration20261122000000_platform_admin_keys.ts";
+import { Migration20261123000000_governance } from "./migrations/Migration20261123000000_governance.ts";
 
-export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey];
+export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GovernanceProject, GovernanceAppKey, GovernanceAppConfig, GuardTemplate];
 
 /** Every migration, in order. A new migration is added here and committed. */
 export const MIGRATIONS = [
   { name: "Migration20261121000000_workspaces", class: Migration20261121000000_workspaces },
   { name: "Migration20261122000000_platform_admin_keys", class: Migration20261122000000_platform_admin_keys },
+  { name: "Migration20261123000000_governance", class: Migration20261123000000_governance },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

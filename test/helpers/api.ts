@@ -15,7 +15,7 @@ import { buildServer, listen, type ReadinessCheck, type RunningServer } from "..
 import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
 import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
 import { loadKubeConfig } from "../../crds/kube/client.ts";
-import { freshDatabase, type TestDatabase } from "./db.ts";
+import { adminUrl, freshDatabase, query, type TestDatabase } from "./db.ts";
 import { deleteNamespace, kube } from "./kube.ts";
 
 export interface StartApiOptions {
@@ -88,9 +88,22 @@ function resolvePath(path: string): string {
   return `/api/v1${path.startsWith("/") ? "" : "/"}${path}`;
 }
 
+/**
+ * Drops the governance roles (govr_<workspace>_...) of these workspaces. Roles belong to the
+ * PostgreSQL cluster, not to a database, so dropping a test database leaves them behind.
+ */
+export async function dropGovernanceRoles(workspaceIds: readonly string[]): Promise<void> {
+  for (const ws of workspaceIds) {
+    const roles = await query<{ rolname: string }>(adminUrl(), `select rolname from pg_roles where rolname like $1`, [`govr\\_${ws}\\_%`]);
+    for (const r of roles) await query(adminUrl(), `drop role if exists "${r.rolname.replaceAll('"', '""')}"`);
+  }
+}
+
 export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
   const db = await freshDatabase();
-  const cleanup: (() => Promise<unknown>)[] = [() => db.drop()];
+  const workspaceIds: string[] = [];
+  // runs last (cleanup runs in reverse): after the database, which holds the roles' grants, is gone
+  const cleanup: (() => Promise<unknown>)[] = [() => dropGovernanceRoles(workspaceIds), () => db.drop()];
   const runCleanup = async () => { for (const f of cleanup.reverse()) await f().catch(() => undefined); };
   try {
     const config = loadConfig({
@@ -122,7 +135,8 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       readiness: [...serviceReadiness(services), ...(opts.readiness ?? [])],
       keys: services.keys,
       adminKeys: services.adminKeys,
-      ...(opts.appKeyVerifier ? { appKeyVerifier: opts.appKeyVerifier } : {}),
+      appKeyVerifier: opts.appKeyVerifier ?? services.appKeyVerifier,
+      operatorVerifier: services.operatorVerifier,
     });
     const server = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, logger });
     cleanup.push(() => server.close());
@@ -131,7 +145,8 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
     const createWorkspace = async (name = "test workspace"): Promise<TestWorkspace> => {
       const em = orm.em.fork();
       const { workspace } = await services.workspaces.create(em, { name });
-      if (k) cleanup.splice(1, 0, () => deleteNamespace(k, workspace.namespace)); // after the server stops
+      workspaceIds.push(workspace.id);
+      if (k) cleanup.splice(2, 0, () => deleteNamespace(k, workspace.namespace)); // after the server stops
       const { key, secret } = await services.keys.create(em, workspace.id, "test");
       return { workspaceId: workspace.id, namespace: workspace.namespace, apiKey: secret, apiKeyId: key.id };
     };
@@ -167,4 +182,20 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
     await runCleanup();
     throw err;
   }
+}
+
+/**
+ * A ServiceAccount `name` in `namespace` (created when missing) and a fresh token for it from the
+ * TokenRequest API: what the operator presents on the internal governance endpoints. Its
+ * Kubernetes user is `system:serviceaccount:<namespace>:<name>`.
+ */
+export async function serviceAccountToken(namespace: string, name: string): Promise<string> {
+  const k = kube();
+  await k.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } }).catch((err: unknown) => {
+    if ((err as { code?: number }).code !== 409) throw err;
+  });
+  const tr = await k.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const token = tr.status?.token;
+  if (!token) throw new Error(`no token for ServiceAccount ${namespace}/${name}`);
+  return token;
 }

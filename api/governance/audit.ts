@@ -1,0 +1,128 @@
+// The audit trail: append-only and tamper-evident. Every entry (prompt, response, guard decision,
+// timestamps, workspace, app, traceId) carries
+//
+//   hash = SHA-256( prev_hash || canonical(content) )        (hex; prev_hash of entry 1 = 64 zeros)
+//
+// where canonical(content) is JSON with keys sorted at every depth and no whitespace. Sequence
+// numbers are 1, 2, 3, ... with no gaps: appends for one app are serialized by an advisory lock
+// (LOCK_CLASS.audit), so the chain is linear under concurrent ingestion. The database refuses
+// UPDATE, DELETE and TRUNCATE on the table (store-sql.ts); verification recomputes the chain and
+// names the first entry that does not fit. Pure, except verifyChain's reads.
+import { createHash } from "node:crypto";
+import type { Client } from "./db.ts";
+import { isoSql } from "./db.ts";
+import { ident } from "./names.ts";
+
+export const GENESIS_HASH = "0".repeat(64);
+
+/** What an entry records; its hash covers all of it. */
+export interface AuditContent {
+  sequence: number;
+  traceId: string;
+  workspaceId: string;
+  appId: string;
+  model: string;
+  prompt: string;
+  response: string;
+  /** { blocked, input: { decision, evaluations, blocks }, output: { ... } } */
+  guardDecision: unknown;
+  /** ISO 8601 with milliseconds: the call's own timestamp */
+  calledAt: string;
+  /** ISO 8601 with milliseconds: when the API recorded it */
+  recordedAt: string;
+}
+
+/** JSON with object keys sorted (by UTF-16 code units) at every depth; arrays keep their order. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== "object") {
+    const s = JSON.stringify(value);
+    if (s === undefined) throw new Error(`canonicalJson: ${typeof value} is not JSON`);
+    return s;
+  }
+  if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(",")}]`;
+  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+}
+
+export function entryHash(prevHash: string, content: AuditContent): string {
+  return createHash("sha256").update(prevHash, "utf8").update(canonicalJson(content), "utf8").digest("hex");
+}
+
+export interface BrokenLink {
+  sequence: number;
+  traceId: string;
+  reason: string;
+}
+
+export interface ChainVerification {
+  valid: boolean;
+  entries: number;
+  firstBrokenLink: BrokenLink | null;
+  /** the last entry's hash: keep it elsewhere to detect a rewrite of the whole chain later */
+  headHash: string | null;
+}
+
+export interface StoredEntry extends AuditContent {
+  prevHash: string;
+  hash: string;
+}
+
+/** Checks entries in order (pure); call `push` per entry and `result` at the end. */
+export class ChainVerifier {
+  #expected = 1;
+  #prev = GENESIS_HASH;
+  #count = 0;
+  #broken: BrokenLink | null = null;
+
+  push(e: StoredEntry): void {
+    this.#count++;
+    if (this.#broken) return;
+    const at = { sequence: e.sequence, traceId: e.traceId };
+    if (e.sequence !== this.#expected) {
+      this.#broken = { ...at, reason: e.sequence > this.#expected ? `entries ${this.#expected}-${e.sequence - 1} are missing` : `sequence ${e.sequence} is out of order (expected ${this.#expected})` };
+      return;
+    }
+    if (e.prevHash !== this.#prev) {
+      this.#broken = { ...at, reason: "prev_hash does not match the previous entry's hash" };
+      return;
+    }
+    const { prevHash: _p, hash: _h, ...content } = e;
+    if (entryHash(e.prevHash, content) !== e.hash) {
+      this.#broken = { ...at, reason: "the entry's content does not match its hash" };
+      return;
+    }
+    this.#expected++;
+    this.#prev = e.hash;
+  }
+
+  result(): ChainVerification {
+    return { valid: this.#broken === null, entries: this.#count, firstBrokenLink: this.#broken, headHash: !this.#broken && this.#count > 0 ? this.#prev : null };
+  }
+}
+
+const PAGE = 1_000;
+
+/** Reads one app's chain in order, page by page, inside the caller's (read-only) transaction. */
+export async function verifyChain(client: Client, schema: string): Promise<ChainVerification> {
+  const v = new ChainVerifier();
+  let after = 0;
+  for (;;) {
+    const { rows } = await client.query<{
+      sequence: string; trace_id: string; workspace_id: string; app_id: string; model: string; prompt: string; response: string;
+      guard_decision: unknown; called_at: string; recorded_at: string; prev_hash: string; hash: string;
+    }>(`select sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision,
+              ${isoSql("called_at")} as called_at, ${isoSql("recorded_at")} as recorded_at, prev_hash, hash
+         from ${ident(schema)}.audit_log where sequence > $1 order by sequence limit ${PAGE}`, [after]);
+    for (const r of rows) {
+      const e: StoredEntry = {
+        sequence: Number(r.sequence), traceId: r.trace_id, workspaceId: r.workspace_id, appId: r.app_id, model: r.model,
+        prompt: r.prompt, response: r.response, guardDecision: r.guard_decision, calledAt: r.called_at, recordedAt: r.recorded_at,
+        prevHash: r.prev_hash, hash: r.hash,
+      };
+      v.push(e);
+    }
+    if (rows.length < PAGE) break;
+    after = Number(rows[rows.length - 1]!.sequence);
+  }
+  return v.result();
+}

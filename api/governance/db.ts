@@ -1,0 +1,79 @@
+// Raw SQL for the governance module, on the `pg` pool that backs MikroORM (one pool per process).
+//
+// Why not the EntityManager here: an app's data lives in a schema of its own, created at run time,
+// and is read and written inside a transaction that first runs `SET LOCAL ROLE <app role>`. Both
+// need one connection held for the whole transaction with statements MikroORM has no entity
+// metadata for, and ingestion needs server-side parameters for arbitrary prompt text and multi-row
+// inserts (`unnest($1::uuid[], ...)`): MikroORM's `em.execute` interpolates parameters into the SQL
+// text on the client. So these paths take a client from the same pool, run parameterised SQL and
+// release it; entities (guard templates, observability configs, projects, keys) still go through
+// the forked EntityManager of each request.
+import type { MikroORM } from "@mikro-orm/postgresql";
+import type pg from "pg";
+import { ConflictError } from "../errors.ts";
+import { ident } from "./names.ts";
+
+export type Client = pg.PoolClient;
+
+/** Timestamps as ISO 8601 UTC with milliseconds (the pool leaves timestamptz as raw strings). */
+export function isoSql(column: string): string {
+  return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+}
+
+/** PostgreSQL errors that mean the app's store or role is gone (a concurrent de-provisioning). */
+const STORE_GONE = new Set(["3F000", "42P01", "42704", "22023"]);
+
+export class GovernanceDb {
+  readonly #orm: MikroORM;
+  #pool: Promise<pg.Pool> | undefined;
+  #version: Promise<number> | undefined;
+
+  constructor(orm: MikroORM) {
+    this.#orm = orm;
+  }
+
+  pool(): Promise<pg.Pool> {
+    return this.#pool ??= (this.#orm.em.getConnection()).getNativeClient();
+  }
+
+  /** server_version_num, e.g. 180004 */
+  serverVersion(): Promise<number> {
+    return this.#version ??= this.pool().then(async (p) => Number((await p.query<{ v: string }>("select current_setting('server_version_num') as v")).rows[0]!.v));
+  }
+
+  /** Runs `fn` in one transaction on one connection (rolled back when it throws). */
+  async tx<T>(fn: (c: Client) => Promise<T>, opts: { begin?: string } = {}): Promise<T> {
+    const client = await (await this.pool()).connect();
+    let broken: Error | undefined;
+    try {
+      await client.query(opts.begin ?? "begin");
+      try {
+        const out = await fn(client);
+        await client.query("commit");
+        return out;
+      } catch (err) {
+        await client.query("rollback").catch((e: unknown) => { broken = e instanceof Error ? e : new Error(String(e)); });
+        throw err;
+      }
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  /**
+   * Runs `fn` in a transaction under `SET LOCAL ROLE <role>`: every statement has exactly the
+   * privileges of that app's role, so another app's schema is out of reach whatever `fn` asks for.
+   */
+  async appTx<T>(role: string, fn: (c: Client) => Promise<T>, opts: { readOnly?: boolean; repeatableRead?: boolean } = {}): Promise<T> {
+    const mode = [opts.repeatableRead ? "isolation level repeatable read" : "", opts.readOnly ? "read only" : ""].filter(Boolean).join(" ");
+    try {
+      return await this.tx(fn, { begin: `begin ${mode}; set local role ${ident(role)}` });
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code === "string" && STORE_GONE.has(code)) {
+        throw new ConflictError("governance_store_unavailable", "The app's governance store was removed or is being re-created; retry.", { cause: err });
+      }
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,254 @@
+// Trace ingestion (POST /governance/traces, auth "app-key"). For each valid trace, outside any
+// transaction: the app's guard engine (compiled once per config version) on the prompt (phase
+// input) and the response (phase output), the evals given those decisions, the cost from the price
+// table. Then ONE transaction under the app's role: a multi-row insert of the traces (unnest
+// arrays, ON CONFLICT (trace_id) DO NOTHING, so a retried trace is never stored twice), of the
+// evals and guard blocks of the traces actually created, and their audit entries, appended under
+// the app's advisory lock so that the chain stays linear under concurrent batches.
+//
+// What is stored: the trace exactly as the client sent it (prompt and response included, even when
+// a guard redacted or blocked them: the client applies the decision in its request path; the trace
+// is the record of what happened). The guard evaluations record every verdict, guard blocks record
+// every block and redaction (blockedContent is the engine's description, never the matched text).
+import { aggregateEvalScore, runEvals, type GuardDecision, type GuardEngine } from "../../toolkit/src/index.ts";
+import { ConflictError, ForbiddenError } from "../errors.ts";
+import type { AppPrincipal } from "../http/route.ts";
+import type { Logger } from "../logger.ts";
+import { canonicalJson, entryHash, GENESIS_HASH, type AuditContent } from "./audit.ts";
+import type { EngineCache } from "./configs.ts";
+import type { Client, GovernanceDb } from "./db.ts";
+import { ident, LOCK_CLASS } from "./names.ts";
+import type { ObservabilityConfig, TemplateSnapshot } from "./observability.ts";
+import type { PriceTable } from "./pricing.ts";
+import type { IngestRequest, TraceInput } from "./schemas.ts";
+
+export interface ItemResult {
+  traceId: string | null;
+  status: "created" | "duplicate" | "rejected";
+  guardBlocked: boolean | null;
+  evalScore: number | null;
+  errors?: { field: string; message: string }[];
+}
+
+export interface IngestOutcome {
+  batch: boolean;
+  results: ItemResult[];
+  created: number;
+  duplicates: number;
+  rejected: number;
+}
+
+/** A trace with everything computed for it. */
+interface Scored {
+  trace: TraceInput;
+  input: GuardDecision;
+  output: GuardDecision;
+  guardBlocked: boolean;
+  evals: ReturnType<typeof runEvals>;
+  evalScore: number;
+  costUsd: number;
+  priced: boolean;
+}
+
+export interface IngestionDeps {
+  db: GovernanceDb;
+  engines: EngineCache;
+  prices: PriceTable;
+  log: Logger;
+  now?: () => Date;
+}
+
+interface StoreRef { schema: string; role: string; version: number }
+
+export class IngestionService {
+  readonly #d: IngestionDeps;
+  readonly #now: () => Date;
+
+  constructor(deps: IngestionDeps) {
+    this.#d = deps;
+    this.#now = deps.now ?? (() => new Date());
+  }
+
+  async ingest(app: AppPrincipal, req: IngestRequest): Promise<IngestOutcome> {
+    const foreign = req.projects.find((p) => p !== app.appId);
+    if (foreign !== undefined) {
+      throw new ForbiddenError("project_mismatch", `This key belongs to project ${app.appId}; a trace names project ${foreign}. Traces go to the key's own project only.`, { details: { keyProject: app.appId } });
+    }
+    const store = await this.#store(app);
+    const engine = await this.#engine(app, store.version);
+
+    // score every distinct valid trace (CPU, outside the transaction)
+    const scored = new Map<string, Scored>();
+    for (const item of req.items) {
+      if (!item.ok || scored.has(item.trace.traceId)) continue;
+      scored.set(item.trace.traceId, this.#score(item.trace, engine));
+    }
+
+    const { created, existing } = scored.size === 0
+      ? { created: new Set<string>(), existing: new Map<string, { guardBlocked: boolean; evalScore: number }>() }
+      : await this.#d.db.appTx(store.role, (c) => this.#write(c, app, store, [...scored.values()]));
+
+    const results: ItemResult[] = [];
+    const answered = new Set<string>();
+    for (const item of req.items) {
+      if (!item.ok) { results.push({ traceId: item.traceId, status: "rejected", guardBlocked: null, evalScore: null, errors: item.errors }); continue; }
+      const id = item.trace.traceId;
+      const s = scored.get(id)!;
+      if (created.has(id) && !answered.has(id)) results.push({ traceId: id, status: "created", guardBlocked: s.guardBlocked, evalScore: s.evalScore });
+      else {
+        const stored = existing.get(id) ?? { guardBlocked: s.guardBlocked, evalScore: s.evalScore };
+        results.push({ traceId: id, status: "duplicate", ...stored });
+      }
+      answered.add(id);
+    }
+    const count = (st: ItemResult["status"]) => results.filter((r) => r.status === st).length;
+    const outcome = { batch: req.batch, results, created: count("created"), duplicates: count("duplicate"), rejected: count("rejected") };
+    this.#d.log.debug({ workspaceId: app.workspaceId, appId: app.appId, created: outcome.created, duplicates: outcome.duplicates, rejected: outcome.rejected }, "traces ingested");
+    return outcome;
+  }
+
+  /** The active store of the key's app and its config version. */
+  async #store(app: AppPrincipal): Promise<StoreRef> {
+    const pool = await this.#d.db.pool();
+    const { rows } = await pool.query<{ schema_name: string; role_name: string; status: string; version: string | null }>(
+      `select p.schema_name, p.role_name, p.status, c.version
+         from governance_projects p
+         left join governance_app_configs c on c.workspace_id = p.workspace_id and c.app_id = p.app_id
+        where p.workspace_id = $1 and p.app_id = $2`, [app.workspaceId, app.appId]);
+    const row = rows[0];
+    if (!row || row.status !== "active") throw new ConflictError("governance_not_provisioned", `Governance is not provisioned for ${app.appId}.`);
+    return { schema: row.schema_name, role: row.role_name, version: row.version === null ? 0 : Number(row.version) };
+  }
+
+  async #engine(app: AppPrincipal, version: number): Promise<GuardEngine> {
+    return this.#d.engines.get(version, async () => {
+      const pool = await this.#d.db.pool();
+      const { rows } = await pool.query<{ config: ObservabilityConfig; templates: TemplateSnapshot }>(
+        `select config, templates from governance_app_configs where workspace_id = $1 and app_id = $2 and version = $3`, [app.workspaceId, app.appId, version]);
+      if (!rows[0]) throw new ConflictError("config_changed", "The app's observability config changed during the request; retry.");
+      return rows[0];
+    });
+  }
+
+  #score(trace: TraceInput, engine: GuardEngine): Scored {
+    const input = engine.evaluate(trace.input, "input");
+    const output = engine.evaluate(trace.output, "output");
+    const evals = runEvals({ input: trace.input, output: trace.output, latencyMs: trace.latency, model: trace.model }, engine, { input, output });
+    const cost = this.#d.prices.cost(trace.model, trace.tokens.prompt, trace.tokens.completion);
+    return {
+      trace, input, output, evals,
+      guardBlocked: input.decision === "block" || output.decision === "block",
+      evalScore: aggregateEvalScore(evals),
+      costUsd: cost.costUsd, priced: cost.priced,
+    };
+  }
+
+  async #write(c: Client, app: AppPrincipal, store: StoreRef, items: Scored[]): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
+    const s = ident(store.schema);
+    const now = this.#now();
+    const nowIso = now.toISOString();
+    const t = items.map((i) => i.trace);
+
+    const inserted = await c.query<{ trace_id: string }>(
+      `insert into ${s}.traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
+                                latency_ms, metadata, guard_blocked, guard_evaluations, eval_score, cost_usd, priced, price_version, created_at, ingested_at)
+       select u.trace_id, u.session_id, u.model, u.prompt, u.response, u.error, u.pt, u.ct, u.tt, u.latency, u.metadata, u.blocked, u.evaluations,
+              u.score, u.cost, u.priced, $17, u.created_at, $18
+         from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::float8[],
+                     $11::jsonb[], $12::bool[], $13::jsonb[], $14::float8[], $15::float8[], $16::bool[], $19::timestamptz[])
+           as u(trace_id, session_id, model, prompt, response, error, pt, ct, tt, latency, metadata, blocked, evaluations, score, cost, priced, created_at)
+       on conflict (trace_id) do nothing
+       returning trace_id`,
+      [
+        t.map((x) => x.traceId), t.map((x) => x.sessionId ?? null), t.map((x) => x.model), t.map((x) => x.input), t.map((x) => x.output),
+        t.map((x) => x.error ?? null), t.map((x) => x.tokens.prompt), t.map((x) => x.tokens.completion), t.map((x) => x.tokens.total),
+        t.map((x) => x.latency), t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata))),
+        items.map((i) => i.guardBlocked), items.map((i) => JSON.stringify(evaluationsOf(i))), items.map((i) => i.evalScore),
+        items.map((i) => i.costUsd), items.map((i) => i.priced), this.#d.prices.version, nowIso, t.map((x) => new Date(x.timestamp).toISOString()),
+      ]);
+    const created = new Set(inserted.rows.map((r) => r.trace_id));
+
+    const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
+    const dupes = items.filter((i) => !created.has(i.trace.traceId)).map((i) => i.trace.traceId);
+    if (dupes.length > 0) {
+      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>(
+        `select trace_id, guard_blocked, eval_score from ${s}.traces where trace_id = any($1::uuid[])`, [dupes]);
+      for (const r of rows) existing.set(r.trace_id, { guardBlocked: r.guard_blocked, evalScore: r.eval_score });
+    }
+    const fresh = items.filter((i) => created.has(i.trace.traceId));
+    if (fresh.length === 0) return { created, existing };
+
+    const evals = fresh.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, e, ordinal })));
+    if (evals.length > 0) {
+      await c.query(
+        `insert into ${s}.evals (trace_id, eval_type, score, passed, details, ordinal, created_at)
+         select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $7
+           from unnest($1::uuid[], $2::text[], $3::float8[], $4::bool[], $5::text[], $6::int2[]) as u(trace_id, eval_type, score, passed, details, ordinal)`,
+        [evals.map((x) => x.traceId), evals.map((x) => x.e.evalType), evals.map((x) => x.e.score), evals.map((x) => x.e.passed), evals.map((x) => x.e.details), evals.map((x) => x.ordinal), nowIso]);
+    }
+
+    const blocks = fresh.flatMap((i) => [
+      ...i.input.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
+      ...i.output.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
+    ].map((x, ordinal) => ({ ...x, ordinal })));
+    if (blocks.length > 0) {
+      await c.query(
+        `insert into ${s}.guard_blocks (trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal, created_at)
+         select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $9
+           from unnest($1::uuid[], $2::text[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::text[], $8::int2[])
+             as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)`,
+        [blocks.map((x) => x.traceId), blocks.map((x) => x.b.guardType), blocks.map((x) => x.b.blockedContent), blocks.map((x) => x.b.confidence),
+          blocks.map((x) => x.b.action), blocks.map((x) => x.phase), blocks.map((x) => x.b.source), blocks.map((x) => x.ordinal), nowIso]);
+    }
+
+    await this.#appendAudit(c, app, store, fresh, nowIso);
+    return { created, existing };
+  }
+
+  /** Appends one audit entry per created trace, in batch order, under the app's audit lock. */
+  async #appendAudit(c: Client, app: AppPrincipal, store: StoreRef, fresh: Scored[], recordedAt: string): Promise<void> {
+    const s = ident(store.schema);
+    const decisions = fresh.map((i) => guardDecisionOf(i));
+    await c.query(`select pg_advisory_xact_lock($1, hashtext($2))`, [LOCK_CLASS.audit, store.schema]);
+    const last = await c.query<{ sequence: string; hash: string }>(`select sequence, hash from ${s}.audit_log order by sequence desc limit 1`);
+    let sequence = last.rows[0] ? Number(last.rows[0].sequence) : 0;
+    let prev = last.rows[0]?.hash ?? GENESIS_HASH;
+    const rows = fresh.map((i, k) => {
+      sequence++;
+      const content: AuditContent = {
+        sequence, traceId: i.trace.traceId, workspaceId: app.workspaceId, appId: app.appId, model: i.trace.model,
+        prompt: i.trace.input, response: i.trace.output, guardDecision: decisions[k], calledAt: new Date(i.trace.timestamp).toISOString(), recordedAt,
+      };
+      const hash = entryHash(prev, content);
+      const row = { content, prevHash: prev, hash };
+      prev = hash;
+      return row;
+    });
+    await c.query(
+      `insert into ${s}.audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
+       select u.sequence, u.trace_id, $10, $11, u.model, u.prompt, u.response, u.guard_decision, u.called_at, $12, u.prev_hash, u.hash
+         from unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::timestamptz[], $8::text[], $9::text[])
+           as u(sequence, trace_id, model, prompt, response, guard_decision, called_at, prev_hash, hash)`,
+      [rows.map((r) => r.content.sequence), rows.map((r) => r.content.traceId), rows.map((r) => r.content.model), rows.map((r) => r.content.prompt),
+        rows.map((r) => r.content.response), rows.map((r) => canonicalJson(r.content.guardDecision)), rows.map((r) => r.content.calledAt),
+        rows.map((r) => r.prevHash), rows.map((r) => r.hash), app.workspaceId, app.appId, recordedAt]);
+  }
+}
+
+/** A trace's guardEvaluations: every verdict of both phases, in chain order. */
+function evaluationsOf(i: Scored): unknown[] {
+  return [
+    ...i.input.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "input", source: e.source })),
+    ...i.output.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "output", source: e.source })),
+  ];
+}
+
+/** The guard decision an audit entry records (no match offsets, no matched text). */
+function guardDecisionOf(i: Scored): unknown {
+  const phase = (d: GuardDecision) => ({
+    decision: d.decision,
+    evaluations: d.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, source: e.source })),
+    blocks: d.blocks.map((b) => ({ guardType: b.guardType, action: b.action, confidence: b.confidence, blockedContent: b.blockedContent, source: b.source })),
+  });
+  return { blocked: i.guardBlocked, input: phase(i.input), output: phase(i.output) };
+}

@@ -1,0 +1,246 @@
+// Provisioning of an app's private store, its scoped key and the operator contract.
+//
+// Every change runs in ONE PostgreSQL transaction on one connection: an advisory lock on the app
+// (LOCK_CLASS.provision), the store's DDL (store-sql.ts, idempotent), the project row, the key
+// revocations and the new key. PostgreSQL DDL (CREATE ROLE included) is transactional, so a crash
+// half-way rolls everything back and a retry starts from a clean slate; a retry after success
+// finds a complete store and only mints a key. The public endpoints then patch the App's
+// annotations; if that fails the call answers 503 and the same call, retried, finishes the job.
+import { randomUUID } from "node:crypto";
+import { ConflictError, NotFoundError, UnavailableError } from "../errors.ts";
+import type { Logger } from "../logger.ts";
+import { APP_KEY_PREFIX, displayPrefix, hashToken, mintToken } from "../auth/tokens.ts";
+import { annotatedGeneration, GOVERNANCE_DISABLED_ANNOTATION, GOVERNANCE_GENERATION_ANNOTATION, type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
+import type { Client, GovernanceDb } from "./db.ts";
+import { isoSql } from "./db.ts";
+import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
+import { dropStoreSql, storeDdl } from "./store-sql.ts";
+import type { ProjectStatus } from "./entities.ts";
+
+export interface ProvisionRequest { namespace: string; appName: string; appUid: string; generation: number }
+export interface Provisioned { project: string; workspaceId: string; database: string; generation: number; connectionString: string }
+export interface PublicProvisioned { appId: string; harborDatabase: string; connectionString: string }
+
+export interface ProjectRow {
+  workspaceId: string;
+  appId: string;
+  appUid: string | null;
+  schema: string;
+  role: string;
+  status: ProjectStatus;
+  generation: number;
+  provisionedAt: string;
+}
+
+/** govdb://<key>@<host>/<database> (SPEC.md part 1, GOVDB_CONNECTION). */
+export function connectionString(key: string, host: string, database: string): string {
+  return `govdb://${key}@${host}/${database}`;
+}
+
+export const MASKED_KEY = "****";
+
+export interface ProvisioningDeps {
+  db: GovernanceDb;
+  apps: AppLookup;
+  annotate: AppAnnotator;
+  /** BERTH_GOVERNANCE_HOST */
+  host: string;
+  log: Logger;
+  now?: () => Date;
+}
+
+const PROJECT_COLUMNS = `workspace_id, app_id, app_uid, schema_name, role_name, status, generation, ${isoSql("provisioned_at")} as provisioned_at`;
+
+function projectOf(r: Record<string, unknown>): ProjectRow {
+  return {
+    workspaceId: r.workspace_id as string, appId: r.app_id as string, appUid: (r.app_uid as string | null) ?? null,
+    schema: r.schema_name as string, role: r.role_name as string, status: r.status as ProjectStatus,
+    generation: Number(r.generation), provisionedAt: r.provisioned_at as string,
+  };
+}
+
+export class ProvisioningService {
+  readonly #d: ProvisioningDeps;
+  readonly #now: () => Date;
+
+  constructor(deps: ProvisioningDeps) {
+    this.#d = deps;
+    this.#now = deps.now ?? (() => new Date());
+  }
+
+  /** The project of an app (any status); undefined when never provisioned. */
+  async project(workspaceId: string, appId: string): Promise<ProjectRow | undefined> {
+    const pool = await this.#d.db.pool();
+    const { rows } = await pool.query(`select ${PROJECT_COLUMNS} from governance_projects where workspace_id = $1 and app_id = $2`, [workspaceId, appId]);
+    return rows[0] ? projectOf(rows[0] as Record<string, unknown>) : undefined;
+  }
+
+  // ---- the operator's contract (auth "operator") ------------------------------------------------
+
+  /**
+   * POST /internal/governance/provision: ensures the store, revokes the app's keys, mints a new
+   * one and returns it unmasked (the operator writes it into the `<app>-governance` Secret).
+   * A different appUid than the stored one is a new App of the same name: it gets a fresh store.
+   */
+  async provisionForOperator(req: ProvisionRequest): Promise<Provisioned> {
+    const workspaceId = await this.#workspaceOf(req.namespace);
+    if (workspaceId === undefined) throw new NotFoundError("workspace_not_found", `Namespace ${req.namespace} is not a Berth workspace.`);
+    const { project, key } = await this.#d.db.tx(async (c) => {
+      await lock(c, workspaceId, req.appName);
+      const row = await this.#lockedProject(c, workspaceId, req.appName);
+      const sameApp = !row || row.appUid === null || row.appUid === req.appUid;
+      if (row && row.status === "disabled" && sameApp) {
+        throw new ConflictError("governance_disabled", `Governance was switched off for ${req.appName} (DELETE .../governance/apps/${req.appName}/provision); POST .../provision turns it back on.`);
+      }
+      const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName);
+      if (row && !sameApp) {
+        this.#d.log.info({ workspaceId, appId: req.appName }, "a new App of the same name: replacing the old store");
+        await runAll(c, dropStoreSql(names));
+      }
+      await runAll(c, storeDdl(names, await this.#d.db.serverVersion()));
+      const generation = Math.max(row?.generation ?? 1, req.generation);
+      const project = await this.#upsertProject(c, { workspaceId, appId: req.appName, appUid: req.appUid, names, generation, fresh: !row || !sameApp });
+      const key = await this.#rotateKey(c, workspaceId, req.appName, generation);
+      return { project, key };
+    });
+    this.#d.log.info({ workspaceId, appId: req.appName, generation: project.generation }, "governance provisioned for the operator");
+    return {
+      project: req.appName, workspaceId, database: project.schema, generation: project.generation,
+      connectionString: connectionString(key, this.#d.host, project.schema),
+    };
+  }
+
+  /**
+   * DELETE /internal/governance/provision (the App's finalizer): drops the store, the role, the
+   * keys and the config. Idempotent. A store made for another App of the same name (another uid)
+   * is left alone.
+   */
+  async deprovisionForOperator(req: Omit<ProvisionRequest, "generation">): Promise<void> {
+    const workspaceId = await this.#workspaceOf(req.namespace);
+    if (workspaceId === undefined) return;
+    await this.#d.db.tx(async (c) => {
+      await lock(c, workspaceId, req.appName);
+      const row = await this.#lockedProject(c, workspaceId, req.appName);
+      if (row && row.appUid !== null && row.appUid !== req.appUid) {
+        this.#d.log.info({ workspaceId, appId: req.appName }, "de-provisioning skipped: the store belongs to another App of the same name");
+        return;
+      }
+      await runAll(c, dropStoreSql(row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName)));
+      await c.query(`delete from governance_projects where workspace_id = $1 and app_id = $2`, [workspaceId, req.appName]); // keys cascade
+      await c.query(`delete from governance_app_configs where workspace_id = $1 and app_id = $2`, [workspaceId, req.appName]);
+    });
+    this.#d.log.info({ workspaceId, appId: req.appName }, "governance de-provisioned for the operator");
+  }
+
+  // ---- the public endpoints (auth "workspace") -------------------------------------------------
+
+  /**
+   * POST .../provision: a fresh store (the old one, with all its traces, evals, guard blocks and
+   * audit trail, is dropped), the app's keys revoked, the generation incremented and the App
+   * annotated so that the operator mints a key and rewrites the Secret.
+   */
+  async reprovision(workspaceId: string, appId: string): Promise<PublicProvisioned> {
+    const app = await this.#requireApp(workspaceId, appId);
+    const project = await this.#d.db.tx(async (c) => {
+      await lock(c, workspaceId, appId);
+      const row = await this.#lockedProject(c, workspaceId, appId);
+      const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, appId);
+      await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion())]);
+      const generation = Math.max(row?.generation ?? 1, annotatedGeneration(app.annotations)) + 1;
+      const project = await this.#upsertProject(c, { workspaceId, appId, appUid: app.uid ?? row?.appUid ?? null, names, generation, fresh: true });
+      await revokeKeys(c, workspaceId, appId, this.#now());
+      return project;
+    });
+    await this.#annotate(app, { [GOVERNANCE_GENERATION_ANNOTATION]: String(project.generation), [GOVERNANCE_DISABLED_ANNOTATION]: null });
+    this.#d.log.info({ workspaceId, appId, generation: project.generation }, "governance store re-created");
+    return { appId, harborDatabase: project.schema, connectionString: connectionString(MASKED_KEY, this.#d.host, project.schema) };
+  }
+
+  /** DELETE .../provision: drops the store, revokes the keys, marks the project disabled and tells the operator. */
+  async disable(workspaceId: string, appId: string): Promise<void> {
+    const app = await this.#requireApp(workspaceId, appId);
+    await this.#d.db.tx(async (c) => {
+      await lock(c, workspaceId, appId);
+      const row = await this.#lockedProject(c, workspaceId, appId);
+      const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, appId);
+      await runAll(c, dropStoreSql(names));
+      const now = this.#now();
+      if (row) {
+        await c.query(`update governance_projects set status = 'disabled', disabled_at = $3 where workspace_id = $1 and app_id = $2`, [workspaceId, appId, now]);
+        await revokeKeys(c, workspaceId, appId, now);
+      } else {
+        await c.query(
+          `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at, disabled_at)
+           values ($1, $2, $3, $4, $5, $6, 'disabled', $7, $8, $8, $8)`,
+          [randomUUID(), workspaceId, appId, app.uid ?? null, names.schema, names.role, annotatedGeneration(app.annotations), now]);
+      }
+    });
+    await this.#annotate(app, { [GOVERNANCE_DISABLED_ANNOTATION]: "true" });
+    this.#d.log.info({ workspaceId, appId }, "governance switched off");
+  }
+
+  // ---- helpers -----------------------------------------------------------------------------------
+
+  async #requireApp(workspaceId: string, appId: string): Promise<AppRef> {
+    const app = await this.#d.apps(workspaceId, appId);
+    if (!app) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+    return app;
+  }
+
+  async #annotate(app: AppRef, annotations: Record<string, string | null>): Promise<void> {
+    try {
+      await this.#d.annotate(app, annotations);
+    } catch (err) {
+      if (err instanceof NotFoundError) throw err;
+      this.#d.log.error({ err, appId: app.name }, "could not annotate the App for the operator");
+      throw new UnavailableError("app_update_failed", `The store was changed but the App ${app.name} could not be annotated for the operator; retry the same call to finish.`, { cause: err });
+    }
+  }
+
+  async #workspaceOf(namespace: string): Promise<string | undefined> {
+    const pool = await this.#d.db.pool();
+    const { rows } = await pool.query<{ id: string }>(`select id from workspaces where namespace = $1`, [namespace]);
+    return rows[0]?.id;
+  }
+
+  async #lockedProject(c: Client, workspaceId: string, appId: string): Promise<ProjectRow | undefined> {
+    const { rows } = await c.query(`select ${PROJECT_COLUMNS} from governance_projects where workspace_id = $1 and app_id = $2 for update`, [workspaceId, appId]);
+    return rows[0] ? projectOf(rows[0] as Record<string, unknown>) : undefined;
+  }
+
+  async #upsertProject(c: Client, p: { workspaceId: string; appId: string; appUid: string | null; names: StoreNames; generation: number; fresh: boolean }): Promise<ProjectRow> {
+    const now = this.#now();
+    const { rows } = await c.query(
+      `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at)
+       values ($1, $2, $3, $4, $5, $6, 'active', $7, $8, $8)
+       on conflict (workspace_id, app_id) do update
+         set app_uid = excluded.app_uid, status = 'active', generation = excluded.generation, disabled_at = null,
+             provisioned_at = case when $9 then excluded.provisioned_at else governance_projects.provisioned_at end
+       returning ${PROJECT_COLUMNS}`,
+      [randomUUID(), p.workspaceId, p.appId, p.appUid, p.names.schema, p.names.role, p.generation, now, p.fresh]);
+    return projectOf(rows[0] as Record<string, unknown>);
+  }
+
+  async #rotateKey(c: Client, workspaceId: string, appId: string, generation: number): Promise<string> {
+    const now = this.#now();
+    await revokeKeys(c, workspaceId, appId, now);
+    const secret = mintToken(APP_KEY_PREFIX);
+    await c.query(
+      `insert into governance_app_keys (id, workspace_id, app_id, name, prefix, hash, created_at) values ($1, $2, $3, $4, $5, $6, $7)`,
+      [randomUUID(), workspaceId, appId, `generation ${generation}`, displayPrefix(secret), hashToken(secret), now]);
+    return secret;
+  }
+}
+
+async function lock(c: Client, workspaceId: string, appId: string): Promise<void> {
+  await c.query(`select pg_advisory_xact_lock($1, hashtext($2))`, [LOCK_CLASS.provision, `${workspaceId}/${appId}`]);
+}
+
+async function revokeKeys(c: Client, workspaceId: string, appId: string, now: Date): Promise<void> {
+  await c.query(`update governance_app_keys set revoked_at = $3 where workspace_id = $1 and app_id = $2 and revoked_at is null`, [workspaceId, appId, now]);
+}
+
+/** The statements of a template in one round trip (simple protocol: no parameters in DDL). */
+async function runAll(c: Client, statements: string[]): Promise<void> {
+  await c.query(statements.join(";\n"));
+}

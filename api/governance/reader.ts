@@ -1,0 +1,104 @@
+// Reads of one app's store (traces, evals, guard blocks, audit verification, last eval time), each
+// in a read-only transaction under the app's role.
+import type { z } from "zod";
+import type { GovernanceDb } from "./db.ts";
+import { isoSql } from "./db.ts";
+import { verifyChain, type ChainVerification } from "./audit.ts";
+import { ident } from "./names.ts";
+import type { Eval, GuardBlock, TraceDetail, TraceList, TraceListItem } from "./schemas.ts";
+
+export interface StoreRef { schema: string; role: string }
+
+type Row = Record<string, unknown>;
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+const LIST_COLUMNS = `trace_id, session_id, model, prompt_tokens, completion_tokens, total_tokens, latency_ms, guard_blocked, eval_score, ${isoSql("created_at")} as created_at`;
+
+function listItem(r: Row): z.input<typeof TraceListItem> {
+  return {
+    traceId: r.trace_id as string, sessionId: (r.session_id as string | null) ?? null, model: r.model as string,
+    promptTokens: r.prompt_tokens as number, completionTokens: r.completion_tokens as number, totalTokens: r.total_tokens as number,
+    latencyMs: r.latency_ms as number, guardBlocked: r.guard_blocked as boolean, evalScore: r.eval_score as number, createdAt: r.created_at as string,
+  };
+}
+
+export class StoreReader {
+  readonly #db: GovernanceDb;
+
+  constructor(db: GovernanceDb) {
+    this.#db = db;
+  }
+
+  async traces(store: StoreRef, appId: string, q: { limit: number; offset: number; project?: string | undefined; session_id?: string | undefined }): Promise<z.input<typeof TraceList>> {
+    // the store holds one project's traces: another project filter matches nothing
+    if (q.project !== undefined && q.project !== appId) return { data: [], total: 0, limit: q.limit, offset: q.offset };
+    const s = ident(store.schema);
+    const where = q.session_id !== undefined ? "where session_id = $1" : "";
+    const args: unknown[] = q.session_id !== undefined ? [q.session_id] : [];
+    return this.#db.appTx(store.role, async (c) => {
+      const total = await c.query<{ n: string }>(`select count(*) as n from ${s}.traces ${where}`, args);
+      const page = await c.query(`select ${LIST_COLUMNS} from ${s}.traces ${where} order by created_at desc, trace_id desc limit ${q.limit} offset ${q.offset}`, args);
+      return { data: page.rows.map(listItem), total: Number(total.rows[0]!.n), limit: q.limit, offset: q.offset };
+    }, { readOnly: true, repeatableRead: true });
+  }
+
+  async trace(store: StoreRef, traceId: string): Promise<z.input<typeof TraceDetail> | undefined> {
+    if (!GUID.test(traceId)) return undefined;
+    const s = ident(store.schema);
+    return this.#db.appTx(store.role, async (c) => {
+      const { rows } = await c.query(
+        `select ${LIST_COLUMNS}, prompt, response, guard_evaluations, error, metadata, cost_usd, priced, price_version, ${isoSql("ingested_at")} as ingested_at
+           from ${s}.traces where trace_id = $1`, [traceId]);
+      const r = rows[0] as Row | undefined;
+      if (!r) return undefined;
+      return {
+        ...listItem(r),
+        prompt: r.prompt as string, response: r.response as string,
+        guardEvaluations: r.guard_evaluations as z.input<typeof TraceDetail>["guardEvaluations"],
+        error: (r.error as string | null) ?? null, metadata: (r.metadata as z.input<typeof TraceDetail>["metadata"]) ?? null,
+        costUsd: r.cost_usd as number, costKnown: r.priced as boolean, priceTableVersion: r.price_version as string, ingestedAt: r.ingested_at as string,
+      };
+    }, { readOnly: true });
+  }
+
+  async evals(store: StoreRef, q: { limit: number; offset: number; trace_id?: string | undefined }): Promise<z.input<typeof Eval>[]> {
+    const s = ident(store.schema);
+    const where = q.trace_id !== undefined ? "where trace_id = $1" : "";
+    return this.#db.appTx(store.role, async (c) => {
+      const { rows } = await c.query(
+        `select id, trace_id, eval_type, score, passed, details, ${isoSql("created_at")} as created_at from ${s}.evals ${where}
+          order by created_at desc, trace_id, ordinal limit ${q.limit} offset ${q.offset}`, q.trace_id !== undefined ? [q.trace_id.toLowerCase()] : []);
+      return rows.map((r: Row) => ({
+        id: r.id as string, traceId: r.trace_id as string, evalType: r.eval_type as z.input<typeof Eval>["evalType"], score: r.score as number,
+        passed: r.passed as boolean, details: r.details as string, createdAt: r.created_at as string,
+      }));
+    }, { readOnly: true });
+  }
+
+  async guardBlocks(store: StoreRef, q: { limit: number; offset: number; guard_type?: string | undefined }): Promise<z.input<typeof GuardBlock>[]> {
+    const s = ident(store.schema);
+    const where = q.guard_type !== undefined ? "where guard_type = $1" : "";
+    return this.#db.appTx(store.role, async (c) => {
+      const { rows } = await c.query(
+        `select id, trace_id, guard_type, blocked_content, confidence, action, phase, source, ${isoSql("created_at")} as created_at
+           from ${s}.guard_blocks ${where} order by created_at desc, trace_id, ordinal limit ${q.limit} offset ${q.offset}`, q.guard_type !== undefined ? [q.guard_type] : []);
+      return rows.map((r: Row) => ({
+        id: r.id as string, traceId: r.trace_id as string, guardType: r.guard_type as z.input<typeof GuardBlock>["guardType"],
+        blockedContent: r.blocked_content as string, confidence: r.confidence as number, action: r.action as "block" | "redact",
+        phase: r.phase as "input" | "output", source: r.source as string, createdAt: r.created_at as string,
+      }));
+    }, { readOnly: true });
+  }
+
+  async verifyAudit(store: StoreRef): Promise<ChainVerification> {
+    return this.#db.appTx(store.role, (c) => verifyChain(c, store.schema), { readOnly: true, repeatableRead: true });
+  }
+
+  async lastEvalAt(store: StoreRef): Promise<string | null> {
+    const s = ident(store.schema);
+    return this.#db.appTx(store.role, async (c) => {
+      const { rows } = await c.query<{ at: string | null }>(`select ${isoSql("max(created_at)")} as at from ${s}.evals`);
+      return rows[0]?.at ?? null;
+    }, { readOnly: true });
+  }
+}

@@ -1,0 +1,304 @@
+// REST shapes of the governance module (SPEC.md parts 1, 2 and 4), one zod schema each: the
+// router validates with them and the OpenAPI document is generated from them.
+import { z } from "zod";
+import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec } from "../../toolkit/src/index.ts";
+import { fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import { FieldErrorSchema } from "../http/problem.ts";
+import { APP_ID_PATTERN } from "./names.ts";
+import { ObservabilityConfig } from "./observability.ts";
+
+const ts = z.iso.datetime();
+
+// ---------------------------------------------------------------------------------------------
+// Limits
+
+/** Traces per batch of POST /governance/traces. */
+export const MAX_BATCH = 500;
+/** Characters of a prompt or a response (the body limit, 1 MiB by default, usually binds first). */
+export const MAX_TEXT = 1_048_576;
+/** Largest page of the governance lists (traces, evals, guard blocks). */
+export const MAX_PAGE = 100;
+/** How far in the future a trace's timestamp may be (client clock skew). */
+export const MAX_FUTURE_SKEW_MS = 60 * 60_000;
+const MAX_TOKENS = 2_000_000_000;
+const DAY_MS = 86_400_000;
+
+// ---------------------------------------------------------------------------------------------
+// Trace ingestion
+
+/** Text PostgreSQL can store and the audit hash can cover exactly: well-formed UTF-16 (no lone surrogates), no NUL. */
+const text = (max: number) => z.string().max(max)
+  .refine((s) => s.isWellFormed() && !s.includes("\u0000"), "must be well-formed Unicode text without NUL characters");
+
+export const TraceInput = z.object({
+  traceId: z.guid("must be a UUID").transform((s) => s.toLowerCase()).describe("Client-generated unique id (UUID); a trace sent twice is stored once"),
+  input: text(MAX_TEXT).describe("Prompt text"),
+  output: text(MAX_TEXT).describe("Model response text (empty when the call failed)"),
+  model: z.string().trim().min(1).max(200).describe("Model name; priced from the model price table"),
+  latency: z.number().min(0).max(DAY_MS).describe("Milliseconds"),
+  tokens: z.object({
+    prompt: z.int().min(0).max(MAX_TOKENS),
+    completion: z.int().min(0).max(MAX_TOKENS),
+    total: z.int().min(0).max(MAX_TOKENS),
+  }).strict(),
+  timestamp: z.iso.datetime({ offset: true }).describe("Time of the call (ISO 8601); at most 1 h ahead of the server's clock"),
+  project: z.string().min(1).max(63).optional().describe("GOVERNANCE_PROJECT; must be the key's own app id when given"),
+  sessionId: z.string().min(1).max(200).optional().describe("Groups the traces of one conversation"),
+  error: text(10_000).optional().describe("Set when the call failed (counts towards the error rate)"),
+  metadata: z.record(z.string().min(1).max(64), z.union([z.string().max(1000), z.number(), z.boolean(), z.null()]))
+    .refine((m) => Object.keys(m).length <= 32, "at most 32 keys").optional()
+    .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
+}).strict().describe("One LLM call (SPEC.md part 1, trace object)");
+export type TraceInput = z.output<typeof TraceInput>;
+
+const TraceBatch = z.object({
+  traces: z.array(TraceInput).min(1).max(MAX_BATCH).describe(`1-${MAX_BATCH} traces; each is accepted or rejected on its own`),
+}).strict().describe("A batch of traces");
+
+const Envelope = z.object({
+  traces: z.array(z.unknown()).min(1, "a batch needs at least one trace").max(MAX_BATCH, `at most ${MAX_BATCH} traces per batch; split larger batches`),
+}).strict();
+
+export type IngestItem =
+  | { ok: true; trace: TraceInput }
+  | { ok: false; traceId: string | null; errors: FieldError[] };
+
+export interface IngestRequest {
+  batch: boolean;
+  items: IngestItem[];
+  /** raw `project` values, checked against the key before anything else */
+  projects: string[];
+}
+
+function futureSkew(trace: TraceInput, now: number): string | undefined {
+  return Date.parse(trace.timestamp) > now + MAX_FUTURE_SKEW_MS ? "is more than 1 hour in the future" : undefined;
+}
+
+function rawProject(v: unknown): string | undefined {
+  return v && typeof v === "object" && "project" in v && typeof (v).project === "string" ? (v as { project: string }).project : undefined;
+}
+
+/**
+ * One trace, or `{ traces: [...] }`. A single trace must be valid (422 with every offending field
+ * otherwise); in a batch each item is checked on its own and an invalid one is answered as
+ * `rejected` with its errors while the others are stored.
+ */
+export function parseIngestBody(value: unknown, now = Date.now()): { ok: true; request: IngestRequest } | { ok: false; issues: z.core.$ZodIssue[] } {
+  const isObject = value !== null && typeof value === "object" && !Array.isArray(value);
+  if (isObject && Object.hasOwn(value, "traces")) {
+    const env = Envelope.safeParse(value);
+    if (!env.success) return { ok: false, issues: env.error.issues };
+    const items = env.data.traces.map((raw, i): IngestItem => {
+      const r = TraceInput.safeParse(raw);
+      const at = (field: string) => field.replace(/^body/, `body.traces[${i}]`);
+      const rawId = raw && typeof raw === "object" && typeof (raw as { traceId?: unknown }).traceId === "string" ? ((raw as { traceId: string }).traceId).slice(0, 100) : null;
+      if (!r.success) return { ok: false, traceId: rawId, errors: fieldErrorsFromZod(r.error, "body").map((e) => ({ field: at(e.field), message: e.message })) };
+      const skew = futureSkew(r.data, now);
+      if (skew) return { ok: false, traceId: r.data.traceId, errors: [{ field: `body.traces[${i}].timestamp`, message: skew }] };
+      return { ok: true, trace: r.data };
+    });
+    return { ok: true, request: { batch: true, items, projects: env.data.traces.map(rawProject).filter((p) => p !== undefined) } };
+  }
+  if (!isObject) return { ok: false, issues: [{ code: "custom", path: [], message: "must be a trace object or { \"traces\": [...] }", input: value }] };
+  const r = TraceInput.safeParse(value);
+  if (!r.success) return { ok: false, issues: r.error.issues };
+  const skew = futureSkew(r.data, now);
+  if (skew) return { ok: false, issues: [{ code: "custom", path: ["timestamp"], message: skew, input: r.data.timestamp }] };
+  return { ok: true, request: { batch: false, items: [{ ok: true, trace: r.data }], projects: r.data.project === undefined ? [] : [r.data.project] } };
+}
+
+const jsonSchemaOf = (s: z.ZodType) => {
+  const { $schema: _s, ...rest } = z.toJSONSchema(s, { io: "input", unrepresentable: "any", reused: "inline" }) as Record<string, unknown>;
+  return rest;
+};
+
+/**
+ * The body of POST /governance/traces. Parsed by parseIngestBody (which chooses the shape from the
+ * `traces` key, so errors name fields rather than "no union member matched"); documented as the
+ * union of the two shapes.
+ */
+export const IngestBody = z.unknown()
+  .transform((value, ctx) => {
+    const r = parseIngestBody(value);
+    if (r.ok) return r.request;
+    for (const issue of r.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+    return z.NEVER;
+  })
+  .meta({
+    description: `One trace object, or { "traces": [ ... ] } with 1-${MAX_BATCH} of them`,
+    anyOf: [jsonSchemaOf(TraceInput), jsonSchemaOf(TraceBatch)],
+  });
+
+export const TraceIngestResult = z.object({
+  traceId: z.string().nullable().describe("null when a rejected item had no usable traceId"),
+  status: z.enum(["created", "duplicate", "rejected"]).describe("duplicate: a trace with this traceId was already stored (it is not changed)"),
+  guardBlocked: z.boolean().nullable().describe("Whether a guard blocked the prompt or the response (of the stored trace, for a duplicate); null when rejected"),
+  evalScore: z.number().nullable().describe("The mean eval score, 0-1 (of the stored trace, for a duplicate); null when rejected"),
+  errors: z.array(FieldErrorSchema).optional().describe("Why an item was rejected"),
+}).strict().meta({ id: "TraceIngestResult" });
+
+export const TraceBatchResult = z.object({
+  results: z.array(TraceIngestResult).describe("One per item, in the order sent"),
+  created: z.int(),
+  duplicates: z.int(),
+  rejected: z.int(),
+}).strict().meta({ id: "TraceBatchResult" });
+
+// ---------------------------------------------------------------------------------------------
+// Reading traces, evals and guard blocks
+
+export const TraceListItem = z.object({
+  traceId: z.string(),
+  sessionId: z.string().nullable(),
+  model: z.string(),
+  promptTokens: z.int(),
+  completionTokens: z.int(),
+  totalTokens: z.int(),
+  latencyMs: z.number(),
+  guardBlocked: z.boolean(),
+  evalScore: z.number().describe("0-1: the mean of the trace's eval scores"),
+  createdAt: ts.describe("The time of the call (the trace's timestamp)"),
+}).strict().meta({ id: "TraceListItem" });
+
+export const GuardEvaluation = z.object({
+  guardType: z.enum(GUARD_TYPES),
+  result: z.enum(["pass", "flag", "block", "redact"]),
+  confidence: z.number(),
+  phase: z.enum(["input", "output"]).describe("input: the prompt; output: the response"),
+  source: z.string().describe("prompt_injection, sensitive_data or template:<template_id>"),
+}).strict().meta({ id: "GuardEvaluation" });
+
+export const TraceDetail = TraceListItem.extend({
+  prompt: z.string(),
+  response: z.string(),
+  guardEvaluations: z.array(GuardEvaluation),
+  error: z.string().nullable(),
+  metadata: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null()])).nullable(),
+  costUsd: z.number().describe("From the model price table; 0 for an unknown model"),
+  costKnown: z.boolean().describe("false when the model is in no price table"),
+  priceTableVersion: z.string(),
+  ingestedAt: ts,
+}).strict().meta({ id: "TraceDetail" });
+
+export const TraceList = z.object({
+  data: z.array(TraceListItem),
+  total: z.int(),
+  limit: z.int(),
+  offset: z.int(),
+}).strict().meta({ id: "TraceList" });
+
+export const Eval = z.object({
+  id: z.string(),
+  traceId: z.string(),
+  evalType: z.enum(EVAL_TYPES),
+  score: z.number(),
+  passed: z.boolean(),
+  details: z.string(),
+  createdAt: ts,
+}).strict().meta({ id: "Eval" });
+
+export const GuardBlock = z.object({
+  id: z.string(),
+  traceId: z.string(),
+  guardType: z.enum(GUARD_TYPES),
+  blockedContent: z.string().describe("What matched, described without repeating it"),
+  confidence: z.number(),
+  action: z.enum(["block", "redact"]),
+  phase: z.enum(["input", "output"]),
+  source: z.string(),
+  createdAt: ts,
+}).strict().meta({ id: "GuardBlock" });
+
+const Limit = z.coerce.number().int().min(1).max(MAX_PAGE).default(20).describe(`Page size, 1-${MAX_PAGE}`);
+const Offset = z.coerce.number().int().min(0).max(10_000_000).default(0);
+
+export const TracesQuery = z.object({
+  limit: Limit,
+  offset: Offset,
+  project: z.string().max(63).optional().describe("Only this project's traces: the app's own id matches all, any other none"),
+  session_id: z.string().max(200).optional(),
+}).strict();
+export const EvalsQuery = z.object({ limit: Limit, offset: Offset, trace_id: z.guid().optional() }).strict();
+export const GuardBlocksQuery = z.object({ limit: Limit, offset: Offset, guard_type: z.enum(GUARD_TYPES).optional() }).strict();
+
+export const AppParams = z.object({ workspaceId: z.string().min(1).max(64), appId: z.string().min(1).max(253) }).strict();
+export const TraceParams = AppParams.extend({ traceId: z.string().min(1).max(100) }).strict();
+
+// ---------------------------------------------------------------------------------------------
+// Provisioning, audit, config
+
+export const ProvisioningResult = z.object({
+  appId: z.string(),
+  harborDatabase: z.string().describe("The store's name (its PostgreSQL schema)"),
+  connectionString: z.string().describe("govdb://****@<host>/<database>: the credential is masked; the operator writes the real one into the app's Secret"),
+}).strict().meta({ id: "ProvisioningResult" });
+
+export const AuditVerification = z.object({
+  valid: z.boolean(),
+  entries: z.int(),
+  firstBrokenLink: z.object({ sequence: z.int(), traceId: z.string(), reason: z.string() }).strict().nullable(),
+  headHash: z.string().nullable().describe("The hash of the last entry when the chain is valid: record it elsewhere to detect a rewrite of the whole chain"),
+}).strict().meta({ id: "AuditVerification" });
+
+export const ObservabilityConfigSchema = ObservabilityConfig;
+
+export const ProvisionInternalBody = z.object({
+  namespace: z.string().min(1).max(63),
+  appName: z.string().regex(APP_ID_PATTERN, "must be an App name (a DNS label)"),
+  appUid: z.string().min(1).max(64),
+  generation: z.int().min(1).max(2_147_483_647),
+}).strict().meta({ id: "InternalProvisionRequest" });
+
+export const DeprovisionInternalBody = ProvisionInternalBody.omit({ generation: true }).strict().meta({ id: "InternalDeprovisionRequest" });
+
+export const InternalProvisioned = z.object({
+  project: z.string().describe("GOVERNANCE_PROJECT: the app id (the App's name)"),
+  workspaceId: z.string(),
+  database: z.string(),
+  generation: z.int(),
+  connectionString: z.string().describe("GOVDB_CONNECTION, unmasked"),
+}).strict().meta({ id: "InternalProvisionResult" });
+
+export const ToolkitConfig = z.object({
+  project: z.string(),
+  observability: ObservabilityConfig,
+  engine: EngineConfig.describe("The EngineConfig the API itself evaluates this app's traces with (templates resolved)"),
+}).strict().meta({ id: "ToolkitConfig" });
+
+// ---------------------------------------------------------------------------------------------
+// Guard templates
+
+const templateName = z.string().trim().min(1).max(100);
+const templateDescription = z.string().max(2000);
+
+/** Checks config against guardType with the toolkit's GuardTemplateSpec (keys of another guard type are refused). */
+function checkTemplate(t: { guardType: (typeof GUARD_TYPES)[number]; config?: unknown }, ctx: z.RefinementCtx): void {
+  const r = GuardTemplateSpec.safeParse({ guardType: t.guardType, config: t.config });
+  if (!r.success) for (const issue of r.error.issues) ctx.addIssue(issue as Parameters<typeof ctx.addIssue>[0]);
+}
+
+export const CreateGuardTemplateBody = z.object({
+  name: templateName,
+  description: templateDescription.optional(),
+  guardType: z.enum(GUARD_TYPES),
+  config: GuardTemplateConfig.optional().describe("Guard-specific settings; the complete set of keys is in docs/guards.md"),
+}).strict().superRefine(checkTemplate).meta({ id: "CreateGuardTemplateRequest" });
+
+export const ReplaceGuardTemplateBody = z.object({
+  name: templateName,
+  description: templateDescription.nullable(),
+  guardType: z.enum(GUARD_TYPES),
+  config: GuardTemplateConfig,
+}).strict().superRefine(checkTemplate).meta({ id: "ReplaceGuardTemplateRequest", description: "A full replacement: every field is required (description may be null)" });
+
+export const GuardTemplateSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  guardType: z.enum(GUARD_TYPES),
+  config: GuardTemplateConfig,
+  createdAt: ts,
+  updatedAt: ts,
+}).strict().meta({ id: "GuardTemplate" });
+
+export const TemplateParams = z.object({ id: z.string().min(1).max(100) }).strict();

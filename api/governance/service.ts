@@ -1,0 +1,107 @@
+// The governance module's services, wired once by the composition root (api/main.ts), and the
+// checks every service-scoped endpoint shares: the App exists in the caller's workspace (404
+// app_not_found) and, for its data, its store is provisioned (404 governance_not_provisioned).
+import type { MikroORM } from "@mikro-orm/postgresql";
+import type { KubeClient, KubeObject } from "../../crds/kube/client.ts";
+import { NotFoundError } from "../errors.ts";
+import type { AppPrincipal } from "../http/route.ts";
+import type { Logger } from "../logger.ts";
+import { appAnnotator, appLookup, type AppLookup } from "./apps.ts";
+import { EngineCache, ObservabilityConfigService } from "./configs.ts";
+import { GovernanceDb } from "./db.ts";
+import { IngestionService } from "./ingest.ts";
+import { AppKeyService } from "./keys.ts";
+import { anyGuardEnabled } from "./observability.ts";
+import { PriceTable, type ModelPricesConfig } from "./pricing.ts";
+import { ProvisioningService } from "./provisioning.ts";
+import { StoreReader, type StoreRef } from "./reader.ts";
+import { GuardTemplateService } from "./templates.ts";
+
+/** The governance stage of a pipeline state (`harbor`). */
+export interface HarborStage {
+  status: "active" | "disabled" | "not_provisioned";
+  guardsEnabled: boolean;
+  lastEvalAt: string | null;
+}
+
+export interface GovernanceDeps {
+  orm: MikroORM;
+  kube: KubeClient;
+  /** the App watch cache */
+  apps: { get(namespace: string, name: string): KubeObject | undefined };
+  namespaceOf: (workspaceId: string) => Promise<string>;
+  /** BERTH_GOVERNANCE_HOST */
+  host: string;
+  /** BERTH_MODEL_PRICES */
+  prices?: ModelPricesConfig | undefined;
+  log: Logger;
+}
+
+export class Governance {
+  readonly db: GovernanceDb;
+  readonly apps: AppLookup;
+  readonly keys: AppKeyService;
+  readonly templates: GuardTemplateService;
+  readonly configs: ObservabilityConfigService;
+  readonly engines: EngineCache;
+  readonly prices: PriceTable;
+  readonly provisioning: ProvisioningService;
+  readonly ingestion: IngestionService;
+  readonly reader: StoreReader;
+  readonly #log: Logger;
+  readonly #orm: MikroORM;
+
+  constructor(deps: GovernanceDeps) {
+    this.#log = deps.log;
+    this.#orm = deps.orm;
+    this.db = new GovernanceDb(deps.orm);
+    this.apps = appLookup({ apps: deps.apps, client: deps.kube, namespaceOf: deps.namespaceOf });
+    this.keys = new AppKeyService({ log: deps.log });
+    this.templates = new GuardTemplateService();
+    this.configs = new ObservabilityConfigService({ templates: this.templates });
+    this.engines = new EngineCache();
+    this.prices = new PriceTable(deps.prices);
+    this.provisioning = new ProvisioningService({ db: this.db, apps: this.apps, annotate: appAnnotator(deps.kube), host: deps.host, log: deps.log });
+    this.ingestion = new IngestionService({ db: this.db, engines: this.engines, prices: this.prices, log: deps.log });
+    this.reader = new StoreReader(this.db);
+  }
+
+  /** 404 app_not_found unless the App exists in the workspace. */
+  async requireApp(workspaceId: string, appId: string): Promise<void> {
+    if (!(await this.apps(workspaceId, appId))) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+  }
+
+  /** The store of an existing App; 404 when governance is not provisioned (or switched off). */
+  async store(workspaceId: string, appId: string): Promise<StoreRef> {
+    await this.requireApp(workspaceId, appId);
+    const p = await this.provisioning.project(workspaceId, appId);
+    if (!p || p.status !== "active") {
+      throw new NotFoundError("governance_not_provisioned", p
+        ? `Governance is switched off for ${appId}; POST .../governance/apps/${appId}/provision turns it back on.`
+        : `Governance is not provisioned for ${appId} yet: it is provisioned on the first deployment (or with POST .../provision).`);
+    }
+    return { schema: p.schema, role: p.role };
+  }
+
+  /** What pipeline-state reports under `harbor`. Never throws: an unreadable store reports no eval time. */
+  async harbor(workspaceId: string, appId: string): Promise<HarborStage> {
+    const p = await this.provisioning.project(workspaceId, appId);
+    if (!p) return { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null };
+    if (p.status !== "active") return { status: "disabled", guardsEnabled: false, lastEvalAt: null };
+    const { config } = await this.configs.get(this.#orm.em.fork(), workspaceId, appId);
+    let lastEvalAt: string | null = null;
+    try {
+      lastEvalAt = await this.reader.lastEvalAt({ schema: p.schema, role: p.role });
+    } catch (err) {
+      this.#log.warn({ err, workspaceId, appId }, "could not read the last eval time");
+    }
+    return { status: "active", guardsEnabled: anyGuardEnabled(config), lastEvalAt };
+  }
+
+  /** GET /governance/config: what the toolkit loads at boot. */
+  async toolkitConfig(app: AppPrincipal, em: Parameters<ObservabilityConfigService["get"]>[0]) {
+    const state = await this.configs.get(em, app.workspaceId, app.appId);
+    const engine = await this.engines.get(state.version, () => Promise.resolve(state));
+    return { project: app.appId, observability: state.config, engine: engine.config };
+  }
+}
