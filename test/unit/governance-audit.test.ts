@@ -1,0 +1,68 @@
+// The audit chain's pure parts: canonical JSON, the entry hash, and the verifier's verdicts.
+import test from "ava";
+import { canonicalJson, ChainVerifier, entryHash, GENESIS_HASH, type AuditContent, type StoredEntry } from "../../api/governance/audit.ts";
+
+test("canonical JSON sorts keys at every depth, keeps array order, drops undefined members", (t) => {
+  t.is(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: "x" }, u: undefined }), '{"a":{"c":"x","d":[3,{"y":2,"z":1}]},"b":1}');
+  t.is(canonicalJson("é\n\"q\""), JSON.stringify("é\n\"q\""));
+  t.is(canonicalJson([undefined, null]), "[null,null]");
+  t.is(canonicalJson({ b: 1, a: 2 }), canonicalJson({ a: 2, b: 1 }));
+  t.throws(() => canonicalJson(() => 1));
+});
+
+function chain(n: number): StoredEntry[] {
+  let prev = GENESIS_HASH;
+  return Array.from({ length: n }, (_, i) => {
+    const content: AuditContent = {
+      sequence: i + 1, traceId: `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`, workspaceId: "wsabcdefghij", appId: "web", model: "gpt-4o",
+      prompt: `prompt ${i}`, response: `response ${i}`, guardDecision: { blocked: i % 2 === 0, input: { decision: "allow" } },
+      calledAt: "2026-11-23T10:00:00.000Z", recordedAt: "2026-11-23T10:00:01.000Z",
+    };
+    const hash = entryHash(prev, content);
+    const e = { ...content, prevHash: prev, hash };
+    prev = hash;
+    return e;
+  });
+}
+
+const verify = (entries: StoredEntry[]) => { const v = new ChainVerifier(); for (const e of entries) v.push(e); return v.result(); };
+
+test("an intact chain verifies and reports its head", (t) => {
+  const c = chain(5);
+  t.deepEqual(verify(c), { valid: true, entries: 5, firstBrokenLink: null, headHash: c[4]!.hash });
+  t.deepEqual(verify([]), { valid: true, entries: 0, firstBrokenLink: null, headHash: null });
+});
+
+test("the hash covers every field of the content", (t) => {
+  const [e] = chain(1);
+  const { prevHash: _p, hash, ...content } = e!;
+  for (const key of Object.keys(content) as (keyof AuditContent)[]) {
+    const changed = { ...content, [key]: key === "sequence" ? 99 : key === "guardDecision" ? { blocked: false } : "changed" };
+    t.not(entryHash(GENESIS_HASH, changed), hash, key);
+  }
+});
+
+test("the first broken link is named: changed content, a broken prev link, a gap, a reordering", (t) => {
+  const changed = chain(6);
+  changed[2] = { ...changed[2]!, response: "tampered" };
+  changed[4] = { ...changed[4]!, prompt: "tampered too" };
+  t.deepEqual(verify(changed).firstBrokenLink, { sequence: 3, traceId: changed[2].traceId, reason: "the entry's content does not match its hash" });
+  t.false(verify(changed).valid);
+  t.is(verify(changed).headHash, null);
+
+  const gap = chain(6);
+  gap.splice(3, 2);
+  t.deepEqual(verify(gap).firstBrokenLink, { sequence: 6, traceId: gap[3]!.traceId, reason: "entries 4-5 are missing" });
+  t.is(verify(gap).entries, 4);
+
+  const relinked = chain(4);
+  relinked[2] = { ...relinked[2]!, prevHash: "f".repeat(64) };
+  t.is(verify(relinked).firstBrokenLink?.reason, "prev_hash does not match the previous entry's hash");
+
+  const swapped = chain(4);
+  [swapped[1], swapped[2]] = [swapped[2]!, swapped[1]!];
+  t.deepEqual(verify(swapped).firstBrokenLink, { sequence: 3, traceId: swapped[1].traceId, reason: "entries 2-2 are missing" });
+  const dup = chain(3);
+  dup.splice(2, 0, dup[1]!);
+  t.is(verify(dup).firstBrokenLink?.reason, "sequence 2 is out of order (expected 3)");
+});
