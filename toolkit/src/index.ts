@@ -15,3 +15,7 @@ export {
   ResolvedTemplate,
 } from "./engine.ts";
 export type { EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
+
+// The client: configure() once at boot, submit() after each LLM call (SPEC.md part 1, plain path).
+// The LangChain wrapper is the subpath "@berth/toolkit/langchain" (it needs @langchain/core).
+export * from "./client/index.ts";

@@ -1,0 +1,143 @@
+// HTTP to the governance API with the app key of GOVDB_CONNECTION: the boot-time configuration
+// (GET /api/v1/governance/config) and trace batches (POST /api/v1/governance/traces). Uses the
+// global fetch of Node 24. Error messages name the status and the problem code, never the key.
+import type { EngineConfigInput } from "../engine.ts";
+import type { GovdbConnection } from "./connection.ts";
+import type { ItemResult, SendOutcome, TraceTransport } from "./queue.ts";
+
+/** GET /api/v1/governance/config */
+export interface ToolkitConfig {
+  /** the app id (GOVERNANCE_PROJECT) the key belongs to */
+  project: string;
+  /** the app's observability config, every default applied */
+  observability: Record<string, unknown>;
+  /** the EngineConfig the API evaluates this app's traces with (templates resolved) */
+  engine: EngineConfigInput;
+}
+
+export type ConfigOutcome =
+  | { ok: true; config: ToolkitConfig }
+  | { ok: false; error: string; status?: number; retryable: boolean; retryAfterMs?: number };
+
+export interface HttpTransportOptions {
+  connection: GovdbConnection;
+  /** default globalThis.fetch */
+  fetch?: typeof fetch;
+  /** per request; default 10 s */
+  timeoutMs?: number;
+  userAgent?: string;
+}
+
+const RETRYABLE = (status: number) => status === 408 || status === 429 || status >= 500;
+
+/** Retry-After: delay-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(value: string | null, now = Date.now()): number | undefined {
+  if (value === null || value.trim() === "") return undefined;
+  const v = value.trim();
+  if (/^\d+$/.test(v)) return Number(v) * 1000;
+  const at = Date.parse(v);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - now);
+}
+
+/** "HTTP 422 validation_failed: The request is invalid..." from a problem document, else the status. */
+function describeFailure(status: number, text: string): string {
+  try {
+    const p = JSON.parse(text) as { code?: unknown; detail?: unknown };
+    const parts = [`HTTP ${status}`, typeof p.code === "string" ? p.code : undefined].filter(Boolean).join(" ");
+    return typeof p.detail === "string" ? `${parts}: ${p.detail.slice(0, 300)}` : parts;
+  } catch {
+    return `HTTP ${status}`;
+  }
+}
+
+function networkError(err: unknown): string {
+  if (err instanceof Error) {
+    if (err.name === "TimeoutError") return "the request timed out";
+    const cause = (err as { cause?: { code?: unknown; message?: unknown } }).cause;
+    const code = typeof cause?.code === "string" ? cause.code : undefined;
+    return `network error: ${code ?? (typeof cause?.message === "string" ? cause.message : err.message)}`;
+  }
+  return `network error: ${String(err)}`;
+}
+
+export class HttpTransport implements TraceTransport {
+  readonly #connection: GovdbConnection;
+  readonly #fetch: typeof fetch;
+  readonly #timeoutMs: number;
+  readonly #userAgent: string;
+
+  constructor(opts: HttpTransportOptions) {
+    this.#connection = opts.connection;
+    this.#fetch = opts.fetch ?? globalThis.fetch;
+    this.#timeoutMs = opts.timeoutMs ?? 10_000;
+    this.#userAgent = opts.userAgent ?? "berth-toolkit";
+  }
+
+  #headers(body: boolean): Record<string, string> {
+    const h: Record<string, string> = { Authorization: `Bearer ${this.#connection.key}`, Accept: "application/json", "User-Agent": this.#userAgent };
+    if (body) h["Content-Type"] = "application/json";
+    return h;
+  }
+
+  #signal(signal?: AbortSignal): AbortSignal {
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    return signal ? AbortSignal.any([signal, timeout]) : timeout;
+  }
+
+  async send(body: string, _count: number, signal: AbortSignal): Promise<SendOutcome> {
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/traces`, { method: "POST", headers: this.#headers(true), body, signal: this.#signal(signal) });
+      text = await res.text();
+    } catch (err) {
+      return { kind: "retry", error: networkError(err) };
+    }
+    if (res.ok) {
+      try {
+        const parsed = JSON.parse(text) as { results?: { traceId?: unknown; status?: unknown; errors?: { field?: unknown; message?: unknown }[] }[] };
+        const results: ItemResult[] = [];
+        for (const r of parsed.results ?? []) {
+          if (typeof r.traceId !== "string" || (r.status !== "created" && r.status !== "duplicate" && r.status !== "rejected")) continue;
+          const item: ItemResult = { traceId: r.traceId, status: r.status };
+          if (r.errors?.length) item.reason = r.errors.map((e) => `${String(e.field)}: ${String(e.message)}`).join(", ");
+          results.push(item);
+        }
+        return { kind: "accepted", results };
+      } catch {
+        // a 2xx we cannot read: the API took the batch
+        return { kind: "accepted", results: [] };
+      }
+    }
+    const error = describeFailure(res.status, text);
+    if (RETRYABLE(res.status)) {
+      const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
+      return { kind: "retry", error, status: res.status, ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    }
+    if (res.status === 413) return { kind: "too_large", error };
+    return { kind: "rejected", error, status: res.status };
+  }
+
+  /** GET /api/v1/governance/config. Never throws. */
+  async config(signal?: AbortSignal): Promise<ConfigOutcome> {
+    let res: Response;
+    let text: string;
+    try {
+      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/config`, { headers: this.#headers(false), signal: this.#signal(signal) });
+      text = await res.text();
+    } catch (err) {
+      return { ok: false, error: networkError(err), retryable: true };
+    }
+    if (!res.ok) {
+      const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
+      return { ok: false, error: describeFailure(res.status, text), status: res.status, retryable: RETRYABLE(res.status), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+    }
+    try {
+      const body = JSON.parse(text) as Partial<ToolkitConfig>;
+      if (typeof body.project !== "string" || typeof body.engine !== "object" || body.engine === null) throw new Error("not a toolkit config");
+      return { ok: true, config: { project: body.project, observability: body.observability ?? {}, engine: body.engine } };
+    } catch {
+      return { ok: false, error: `HTTP ${res.status}: the answer is not a governance config`, status: res.status, retryable: false };
+    }
+  }
+}
