@@ -18,7 +18,7 @@ export const OperatorConfigSchema = z.object({
   BERTH_LEADER_ELECTION_NAMESPACE: z.string().default("berth-system"),
   BERTH_OPERATOR_IDENTITY: z.string().optional().describe("Leader-election identity; POD_NAME or the hostname when unset"),
   POD_NAME: z.string().optional(),
-  BERTH_API_URL: z.url().optional().describe("The Berth API (governance provisioning); Apps run without governance when unset"),
+  BERTH_OPERATOR_API_URL: z.url().optional().describe("The Berth API (governance provisioning); Apps run without governance when unset"),
   BERTH_OPERATOR_TOKEN_FILE: z.string().default("/var/run/secrets/kubernetes.io/serviceaccount/token").describe("ServiceAccount token the operator presents to the API"),
   BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });

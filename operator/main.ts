@@ -34,7 +34,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   ])) as Record<ChildKind, Informer<KubeObject>>;
 
   const secrets = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
-  const governance = cfg.BERTH_API_URL ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE }) : undefined;
+  const governance = cfg.BERTH_OPERATOR_API_URL ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_OPERATOR_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE }) : undefined;
 
   manager.addController({
     name: "app",

@@ -35,10 +35,18 @@ fi
 echo "$plane" > "$BERTH_LOCAL/services.plane"
 
 start_service api DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" BERTH_API_PORT="$API_PORT" \
+  BERTH_GOVERNANCE_HOST="127.0.0.1:$API_PORT" BERTH_OPERATOR_USERNAME=system:serviceaccount:berth-system:berth-operator \
   node "$BERTH_ROOT/api/main.ts" --migrate
-"$(bin_path kubectl)" create namespace berth-system --dry-run=client -o yaml | "$(bin_path kubectl)" apply -f - >/dev/null
+# The operator proves who it is to the API with a ServiceAccount token (checked by TokenReview),
+# as it does in a cluster; locally the token is minted into .local/ and refreshed on every up.
+kubectl_() { "$(bin_path kubectl)" --kubeconfig "$KUBECONFIG" "$@"; }
+kubectl_ create namespace berth-system --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+kubectl_ -n berth-system create serviceaccount berth-operator --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
+kubectl_ -n berth-system create token berth-operator --duration=48h > "$BERTH_LOCAL/operator.token.tmp"
+chmod 600 "$BERTH_LOCAL/operator.token.tmp"; mv "$BERTH_LOCAL/operator.token.tmp" "$BERTH_LOCAL/operator.token"
 start_service operator KUBECONFIG="$KUBECONFIG" BERTH_OPERATOR_HEALTH_PORT="$OPERATOR_HEALTH_PORT" \
-  BERTH_LEADER_ELECTION_NAMESPACE=berth-system node --max-semi-space-size=1 "$BERTH_ROOT/operator/main.ts"
+  BERTH_LEADER_ELECTION_NAMESPACE=berth-system BERTH_OPERATOR_API_URL="$API_URL" BERTH_OPERATOR_TOKEN_FILE="$BERTH_LOCAL/operator.token" \
+  node --max-semi-space-size=1 "$BERTH_ROOT/operator/main.ts"
 wait_http api "$API_URL/readyz" 60
 wait_http operator "http://127.0.0.1:$OPERATOR_HEALTH_PORT/readyz" 60
 
