@@ -23,7 +23,7 @@ import { GuardBlockedError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
 import { governance as processGovernance } from "../client/index.ts";
 import type { Trace } from "../client/trace.ts";
-import { cloneMessage, modelNameOf, outputText, promptText, redactInput, redactOutput, toMessages, tokensOf } from "./messages.ts";
+import { cloneMessage, modelNameOf, outputText, promptText, redactMessages, redactOutput, toMessages, tokensOf } from "./messages.ts";
 import type { Tokens } from "./messages.ts";
 import type { StreamGuardOptions } from "./stream-guard.ts";
 import { StreamGuard } from "./stream-guard.ts";
@@ -161,15 +161,15 @@ class GovernedCall {
     await this.#g.start().catch(() => undefined);
     const engine = this.#g.engine;
     if (this.#g.mode === "noop" || !engine) return undefined;
-    const messages = toMessages(input);
-    const text = typeof input === "string" ? input : promptText(messages);
+    const messages = typeof input === "string" ? undefined : toMessages(input);
+    const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
     const decision = engine.evaluate(text, "input");
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
       throw new GuardBlockedError("input", decision, state.traceId);
     }
-    if (decision.decision === "redact") state.sent = redactInput(input, messages, engine);
+    if (decision.decision === "redact") state.sent = messages ? redactMessages(messages, engine) : decision.redactedText ?? input;
     return state;
   }
 

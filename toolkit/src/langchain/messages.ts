@@ -77,9 +77,8 @@ function redactContent(content: MessageContent, engine: GuardEngine, phase: Phas
   return changed ? out : undefined;
 }
 
-/** The input with its non-system messages redacted (a string input stays a string). */
-export function redactInput(input: BaseLanguageModelInput, messages: readonly BaseMessage[], engine: GuardEngine): BaseLanguageModelInput {
-  if (typeof input === "string") return engine.evaluate(input, "input").redactedText ?? input;
+/** The messages with the text of each non-system message redacted by the input guards. */
+export function redactMessages(messages: readonly BaseMessage[], engine: GuardEngine): BaseMessage[] {
   return messages.map((m) => {
     if (isSystem(m)) return m;
     const content = redactContent(m.content, engine, "input");
