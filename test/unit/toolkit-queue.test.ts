@@ -454,10 +454,11 @@ test("submit: defaults applied, project tagged, invalid traces warned about and 
   t.is(explicit, "11111111-2222-4333-8444-555555555555");
   // @ts-expect-error: a JavaScript caller may pass anything
   t.is(g.submit({ input: 1 }), undefined);
-  t.regex(warnings.lines.at(-1)!.message, /input must be a string.*model must be/);
+  t.regex(warnings.lines.at(-1)!.message, /a trace was not submitted: input must be a string.*model must be.*\(1 rejected in all\)/);
+  t.is(warnings.lines.at(-1)!.details.code, "BERTH_GOVERNANCE_INVALID_TRACE");
   await clock.advance(0);
   t.is(transport.sent.length, 1);
-  t.like(g.stats(), { sent: 2, submitted: 2 });
+  t.like(g.stats(), { sent: 2, submitted: 2, rejected: 1 });
 });
 
 test("HttpTransport bodies carry the trace as given plus the defaults", async (t) => {

@@ -210,21 +210,21 @@ export class Governance {
 
   /**
    * Queues one trace for delivery and returns its traceId (generated when absent). Never throws and
-   * never waits: an invalid trace is counted as rejected, with a warning. undefined when nothing
-   * was queued (invalid, shut down, no-op mode).
+   * never waits: an invalid trace is counted as rejected, with a (rate-limited) warning. undefined
+   * when nothing was queued (invalid, shut down, no-op mode).
    */
   submit(trace: Trace, options: SubmitOptions = {}): string | undefined {
     if (!this.#queue) return undefined;
     try {
       const problems = traceProblems(trace);
       if (problems.length > 0) {
-        this.#logger.warn(`berth governance: a trace was not submitted: ${problems.join("; ")}`, { code: "BERTH_GOVERNANCE_INVALID_TRACE" });
+        this.#queue.refuse(problems.join("; "));
         return undefined;
       }
       const record = toRecord(trace, options.project ?? this.#project, () => this.#clock.now());
       return this.#queue.enqueue(record) ? record.traceId : undefined;
     } catch (err) {
-      this.#logger.warn(`berth governance: a trace was not submitted: ${err instanceof Error ? err.message : String(err)}`, { code: "BERTH_GOVERNANCE_INVALID_TRACE" });
+      this.#queue.refuse(err instanceof Error ? err.message : String(err));
       return undefined;
     }
   }

@@ -236,6 +236,12 @@ export class TraceQueue {
     return true;
   }
 
+  /** Counts a trace refused before it was queued (invalid), with a rate-limited warning. */
+  refuse(reason: string): void {
+    this.#counters.rejected++;
+    this.#warn("invalid_trace", `a trace was not submitted: ${reason} (${this.#counters.rejected} rejected in all)`);
+  }
+
   stats(): QueueStats {
     const s: QueueStats = { queued: this.#pending.length + this.#inflight.length, ...this.#counters };
     if (this.#lastError) s.lastError = { ...this.#lastError };
