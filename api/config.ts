@@ -1,4 +1,5 @@
 // The API's configuration, parsed once with zod. Nothing else in api/ reads process.env.
+import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ModelPricesConfig } from "./governance/pricing.ts";
 
@@ -25,6 +26,8 @@ export const ConfigSchema = z.object({
     .describe("The Kubernetes user (from a TokenReview) allowed to call /internal/governance/*: the operator's ServiceAccount"),
   BERTH_INGEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024)
     .describe("Body size limit of POST /governance/traces"),
+  BERTH_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).default(Math.min(4, Math.max(1, availableParallelism() - 1)))
+    .describe("Worker threads that run guards and evals on trace ingestion (0: on the main thread); default one per core but one, 1-4"),
   BERTH_MODEL_PRICES: z.string().optional()
     .transform((raw, ctx) => {
       if (raw === undefined || raw.trim() === "") return undefined;

@@ -15,6 +15,7 @@ import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts
 import { kubeTokenReviewer, operatorVerifier } from "./auth/operator.ts";
 import { Governance } from "./governance/service.ts";
 import { governanceRoutes } from "./governance/routes.ts";
+import { analyticsRoutes } from "./governance/analytics/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
@@ -54,7 +55,7 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);
   const governance = new Governance({
-    orm, kube, apps: appCache, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES,
+    orm, kube, apps: appCache, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
     log: logger.child({ component: "governance" }),
   });
   return {
@@ -74,6 +75,7 @@ export async function startServices(s: Services): Promise<void> {
 
 export async function stopServices(s: Services): Promise<void> {
   await s.appCache.stop();
+  await s.governance.close();
 }
 
 /** Readiness of the services themselves (the server adds the database). */
@@ -88,6 +90,7 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
+    ...analyticsRoutes({ governance: s.governance }),
     // ---- Module routes are added here. ----------------------------------------------------
   ];
 }

@@ -1,7 +1,7 @@
-// Observability configs (GET/PUT .../observability-config) and the compiled guard engines built
-// from them. Every write takes a fresh version from governance_config_version_seq (never reused,
-// not even after a config is deleted and created again), and the engine of a config is compiled
-// once and cached by that version, so ingestion pays for compilation only after a change.
+// Observability configs (GET/PUT .../observability-config). Every write takes a fresh version from
+// governance_config_version_seq (never reused, not even after a config is deleted and created
+// again): ingestion caches what it builds from a config (the engine input, the compiled engine)
+// by that version, so it reads and compiles a config only after a change.
 import { randomUUID } from "node:crypto";
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
@@ -79,32 +79,4 @@ function stateOf(row: GovernanceAppConfig): AppConfigState {
   // a stored config always parses; defaults stand in if a later schema ever disagreed
   const config = parsed.success ? parsed.data : { ...defaultObservabilityConfig(), ...(row.config as Partial<ObservabilityConfig>) };
   return { config, templates: row.templates as TemplateSnapshot, version: Number(row.version) };
-}
-
-/** Compiled engines by config version (LRU). Version 0 is the default config. */
-export class EngineCache {
-  readonly #max: number;
-  readonly #engines = new Map<number, GuardEngine>();
-
-  constructor(max = 500) {
-    this.#max = max;
-  }
-
-  async get(version: number, load: () => Promise<{ config: ObservabilityConfig; templates: TemplateSnapshot }>): Promise<GuardEngine> {
-    const hit = this.#engines.get(version);
-    if (hit) {
-      this.#engines.delete(version);
-      this.#engines.set(version, hit);
-      return hit;
-    }
-    const { config, templates } = version === 0 ? { config: defaultObservabilityConfig(), templates: {} } : await load();
-    const engine = new GuardEngine(engineInput(config, templates));
-    if (this.#engines.size >= this.#max) this.#engines.delete(this.#engines.keys().next().value!);
-    this.#engines.set(version, engine);
-    return engine;
-  }
-
-  get size(): number {
-    return this.#engines.size;
-  }
 }

@@ -1,7 +1,7 @@
 // Trace ingestion (POST /governance/traces, auth "app-key"). For each valid trace, outside any
 // transaction: the app's guard engine (compiled once per config version) on the prompt (phase
-// input) and the response (phase output), the evals given those decisions, the cost from the price
-// table. Then ONE transaction under the app's role: a multi-row insert of the traces (unnest
+// input) and the response (phase output) and the evals given those decisions (scoring.ts, in
+// worker threads or in-process), the cost from the price table. Then ONE transaction under the app's role: a multi-row insert of the traces (unnest
 // arrays, ON CONFLICT (trace_id) DO NOTHING, so a retried trace is never stored twice), of the
 // evals and guard blocks of the traces actually created, and their audit entries, appended under
 // the app's advisory lock so that the chain stays linear under concurrent batches.
@@ -10,15 +10,15 @@
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
 // is the record of what happened). The guard evaluations record every verdict, guard blocks record
 // every block and redaction (blockedContent is the engine's description, never the matched text).
-import { aggregateEvalScore, runEvals, type GuardDecision, type GuardEngine } from "../../toolkit/src/index.ts";
+import type { EngineConfigInput, EvalResult } from "../../toolkit/src/index.ts";
 import { ConflictError, ForbiddenError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
-import { canonicalJson, entryHash, GENESIS_HASH, type AuditContent } from "./audit.ts";
-import type { EngineCache } from "./configs.ts";
+import { entryHash, GENESIS_HASH, type AuditContent } from "./audit.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { ident, LOCK_CLASS } from "./names.ts";
-import type { ObservabilityConfig, TemplateSnapshot } from "./observability.ts";
+import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "./observability.ts";
+import type { DecisionSummary, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "./schemas.ts";
 
@@ -41,10 +41,12 @@ export interface IngestOutcome {
 /** A trace with everything computed for it. */
 interface Scored {
   trace: TraceInput;
-  input: GuardDecision;
-  output: GuardDecision;
+  /** the trace's timestamp, normalised to ISO 8601 UTC with milliseconds (as stored) */
+  calledAt: string;
+  input: DecisionSummary;
+  output: DecisionSummary;
   guardBlocked: boolean;
-  evals: ReturnType<typeof runEvals>;
+  evals: EvalResult[];
   evalScore: number;
   costUsd: number;
   priced: boolean;
@@ -52,7 +54,7 @@ interface Scored {
 
 export interface IngestionDeps {
   db: GovernanceDb;
-  engines: EngineCache;
+  scorer: Scorer;
   prices: PriceTable;
   log: Logger;
   now?: () => Date;
@@ -60,9 +62,13 @@ export interface IngestionDeps {
 
 interface StoreRef { schema: string; role: string; version: number }
 
+const ENGINE_INPUTS_MAX = 500;
+
 export class IngestionService {
   readonly #d: IngestionDeps;
   readonly #now: () => Date;
+  /** engine inputs by config version (LRU): a config is read from the database once per version */
+  readonly #inputs = new Map<number, EngineConfigInput>();
 
   constructor(deps: IngestionDeps) {
     this.#d = deps;
@@ -75,14 +81,18 @@ export class IngestionService {
       throw new ForbiddenError("project_mismatch", `This key belongs to project ${app.appId}; a trace names project ${foreign}. Traces go to the key's own project only.`, { details: { keyProject: app.appId } });
     }
     const store = await this.#store(app);
-    const engine = await this.#engine(app, store.version);
 
     // score every distinct valid trace (CPU, outside the transaction)
+    const distinct = new Map<string, TraceInput>();
+    for (const item of req.items) if (item.ok && !distinct.has(item.trace.traceId)) distinct.set(item.trace.traceId, item.trace);
+    const traces = [...distinct.values()];
+    const scores = traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#engineInput(app, store.version), traces);
     const scored = new Map<string, Scored>();
-    for (const item of req.items) {
-      if (!item.ok || scored.has(item.trace.traceId)) continue;
-      scored.set(item.trace.traceId, this.#score(item.trace, engine));
-    }
+    traces.forEach((trace, k) => {
+      const s = scores[k]!;
+      const cost = this.#d.prices.cost(trace.model, trace.tokens.prompt, trace.tokens.completion);
+      scored.set(trace.traceId, { trace, ...s, calledAt: new Date(trace.timestamp).toISOString(), costUsd: cost.costUsd, priced: cost.priced });
+    });
 
     const { created, existing } = scored.size === 0
       ? { created: new Set<string>(), existing: new Map<string, { guardBlocked: boolean; evalScore: number }>() }
@@ -120,27 +130,22 @@ export class IngestionService {
     return { schema: row.schema_name, role: row.role_name, version: row.version === null ? 0 : Number(row.version) };
   }
 
-  async #engine(app: AppPrincipal, version: number): Promise<GuardEngine> {
-    return this.#d.engines.get(version, async () => {
+  async #engineInput(app: AppPrincipal, version: number): Promise<EngineConfigInput> {
+    const hit = this.#inputs.get(version);
+    if (hit) return hit;
+    let input: EngineConfigInput;
+    if (version === 0) {
+      input = engineInput(defaultObservabilityConfig(), {});
+    } else {
       const pool = await this.#d.db.pool();
       const { rows } = await pool.query<{ config: ObservabilityConfig; templates: TemplateSnapshot }>(
         `select config, templates from governance_app_configs where workspace_id = $1 and app_id = $2 and version = $3`, [app.workspaceId, app.appId, version]);
       if (!rows[0]) throw new ConflictError("config_changed", "The app's observability config changed during the request; retry.");
-      return rows[0];
-    });
-  }
-
-  #score(trace: TraceInput, engine: GuardEngine): Scored {
-    const input = engine.evaluate(trace.input, "input");
-    const output = engine.evaluate(trace.output, "output");
-    const evals = runEvals({ input: trace.input, output: trace.output, latencyMs: trace.latency, model: trace.model }, engine, { input, output });
-    const cost = this.#d.prices.cost(trace.model, trace.tokens.prompt, trace.tokens.completion);
-    return {
-      trace, input, output, evals,
-      guardBlocked: input.decision === "block" || output.decision === "block",
-      evalScore: aggregateEvalScore(evals),
-      costUsd: cost.costUsd, priced: cost.priced,
-    };
+      input = engineInput(rows[0].config, rows[0].templates);
+    }
+    if (this.#inputs.size >= ENGINE_INPUTS_MAX) this.#inputs.delete(this.#inputs.keys().next().value!);
+    this.#inputs.set(version, input);
+    return input;
   }
 
   async #write(c: Client, app: AppPrincipal, store: StoreRef, items: Scored[]): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
@@ -164,7 +169,7 @@ export class IngestionService {
         t.map((x) => x.error ?? null), t.map((x) => x.tokens.prompt), t.map((x) => x.tokens.completion), t.map((x) => x.tokens.total),
         t.map((x) => x.latency), t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata))),
         items.map((i) => i.guardBlocked), items.map((i) => JSON.stringify(evaluationsOf(i))), items.map((i) => i.evalScore),
-        items.map((i) => i.costUsd), items.map((i) => i.priced), this.#d.prices.version, nowIso, t.map((x) => new Date(x.timestamp).toISOString()),
+        items.map((i) => i.costUsd), items.map((i) => i.priced), this.#d.prices.version, nowIso, items.map((i) => i.calledAt),
       ]);
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 
@@ -205,33 +210,39 @@ export class IngestionService {
     return { created, existing };
   }
 
-  /** Appends one audit entry per created trace, in batch order, under the app's audit lock. */
+  /**
+   * Appends one audit entry per created trace, in batch order, under the app's audit lock. The
+   * prompt, response, model and call time are taken from the trace rows just inserted (not sent
+   * twice); the hash covers the same values, computed here.
+   */
   async #appendAudit(c: Client, app: AppPrincipal, store: StoreRef, fresh: Scored[], recordedAt: string): Promise<void> {
     const s = ident(store.schema);
-    const decisions = fresh.map((i) => guardDecisionOf(i));
+    const decisions = fresh.map((i) => JSON.stringify(guardDecisionOf(i))); // keys built in sorted order: canonical JSON
     await c.query(`select pg_advisory_xact_lock($1, hashtext($2))`, [LOCK_CLASS.audit, store.schema]);
     const last = await c.query<{ sequence: string; hash: string }>(`select sequence, hash from ${s}.audit_log order by sequence desc limit 1`);
     let sequence = last.rows[0] ? Number(last.rows[0].sequence) : 0;
     let prev = last.rows[0]?.hash ?? GENESIS_HASH;
-    const rows = fresh.map((i, k) => {
+    const sequences: number[] = [];
+    const prevHashes: string[] = [];
+    const hashes: string[] = [];
+    fresh.forEach((i, k) => {
       sequence++;
       const content: AuditContent = {
         sequence, traceId: i.trace.traceId, workspaceId: app.workspaceId, appId: app.appId, model: i.trace.model,
-        prompt: i.trace.input, response: i.trace.output, guardDecision: decisions[k], calledAt: new Date(i.trace.timestamp).toISOString(), recordedAt,
+        prompt: i.trace.input, response: i.trace.output, guardDecision: null, calledAt: i.calledAt, recordedAt,
       };
-      const hash = entryHash(prev, content);
-      const row = { content, prevHash: prev, hash };
+      const hash = entryHash(prev, content, decisions[k]);
+      sequences.push(sequence);
+      prevHashes.push(prev);
+      hashes.push(hash);
       prev = hash;
-      return row;
     });
     await c.query(
       `insert into ${s}.audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
-       select u.sequence, u.trace_id, $10, $11, u.model, u.prompt, u.response, u.guard_decision, u.called_at, $12, u.prev_hash, u.hash
-         from unnest($1::int8[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::timestamptz[], $8::text[], $9::text[])
-           as u(sequence, trace_id, model, prompt, response, guard_decision, called_at, prev_hash, hash)`,
-      [rows.map((r) => r.content.sequence), rows.map((r) => r.content.traceId), rows.map((r) => r.content.model), rows.map((r) => r.content.prompt),
-        rows.map((r) => r.content.response), rows.map((r) => canonicalJson(r.content.guardDecision)), rows.map((r) => r.content.calledAt),
-        rows.map((r) => r.prevHash), rows.map((r) => r.hash), app.workspaceId, app.appId, recordedAt]);
+       select u.sequence, t.trace_id, $6, $7, t.model, t.prompt, t.response, u.guard_decision, t.created_at, $8, u.prev_hash, u.hash
+         from unnest($1::int8[], $2::uuid[], $3::jsonb[], $4::text[], $5::text[]) as u(sequence, trace_id, guard_decision, prev_hash, hash)
+         join ${s}.traces t on t.trace_id = u.trace_id`,
+      [sequences, fresh.map((i) => i.trace.traceId), decisions, prevHashes, hashes, app.workspaceId, app.appId, recordedAt]);
   }
 }
 
@@ -243,12 +254,15 @@ function evaluationsOf(i: Scored): unknown[] {
   ];
 }
 
-/** The guard decision an audit entry records (no match offsets, no matched text). */
-function guardDecisionOf(i: Scored): unknown {
-  const phase = (d: GuardDecision) => ({
+/**
+ * The guard decision an audit entry records (no match offsets, no matched text). Every object is
+ * built with its keys in sorted order, so JSON.stringify of it is its canonical JSON.
+ */
+export function guardDecisionOf(i: { guardBlocked: boolean; input: DecisionSummary; output: DecisionSummary }): unknown {
+  const phase = (d: DecisionSummary) => ({
+    blocks: d.blocks.map((b) => ({ action: b.action, blockedContent: b.blockedContent, confidence: b.confidence, guardType: b.guardType, source: b.source })),
     decision: d.decision,
-    evaluations: d.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, source: e.source })),
-    blocks: d.blocks.map((b) => ({ guardType: b.guardType, action: b.action, confidence: b.confidence, blockedContent: b.blockedContent, source: b.source })),
+    evaluations: d.evaluations.map((e) => ({ confidence: e.confidence, guardType: e.guardType, result: e.result, source: e.source })),
   });
   return { blocked: i.guardBlocked, input: phase(i.input), output: phase(i.output) };
 }

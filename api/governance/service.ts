@@ -7,11 +7,13 @@ import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
 import { appAnnotator, appLookup, type AppLookup } from "./apps.ts";
-import { EngineCache, ObservabilityConfigService } from "./configs.ts";
+import { EngineConfig } from "../../toolkit/src/index.ts";
+import { ObservabilityConfigService } from "./configs.ts";
 import { GovernanceDb } from "./db.ts";
 import { IngestionService } from "./ingest.ts";
 import { AppKeyService } from "./keys.ts";
-import { anyGuardEnabled } from "./observability.ts";
+import { anyGuardEnabled, engineInput } from "./observability.ts";
+import { InProcessScorer, WorkerPoolScorer, type Scorer } from "./scoring.ts";
 import { PriceTable, type ModelPricesConfig } from "./pricing.ts";
 import { ProvisioningService } from "./provisioning.ts";
 import { StoreReader, type StoreRef } from "./reader.ts";
@@ -34,6 +36,8 @@ export interface GovernanceDeps {
   host: string;
   /** BERTH_MODEL_PRICES */
   prices?: ModelPricesConfig | undefined;
+  /** BERTH_INGEST_WORKERS: worker threads that run guards and evals on ingestion (0: in-process) */
+  workers?: number;
   log: Logger;
 }
 
@@ -43,7 +47,7 @@ export class Governance {
   readonly keys: AppKeyService;
   readonly templates: GuardTemplateService;
   readonly configs: ObservabilityConfigService;
-  readonly engines: EngineCache;
+  readonly scorer: Scorer;
   readonly prices: PriceTable;
   readonly provisioning: ProvisioningService;
   readonly ingestion: IngestionService;
@@ -59,10 +63,10 @@ export class Governance {
     this.keys = new AppKeyService({ log: deps.log });
     this.templates = new GuardTemplateService();
     this.configs = new ObservabilityConfigService({ templates: this.templates });
-    this.engines = new EngineCache();
+    this.scorer = deps.workers ? new WorkerPoolScorer({ size: deps.workers, log: deps.log }) : new InProcessScorer();
     this.prices = new PriceTable(deps.prices);
     this.provisioning = new ProvisioningService({ db: this.db, apps: this.apps, annotate: appAnnotator(deps.kube), host: deps.host, log: deps.log });
-    this.ingestion = new IngestionService({ db: this.db, engines: this.engines, prices: this.prices, log: deps.log });
+    this.ingestion = new IngestionService({ db: this.db, scorer: this.scorer, prices: this.prices, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
 
@@ -101,7 +105,11 @@ export class Governance {
   /** GET /governance/config: what the toolkit loads at boot. */
   async toolkitConfig(app: AppPrincipal, em: Parameters<ObservabilityConfigService["get"]>[0]) {
     const state = await this.configs.get(em, app.workspaceId, app.appId);
-    const engine = await this.engines.get(state.version, () => Promise.resolve(state));
-    return { project: app.appId, observability: state.config, engine: engine.config };
+    return { project: app.appId, observability: state.config, engine: EngineConfig.parse(engineInput(state.config, state.templates)) };
+  }
+
+  /** Stops the scoring workers. */
+  async close(): Promise<void> {
+    await this.scorer.close();
   }
 }

@@ -9,6 +9,10 @@
 // not hold its privileges otherwise. All data access for an app runs under that role, so the
 // database refuses another app's schema even if API code asked for it.
 //
+// evals and guard_blocks carry their trace's id without a foreign key: they are only ever written
+// in the transaction that creates their trace, and traces are never deleted one by one (the store
+// is dropped as a whole), so the constraint would guard nothing and cost a lookup per row.
+//
 // The audit table refuses UPDATE, DELETE and TRUNCATE through triggers that raise, for every role
 // including the owner; only a superuser who switches triggers off (session_replication_role =
 // replica, or ALTER TABLE ... DISABLE TRIGGER) can change a row, and the hash chain then names it.
@@ -23,6 +27,8 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
   const r = ident(n.role);
   const t = (table: string) => `${s}.${ident(table)}`;
   const membership = pgVersion >= 160000 ? `grant ${r} to current_user with inherit false, set true` : `grant ${r} to current_user`;
+  // time-ordered ids (PostgreSQL 18) keep the primary-key indexes append-only
+  const newId = pgVersion >= 180000 ? "uuidv7()" : "gen_random_uuid()";
   return [
     `do $$ begin
        if not exists (select from pg_catalog.pg_roles where rolname = ${identLiteral(n.role)}) then
@@ -55,8 +61,8 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
     `create index if not exists traces_created_at_idx on ${t("traces")} (created_at desc, trace_id desc)`,
     `create index if not exists traces_session_idx on ${t("traces")} (session_id, created_at desc, trace_id desc) where session_id is not null`,
     `create table if not exists ${t("evals")} (
-       id uuid primary key default gen_random_uuid(),
-       trace_id uuid not null references ${t("traces")} (trace_id),
+       id uuid primary key default ${newId},
+       trace_id uuid not null,
        eval_type text not null,
        score double precision not null,
        passed boolean not null,
@@ -66,8 +72,8 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
     `create index if not exists evals_trace_idx on ${t("evals")} (trace_id)`,
     `create index if not exists evals_created_at_idx on ${t("evals")} (created_at desc, trace_id, ordinal)`,
     `create table if not exists ${t("guard_blocks")} (
-       id uuid primary key default gen_random_uuid(),
-       trace_id uuid not null references ${t("traces")} (trace_id),
+       id uuid primary key default ${newId},
+       trace_id uuid not null,
        guard_type text not null,
        blocked_content text not null,
        confidence double precision not null,

@@ -1,0 +1,153 @@
+// Scoring of traces on ingestion: the app's guard engine on the prompt (phase input) and the
+// response (phase output), then the evals given those decisions (toolkit runEvals) and their
+// aggregate (aggregateEvalScore). The engine is the bulk of ingestion's CPU, so it can run in a
+// pool of worker threads (BERTH_INGEST_WORKERS) next to the thread that serves HTTP and talks to
+// PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree.
+import { Worker } from "node:worker_threads";
+import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardDecision } from "../../toolkit/src/index.ts";
+import type { Logger } from "../logger.ts";
+
+export interface ScoreInput {
+  input: string;
+  output: string;
+  latency: number;
+  model: string;
+}
+
+/** A guard decision without the full verdicts (match offsets), as ingestion stores it. */
+export type DecisionSummary = Pick<GuardDecision, "decision" | "evaluations" | "blocks">;
+
+export interface ScoreResult {
+  input: DecisionSummary;
+  output: DecisionSummary;
+  evals: EvalResult[];
+  evalScore: number;
+  guardBlocked: boolean;
+}
+
+const summary = (d: GuardDecision): DecisionSummary => ({ decision: d.decision, evaluations: d.evaluations, blocks: d.blocks });
+
+/** Scores traces with a compiled engine (pure). */
+export function scoreTraces(engine: GuardEngine, traces: readonly ScoreInput[]): ScoreResult[] {
+  return traces.map((t) => {
+    const input = engine.evaluate(t.input, "input");
+    const output = engine.evaluate(t.output, "output");
+    const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
+    return { input: summary(input), output: summary(output), evals, evalScore: aggregateEvalScore(evals), guardBlocked: input.decision === "block" || output.decision === "block" };
+  });
+}
+
+/** Compiled engines by config version (LRU). Config versions are never reused. */
+export class EngineCache {
+  readonly #max: number;
+  readonly #engines = new Map<number, GuardEngine>();
+
+  constructor(max = 500) {
+    this.#max = max;
+  }
+
+  async get(version: number, load: () => Promise<EngineConfigInput> | EngineConfigInput): Promise<GuardEngine> {
+    const hit = this.#engines.get(version);
+    if (hit) {
+      this.#engines.delete(version);
+      this.#engines.set(version, hit);
+      return hit;
+    }
+    const engine = new GuardEngine(await load());
+    if (this.#engines.size >= this.#max) this.#engines.delete(this.#engines.keys().next().value!);
+    this.#engines.set(version, engine);
+    return engine;
+  }
+
+  get size(): number {
+    return this.#engines.size;
+  }
+}
+
+/** What scores a batch: in-process, or a pool of worker threads. */
+export interface Scorer {
+  score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]>;
+  close(): Promise<void>;
+}
+
+export class InProcessScorer implements Scorer {
+  readonly #engines = new EngineCache();
+
+  async score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
+    return scoreTraces(await this.#engines.get(version, () => config), traces);
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+interface Task { id: number; version: number; config: EngineConfigInput; traces: readonly ScoreInput[] }
+type Reply = { id: number; results: ScoreResult[] } | { id: number; error: string };
+interface Slot { worker: Worker; dead: boolean; pending: Map<number, { resolve: (r: ScoreResult[]) => void; reject: (e: Error) => void }> }
+
+/** Traces per task: a batch is split so that several workers share it. */
+const MIN_CHUNK = 25;
+
+export class WorkerPoolScorer implements Scorer {
+  readonly #size: number;
+  readonly #log: Logger;
+  readonly #slots: Slot[] = [];
+  #next = 1;
+  #closed = false;
+
+  constructor(opts: { size: number; log: Logger }) {
+    this.#size = opts.size;
+    this.#log = opts.log;
+    for (let i = 0; i < opts.size; i++) this.#slots.push(this.#spawn());
+  }
+
+  #spawn(): Slot {
+    const worker = new Worker(new URL("./scoring-worker.ts", import.meta.url));
+    worker.unref();
+    const slot: Slot = { worker, dead: false, pending: new Map() };
+    worker.on("message", (m: Reply) => {
+      const p = slot.pending.get(m.id);
+      if (!p) return;
+      slot.pending.delete(m.id);
+      if ("error" in m) p.reject(new Error(`scoring failed: ${m.error}`));
+      else p.resolve(m.results);
+    });
+    const fail = (err: Error) => {
+      if (slot.dead) return;
+      slot.dead = true;
+      for (const p of slot.pending.values()) p.reject(err);
+      slot.pending.clear();
+      if (this.#closed) return;
+      this.#log.error({ err }, "a scoring worker died; starting another");
+      const i = this.#slots.indexOf(slot);
+      if (i >= 0) this.#slots[i] = this.#spawn();
+    };
+    worker.on("error", fail);
+    worker.on("exit", (code) => { if (!this.#closed) fail(new Error(`scoring worker exited with code ${code}`)); });
+    return slot;
+  }
+
+  async score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
+    if (this.#closed) throw new Error("the scoring pool is closed");
+    const chunk = Math.max(MIN_CHUNK, Math.ceil(traces.length / this.#size));
+    const parts: Promise<ScoreResult[]>[] = [];
+    for (let at = 0; at < traces.length; at += chunk) parts.push(this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }));
+    return (await Promise.all(parts)).flat();
+  }
+
+  #run(task: Task): Promise<ScoreResult[]> {
+    const slot = this.#slots.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
+    return new Promise((resolve, reject) => {
+      slot.worker.ref(); // keep the process alive while work is in flight
+      const done = () => { if (slot.pending.size === 0) slot.worker.unref(); };
+      slot.pending.set(task.id, { resolve: (r) => { resolve(r); done(); }, reject: (e) => { reject(e); done(); } });
+      slot.worker.postMessage(task);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#slots.map((s) => s.worker.terminate()));
+  }
+}
