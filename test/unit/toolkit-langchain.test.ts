@@ -285,3 +285,16 @@ test("the wrapper submits exactly what a plain-path user would for the same call
   const strip = ({ traceId: _id, timestamp: _ts, ...rest }: TraceRecord) => rest;
   t.deepEqual(strip(plain!), strip(wrapped!));
 });
+
+test("requireConfig and no config: calls fail closed with GovernanceConfigError, the model is never called", async (t) => {
+  const transport = {
+    send: (): Promise<SendOutcome> => Promise.resolve({ kind: "accepted", results: [] }),
+    config: () => Promise.resolve({ ok: false as const, error: "HTTP 503 not_ready", status: 503, retryable: true }),
+  };
+  const governance = new Governance({ connection: `govdb://gov_sk_${"a".repeat(43)}@127.0.0.1:1/db`, env: {}, transport, requireConfig: true });
+  const model = new UsageChatModel({ responses: ["x"] });
+  const governed = withGovernance(model, { governance });
+  await t.throwsAsync(governed.invoke("hello"), { name: "GovernanceConfigError" });
+  await t.throwsAsync(async () => { for await (const _ of await governed.stream("hello")) t.fail(); }, { name: "GovernanceConfigError" });
+  t.is(model.calls, 0);
+});

@@ -158,9 +158,11 @@ class GovernedCall {
 
   /** Input guards; throws GuardBlockedError (after recording the trace) when they block. */
   async #before(input: BaseLanguageModelInput, options: Record<string, unknown> | undefined): Promise<CallState | undefined> {
-    await this.#g.start().catch(() => undefined);
+    if (this.#g.mode === "noop") return undefined;
+    // rejects only under requireConfig, when the config could not be loaded: the call fails closed
+    await this.#g.start();
     const engine = this.#g.engine;
-    if (this.#g.mode === "noop" || !engine) return undefined;
+    if (!engine) throw new Error("berth governance: no guard engine after start()");
     const messages = typeof input === "string" ? undefined : toMessages(input);
     const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
