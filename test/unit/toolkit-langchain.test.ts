@@ -235,8 +235,14 @@ test("streamEvents (the event protocol): guarded and traced like stream", async 
     if (ev.event === "content-block-delta" && ev.delta?.type === "text-delta") text += ev.delta.text ?? "";
   }
   t.is(text, answer.replace("jane.doe@example.com", "[REDACTED:EMAIL]"));
+  let v2 = "";
+  for await (const e of governed.streamEvents("help", { version: "v2" })) {
+    if (e.event === "on_chat_model_stream") v2 += (e.data.chunk as AIMessageChunk).text;
+  }
+  t.is(v2, answer.replace("jane.doe@example.com", "[REDACTED:EMAIL]"), "streamEvents v2 goes through stream");
+  await t.throwsAsync(async () => { for await (const _ of governed.streamEvents(INJECTION, { version: "v2" })) { /* nothing */ } }, { instanceOf: GuardBlockedError });
   const recorded = await traces();
-  t.deepEqual(recorded.map((r) => r.output), ["", answer]);
+  t.deepEqual(recorded.map((r) => r.output), ["", answer, answer, ""]);
 });
 
 test("a failing model call is recorded with its error and the error reaches the caller", async (t) => {
