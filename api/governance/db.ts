@@ -20,6 +20,17 @@ export function isoSql(column: string): string {
   return `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 }
 
+/**
+ * PostgreSQL puts row values into some errors ("Failing row contains (...)" in `detail`): with
+ * prompts and responses in those rows, such an error must not reach a log as is.
+ */
+function scrub(err: unknown): unknown {
+  if (err && typeof err === "object") {
+    for (const k of ["detail", "where", "internalQuery"]) if (k in err && (err as Record<string, unknown>)[k] !== undefined) (err as Record<string, unknown>)[k] = "[redacted]";
+  }
+  return err;
+}
+
 /** PostgreSQL errors that mean the app's store or role is gone (a concurrent de-provisioning). */
 const STORE_GONE = new Set(["3F000", "42P01", "42704", "22023"]);
 
@@ -53,7 +64,7 @@ export class GovernanceDb {
         return out;
       } catch (err) {
         await client.query("rollback").catch((e: unknown) => { broken = e instanceof Error ? e : new Error(String(e)); });
-        throw err;
+        throw scrub(err);
       }
     } finally {
       client.release(broken);
