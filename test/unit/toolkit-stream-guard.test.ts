@@ -144,3 +144,12 @@ test("a held chunk (tool-call arguments) holds everything after it until the end
   const end = guard.finish(engine.evaluate(guard.text, "output"));
   t.deepEqual(end, { kind: "release", release: { count: 2 } });
 });
+
+test("text without spaces (CJK) still streams: only runs of secret characters are held", (t) => {
+  const engine = new GuardEngine(redactPii);
+  const text = "您好，感谢您的耐心等待。您的包裹今天早上已从我们的仓库发出，预计两个工作日内送达。".repeat(12);
+  const r = run(engine, text, 2);
+  t.is(r.out, text);
+  t.true(r.firstOutAt! * 2 <= 128, `first text out after ${r.firstOutAt! * 2} characters (holdback + step)`);
+  t.true(r.releases > 5);
+});

@@ -13,8 +13,8 @@
 //     * lies `holdback` characters before the end of the text received so far,
 //     * moves back to the start of any match that spans it (a partial email or card is never
 //       released),
-//     * moves back to a whitespace boundary (a token still growing, such as a key or a JWT longer
-//       than the holdback, is held until it is complete),
+//     * moves back out of a token (a run of the characters secrets are made of: a key or a JWT
+//       longer than the holdback is held until it is complete),
 //     * falls on a chunk boundary (chunks go out whole, with their metadata).
 //   When the window's decision redacts, the released chunks go out merged into one chunk whose text
 //   is redacted; when it blocks (confirmed on the whole text so far), the stream ends with a
@@ -37,7 +37,7 @@ export interface StreamGuardOptions {
   lookbehind?: number;
   /** new characters to wait for between two steps; default 64 */
   step?: number;
-  /** longest token held back while waiting for whitespace; default 2048 */
+  /** longest token held back while waiting for its end; default 2048 */
   maxToken?: number;
   /** "auto" (default): the strategy the engine allows; "buffer": always hold the whole answer */
   mode?: "auto" | "buffer";
@@ -63,7 +63,9 @@ export interface Release {
 
 export type StepResult = { kind: "release"; release: Release | undefined } | { kind: "block"; decision: GuardDecision };
 
-const isSpace = (ch: string | undefined) => ch !== undefined && /\s/.test(ch);
+/** Characters of the tokens secrets are made of (emails, URLs, keys, JWTs, base64, card and account numbers). */
+const TOKEN = /[A-Za-z0-9._%+\-@/=:~]/;
+const inToken = (ch: string | undefined) => ch !== undefined && TOKEN.test(ch);
 
 export class StreamGuard {
   readonly strategy: StreamStrategy;
@@ -94,11 +96,6 @@ export class StreamGuard {
     return this.#text;
   }
 
-  /** Chunks received and not yet released. */
-  get held(): number {
-    return this.#ends.length;
-  }
-
   /**
    * One more chunk, with its text ("" for a chunk without text). `hold` keeps it (and everything
    * after it) until the end: tool-call chunks, whose arguments are checked as a whole.
@@ -107,7 +104,8 @@ export class StreamGuard {
     this.#text += text;
     this.#ends.push(hold && this.strategy !== "passthrough" ? Infinity : this.#text.length);
     if (this.strategy === "passthrough") return { kind: "release", release: this.#releaseUpTo(this.#text.length) };
-    if (this.strategy === "buffer") return { kind: "release", release: undefined };
+    // buffer; or a held chunk comes next, so nothing could go out before the end
+    if (this.strategy === "buffer" || this.#ends[0] === Infinity) return { kind: "release", release: undefined };
     if (this.#text.length - this.#checkedAt < this.#step || this.#text.length - this.#released < this.#holdback + this.#step) {
       return { kind: "release", release: undefined };
     }
@@ -151,7 +149,7 @@ export class StreamGuard {
     return { kind: "release", release: text === undefined ? release : { ...release, text } };
   }
 
-  /** The cut at or before `target`: outside every match, at a whitespace boundary. */
+  /** The cut at or before `target`: outside every match, not inside a token. */
   #cut(target: number, matches: readonly GuardMatch[], offset: number): number {
     let cut = Math.max(this.#released, target);
     for (let moved = true; moved; ) {
@@ -166,11 +164,11 @@ export class StreamGuard {
       }
     }
     if (cut <= this.#released || cut >= this.#text.length) return cut;
-    if (isSpace(this.#text[cut - 1]) || isSpace(this.#text[cut])) return cut;
+    if (!inToken(this.#text[cut - 1]) || !inToken(this.#text[cut])) return cut;
     let i = cut - 1;
-    while (i > this.#released && !isSpace(this.#text[i - 1])) i--;
+    while (i > this.#released && inToken(this.#text[i - 1])) i--;
     if (i > this.#released) return i;
-    // no whitespace since the last release: a very long token is released anyway
+    // one token since the last release: a very long one is released anyway
     return this.#text.length - this.#released > this.#maxToken ? cut : this.#released;
   }
 
