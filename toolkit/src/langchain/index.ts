@@ -23,7 +23,7 @@ import { GuardBlockedError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
 import { governance as processGovernance } from "../client/index.ts";
 import type { Trace } from "../client/trace.ts";
-import { cloneMessage, modelNameOf, outputText, promptText, redactMessages, redactOutput, toMessages, tokensOf } from "./messages.ts";
+import { cloneMessage, contentText, modelNameOf, outputText, promptText, redactMessages, redactOutput, toMessages, tokensOf } from "./messages.ts";
 import type { Tokens } from "./messages.ts";
 import type { StreamGuardOptions } from "./stream-guard.ts";
 import { StreamGuard } from "./stream-guard.ts";
@@ -194,11 +194,10 @@ class GovernedCall {
   }
 
   /** Output guards on a complete response: the decision, with the trace recorded. */
-  #after(state: CallState, options: Record<string, unknown> | undefined, response: BaseMessage, latency: number): { output: string; decision: GuardDecision } {
+  #after(state: CallState, options: Record<string, unknown> | undefined, response: BaseMessage, latency: number): GuardDecision {
     const output = outputText(response);
-    const decision = state.engine.evaluate(output, "output");
     this.#submit(state, options, { output, latency, tokens: tokensOf(response), response });
-    return { output, decision };
+    return state.engine.evaluate(output, "output");
   }
 
   async invoke(input: BaseLanguageModelInput, options?: Record<string, unknown>): Promise<AIMessageChunk> {
@@ -213,7 +212,7 @@ class GovernedCall {
       throw err;
     }
     const latency = performance.now() - t0;
-    const { decision } = this.#after(state, options, response, latency);
+    const decision = this.#after(state, options, response, latency);
     if (decision.decision === "block") throw new GuardBlockedError("output", decision, state.traceId);
     if (decision.decision === "redact") return redactOutput(response, state.engine, decision.redactedText);
     return response;
@@ -277,7 +276,7 @@ class GovernedCall {
         full = full ? concatChunks(full, message) : message;
         held.push(chunk);
         const calls = (message as { tool_call_chunks?: unknown[] }).tool_call_chunks;
-        const step = guard.push(chunkText(message), calls !== undefined && calls.length > 0);
+        const step = guard.push(contentText(message.content), calls !== undefined && calls.length > 0);
         if (step.kind === "block") {
           record();
           throw new GuardBlockedError("output", step.decision, state.traceId);
@@ -291,9 +290,7 @@ class GovernedCall {
       // the end of the answer, or the consumer stopped early: record what came
       record();
     }
-    const output = full ? outputText(full) : "";
-    const decision = state.engine.evaluate(output, "output");
-    record();
+    const decision = state.engine.evaluate(full ? outputText(full) : "", "output");
     const end = guard.finish(decision);
     if (end.kind === "block") throw new GuardBlockedError("output", end.decision, state.traceId);
     if (end.release && held.length > 0) {
@@ -308,13 +305,6 @@ class GovernedCall {
       }
     }
   }
-}
-
-function chunkText(m: AIMessageChunk): string {
-  if (typeof m.content === "string") return m.content;
-  let out = "";
-  for (const b of m.content) if (typeof b === "object" && b !== null && b.type === "text" && typeof b.text === "string") out += b.text;
-  return out;
 }
 
 function concatChunks(a: AIMessageChunk, b: AIMessageChunk): AIMessageChunk {
