@@ -162,7 +162,12 @@ export class Governance {
 
   /** true, or why not */
   async #fetchConfig(): Promise<true | Extract<ConfigOutcome, { ok: false }>> {
-    const outcome = await this.#transport!.config(this.#abort.signal);
+    let outcome: ConfigOutcome;
+    try {
+      outcome = await this.#transport!.config(this.#abort.signal);
+    } catch (err) {
+      outcome = { ok: false, error: err instanceof Error ? err.message : String(err), retryable: true };
+    }
     if (!outcome.ok) return outcome;
     let engine: GuardEngine;
     try {
