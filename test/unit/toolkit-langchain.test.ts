@@ -4,6 +4,8 @@
 // streamEvents; one trace per call; and the model behaving as itself otherwise (class, fields,
 // callbacks, bindTools, withStructuredOutput).
 import test from "ava";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
@@ -11,7 +13,7 @@ import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { FakeChatModel, FakeListChatModel, FakeStreamingChatModel } from "@langchain/core/utils/testing";
 import { z } from "zod";
 import type { EngineConfigInput, SendOutcome, TraceRecord } from "../../toolkit/src/index.ts";
-import { Governance, GuardBlockedError } from "../../toolkit/src/index.ts";
+import { flush, GovdbConnectionError, Governance, GuardBlockedError, shutdown, stats } from "../../toolkit/src/index.ts";
 import { isGoverned, withGovernance } from "../../toolkit/src/langchain/index.ts";
 
 /** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
@@ -303,4 +305,43 @@ test("requireConfig and no config: calls fail closed with GovernanceConfigError,
   await t.throwsAsync(governed.invoke("hello"), { name: "GovernanceConfigError" });
   await t.throwsAsync(async () => { for await (const _ of await governed.stream("hello")) t.fail(); }, { name: "GovernanceConfigError" });
   t.is(model.calls, 0);
+});
+
+test.serial("zero-config: withGovernance(model) reads GOVDB_CONNECTION and GOVERNANCE_PROJECT; a missing variable is a typed error at wrap time", async (t) => {
+  const received: TraceRecord[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c: Buffer) => { body += c.toString(); });
+    req.on("end", () => {
+      if (req.url === "/api/v1/governance/config") {
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ project: "svc", observability: {}, engine: {} }));
+        return;
+      }
+      const traces = (JSON.parse(body) as { traces: TraceRecord[] }).traces;
+      received.push(...traces);
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results: traces.map((x) => ({ traceId: x.traceId, status: "created" })) }));
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  t.teardown(() => server.close());
+  const env = process.env;
+  t.teardown(() => { delete env.GOVDB_CONNECTION; delete env.GOVERNANCE_PROJECT; delete env.BERTH_GOVERNANCE; });
+
+  env.GOVDB_CONNECTION = `govdb://gov_sk_${"z".repeat(43)}@127.0.0.1:${(server.address() as AddressInfo).port}/gov_ws_svc`;
+  env.GOVERNANCE_PROJECT = "svc";
+  const model = withGovernance(new FakeListChatModel({ responses: ["ok"] }));
+  t.is((await model.invoke("hi")).content, "ok");
+  await t.throwsAsync(model.invoke(INJECTION), { instanceOf: GuardBlockedError });
+  t.true(await flush());
+  t.like(stats(), { sent: 2, config: "api", mode: "on" });
+  t.deepEqual(received.map((r) => [r.input, r.output, r.project]), [["hi", "ok", "svc"], [INJECTION, "", "svc"]]);
+  await shutdown();
+
+  delete env.GOVDB_CONNECTION;
+  t.throws(() => withGovernance(new FakeListChatModel({ responses: ["ok"] })), { instanceOf: GovdbConnectionError, message: /GOVDB_CONNECTION is not set/ });
+  env.BERTH_GOVERNANCE = "off";
+  const unguarded = withGovernance(new FakeListChatModel({ responses: ["ok"] }));
+  t.is((await unguarded.invoke(INJECTION)).content, "ok", "BERTH_GOVERNANCE=off: the model as is");
+  t.like(stats(), { mode: "noop", submitted: 0 });
+  await shutdown();
 });
