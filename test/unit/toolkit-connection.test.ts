@@ -3,6 +3,7 @@
 import test from "ava";
 import { inspect } from "node:util";
 import { configure, Governance, GovdbConnectionError, isLoopback, parseConnection, readEnv, shutdown } from "../../toolkit/src/index.ts";
+import { isClusterLocal } from "../../toolkit/src/client/connection.ts";
 
 const KEY = "gov_sk_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0U1v";
 
@@ -12,7 +13,8 @@ const ok: [string, { host: string; database: string; tls: boolean; baseUrl: stri
   [`govdb://${KEY}@[::1]:9000/db`, { host: "[::1]:9000", database: "db", tls: false, baseUrl: "http://[::1]:9000" }],
   [`govdb://${KEY}@127.10.0.3:80/db`, { host: "127.10.0.3:80", database: "db", tls: false, baseUrl: "http://127.10.0.3:80" }],
   [`govdb://${KEY}@Governance.Example.COM/db`, { host: "governance.example.com", database: "db", tls: true, baseUrl: "https://governance.example.com" }],
-  [`govdb://${KEY}@berth-api.berth-system.svc:8080/db`, { host: "berth-api.berth-system.svc:8080", database: "db", tls: true, baseUrl: "https://berth-api.berth-system.svc:8080" }],
+  [`govdb://${KEY}@berth-api.berth-system.svc:8080/db`, { host: "berth-api.berth-system.svc:8080", database: "db", tls: false, baseUrl: "http://berth-api.berth-system.svc:8080" }],
+  [`govdb://${KEY}@governance.example.com/db`, { host: "governance.example.com", database: "db", tls: true, baseUrl: "https://governance.example.com" }],
   [`govdb://${KEY}@berth-api.berth-system.svc:8080/db?tls=false`, { host: "berth-api.berth-system.svc:8080", database: "db", tls: false, baseUrl: "http://berth-api.berth-system.svc:8080" }],
   [`govdb://${KEY}@127.0.0.1:8443/db?tls=true`, { host: "127.0.0.1:8443", database: "db", tls: true, baseUrl: "https://127.0.0.1:8443" }],
   [`  govdb://${KEY}@localhost:1/db  `, { host: "localhost:1", database: "db", tls: false, baseUrl: "http://localhost:1" }],
@@ -100,4 +102,13 @@ test.serial("configure() rejects with the typed error and can be retried after f
   t.is(g.mode, "noop");
   t.is(await configure(), g, "configure once: later calls return the same Governance");
   t.true(await shutdown());
+});
+
+test("cluster Service addresses default to plain HTTP, like loopback; tls overrides", (t) => {
+  for (const h of ["berth-api.berth-system.svc:80", "berth-api.berth-system.svc.cluster.local", "api.ns.svc.corp.example:8080"]) t.true(isClusterLocal(h), h);
+  for (const h of ["svc.example.com", "api.svc", "api.ns.svcx.local", "evil.example.com/x.ns.svc", "[::1]"]) t.false(isClusterLocal(h), h);
+  const key = `gov_sk_${"a".repeat(43)}`;
+  t.is(parseConnection(`govdb://${key}@berth-api.berth-system.svc:80/gov_x`).baseUrl, "http://berth-api.berth-system.svc:80");
+  t.is(parseConnection(`govdb://${key}@berth-api.berth-system.svc:80/gov_x?tls=true`).baseUrl, "https://berth-api.berth-system.svc:80");
+  t.is(parseConnection(`govdb://${key}@governance.example.com/gov_x`).baseUrl, "https://governance.example.com");
 });

@@ -1,6 +1,6 @@
 // GOVDB_CONNECTION (SPEC.md part 1): govdb://<key>@<host>/<database>[?tls=true|false].
 // The key is an app key (gov_sk_...). The toolkit speaks HTTP to a loopback host (127.0.0.0/8,
-// localhost, [::1]) and HTTPS to any other; `tls` overrides. Pure; never echoes the key.
+// localhost, [::1]) or a cluster Service address (<svc>.<ns>.svc[...]) and HTTPS to any other; `tls` overrides. Pure; never echoes the key.
 import { inspect } from "node:util";
 import { GovdbConnectionError } from "./errors.ts";
 
@@ -37,7 +37,7 @@ export class GovdbConnection {
   }
 
   toString(): string {
-    return `govdb://${this.keyPrefix}…@${this.host}/${this.database}${this.tls === isLoopback(this.host) ? (this.tls ? "?tls=true" : "?tls=false") : ""}`;
+    return `govdb://${this.keyPrefix}…@${this.host}/${this.database}${this.tls === (isLoopback(this.host) || isClusterLocal(this.host)) ? (this.tls ? "?tls=true" : "?tls=false") : ""}`;
   }
 
   toJSON(): string {
@@ -47,6 +47,18 @@ export class GovdbConnection {
   [inspect.custom](): string {
     return `GovdbConnection <${this.toString()}>`;
   }
+}
+
+/**
+ * A Kubernetes Service address, `<service>.<namespace>.svc[.<cluster domain>]` (with or without
+ * its port): inside the cluster the API Service speaks plain HTTP (a mesh adds mTLS if there is
+ * one), so these hosts default to HTTP like loopback ones.
+ */
+export function isClusterLocal(host: string): boolean {
+  if (host.startsWith("[")) return false;
+  const labels = host.replace(/:\d+$/, "").toLowerCase().split(".");
+  const svc = labels.indexOf("svc");
+  return svc >= 2 && labels.slice(0, svc).every((l) => /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(l));
 }
 
 /** 127.0.0.0/8, localhost and [::1] (a host with or without its port). */
@@ -86,7 +98,7 @@ export function parseConnection(value: string): GovdbConnection {
   const hostname = url.hostname.toLowerCase();
   const host = url.port ? `${hostname}:${url.port}` : hostname;
   const tlsParam = url.searchParams.get("tls");
-  let tls = !isLoopback(host);
+  let tls = !isLoopback(host) && !isClusterLocal(host);
   if (tlsParam !== null) {
     if (tlsParam !== "true" && tlsParam !== "false") throw bad("tls must be true or false");
     tls = tlsParam === "true";
