@@ -7,10 +7,11 @@
 // guards and evals on (the default observability config: prompt_injection, sensitive_data,
 // relevance, safety, policy_compliance, latency; --templates adds a redacting PII template, a
 // toxicity template and a custom keyword template), --clients requests in flight. Then, in the
-// same run, raw multi-row INSERTs of the very rows ingestion wrote into fresh stores of the same
-// schema, with the same batch size and concurrency:
-//   raw traces   the trace rows only (one INSERT ... SELECT FROM unnest per batch)
+// same run, raw INSERTs of the very rows ingestion wrote into fresh stores of the same schema, with
+// the same batch size and concurrency, one transaction per batch:
+//   raw traces   the trace rows only (one multi-row INSERT ... SELECT FROM unnest per batch)
 //   raw all      traces, evals, guard blocks and audit entries (four such INSERTs per batch)
+//   row by row   the trace rows only, one INSERT ... VALUES statement per row
 // Prints traces/s for each, the API process's CPU per 1000 traces, and the comparison with the
 // goal: at least half the raw rate and at least 5000 traces/s.
 import { spawn, type ChildProcess } from "node:child_process";
@@ -190,6 +191,22 @@ function insertSql(schema: string, table: Table): string {
   return `insert into ${ident(schema)}.${table} (${cols.join(", ")}) select * from unnest(${cols.map((c, i) => `$${i + 1}::${TYPES[c] ?? "text"}[]`).join(", ")})`;
 }
 
+async function rowByRowRun(pool: pg.Pool, schema: string, batches: Rows[]): Promise<Run> {
+  const cols = COLUMNS.traces;
+  const sql = `insert into ${ident(schema)}.traces (${cols.join(", ")}) values (${cols.map((c, i) => `$${i + 1}::${TYPES[c] ?? "text"}`).join(", ")})`;
+  const t0 = performance.now();
+  await inParallel(batches, async (rows) => {
+    const c = await pool.connect();
+    try {
+      await c.query("begin");
+      for (const r of rows.traces) await c.query(sql, cols.map((col) => r[col]));
+      await c.query("commit");
+    } finally { c.release(); }
+  });
+  const seconds = (performance.now() - t0) / 1000;
+  return { rate: batches.reduce((s, b) => s + b.traces.length, 0) / seconds, seconds };
+}
+
 async function rawRun(pool: pg.Pool, schema: string, batches: Rows[], tables: Table[]): Promise<Run> {
   const t0 = performance.now();
   await inParallel(batches, async (rows) => {
@@ -243,8 +260,8 @@ try {
   // warm-up: compile the engine, fill the JIT, the connection pools and the first pages
   await ingestRun(port, server.pid!, app.key, Array.from({ length: 10 }, () => Array.from({ length: 100 }, (_, i) => trace(i, Date.now() - 3_600_000))));
 
-  console.log("\nbatch | ingest tr/s  (s)    API cpu ms/1000  machine busy | raw traces tr/s | raw all tr/s | ingest/raw traces | ingest/raw all");
-  const summary: { batch: number; ingest: Run; rawTraces: Run; rawAll: Run }[] = [];
+  console.log("\nbatch | ingest tr/s  (s)    API cpu ms/1000  machine busy | raw traces tr/s | raw all tr/s | row by row tr/s | ingest/raw traces | ingest/raw all | ingest/row by row");
+  const summary: { batch: number; ingest: Run; rawTraces: Run; rawAll: Run; rowByRow: Run }[] = [];
   for (const B of BATCHES) {
     const t0 = Date.now() - 3_000_000;
     const all = Array.from({ length: N }, (_, i) => trace(i, t0));
@@ -253,11 +270,14 @@ try {
     const rows = await readRows(pool, app.schema, batches);
     const rt = await provision(`raw-traces-${B}`);
     const ra = await provision(`raw-all-${B}`);
+    const rr = await provision(`raw-rows-${B}`);
     const rawTraces = await rawRun(pool, rt.schema, rows, ["traces"]);
     const rawAll = await rawRun(pool, ra.schema, rows, ["traces", "evals", "guard_blocks", "audit_log"]);
-    summary.push({ batch: B, ingest, rawTraces, rawAll });
+    const rowByRow = await rowByRowRun(pool, rr.schema, rows);
+    summary.push({ batch: B, ingest, rawTraces, rawAll, rowByRow });
     const f = (x: number) => x.toFixed(0).padStart(7);
-    console.log(`${String(B).padStart(5)} | ${f(ingest.rate)} (${ingest.seconds.toFixed(1).padStart(4)})   ${ingest.apiCpuPer1000!.toFixed(0).padStart(6)}           ${(ingest.machineBusy! * 100).toFixed(0).padStart(3)}%     | ${f(rawTraces.rate)}         | ${f(rawAll.rate)}      | ${(ingest.rate / rawTraces.rate).toFixed(2).padStart(5)}             | ${(ingest.rate / rawAll.rate).toFixed(2).padStart(5)}`);
+    const r = (x: number) => x.toFixed(2).padStart(5);
+    console.log(`${String(B).padStart(5)} | ${f(ingest.rate)} (${ingest.seconds.toFixed(1).padStart(4)})   ${ingest.apiCpuPer1000!.toFixed(0).padStart(6)}           ${(ingest.machineBusy! * 100).toFixed(0).padStart(3)}%     | ${f(rawTraces.rate)}         | ${f(rawAll.rate)}      | ${f(rowByRow.rate)}         | ${r(ingest.rate / rawTraces.rate)}             | ${r(ingest.rate / rawAll.rate)}          | ${r(ingest.rate / rowByRow.rate)}`);
   }
   // what the guard and eval engine alone costs on these traces, on this thread (the share ingestion cannot shave off)
   const state = await gov.configs.get(orm.em.fork(), workspaceId, "bench");
@@ -274,7 +294,8 @@ try {
   const half = summary.every((s) => s.ingest.rate >= s.rawTraces.rate / 2);
   console.log(`\ncomparison: slowest ingestion ${worst.ingest.rate.toFixed(0)} traces/s (batches of ${worst.batch}) vs goal >= ${GOAL_RATE}: ${worst.ingest.rate >= GOAL_RATE ? "MET" : "MISSED"}; ` +
     `>= half the raw trace-insert rate at every batch size: ${half ? "MET" : "MISSED"} (ratios ${summary.map((s) => (s.ingest.rate / s.rawTraces.rate).toFixed(2)).join(", ")}); ` +
-    `vs raw inserts of every row ingestion writes: ${summary.map((s) => (s.ingest.rate / s.rawAll.rate).toFixed(2)).join(", ")}`);
+    `vs raw inserts of every row ingestion writes: ${summary.map((s) => (s.ingest.rate / s.rawAll.rate).toFixed(2)).join(", ")}; ` +
+    `vs row-by-row trace inserts: ${summary.map((s) => (s.ingest.rate / s.rowByRow.rate).toFixed(2)).join(", ")}`);
   console.log(`load average after ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 } finally {
   server?.kill("SIGTERM");
