@@ -297,6 +297,10 @@ try {
     `vs raw inserts of every row ingestion writes: ${summary.map((s) => (s.ingest.rate / s.rawAll.rate).toFixed(2)).join(", ")}; ` +
     `vs row-by-row trace inserts: ${summary.map((s) => (s.ingest.rate / s.rowByRow.rate).toFixed(2)).join(", ")}`);
   console.log(`load average after ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+} catch (err) {
+  // the message only: a pg error object carries its client, and the client its connection settings
+  console.error(`bench failed: ${err instanceof Error ? err.message : String(err)}`);
+  process.exitCode = 1;
 } finally {
   server?.kill("SIGTERM");
   await new Promise((r) => setTimeout(r, 500));
