@@ -39,7 +39,7 @@ await Promise.all(Array.from({ length: 16 }, async () => {
 console.error(`created ${N} Apps in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
 await startServices(services);
-const app = buildServer({ config, orm, logger, routes: composeRoutes(services), readiness: serviceReadiness(services), keys: services.keys, adminKeys: services.adminKeys });
+const app = buildServer({ config, orm, logger, routes: composeRoutes(services), readiness: serviceReadiness(services), keys: services.keys, adminKeys: services.adminKeys, appKeyVerifier: services.appKeyVerifier, operatorVerifier: services.operatorVerifier });
 const server = await listen(app, { host: "127.0.0.1", port: 0, shutdownTimeoutMs: 5000, logger });
 while (services.appCache.list(workspace.namespace).length < N) await new Promise((r) => setTimeout(r, 200));
 
