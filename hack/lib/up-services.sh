@@ -24,15 +24,19 @@ wait_http() { # what url seconds
   done
 }
 
-# The API and the operator hold the control plane's credentials in memory: when the plane under
-# them was restarted (another apiserver pid), they are restarted too.
-plane=$(cat "$BERTH_LOCAL/cluster/kube-apiserver.pid" 2>/dev/null || true)
-if [ "$(cat "$BERTH_LOCAL/services.plane" 2>/dev/null || true)" != "$plane" ]; then
+# The API and the operator hold the control plane's credentials and their code in memory: when
+# the plane under them was restarted (another apiserver pid) or their source changed (committed or
+# not), they are restarted.
+fingerprint=$( {
+  cat "$BERTH_LOCAL/cluster/kube-apiserver.pid" 2>/dev/null || true
+  cd "$BERTH_ROOT" && git ls-files -s api operator crds toolkit package-lock.json && git diff HEAD -- api operator crds toolkit
+} | sha256sum | cut -c1-16)
+if [ "$(cat "$BERTH_LOCAL/services.fingerprint" 2>/dev/null || true)" != "$fingerprint" ]; then
   for svc in api operator; do
-    if alive "$svc"; then kill "$(cat "$BERTH_LOCAL/$svc.pid")"; while alive "$svc"; do sleep 0.2; done; log "restarting $svc (new control plane)"; fi
+    if alive "$svc"; then kill "$(cat "$BERTH_LOCAL/$svc.pid")"; while alive "$svc"; do sleep 0.2; done; log "restarting $svc (new control plane or code)"; fi
   done
 fi
-echo "$plane" > "$BERTH_LOCAL/services.plane"
+echo "$fingerprint" > "$BERTH_LOCAL/services.fingerprint"
 
 start_service api DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" BERTH_API_PORT="$API_PORT" \
   BERTH_GOVERNANCE_HOST="127.0.0.1:$API_PORT" BERTH_OPERATOR_USERNAME=system:serviceaccount:berth-system:berth-operator \
