@@ -5,7 +5,7 @@ import { GuardEngine } from "../engine.ts";
 import type { GovdbConnection } from "./connection.ts";
 import { readEnv, resolveConnection } from "./config.ts";
 import { GovernanceConfigError } from "./errors.ts";
-import type { Clock, GovernanceLogger, QueueStats, TraceTransport } from "./queue.ts";
+import type { Clock, GovernanceLogger, QueueOptions, QueueStats, TraceTransport } from "./queue.ts";
 import { backoffDelay, realClock, TraceQueue, warningLogger } from "./queue.ts";
 import type { Trace } from "./trace.ts";
 import { toRecord, traceProblems } from "./trace.ts";
@@ -14,7 +14,8 @@ import { HttpTransport } from "./transport.ts";
 
 export type GovernanceMode = "on" | "noop";
 
-export interface ConfigureOptions {
+/** Delivery settings are the queue's own (see QueueOptions for their meaning and defaults). */
+export interface ConfigureOptions extends Partial<Pick<QueueOptions, "maxQueue" | "batchSize" | "maxBatchBytes" | "lingerMs" | "initialBackoffMs" | "maxBackoffMs">> {
   /** default GOVDB_CONNECTION */
   connection?: string | GovdbConnection;
   /** tags every trace (SPEC: the `project` option); default GOVERNANCE_PROJECT */
@@ -34,18 +35,6 @@ export interface ConfigureOptions {
   shutdownTimeoutMs?: number;
   /** per HTTP request; default 10 s */
   requestTimeoutMs?: number;
-  /** most traces held in memory; default 10,000 (the oldest are dropped beyond it, with a counted warning) */
-  maxQueue?: number;
-  /** traces per request, at most 500 (the default) */
-  batchSize?: number;
-  /** bytes per request body; default 1,000,000 */
-  maxBatchBytes?: number;
-  /** how long a trace may wait for its batch to fill; default 250 ms */
-  lingerMs?: number;
-  /** first retry delay, doubled each retry with jitter; default 500 ms */
-  initialBackoffMs?: number;
-  /** longest retry delay; default 30 s */
-  maxBackoffMs?: number;
   /** where warnings go; default process.emitWarning (type BerthGovernanceWarning) */
   logger?: GovernanceLogger;
   /** read instead of process.env */
