@@ -106,12 +106,8 @@ export class ApiKeyService {
 
   /** The principal of a current workspace key, or undefined (unknown, malformed or revoked). */
   async verify(em: EntityManager, token: string): Promise<Principal | undefined> {
-    if (!isTokenOfKind(token, WORKSPACE_KEY_PREFIX)) return undefined;
-    const digest = hashToken(token);
-    const row = await em.findOne(ApiKey, { hash: digest });
-    if (!row || !digestsEqual(row.hash, digest) || row.revokedAt) return undefined;
-    await touch(em, ApiKey, row, this.#now(), this.#log);
-    return { kind: "workspace", workspaceId: row.workspace.id, keyId: row.id };
+    const row = await currentKey(token, WORKSPACE_KEY_PREFIX, (hash) => em.findOne(ApiKey, { hash }), (r) => touch(em, ApiKey, r, this.#now(), this.#log));
+    return row && { kind: "workspace", workspaceId: row.workspace.id, keyId: row.id };
   }
 }
 
@@ -150,12 +146,8 @@ export class PlatformAdminKeyService {
   }
 
   async verify(em: EntityManager, token: string): Promise<PlatformAdminPrincipal | undefined> {
-    if (!isTokenOfKind(token, PLATFORM_ADMIN_KEY_PREFIX)) return undefined;
-    const digest = hashToken(token);
-    const row = await em.findOne(PlatformAdminKey, { hash: digest });
-    if (!row || !digestsEqual(row.hash, digest) || row.revokedAt) return undefined;
-    await touch(em, PlatformAdminKey, row, this.#now(), this.#log);
-    return { kind: "platform-admin", keyId: row.id };
+    const row = await currentKey(token, PLATFORM_ADMIN_KEY_PREFIX, (hash) => em.findOne(PlatformAdminKey, { hash }), (r) => touch(em, PlatformAdminKey, r, this.#now(), this.#log));
+    return row && { kind: "platform-admin", keyId: row.id };
   }
 }
 
@@ -164,6 +156,21 @@ export class PlatformAdminKeyService {
  * the stored value is fresh, and the conditional update keeps concurrent requests (or replicas)
  * from writing more than once per interval. A failure here never fails the request.
  */
+/**
+ * The current (not revoked) key row of a token of the given kind, looked up by the SHA-256 of the
+ * token and compared in constant time; its last use is recorded. Undefined for anything else.
+ */
+async function currentKey<R extends { hash: string; revokedAt?: Date | null }>(
+  token: string, prefix: string, find: (digest: string) => Promise<R | null>, recordUse: (row: R) => Promise<void>,
+): Promise<R | undefined> {
+  if (!isTokenOfKind(token, prefix)) return undefined;
+  const digest = hashToken(token);
+  const row = await find(digest);
+  if (!row || !digestsEqual(row.hash, digest) || row.revokedAt) return undefined;
+  await recordUse(row);
+  return row;
+}
+
 async function touch(em: EntityManager, entity: typeof ApiKey | typeof PlatformAdminKey, row: { id: string; lastUsedAt?: Date | null }, now: Date, log: Logger | undefined): Promise<void> {
   const cutoff = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
   if (row.lastUsedAt && row.lastUsedAt > cutoff) return;

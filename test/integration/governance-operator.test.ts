@@ -14,21 +14,22 @@ import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
-import { eventually, kube } from "../helpers/kube.ts";
+import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
 let op: RunningOperator;
 const SA = "berth-operator-test";
+const SA_NS = uniqueName("optest"); // the operator's namespace, as berth-system is in a cluster
 
 test.before(async () => {
   // The operator's identity: a ServiceAccount of the test workspace's namespace, its token minted
   // by the TokenRequest API into a file, as kubelet would project it.
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:berth-optest:${SA}`, BERTH_GOVERNANCE_HOST: "127.0.0.1:9" } });
-  await k.core.createNamespace({ body: { metadata: { name: "berth-optest" } } }).catch(() => undefined);
-  await k.core.createNamespacedServiceAccount({ namespace: "berth-optest", body: { metadata: { name: SA } } }).catch(() => undefined);
-  const tr = await k.core.createNamespacedServiceAccountToken({ namespace: "berth-optest", name: SA, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${SA_NS}:${SA}`, BERTH_GOVERNANCE_HOST: "127.0.0.1:9" } });
+  await k.core.createNamespace({ body: { metadata: { name: SA_NS } } });
+  await k.core.createNamespacedServiceAccount({ namespace: SA_NS, body: { metadata: { name: SA } } });
+  const tr = await k.core.createNamespacedServiceAccountToken({ namespace: SA_NS, name: SA, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
   const tokenFile = join(mkdtempSync(join(tmpdir(), "berth-op-")), "token");
   writeFileSync(tokenFile, tr.status!.token!, { mode: 0o600 });
   op = await startOperator(loadOperatorConfig({
@@ -36,7 +37,7 @@ test.before(async () => {
     BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_API_URL: api.url, BERTH_OPERATOR_TOKEN_FILE: tokenFile,
   }), pino({ level: "silent" }));
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); });
+test.after.always(async () => { await op?.stop(); await api?.stop(); await deleteNamespace(k, SA_NS); });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 const gov = (app: string) => `/workspaces/${api.workspaceId}/governance/apps/${app}`;
