@@ -68,8 +68,13 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   };
 }
 
-/** Starts what the services need before the server takes requests (the watch caches). */
+/**
+ * Starts what the services need before the server takes requests: the watch caches, and governance
+ * stores made by an older store template completed to the current one (the analytics read the
+ * rollups it adds).
+ */
 export async function startServices(s: Services): Promise<void> {
+  await s.governance.provisioning.upgradeStores();
   await s.appCache.start();
 }
 

@@ -7,6 +7,7 @@ import { GovernanceAppConfig, GovernanceAppKey, GovernanceProject, GuardTemplate
 import { Migration20261121000000_workspaces } from "./migrations/Migration20261121000000_workspaces.ts";
 import { Migration20261122000000_platform_admin_keys } from "./migrations/Migration20261122000000_platform_admin_keys.ts";
 import { Migration20261123000000_governance } from "./migrations/Migration20261123000000_governance.ts";
+import { Migration20261124000000_store_version } from "./migrations/Migration20261124000000_store_version.ts";
 
 export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GovernanceProject, GovernanceAppKey, GovernanceAppConfig, GuardTemplate];
 
@@ -15,6 +16,7 @@ export const MIGRATIONS = [
   { name: "Migration20261121000000_workspaces", class: Migration20261121000000_workspaces },
   { name: "Migration20261122000000_platform_admin_keys", class: Migration20261122000000_platform_admin_keys },
   { name: "Migration20261123000000_governance", class: Migration20261123000000_governance },
+  { name: "Migration20261124000000_store_version", class: Migration20261124000000_store_version },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

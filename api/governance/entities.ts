@@ -24,6 +24,8 @@ export const GovernanceProject = defineEntity({
     status: p.enum(PROJECT_STATUSES),
     /** key generation: the App annotation berth.dev/governance-generation the operator follows */
     generation: p.integer(),
+    /** the store template version the store was made (or last completed) with (store-sql.ts) */
+    storeVersion: p.integer(),
     createdAt: p.datetime(),
     provisionedAt: p.datetime(),
     disabledAt: p.datetime().nullable(),

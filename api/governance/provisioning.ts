@@ -14,7 +14,7 @@ import { annotatedGeneration, GOVERNANCE_DISABLED_ANNOTATION, GOVERNANCE_GENERAT
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
 import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
-import { dropStoreSql, storeDdl } from "./store-sql.ts";
+import { dropStoreSql, STORE_TEMPLATE_VERSION, storeDdl } from "./store-sql.ts";
 import type { ProjectStatus } from "./entities.ts";
 
 export interface ProvisionRequest { namespace: string; appName: string; appUid: string; generation: number }
@@ -179,6 +179,44 @@ export class ProvisioningService {
     this.#d.log.info({ workspaceId, appId }, "governance switched off");
   }
 
+  // ---- upgrades -----------------------------------------------------------------------------------
+
+  /**
+   * Completes every active store made by an older template (store_version below
+   * STORE_TEMPLATE_VERSION) by running the current template on it: each statement is idempotent,
+   * and a new part fills itself from the data already stored (the rollups' backfill). One store per
+   * transaction, under the app's provisioning lock, the version checked again under it, so API
+   * replicas starting together do each store once. Returns the stores upgraded; a store that fails
+   * is logged and left for the next start.
+   */
+  async upgradeStores(): Promise<number> {
+    const pool = await this.#d.db.pool();
+    const { rows } = await pool.query<{ workspace_id: string; app_id: string }>(
+      `select workspace_id, app_id from governance_projects where status = 'active' and store_version < $1 order by workspace_id, app_id`, [STORE_TEMPLATE_VERSION]);
+    let upgraded = 0;
+    for (const r of rows) {
+      try {
+        const done = await this.#d.db.tx(async (c) => {
+          await lock(c, r.workspace_id, r.app_id);
+          const { rows: locked } = await c.query<{ schema_name: string; role_name: string }>(
+            `select schema_name, role_name from governance_projects
+              where workspace_id = $1 and app_id = $2 and status = 'active' and store_version < $3 for update`, [r.workspace_id, r.app_id, STORE_TEMPLATE_VERSION]);
+          if (!locked[0]) return false;
+          await runAll(c, storeDdl({ schema: locked[0].schema_name, role: locked[0].role_name }, await this.#d.db.serverVersion()));
+          await c.query(`update governance_projects set store_version = $3 where workspace_id = $1 and app_id = $2`, [r.workspace_id, r.app_id, STORE_TEMPLATE_VERSION]);
+          return true;
+        });
+        if (done) {
+          upgraded++;
+          this.#d.log.info({ workspaceId: r.workspace_id, appId: r.app_id, storeVersion: STORE_TEMPLATE_VERSION }, "governance store upgraded");
+        }
+      } catch (err) {
+        this.#d.log.error({ err, workspaceId: r.workspace_id, appId: r.app_id }, "could not upgrade a governance store; the next start retries");
+      }
+    }
+    return upgraded;
+  }
+
   // ---- helpers -----------------------------------------------------------------------------------
 
   async #requireApp(workspaceId: string, appId: string): Promise<AppRef> {
@@ -211,13 +249,13 @@ export class ProvisioningService {
   async #upsertProject(c: Client, p: { workspaceId: string; appId: string; appUid: string | null; names: StoreNames; generation: number; fresh: boolean }): Promise<ProjectRow> {
     const now = this.#now();
     const { rows } = await c.query(
-      `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at)
-       values ($1, $2, $3, $4, $5, $6, 'active', $7, $8, $8)
+      `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at, store_version)
+       values ($1, $2, $3, $4, $5, $6, 'active', $7, $8, $8, $10)
        on conflict (workspace_id, app_id) do update
-         set app_uid = excluded.app_uid, status = 'active', generation = excluded.generation, disabled_at = null,
+         set app_uid = excluded.app_uid, status = 'active', generation = excluded.generation, disabled_at = null, store_version = excluded.store_version,
              provisioned_at = case when $9 then excluded.provisioned_at else governance_projects.provisioned_at end
        returning ${PROJECT_COLUMNS}`,
-      [randomUUID(), p.workspaceId, p.appId, p.appUid, p.names.schema, p.names.role, p.generation, now, p.fresh]);
+      [randomUUID(), p.workspaceId, p.appId, p.appUid, p.names.schema, p.names.role, p.generation, now, p.fresh, STORE_TEMPLATE_VERSION]);
     return projectOf(rows[0] as Record<string, unknown>);
   }
 

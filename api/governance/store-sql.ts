@@ -13,6 +13,17 @@
 // in the transaction that creates their trace, and traces are never deleted one by one (the store
 // is dropped as a whole), so the constraint would guard nothing and cost a lookup per row.
 //
+// Rollups (analytics, docs/analytics.md): traces_hourly and evals_hourly hold per-hour sums of the
+// traces (and of their evals) by call time, maintained by statement-level AFTER INSERT triggers
+// over the transition table, so every insert keeps them exact, whoever makes it (ingestion, a
+// test seeding rows, a restore), in the inserting transaction. The analytics read whole hours
+// from the rollups and only the partial hours at a range's edges from the traces. A row is keyed
+// by (hour, shard), shard = the backend's pid mod ROLLUP_SHARDS: concurrent ingestion
+// transactions, which hold their rollup rows until commit, mostly update different rows instead of
+// queueing behind one another; rows are upserted in key order, so two of them never deadlock. The
+// trigger functions are SECURITY DEFINER (owned by the API's user, search_path pinned): the app's
+// role only ever gets SELECT on the rollups, never UPDATE.
+//
 // The audit table refuses UPDATE, DELETE and TRUNCATE through triggers that raise, for every role
 // including the owner; only a superuser who switches triggers off (session_replication_role =
 // replica, or ALTER TABLE ... DISABLE TRIGGER) can change a row, and the hash chain then names it.
@@ -20,6 +31,22 @@ import { ident, identLiteral, type StoreNames } from "./names.ts";
 
 /** Tables of a store, in creation order. */
 export const STORE_TABLES = ["traces", "evals", "guard_blocks", "audit_log"] as const;
+/** The rollup tables (read-only for the app's role). */
+export const ROLLUP_TABLES = ["traces_hourly", "evals_hourly"] as const;
+
+/**
+ * The version of this template. A store records the version it was made (or last completed) with
+ * (governance_projects.store_version); the API completes older stores at start
+ * (ProvisioningService.upgradeStores). 1: tables and audit trail; 2: hourly rollups.
+ */
+export const STORE_TEMPLATE_VERSION = 2;
+
+/** Rollup hours are aligned to this instant (any whole hour would do: hours are absolute, whatever the TimeZone). */
+export const ROLLUP_ORIGIN = "2000-01-03T00:00:00Z";
+/** Rows per hour of a rollup, one per group of ingesting connections. */
+export const ROLLUP_SHARDS = 4;
+/** Equal-width score buckets over [0, 1] of evals_hourly (the eval distribution's buckets). */
+export const ROLLUP_SCORE_BUCKETS = 10;
 
 /** The statements that create (or complete) a store. `pgVersion` is server_version_num. */
 export function storeDdl(n: StoreNames, pgVersion: number): string[] {
@@ -85,6 +112,7 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
     `create index if not exists guard_blocks_created_at_idx on ${t("guard_blocks")} (created_at desc, trace_id, ordinal)`,
     `create index if not exists guard_blocks_type_idx on ${t("guard_blocks")} (guard_type, created_at desc, trace_id, ordinal)`,
     `create index if not exists guard_blocks_trace_idx on ${t("guard_blocks")} (trace_id)`,
+    ...rollupDdl(s, t),
     `create table if not exists ${t("audit_log")} (
        sequence bigint primary key check (sequence > 0),
        trace_id uuid not null,
@@ -112,6 +140,82 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
     `revoke update, delete, truncate on ${t("audit_log")} from current_user`,
     `grant usage on schema ${s} to ${r}`,
     `grant select, insert on ${STORE_TABLES.map(t).join(", ")} to ${r}`,
+    `grant select on ${ROLLUP_TABLES.map(t).join(", ")} to ${r}`,
+  ];
+}
+
+const hourOf = (column: string) => `date_bin('1 hour', ${column}, '${ROLLUP_ORIGIN}'::timestamptz)`;
+const scoreBucket = (column: string) => `least(greatest(width_bucket(${column}, 0, 1, ${ROLLUP_SCORE_BUCKETS}), 1), ${ROLLUP_SCORE_BUCKETS})`;
+
+/**
+ * The rollup tables, their triggers, and a backfill from the traces (and evals) already stored
+ * when the rollup is empty: a store made by template version 1 gets complete rollups on upgrade.
+ * The triggers are created before the backfill in the same transaction; CREATE TRIGGER waits for
+ * inserts in flight and holds new ones until commit, so no row is counted twice or missed.
+ */
+function rollupDdl(s: string, t: (table: string) => string): string[] {
+  const shard = `(pg_backend_pid() % ${ROLLUP_SHARDS})::int2`;
+  const tracesAgg = (from: string, shardExpr: string) => `
+         select ${hourOf("created_at")}, ${shardExpr}, count(*), sum(prompt_tokens), sum(completion_tokens), sum(total_tokens), sum(latency_ms), sum(cost_usd),
+                count(*) filter (where guard_blocked), count(*) filter (where error is not null)
+           from ${from}`;
+  const evalsAgg = (from: string, shardExpr: string) => `
+         select ${hourOf("t.created_at")}, ${shardExpr}, e.eval_type, ${scoreBucket("e.score")}, count(*), sum(e.score), count(*) filter (where e.passed)
+           from ${from} e join ${t("traces")} t on t.trace_id = e.trace_id`;
+  const definer = (name: string, body: string) => `create or replace function ${s}.${name}() returns trigger language plpgsql
+       security definer set search_path = pg_catalog, pg_temp as $$
+     begin
+       ${body};
+       return null;
+     end $$`;
+  return [
+    `create table if not exists ${t("traces_hourly")} (
+       hour timestamptz not null,
+       shard smallint not null,
+       calls int8 not null,
+       prompt_tokens int8 not null,
+       completion_tokens int8 not null,
+       total_tokens int8 not null,
+       latency_sum float8 not null,
+       cost_usd float8 not null,
+       blocked int8 not null,
+       errors int8 not null,
+       primary key (hour, shard))`,
+    `create table if not exists ${t("evals_hourly")} (
+       hour timestamptz not null,
+       shard smallint not null,
+       eval_type text not null,
+       bucket smallint not null,
+       n int8 not null,
+       score_sum float8 not null,
+       passed int8 not null,
+       primary key (hour, shard, eval_type, bucket))`,
+    definer("traces_rollup", `insert into ${t("traces_hourly")} as h (hour, shard, calls, prompt_tokens, completion_tokens, total_tokens, latency_sum, cost_usd, blocked, errors)
+       ${tracesAgg("new_rows", shard)}
+          group by 1 order by 1
+       on conflict (hour, shard) do update
+         set calls = h.calls + excluded.calls, prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
+             completion_tokens = h.completion_tokens + excluded.completion_tokens, total_tokens = h.total_tokens + excluded.total_tokens,
+             latency_sum = h.latency_sum + excluded.latency_sum, cost_usd = h.cost_usd + excluded.cost_usd,
+             blocked = h.blocked + excluded.blocked, errors = h.errors + excluded.errors`),
+    definer("evals_rollup", `insert into ${t("evals_hourly")} as h (hour, shard, eval_type, bucket, n, score_sum, passed)
+       ${evalsAgg("new_rows", shard)}
+          group by 1, 3, 4 order by 1, 3, 4
+       on conflict (hour, shard, eval_type, bucket) do update
+         set n = h.n + excluded.n, score_sum = h.score_sum + excluded.score_sum, passed = h.passed + excluded.passed`),
+    `revoke all on function ${s}.traces_rollup(), ${s}.evals_rollup() from public`,
+    `create or replace trigger traces_rollup after insert on ${t("traces")} referencing new table as new_rows
+       for each statement execute function ${s}.traces_rollup()`,
+    `create or replace trigger evals_rollup after insert on ${t("evals")} referencing new table as new_rows
+       for each statement execute function ${s}.evals_rollup()`,
+    `insert into ${t("traces_hourly")} (hour, shard, calls, prompt_tokens, completion_tokens, total_tokens, latency_sum, cost_usd, blocked, errors)
+       ${tracesAgg(t("traces"), "0::int2")}
+          where not exists (select from ${t("traces_hourly")})
+          group by 1`,
+    `insert into ${t("evals_hourly")} (hour, shard, eval_type, bucket, n, score_sum, passed)
+       ${evalsAgg(t("evals"), "0::int2")}
+          where not exists (select from ${t("evals_hourly")})
+          group by 1, 3, 4`,
   ];
 }
 

@@ -56,3 +56,17 @@ export function resolveBuckets(q: { start?: string | undefined; end?: string | u
   }
   return { start: new Date(start), end: new Date(end), interval: q.interval, first: new Date(first), count };
 }
+
+/**
+ * The whole hours inside a range, [from, to): the part the rollups answer; the traces answer the
+ * rest, [start, from) and [to, end). A range inside one hour has no whole hour: from = to = end,
+ * so the traces answer [start, end).
+ */
+export function wholeHours(r: Range): Range {
+  const start = r.start.getTime();
+  const end = r.end.getTime();
+  const floor = binStart(start, "1h");
+  const from = floor === start ? start : floor + INTERVALS["1h"];
+  const to = binStart(end, "1h");
+  return from <= to ? { start: new Date(from), end: new Date(to) } : { start: r.end, end: r.end };
+}

@@ -2,6 +2,7 @@
 // part 4). Pure: no I/O. docs/analytics.md has the decisions.
 import { z } from "zod";
 import { EVAL_TYPES } from "../../../toolkit/src/index.ts";
+import { ROLLUP_SCORE_BUCKETS } from "../store-sql.ts";
 
 export const METRICS = ["total_calls", "total_tokens", "avg_latency", "total_cost", "error_rate"] as const;
 export type Metric = (typeof METRICS)[number];
@@ -19,8 +20,8 @@ export const MAX_BUCKETS = 2000;
 export const DEFAULT_BUCKETS = 24;
 /** The default summary (and token-usage, eval-distribution) range: the last 7 days. */
 export const DEFAULT_RANGE_MS = 7 * 86_400_000;
-/** Equal-width score buckets of the eval distribution over [0, 1]. */
-export const SCORE_BUCKETS = 10;
+/** Equal-width score buckets of the eval distribution over [0, 1] (the store's eval rollup keeps these). */
+export const SCORE_BUCKETS = ROLLUP_SCORE_BUCKETS;
 
 const Timestamp = (what: string) => z.iso.datetime({ offset: true, error: "must be an ISO 8601 timestamp with a time zone, e.g. 2025-06-01T00:00:00Z" })
   .optional().describe(what);

@@ -5,7 +5,7 @@
 import type { z } from "zod";
 import type { Governance } from "../service.ts";
 import type { StoreRef } from "../reader.ts";
-import { resolveBuckets, resolveRange, type Range } from "./range.ts";
+import { resolveBuckets, resolveRange, wholeHours, type Range } from "./range.ts";
 import { BUCKET_ORIGIN, INTERVALS, SCORE_BUCKETS, type RangeQuery, type TimeseriesQuery } from "./schemas.ts";
 import type { EvalDistribution, Summary, Timeseries, TokenUsage } from "./schemas.ts";
 import { evalDistributionSql, summarySql, timeseriesSql, tokenUsageSql } from "./sql.ts";
@@ -13,6 +13,12 @@ import { evalDistributionSql, summarySql, timeseriesSql, tokenUsageSql } from ".
 type Row = Record<string, unknown>;
 
 const period = (r: Range) => ({ start: r.start.toISOString(), end: r.end.toISOString() });
+
+/** $1 start, $2 end, $3 from, $4 to: the range and its whole hours (the part the rollups answer). */
+function rangeParams(r: Range): string[] {
+  const whole = wholeHours(r);
+  return [r.start.toISOString(), r.end.toISOString(), whole.start.toISOString(), whole.end.toISOString()];
+}
 
 export class AnalyticsService {
   // Only kept here: the OpenAPI generator builds the routes from a stand-in that throws on any use.
@@ -47,7 +53,7 @@ export class AnalyticsService {
   // ---- over a resolved store (also what hack/bench/analytics.ts measures) ----------------------
 
   async summaryOf(store: StoreRef, appId: string, range: Range): Promise<z.input<typeof Summary>> {
-    const r = await this.#read(store, summarySql(store.schema), [range.start.toISOString(), range.end.toISOString()]);
+    const r = await this.#read(store, summarySql(store.schema), rangeParams(range));
     const row = r[0]!;
     const calls = Number(row.calls);
     return {
@@ -58,18 +64,18 @@ export class AnalyticsService {
 
   async timeseriesOf(store: StoreRef, metric: TimeseriesQuery["metric"], b: ReturnType<typeof resolveBuckets>): Promise<z.input<typeof Timeseries>> {
     const rows = await this.#read(store, timeseriesSql(store.schema, metric), [
-      b.start.toISOString(), b.end.toISOString(), `${INTERVALS[b.interval] / 1000} seconds`, BUCKET_ORIGIN, b.first.toISOString(), b.count,
+      ...rangeParams(b), `${INTERVALS[b.interval] / 1000} seconds`, BUCKET_ORIGIN, b.first.toISOString(), b.count,
     ]);
     return { metric, interval: b.interval, labels: rows.map((r) => r.label as string), values: rows.map((r) => r.v as number) };
   }
 
   async tokenUsageOf(store: StoreRef, range: Range): Promise<z.input<typeof TokenUsage>> {
-    const row = (await this.#read(store, tokenUsageSql(store.schema), [range.start.toISOString(), range.end.toISOString()]))[0]!;
+    const row = (await this.#read(store, tokenUsageSql(store.schema), rangeParams(range)))[0]!;
     return { promptTokens: Number(row.prompt), completionTokens: Number(row.completion), totalTokens: Number(row.total) };
   }
 
   async evalDistributionOf(store: StoreRef, appId: string, range: Range): Promise<z.input<typeof EvalDistribution>> {
-    const rows = await this.#read(store, evalDistributionSql(store.schema), [range.start.toISOString(), range.end.toISOString(), SCORE_BUCKETS]);
+    const rows = await this.#read(store, evalDistributionSql(store.schema), rangeParams(range));
     const types = new Map<string, { count: number; sum: number; passed: number; counts: number[] }>();
     for (const r of rows) {
       const t = types.get(r.eval_type as string) ?? { count: 0, sum: 0, passed: 0, counts: new Array<number>(SCORE_BUCKETS).fill(0) };
