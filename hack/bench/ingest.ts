@@ -7,7 +7,8 @@
 // guards and evals on (the default observability config: prompt_injection, sensitive_data,
 // relevance, safety, policy_compliance, latency; --templates adds a redacting PII template, a
 // toxicity template and a custom keyword template), --clients requests in flight. Then, in the
-// same run, raw INSERTs of the very rows ingestion wrote into fresh stores of the same schema, with
+// same run, raw INSERTs of the very rows ingestion wrote into fresh stores of the same schema (less
+// the rollup triggers: the baseline writes plain tables), with
 // the same batch size and concurrency, one transaction per batch:
 //   raw traces   the trace rows only (one multi-row INSERT ... SELECT FROM unnest per batch)
 //   raw all      traces, evals, guard blocks and audit entries (four such INSERTs per batch)
@@ -238,9 +239,11 @@ const roles: string[] = [];
 try {
   await pool.query(`insert into workspaces (id, name, namespace) values ($1, 'ingest bench', $2)`, [workspaceId, namespace]);
   const gov = new Governance({ orm, kube: new KubeClient(loadKubeConfig(KUBECONFIG)), apps: { get: () => undefined }, namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });
-  const provision = async (appName: string) => {
+  const provision = async (appName: string, opts: { raw?: boolean } = {}) => {
     const p = await gov.provisioning.provisionForOperator({ namespace, appName, appUid: `${appName}-uid`, generation: 1 });
     roles.push(`govr_${workspaceId}_${appName.replaceAll("-", "_")}`);
+    // the raw baselines write plain tables: without the rollup triggers, which are ingestion's work
+    if (opts.raw) await pool.query(`drop trigger traces_rollup on ${ident(p.database)}.traces; drop trigger evals_rollup on ${ident(p.database)}.evals`);
     return { key: /^govdb:\/\/([^@]+)@/.exec(p.connectionString)![1]!, schema: p.database };
   };
   const app = await provision("bench");
@@ -268,9 +271,9 @@ try {
     const batches = Array.from({ length: Math.ceil(N / B) }, (_, i) => all.slice(i * B, (i + 1) * B));
     const ingest = await ingestRun(port, server.pid!, app.key, batches);
     const rows = await readRows(pool, app.schema, batches);
-    const rt = await provision(`raw-traces-${B}`);
-    const ra = await provision(`raw-all-${B}`);
-    const rr = await provision(`raw-rows-${B}`);
+    const rt = await provision(`raw-traces-${B}`, { raw: true });
+    const ra = await provision(`raw-all-${B}`, { raw: true });
+    const rr = await provision(`raw-rows-${B}`, { raw: true });
     const rawTraces = await rawRun(pool, rt.schema, rows, ["traces"]);
     const rawAll = await rawRun(pool, ra.schema, rows, ["traces", "evals", "guard_blocks", "audit_log"]);
     const rowByRow = await rowByRowRun(pool, rr.schema, rows);
