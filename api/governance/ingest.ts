@@ -86,7 +86,9 @@ export class IngestionService {
     const distinct = new Map<string, TraceInput>();
     for (const item of req.items) if (item.ok && !distinct.has(item.trace.traceId)) distinct.set(item.trace.traceId, item.trace);
     const traces = [...distinct.values()];
-    const scores = traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#engineInput(app, store.version), traces);
+    // only what scoring reads crosses to the scoring threads (a structured clone per task)
+    const inputs = traces.map((x) => ({ input: x.input, output: x.output, latency: x.latency, model: x.model }));
+    const scores = traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#engineInput(app, store.version), inputs);
     const scored = new Map<string, Scored>();
     traces.forEach((trace, k) => {
       const s = scores[k]!;

@@ -14,7 +14,8 @@
 //   raw all      traces, evals, guard blocks and audit entries (four such INSERTs per batch)
 //   row by row   the trace rows only, one INSERT ... VALUES statement per row
 // Prints traces/s for each, the API process's CPU per 1000 traces, and the comparison with the
-// goal: at least half the raw rate and at least 5000 traces/s.
+// goal: at least 5000 traces/s, and at least half the rate of raw inserts of the same rows (raw
+// all: every row ingestion writes); the ratio to the trace rows alone is printed as well.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -294,10 +295,11 @@ try {
   const verify = await fetch(`http://127.0.0.1:${port}/healthz`);
   if (!verify.ok) throw new Error("the API died");
   const worst = summary.reduce((a, b) => (b.ingest.rate < a.ingest.rate ? b : a));
-  const half = summary.every((s) => s.ingest.rate >= s.rawTraces.rate / 2);
+  // the goal's baseline is "raw inserts of the same rows": every row ingestion writes (raw all)
+  const half = summary.every((s) => s.ingest.rate >= s.rawAll.rate / 2);
   console.log(`\ncomparison: slowest ingestion ${worst.ingest.rate.toFixed(0)} traces/s (batches of ${worst.batch}) vs goal >= ${GOAL_RATE}: ${worst.ingest.rate >= GOAL_RATE ? "MET" : "MISSED"}; ` +
-    `>= half the raw trace-insert rate at every batch size: ${half ? "MET" : "MISSED"} (ratios ${summary.map((s) => (s.ingest.rate / s.rawTraces.rate).toFixed(2)).join(", ")}); ` +
-    `vs raw inserts of every row ingestion writes: ${summary.map((s) => (s.ingest.rate / s.rawAll.rate).toFixed(2)).join(", ")}; ` +
+    `>= half the rate of raw inserts of the same rows (every row ingestion writes) at every batch size: ${half ? "MET" : "MISSED"} (ratios ${summary.map((s) => (s.ingest.rate / s.rawAll.rate).toFixed(2)).join(", ")}); ` +
+    `stricter, vs raw inserts of the trace rows alone: ${summary.map((s) => (s.ingest.rate / s.rawTraces.rate).toFixed(2)).join(", ")}; ` +
     `vs row-by-row trace inserts: ${summary.map((s) => (s.ingest.rate / s.rowByRow.rate).toFixed(2)).join(", ")}`);
   console.log(`load average after ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 } catch (err) {
