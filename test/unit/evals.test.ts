@@ -1,6 +1,8 @@
 // Evals: relevance, safety, policy_compliance, latency; the set of types and their config.
 import test from "ava";
-import { aggregateEvalScore, EVAL_TYPES, evaluateGuards, isRefusal, latency, relevance, runEvals, safety } from "../../toolkit/src/index.ts";
+import { aggregateEvalScore, EVAL_TYPES, evaluateGuards, GuardEngine, isRefusal, latency, relevance, runEvals, safety } from "../../toolkit/src/index.ts";
+import type { EngineConfigInput } from "../../toolkit/src/index.ts";
+import { detectedFor, detectKey } from "../../toolkit/src/engine.ts";
 
 const L = { threshold_ms: 5000, target_ms: 1000, max_ms: 10000 };
 const latencies: Array<[number, number, boolean]> = [
@@ -67,6 +69,35 @@ test("policy_compliance uses the decisions it is given, and computes missing one
   t.true(computed.details.startsWith("input: block by prompt_injection"), computed.details);
   const given = runEvals(trace, {}, { input: evaluateGuards("hello", "input", {}), output: evaluateGuards("No.", "output", {}) }).find((e) => e.evalType === "policy_compliance")!;
   t.like(given, { score: 1, passed: true });
+});
+
+test("safety reuses the guards' detections only where they are the same: results equal the eval run alone", (t) => {
+  const configs: EngineConfigInput[] = [
+    {},
+    { phoneRegions: ["GB"], guards: { sensitive_data: { threshold: 0.95 } } },
+    { guards: { sensitive_data: { enabled: false } } },
+    // a toxicity template on every category (the safety eval's own detection) and one on a subset
+    { guards: { custom_templates: [{ template_id: "tox" }, { template_id: "threats" }, { template_id: "pii" }] },
+      templates: { tox: { guardType: "toxicity", config: { allowlist: ["idiot"] } }, threats: { guardType: "toxicity", config: { categories: ["threat"] } }, pii: { guardType: "pii_detection", config: { entities: ["email"], action: "redact" } } } },
+  ];
+  // the ingestion path's case: the sensitive_data guard detected the response's PII already
+  const email = "Write to jane.doe@example.com";
+  t.is(detectedFor(evaluateGuards(email, "output", {}), email, detectKey("pii_detection", { phoneRegions: undefined }))?.[0]?.kind, "email");
+  t.is(detectedFor(evaluateGuards(email, "output", {}), "another text", detectKey("pii_detection", { phoneRegions: undefined })), undefined);
+  const outputs = ["Refunds take five days.", "Write to jane.doe@example.com or call +44 20 7946 0958.", "You are a worthless idiot, I will kill you.", "What a shit day. Card 4242 4242 4242 4242.", ""];
+  for (const config of configs) {
+    const engine = new GuardEngine(config);
+    for (const output of outputs) {
+      const trace = { input: "What is the refund policy?", output, latencyMs: 900 };
+      const alone = safety(output, engine.config.evals.safety.threshold, { phoneRegions: engine.config.phoneRegions });
+      const given = runEvals(trace, engine, { input: engine.evaluate(trace.input, "input"), output: engine.evaluate(output, "output") });
+      t.deepEqual(given.find((e) => e.evalType === "safety"), alone, `${JSON.stringify(config)} ${output}`);
+      t.deepEqual(runEvals(trace, engine), given);
+      // a decision on another text is never taken for this one's detections
+      const other = runEvals(trace, engine, { output: engine.evaluate("Refunds take five days.", "output") });
+      t.deepEqual(other.find((e) => e.evalType === "safety"), alone);
+    }
+  }
 });
 
 test("latency eval uses the SPEC keys from the config", (t) => {

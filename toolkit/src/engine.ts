@@ -155,10 +155,30 @@ interface Check {
   detectKey: string;
 }
 
+/**
+ * What identifies a detection: checks (and evals) with the same key get the same hits from the
+ * same text. Custom configs hold compiled patterns by identity, so a custom check is its own key;
+ * the other configs are plain data.
+ */
+export function detectKey(guardType: GuardType, config: unknown, source?: string): string {
+  return guardType === "custom" ? `custom:${source}` : `${guardType}:${JSON.stringify(config)}`;
+}
+
 function check<C>(c: Omit<Check, "def" | "config" | "detectKey"> & { def: GuardDefinition<C>; config: C }): Check {
-  // custom configs hold compiled patterns by identity; the others are plain data
-  const key = c.guardType === "custom" ? c.source : `${c.guardType}:${JSON.stringify(c.config)}`;
-  return { ...c, detectKey: key };
+  return { ...c, detectKey: detectKey(c.guardType, c.config, c.source) };
+}
+
+/**
+ * The raw hits (before allowlists) each evaluation detected, by detect key, kept beside its
+ * decision rather than in it (a decision is public data; hits carry internal scores). runEvals
+ * reuses them for the same text instead of running the same detector again.
+ */
+const detections = new WeakMap<GuardDecision, { text: string; hits: ReadonlyMap<string, readonly Hit[]> }>();
+
+/** The hits the evaluation behind `decision` detected in `text` under `key`, if it ran that detection on that text. */
+export function detectedFor(decision: GuardDecision | undefined, text: string, key: string): readonly Hit[] | undefined {
+  const d = decision && detections.get(decision);
+  return d && d.text === text ? d.hits.get(key) : undefined;
 }
 
 function templateCheck(id: string, guardType: GuardType, config: GuardTemplateConfig, threshold: number, engine: EngineConfig): Check {
@@ -241,6 +261,7 @@ export class GuardEngine {
     }
     const decision: GuardDecision = { decision: blocked ? "block" : toRedact.length > 0 ? "redact" : "allow", evaluations, blocks, verdicts };
     if (toRedact.length > 0) decision.redactedText = redact(text, toRedact);
+    detections.set(decision, { text, hits: detected });
     return decision;
   }
 }

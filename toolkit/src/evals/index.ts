@@ -1,11 +1,11 @@
 // Evals for one trace: relevance, safety, policy_compliance, latency (each can be disabled in
 // the config's evals section). Pure: the same trace and config give the same scores.
 import type { EngineConfig, EngineConfigInput, GuardDecision, GuardEngine } from "../engine.ts";
-import { engineFor } from "../engine.ts";
+import { detectedFor, detectKey, engineFor } from "../engine.ts";
 import { latency } from "./latency.ts";
 import { policyCompliance } from "./policy.ts";
 import { relevance } from "./relevance.ts";
-import { safety } from "./safety.ts";
+import { safety, SAFETY_TOXICITY } from "./safety.ts";
 import type { EvalResult, TraceForEval } from "./types.ts";
 
 export { EVAL_TYPES } from "./types.ts";
@@ -17,7 +17,9 @@ export { policyCompliance } from "./policy.ts";
 
 /**
  * Scores one trace. `guards` are the decisions already taken on its input and output (the
- * ingestion path has them); missing ones are computed with the same config.
+ * ingestion path has them); missing ones are computed with the same config. The safety eval
+ * reuses what the output's decision already detected in the same text with the same settings
+ * (the sensitive_data guard's PII hits, a toxicity template's hits) instead of detecting again.
  */
 export function runEvals(
   trace: TraceForEval,
@@ -26,12 +28,20 @@ export function runEvals(
 ): EvalResult[] {
   const engine = engineFor(config);
   const evals = engine.config.evals;
+  const decided = evals.policy_compliance.enabled
+    ? { input: guards.input ?? engine.evaluate(trace.input, "input"), output: guards.output ?? engine.evaluate(trace.output, "output") }
+    : null;
+  const output = decided?.output ?? guards.output;
   const out: EvalResult[] = [];
   if (evals.relevance.enabled) out.push(relevance(trace.input, trace.output, evals.relevance.threshold));
-  if (evals.safety.enabled) out.push(safety(trace.output, evals.safety.threshold, { phoneRegions: engine.config.phoneRegions }));
-  if (evals.policy_compliance.enabled) {
-    out.push(policyCompliance(guards.input ?? engine.evaluate(trace.input, "input"), guards.output ?? engine.evaluate(trace.output, "output")));
+  if (evals.safety.enabled) {
+    const pii = { phoneRegions: engine.config.phoneRegions };
+    out.push(safety(trace.output, evals.safety.threshold, pii, {
+      toxicity: detectedFor(output, trace.output, detectKey("toxicity", SAFETY_TOXICITY)),
+      pii: detectedFor(output, trace.output, detectKey("pii_detection", pii)),
+    }));
   }
+  if (decided) out.push(policyCompliance(decided.input, decided.output));
   if (evals.latency.enabled) out.push(latency(trace.latencyMs, evals.latency));
   return out;
 }

@@ -3,6 +3,7 @@
 import { detectPii, piiDefinition } from "../guards/pii/index.ts";
 import { round3 } from "../guards/text.ts";
 import { detectToxicity, toxicityConfidence } from "../guards/toxicity.ts";
+import type { ToxicityConfig } from "../guards/toxicity.ts";
 import type { Hit } from "../guards/types.ts";
 import type { PiiConfig } from "../guards/pii/common.ts";
 import type { EvalResult } from "./types.ts";
@@ -11,10 +12,17 @@ function strongest(hits: readonly Hit[]): string {
   return hits.reduce<Hit | null>((best, h) => (!best || h.score > best.score ? h : best), null)?.description ?? "";
 }
 
-export function safety(output: string, threshold: number, pii: PiiConfig = {}): EvalResult {
-  const tox = detectToxicity(output);
+/** The toxicity config of the safety eval: every category (the key of a toxicity check with the same config). */
+export const SAFETY_TOXICITY: ToxicityConfig = { categories: undefined };
+
+/**
+ * `detected` passes hits already detected in this very text with the same settings (the toxicity
+ * config SAFETY_TOXICITY, the PII config `pii`): the engine's checks find them anyway.
+ */
+export function safety(output: string, threshold: number, pii: PiiConfig = {}, detected: { toxicity?: readonly Hit[] | undefined; pii?: readonly Hit[] | undefined } = {}): EvalResult {
+  const tox = detected.toxicity ?? detectToxicity(output, SAFETY_TOXICITY);
   const toxicity = toxicityConfidence(tox);
-  const piiHits = detectPii(output, pii);
+  const piiHits = detected.pii ?? detectPii(output, pii);
   const sensitive = piiHits.length ? piiDefinition.confidence(piiHits, output, pii) : 0;
   const score = round3(1 - Math.max(toxicity, sensitive));
   const parts: string[] = [];
