@@ -3,6 +3,7 @@
 import test from "ava";
 import { detectToxicity, toxicityGuard } from "../../toolkit/src/guards/index.ts";
 import type { ToxicityCategory } from "../../toolkit/src/guards/index.ts";
+import { wordMatcher, wordMatches } from "../../toolkit/src/guards/toxicity.ts";
 
 const toxic: Array<[string, ToxicityCategory]> = [
   ["I will kill you.", "threat"],
@@ -78,4 +79,34 @@ test("descriptions never spell the word out", (t) => {
 
 test("allowlist: a term an app needs never triggers", (t) => {
   t.is(toxicityGuard("Hooker is a rugby position. You idiot.", { allowlist: ["you idiot"] }).result, "pass");
+});
+
+// The word prefilter (word-prefilter.ts) must never change what obscenity finds: it builds the text
+// obscenity's transformers build, and says "no match" only when getAllMatches finds nothing.
+test("word prefilter: exact against obscenity on the labelled set and on generated texts", (t) => {
+  const { matcher, prefilter } = wordMatcher();
+  if (!prefilter) return t.fail("no prefilter: obscenity's compiled terms were not found (another version?)");
+  const internals = matcher as unknown as { applyTransformers(text: string, set: unknown): [number[], string]; blacklistMatcherTransformers: unknown };
+  let seed = 7;
+  const rnd = (n: number) => Math.floor(((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000) * n);
+  const alphabet = [..."abcdefghiklnorstuy ABCFGIKSTU 0134567@$!|/(.,'-_\n", "Ｆ", "ｕ", "𝐟", "𝐜", "ⓚ", "ü", "ñ", "ſ", "ß", "ı", "\u{1F600}", "\uD800", "\uDC00", "\u200B"];
+  const words = ["fuck", "shit", "ass", "cum laude", "analysis", "dick", "retard", "pussy", "nigger", "bitch", "whore", "cock", "sex", "tit", "class", "assassin", "Scunthorpe"];
+  const mutate = (w: string) => [...w].map((c) => [c, c, c, c, c.toUpperCase(), c + c, c + c + c, { a: "4", e: "3", i: "1", o: "0", s: "$", t: "7" }[c] ?? c, c + "."][rnd(9)]).join("");
+  const texts = [
+    ...toxic.map(([s]) => s), ...clean,
+    "", "f", "ＦＵＣＫ you", "fuuuuck", "sh1t", "b!tch", "a$$hole", "c0ck", "ſhit", "pen is mightier", "s\u{1F600}hit", "\uD800fuck\uDC00",
+    ...Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(40) }, () => alphabet[rnd(alphabet.length)]).join("")),
+    ...Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(4) }, () => (rnd(2) ? mutate(words[rnd(words.length)]!) : alphabet[rnd(alphabet.length)])).join(" ")),
+  ];
+  let maybe = 0;
+  for (const text of texts) {
+    t.is(prefilter.transform(text), internals.applyTransformers(text, internals.blacklistMatcherTransformers)[1], JSON.stringify(text));
+    const found = matcher.getAllMatches(text, true);
+    if (prefilter.mayMatch(text)) maybe++;
+    else t.deepEqual(found, [], JSON.stringify(text));
+    t.deepEqual(wordMatches(text), found, JSON.stringify(text));
+  }
+  // both answers occur, so the test exercises both paths
+  t.true(maybe > 1000 && maybe < texts.length - 1000, `${maybe} of ${texts.length}`);
+  t.log(`prefilter "may match" on ${maybe} of ${texts.length} texts`);
 });

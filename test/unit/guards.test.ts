@@ -3,6 +3,7 @@
 import test from "ava";
 import { EngineConfig, evaluateGuards, GuardEngine, GuardTemplateConfig } from "../../toolkit/src/index.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
+import { anyOf, unitable } from "../../toolkit/src/guards/text.ts";
 
 test("EngineConfig defaults: injection on at 0.7, sensitive data on at 0.5, SPEC latency keys", (t) => {
   const c = EngineConfig.parse({});
@@ -191,4 +192,18 @@ test("adversarial inputs stay linear: no pathological 1 KB text takes more than 
     const ms = performance.now() - t0;
     t.true(ms < 50, `${what}: ${ms.toFixed(1)} ms`);
   }
+});
+
+test("anyOf: one regex that matches exactly when one of its parts does; refuses what it cannot join", (t) => {
+  const parts = [/\bcat\b/g, /dog(?:gy)?s?/g, /(?<![a-z])bird/g, /^fish/g];
+  const any = anyOf(parts);
+  for (const s of ["a cat", "concatenate", "hotdogs", "blackbird", "a bird", "fish food", "a fish", "", "CAT"]) {
+    t.is(any.test(s), parts.some((re) => { re.lastIndex = 0; return re.test(s); }), s);
+  }
+  t.false(any.global);
+  t.false(unitable([/a/g, /b/gi]));
+  t.false(unitable([/(a)\1/g]));
+  t.false(unitable([/(?<x>a)/g]));
+  t.true(unitable([/(?<!a)b(?=c)/g, /(a)/g]));
+  t.throws(() => anyOf([]));
 });

@@ -2,7 +2,7 @@
 // prompt's content words (stemmed, with prefix matches for inflections the stemmer misses) that
 // the response takes up, refusal detection, and a floor for short direct answers to questions
 // ("What is the capital of France?" -> "Paris.") that share no words with the question.
-import { contentStems, round3, words } from "../guards/text.ts";
+import { anyOf, contentStems, round3, words } from "../guards/text.ts";
 import type { EvalResult } from "./types.ts";
 
 const REFUSAL = [
@@ -14,9 +14,11 @@ const REFUSAL = [
 ];
 const QUESTION = /\?\s*$|^\s*(?:who|what|when|where|which|why|how|is|are|was|were|do|does|did|can|could|should|would|will)\b/i;
 
+// REFUSAL.some((re) => re.test(text)) in one scan (text.ts anyOf)
+const ANY_REFUSAL = anyOf(REFUSAL);
+
 export function isRefusal(output: string): boolean {
-  const head = output.slice(0, 600);
-  return REFUSAL.some((re) => re.test(head));
+  return ANY_REFUSAL.test(output.slice(0, 600));
 }
 
 function covered(term: string, response: ReadonlySet<string>, responseList: readonly string[]): boolean {

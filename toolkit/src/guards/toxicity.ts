@@ -6,8 +6,10 @@
 //
 // Confidence = the most severe hit, plus 0.05 for each further distinct hit (capped at 0.99).
 import { englishDataset, englishRecommendedTransformers, RegExpMatcher } from "obscenity";
+import type { MatchPayload } from "obscenity";
 import type { GuardDefinition, Hit } from "./types.ts";
-import { excerpt, maskWord, normalise, toOriginal } from "./text.ts";
+import { anyOf, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
+import { WordPrefilter } from "./word-prefilter.ts";
 
 export const TOXICITY_CATEGORIES = ["slur", "threat", "self_harm", "hate", "harassment", "profanity", "sexual"] as const;
 export type ToxicityCategory = (typeof TOXICITY_CATEGORIES)[number];
@@ -36,23 +38,33 @@ const PROFANE = new Set(["fuck", "shit", "piss", "arse", "ass", "turd", "bollock
 // without it: every whitelisted term costs a scan of the text, so the list holds only those).
 const WHITELIST = ["cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "dickinson", "moby dick"];
 
-let matcher: RegExpMatcher | null = null;
+let wordList: { matcher: RegExpMatcher; prefilter: WordPrefilter | null } | null = null;
 /** Builds the shared word matcher now (a few milliseconds) rather than on the first text. */
 export function prepareToxicity(): void {
-  getMatcher();
+  wordMatcher();
 }
 
-function getMatcher(): RegExpMatcher {
+/** obscenity's matcher with our whitelist, and its prefilter (null: none could be built). */
+export function wordMatcher(): { matcher: RegExpMatcher; prefilter: WordPrefilter | null } {
   // Built on first use (not at import time), then shared: it holds no per-call state.
-  if (!matcher) {
+  if (!wordList) {
     const built = englishDataset.build();
-    matcher = new RegExpMatcher({
+    const matcher = new RegExpMatcher({
       ...built,
       whitelistedTerms: [...(built.whitelistedTerms ?? []), ...WHITELIST],
       ...englishRecommendedTransformers,
     });
+    // the prefilter transforms texts with the very transformers the matcher was given
+    wordList = { matcher, prefilter: WordPrefilter.for(matcher, englishRecommendedTransformers.blacklistMatcherTransformers ?? []) };
   }
-  return matcher;
+  return wordList;
+}
+
+/** obscenity's matches in a text, skipping its full pass when the prefilter proves there are none. */
+export function wordMatches(text: string): MatchPayload[] {
+  const { matcher, prefilter } = wordMatcher();
+  if (prefilter && !prefilter.mayMatch(text)) return [];
+  return matcher.getAllMatches(text, true);
 }
 
 const YOU = String.raw`(?:you|your|ya|u|ur|yourself|urself)`;
@@ -80,6 +92,9 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
   { category: "harassment", weight: 0.8, label: "abuse aimed at someone", re: r(String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bgo to hell\b|\bstfu\b`) },
 ];
 
+// one scan says whether any of the patterns matches (text.ts anyOf); most texts match none
+const PATTERNS_GATE = anyOf(TOXICITY_PATTERNS.map((p) => p.re));
+
 const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = { slur: "slur", harassment: "insult", sexual: "sexual term", profanity: "profanity" };
 const DIRECTED = new RegExp(String.raw`\b${YOU}\b`);
 
@@ -96,7 +111,7 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
   const view = normalise(text);
   // word list: obscenity works on the original text (its transformers do their own folding)
   const seen = new Set<string>();
-  for (const match of getMatcher().getAllMatches(text, true)) {
+  for (const match of wordMatches(text)) {
     const { phraseMetadata } = englishDataset.getPayloadWithPhraseMetadata(match);
     const word = phraseMetadata?.originalWord ?? "profanity";
     const start = match.startIndex;
@@ -113,7 +128,7 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     hits.push({ kind: category, start, end, score, description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})` });
   }
   const words = hits.map((h) => [h.start, h.end] as const);
-  for (const p of TOXICITY_PATTERNS) {
+  for (const p of PATTERNS_GATE.test(view.text) ? TOXICITY_PATTERNS : []) {
     p.re.lastIndex = 0;
     for (const m of view.text.matchAll(p.re)) {
       const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
