@@ -3,7 +3,7 @@
 import test from "ava";
 import { EngineConfig, evaluateGuards, GuardEngine, GuardTemplateConfig } from "../../toolkit/src/index.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
-import { anyOf, unitable } from "../../toolkit/src/guards/text.ts";
+import { alternatives, anyOf, unitable } from "../../toolkit/src/guards/text.ts";
 
 test("EngineConfig defaults: injection on at 0.7, sensitive data on at 0.5, SPEC latency keys", (t) => {
   const c = EngineConfig.parse({});
@@ -195,9 +195,10 @@ test("adversarial inputs stay linear: no pathological 1 KB text takes more than 
 });
 
 test("anyOf: one regex that matches exactly when one of its parts does; refuses what it cannot join", (t) => {
-  const parts = [/\bcat\b/g, /dog(?:gy)?s?/g, /(?<![a-z])bird/g, /^fish/g];
+  t.deepEqual(alternatives(String.raw`\bfoo|bar(?:a|b)|[|]x|\|y|(c|d)\b`), [String.raw`\bfoo`, "bar(?:a|b)", "[|]x", String.raw`\|y`, String.raw`(c|d)\b`]);
+  const parts = [/\bcat\b/g, /dog(?:gy)?s?/g, /(?<![a-z])bird/g, /^fish/g, /\bfoo|bar\b|[|]x|\|y/g, /(a|b)\bzz/g];
   const any = anyOf(parts);
-  for (const s of ["a cat", "concatenate", "hotdogs", "blackbird", "a bird", "fish food", "a fish", "", "CAT"]) {
+  for (const s of ["a cat", "concatenate", "hotdogs", "blackbird", "a bird", "fish food", "a fish", "", "CAT", "food", "afoo", "crowbar", "bars", "|x", "a|y", "y", "b zz", "bzz"]) {
     t.is(any.test(s), parts.some((re) => { re.lastIndex = 0; return re.test(s); }), s);
   }
   t.false(any.global);

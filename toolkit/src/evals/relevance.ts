@@ -2,7 +2,7 @@
 // prompt's content words (stemmed, with prefix matches for inflections the stemmer misses) that
 // the response takes up, refusal detection, and a floor for short direct answers to questions
 // ("What is the capital of France?" -> "Paris.") that share no words with the question.
-import { anyOf, contentStems, round3, words } from "../guards/text.ts";
+import { anyOf, contentStems, contentStemsOf, round3, words } from "../guards/text.ts";
 import type { EvalResult } from "./types.ts";
 
 const REFUSAL = [
@@ -32,11 +32,12 @@ export function relevance(input: string, output: string, threshold: number): Eva
   const result = (score: number, details: string): EvalResult => ({ evalType: "relevance", score: round3(score), passed: round3(score) >= threshold, details });
   if (output.trim() === "") return result(0, "empty response");
   const refusal = isRefusal(output);
-  const outWords = words(output).length;
+  const outTokens = words(output);
+  const outWords = outTokens.length;
   if (refusal && outWords < 80) return result(0.1, "response is a refusal");
   const prompt = [...new Set(contentStems(input))];
   if (prompt.length === 0) return result(refusal ? 0.3 : 0.75, "prompt has no content words to compare");
-  const responseList = [...new Set(contentStems(output))];
+  const responseList = [...new Set(contentStemsOf(outTokens))];
   const response = new Set(responseList);
   const hits = prompt.filter((t) => covered(t, response, responseList)).length;
   const coverage = hits / prompt.length;

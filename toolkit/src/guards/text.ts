@@ -91,11 +91,25 @@ export function words(text: string): string[] {
   return text.toLowerCase().match(WORD) ?? [];
 }
 
+// stem() is pure and texts repeat their vocabulary: remembered stems, at most MAX_STEMS of them
+const MAX_STEMS = 20_000;
+const stems = new Map<string, string>();
+
 /**
  * A light English stemmer (plural, -ing, -ed, -ly, -ment, -ation): enough to match "invoices",
  * "invoicing" and "invoiced" against "invoice" without a dictionary.
  */
 export function stem(word: string): string {
+  let s = stems.get(word);
+  if (s === undefined) {
+    s = stemOnce(word);
+    if (stems.size >= MAX_STEMS) stems.clear();
+    stems.set(word, s);
+  }
+  return s;
+}
+
+function stemOnce(word: string): string {
   let w = word.replace(/['’]s$/, "");
   if (w.length <= 3) return w;
   if (w.endsWith("ies") && w.length > 4) return w.slice(0, -3) + "y";
@@ -115,8 +129,13 @@ export function stem(word: string): string {
 
 /** Content words of a text: tokens that are not stopwords or bare numbers, stemmed. */
 export function contentStems(text: string): string[] {
+  return contentStemsOf(words(text));
+}
+
+/** contentStems of a text's words (words(text)), when the caller has them already. */
+export function contentStemsOf(tokens: readonly string[]): string[] {
   const out: string[] = [];
-  for (const w of words(text)) {
+  for (const w of tokens) {
     if (STOPWORDS.has(w) || /^\d+$/.test(w) || w.length < 2) continue;
     const s = stem(w);
     if (!STOPWORDS.has(s)) out.push(s);
@@ -176,15 +195,47 @@ export function unitable(res: readonly RegExp[]): boolean {
   return res.every((re) => re.flags === flags && !/\\[1-9]|\\k<|\(\?<(?![=!])/.test(re.source));
 }
 
+/** The top-level alternatives of a regular expression's source ("a|b(c|d)" -> "a", "b(c|d)"). */
+export function alternatives(source: string): string[] {
+  const out: string[] = [];
+  let depth = 0;
+  let inClass = false;
+  let start = 0;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (c === "\\") i++; // an escaped character, whatever it is
+    else if (inClass) inClass = c !== "]";
+    else if (c === "[") inClass = true;
+    else if (c === "(") depth++;
+    else if (c === ")") depth--;
+    else if (c === "|" && depth === 0) {
+      out.push(source.slice(start, i));
+      start = i + 1;
+    }
+  }
+  out.push(source.slice(start));
+  return out;
+}
+
 /**
  * One regular expression (not global) whose alternatives are `res`: it finds a match in a text
  * exactly when one of them does, since at each position it tries every alternative. A cheap, exact
  * gate in front of a loop that runs each of `res` over the same text: when it finds nothing, none
- * of them would. Throws when they cannot be joined (see unitable).
+ * of them would. Alternatives that start with a word boundary share one `\b` test (`\bX|\bY` and
+ * `\b(?:X|Y)` match at the same positions), so that positions inside words are dismissed at once.
+ * Only for testing: which alternative matches first is not preserved. Throws when they cannot be
+ * joined (see unitable).
  */
 export function anyOf(res: readonly RegExp[]): RegExp {
   if (!unitable(res)) throw new Error("these regular expressions cannot be joined into one");
-  return new RegExp(res.map((re) => `(?:${re.source})`).join("|"), res[0]!.flags.replace(/[gy]/g, ""));
+  const atBoundary: string[] = [];
+  const others: string[] = [];
+  for (const alt of res.flatMap((re) => alternatives(re.source))) {
+    if (alt.startsWith("\\b")) atBoundary.push(`(?:${alt.slice(2)})`);
+    else others.push(`(?:${alt})`);
+  }
+  const parts = atBoundary.length > 0 ? [`\\b(?:${atBoundary.join("|")})`, ...others] : others;
+  return new RegExp(parts.join("|"), res[0]!.flags.replace(/[gy]/g, ""));
 }
 
 /** Rounds a confidence to three decimals so that verdicts are stable and readable. */

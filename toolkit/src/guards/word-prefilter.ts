@@ -16,49 +16,49 @@
 // before. If the matcher's compiled terms are not where this expects them (another obscenity
 // version), there is no prefilter and every text goes through getAllMatches.
 import type { RegExpMatcher, TransformerContainer } from "obscenity";
+import { anyOf, unitable } from "./text.ts";
 
-const UNSET = -2;
-const DROPPED = -1;
+type TransformerFn = (c: number) => number | undefined;
 
-type Step = (c: number) => number | undefined;
-
-/** A run of stateless transformers composed into one function, memoised per code point. */
-function memoised(run: ReadonlyArray<(c: number) => number | undefined>): Step {
-  const ascii = new Int32Array(128).fill(UNSET);
-  const other = new Map<number, number>();
-  const compute = (c: number): number => {
-    let t: number | undefined = c;
-    for (const f of run) {
-      t = f(t);
-      if (t === undefined) return DROPPED;
-    }
-    return t;
-  };
-  return (c) => {
-    let t: number | undefined;
-    if (c < 128) {
-      t = ascii[c]!;
-      if (t === UNSET) ascii[c] = t = compute(c);
-    } else {
-      t = other.get(c);
-      if (t === undefined) {
-        t = compute(c);
-        if (other.size < 65_536) other.set(c, t);
-      }
-    }
-    return t === DROPPED ? undefined : t;
-  };
+/**
+ * One step of the pipeline, of one shape (monomorphic in the hot loop): a run of stateless
+ * transformers composed into one function and memoised per code point (-1: dropped), or a
+ * stateful transformer (obscenity's collapseDuplicates), one instance reset around each text.
+ */
+interface Step {
+  table: Int32Array | null;
+  other: Map<number, number>;
+  run: readonly TransformerFn[];
+  instance: { transform: TransformerFn; reset(): void } | null;
 }
+
+function composed(run: readonly TransformerFn[], c: number): number {
+  let t: number | undefined = c;
+  for (const f of run) {
+    t = f(t);
+    if (t === undefined) return -1;
+  }
+  return t;
+}
+
+function tableStep(run: readonly TransformerFn[]): Step {
+  const table = new Int32Array(128);
+  for (let c = 0; c < 128; c++) table[c] = composed(run, c);
+  return { table, other: new Map(), run, instance: null };
+}
+
+/** UTF-16 units of the transformed text, turned into a string a chunk at a time. */
+const CHUNK = 8192;
+const units = new Uint16Array(CHUNK);
 
 export class WordPrefilter {
   readonly #steps: Step[] = [];
-  readonly #resets: Array<() => void> = [];
   readonly #any: RegExp;
 
   private constructor(transformers: readonly TransformerContainer[], terms: readonly RegExp[]) {
-    let run: Array<(c: number) => number | undefined> = [];
+    let run: TransformerFn[] = [];
     const flush = () => {
-      if (run.length > 0) this.#steps.push(memoised(run));
+      if (run.length > 0) this.#steps.push(tableStep(run));
       run = [];
     };
     for (const t of transformers) {
@@ -67,13 +67,11 @@ export class WordPrefilter {
         run.push(t.transform);
       } else {
         flush();
-        const instance = t.factory();
-        this.#steps.push((c) => instance.transform(c));
-        this.#resets.push(() => instance.reset());
+        this.#steps.push({ table: null, other: new Map(), run: [], instance: t.factory() });
       }
     }
     flush();
-    this.#any = new RegExp(terms.map((re) => `(?:${re.source})`).join("|"), terms[0]!.flags.replace("g", ""));
+    this.#any = anyOf(terms);
   }
 
   /**
@@ -89,34 +87,65 @@ export class WordPrefilter {
       if (!(re instanceof RegExp)) return null;
       res.push(re);
     }
-    const flags = res[0]!.flags;
-    // alternatives keep their meaning only with the same flags and no group references
-    if (res.some((re) => re.flags !== flags || /\\[1-9k]|\(\?</.test(re.source.replace(/\(\?<[=!]/g, "")))) return null;
-    return new WordPrefilter(transformers, res);
+    return unitable(res) ? new WordPrefilter(transformers, res) : null;
   }
 
-  /** The text as the matcher's blacklist transformers turn it (obscenity's applyTransformers, without the index map). */
+  #reset(): void {
+    for (const step of this.#steps) step.instance?.reset();
+  }
+
+  /**
+   * The text as the matcher's blacklist transformers turn it (obscenity's applyTransformers without
+   * the index map): code point by code point (a lone surrogate is one), each transformer in order,
+   * a dropped character skipped.
+   */
   transform(text: string): string {
-    for (const reset of this.#resets) reset();
-    const codes: number[] = [];
+    this.#reset();
     let out = "";
-    for (let i = 0; i < text.length; ) {
-      const cp = text.codePointAt(i)!;
-      i += cp > 0xffff ? 2 : 1;
-      let c: number | undefined = cp;
-      for (const step of this.#steps) {
-        c = step(c);
-        if (c === undefined) break;
+    let n = 0;
+    const length = text.length;
+    for (let i = 0; i < length; ) {
+      let c = text.charCodeAt(i++);
+      if (c >= 0xd800 && c <= 0xdbff && i < length) {
+        const low = text.charCodeAt(i);
+        if (low >= 0xdc00 && low <= 0xdfff) {
+          c = (c - 0xd800) * 0x400 + (low - 0xdc00) + 0x10000;
+          i++;
+        }
       }
-      if (c === undefined) continue;
-      codes.push(c);
-      if (codes.length === 4096) {
-        out += String.fromCodePoint(...codes);
-        codes.length = 0;
+      let t: number | undefined = c;
+      for (const step of this.#steps) {
+        if (step.table) {
+          if (t < 128) t = step.table[t]!;
+          else {
+            let m = step.other.get(t);
+            if (m === undefined) {
+              m = composed(step.run, t);
+              if (step.other.size < 65_536) step.other.set(t, m);
+            }
+            t = m;
+          }
+          if (t < 0) break;
+        } else {
+          t = step.instance!.transform(t);
+          if (t === undefined) break;
+        }
+      }
+      if (t === undefined || t < 0) continue;
+      if (t > 0xffff) {
+        t -= 0x10000;
+        units[n++] = 0xd800 + (t >> 10);
+        units[n++] = 0xdc00 + (t & 0x3ff);
+      } else {
+        units[n++] = t;
+      }
+      if (n >= CHUNK - 1) {
+        out += String.fromCharCode.apply(null, units.subarray(0, n) as unknown as number[]);
+        n = 0;
       }
     }
-    for (const reset of this.#resets) reset();
-    return out + String.fromCodePoint(...codes);
+    this.#reset();
+    return out + String.fromCharCode.apply(null, units.subarray(0, n) as unknown as number[]);
   }
 
   /** false: the matcher finds nothing in this text; true: it may find something. */

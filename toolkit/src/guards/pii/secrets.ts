@@ -4,7 +4,7 @@
 // the public prefix at most, never the value.
 import { isJWT } from "./validators.ts";
 import type { Hit } from "../types.ts";
-import { charClasses, entropy } from "../text.ts";
+import { anyOf, charClasses, entropy } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
 import { overlapsAny, scan } from "./common.ts";
 
@@ -38,6 +38,9 @@ export const KEY_RULES: readonly KeyRule[] = [
   { name: "Hugging Face token", re: /\bhf_[A-Za-z0-9]{34,}\b/g, score: 0.95, prefix: 3 },
   { name: "Berth workspace API key", re: /\bws_sk_[A-Za-z0-9_-]{16,}/g, score: 0.97, prefix: 6 },
 ];
+
+// one scan says whether any key rule matches (text.ts anyOf); most texts hold no key
+const KEY_RULES_GATE = anyOf(KEY_RULES.map((r) => r.re));
 
 const PEM = /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?/g;
 const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}/g;
@@ -87,7 +90,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
       hits.push({ kind: "jwt", start, end, score: 0.9, description: `JSON Web Token (${m[0].length} chars)` });
     }
   }
-  for (const rule of KEY_RULES) {
+  for (const rule of KEY_RULES_GATE.test(text) ? KEY_RULES : []) {
     for (const m of scan(rule.re, text)) {
       const start = m.index;
       const end = start + m[0].length;
