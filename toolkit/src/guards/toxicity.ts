@@ -105,8 +105,10 @@ function categoryOf(word: string): ToxicityCategory {
   return "sexual";
 }
 
+const ALL_CATEGORIES: ReadonlySet<string> = new Set(TOXICITY_CATEGORIES);
+
 export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[] {
-  const wanted: ReadonlySet<string> = new Set(config.categories ?? TOXICITY_CATEGORIES);
+  const wanted: ReadonlySet<string> = config.categories ? new Set(config.categories) : ALL_CATEGORIES;
   const hits: Hit[] = [];
   const view = normalise(text);
   // word list: obscenity works on the original text (its transformers do their own folding)

@@ -29,9 +29,11 @@ export const PII_CHAIN: ReadonlyArray<{ name: string; kinds: readonly PiiKind[];
   { name: "phone", kinds: ["phone"], detect: detectPhones },
 ];
 
+const ALL_KINDS: ReadonlySet<string> = new Set(PII_KINDS);
+
 /** All PII hits in a text, sorted by position. */
 export function detectPii(text: string, config: PiiConfig = {}): Hit[] {
-  const wanted: ReadonlySet<string> = new Set(config.entities ?? PII_KINDS);
+  const wanted: ReadonlySet<string> = config.entities ? new Set(config.entities) : ALL_KINDS;
   const hits: Hit[] = [];
   for (const step of PII_CHAIN) {
     if (!step.kinds.some((k) => wanted.has(k))) continue;

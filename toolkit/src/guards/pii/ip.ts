@@ -9,6 +9,7 @@ import { overlapsAny, scan } from "./common.ts";
 const OCTET = "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
 const IPV4 = new RegExp(`(?<![\\w.])${OCTET}(?:\\.${OCTET}){3}(?![\\w]|\\.\\d)`, "g");
 const IPV6 = /(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:])/g;
+const TWO_GROUPS = /:[0-9A-Fa-f]{0,4}:/;
 const VERSION_WORDS = /(?:\b(?:version|ver|release|build|firmware|v|chapter|section|rule|step|table|figure|fig|item)\.?\s*|\bv)$/i;
 
 /** Public scores 0.7; private, loopback, link-local, CGNAT, unspecified, broadcast, masks score 0.2. */
@@ -41,7 +42,8 @@ export const detectIps: PiiDetector = (text, claimed) => {
       hits.push({ kind: "ip_address", start, end, score: ipv4Score(m[0]), description: `IPv4 address ${masked}` });
     }
   }
-  if (text.includes(":")) {
+  // IPV6 needs two colons with at most four hex digits between them: most texts with a colon have none
+  if (TWO_GROUPS.test(text)) {
     for (const m of scan(IPV6, text)) {
       const value = m[0];
       const groups = value.split(":").filter(Boolean);
