@@ -18,7 +18,7 @@
 // all: every row ingestion writes); the ratio to the trace rows alone is printed as well.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
@@ -113,6 +113,21 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks of 1/100 s
 }
 
+/** CPU seconds of every PostgreSQL process on the machine (postmaster, backends, background workers). */
+function postgresCpuSeconds(): number {
+  let sum = 0;
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      if (!stat.includes(" (postgres) ")) continue;
+      const fields = stat.split(") ")[1]!.split(" ");
+      sum += (Number(fields[11]) + Number(fields[12])) / 100;
+    } catch { /* gone */ }
+  }
+  return sum;
+}
+
 /** Busy and total CPU time of the whole machine (all cores), in clock ticks. */
 function machineTicks(): { busy: number; total: number } {
   const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -143,11 +158,12 @@ async function inParallel<T>(items: T[], fn: (item: T) => Promise<void>): Promis
   await Promise.all(Array.from({ length: C }, async () => { while (next < items.length) await fn(items[next++]!); }));
 }
 
-interface Run { rate: number; seconds: number; apiCpuPer1000?: number; machineBusy?: number }
+interface Run { rate: number; seconds: number; apiCpuPer1000?: number; pgCpuPer1000: number; machineBusy?: number }
 
 async function ingestRun(port: number, pid: number, key: string, batches: Trace[][]): Promise<Run> {
   const bodies = batches.map((b) => JSON.stringify({ traces: b }));
   const cpu0 = cpuSeconds(pid);
+  const pg0 = postgresCpuSeconds();
   const m0 = machineTicks();
   const t0 = performance.now();
   await inParallel(bodies, async (body) => {
@@ -158,7 +174,10 @@ async function ingestRun(port: number, pid: number, key: string, batches: Trace[
   const seconds = (performance.now() - t0) / 1000;
   const count = batches.reduce((s, b) => s + b.length, 0);
   const m1 = machineTicks();
-  return { rate: count / seconds, seconds, apiCpuPer1000: ((cpuSeconds(pid) - cpu0) / count) * 1000 * 1000, machineBusy: (m1.busy - m0.busy) / (m1.total - m0.total) };
+  return {
+    rate: count / seconds, seconds, apiCpuPer1000: ((cpuSeconds(pid) - cpu0) / count) * 1000 * 1000,
+    pgCpuPer1000: ((postgresCpuSeconds() - pg0) / count) * 1000 * 1000, machineBusy: (m1.busy - m0.busy) / (m1.total - m0.total),
+  };
 }
 
 const COLUMNS = {
@@ -196,6 +215,7 @@ function insertSql(schema: string, table: Table): string {
 async function rowByRowRun(pool: pg.Pool, schema: string, batches: Rows[]): Promise<Run> {
   const cols = COLUMNS.traces;
   const sql = `insert into ${ident(schema)}.traces (${cols.join(", ")}) values (${cols.map((c, i) => `$${i + 1}::${TYPES[c] ?? "text"}`).join(", ")})`;
+  const pg0 = postgresCpuSeconds();
   const t0 = performance.now();
   await inParallel(batches, async (rows) => {
     const c = await pool.connect();
@@ -206,10 +226,12 @@ async function rowByRowRun(pool: pg.Pool, schema: string, batches: Rows[]): Prom
     } finally { c.release(); }
   });
   const seconds = (performance.now() - t0) / 1000;
-  return { rate: batches.reduce((s, b) => s + b.traces.length, 0) / seconds, seconds };
+  const count = batches.reduce((s, b) => s + b.traces.length, 0);
+  return { rate: count / seconds, seconds, pgCpuPer1000: ((postgresCpuSeconds() - pg0) / count) * 1e6 };
 }
 
 async function rawRun(pool: pg.Pool, schema: string, batches: Rows[], tables: Table[]): Promise<Run> {
+  const pg0 = postgresCpuSeconds();
   const t0 = performance.now();
   await inParallel(batches, async (rows) => {
     const c = await pool.connect();
@@ -223,7 +245,8 @@ async function rawRun(pool: pg.Pool, schema: string, batches: Rows[], tables: Ta
     } finally { c.release(); }
   });
   const seconds = (performance.now() - t0) / 1000;
-  return { rate: batches.reduce((s, b) => s + b.traces.length, 0) / seconds, seconds };
+  const count = batches.reduce((s, b) => s + b.traces.length, 0);
+  return { rate: count / seconds, seconds, pgCpuPer1000: ((postgresCpuSeconds() - pg0) / count) * 1e6 };
 }
 
 // ---- main ------------------------------------------------------------------------------------
@@ -264,7 +287,7 @@ try {
   // warm-up: compile the engine, fill the JIT, the connection pools and the first pages
   await ingestRun(port, server.pid!, app.key, Array.from({ length: 10 }, () => Array.from({ length: 100 }, (_, i) => trace(i, Date.now() - 3_600_000))));
 
-  console.log("\nbatch | ingest tr/s  (s)    API cpu ms/1000  machine busy | raw traces tr/s | raw all tr/s | row by row tr/s | ingest/raw traces | ingest/raw all | ingest/row by row");
+  console.log("\nbatch | ingest tr/s  (s)    API cpu ms/1000  PG cpu ms/1000  machine busy | raw traces tr/s | raw all tr/s | row by row tr/s | ingest/raw traces | ingest/raw all | ingest/row by row");
   const summary: { batch: number; ingest: Run; rawTraces: Run; rawAll: Run; rowByRow: Run }[] = [];
   for (const B of BATCHES) {
     const t0 = Date.now() - 3_000_000;
@@ -281,7 +304,8 @@ try {
     summary.push({ batch: B, ingest, rawTraces, rawAll, rowByRow });
     const f = (x: number) => x.toFixed(0).padStart(7);
     const r = (x: number) => x.toFixed(2).padStart(5);
-    console.log(`${String(B).padStart(5)} | ${f(ingest.rate)} (${ingest.seconds.toFixed(1).padStart(4)})   ${ingest.apiCpuPer1000!.toFixed(0).padStart(6)}           ${(ingest.machineBusy! * 100).toFixed(0).padStart(3)}%     | ${f(rawTraces.rate)}         | ${f(rawAll.rate)}      | ${f(rowByRow.rate)}         | ${r(ingest.rate / rawTraces.rate)}             | ${r(ingest.rate / rawAll.rate)}          | ${r(ingest.rate / rowByRow.rate)}`);
+    console.log(`${String(B).padStart(5)} | ${f(ingest.rate)} (${ingest.seconds.toFixed(1).padStart(4)})   ${ingest.apiCpuPer1000!.toFixed(0).padStart(6)}           ${ingest.pgCpuPer1000.toFixed(0).padStart(6)}         ${(ingest.machineBusy! * 100).toFixed(0).padStart(3)}%     | ${f(rawTraces.rate)}         | ${f(rawAll.rate)}      | ${f(rowByRow.rate)}         | ${r(ingest.rate / rawTraces.rate)}             | ${r(ingest.rate / rawAll.rate)}          | ${r(ingest.rate / rowByRow.rate)}`);
+    console.log(`        PostgreSQL CPU per 1000 traces: ingest ${ingest.pgCpuPer1000.toFixed(0)} ms, raw traces ${rawTraces.pgCpuPer1000.toFixed(0)} ms, raw all ${rawAll.pgCpuPer1000.toFixed(0)} ms, row by row ${rowByRow.pgCpuPer1000.toFixed(0)} ms`);
   }
   // what the guard and eval engine alone costs on these traces, on this thread (the share ingestion cannot shave off)
   const state = await gov.configs.get(orm.em.fork(), workspaceId, "bench");
