@@ -185,13 +185,15 @@ export class IngestionService {
     const fresh = items.filter((i) => created.has(i.trace.traceId));
     if (fresh.length === 0) return { created, existing };
 
-    const evals = fresh.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, e, ordinal })));
+    const evals = fresh.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
     if (evals.length > 0) {
       await c.query(
-        `insert into ${s}.evals (trace_id, eval_type, score, passed, details, ordinal, created_at)
-         select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $7
-           from unnest($1::uuid[], $2::text[], $3::float8[], $4::bool[], $5::text[], $6::int2[]) as u(trace_id, eval_type, score, passed, details, ordinal)`,
-        [evals.map((x) => x.traceId), evals.map((x) => x.e.evalType), evals.map((x) => x.e.score), evals.map((x) => x.e.passed), evals.map((x) => x.e.details), evals.map((x) => x.ordinal), nowIso]);
+        `insert into ${s}.evals (trace_id, eval_type, score, passed, details, ordinal, created_at, called_at)
+         select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $7, u.called_at
+           from unnest($1::uuid[], $2::text[], $3::float8[], $4::bool[], $5::text[], $6::int2[], $8::timestamptz[])
+             as u(trace_id, eval_type, score, passed, details, ordinal, called_at)`,
+        [evals.map((x) => x.traceId), evals.map((x) => x.e.evalType), evals.map((x) => x.e.score), evals.map((x) => x.e.passed), evals.map((x) => x.e.details),
+          evals.map((x) => x.ordinal), nowIso, evals.map((x) => x.calledAt)]);
     }
 
     const blocks = fresh.flatMap((i) => [

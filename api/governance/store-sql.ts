@@ -37,9 +37,10 @@ export const ROLLUP_TABLES = ["traces_hourly", "evals_hourly"] as const;
 /**
  * The version of this template. A store records the version it was made (or last completed) with
  * (governance_projects.store_version); the API completes older stores at start
- * (ProvisioningService.upgradeStores). 1: tables and audit trail; 2: hourly rollups.
+ * (ProvisioningService.upgradeStores). 1: tables and audit trail; 2: hourly rollups; 3: evals carry
+ * their trace's call time (called_at), so the eval rollup needs no look-up of the trace.
  */
-export const STORE_TEMPLATE_VERSION = 2;
+export const STORE_TEMPLATE_VERSION = 3;
 
 /** Rollup hours are aligned to this instant (any whole hour would do: hours are absolute, whatever the TimeZone). */
 export const ROLLUP_ORIGIN = "2000-01-03T00:00:00Z";
@@ -95,7 +96,10 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
        passed boolean not null,
        details text not null,
        ordinal smallint not null default 0,
-       created_at timestamptz not null default now())`,
+       created_at timestamptz not null default now(),
+       called_at timestamptz)`,
+    // template version 3; null in rows written before it (the rollup then looks the trace up)
+    `alter table ${t("evals")} add column if not exists called_at timestamptz`,
     `create index if not exists evals_trace_idx on ${t("evals")} (trace_id)`,
     `create index if not exists evals_created_at_idx on ${t("evals")} (created_at desc, trace_id, ordinal)`,
     `create table if not exists ${t("guard_blocks")} (
@@ -159,9 +163,14 @@ function rollupDdl(s: string, t: (table: string) => string): string[] {
          select ${hourOf("created_at")}, ${shardExpr}, count(*), sum(prompt_tokens), sum(completion_tokens), sum(total_tokens), sum(latency_ms), sum(cost_usd),
                 count(*) filter (where guard_blocked), count(*) filter (where error is not null)
            from ${from}`;
+  // an eval counts at its trace's call time: called_at, or (not given) the trace's created_at; an
+  // eval whose trace does not exist is not counted (the analytics join evals to their traces)
   const evalsAgg = (from: string, shardExpr: string) => `
-         select ${hourOf("t.created_at")}, ${shardExpr}, e.eval_type, ${scoreBucket("e.score")}, count(*), sum(e.score), count(*) filter (where e.passed)
-           from ${from} e join ${t("traces")} t on t.trace_id = e.trace_id`;
+         select ${hourOf("e.at")}, ${shardExpr}, e.eval_type, ${scoreBucket("e.score")}, count(*), sum(e.score), count(*) filter (where e.passed)
+           from (select x.eval_type, x.score, x.passed,
+                        coalesce(x.called_at, (select t.created_at from ${t("traces")} t where t.trace_id = x.trace_id)) as at
+                   from ${from} x) e
+          where e.at is not null`;
   const definer = (name: string, body: string) => `create or replace function ${s}.${name}() returns trigger language plpgsql
        security definer set search_path = pg_catalog, pg_temp as $$
      begin
@@ -214,7 +223,7 @@ function rollupDdl(s: string, t: (table: string) => string): string[] {
           group by 1`,
     `insert into ${t("evals_hourly")} (hour, shard, eval_type, bucket, n, score_sum, passed)
        ${evalsAgg(t("evals"), "0::int2")}
-          where not exists (select from ${t("evals_hourly")})
+            and not exists (select from ${t("evals_hourly")})
           group by 1, 3, 4`,
   ];
 }

@@ -247,8 +247,9 @@ test("a store of the previous template is completed at start: rollups created an
   const { schema } = await provision("legacy");
   const before = generate(99, 400);
   await insertConcurrently(schema, before, 2);
-  // what a store made by template version 1 looks like: no rollups, store_version 1
+  // what a store made by template version 1 looks like: no rollups, no evals.called_at, store_version 1
   await query(api.db.url, `drop table "${schema}".traces_hourly, "${schema}".evals_hourly`);
+  await query(api.db.url, `alter table "${schema}".evals drop column called_at`);
   await query(api.db.url, `drop function "${schema}".traces_rollup() cascade`);
   await query(api.db.url, `drop function "${schema}".evals_rollup() cascade`);
   await query(api.db.url, `update governance_projects set store_version = 1 where app_id = 'legacy'`);
