@@ -1,8 +1,12 @@
-// A watch cache: client-node's ListWatch (list, then watch from the list's resourceVersion,
-// resume on reconnect, relist on 410 Gone) plus what it lacks: restart with capped exponential
-// backoff after any other error, a synced flag, and typed event subscription.
-import * as k8s from "@kubernetes/client-node";
-import type { KubeObject } from "./client.ts";
+// A watch cache, as client-go's reflector and store: list, then watch from the list's
+// resourceVersion; a watch that ends or fails resumes from the last resourceVersion seen (after a
+// capped exponential backoff when it failed), and only a 410 Gone relists, replacing the cache and
+// delivering `delete` for what disappeared. Plus a synced flag and typed event subscription.
+// On transport.ts: it does not load @kubernetes/client-node.
+import { KubeRest, isGone, type KubeAuth } from "./transport.ts";
+import { resourcePath, type KubeList, type KubeObject } from "./objects.ts";
+
+export { resourcePath };
 
 export interface InformerOptions {
   apiVersion: string;
@@ -18,63 +22,39 @@ export interface InformerOptions {
   dropManagedFields?: boolean;
 }
 
-/** A Watch that hands every event's object to `transform` before the ListWatch caches it. */
-class TransformingWatch extends k8s.Watch {
-  readonly #transform: (obj: KubeObject) => void;
-  constructor(kc: k8s.KubeConfig, transform: (obj: KubeObject) => void) {
-    super(kc);
-    this.#transform = transform;
-  }
-  override watch(path: string, query: Record<string, string | number | boolean | undefined>, callback: (phase: string, obj: unknown, watchObj?: unknown) => void, done: (err: unknown) => void): Promise<AbortController> {
-    return super.watch(path, query, (phase, obj: KubeObject, watchObj) => {
-      if (obj?.metadata) this.#transform(obj);
-      callback(phase, obj, watchObj);
-    }, done);
-  }
-}
-
-const dropManagedFields = (obj: KubeObject): void => { delete obj.metadata.managedFields; };
-
 export type InformerEvent = "add" | "update" | "delete";
 export type InformerHandler<T> = (event: InformerEvent, obj: T) => void;
 
 export interface InformerLogger { warn(obj: object, msg: string): void }
 
-export function resourcePath(o: Pick<InformerOptions, "apiVersion" | "plural" | "namespace">): string {
-  const base = o.apiVersion.includes("/") ? `/apis/${o.apiVersion}` : `/api/${o.apiVersion}`;
-  return o.namespace ? `${base}/namespaces/${o.namespace}/${o.plural}` : `${base}/${o.plural}`;
-}
+/** A watch is ended by the API server after this long (jittered up to twice), as client-go does. */
+const WATCH_TIMEOUT_S = 300;
+/** A watch that ends normally sooner than this, with no event, counts as a failure (backoff). */
+const SHORT_WATCH_MS = 1000;
+
+const keyOf = (namespace: string | undefined, name: string | undefined) => `${namespace ?? ""}/${name ?? ""}`;
 
 export class Informer<T extends KubeObject> {
   readonly options: InformerOptions;
-  private readonly listWatch: k8s.ListWatch<T>;
+  private readonly rest: KubeRest;
+  private readonly path: string;
   private readonly handlers = new Set<InformerHandler<T>>();
   private readonly log: InformerLogger | undefined;
-  private stopped = false;
-  private restartTimer: NodeJS.Timeout | undefined;
+  /** namespace → name → object. */
+  private readonly cache = new Map<string, Map<string, T>>();
+  private resourceVersion: string | undefined;
+  private stopped = true;
+  private loop: Promise<void> | undefined;
+  private abort = new AbortController();
   private backoffMs = 0;
-  private errors = 0;
-  private listed = false;
-  private connecting: Promise<void> | undefined;
   private _synced = false;
   private syncWaiters: Array<() => void> = [];
 
-  constructor(kc: k8s.KubeConfig, options: InformerOptions, log?: InformerLogger) {
+  constructor(kc: KubeAuth | KubeRest, options: InformerOptions, log?: InformerLogger) {
     this.options = options;
     this.log = log;
-    const objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-    const list = async () => {
-      const l = await objects.list<T>(options.apiVersion, options.kind, options.namespace, undefined, undefined, undefined, undefined, options.labelSelector);
-      if (options.dropManagedFields) l.items.forEach(dropManagedFields);
-      this.listed = true;
-      return l;
-    };
-    const watch = options.dropManagedFields ? new TransformingWatch(kc, dropManagedFields) : new k8s.Watch(kc);
-    this.listWatch = new k8s.ListWatch<T>(resourcePath(options), watch, list, false, options.labelSelector);
-    this.listWatch.on(k8s.ADD, (o) => this.emit("add", o));
-    this.listWatch.on(k8s.UPDATE, (o) => this.emit("update", o));
-    this.listWatch.on(k8s.DELETE, (o) => this.emit("delete", o));
-    this.listWatch.on(k8s.ERROR, (err) => this.restartLater(err));
+    this.rest = kc instanceof KubeRest ? kc : new KubeRest(kc);
+    this.path = resourcePath(options);
   }
 
   /**
@@ -83,30 +63,34 @@ export class Informer<T extends KubeObject> {
    * resolves with `synced` still false).
    */
   async start(): Promise<void> {
-    this.stopped = false;
     const synced = this._synced ? undefined : new Promise<void>((resolve) => this.syncWaiters.push(resolve));
-    await this.connect();
+    if (this.stopped) {
+      this.stopped = false;
+      this.abort = new AbortController();
+      const previous = this.loop;
+      this.loop = (async () => { await previous; await this.run(this.abort.signal); })();
+    }
     await synced;
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.restartTimer);
-    await this.listWatch.stop();
-    // A watch request still being opened is only known to ListWatch once it is open: stop again.
-    await this.connecting;
-    await this.listWatch.stop();
+    this.abort.abort();
     for (const resolve of this.syncWaiters.splice(0)) resolve();
+    await this.loop;
   }
 
   get synced(): boolean { return this._synced; }
 
   get(namespace: string | undefined, name: string): T | undefined {
-    return this.listWatch.get(name, namespace);
+    return this.cache.get(namespace ?? "")?.get(name);
   }
 
   list(namespace?: string): readonly T[] {
-    return this.listWatch.list(namespace);
+    if (namespace !== undefined) return [...(this.cache.get(namespace)?.values() ?? [])];
+    const out: T[] = [];
+    for (const objects of this.cache.values()) out.push(...objects.values());
+    return out;
   }
 
   /** Subscribes to changes; returns the unsubscribe function. */
@@ -115,39 +99,104 @@ export class Informer<T extends KubeObject> {
     return () => this.handlers.delete(handler);
   }
 
-  private emit(event: InformerEvent, obj: T): void {
-    if (this.stopped) return;
-    for (const h of this.handlers) {
-      // A throwing handler must not break ListWatch's bookkeeping (or the other handlers).
-      try { h(event, obj); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
+  private async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        if (this.resourceVersion === undefined) await this.relist(signal);
+        const started = Date.now();
+        const events = await this.watch(signal);
+        if (!events && Date.now() - started < SHORT_WATCH_MS && !signal.aborted) throw new Error("the watch ended at once");
+      } catch (err) {
+        if (signal.aborted) return;
+        if (isGone(err)) { this.resourceVersion = undefined; continue; } // too old: list again, at once
+        this.backoffMs = Math.min(this.backoffMs ? this.backoffMs * 2 : 250, 30_000);
+        this.log?.warn({ resource: this.options.plural, err: err instanceof Error ? err.message : String(err), retryInMs: this.backoffMs }, "watch failed; restarting");
+        await sleep(this.backoffMs, signal);
+      }
     }
   }
 
-  /** (Re)starts ListWatch: resumes from its last resourceVersion, or lists when it has none. */
-  private connect(): Promise<void> {
-    const errorsBefore = this.errors;
-    this.listed = false;
-    const attempt = this.listWatch.start().then(() => {
-      if (this.listed && !this._synced && !this.stopped) {
-        this._synced = true;
-        for (const resolve of this.syncWaiters.splice(0)) resolve();
-      }
-      // Reset the backoff only when this attempt did not fail (ListWatch reports a failed
-      // list or watch through ERROR before start() resolves).
-      if (this.errors === errorsBefore) this.backoffMs = 0;
-    }, (err: unknown) => this.restartLater(err));
-    this.connecting = attempt;
-    return attempt;
+  /** Lists and replaces the cache: add/update for what is new or changed, delete for what went. */
+  private async relist(signal: AbortSignal): Promise<void> {
+    const list = await this.rest.request<KubeList<T>>("GET", this.path, { query: { labelSelector: this.options.labelSelector }, signal });
+    if (signal.aborted) return;
+    const seen = new Set<string>();
+    for (const obj of list.items) {
+      this.trim(obj);
+      seen.add(keyOf(obj.metadata.namespace, obj.metadata.name));
+      this.put(obj);
+    }
+    for (const [namespace, objects] of this.cache) {
+      for (const [name, obj] of objects) if (!seen.has(keyOf(namespace, name))) this.remove(obj);
+    }
+    this.resourceVersion = list.metadata?.resourceVersion ?? "";
+    this.backoffMs = 0;
+    if (!this._synced) {
+      this._synced = true;
+      for (const resolve of this.syncWaiters.splice(0)) resolve();
+    }
   }
 
-  private restartLater(err: unknown): void {
-    this.errors++;
-    if (this.stopped) return;
-    this.backoffMs = Math.min(this.backoffMs ? this.backoffMs * 2 : 250, 30_000);
-    this.log?.warn({ resource: this.options.plural, err: err instanceof Error ? err.message : String(err), retryInMs: this.backoffMs }, "watch failed; restarting");
-    clearTimeout(this.restartTimer);
-    this.restartTimer = setTimeout(() => {
-      if (!this.stopped) void this.connect();
-    }, this.backoffMs);
+  /** One watch from the last resourceVersion; resolves with the number of events when it ends. */
+  private async watch(signal: AbortSignal): Promise<number> {
+    let events = 0;
+    const query = {
+      resourceVersion: this.resourceVersion, allowWatchBookmarks: true, labelSelector: this.options.labelSelector,
+      timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())),
+    };
+    await this.rest.watch(this.path, query, ({ type, object }) => {
+      if (signal.aborted) return;
+      events++;
+      this.backoffMs = 0;
+      const obj = object as T;
+      if (type === "ERROR") {
+        const status = object as { code?: number; message?: string };
+        throw Object.assign(new Error(`watch ${this.options.plural}: ${status.message ?? "error"}`), { code: status.code });
+      }
+      if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+      if (type === "BOOKMARK") return;
+      this.trim(obj);
+      if (type === "DELETED") this.remove(obj);
+      else this.put(obj);
+    }, signal);
+    return events;
   }
+
+  private trim(obj: T): void {
+    if (this.options.dropManagedFields && obj.metadata) delete obj.metadata.managedFields;
+  }
+
+  private put(obj: T): void {
+    const ns = obj.metadata.namespace ?? "";
+    let objects = this.cache.get(ns);
+    if (!objects) this.cache.set(ns, objects = new Map<string, T>());
+    const old = objects.get(obj.metadata.name!);
+    if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return;
+    objects.set(obj.metadata.name!, obj);
+    this.emit(old ? "update" : "add", obj);
+  }
+
+  private remove(obj: T): void {
+    const ns = obj.metadata.namespace ?? "";
+    const objects = this.cache.get(ns);
+    if (!objects?.delete(obj.metadata.name!)) return;
+    if (objects.size === 0) this.cache.delete(ns);
+    this.emit("delete", obj);
+  }
+
+  private emit(event: InformerEvent, obj: T): void {
+    if (this.stopped) return;
+    for (const h of this.handlers) {
+      // A throwing handler must not break the cache's bookkeeping (or the other handlers).
+      try { h(event, obj); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
+    }
+  }
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() { clearTimeout(timer); signal.removeEventListener("abort", done); resolve(); }
+    signal.addEventListener("abort", done, { once: true });
+  });
 }

@@ -1,0 +1,217 @@
+// HTTP to the Kubernetes API server on node:http(s): JSON requests and watch streams, over one
+// keep-alive connection pool per set of TLS credentials. Credentials come from anything that can
+// fill https.RequestOptions the way client-node's KubeConfig.applyToHTTPSOptions does (client-node's
+// KubeConfig itself, or the small LeanKubeConfig of kubeconfig.ts), so this module does not load
+// @kubernetes/client-node: a process that needs only objects, watches and Leases (the operator)
+// saves the ~60 MiB the client's generated code takes once imported.
+import { createHash } from "node:crypto";
+import http from "node:http";
+import https from "node:https";
+
+/** Where the API server is and how to authenticate to it. client-node's KubeConfig fits. */
+export interface KubeAuth {
+  getCurrentCluster(): { server: string } | null;
+  /** Fills CA, client certificate and key, TLS server name, and headers (Authorization, ...). */
+  applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
+}
+
+/** An error answer of the API server: `code` is the HTTP status, `body` its Status object (or text). */
+export class KubeApiError extends Error {
+  readonly code: number;
+  readonly body: unknown;
+  constructor(code: number, body: unknown, what: string) {
+    const message = body && typeof body === "object" && "message" in body ? String(body.message) : typeof body === "string" && body ? body : `HTTP ${code}`;
+    super(`${what}: ${code} ${message}`);
+    this.name = "KubeApiError";
+    this.code = code;
+    this.body = body;
+  }
+}
+
+export function statusCode(err: unknown): number | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown };
+  if (typeof e?.code === "number") return e.code;
+  if (typeof e?.statusCode === "number") return e.statusCode;
+  return undefined;
+}
+export const isNotFound = (err: unknown): boolean => statusCode(err) === 404;
+export const isConflict = (err: unknown): boolean => statusCode(err) === 409;
+export const isInvalid = (err: unknown): boolean => statusCode(err) === 422;
+export const isGone = (err: unknown): boolean => statusCode(err) === 410;
+
+/** The API server's Status message from a client error, for logs and user-facing errors. */
+export function errorMessage(err: unknown): string {
+  const body = (err as { body?: unknown })?.body;
+  if (typeof body === "string") {
+    try { return (JSON.parse(body) as { message?: string }).message ?? body; } catch { return body; }
+  }
+  if (body && typeof body === "object" && "message" in body) return String((body).message);
+  return err instanceof Error ? err.message : String(err);
+}
+
+export type Query = Record<string, string | number | boolean | undefined>;
+
+export interface RequestOptions {
+  query?: Query;
+  /** Sent as JSON unless it is a string. */
+  body?: unknown;
+  contentType?: string;
+  signal?: AbortSignal;
+  /** Default 60 s: a request that hangs longer fails (and its reconcile is retried). */
+  timeoutMs?: number;
+}
+
+export interface WatchEvent { type: string; object: unknown }
+
+const TLS_KEYS = ["ca", "cert", "key", "pfx", "passphrase", "servername", "rejectUnauthorized", "ciphers", "crl"] as const;
+
+function queryString(q: Query | undefined): string {
+  if (!q) return "";
+  const p = new URLSearchParams();
+  for (const [k, v] of Object.entries(q)) if (v !== undefined) p.set(k, String(v));
+  const s = p.toString();
+  return s ? `?${s}` : "";
+}
+
+function fingerprint(opts: https.RequestOptions): string {
+  const h = createHash("sha256");
+  for (const k of TLS_KEYS) {
+    const v = (opts as Record<string, unknown>)[k];
+    h.update(`${k}=`);
+    if (v !== undefined) h.update(Buffer.isBuffer(v) ? v : JSON.stringify(v));
+    h.update("\n");
+  }
+  return h.digest("hex");
+}
+
+/**
+ * The transport. Every request asks `auth` for its credentials (tokens rotate; exec plugins
+ * refresh), and reuses one keep-alive agent while the TLS material stays the same; a new CA,
+ * certificate or key gets a new agent (the old one closes its idle sockets).
+ */
+export class KubeRest {
+  readonly auth: KubeAuth;
+  readonly server: URL;
+  private agent: { key: string; agent: http.Agent } | undefined;
+
+  constructor(auth: KubeAuth) {
+    this.auth = auth;
+    const server = auth.getCurrentCluster()?.server;
+    if (!server) throw new Error("kubeconfig: no current cluster");
+    this.server = new URL(server);
+  }
+
+  /** One request; the parsed JSON answer (undefined when empty). Non-2xx answers throw KubeApiError. */
+  async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
+    const res = await this.send(method, path, o, o.timeoutMs ?? 60_000);
+    const text = await readAll(res, o.signal);
+    const status = res.statusCode ?? 0;
+    if (status < 200 || status > 299) throw new KubeApiError(status, parseOr(text), `${method} ${path}`);
+    return (text ? JSON.parse(text) : undefined) as T;
+  }
+
+  /**
+   * A watch: calls `onEvent` for every event of the stream and resolves when the API server ends
+   * it (its timeout), rejects when the connection fails or the answer is not 200 (KubeApiError),
+   * and resolves quietly once `signal` aborts.
+   */
+  async watch(path: string, query: Query, onEvent: (e: WatchEvent) => void, signal: AbortSignal): Promise<void> {
+    let res: http.IncomingMessage;
+    // No data for longer than the server's own timeout means a connection that died silently.
+    const idleMs = typeof query.timeoutSeconds === "number" ? (query.timeoutSeconds + 30) * 1000 : 0;
+    try {
+      res = await this.send("GET", path, { query: { ...query, watch: true }, signal }, idleMs);
+    } catch (err) {
+      if (signal.aborted) return;
+      throw err;
+    }
+    const status = res.statusCode ?? 0;
+    if (status !== 200) {
+      const text = await readAll(res, signal).catch(() => "");
+      throw new KubeApiError(status, parseOr(text), `watch ${path}`);
+    }
+    await new Promise<void>((resolve, reject) => {
+      let buffered = "";
+      let failed = false;
+      const fail = (err: unknown) => { if (failed) return; failed = true; res.destroy(); if (signal.aborted) resolve(); else reject(err instanceof Error ? err : new Error(String(err))); };
+      const onAbort = () => { res.destroy(); resolve(); };
+      signal.addEventListener("abort", onAbort, { once: true });
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        buffered += chunk;
+        let nl: number;
+        while (!failed && (nl = buffered.indexOf("\n")) >= 0) {
+          const line = buffered.slice(0, nl);
+          buffered = buffered.slice(nl + 1);
+          if (!line.trim()) continue;
+          try { onEvent(JSON.parse(line) as WatchEvent); } catch (err) { fail(err); }
+        }
+      });
+      res.on("end", () => { signal.removeEventListener("abort", onAbort); if (!failed) resolve(); });
+      res.on("aborted", () => fail(new Error(`watch ${path}: connection closed`)));
+      res.on("error", fail);
+      res.on("close", () => { signal.removeEventListener("abort", onAbort); if (!res.complete) fail(new Error(`watch ${path}: connection closed`)); });
+    });
+  }
+
+  private async send(method: string, path: string, o: RequestOptions, timeoutMs: number): Promise<http.IncomingMessage> {
+    const opts: https.RequestOptions = { headers: {} };
+    await this.auth.applyToHTTPSOptions(opts);
+    const body = o.body === undefined ? undefined : typeof o.body === "string" ? o.body : JSON.stringify(o.body);
+    const headers: http.OutgoingHttpHeaders = {
+      ...(opts.headers as http.OutgoingHttpHeaders | undefined),
+      Accept: "application/json",
+      "User-Agent": "berth",
+      ...(body !== undefined ? { "Content-Type": o.contentType ?? "application/json", "Content-Length": Buffer.byteLength(body) } : {}),
+    };
+    const secure = this.server.protocol === "https:";
+    const req = (secure ? https : http).request({
+      protocol: this.server.protocol,
+      hostname: this.server.hostname.replace(/^\[|\]$/g, ""),
+      port: this.server.port || (secure ? 443 : 80),
+      path: `${this.server.pathname.replace(/\/$/, "")}${path}${queryString(o.query)}`,
+      method,
+      headers,
+      agent: this.agentFor(opts, secure),
+      ...(opts.auth ? { auth: opts.auth } : {}),
+      ...(o.signal ? { signal: o.signal } : {}),
+      ...(timeoutMs > 0 ? { timeout: timeoutMs } : {}),
+    });
+    return await new Promise<http.IncomingMessage>((resolve, reject) => {
+      req.on("response", resolve);
+      req.on("error", reject);
+      req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in ${timeoutMs} ms`)));
+      req.end(body);
+    });
+  }
+
+  private agentFor(opts: https.RequestOptions, secure: boolean): http.Agent {
+    const key = `${secure}:${fingerprint(opts)}`;
+    if (this.agent?.key === key) return this.agent.agent;
+    const tls = Object.fromEntries(TLS_KEYS.filter((k) => (opts as Record<string, unknown>)[k] !== undefined).map((k) => [k, (opts as Record<string, unknown>)[k]]));
+    const agent = secure ? new https.Agent({ keepAlive: true, ...tls }) : new http.Agent({ keepAlive: true });
+    const old = this.agent?.agent;
+    this.agent = { key, agent };
+    if (old) {
+      // New credentials (a rotated certificate): idle sockets of the old pool go now; those in use
+      // (watches) finish first, and the old pool is closed after the longest watch has ended.
+      for (const sockets of Object.values(old.freeSockets)) for (const s of sockets ?? []) s.destroy();
+      setTimeout(() => old.destroy(), 15 * 60_000).unref();
+    }
+    return agent;
+  }
+}
+
+function parseOr(text: string): unknown {
+  try { return JSON.parse(text); } catch { return text; }
+}
+
+async function readAll(res: http.IncomingMessage, signal?: AbortSignal): Promise<string> {
+  res.setEncoding("utf8");
+  let text = "";
+  for await (const chunk of res) {
+    if (signal?.aborted) throw signal.reason;
+    text += chunk as string;
+  }
+  return text;
+}
