@@ -4,17 +4,19 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec, type AppStatus } from "../../crds/schemas.ts";
-import { OPERATOR_FIELD_MANAGER, type KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectClient } from "../../crds/kube/objects.ts";
+import { isConflict } from "../../crds/kube/transport.ts";
 import type { Informer } from "../../crds/kube/informer.ts";
 import type { ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
+import { RecentWrites } from "../runtime/recent.ts";
 import { buildChildren, buildGovernanceSecret, CHILD_KINDS, GOVERNANCE_GENERATION_LABEL, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
 import { GOVERNANCE_FINALIZER, GovernanceDisabledError, governanceDisabled, governanceGeneration, type GovernanceClient } from "./governance.ts";
-import { computeStatus, statusEqual } from "./status.ts";
+import { computeStatus, decideStatusWrite } from "./status.ts";
 
 export type AppObject = KubeObject & { spec: unknown; status?: AppStatus };
 
 export interface AppReconcilerDeps {
-  client: KubeClient;
+  client: ObjectClient;
   apps: Informer<AppObject>;
   children: Record<ChildKind, Informer<KubeObject>>;
   /** The operator's Secrets (the `<app>-governance` ones). */
@@ -23,12 +25,25 @@ export interface AppReconcilerDeps {
   governance?: GovernanceClient | undefined;
   cfg: BuildConfig;
   now: () => Date;
+  /**
+   * How long a status change that only moves replica counts may wait for the next transition,
+   * so that several child updates make one write (see onlyCountsChanged). Default 5 s; 0 writes
+   * every change at once.
+   */
+  countsDelayMs?: number;
 }
 
 type GovernanceState = { ref?: GovernanceRef; condition?: { ready: boolean; reason: string; message: string } };
 
+/** Children that name another child: created only once that one is known to be the App's own. */
+const REFERS_TO_A_SIBLING = new Set(["HorizontalPodAutoscaler", "Ingress"]);
+
+const DEFAULT_COUNTS_DELAY_MS = 5_000;
+
 /** While a rollout is under way, look again at least this often even if no event arrives. */
 const ROLLOUT_RECHECK_MS = 30_000;
+
+const after = (ms: number | undefined): ReconcileResult | undefined => (ms ? { requeueAfterMs: ms } : undefined);
 
 export function ownedBy(obj: KubeObject, app: AppObject): boolean {
   return (obj.metadata.ownerReferences ?? []).some((r) => r.controller && r.uid === app.metadata.uid);
@@ -44,23 +59,33 @@ export function deploymentIdOf(name: string, children: KubeObject[]): string | u
 
 export class AppReconciler implements Reconciler {
   private readonly deps: AppReconcilerDeps;
-  constructor(deps: AppReconcilerDeps) { this.deps = deps; }
+  /** This reconciler's own writes, until the caches show them (see RecentWrites). */
+  private readonly recent = new RecentWrites();
+  /** Since when an App's status has differed from the written one by counts only (key → ms). */
+  private readonly countsPendingSince = new Map<string, number>();
+
+  constructor(deps: AppReconcilerDeps) {
+    this.deps = deps;
+    this.recent.track("App", deps.apps);
+    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) this.recent.track(kind, deps.children[kind]);
+    this.recent.track("Secret", deps.secrets);
+  }
 
   async reconcile({ namespace, name }: Request): Promise<ReconcileResult | void> {
     const { apps, children, client, cfg } = this.deps;
-    const app = apps.get(namespace, name);
-    if (!app) return;
+    const recent = this.recent;
+    const app = recent.latest("App", namespace, name, apps.get(namespace, name));
+    if (!app) { this.countsPendingSince.delete(`${namespace}/${name}`); return; }
     if (app.metadata.deletionTimestamp) { await this.finalize(app); return; } // children go with it (owner references)
     const generation = app.metadata.generation ?? 0;
     const parsed = AppSpec.safeParse(app.spec);
     if (!parsed.success) {
       const invalid = parsed.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`).join("; ");
-      await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg }));
-      return;
+      return after(await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg })));
     }
     const spec = parsed.data;
     const ref = { name, namespace, uid: app.metadata.uid! };
-    const live = (kind: ChildKind) => children[kind].get(namespace, name);
+    const live = (kind: ChildKind) => recent.latest(kind, namespace, name, children[kind].get(namespace, name));
 
     let deployment = live("Deployment") as k8s.V1Deployment | undefined;
     let cronJob = live("CronJob") as k8s.V1CronJob | undefined;
@@ -78,30 +103,37 @@ export class AppReconciler implements Reconciler {
     const desired = buildChildren(ref, spec, { deploymentReplicas: deployment?.spec?.replicas }, cfg, gov.ref);
 
     // A same-named object that this App does not own is never taken over. The caches hold only
-    // objects labelled as ours, so an object about to be created is looked up directly first.
-    // Children are independent of each other: look-ups and applies run in parallel.
-    const existing = await Promise.all(desired.map(async (d) => {
-      const kind = d.kind as ChildKind;
-      return live(kind) ?? await client.get<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
-    }));
-    const foreignAt = existing.findIndex((e) => e && !ownedBy(e, app));
-    if (foreignAt >= 0) {
-      const invalid = `${desired[foreignAt]!.kind} ${namespace}/${name} already exists and is not owned by this App`;
-      await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg }));
-      return;
+    // objects labelled as ours: a child they hold is applied when it differs from the desired
+    // state; one they lack is created by a create-only apply, which the API server refuses with
+    // 409 when anything of that name exists, and only then is the object read to tell a cache that
+    // lags behind (ours) from a foreign object. What refers to another child by name (the HPA to
+    // the Deployment, the Ingress to the Service) is created only once that child is known to be
+    // ours; otherwise children are independent and converge in parallel.
+    const cached = desired.map((d) => live(d.kind as ChildKind));
+    const converged: (KubeObject | undefined)[] = [];
+    // The kind of a same-named object in the way (list items carry no kind: it comes from desired).
+    let foreign = desired.find((_, i) => cached[i] && !ownedBy(cached[i], app))?.kind;
+    const first = desired.map((_, i) => i).filter((i) => !REFERS_TO_A_SIBLING.has(desired[i]!.kind!));
+    const waves = first.some((i) => !cached[i]) ? [first, desired.map((_, i) => i).filter((i) => !first.includes(i))] : [desired.map((_, i) => i)];
+    for (const wave of foreign ? [] : waves) {
+      const results = await Promise.all(wave.map((i) => this.converge(app, desired[i]!, cached[i])));
+      wave.forEach((i, j) => { converged[i] = results[j]!.live; if (results[j]!.foreign) foreign ??= desired[i]!.kind; });
+      if (foreign) break;
     }
-
-    const applied = await Promise.all(desired.map((obj, i) => (upToDate(obj, existing[i]) ? Promise.resolve(undefined) : client.apply(obj, OPERATOR_FIELD_MANAGER))));
-    applied.forEach((a, i) => {
-      if (!a) return;
-      if (desired[i]!.kind === "Deployment") deployment = a as k8s.V1Deployment;
-      if (desired[i]!.kind === "CronJob") cronJob = a as k8s.V1CronJob;
+    if (foreign) {
+      const invalid = `${foreign} ${namespace}/${name} already exists and is not owned by this App`;
+      return after(await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg })));
+    }
+    converged.forEach((c, i) => {
+      if (desired[i]!.kind === "Deployment") deployment = c as k8s.V1Deployment;
+      if (desired[i]!.kind === "CronJob") cronJob = c as k8s.V1CronJob;
     });
     const wanted = new Set(desired.map((d) => d.kind));
     for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) {
       const obj = live(kind);
       if (wanted.has(kind) || !obj || !ownedBy(obj, app)) continue;
       await client.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
+      recent.forget(kind, namespace, name);
       if (kind === "Deployment") deployment = undefined;
       if (kind === "CronJob") cronJob = undefined;
     }
@@ -110,8 +142,29 @@ export class AppReconciler implements Reconciler {
       generation, spec, old: app.status, deployment, cronJob,
       deploymentId: deploymentIdOf(name, desired), now: this.deps.now(), cfg, governance: gov.condition,
     });
-    await this.writeStatus(app, status);
-    return status.phase === "deploying" ? { requeueAfterMs: ROLLOUT_RECHECK_MS } : undefined;
+    const wait = await this.writeStatus(app, status);
+    return after(status.phase === "deploying" ? Math.min(wait ?? ROLLOUT_RECHECK_MS, ROLLOUT_RECHECK_MS) : wait);
+  }
+
+  /**
+   * Converges one child: the cached object is applied only when it differs; a child the cache
+   * does not hold is created, never adopted (see reconcile). Returns the object as it now is, or
+   * the foreign object that is in the way.
+   */
+  private async converge(app: AppObject, desired: KubeObject, cached: KubeObject | undefined): Promise<{ live?: KubeObject; foreign?: KubeObject }> {
+    const kind = desired.kind!;
+    const write = async (w: Promise<KubeObject>) => { const obj = await w; this.recent.remember(kind, obj); return { live: obj }; };
+    const { client } = this.deps;
+    if (cached) return upToDate(desired, cached) ? { live: cached } : write(client.apply(desired, OPERATOR_FIELD_MANAGER));
+    try {
+      return await write(client.applyNew(desired, OPERATOR_FIELD_MANAGER));
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+      const existing = await client.get<KubeObject>({ apiVersion: desired.apiVersion!, kind, namespace: desired.metadata.namespace!, name: desired.metadata.name! });
+      if (!existing) throw err; // deleted in between: retried with backoff
+      if (!ownedBy(existing, app)) return { foreign: existing };
+      return upToDate(desired, existing) ? { live: existing } : write(client.apply(desired, OPERATOR_FIELD_MANAGER));
+    }
   }
 
   /**
@@ -122,10 +175,12 @@ export class AppReconciler implements Reconciler {
     const { governance, secrets, client } = this.deps;
     const namespace = app.metadata.namespace!, name = app.metadata.name!;
     const secretName = governanceSecretName(name);
-    const secret = secrets.get(namespace, secretName);
+    const secret = this.recent.latest("Secret", namespace, secretName, secrets.get(namespace, secretName));
     if (!governance) return {};
     const removeSecret = async () => {
-      if (secret && ownedBy(secret, app)) await client.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName });
+      if (!secret || !ownedBy(secret, app)) return;
+      await client.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName });
+      this.recent.forget("Secret", namespace, secretName);
     };
     if (governanceDisabled(app.metadata.annotations)) {
       await removeSecret();
@@ -139,7 +194,8 @@ export class AppReconciler implements Reconciler {
     if (!secret || have !== generation) {
       try {
         const p = await governance.provision({ namespace, appName: name, appUid: app.metadata.uid!, generation });
-        await client.apply(buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject, OPERATOR_FIELD_MANAGER);
+        const written = await this.converge(app, buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject, secret);
+        if (written.foreign) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
       } catch (err) {
         if (!(err instanceof GovernanceDisabledError)) throw err;
         await removeSecret();
@@ -152,9 +208,9 @@ export class AppReconciler implements Reconciler {
   private async ensureFinalizer(app: AppObject): Promise<void> {
     const finalizers = app.metadata.finalizers ?? [];
     if (finalizers.includes(GOVERNANCE_FINALIZER)) return;
-    await this.deps.client.mergePatch(
+    this.recent.remember("App", await this.deps.client.mergePatch(
       { apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: app.metadata.name! },
-      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] } }, OPERATOR_FIELD_MANAGER);
+      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] } }, OPERATOR_FIELD_MANAGER));
   }
 
   /** A deleted App: its store in the API's database goes too, then the finalizer is released. */
@@ -169,8 +225,17 @@ export class AppReconciler implements Reconciler {
       { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } }, OPERATOR_FIELD_MANAGER);
   }
 
-  private async writeStatus(app: AppObject, status: AppStatus): Promise<void> {
-    if (statusEqual(app.status, status)) return;
-    await this.deps.client.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status }, OPERATOR_FIELD_MANAGER);
+  /**
+   * Writes `status` when it differs from the App's. A difference in replica counts only is held
+   * back for up to countsDelayMs (the next transition carries it along); the answer is then how
+   * long to wait before looking again, so the counts are written even if nothing else happens.
+   */
+  private async writeStatus(app: AppObject, status: AppStatus): Promise<number | undefined> {
+    const key = `${app.metadata.namespace}/${app.metadata.name}`;
+    const d = decideStatusWrite(app.status, status, this.countsPendingSince.get(key), this.deps.now().getTime(), this.deps.countsDelayMs ?? DEFAULT_COUNTS_DELAY_MS);
+    if (d.pendingSince === undefined) this.countsPendingSince.delete(key);
+    else this.countsPendingSince.set(key, d.pendingSince);
+    if (!d.write) return d.waitMs;
+    this.recent.remember("App", await this.deps.client.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status }, OPERATOR_FIELD_MANAGER));
   }
 }

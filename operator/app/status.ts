@@ -159,3 +159,45 @@ function deployedAt(input: StatusInput, state: Rollout): { deployedAt?: string }
 export function statusEqual(a: AppStatus | undefined, b: AppStatus): boolean {
   return stableJson(a ?? {}) === stableJson(b);
 }
+
+/** Reasons of conditions whose message carries replica counts ("2/3 replicas ready"). */
+const COUNTING_REASONS = new Set(["RollingOut", "Available"]);
+
+/**
+ * True when `next` differs from `prev` only in what moves with every pod: the replica counts of
+ * `pipeline.runtime` and the messages of conditions that quote them. Such a write may wait a
+ * little and go out with the next one; anything else (phase, a condition's status or reason,
+ * generation, URL, deployment, pipeline states) is a transition and is written at once.
+ */
+export function onlyCountsChanged(prev: AppStatus | undefined, next: AppStatus): boolean {
+  if (!prev) return false;
+  const strip = (s: AppStatus) => ({
+    ...s,
+    conditions: s.conditions?.map((c) => (COUNTING_REASONS.has(c.reason) ? { ...c, message: "" } : c)),
+    ...(s.pipeline ? { pipeline: { ...s.pipeline, ...(s.pipeline.runtime ? { runtime: { ...s.pipeline.runtime, readyReplicas: 0, totalReplicas: 0 } } : {}) } } : {}),
+  });
+  return stableJson(strip(prev)) === stableJson(strip(next));
+}
+
+export interface StatusWriteDecision {
+  /** Write `next` now. */
+  write: boolean;
+  /** Since when a counts-only difference has been held back (carry it to the next decision). */
+  pendingSince?: number;
+  /** When held back: look again after this long, so the counts go out even if nothing else happens. */
+  waitMs?: number;
+}
+
+/**
+ * Whether `next` is written now: nothing when it equals `prev`; at once when anything but replica
+ * counts changed; a counts-only change waits up to `delayMs` from when it was first seen
+ * (`pendingSince`), so that the next transition, or the next few count changes, go out in one
+ * write. Pure: the caller keeps `pendingSince` per object.
+ */
+export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, pendingSince: number | undefined, now: number, delayMs: number): StatusWriteDecision {
+  if (statusEqual(prev, next)) return { write: false };
+  if (delayMs <= 0 || !onlyCountsChanged(prev, next)) return { write: true };
+  const since = pendingSince ?? now;
+  if (now - since >= delayMs) return { write: true };
+  return { write: false, pendingSince: since, waitMs: since + delayMs - now };
+}

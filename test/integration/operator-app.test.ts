@@ -24,7 +24,7 @@ const start = () => startOperator(loadOperatorConfig({
 test.before(async () => { ns = await testNamespace(k, "opapp"); op = await start(); });
 test.after.always(async () => { await op?.stop(); await deleteNamespace(k, ns); });
 
-type App = KubeObject & { spec: Record<string, unknown>; status?: { phase?: string; conditions?: { type: string; status: string }[]; url?: string; observedGeneration?: number } };
+type App = KubeObject & { spec: Record<string, unknown>; status?: { phase?: string; conditions?: { type: string; status: string }[]; url?: string; observedGeneration?: number; pipeline?: { runtime?: { status: string; readyReplicas: number; totalReplicas: number } } } };
 const ref = (name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace: ns, name });
 const getApp = (name: string) => client.get<App>(ref(name));
 const createApp = (name: string, spec: Record<string, unknown>) =>
@@ -52,6 +52,12 @@ test.serial("a web App becomes a Deployment, Service, Ingress and HPA, and goes 
   t.is(ing?.spec?.rules?.[0]?.host, "shop.apps.test.local");
   const hpa = await child<k8s.V2HorizontalPodAutoscaler>("HorizontalPodAutoscaler", "autoscaling/v2", "shop");
   t.like(hpa?.spec, { minReplicas: 2, maxReplicas: 5 });
+  // Children are created by a create-only server-side apply: the operator's fields are an Apply
+  // (a POST would record an Update, whose fields a later apply could never drop).
+  for (const c of [d, ing, hpa] as KubeObject[]) {
+    const mine = (c.metadata.managedFields ?? []).filter((m) => m.manager === "berth-operator");
+    t.deepEqual(mine.map((m) => m.operation), ["Apply"], `${c.kind ?? "child"} fields are the operator's Apply`);
+  }
 });
 
 test.serial("changing replicas and limits reaches the children", async (t) => {
@@ -59,6 +65,9 @@ test.serial("changing replicas and limits reaches the children", async (t) => {
   await phase("shop", "active");
   const d = await eventually("3 ready replicas", async () => { const d = await deployment("shop"); return d?.status?.readyReplicas === 3 ? d : undefined; });
   t.deepEqual(d.spec?.template.spec?.containers[0]?.resources?.limits, { cpu: "1", memory: "1Gi" });
+  // Replica counts may be held back briefly, but never past the transition that follows them.
+  const app = await phase("shop", "active");
+  t.like(app.status?.pipeline?.runtime, { status: "healthy", readyReplicas: 3, totalReplicas: 3 });
   const hpa = await child<k8s.V2HorizontalPodAutoscaler>("HorizontalPodAutoscaler", "autoscaling/v2", "shop");
   t.like(hpa?.spec, { minReplicas: 3, maxReplicas: 6 });
 });
@@ -120,6 +129,24 @@ test.serial("a cron App becomes a CronJob", async (t) => {
   t.is(cj?.spec?.schedule, "0 3 * * *");
 });
 
+test.serial("a field dropped from the desired state is removed from the child", async (t) => {
+  await createApp("flip", { name: "Flip", slug: "flip", image: "registry.invalid/flip:1" });
+  await phase("flip", "active");
+  const before = (await deployment("flip"))?.spec?.template.spec?.containers[0];
+  t.is(before?.ports?.[0]?.name, "http");
+  t.truthy(before?.readinessProbe);
+  // A worker is not served: no port, no readiness probe, no Service, no Ingress.
+  await patchApp("flip", { type: "worker" });
+  await phase("flip", "active");
+  const after = await eventually("the port and probe to go", async () => {
+    const c = (await deployment("flip"))?.spec?.template.spec?.containers[0];
+    return c && !c.ports && !c.readinessProbe ? c : undefined;
+  });
+  t.is(after.image, "registry.invalid/flip:1");
+  t.falsy(await child("Service", "v1", "flip"));
+  t.falsy(await child("Ingress", "networking.k8s.io/v1", "flip"));
+});
+
 test.serial("an App with only a Git repository waits for a build and creates nothing", async (t) => {
   await createApp("fromgit", { name: "From Git", slug: "fromgit", gitRepoUrl: "https://git.example.com/a.git" });
   const app = await phase("fromgit", "stopped");
@@ -134,6 +161,33 @@ test.serial("an App never takes over an object it does not own", async (t) => {
   t.regex(JSON.stringify(app.status?.conditions), /not owned by this App/);
   const svc = await k.core.readNamespacedService({ name: "taken", namespace: ns });
   t.deepEqual(svc.metadata?.ownerReferences ?? [], []);
+  t.false((svc.metadata?.managedFields ?? []).some((m) => m.manager === "berth-operator"), "the operator wrote nothing to it");
+  t.falsy(await child("Ingress", "networking.k8s.io/v1", "taken"), "no Ingress routes to a Service that is not the App's");
+});
+
+test.serial("a foreign Deployment is refused, and no autoscaler is pointed at it", async (t) => {
+  await k.apps.createNamespacedDeployment({ namespace: ns, body: {
+    metadata: { name: "squat" },
+    spec: { replicas: 1, selector: { matchLabels: { x: "squat" } }, template: { metadata: { labels: { x: "squat" } }, spec: { containers: [{ name: "c", image: "registry.invalid/squat:1" }] } } },
+  } });
+  await createApp("squat", { name: "Squat", slug: "squat", image: "registry.invalid/s:1", minReplicas: 1, maxReplicas: 3 });
+  const app = await phase("squat", "failed");
+  t.regex(JSON.stringify(app.status?.conditions), /Deployment .*squat already exists and is not owned by this App/);
+  const d = await deployment("squat");
+  t.deepEqual(d?.metadata?.ownerReferences ?? [], []);
+  t.is(d?.spec?.template.spec?.containers[0]?.image, "registry.invalid/squat:1");
+  t.falsy(await child("HorizontalPodAutoscaler", "autoscaling/v2", "squat"));
+});
+
+test.serial("a same-named object labelled as Berth's but not owned by the App is refused too", async (t) => {
+  // In the operator's cache (it carries the label), so the refusal needs no request at all.
+  await k.core.createNamespacedService({ namespace: ns, body: { metadata: { name: "lookalike", labels: { "app.kubernetes.io/managed-by": "berth" } }, spec: { ports: [{ port: 1 }] } } });
+  await eventually("the operator to cache it", () => Promise.resolve(op!.manager.informer<KubeObject>({ apiVersion: "v1", kind: "Service", plural: "services", labelSelector: "app.kubernetes.io/managed-by=berth", dropManagedFields: true, namespace: ns }).get(ns, "lookalike") !== undefined));
+  await createApp("lookalike", { name: "Lookalike", slug: "lookalike", image: "registry.invalid/l:1" });
+  const app = await phase("lookalike", "failed");
+  t.regex(JSON.stringify(app.status?.conditions), /Service .*lookalike already exists and is not owned by this App/);
+  t.deepEqual((await k.core.readNamespacedService({ name: "lookalike", namespace: ns })).metadata?.ownerReferences ?? [], []);
+  t.falsy(await deployment("lookalike"), "nothing is created when the cache already shows the conflict");
 });
 
 test.serial("deleting an App removes everything it owns", async (t) => {

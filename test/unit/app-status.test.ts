@@ -2,7 +2,7 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { computeStatus, rolloutState, statusEqual } from "../../operator/app/status.ts";
+import { computeStatus, decideStatusWrite, onlyCountsChanged, rolloutState, statusEqual } from "../../operator/app/status.ts";
 
 const cfg = { baseDomain: "apps.example.com" };
 const now = new Date("2026-11-21T10:00:00Z");
@@ -95,4 +95,38 @@ test("GovernanceReady is reported when governance applies, without changing the 
   t.like(cond(s, "GovernanceReady"), { status: "True", reason: "Provisioned" });
   const none = computeStatus({ generation: 2, spec: spec(), old: undefined, deployment: d, deploymentId: "x", now, cfg });
   t.is(cond(none, "GovernanceReady"), undefined);
+});
+
+// A scale-up from 1 to 3 replicas seen step by step: generation 2 observed, pods becoming ready.
+const scaling = (ready: number, total: number, old?: ReturnType<typeof computeStatus>) =>
+  computeStatus({ generation: 2, spec: spec({ minReplicas: 3 }), old, deployment: dep(3, { replicas: total, updatedReplicas: total, readyReplicas: ready, availableReplicas: ready }), deploymentId: "d1", now, cfg });
+
+test("onlyCountsChanged: replica counts and the messages quoting them, nothing else", (t) => {
+  const one = scaling(1, 3);
+  const two = scaling(2, 3, one);
+  t.is(one.phase, "deploying");
+  t.is(two.phase, "deploying");
+  t.false(statusEqual(one, two));
+  t.true(onlyCountsChanged(one, two), "1/3 → 2/3 ready");
+  const all = scaling(3, 3, two);
+  t.is(all.phase, "active");
+  t.false(onlyCountsChanged(two, all), "becoming active is a transition");
+  t.false(onlyCountsChanged(undefined, one), "a first status is written at once");
+  const starting = scaling(0, 3);
+  t.is(starting.pipeline?.runtime?.status, "starting");
+  t.false(onlyCountsChanged(starting, one), "starting → degraded is a pipeline state, not a count");
+  const failed = computeStatus({ generation: 2, spec: undefined, invalid: "Service x already exists", old: one, now, cfg });
+  const otherReason = computeStatus({ generation: 2, spec: undefined, invalid: "Ingress x already exists", old: failed, now, cfg });
+  t.false(onlyCountsChanged(failed, otherReason), "a message that is not about counts is not held back");
+});
+
+test("decideStatusWrite: transitions at once, counts-only changes held back for the delay, then written", (t) => {
+  const one = scaling(1, 3), two = scaling(2, 3, one), all = scaling(3, 3, two);
+  t.deepEqual(decideStatusWrite(one, one, undefined, 0, 5000), { write: false }, "nothing changed");
+  t.deepEqual(decideStatusWrite(one, all, undefined, 0, 5000), { write: true }, "a phase change goes out at once");
+  t.deepEqual(decideStatusWrite(one, two, undefined, 1000, 5000), { write: false, pendingSince: 1000, waitMs: 5000 });
+  t.deepEqual(decideStatusWrite(one, two, 1000, 4000, 5000), { write: false, pendingSince: 1000, waitMs: 2000 }, "the wait runs from the first sighting");
+  t.deepEqual(decideStatusWrite(one, two, 1000, 6000, 5000), { write: true }, "written once the delay is over");
+  t.deepEqual(decideStatusWrite(one, all, 1000, 2000, 5000), { write: true }, "a transition meanwhile carries the counts along");
+  t.deepEqual(decideStatusWrite(one, two, undefined, 1000, 0), { write: true }, "delay 0 writes every change");
 });

@@ -1,0 +1,83 @@
+// Read your own writes. An informer's cache shows an object some time after this process wrote
+// it; a reconcile that runs in between (a controller's key is usually re-queued by the very
+// events of its last writes) would otherwise see the old object, write the same change again, or
+// try to create what it just created. RecentWrites keeps the objects returned by this process's
+// writes until the cache has caught up with them, and `latest` answers whichever is newer.
+import type { Informer, KubeObject } from "../../crds/kube/index.ts";
+
+export interface RecentWritesOptions {
+  /** An entry is dropped after this long even if its cache never showed it (a relist skipped it). Default 30 s. */
+  ttlMs?: number;
+  now?: () => number;
+}
+
+/**
+ * Orders two resourceVersions of the same object: true when `a` is newer than `b`. They are
+ * etcd revisions (decimal integers) on every API server this runs against; anything else is
+ * treated as not newer, so the cache wins.
+ */
+export function newerVersion(a: string | undefined, b: string | undefined): boolean {
+  if (!a || !b || !/^\d+$/.test(a) || !/^\d+$/.test(b)) return false;
+  return a.length !== b.length ? a.length > b.length : a > b;
+}
+
+const keyOf = (kind: string, namespace: string | undefined, name: string | undefined) => `${kind}/${namespace ?? ""}/${name ?? ""}`;
+
+export class RecentWrites {
+  private readonly entries = new Map<string, { obj: KubeObject; at: number }>();
+  private readonly ttlMs: number;
+  private readonly now: () => number;
+  private lastSweep = 0;
+
+  constructor(opts: RecentWritesOptions = {}) {
+    this.ttlMs = opts.ttlMs ?? 30_000;
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Number of objects held (for tests and metrics). */
+  get size(): number { return this.entries.size; }
+
+  /**
+   * Follows an informer: an entry goes once the cache holds its version or a newer one, and at
+   * once when the object is deleted (so a child deleted by hand is seen as gone). Returns the
+   * unsubscribe function.
+   */
+  track<T extends KubeObject>(kind: string, informer: Informer<T>): () => void {
+    return informer.on((event, obj) => {
+      const key = keyOf(kind, obj.metadata.namespace, obj.metadata.name);
+      const entry = this.entries.get(key);
+      if (!entry) return;
+      if (event === "delete" || !newerVersion(entry.obj.metadata.resourceVersion, obj.metadata.resourceVersion)) this.entries.delete(key);
+    });
+  }
+
+  /** Records what a write returned (managedFields dropped: nothing here reads them). */
+  remember(kind: string, obj: KubeObject): void {
+    const { managedFields: _drop, ...metadata } = obj.metadata;
+    this.entries.set(keyOf(kind, metadata.namespace, metadata.name), { obj: { ...obj, metadata }, at: this.now() });
+    if (this.now() - this.lastSweep > this.ttlMs) this.sweep();
+  }
+
+  /** Forgets an object this process deleted. */
+  forget(kind: string, namespace: string, name: string): void {
+    this.entries.delete(keyOf(kind, namespace, name));
+  }
+
+  /** The newer of the cached object and this process's last write of it. */
+  latest<T extends KubeObject>(kind: string, namespace: string, name: string, cached: T | undefined): T | undefined {
+    const key = keyOf(kind, namespace, name);
+    const entry = this.entries.get(key);
+    if (!entry) return cached;
+    if (this.now() - entry.at > this.ttlMs || (cached && !newerVersion(entry.obj.metadata.resourceVersion, cached.metadata.resourceVersion))) {
+      this.entries.delete(key);
+      return cached;
+    }
+    return entry.obj as T;
+  }
+
+  private sweep(): void {
+    this.lastSweep = this.now();
+    const cutoff = this.lastSweep - this.ttlMs;
+    for (const [key, { at }] of this.entries) if (at < cutoff) this.entries.delete(key);
+  }
+}

@@ -1,0 +1,133 @@
+// The App reconciler's writes, against in-memory caches and a recording client: it reads its own
+// writes before the caches show them (no second create, no repeated status), and a status change
+// that only moves replica counts waits for the delay, or for the next transition, but is never lost.
+// The same behaviour against the real API server is in test/integration/operator-app.test.ts.
+import test from "ava";
+import type * as k8s from "@kubernetes/client-node";
+import { API_VERSION } from "../../crds/schemas.ts";
+import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
+import type { KubeObject, ObjectClient } from "../../crds/kube/objects.ts";
+import { CHILD_KINDS, type ChildKind } from "../../operator/app/builders.ts";
+import { AppReconciler, type AppObject } from "../../operator/app/reconcile.ts";
+
+class FakeInformer<T extends KubeObject> {
+  readonly objects = new Map<string, T>();
+  private readonly handlers = new Set<(e: InformerEvent, o: T) => void>();
+  get(namespace: string | undefined, name: string): T | undefined { return this.objects.get(`${namespace}/${name}`); }
+  list(): T[] { return [...this.objects.values()]; }
+  on(h: (e: InformerEvent, o: T) => void): () => void { this.handlers.add(h); return () => this.handlers.delete(h); }
+  /** What the watch would deliver: the cache changes, then the handlers run. */
+  put(o: T): void { this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o); for (const h of this.handlers) h("update", o); }
+}
+
+function world() {
+  let rv = 100;
+  let clock = Date.parse("2026-11-21T10:00:00Z");
+  const calls: { verb: string; kind: string; obj: KubeObject }[] = [];
+  const stamp = <T extends KubeObject>(o: T): T => ({ ...o, metadata: { ...o.metadata, uid: o.metadata.uid ?? `uid-${o.kind}`, generation: 1, resourceVersion: String(++rv) } });
+  const apps = new FakeInformer<AppObject>();
+  const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((k) => [k, new FakeInformer<KubeObject>()])) as Record<ChildKind, FakeInformer<KubeObject>>;
+  const secrets = new FakeInformer<KubeObject>();
+  const client = {
+    apply: (o: KubeObject) => { calls.push({ verb: "apply", kind: o.kind!, obj: o }); return Promise.resolve(stamp(o)); },
+    applyNew: (o: KubeObject) => { calls.push({ verb: "applyNew", kind: o.kind!, obj: o }); return Promise.resolve(stamp(o)); },
+    applyStatus: (_plural: string, o: AppObject) => {
+      calls.push({ verb: "applyStatus", kind: "App", obj: o });
+      const app = apps.get(o.metadata.namespace, o.metadata.name!)!;
+      return Promise.resolve({ ...app, status: o.status, metadata: { ...app.metadata, resourceVersion: String(++rv) } });
+    },
+    get: () => Promise.resolve(undefined),
+    delete: () => Promise.resolve(true),
+    mergePatch: () => Promise.reject(new Error("not expected")),
+  } as unknown as ObjectClient;
+  const reconciler = new AppReconciler({
+    client, apps: apps as unknown as Informer<AppObject>, children: children as unknown as Record<ChildKind, Informer<KubeObject>>,
+    secrets: secrets as unknown as Informer<KubeObject>, cfg: { baseDomain: "apps.test" }, now: () => new Date(clock), countsDelayMs: 5000,
+  });
+  apps.put({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", uid: "app-uid", generation: 1, resourceVersion: String(++rv) }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", minReplicas: 3 } });
+  return {
+    apps, children, calls,
+    reconcile: () => reconciler.reconcile({ namespace: "ns", name: "shop" }),
+    tick: (ms: number) => { clock += ms; },
+    writes: (verb: string) => calls.filter((c) => c.verb === verb),
+    /** The caches catch up with every write so far. */
+    catchUp: () => {
+      for (const c of calls) {
+        if (c.verb === "applyStatus") continue;
+        const have = children[c.kind as ChildKind].get("ns", "shop");
+        if (!have) children[c.kind as ChildKind].put(stamp(c.obj));
+      }
+      const last = calls.filter((c) => c.verb === "applyStatus").at(-1);
+      if (last) apps.put({ ...apps.get("ns", "shop")!, status: (last.obj as AppObject).status, metadata: { ...apps.get("ns", "shop")!.metadata, resourceVersion: String(++rv) } });
+      return Promise.resolve();
+    },
+    /** The deployment controller reports pods: `ready` of 3. */
+    pods: (ready: number) => {
+      const d = children.Deployment.get("ns", "shop")!;
+      const status: k8s.V1DeploymentStatus = { observedGeneration: 1, replicas: 3, updatedReplicas: 3, readyReplicas: ready, availableReplicas: ready };
+      children.Deployment.put({ ...d, metadata: { ...d.metadata, resourceVersion: String(++rv) }, status });
+    },
+  };
+}
+
+const runtime = (c: { obj: KubeObject } | undefined) => (c?.obj as AppObject | undefined)?.status?.pipeline?.runtime;
+
+test("a reconcile that runs before the caches show its writes creates nothing twice and repeats no status", async (t) => {
+  const w = world();
+  await w.reconcile();
+  t.deepEqual(w.writes("applyNew").map((c) => c.kind).sort(), ["Deployment", "HorizontalPodAutoscaler", "Ingress", "Service"]);
+  t.is(w.writes("applyStatus").length, 1);
+  await w.reconcile(); // the caches still hold nothing of it
+  t.is(w.writes("applyNew").length, 4);
+  t.is(w.writes("apply").length, 0);
+  t.is(w.writes("applyStatus").length, 1);
+});
+
+test("a change of replica counts only is written after the delay, a transition at once with the latest counts", async (t) => {
+  const w = world();
+  await w.reconcile();
+  await w.catchUp();
+  w.pods(1);
+  const first = await w.reconcile();
+  t.is(w.writes("applyStatus").length, 2, "starting → degraded is a transition");
+  t.like(runtime(w.writes("applyStatus").at(-1)), { status: "degraded", readyReplicas: 1 });
+  t.true((first?.requeueAfterMs ?? 0) > 0);
+  await w.catchUp();
+
+  w.pods(2);
+  const held = await w.reconcile();
+  t.is(w.writes("applyStatus").length, 2, "1/3 → 2/3 waits");
+  t.is(held?.requeueAfterMs, 5000, "and asks to be looked at again when the delay is over");
+  w.tick(3000);
+  t.is((await w.reconcile())?.requeueAfterMs, 2000);
+  t.is(w.writes("applyStatus").length, 2);
+  w.tick(2000);
+  await w.reconcile();
+  t.is(w.writes("applyStatus").length, 3, "written once the delay is over, though nothing else happened");
+  t.like(runtime(w.writes("applyStatus").at(-1)), { readyReplicas: 2, totalReplicas: 3 });
+  await w.catchUp();
+
+  w.pods(3);
+  await w.reconcile();
+  t.is(w.writes("applyStatus").length, 4, "becoming active is written at once");
+  const last = w.writes("applyStatus").at(-1)!.obj as AppObject;
+  t.is(last.status?.phase, "active");
+  t.like(last.status?.pipeline?.runtime, { status: "healthy", readyReplicas: 3, totalReplicas: 3 });
+});
+
+test("counts held back go out with the next transition", async (t) => {
+  const w = world();
+  await w.reconcile();
+  await w.catchUp();
+  w.pods(1);
+  await w.reconcile();
+  await w.catchUp();
+  w.pods(2);
+  await w.reconcile();
+  t.is(w.writes("applyStatus").length, 2);
+  w.tick(1000);
+  w.pods(3);
+  t.is(await w.reconcile(), undefined, "active: nothing left to look at");
+  t.is(w.writes("applyStatus").length, 3);
+  t.like(runtime(w.writes("applyStatus").at(-1)), { readyReplicas: 3, totalReplicas: 3 });
+});
