@@ -6,6 +6,8 @@ const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" |
 
 export const OperatorConfigSchema = z.object({
   KUBECONFIG: z.string().optional().describe("Path to a kubeconfig; in-cluster config when unset"),
+  KUBERNETES_SERVICE_HOST: z.string().optional().describe("Set by the kubelet: the API server's address for the in-cluster config"),
+  KUBERNETES_SERVICE_PORT: z.string().optional().describe("Set by the kubelet: the API server's port for the in-cluster config"),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local"),
   BERTH_WATCH_NAMESPACE: z.string().optional().describe("Reconcile Apps of this namespace only; all namespaces when unset"),
   BERTH_INGRESS_CLASS: z.string().optional(),

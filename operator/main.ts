@@ -2,9 +2,11 @@
 // election, health and metrics. Nothing runs at import time of any other module.
 import { pino, type Logger } from "pino";
 import { API_VERSION } from "../crds/schemas.ts";
-import { KubeClient, loadKubeConfig, type KubeObject } from "../crds/kube/client.ts";
+// Only modules that do not load @kubernetes/client-node (its generated code alone is ~60 MiB).
+import { loadLeanKubeConfig } from "../crds/kube/kubeconfig.ts";
 import type { Informer } from "../crds/kube/informer.ts";
-import { Manager, Metrics } from "./runtime/index.ts";
+import { ObjectClient, type KubeObject } from "../crds/kube/objects.ts";
+import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";
 import { AppReconciler, type AppObject } from "./app/reconcile.ts";
@@ -14,8 +16,7 @@ export interface RunningOperator { manager: Manager; metrics: Metrics; stop(): P
 
 /** Builds and starts the operator; resolves once its caches are synced. */
 export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<RunningOperator> {
-  const kc = loadKubeConfig(cfg.KUBECONFIG);
-  const client = new KubeClient(kc);
+  const kc = await loadLeanKubeConfig(cfg.KUBECONFIG, { host: cfg.KUBERNETES_SERVICE_HOST, port: cfg.KUBERNETES_SERVICE_PORT });
   const metrics = new Metrics();
   const manager = new Manager({
     kc, log, metrics,
@@ -24,6 +25,8 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
       ? { namespace: cfg.BERTH_LEADER_ELECTION_NAMESPACE, name: "berth-operator", identity: cfg.identity }
       : false,
   });
+  countKubeRequests(metrics, manager.rest);
+  const client = new ObjectClient(manager.rest);
 
   const namespace = cfg.BERTH_WATCH_NAMESPACE;
   const managedBy = Object.entries(MANAGED_BY).map(([k, v]) => `${k}=${v}`).join(",");

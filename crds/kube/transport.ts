@@ -63,6 +63,9 @@ export interface RequestOptions {
 
 export interface WatchEvent { type: string; object: unknown }
 
+/** One request as sent and answered (HTTP status, or "error" when no answer came), for metrics. */
+export interface KubeRequestInfo { method: string; path: string; contentType?: string | undefined; status: number | "error" }
+
 const TLS_KEYS = ["ca", "cert", "key", "pfx", "passphrase", "servername", "rejectUnauthorized", "ciphers", "crl"] as const;
 
 function queryString(q: Query | undefined): string {
@@ -92,6 +95,8 @@ function fingerprint(opts: https.RequestOptions): string {
 export class KubeRest {
   readonly auth: KubeAuth;
   readonly server: URL;
+  /** Called for every request once answered (or failed); e.g. to count them. */
+  onRequest: ((r: KubeRequestInfo) => void) | undefined;
   private agent: { key: string; agent: http.Agent } | undefined;
 
   constructor(auth: KubeAuth) {
@@ -165,11 +170,13 @@ export class KubeRest {
       ...(body !== undefined ? { "Content-Type": o.contentType ?? "application/json", "Content-Length": Buffer.byteLength(body) } : {}),
     };
     const secure = this.server.protocol === "https:";
+    const fullPath = `${path}${queryString(o.query)}`;
+    const observe = (status: number | "error") => this.onRequest?.({ method, path: fullPath, contentType: body === undefined ? undefined : o.contentType ?? "application/json", status });
     const req = (secure ? https : http).request({
       protocol: this.server.protocol,
       hostname: this.server.hostname.replace(/^\[|\]$/g, ""),
       port: this.server.port || (secure ? 443 : 80),
-      path: `${this.server.pathname.replace(/\/$/, "")}${path}${queryString(o.query)}`,
+      path: `${this.server.pathname.replace(/\/$/, "")}${fullPath}`,
       method,
       headers,
       agent: this.agentFor(opts, secure),
@@ -178,8 +185,9 @@ export class KubeRest {
       ...(timeoutMs > 0 ? { timeout: timeoutMs } : {}),
     });
     return await new Promise<http.IncomingMessage>((resolve, reject) => {
-      req.on("response", resolve);
-      req.on("error", reject);
+      let answered = false;
+      req.on("response", (res) => { answered = true; observe(res.statusCode ?? 0); resolve(res); });
+      req.on("error", (err) => { if (!answered) observe("error"); reject(err); });
       req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in ${timeoutMs} ms`)));
       req.end(body);
     });

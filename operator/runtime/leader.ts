@@ -9,9 +9,9 @@
 //   successor takes over at once instead of waiting for expiry.
 // Unlike client-go's Run, run() goes back to being a candidate after losing leadership, and
 // returns only after stop().
-import * as k8s from "@kubernetes/client-node";
+import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { errorMessage, isConflict, isNotFound } from "../../crds/kube/index.ts";
+import { KubeRest, errorMessage, isConflict, isNotFound, type KubeAuth } from "../../crds/kube/transport.ts";
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -35,13 +35,21 @@ export interface LeaderCallbacks {
 
 type Attempt = "acquired" | "held" | "failed";
 
+/** A Lease as the API server sends it: times are MicroTime strings. */
+type LeaseSpec = Omit<k8s.V1LeaseSpec, "acquireTime" | "renewTime"> & { acquireTime?: string; renewTime?: string };
+type Lease = Omit<k8s.V1Lease, "spec"> & { spec?: LeaseSpec };
+
 function timeOf(t: unknown): number {
-  // client-node leaves MicroTime fields as the API server's strings.
   return t === undefined || t === null ? 0 : new Date(t as string | Date).getTime();
 }
 
+/** A metav1.MicroTime: RFC 3339 with six fractional digits. */
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+}
+
 export class LeaderElector {
-  private readonly api: k8s.CoordinationV1Api;
+  private readonly rest: KubeRest;
   private readonly opts: Required<LeaderElectionOptions>;
   private readonly log: Logger;
   private stopping = false;
@@ -49,8 +57,8 @@ export class LeaderElector {
   private running: Promise<void> | undefined;
   private _isLeader = false;
 
-  constructor(kc: k8s.KubeConfig, opts: LeaderElectionOptions, log: Logger) {
-    this.api = kc.makeApiClient(k8s.CoordinationV1Api);
+  constructor(kc: KubeAuth | KubeRest, opts: LeaderElectionOptions, log: Logger) {
+    this.rest = kc instanceof KubeRest ? kc : new KubeRest(kc);
     this.opts = { leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2, ...opts };
     if (this.opts.renewDeadlineSeconds >= this.opts.leaseDurationSeconds) throw new Error("renewDeadlineSeconds must be less than leaseDurationSeconds");
     this.log = log.child({ lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
@@ -115,10 +123,12 @@ export class LeaderElector {
     const { namespace, name, identity, leaseDurationSeconds } = this.opts;
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        const now = new k8s.V1MicroTime();
+        const nowMs = Date.now();
+        const now = microTime(nowMs);
         const lease = await this.read();
         if (!lease) {
-          await this.api.createNamespacedLease({ namespace, body: {
+          await this.rest.request("POST", this.collection(), { body: {
+            apiVersion: "coordination.k8s.io/v1", kind: "Lease",
             metadata: { name, namespace },
             spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
           } });
@@ -126,12 +136,12 @@ export class LeaderElector {
         }
         const spec = lease.spec ?? {};
         const holder = spec.holderIdentity ?? "";
-        const expired = timeOf(spec.renewTime) + (spec.leaseDurationSeconds ?? 0) * 1000 < now.getTime();
+        const expired = timeOf(spec.renewTime) + (spec.leaseDurationSeconds ?? 0) * 1000 < nowMs;
         if (holder && holder !== identity && !expired) return "held";
-        lease.spec = holder === identity
+        const next: LeaseSpec = holder === identity
           ? { ...spec, leaseDurationSeconds, renewTime: now }
           : { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 };
-        await this.api.replaceNamespacedLease({ namespace, name, body: lease });
+        await this.replace({ ...lease, spec: next });
         return "acquired";
       } catch (err) {
         if (isConflict(err)) continue;
@@ -144,14 +154,14 @@ export class LeaderElector {
 
   /** Clears holderIdentity if this process still holds the Lease, so a successor needs no expiry. */
   private async release(): Promise<void> {
-    const { namespace, name, identity } = this.opts;
+    const { identity } = this.opts;
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const lease = await this.read();
         if (!lease || lease.spec?.holderIdentity !== identity) return;
-        const now = new k8s.V1MicroTime();
-        lease.spec = { ...lease.spec, holderIdentity: undefined, leaseDurationSeconds: 1, acquireTime: now, renewTime: now };
-        await this.api.replaceNamespacedLease({ namespace, name, body: lease });
+        const now = microTime(Date.now());
+        const { holderIdentity: _released, ...spec } = lease.spec;
+        await this.replace({ ...lease, spec: { ...spec, leaseDurationSeconds: 1, acquireTime: now, renewTime: now } });
         this.log.info("released the Lease");
         return;
       } catch (err) {
@@ -162,9 +172,18 @@ export class LeaderElector {
     }
   }
 
-  private async read(): Promise<k8s.V1Lease | undefined> {
+  private collection(): string {
+    return `/apis/coordination.k8s.io/v1/namespaces/${this.opts.namespace}/leases`;
+  }
+
+  /** A replace carrying the read resourceVersion: 409 Conflict when someone wrote in between. */
+  private async replace(lease: Lease): Promise<void> {
+    await this.rest.request("PUT", `${this.collection()}/${this.opts.name}`, { body: lease });
+  }
+
+  private async read(): Promise<Lease | undefined> {
     try {
-      return await this.api.readNamespacedLease({ namespace: this.opts.namespace, name: this.opts.name });
+      return await this.rest.request<Lease>("GET", `${this.collection()}/${this.opts.name}`);
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;

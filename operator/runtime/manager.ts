@@ -5,16 +5,18 @@
 //            and controllers run only while this process leads (or at once without election).
 //   stop():  controllers drained, Lease released, informers stopped, health server closed.
 // Register informers and controllers before start().
-import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { Informer, type InformerOptions, type KubeObject } from "../../crds/kube/index.ts";
+import { Informer, type InformerOptions } from "../../crds/kube/informer.ts";
+import type { KubeObject } from "../../crds/kube/objects.ts";
+import { KubeRest, type KubeAuth } from "../../crds/kube/transport.ts";
 import { Controller, type ControllerOptions } from "./controller.ts";
 import { HealthServer, type ReadinessCheck } from "./health.ts";
 import { LeaderElector, type LeaderElectionOptions } from "./leader.ts";
 import type { Metrics } from "./metrics.ts";
 
 export interface ManagerOptions {
-  kc: k8s.KubeConfig;
+  /** Credentials (client-node's KubeConfig fits), or a transport to share. */
+  kc: KubeAuth | KubeRest;
   log: Logger;
   metrics: Metrics;
   /** The health server; `readiness` adds checks to the built-in "informers" one. */
@@ -25,6 +27,8 @@ export interface ManagerOptions {
 
 export class Manager {
   private readonly opts: ManagerOptions;
+  /** One transport (one connection pool) for the informers and the Lease; share it for writes too. */
+  readonly rest: KubeRest;
   private readonly log: Logger;
   private readonly informers = new Map<string, Informer<KubeObject>>();
   private readonly controllers: Controller[] = [];
@@ -43,7 +47,8 @@ export class Manager {
       metrics: opts.metrics,
       readiness: [{ name: "informers", check: () => [...this.informers.values()].every((i) => i.synced) }, ...(opts.health.readiness ?? [])],
     });
-    this.elector = opts.leaderElection ? new LeaderElector(opts.kc, opts.leaderElection, opts.log) : undefined;
+    this.rest = opts.kc instanceof KubeRest ? opts.kc : new KubeRest(opts.kc);
+    this.elector = opts.leaderElection ? new LeaderElector(this.rest, opts.leaderElection, opts.log) : undefined;
   }
 
   get healthPort(): number | undefined { return this._healthPort; }
@@ -57,7 +62,7 @@ export class Manager {
     let informer = this.informers.get(key);
     if (!informer) {
       this.assertNotStarted("informer()");
-      informer = new Informer<KubeObject>(this.opts.kc, opts, this.log.child({ informer: opts.plural }));
+      informer = new Informer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }));
       this.informers.set(key, informer);
     }
     return informer as unknown as Informer<T>;

@@ -1,6 +1,7 @@
 // Prometheus metrics of the operator, on a Registry of its own (never prom-client's global
 // default registry): one Metrics is built by main and passed down (DESIGN.md §5.8).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { KubeRest } from "../../crds/kube/transport.ts";
 
 export type ReconcileResultLabel = "success" | "error" | "requeue" | "terminal";
 
@@ -18,6 +19,8 @@ export class Metrics {
   readonly workqueueAdds: Counter<"controller">;
   /** berth_leader{identity}: 1 while this process holds the leader Lease. */
   readonly leader: Gauge<"identity">;
+  /** berth_kube_requests_total{verb,resource,code}: requests to the API server (see countKubeRequests). */
+  readonly kubeRequests: Counter<"verb" | "resource" | "code">;
 
   constructor() {
     const registers = [this.registry = new Registry()];
@@ -30,6 +33,32 @@ export class Metrics {
     this.workqueueDepth = new Gauge({ name: "berth_workqueue_depth", help: "Keys waiting in the work queue.", labelNames: ["controller"], registers });
     this.workqueueAdds = new Counter({ name: "berth_workqueue_adds_total", help: "Keys added to the work queue.", labelNames: ["controller"], registers });
     this.leader = new Gauge({ name: "berth_leader", help: "1 while this process is the elected leader.", labelNames: ["identity"], registers });
+    this.kubeRequests = new Counter({ name: "berth_kube_requests_total", help: "Requests to the Kubernetes API server by verb, resource and HTTP status.", labelNames: ["verb", "resource", "code"], registers });
     collectDefaultMetrics({ register: this.registry });
   }
+}
+
+/** Counts every request `rest` sends in `berth_kube_requests_total` (lists, watches, the Lease, reconciles). */
+export function countKubeRequests(metrics: Metrics, rest: KubeRest): void {
+  rest.onRequest = (r) => metrics.kubeRequests.inc({ ...describeKubeRequest(r.method, r.path, r.contentType), code: String(r.status) });
+}
+
+/** kube-apiserver's verb and resource (plural[/subresource]) of a request, as its audit log names them. */
+export function describeKubeRequest(method: string, path: string, contentType?: string): { verb: string; resource: string } {
+  const [p = "", query = ""] = path.split("?");
+  const parts = p.split("/").filter(Boolean);
+  // /api/v1/... or /apis/<group>/<version>/...; then optional namespaces/<ns>/; then plural[/name[/sub]]
+  let rest = parts[0] === "api" ? parts.slice(2) : parts[0] === "apis" ? parts.slice(3) : [];
+  if (rest[0] === "namespaces" && rest.length > 2) rest = rest.slice(2);
+  if (rest.length === 0) return { verb: method === "GET" ? "get" : method.toLowerCase(), resource: "discovery" };
+  const [plural = "", name, sub] = rest;
+  const resource = sub ? `${plural}/${sub}` : plural;
+  const watch = /(^|&)watch=(true|1)(&|$)/.test(query);
+  const verb = method === "GET" ? (watch ? "watch" : name ? "get" : "list")
+    : method === "POST" ? "create"
+    : method === "PUT" ? "update"
+    : method === "DELETE" ? "delete"
+    : method === "PATCH" ? (contentType?.includes("apply-patch") ? "apply" : "patch")
+    : method.toLowerCase();
+  return { verb, resource };
 }
