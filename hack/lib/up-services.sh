@@ -48,9 +48,10 @@ kubectl_ create namespace berth-system --dry-run=client -o yaml | kubectl_ apply
 kubectl_ -n berth-system create serviceaccount berth-operator --dry-run=client -o yaml | kubectl_ apply -f - >/dev/null
 kubectl_ -n berth-system create token berth-operator --duration=48h > "$BERTH_LOCAL/operator.token.tmp"
 chmod 600 "$BERTH_LOCAL/operator.token.tmp"; mv "$BERTH_LOCAL/operator.token.tmp" "$BERTH_LOCAL/operator.token"
+# The operator's memory flags are the Helm chart's (docs/operating.md, "Operator memory").
 start_service operator KUBECONFIG="$KUBECONFIG" BERTH_OPERATOR_HEALTH_PORT="$OPERATOR_HEALTH_PORT" \
   BERTH_LEADER_ELECTION_NAMESPACE=berth-system BERTH_OPERATOR_API_URL="$API_URL" BERTH_OPERATOR_TOKEN_FILE="$BERTH_LOCAL/operator.token" \
-  node --max-semi-space-size=1 "$BERTH_ROOT/operator/main.ts"
+  node --max-semi-space-size=1 --optimize-for-size --v8-pool-size=1 "$BERTH_ROOT/operator/main.ts"
 wait_http api "$API_URL/readyz" 60
 wait_http operator "http://127.0.0.1:$OPERATOR_HEALTH_PORT/readyz" 60
 

@@ -139,7 +139,7 @@ test("the default values render the operator, the API, their RBAC and the migrat
   const opc = container(op, "operator");
   t.is(opc.image, `ghcr.io/berth-dev/berth-operator:${appVersion}`);
   t.is(opc.imagePullPolicy, "IfNotPresent");
-  t.deepEqual(opc.command, ["node", "operator/main.ts"]);
+  t.deepEqual(opc.command, ["node", "--max-semi-space-size=1", "--optimize-for-size", "--v8-pool-size=1", "operator/main.ts"]);
   t.like(envOf(opc, () => "pod"), { BERTH_LEADER_ELECTION: "true", BERTH_LEADER_ELECTION_NAMESPACE: NS, BERTH_OPERATOR_HEALTH_HOST: "0.0.0.0" });
 
   const api = find<k8s.V1Deployment>(objects, "Deployment", "berth-api");
