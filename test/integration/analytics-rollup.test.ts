@@ -6,7 +6,7 @@
 // JavaScript. Also: ingestion through the API keeps the rollups equal to the traces under
 // concurrent batches; a store made by the previous template (no rollups) is completed by
 // upgradeStores with its history backfilled; the app's role can read the rollups, never change them.
-import test from "ava";
+import test, { type ExecutionContext } from "ava";
 import pg from "pg";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
@@ -123,7 +123,7 @@ const base = (app: string) => `/workspaces/${api.workspaceId}/governance/apps/${
 const q = (start: number, end: number) => `start=${encodeURIComponent(iso(start))}&end=${encodeURIComponent(iso(end))}`;
 
 /** Checks summary, token usage and eval distribution of [start, end) against the data. */
-async function checkRange(t: import("ava").ExecutionContext, app: string, data: { rows: Row[]; evals: Ev[] }, start: number, end: number): Promise<void> {
+async function checkRange(t: ExecutionContext, app: string, data: { rows: Row[]; evals: Ev[] }, start: number, end: number): Promise<void> {
   const label = `[${iso(start)}, ${iso(end)})`;
   const rows = within(data.rows, start, end);
   const s = sums(rows);
@@ -156,7 +156,7 @@ async function checkRange(t: import("ava").ExecutionContext, app: string, data: 
   }
 }
 
-async function checkSeries(t: import("ava").ExecutionContext, app: string, data: { rows: Row[] }, start: number, end: number, interval: Interval, metric: Metric): Promise<void> {
+async function checkSeries(t: ExecutionContext, app: string, data: { rows: Row[] }, start: number, end: number, interval: Interval, metric: Metric): Promise<void> {
   const r = await api.fetchJson("GET", `${base(app)}/timeseries?${q(start, end)}&interval=${interval}&metric=${metric}`);
   t.is(r.status, 200, r.text);
   const w = INTERVALS[interval];
