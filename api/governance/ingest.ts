@@ -154,7 +154,12 @@ export class IngestionService {
     const s = ident(store.schema);
     const now = this.#now();
     const nowIso = now.toISOString();
-    const t = items.map((i) => i.trace);
+    // The trace rows go in in trace-id order, whatever the batch order: two concurrent batches
+    // that share traces (a client's retry racing the original, say) then take their unique-index
+    // locks in the same order and one waits for the other instead of deadlocking. The audit chain
+    // keeps the batch order (appendAudit below).
+    const byId = [...items].sort((a, b) => (a.trace.traceId < b.trace.traceId ? -1 : a.trace.traceId > b.trace.traceId ? 1 : 0));
+    const t = byId.map((i) => i.trace);
 
     const inserted = await c.query<{ trace_id: string }>(
       `insert into ${s}.traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
@@ -170,8 +175,8 @@ export class IngestionService {
         t.map((x) => x.traceId), t.map((x) => x.sessionId ?? null), t.map((x) => x.model), t.map((x) => x.input), t.map((x) => x.output),
         t.map((x) => x.error ?? null), t.map((x) => x.tokens.prompt), t.map((x) => x.tokens.completion), t.map((x) => x.tokens.total),
         t.map((x) => x.latency), t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata))),
-        items.map((i) => i.guardBlocked), items.map((i) => JSON.stringify(evaluationsOf(i))), items.map((i) => i.evalScore),
-        items.map((i) => i.costUsd), items.map((i) => i.priced), this.#d.prices.version, nowIso, items.map((i) => i.calledAt),
+        byId.map((i) => i.guardBlocked), byId.map((i) => JSON.stringify(evaluationsOf(i))), byId.map((i) => i.evalScore),
+        byId.map((i) => i.costUsd), byId.map((i) => i.priced), this.#d.prices.version, nowIso, byId.map((i) => i.calledAt),
       ]);
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 

@@ -100,6 +100,21 @@ test("the same traceId twice is stored once; the second answer says duplicate (2
   t.is(row!.response, trace.output, "the stored trace is unchanged");
 });
 
+test("concurrent retries of overlapping batches in opposite orders all succeed: each trace stored once, no deadlock", async (t) => {
+  for (let round = 0; round < 3; round++) {
+    const traces = Array.from({ length: 200 }, () => base());
+    const reversed = [...traces].reverse();
+    const answers = await Promise.all([send({ traces }), send({ traces: reversed }), send({ traces }), send({ traces: reversed })]);
+    t.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200], answers.map((a) => a.text.slice(0, 300)).join("\n"));
+    t.is(answers.reduce((n, a) => n + (a.body.created as number), 0), 200, "every trace created exactly once across the four requests");
+    const ids = traces.map((x) => x.traceId);
+    const [stored] = await query<{ n: string; audit: string }>(api.db.url,
+      `select (select count(*) from "gov_${api.workspaceId}_alpha".traces where trace_id = any($1::uuid[])) as n,
+              (select count(*) from "gov_${api.workspaceId}_alpha".audit_log where trace_id = any($1::uuid[])) as audit`, [ids]);
+    t.deepEqual([Number(stored!.n), Number(stored!.audit)], [200, 200]);
+  }
+});
+
 test("a batch answers per item: created, duplicate (also within the batch), rejected with per-field errors", async (t) => {
   const known = base();
   await send(known);
