@@ -15,8 +15,9 @@ import { ConflictError, ForbiddenError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
 import { entryHash, GENESIS_HASH, type AuditContent } from "./audit.ts";
+import type pg from "pg";
 import type { Client, GovernanceDb } from "./db.ts";
-import { ident, LOCK_CLASS } from "./names.ts";
+import { ident, identLiteral, LOCK_CLASS } from "./names.ts";
 import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "./observability.ts";
 import type { DecisionSummary, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
@@ -161,22 +162,48 @@ export class IngestionService {
     const byId = [...items].sort((a, b) => (a.trace.traceId < b.trace.traceId ? -1 : a.trace.traceId > b.trace.traceId ? 1 : 0));
     const t = byId.map((i) => i.trace);
 
+    // Traces, evals and guard blocks in ONE statement (one round trip): data-modifying CTEs, the
+    // evals and blocks inserted only for the traces the insert returned (a duplicate's are dropped
+    // in the database). Evals carry their trace's call time for the eval rollup.
+    const evals = items.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
+    const blocks = items.flatMap((i) => [
+      ...i.input.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
+      ...i.output.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
+    ].map((x, ordinal) => ({ ...x, ordinal })));
     const inserted = await c.query<{ trace_id: string }>(
-      `insert into ${s}.traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
-                                latency_ms, metadata, guard_blocked, guard_evaluations, eval_score, cost_usd, priced, price_version, created_at, ingested_at)
-       select u.trace_id, u.session_id, u.model, u.prompt, u.response, u.error, u.pt, u.ct, u.tt, u.latency, u.metadata, u.blocked, u.evaluations,
-              u.score, u.cost, u.priced, $17, u.created_at, $18
-         from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::float8[],
-                     $11::jsonb[], $12::bool[], $13::jsonb[], $14::float8[], $15::float8[], $16::bool[], $19::timestamptz[])
-           as u(trace_id, session_id, model, prompt, response, error, pt, ct, tt, latency, metadata, blocked, evaluations, score, cost, priced, created_at)
-       on conflict (trace_id) do nothing
-       returning trace_id`,
+      `with ins as (
+         insert into ${s}.traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
+                                  latency_ms, metadata, guard_blocked, guard_evaluations, eval_score, cost_usd, priced, price_version, created_at, ingested_at)
+         select u.trace_id, u.session_id, u.model, u.prompt, u.response, u.error, u.pt, u.ct, u.tt, u.latency, u.metadata, u.blocked, u.evaluations,
+                u.score, u.cost, u.priced, $17, u.created_at, $18
+           from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::float8[],
+                       $11::jsonb[], $12::bool[], $13::jsonb[], $14::float8[], $15::float8[], $16::bool[], $19::timestamptz[])
+             as u(trace_id, session_id, model, prompt, response, error, pt, ct, tt, latency, metadata, blocked, evaluations, score, cost, priced, created_at)
+         on conflict (trace_id) do nothing
+         returning trace_id),
+       ev as (
+         insert into ${s}.evals (trace_id, eval_type, score, passed, details, ordinal, created_at, called_at)
+         select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $18, u.called_at
+           from unnest($20::uuid[], $21::text[], $22::float8[], $23::bool[], $24::text[], $25::int2[], $26::timestamptz[])
+             as u(trace_id, eval_type, score, passed, details, ordinal, called_at)
+          where u.trace_id in (select trace_id from ins)),
+       gb as (
+         insert into ${s}.guard_blocks (trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal, created_at)
+         select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $18
+           from unnest($27::uuid[], $28::text[], $29::text[], $30::float8[], $31::text[], $32::text[], $33::text[], $34::int2[])
+             as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)
+          where u.trace_id in (select trace_id from ins))
+       select trace_id from ins`,
       [
         t.map((x) => x.traceId), t.map((x) => x.sessionId ?? null), t.map((x) => x.model), t.map((x) => x.input), t.map((x) => x.output),
         t.map((x) => x.error ?? null), t.map((x) => x.tokens.prompt), t.map((x) => x.tokens.completion), t.map((x) => x.tokens.total),
         t.map((x) => x.latency), t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata))),
         byId.map((i) => i.guardBlocked), byId.map((i) => JSON.stringify(evaluationsOf(i))), byId.map((i) => i.evalScore),
         byId.map((i) => i.costUsd), byId.map((i) => i.priced), this.#d.prices.version, nowIso, byId.map((i) => i.calledAt),
+        evals.map((x) => x.traceId), evals.map((x) => x.e.evalType), evals.map((x) => x.e.score), evals.map((x) => x.e.passed), evals.map((x) => x.e.details),
+        evals.map((x) => x.ordinal), evals.map((x) => x.calledAt),
+        blocks.map((x) => x.traceId), blocks.map((x) => x.b.guardType), blocks.map((x) => x.b.blockedContent), blocks.map((x) => x.b.confidence),
+        blocks.map((x) => x.b.action), blocks.map((x) => x.phase), blocks.map((x) => x.b.source), blocks.map((x) => x.ordinal),
       ]);
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 
@@ -190,31 +217,6 @@ export class IngestionService {
     const fresh = items.filter((i) => created.has(i.trace.traceId));
     if (fresh.length === 0) return { created, existing };
 
-    const evals = fresh.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
-    if (evals.length > 0) {
-      await c.query(
-        `insert into ${s}.evals (trace_id, eval_type, score, passed, details, ordinal, created_at, called_at)
-         select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $7, u.called_at
-           from unnest($1::uuid[], $2::text[], $3::float8[], $4::bool[], $5::text[], $6::int2[], $8::timestamptz[])
-             as u(trace_id, eval_type, score, passed, details, ordinal, called_at)`,
-        [evals.map((x) => x.traceId), evals.map((x) => x.e.evalType), evals.map((x) => x.e.score), evals.map((x) => x.e.passed), evals.map((x) => x.e.details),
-          evals.map((x) => x.ordinal), nowIso, evals.map((x) => x.calledAt)]);
-    }
-
-    const blocks = fresh.flatMap((i) => [
-      ...i.input.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
-      ...i.output.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
-    ].map((x, ordinal) => ({ ...x, ordinal })));
-    if (blocks.length > 0) {
-      await c.query(
-        `insert into ${s}.guard_blocks (trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal, created_at)
-         select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $9
-           from unnest($1::uuid[], $2::text[], $3::text[], $4::float8[], $5::text[], $6::text[], $7::text[], $8::int2[])
-             as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)`,
-        [blocks.map((x) => x.traceId), blocks.map((x) => x.b.guardType), blocks.map((x) => x.b.blockedContent), blocks.map((x) => x.b.confidence),
-          blocks.map((x) => x.b.action), blocks.map((x) => x.phase), blocks.map((x) => x.b.source), blocks.map((x) => x.ordinal), nowIso]);
-    }
-
     await this.#appendAudit(c, app, store, fresh, nowIso);
     return { created, existing };
   }
@@ -227,10 +229,14 @@ export class IngestionService {
   async #appendAudit(c: Client, app: AppPrincipal, store: StoreRef, fresh: Scored[], recordedAt: string): Promise<void> {
     const s = ident(store.schema);
     const decisions = fresh.map((i) => JSON.stringify(guardDecisionOf(i))); // keys built in sorted order: canonical JSON
-    await c.query(`select pg_advisory_xact_lock($1, hashtext($2))`, [LOCK_CLASS.audit, store.schema]);
-    const last = await c.query<{ sequence: string; hash: string }>(`select sequence, hash from ${s}.audit_log order by sequence desc limit 1`);
-    let sequence = last.rows[0] ? Number(last.rows[0].sequence) : 0;
-    let prev = last.rows[0]?.hash ?? GENESIS_HASH;
+    // The lock and the read of the chain's head in one message (the simple protocol, no parameters:
+    // the lock class is a number, the schema a checked identifier): two statements, so the read
+    // takes its snapshot after the lock is granted and sees every entry committed before it.
+    const results = await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
+                                   select sequence, hash from ${s}.audit_log order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
+    const head = results[1]!.rows[0];
+    let sequence = head ? Number(head.sequence) : 0;
+    let prev = head?.hash ?? GENESIS_HASH;
     const sequences: number[] = [];
     const prevHashes: string[] = [];
     const hashes: string[] = [];
