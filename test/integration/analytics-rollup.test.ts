@@ -8,17 +8,15 @@
 // upgradeStores with its history backfilled; the app's role can read the rollups, never change them.
 import test, { type ExecutionContext } from "ava";
 import pg from "pg";
-import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import { STORE_TEMPLATE_VERSION } from "../../api/governance/store-sql.ts";
 import { INTERVALS, type Interval, type Metric } from "../../api/governance/analytics/schemas.ts";
 import { binStart } from "../../api/governance/analytics/range.ts";
 import { query } from "../helpers/db.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
-const client = new KubeClient(k.kc);
 let api: TestApi;
 let opNs: string;
 let token: string;
@@ -112,12 +110,7 @@ function metricOf(s: Sums, m: Metric): number {
 }
 const close = (a: number, b: number) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b));
 
-async function provision(name: string): Promise<{ key: string; schema: string }> {
-  const created = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: api.namespace }, spec: { name, slug: name } }, "test");
-  const r = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body: { namespace: api.namespace, appName: name, appUid: created.metadata.uid, generation: 1 } });
-  if (r.status !== 200) throw new Error(r.text);
-  return { key: /^govdb:\/\/([^@]+)@/.exec(r.body.connectionString as string)![1]!, schema: r.body.database as string };
-}
+const provision = (name: string) => provisionApp(api, token, name);
 
 const base = (app: string) => `/workspaces/${api.workspaceId}/governance/apps/${app}/analytics`;
 const q = (start: number, end: number) => `start=${encodeURIComponent(iso(start))}&end=${encodeURIComponent(iso(end))}`;

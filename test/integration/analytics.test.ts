@@ -5,9 +5,10 @@
 // ingestion scores evals itself and the test needs known scores.
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient } from "../../crds/kube/client.ts";
 import { query } from "../helpers/db.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
@@ -38,19 +39,13 @@ const SEED = [
 ];
 const IN = SEED.slice(1, 5); // the traces of [T0, T0 + 4h)
 
-async function provision(token: string, name: string): Promise<{ key: string; schema: string }> {
-  const created = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: api.namespace }, spec: { name, slug: name } }, "test");
-  const r = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body: { namespace: api.namespace, appName: name, appUid: created.metadata.uid, generation: 1 } });
-  if (r.status !== 200) throw new Error(r.text);
-  return { key: /^govdb:\/\/([^@]+)@/.exec(r.body.connectionString as string)![1]!, schema: r.body.harborDatabase ?? r.body.database };
-}
 
 test.before(async () => {
   opNs = await testNamespace(k, "analytics");
   api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator` } });
   const token = await serviceAccountToken(opNs, "berth-operator");
-  const stats = await provision(token, "stats");
-  await provision(token, "empty");
+  const stats = await provisionApp(api, token, "stats");
+  await provisionApp(api, token, "empty");
   await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "unprovisioned", namespace: api.namespace }, spec: { name: "u", slug: "unprovisioned" } }, "test");
   const traces = SEED.map((s, i) => ({
     traceId: crypto.randomUUID(),
@@ -66,7 +61,7 @@ test.before(async () => {
   if (JSON.stringify(blocked) !== JSON.stringify(SEED.map((s) => s.inject))) throw new Error(`unexpected guard decisions ${JSON.stringify(blocked)}`);
 
   // "dist": traces and evals with known scores, written as the API's database user
-  distSchema = (await provision(token, "dist")).schema;
+  distSchema = (await provisionApp(api, token, "dist")).schema;
   const s = `"${distSchema}"`;
   const ids = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
   const at = [T0, T0 + H, T0 + 5 * H]; // the third is outside [T0, T0 + 4h)

@@ -3,15 +3,13 @@
 // and whose verification names the first entry changed behind the API's back.
 import test from "ava";
 import pg from "pg";
-import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import { canonicalJson, entryHash, GENESIS_HASH } from "../../api/governance/audit.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
-const client = new KubeClient(k.kc);
 let api: TestApi;
 let opNs: string;
 let token: string;
@@ -23,12 +21,7 @@ test.before(async () => {
 });
 test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
 
-async function provisionApp(name: string): Promise<string> {
-  const app = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: api.namespace }, spec: { name, slug: name } }, "test");
-  const r = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body: { namespace: api.namespace, appName: name, appUid: app.metadata.uid, generation: 1 } });
-  if (r.status !== 200) throw new Error(r.text);
-  return /^govdb:\/\/([^@]+)@/.exec(r.body.connectionString as string)![1]!;
-}
+const provisionKey = async (name: string) => (await provisionApp(api, token, name)).key;
 
 const trace = (i: number) => ({
   traceId: crypto.randomUUID(),
@@ -43,7 +36,7 @@ const verify = (app: string) => api.fetchJson("GET", `/workspaces/${api.workspac
 const schema = (app: string) => `"gov_${api.workspaceId}_${app}"`;
 
 test.serial("an empty chain verifies; so does a chain built by concurrent batches, with gapless sequence numbers", async (t) => {
-  const key = await provisionApp("chain");
+  const key = await provisionKey("chain");
   const empty = await verify("chain");
   t.is(empty.status, 200, empty.text);
   t.deepEqual(empty.body, { valid: true, entries: 0, firstBrokenLink: null, headHash: null });
@@ -101,7 +94,7 @@ test.serial("a row changed behind the API's back (triggers off, as superuser) is
 });
 
 test.serial("a deleted entry and a forged hash are named too", async (t) => {
-  const key = await provisionApp("gaps");
+  const key = await provisionKey("gaps");
   await api.fetchJson("POST", "/governance/traces", { key, body: { traces: Array.from({ length: 10 }, (_, i) => trace(i)) } });
   const su = new pg.Client({ connectionString: api.db.url });
   await su.connect();
@@ -118,7 +111,7 @@ test.serial("a deleted entry and a forged hash are named too", async (t) => {
   t.is(v.body.firstBrokenLink.reason, "entries 4-4 are missing");
 
   // rewriting a row and its own hash still breaks the next link
-  const key2 = await provisionApp("forged");
+  const key2 = await provisionKey("forged");
   await api.fetchJson("POST", "/governance/traces", { key: key2, body: { traces: Array.from({ length: 5 }, (_, i) => trace(i)) } });
   const [e] = await query<Record<string, unknown>>(api.db.url, `select *, to_char(called_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as c, to_char(recorded_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as r from ${schema("forged")}.audit_log where sequence = 2`);
   const forged = { sequence: 2, traceId: e!.trace_id, workspaceId: api.workspaceId, appId: "forged", model: e!.model, prompt: "forged prompt", response: e!.response, guardDecision: e!.guard_decision, calledAt: e!.c, recordedAt: e!.r };

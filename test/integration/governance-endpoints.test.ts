@@ -3,8 +3,9 @@
 // templates (admin-only writes, PUT needs every field, deleting one leaves apps unchanged).
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient } from "../../crds/kube/client.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
@@ -23,13 +24,9 @@ test.before(async () => {
   opNs = await testNamespace(k, "gov-end");
   api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator` } });
   const token = await serviceAccountToken(opNs, "berth-operator");
-  const created = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name: "list", namespace: api.namespace }, spec: { name: "list", slug: "list" } }, "test");
   await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "unprovisioned", namespace: api.namespace }, spec: { name: "u", slug: "unprovisioned" } }, "test");
-  const cfg = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name: "cfg", namespace: api.namespace }, spec: { name: "cfg", slug: "cfg" } }, "test");
-  const r = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body: { namespace: api.namespace, appName: "list", appUid: created.metadata.uid, generation: 1 } });
-  key = /^govdb:\/\/([^@]+)@/.exec(r.body.connectionString as string)![1]!;
-  const rc = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body: { namespace: api.namespace, appName: "cfg", appUid: cfg.metadata.uid, generation: 1 } });
-  cfgKey = /^govdb:\/\/([^@]+)@/.exec(rc.body.connectionString as string)![1]!;
+  key = (await provisionApp(api, token, "list")).key;
+  cfgKey = (await provisionApp(api, token, "cfg")).key;
   // 130 traces, one call per second; every 10th an injection (blocked), every 4th with an email in the response
   const t0 = Date.now() - 200_000;
   const traces = Array.from({ length: 130 }, (_, i) => {

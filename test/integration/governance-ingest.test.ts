@@ -3,28 +3,18 @@
 // observability config, cost, and what the toolkit fetches at boot. Real API server, PostgreSQL.
 import test from "ava";
 import { aggregateEvalScore, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
-import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import { BUILTIN_PRICE_VERSION } from "../../api/governance/pricing.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
-const client = new KubeClient(k.kc);
 let api: TestApi;
 let opNs: string;
 let keyA: string;
 let keyB: string;
 
-const keyOf = (connectionString: string) => /^govdb:\/\/([^@]+)@/.exec(connectionString)![1]!;
-
-async function provisionApp(name: string, token: string): Promise<string> {
-  const app = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: api.namespace }, spec: { name, slug: name } }, "test");
-  const r = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body: { namespace: api.namespace, appName: name, appUid: app.metadata.uid, generation: 1 } });
-  if (r.status !== 200) throw new Error(r.text);
-  return keyOf(r.body.connectionString as string);
-}
 
 test.before(async () => {
   opNs = await testNamespace(k, "gov-ing");
@@ -34,8 +24,8 @@ test.before(async () => {
     BERTH_MODEL_PRICES: JSON.stringify({ version: "test1", models: { "acme-llm": { prompt: 1, completion: 2 } } }),
   } });
   const token = await serviceAccountToken(opNs, "berth-operator");
-  keyA = await provisionApp("alpha", token);
-  keyB = await provisionApp("beta", token);
+  keyA = (await provisionApp(api, token, "alpha")).key;
+  keyB = (await provisionApp(api, token, "beta")).key;
 });
 test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
 

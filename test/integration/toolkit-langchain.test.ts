@@ -11,8 +11,6 @@ import type { AddressInfo } from "node:net";
 import { AIMessage, AIMessageChunk } from "@langchain/core/messages";
 import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { FakeListChatModel } from "@langchain/core/utils/testing";
-import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import { composeRoutes, serviceReadiness } from "../../api/main.ts";
 import { createLogger } from "../../api/logger.ts";
 import { buildServer, listen, type RunningServer } from "../../api/server.ts";
@@ -20,6 +18,7 @@ import type { ConfigureOptions, GovernanceLogger } from "../../toolkit/src/index
 import { Governance, GuardBlockedError, parseConnection } from "../../toolkit/src/index.ts";
 import { withGovernance } from "../../toolkit/src/langchain/index.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
@@ -42,7 +41,6 @@ class UsageChatModel extends FakeListChatModel {
 }
 
 const k = kube();
-const client = new KubeClient(k.kc);
 let api: TestApi;
 let port: number;
 let opNs: string;
@@ -61,11 +59,9 @@ async function freePort(): Promise<number> {
 }
 
 async function provision(name: string): Promise<string> {
-  const app = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: api.namespace }, spec: { name, slug: name } }, "test");
-  const r = await api.fetchJson("POST", "/internal/governance/provision", { key: operatorToken, body: { namespace: api.namespace, appName: name, appUid: app.metadata.uid, generation: 1 } });
-  if (r.status !== 200) throw new Error(r.text);
-  connections.set(name, r.body.connectionString as string);
-  return r.body.connectionString as string;
+  const { connectionString } = await provisionApp(api, operatorToken, name);
+  connections.set(name, connectionString);
+  return connectionString;
 }
 
 /** A new API server on the same port, the same database and services (the old one must be closed). */
