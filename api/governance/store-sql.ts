@@ -42,7 +42,7 @@ export const ROLLUP_TABLES = ["traces_hourly", "evals_hourly"] as const;
  */
 export const STORE_TEMPLATE_VERSION = 3;
 
-/** Rollup hours are aligned to this instant (any whole hour would do: hours are absolute, whatever the TimeZone). */
+/** Rollup hours are aligned to this instant (a Monday, midnight UTC), which is also the origin of the analytics timeseries buckets. */
 export const ROLLUP_ORIGIN = "2000-01-03T00:00:00Z";
 /** Rows per hour of a rollup, one per group of ingesting connections. */
 export const ROLLUP_SHARDS = 4;

@@ -22,10 +22,9 @@ import { pino } from "pino";
 import { openOrm } from "../../api/db/orm.ts";
 import { Governance } from "../../api/governance/service.ts";
 import { ident } from "../../api/governance/names.ts";
-import { AnalyticsService } from "../../api/governance/analytics/service.ts";
-import { binStart, resolveBuckets, resolveRange, wholeHours } from "../../api/governance/analytics/range.ts";
+import { AnalyticsService, timeseriesParams } from "../../api/governance/analytics/service.ts";
+import { resolveBuckets, resolveRange } from "../../api/governance/analytics/range.ts";
 import { timeseriesSql } from "../../api/governance/analytics/sql.ts";
-import { BUCKET_ORIGIN } from "../../api/governance/analytics/schemas.ts";
 import { KubeClient, loadKubeConfig } from "../../crds/kube/client.ts";
 
 const { values } = parseArgs({ options: {
@@ -119,9 +118,8 @@ try {
     const b = base[name.startsWith("summary") ? "summary" : "timeseries"]!;
     row(name, r, `   p95 ${(r.p95 / b).toFixed(3)}x the scan's`);
   }
-  const plan = await pool.query(`explain (analyze, buffers) ${timeseriesSql(store.schema, "total_calls")}`, [
-    ...[start30, end], ...(({ start, end: e }) => [start.toISOString(), e.toISOString()])(wholeHours({ start: new Date(start30), end: new Date(end) })),
-    "3600 seconds", BUCKET_ORIGIN, new Date(binStart(Date.parse(start30), "1h")).toISOString(), Math.ceil((Date.parse(end) - binStart(Date.parse(start30), "1h")) / 3_600_000)]);
+  const plan = await pool.query(`explain (analyze, buffers) ${timeseriesSql(store.schema, "total_calls")}`,
+    timeseriesParams(resolveBuckets({ start: start30, end, interval: "1h" }, now)));
   console.log(`\nplan of the 30-day hourly timeseries:\n${plan.rows.map((r: Record<string, string>) => `  ${r["QUERY PLAN"]}`).join("\n")}`);
   console.log(`\ncomparison: p95 under ${GOAL_P95_MS} ms for every query: ${met ? "MET" : "MISSED"}`);
   await gov.close();

@@ -1,11 +1,8 @@
 // Range resolution of the analytics endpoints (api/governance/analytics/range.ts): pure.
 import test from "ava";
 import { binStart, resolveBuckets, resolveRange, wholeHours } from "../../api/governance/analytics/range.ts";
-import { BUCKET_ORIGIN } from "../../api/governance/analytics/schemas.ts";
-import { ROLLUP_ORIGIN } from "../../api/governance/store-sql.ts";
 import { ValidationError } from "../../api/errors.ts";
 
-const H = 3_600_000;
 const at = (s: string) => Date.parse(s);
 const r = (start: string, end: string) => ({ start: new Date(start), end: new Date(end) });
 const show = (x: { start: Date; end: Date }) => [x.start.toISOString(), x.end.toISOString()];
@@ -17,10 +14,6 @@ test("binStart: hours, 6-hour blocks from midnight UTC, UTC days and ISO weeks",
   t.is(new Date(binStart(at("2026-11-18T13:45:10.5Z"), "7d")).toISOString(), "2026-11-16T00:00:00.000Z", "a Monday");
   t.is(binStart(at("2026-11-18T13:00:00Z"), "1h"), at("2026-11-18T13:00:00Z"), "a boundary starts its own bucket");
   t.is(new Date(binStart(at("1999-12-31T23:30:00Z"), "1h")).toISOString(), "1999-12-31T23:00:00.000Z", "before the origin");
-});
-
-test("the rollups' hours and the timeseries buckets share their alignment", (t) => {
-  t.is((Date.parse(ROLLUP_ORIGIN) - Date.parse(BUCKET_ORIGIN)) % (7 * 24 * H), 0);
 });
 
 test("wholeHours: the whole hours inside a range; none for a range inside one hour", (t) => {

@@ -2,7 +2,7 @@
 // part 4). Pure: no I/O. docs/analytics.md has the decisions.
 import { z } from "zod";
 import { EVAL_TYPES } from "../../../toolkit/src/index.ts";
-import { ROLLUP_SCORE_BUCKETS } from "../store-sql.ts";
+import { ROLLUP_ORIGIN, ROLLUP_SCORE_BUCKETS } from "../store-sql.ts";
 
 export const METRICS = ["total_calls", "total_tokens", "avg_latency", "total_cost", "error_rate"] as const;
 export type Metric = (typeof METRICS)[number];
@@ -12,8 +12,12 @@ export const INTERVALS = { "1h": 3_600_000, "6h": 21_600_000, "1d": 86_400_000, 
 export type Interval = keyof typeof INTERVALS;
 export const INTERVAL_NAMES = Object.keys(INTERVALS) as Interval[];
 
-/** Buckets are aligned to this instant (a Monday, midnight UTC): hours, 6-hour blocks from midnight UTC, UTC days, ISO weeks. */
-export const BUCKET_ORIGIN = "2000-01-03T00:00:00.000Z";
+/**
+ * Buckets are aligned to this instant (a Monday, midnight UTC): hours, 6-hour blocks from midnight
+ * UTC, UTC days, ISO weeks. The store's rollup hours use the same origin, so a rollup hour falls in
+ * exactly one bucket of every interval.
+ */
+export const BUCKET_ORIGIN = new Date(ROLLUP_ORIGIN).toISOString();
 /** At most this many buckets per timeseries (e.g. 83 days of 1h buckets). */
 export const MAX_BUCKETS = 2000;
 /** Buckets of the default timeseries range. */

@@ -5,7 +5,7 @@
 import type { z } from "zod";
 import type { Governance } from "../service.ts";
 import type { StoreRef } from "../reader.ts";
-import { resolveBuckets, resolveRange, wholeHours, type Range } from "./range.ts";
+import { resolveBuckets, resolveRange, wholeHours, type BucketRange, type Range } from "./range.ts";
 import { BUCKET_ORIGIN, INTERVALS, SCORE_BUCKETS, type RangeQuery, type TimeseriesQuery } from "./schemas.ts";
 import type { EvalDistribution, Summary, Timeseries, TokenUsage } from "./schemas.ts";
 import { evalDistributionSql, summarySql, timeseriesSql, tokenUsageSql } from "./sql.ts";
@@ -15,9 +15,14 @@ type Row = Record<string, unknown>;
 const period = (r: Range) => ({ start: r.start.toISOString(), end: r.end.toISOString() });
 
 /** $1 start, $2 end, $3 from, $4 to: the range and its whole hours (the part the rollups answer). */
-function rangeParams(r: Range): string[] {
+export function rangeParams(r: Range): string[] {
   const whole = wholeHours(r);
   return [r.start.toISOString(), r.end.toISOString(), whole.start.toISOString(), whole.end.toISOString()];
+}
+
+/** The parameters of timeseriesSql for resolved buckets. */
+export function timeseriesParams(b: BucketRange): unknown[] {
+  return [...rangeParams(b), `${INTERVALS[b.interval] / 1000} seconds`, BUCKET_ORIGIN, b.first.toISOString(), b.count];
 }
 
 export class AnalyticsService {
@@ -63,9 +68,7 @@ export class AnalyticsService {
   }
 
   async timeseriesOf(store: StoreRef, metric: TimeseriesQuery["metric"], b: ReturnType<typeof resolveBuckets>): Promise<z.input<typeof Timeseries>> {
-    const rows = await this.#read(store, timeseriesSql(store.schema, metric), [
-      ...rangeParams(b), `${INTERVALS[b.interval] / 1000} seconds`, BUCKET_ORIGIN, b.first.toISOString(), b.count,
-    ]);
+    const rows = await this.#read(store, timeseriesSql(store.schema, metric), timeseriesParams(b));
     return { metric, interval: b.interval, labels: rows.map((r) => r.label as string), values: rows.map((r) => r.v as number) };
   }
 
