@@ -212,16 +212,15 @@ function insertSql(schema: string, table: Table): string {
   return `insert into ${ident(schema)}.${table} (${cols.join(", ")}) select * from unnest(${cols.map((c, i) => `$${i + 1}::${TYPES[c] ?? "text"}[]`).join(", ")})`;
 }
 
-async function rowByRowRun(pool: pg.Pool, schema: string, batches: Rows[]): Promise<Run> {
-  const cols = COLUMNS.traces;
-  const sql = `insert into ${ident(schema)}.traces (${cols.join(", ")}) values (${cols.map((c, i) => `$${i + 1}::${TYPES[c] ?? "text"}`).join(", ")})`;
+/** Runs `write` for each batch in its own transaction, `C` at a time; the rate counts trace rows. */
+async function transactionsRun(pool: pg.Pool, batches: Rows[], write: (c: pg.PoolClient, rows: Rows) => Promise<void>): Promise<Run> {
   const pg0 = postgresCpuSeconds();
   const t0 = performance.now();
   await inParallel(batches, async (rows) => {
     const c = await pool.connect();
     try {
       await c.query("begin");
-      for (const r of rows.traces) await c.query(sql, cols.map((col) => r[col]));
+      await write(c, rows);
       await c.query("commit");
     } finally { c.release(); }
   });
@@ -230,23 +229,21 @@ async function rowByRowRun(pool: pg.Pool, schema: string, batches: Rows[]): Prom
   return { rate: count / seconds, seconds, pgCpuPer1000: ((postgresCpuSeconds() - pg0) / count) * 1e6 };
 }
 
-async function rawRun(pool: pg.Pool, schema: string, batches: Rows[], tables: Table[]): Promise<Run> {
-  const pg0 = postgresCpuSeconds();
-  const t0 = performance.now();
-  await inParallel(batches, async (rows) => {
-    const c = await pool.connect();
-    try {
-      await c.query("begin");
-      for (const table of tables) {
-        if (rows[table].length === 0) continue;
-        await c.query(insertSql(schema, table), COLUMNS[table].map((col) => rows[table].map((r) => r[col])));
-      }
-      await c.query("commit");
-    } finally { c.release(); }
+function rowByRowRun(pool: pg.Pool, schema: string, batches: Rows[]): Promise<Run> {
+  const cols = COLUMNS.traces;
+  const sql = `insert into ${ident(schema)}.traces (${cols.join(", ")}) values (${cols.map((c, i) => `$${i + 1}::${TYPES[c] ?? "text"}`).join(", ")})`;
+  return transactionsRun(pool, batches, async (c, rows) => {
+    for (const r of rows.traces) await c.query(sql, cols.map((col) => r[col]));
   });
-  const seconds = (performance.now() - t0) / 1000;
-  const count = batches.reduce((s, b) => s + b.traces.length, 0);
-  return { rate: count / seconds, seconds, pgCpuPer1000: ((postgresCpuSeconds() - pg0) / count) * 1e6 };
+}
+
+function rawRun(pool: pg.Pool, schema: string, batches: Rows[], tables: Table[]): Promise<Run> {
+  return transactionsRun(pool, batches, async (c, rows) => {
+    for (const table of tables) {
+      if (rows[table].length === 0) continue;
+      await c.query(insertSql(schema, table), COLUMNS[table].map((col) => rows[table].map((r) => r[col])));
+    }
+  });
 }
 
 // ---- main ------------------------------------------------------------------------------------
