@@ -4,8 +4,6 @@
 // streamEvents; one trace per call; and the model behaving as itself otherwise (class, fields,
 // callbacks, bindTools, withStructuredOutput).
 import test from "ava";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 import { AIMessage, AIMessageChunk, HumanMessage, SystemMessage } from "@langchain/core/messages";
 import type { BaseMessage } from "@langchain/core/messages";
@@ -15,6 +13,7 @@ import { z } from "zod";
 import type { EngineConfigInput, SendOutcome, TraceRecord } from "../../toolkit/src/index.ts";
 import { flush, GovdbConnectionError, Governance, GuardBlockedError, shutdown, stats } from "../../toolkit/src/index.ts";
 import { isGoverned, withGovernance } from "../../toolkit/src/langchain/index.ts";
+import { fakeGovernanceApi } from "../helpers/fake-governance-api.ts";
 
 /** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
 class UsageChatModel extends FakeListChatModel {
@@ -308,26 +307,11 @@ test("requireConfig and no config: calls fail closed with GovernanceConfigError,
 });
 
 test.serial("zero-config: withGovernance(model) reads GOVDB_CONNECTION and GOVERNANCE_PROJECT; a missing variable is a typed error at wrap time", async (t) => {
-  const received: TraceRecord[] = [];
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => { body += c.toString(); });
-    req.on("end", () => {
-      if (req.url === "/api/v1/governance/config") {
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ project: "svc", observability: {}, engine: {} }));
-        return;
-      }
-      const traces = (JSON.parse(body) as { traces: TraceRecord[] }).traces;
-      received.push(...traces);
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results: traces.map((x) => ({ traceId: x.traceId, status: "created" })) }));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  t.teardown(() => server.close());
+  const { received, port } = await fakeGovernanceApi(t);
   const env = process.env;
   t.teardown(() => { delete env.GOVDB_CONNECTION; delete env.GOVERNANCE_PROJECT; delete env.BERTH_GOVERNANCE; });
 
-  env.GOVDB_CONNECTION = `govdb://gov_sk_${"z".repeat(43)}@127.0.0.1:${(server.address() as AddressInfo).port}/gov_ws_svc`;
+  env.GOVDB_CONNECTION = `govdb://gov_sk_${"z".repeat(43)}@127.0.0.1:${port}/gov_ws_svc`;
   env.GOVERNANCE_PROJECT = "svc";
   const model = withGovernance(new FakeListChatModel({ responses: ["ok"] }));
   t.is((await model.invoke("hi")).content, "ok");

@@ -4,31 +4,15 @@
 import test from "ava";
 import { spawn } from "node:child_process";
 import type { ChildProcess } from "node:child_process";
-import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { fakeGovernanceApi } from "../helpers/fake-governance-api.ts";
 
 const toolkit = fileURLToPath(new URL("../../toolkit/src/index.ts", import.meta.url));
 
-/** A stand-in for the API: answers the config and records the traces it is sent. */
+/** The stand-in API, recording the inputs of the traces it is sent. */
 async function fakeApi(t: { teardown(fn: () => void): void }) {
-  const received: string[] = [];
-  const server = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => { body += c.toString(); });
-    req.on("end", () => {
-      if (req.url === "/api/v1/governance/config") {
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ project: "svc", observability: {}, engine: {} }));
-        return;
-      }
-      const traces = (JSON.parse(body) as { traces: { traceId: string; input: string }[] }).traces;
-      received.push(...traces.map((x) => x.input));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results: traces.map((x) => ({ traceId: x.traceId, status: "created" })) }));
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  t.teardown(() => server.close());
-  return { received, port: (server.address() as AddressInfo).port };
+  const api = await fakeGovernanceApi(t);
+  return { get received() { return api.received.map((x) => x.input); }, port: api.port };
 }
 
 /** A child service: submits three traces (a long linger keeps them queued), then `then`. */
