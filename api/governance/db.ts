@@ -74,11 +74,16 @@ export class GovernanceDb {
   /**
    * Runs `fn` in a transaction under `SET LOCAL ROLE <role>`: every statement has exactly the
    * privileges of that app's role, so another app's schema is out of reach whatever `fn` asks for.
+   * With `searchPath`, unqualified table names resolve in that schema.
    */
-  async appTx<T>(role: string, fn: (c: Client) => Promise<T>, opts: { readOnly?: boolean; repeatableRead?: boolean } = {}): Promise<T> {
+  async appTx<T>(role: string, fn: (c: Client) => Promise<T>, opts: { readOnly?: boolean; repeatableRead?: boolean; searchPath?: string } = {}): Promise<T> {
     const mode = [opts.repeatableRead ? "isolation level repeatable read" : "", opts.readOnly ? "read only" : ""].filter(Boolean).join(" ");
+    // searchPath: the store's schema, for statements that name its tables without a schema (the
+    // prepared statements of ingestion); pg_catalog next and pg_temp last, so that nothing
+    // shadows a built-in or a store table
+    const path = opts.searchPath === undefined ? "" : `; set local search_path = ${ident(opts.searchPath)}, pg_catalog, pg_temp`;
     try {
-      return await this.tx(fn, { begin: `begin ${mode}; set local role ${ident(role)}` });
+      return await this.tx(fn, { begin: `begin ${mode}; set local role ${ident(role)}${path}` });
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (typeof code === "string" && STORE_GONE.has(code)) {

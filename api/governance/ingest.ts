@@ -17,7 +17,7 @@ import type { Logger } from "../logger.ts";
 import { entryHash, GENESIS_HASH, type AuditContent } from "./audit.ts";
 import type pg from "pg";
 import type { Client, GovernanceDb } from "./db.ts";
-import { ident, identLiteral, LOCK_CLASS } from "./names.ts";
+import { identLiteral, LOCK_CLASS } from "./names.ts";
 import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "./observability.ts";
 import type { DecisionSummary, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
@@ -65,6 +65,54 @@ interface StoreRef { schema: string; role: string; version: number }
 
 const ENGINE_INPUTS_MAX = 500;
 
+// The statements of a write, prepared once per connection (named): their text names no schema, the
+// transaction's search_path (the app's schema, then pg_catalog, then pg_temp) resolves the tables,
+// and PostgreSQL re-plans a prepared statement by itself when the search_path differs from the
+// last use. So one statement serves every app's store, and a busy app's batches skip the parse and
+// plan of these statements entirely.
+
+/** Traces, evals and guard blocks in ONE statement (one round trip): data-modifying CTEs, the
+ * evals and blocks inserted only for the traces the insert returned (a duplicate's are dropped
+ * in the database). Evals carry their trace's call time for the eval rollup. */
+const WRITE = {
+  name: "berth_ingest_write",
+  text: `
+    with ins as (
+      insert into traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
+                          latency_ms, metadata, guard_blocked, guard_evaluations, eval_score, cost_usd, priced, price_version, created_at, ingested_at)
+      select u.trace_id, u.session_id, u.model, u.prompt, u.response, u.error, u.pt, u.ct, u.tt, u.latency, u.metadata, u.blocked, u.evaluations,
+             u.score, u.cost, u.priced, $17, u.created_at, $18
+        from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::float8[],
+                    $11::jsonb[], $12::bool[], $13::jsonb[], $14::float8[], $15::float8[], $16::bool[], $19::timestamptz[])
+          as u(trace_id, session_id, model, prompt, response, error, pt, ct, tt, latency, metadata, blocked, evaluations, score, cost, priced, created_at)
+      on conflict (trace_id) do nothing
+      returning trace_id),
+    ev as (
+      insert into evals (trace_id, eval_type, score, passed, details, ordinal, created_at, called_at)
+      select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $18, u.called_at
+        from unnest($20::uuid[], $21::text[], $22::float8[], $23::bool[], $24::text[], $25::int2[], $26::timestamptz[])
+          as u(trace_id, eval_type, score, passed, details, ordinal, called_at)
+       where u.trace_id in (select trace_id from ins)),
+    gb as (
+      insert into guard_blocks (trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal, created_at)
+      select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $18
+        from unnest($27::uuid[], $28::text[], $29::text[], $30::float8[], $31::text[], $32::text[], $33::text[], $34::int2[])
+          as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)
+       where u.trace_id in (select trace_id from ins))
+    select trace_id from ins`,
+};
+/** What a duplicate was stored with. */
+const STORED = { name: "berth_ingest_stored", text: "select trace_id, guard_blocked, eval_score from traces where trace_id = any($1::uuid[])" };
+/** The audit entries of the created traces: prompt, response, model and call time from the trace rows just inserted. */
+const APPEND = {
+  name: "berth_ingest_append",
+  text: `
+    insert into audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
+    select u.sequence, t.trace_id, $6, $7, t.model, t.prompt, t.response, u.guard_decision, t.created_at, $8, u.prev_hash, u.hash
+      from unnest($1::int8[], $2::uuid[], $3::jsonb[], $4::text[], $5::text[]) as u(sequence, trace_id, guard_decision, prev_hash, hash)
+      join traces t on t.trace_id = u.trace_id`,
+};
+
 export class IngestionService {
   readonly #d: IngestionDeps;
   readonly #now: () => Date;
@@ -99,7 +147,7 @@ export class IngestionService {
 
     const { created, existing } = scored.size === 0
       ? { created: new Set<string>(), existing: new Map<string, { guardBlocked: boolean; evalScore: number }>() }
-      : await this.#d.db.appTx(store.role, (c) => this.#write(c, app, store, [...scored.values()]));
+      : await this.#d.db.appTx(store.role, (c) => this.#write(c, app, store, [...scored.values()]), { searchPath: store.schema });
 
     const results: ItemResult[] = [];
     const answered = new Set<string>();
@@ -120,17 +168,21 @@ export class IngestionService {
     return outcome;
   }
 
-  /** The active store of the key's app and its config version. */
+  /** The active store of the key's app and its config version (as the key check read them, when it did). */
   async #store(app: AppPrincipal): Promise<StoreRef> {
-    const pool = await this.#d.db.pool();
-    const { rows } = await pool.query<{ schema_name: string; role_name: string; status: string; version: string | null }>(
-      `select p.schema_name, p.role_name, p.status, c.version
-         from governance_projects p
-         left join governance_app_configs c on c.workspace_id = p.workspace_id and c.app_id = p.app_id
-        where p.workspace_id = $1 and p.app_id = $2`, [app.workspaceId, app.appId]);
-    const row = rows[0];
-    if (!row || row.status !== "active") throw new ConflictError("governance_not_provisioned", `Governance is not provisioned for ${app.appId}.`);
-    return { schema: row.schema_name, role: row.role_name, version: row.version === null ? 0 : Number(row.version) };
+    let found: { schema: string; role: string; active: boolean; configVersion: number } | null | undefined = app.store;
+    if (found === undefined) {
+      const pool = await this.#d.db.pool();
+      const { rows } = await pool.query<{ schema_name: string; role_name: string; status: string; version: string | null }>(
+        `select p.schema_name, p.role_name, p.status, c.version
+           from governance_projects p
+           left join governance_app_configs c on c.workspace_id = p.workspace_id and c.app_id = p.app_id
+          where p.workspace_id = $1 and p.app_id = $2`, [app.workspaceId, app.appId]);
+      const row = rows[0];
+      found = row ? { schema: row.schema_name, role: row.role_name, active: row.status === "active", configVersion: row.version === null ? 0 : Number(row.version) } : null;
+    }
+    if (!found?.active) throw new ConflictError("governance_not_provisioned", `Governance is not provisioned for ${app.appId}.`);
+    return { schema: found.schema, role: found.role, version: found.configVersion };
   }
 
   async #engineInput(app: AppPrincipal, version: number): Promise<EngineConfigInput> {
@@ -152,7 +204,6 @@ export class IngestionService {
   }
 
   async #write(c: Client, app: AppPrincipal, store: StoreRef, items: Scored[]): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
-    const s = ident(store.schema);
     const now = this.#now();
     const nowIso = now.toISOString();
     // The trace rows go in in trace-id order, whatever the batch order: two concurrent batches
@@ -162,39 +213,14 @@ export class IngestionService {
     const byId = [...items].sort((a, b) => (a.trace.traceId < b.trace.traceId ? -1 : a.trace.traceId > b.trace.traceId ? 1 : 0));
     const t = byId.map((i) => i.trace);
 
-    // Traces, evals and guard blocks in ONE statement (one round trip): data-modifying CTEs, the
-    // evals and blocks inserted only for the traces the insert returned (a duplicate's are dropped
-    // in the database). Evals carry their trace's call time for the eval rollup.
     const evals = items.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
     const blocks = items.flatMap((i) => [
       ...i.input.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
       ...i.output.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
     ].map((x, ordinal) => ({ ...x, ordinal })));
-    const inserted = await c.query<{ trace_id: string }>(
-      `with ins as (
-         insert into ${s}.traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
-                                  latency_ms, metadata, guard_blocked, guard_evaluations, eval_score, cost_usd, priced, price_version, created_at, ingested_at)
-         select u.trace_id, u.session_id, u.model, u.prompt, u.response, u.error, u.pt, u.ct, u.tt, u.latency, u.metadata, u.blocked, u.evaluations,
-                u.score, u.cost, u.priced, $17, u.created_at, $18
-           from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::float8[],
-                       $11::jsonb[], $12::bool[], $13::jsonb[], $14::float8[], $15::float8[], $16::bool[], $19::timestamptz[])
-             as u(trace_id, session_id, model, prompt, response, error, pt, ct, tt, latency, metadata, blocked, evaluations, score, cost, priced, created_at)
-         on conflict (trace_id) do nothing
-         returning trace_id),
-       ev as (
-         insert into ${s}.evals (trace_id, eval_type, score, passed, details, ordinal, created_at, called_at)
-         select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $18, u.called_at
-           from unnest($20::uuid[], $21::text[], $22::float8[], $23::bool[], $24::text[], $25::int2[], $26::timestamptz[])
-             as u(trace_id, eval_type, score, passed, details, ordinal, called_at)
-          where u.trace_id in (select trace_id from ins)),
-       gb as (
-         insert into ${s}.guard_blocks (trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal, created_at)
-         select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $18
-           from unnest($27::uuid[], $28::text[], $29::text[], $30::float8[], $31::text[], $32::text[], $33::text[], $34::int2[])
-             as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)
-          where u.trace_id in (select trace_id from ins))
-       select trace_id from ins`,
-      [
+    const inserted = await c.query<{ trace_id: string }>({
+      ...WRITE,
+      values: [
         t.map((x) => x.traceId), t.map((x) => x.sessionId ?? null), t.map((x) => x.model), t.map((x) => x.input), t.map((x) => x.output),
         t.map((x) => x.error ?? null), t.map((x) => x.tokens.prompt), t.map((x) => x.tokens.completion), t.map((x) => x.tokens.total),
         t.map((x) => x.latency), t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata))),
@@ -204,14 +230,13 @@ export class IngestionService {
         evals.map((x) => x.ordinal), evals.map((x) => x.calledAt),
         blocks.map((x) => x.traceId), blocks.map((x) => x.b.guardType), blocks.map((x) => x.b.blockedContent), blocks.map((x) => x.b.confidence),
         blocks.map((x) => x.b.action), blocks.map((x) => x.phase), blocks.map((x) => x.b.source), blocks.map((x) => x.ordinal),
-      ]);
+      ] });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 
     const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
     const dupes = items.filter((i) => !created.has(i.trace.traceId)).map((i) => i.trace.traceId);
     if (dupes.length > 0) {
-      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>(
-        `select trace_id, guard_blocked, eval_score from ${s}.traces where trace_id = any($1::uuid[])`, [dupes]);
+      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>({ ...STORED, values: [dupes] });
       for (const r of rows) existing.set(r.trace_id, { guardBlocked: r.guard_blocked, evalScore: r.eval_score });
     }
     const fresh = items.filter((i) => created.has(i.trace.traceId));
@@ -227,13 +252,12 @@ export class IngestionService {
    * twice); the hash covers the same values, computed here.
    */
   async #appendAudit(c: Client, app: AppPrincipal, store: StoreRef, fresh: Scored[], recordedAt: string): Promise<void> {
-    const s = ident(store.schema);
     const decisions = fresh.map((i) => JSON.stringify(guardDecisionOf(i))); // keys built in sorted order: canonical JSON
     // The lock and the read of the chain's head in one message (the simple protocol, no parameters:
     // the lock class is a number, the schema a checked identifier): two statements, so the read
     // takes its snapshot after the lock is granted and sees every entry committed before it.
     const results = await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
-                                   select sequence, hash from ${s}.audit_log order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
+                                   select sequence, hash from audit_log order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
     const head = results[1]!.rows[0];
     let sequence = head ? Number(head.sequence) : 0;
     let prev = head?.hash ?? GENESIS_HASH;
@@ -252,12 +276,10 @@ export class IngestionService {
       hashes.push(hash);
       prev = hash;
     });
-    await c.query(
-      `insert into ${s}.audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
-       select u.sequence, t.trace_id, $6, $7, t.model, t.prompt, t.response, u.guard_decision, t.created_at, $8, u.prev_hash, u.hash
-         from unnest($1::int8[], $2::uuid[], $3::jsonb[], $4::text[], $5::text[]) as u(sequence, trace_id, guard_decision, prev_hash, hash)
-         join ${s}.traces t on t.trace_id = u.trace_id`,
-      [sequences, fresh.map((i) => i.trace.traceId), decisions, prevHashes, hashes, app.workspaceId, app.appId, recordedAt]);
+    await c.query({
+      ...APPEND,
+      values: [sequences, fresh.map((i) => i.trace.traceId), decisions, prevHashes, hashes, app.workspaceId, app.appId, recordedAt],
+    });
   }
 }
 

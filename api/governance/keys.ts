@@ -1,44 +1,72 @@
 // App keys (gov_sk_ + 43 base64url characters): the credential of an app's GOVDB_CONNECTION.
 // Minted by provisioning (the operator's internal call), stored only as a SHA-256 digest with a
 // display prefix, revoked whenever a new one is minted, and verified here for "app-key" routes.
-import type { EntityManager } from "@mikro-orm/postgresql";
+//
+// Verification is on the hot path of ingestion (every request), so it is one prepared statement
+// on the governance pool: the key by its digest, with its app's store and config version (what
+// ingestion needs next) in the same row.
 import type { AppKeyVerifier, AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
 import { APP_KEY_PREFIX, digestsEqual, hashToken, isTokenOfKind } from "../auth/tokens.ts";
 import { LAST_USED_RESOLUTION_MS } from "../auth/keys.ts";
-import { GovernanceAppKey } from "./entities.ts";
+import type { GovernanceDb } from "./db.ts";
 
 export { APP_KEY_PREFIX };
 
+const VERIFY = {
+  name: "berth_app_key_verify",
+  text: `select k.id, k.workspace_id, k.app_id, k.hash, k.revoked_at is not null as revoked,
+                k.last_used_at is null or k.last_used_at <= $2 as stale,
+                p.schema_name, p.role_name, p.status, c.version
+           from governance_app_keys k
+           left join governance_projects p on p.workspace_id = k.workspace_id and p.app_id = k.app_id
+           left join governance_app_configs c on c.workspace_id = k.workspace_id and c.app_id = k.app_id
+          where k.hash = $1`,
+};
+const TOUCH = {
+  name: "berth_app_key_touch",
+  text: `update governance_app_keys set last_used_at = $2 where id = $1 and (last_used_at is null or last_used_at <= $3)`,
+};
+
+interface Row {
+  id: string; workspace_id: string; app_id: string; hash: string; revoked: boolean; stale: boolean;
+  schema_name: string | null; role_name: string | null; status: string | null; version: string | null;
+}
+
 export class AppKeyService {
+  readonly #db: GovernanceDb;
   readonly #now: () => Date;
   readonly #log: Logger;
 
-  constructor(opts: { log: Logger; now?: () => Date }) {
+  constructor(opts: { db: GovernanceDb; log: Logger; now?: () => Date }) {
+    this.#db = opts.db;
     this.#log = opts.log;
     this.#now = opts.now ?? (() => new Date());
   }
 
-  /** The app a current key belongs to; undefined for a malformed, unknown or revoked key. */
-  async verify(em: EntityManager, token: string): Promise<AppPrincipal | undefined> {
+  /** The app a current key belongs to, with its store as it is now; undefined for a malformed, unknown or revoked key. */
+  async verify(token: string): Promise<AppPrincipal | undefined> {
     if (!isTokenOfKind(token, APP_KEY_PREFIX)) return undefined;
     const digest = hashToken(token);
-    const row = await em.findOne(GovernanceAppKey, { hash: digest }, { disableIdentityMap: true });
-    if (!row || !digestsEqual(row.hash, digest) || row.revokedAt) return undefined;
     const now = this.#now();
     const cutoff = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
-    if (!row.lastUsedAt || row.lastUsedAt <= cutoff) {
+    const pool = await this.#db.pool();
+    const row = (await pool.query<Row>({ ...VERIFY, values: [digest, cutoff] })).rows[0];
+    if (!row || !digestsEqual(row.hash, digest) || row.revoked) return undefined;
+    if (row.stale) {
       try {
-        await em.nativeUpdate(GovernanceAppKey, { id: row.id, $or: [{ lastUsedAt: null }, { lastUsedAt: { $lte: cutoff } }] }, { lastUsedAt: now });
+        await pool.query({ ...TOUCH, values: [row.id, now, cutoff] });
       } catch (err) {
         this.#log.warn({ err, keyId: row.id }, "could not record the app key's last use");
       }
     }
-    return { kind: "app", workspaceId: row.workspaceId, appId: row.appId, keyId: row.id };
+    const store = row.schema_name === null || row.role_name === null || row.status === null ? null
+      : { schema: row.schema_name, role: row.role_name, active: row.status === "active", configVersion: row.version === null ? 0 : Number(row.version) };
+    return { kind: "app", workspaceId: row.workspace_id, appId: row.app_id, keyId: row.id, store };
   }
 
   /** The AppKeyVerifier given to buildServer. */
   verifier(): AppKeyVerifier {
-    return (token, { em }) => this.verify(em, token);
+    return (token) => this.verify(token);
   }
 }

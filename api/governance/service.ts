@@ -60,7 +60,7 @@ export class Governance {
     this.#orm = deps.orm;
     this.db = new GovernanceDb(deps.orm);
     this.apps = appLookup({ apps: deps.apps, client: deps.kube, namespaceOf: deps.namespaceOf });
-    this.keys = new AppKeyService({ log: deps.log });
+    this.keys = new AppKeyService({ db: this.db, log: deps.log });
     this.templates = new GuardTemplateService();
     this.configs = new ObservabilityConfigService({ templates: this.templates });
     this.scorer = deps.workers ? new WorkerPoolScorer({ size: deps.workers, log: deps.log }) : new InProcessScorer();

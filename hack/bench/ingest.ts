@@ -160,7 +160,15 @@ async function inParallel<T>(items: T[], fn: (item: T) => Promise<void>): Promis
 
 interface Run { rate: number; seconds: number; apiCpuPer1000?: number; pgCpuPer1000: number; machineBusy?: number }
 
+/**
+ * Vacuums and analyzes the whole database before a timed phase, so that autovacuum has nothing
+ * left to do on the rows the previous phases wrote and does not run (on a core of this machine)
+ * during the next phase.
+ */
+let quiesce: () => Promise<void> = () => Promise.resolve();
+
 async function ingestRun(port: number, pid: number, key: string, batches: Trace[][]): Promise<Run> {
+  await quiesce();
   const bodies = batches.map((b) => JSON.stringify({ traces: b }));
   const cpu0 = cpuSeconds(pid);
   const pg0 = postgresCpuSeconds();
@@ -214,6 +222,7 @@ function insertSql(schema: string, table: Table): string {
 
 /** Runs `write` for each batch in its own transaction, `C` at a time; the rate counts trace rows. */
 async function transactionsRun(pool: pg.Pool, batches: Rows[], write: (c: pg.PoolClient, rows: Rows) => Promise<void>): Promise<Run> {
+  await quiesce();
   const pg0 = postgresCpuSeconds();
   const t0 = performance.now();
   await inParallel(batches, async (rows) => {
@@ -257,6 +266,7 @@ const orm = await openOrm(url, { poolMax: C + 2 });
 const pool = new pg.Pool({ connectionString: url, max: C + 2 });
 let server: ChildProcess | undefined;
 const roles: string[] = [];
+quiesce = async () => { await pool.query("vacuum analyze"); };
 try {
   await pool.query(`insert into workspaces (id, name, namespace) values ($1, 'ingest bench', $2)`, [workspaceId, namespace]);
   const gov = new Governance({ orm, kube: new KubeClient(loadKubeConfig(KUBECONFIG)), apps: { get: () => undefined }, namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });

@@ -1,6 +1,7 @@
 // Trace ingestion (POST /governance/traces) end to end: validation per field, idempotency on
 // traceId, size and batch limits, cross-app isolation, guards and evals with the app's
 // observability config, cost, and what the toolkit fetches at boot. Real API server, PostgreSQL.
+import { createHash } from "node:crypto";
 import test from "ava";
 import { aggregateEvalScore, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
 import { BUILTIN_PRICE_VERSION } from "../../api/governance/pricing.ts";
@@ -180,6 +181,37 @@ test("a key of one app never writes to nor reads another app's store", async (t)
   t.is(cfg.body.project, "beta");
   t.is((await api.fetchJson("GET", "/governance/config", { key: api.apiKey })).status, 401, "a workspace key is not an app key");
   t.is((await api.fetchJson("GET", `${appPath("alpha")}/traces`, { key: keyA })).status, 403, "an app key cannot read the dashboards' endpoints");
+});
+
+test("an app key's last use is recorded, at most once a minute", async (t) => {
+  const token = await serviceAccountToken(opNs, "berth-operator");
+  const { key } = await provisionApp(api, token, "lastuse");
+  const lastUsed = async () => (await query<{ last_used_at: Date | null }>(api.db.url, "select last_used_at from governance_app_keys where hash = $1",
+    [createHash("sha256").update(key).digest("hex")]))[0]!.last_used_at;
+  t.is(await lastUsed(), null, "never used yet");
+  t.is((await send(base(), key)).status, 201);
+  const first = await lastUsed();
+  t.truthy(first);
+  t.is((await send(base(), key)).status, 201);
+  t.deepEqual(await lastUsed(), first, "not rewritten within the minute");
+});
+
+test("one set of prepared statements serves every store: batches of two apps, interleaved, each land in their own store only", async (t) => {
+  const sent: { alpha: string[]; beta: string[] } = { alpha: [], beta: [] };
+  for (let i = 0; i < 8; i++) {
+    for (const [app, key] of [["alpha", keyA], ["beta", keyB]] as const) {
+      const batch = [base(), base()];
+      sent[app].push(...batch.map((x) => x.traceId));
+      const r = await send({ traces: batch }, key);
+      t.is(r.body.created, 2, r.text);
+    }
+  }
+  for (const [app, other] of [["alpha", "beta"], ["beta", "alpha"]] as const) {
+    t.is((await rows(app, "traces", "trace_id = any($1::uuid[])", [sent[app]])).length, 16);
+    t.is((await rows(app, "audit_log", "trace_id = any($1::uuid[])", [sent[app]])).length, 16);
+    t.is((await rows(other, "traces", "trace_id = any($1::uuid[])", [sent[app]])).length, 0);
+    t.is((await rows(other, "evals", "trace_id = any($1::uuid[])", [sent[app]])).length, 0);
+  }
 });
 
 test.serial("guards on ingestion: an injection prompt is blocked and recorded as a prompt_injection guard block", async (t) => {

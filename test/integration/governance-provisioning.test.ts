@@ -190,7 +190,11 @@ test.serial("the public re-provision drops the old data, revokes keys and annota
   const op = await provision(annotated, 2);
   t.is(op.status, 200);
   t.is(op.body.generation, 2);
+  // ingestion's prepared statements outlive the dropped tables on the API's connections: they
+  // resolve the new store's tables
   t.is((await ingest(keyOf(op.body.connectionString))).status, 201);
+  const fresh = await query<{ n: string }>(api.db.url, `select count(*) as n from "gov_${api.workspaceId}_shop".traces`);
+  t.is(Number(fresh[0]!.n), 1, "the trace is in the new store");
 });
 
 test.serial("public provision of an App that does not exist is 404; another workspace's key sees 404", async (t) => {

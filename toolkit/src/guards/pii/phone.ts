@@ -24,6 +24,24 @@ const DATE = /^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2
 const THOUSANDS = /^\d{1,3}(?:[ ,.\u00A0]\d{3})+$/;
 const DOTTED_VERSION = /^\d+(?:\.\d+){2,}$/;
 
+// Parsing with full metadata costs tens of microseconds, and the same numbers recur (a support
+// line, a sales desk): a bounded cache of the verdict per candidate and region (a pure function of
+// both) keeps repeats cheap. Map order is insertion order: the oldest entry goes first.
+const VALIDATED_MAX = 2048;
+const validated = new Map<string, string | null>();
+
+/** The calling code of `raw` if it is a valid number (international, or national in `region`), else null. */
+function callingCodeOf(raw: string, region: CountryCode | undefined): string | null {
+  const key = region === undefined ? raw : `${region}:${raw}`;
+  const hit = validated.get(key);
+  if (hit !== undefined) return hit;
+  const p = parsePhoneNumberFromString(raw, region);
+  const code = p?.isValid() ? p.countryCallingCode : null;
+  if (validated.size >= VALIDATED_MAX) validated.delete(validated.keys().next().value!);
+  validated.set(key, code);
+  return code;
+}
+
 function nationalRegions(digits: string, regions: readonly string[]): string[] {
   if (digits.startsWith("0")) return regions.filter((r) => !NO_TRUNK_ZERO.has(r));
   return regions.filter((r) => NO_TRUNK_ZERO.has(r) || (r === "IN" && INDIA_MOBILE.test(digits)));
@@ -49,16 +67,16 @@ export const detectPhones: PiiDetector = (text, claimed, config) => {
     const context = contextBefore(text, start, PHONE_WORDS, 30);
     let found: { callingCode: string } | null = null;
     if (international) {
-      const p = parsePhoneNumberFromString(raw.startsWith("00") ? "+" + raw.slice(2).trimStart() : raw);
-      if (p?.isValid()) found = { callingCode: p.countryCallingCode };
+      const code = callingCodeOf(raw.startsWith("00") ? "+" + raw.slice(2).trimStart() : raw, undefined);
+      if (code !== null) found = { callingCode: code };
     } else {
       // A national number needs formatting (separators) or a phone word nearby, and at least
       // 9 digits unless a phone word is there: a bare run of digits is an order number or an id.
       if ((!separated && !context) || (digits.length < 9 && !context)) continue;
       for (const region of nationalRegions(digits, regions)) {
-        const p = parsePhoneNumberFromString(raw, region as CountryCode);
-        if (p?.isValid()) {
-          found = { callingCode: p.countryCallingCode };
+        const code = callingCodeOf(raw, region as CountryCode);
+        if (code !== null) {
+          found = { callingCode: code };
           break;
         }
       }
