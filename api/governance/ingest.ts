@@ -11,6 +11,7 @@
 // is the record of what happened). The guard evaluations record every verdict, guard blocks record
 // every block and redaction (blockedContent is the engine's description, never the matched text).
 import type { EngineConfigInput, EvalResult } from "../../toolkit/src/index.ts";
+import { binaryArray } from "../db/binary-arrays.ts";
 import { ConflictError, ForbiddenError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
@@ -221,22 +222,26 @@ export class IngestionService {
     const inserted = await c.query<{ trace_id: string }>({
       ...WRITE,
       values: [
-        t.map((x) => x.traceId), t.map((x) => x.sessionId ?? null), t.map((x) => x.model), t.map((x) => x.input), t.map((x) => x.output),
-        t.map((x) => x.error ?? null), t.map((x) => x.tokens.prompt), t.map((x) => x.tokens.completion), t.map((x) => x.tokens.total),
-        t.map((x) => x.latency), t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata))),
-        byId.map((i) => i.guardBlocked), byId.map((i) => JSON.stringify(evaluationsOf(i))), byId.map((i) => i.evalScore),
-        byId.map((i) => i.costUsd), byId.map((i) => i.priced), this.#d.prices.version, nowIso, byId.map((i) => i.calledAt),
-        evals.map((x) => x.traceId), evals.map((x) => x.e.evalType), evals.map((x) => x.e.score), evals.map((x) => x.e.passed), evals.map((x) => x.e.details),
-        evals.map((x) => x.ordinal), evals.map((x) => x.calledAt),
-        blocks.map((x) => x.traceId), blocks.map((x) => x.b.guardType), blocks.map((x) => x.b.blockedContent), blocks.map((x) => x.b.confidence),
-        blocks.map((x) => x.b.action), blocks.map((x) => x.phase), blocks.map((x) => x.b.source), blocks.map((x) => x.ordinal),
+        binaryArray("uuid", t.map((x) => x.traceId)), binaryArray("text", t.map((x) => x.sessionId)), binaryArray("text", t.map((x) => x.model)),
+        binaryArray("text", t.map((x) => x.input)), binaryArray("text", t.map((x) => x.output)), binaryArray("text", t.map((x) => x.error)),
+        binaryArray("int4", t.map((x) => x.tokens.prompt)), binaryArray("int4", t.map((x) => x.tokens.completion)), binaryArray("int4", t.map((x) => x.tokens.total)),
+        binaryArray("float8", t.map((x) => x.latency)), binaryArray("jsonb", t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata)))),
+        binaryArray("bool", byId.map((i) => i.guardBlocked)), binaryArray("jsonb", byId.map((i) => JSON.stringify(evaluationsOf(i)))),
+        binaryArray("float8", byId.map((i) => i.evalScore)), binaryArray("float8", byId.map((i) => i.costUsd)), binaryArray("bool", byId.map((i) => i.priced)),
+        this.#d.prices.version, nowIso, binaryArray("timestamptz", byId.map((i) => i.calledAt)),
+        binaryArray("uuid", evals.map((x) => x.traceId)), binaryArray("text", evals.map((x) => x.e.evalType)), binaryArray("float8", evals.map((x) => x.e.score)),
+        binaryArray("bool", evals.map((x) => x.e.passed)), binaryArray("text", evals.map((x) => x.e.details)), binaryArray("int2", evals.map((x) => x.ordinal)),
+        binaryArray("timestamptz", evals.map((x) => x.calledAt)),
+        binaryArray("uuid", blocks.map((x) => x.traceId)), binaryArray("text", blocks.map((x) => x.b.guardType)), binaryArray("text", blocks.map((x) => x.b.blockedContent)),
+        binaryArray("float8", blocks.map((x) => x.b.confidence)), binaryArray("text", blocks.map((x) => x.b.action)), binaryArray("text", blocks.map((x) => x.phase)),
+        binaryArray("text", blocks.map((x) => x.b.source)), binaryArray("int2", blocks.map((x) => x.ordinal)),
       ] });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 
     const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
     const dupes = items.filter((i) => !created.has(i.trace.traceId)).map((i) => i.trace.traceId);
     if (dupes.length > 0) {
-      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>({ ...STORED, values: [dupes] });
+      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>({ ...STORED, values: [binaryArray("uuid", dupes)] });
       for (const r of rows) existing.set(r.trace_id, { guardBlocked: r.guard_blocked, evalScore: r.eval_score });
     }
     const fresh = items.filter((i) => created.has(i.trace.traceId));
@@ -278,7 +283,8 @@ export class IngestionService {
     });
     await c.query({
       ...APPEND,
-      values: [sequences, fresh.map((i) => i.trace.traceId), decisions, prevHashes, hashes, app.workspaceId, app.appId, recordedAt],
+      values: [binaryArray("int8", sequences), binaryArray("uuid", fresh.map((i) => i.trace.traceId)), binaryArray("jsonb", decisions), binaryArray("text", prevHashes),
+        binaryArray("text", hashes), app.workspaceId, app.appId, recordedAt],
     });
   }
 }
