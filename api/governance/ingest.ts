@@ -10,7 +10,7 @@
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
 // is the record of what happened). The guard evaluations record every verdict, guard blocks record
 // every block and redaction (blockedContent is the engine's description, never the matched text).
-import type { EngineConfigInput, EvalResult } from "../../toolkit/src/index.ts";
+import type { EngineConfigInput } from "../../toolkit/src/index.ts";
 import { binaryArray } from "../db/binary-arrays.ts";
 import { ConflictError, ForbiddenError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
@@ -20,7 +20,7 @@ import type pg from "pg";
 import type { Client, GovernanceDb } from "./db.ts";
 import { identLiteral, LOCK_CLASS } from "./names.ts";
 import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "./observability.ts";
-import type { DecisionSummary, Scorer } from "./scoring.ts";
+import type { ScoreResult, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "./schemas.ts";
 
@@ -41,15 +41,10 @@ export interface IngestOutcome {
 }
 
 /** A trace with everything computed for it. */
-interface Scored {
+interface Scored extends ScoreResult {
   trace: TraceInput;
   /** the trace's timestamp, normalised to ISO 8601 UTC with milliseconds (as stored) */
   calledAt: string;
-  input: DecisionSummary;
-  output: DecisionSummary;
-  guardBlocked: boolean;
-  evals: EvalResult[];
-  evalScore: number;
   costUsd: number;
   priced: boolean;
 }
@@ -216,8 +211,8 @@ export class IngestionService {
 
     const evals = items.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
     const blocks = items.flatMap((i) => [
-      ...i.input.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
-      ...i.output.blocks.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
+      ...i.blocks.input.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
+      ...i.blocks.output.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
     ].map((x, ordinal) => ({ ...x, ordinal })));
     const inserted = await c.query<{ trace_id: string }>({
       ...WRITE,
@@ -226,7 +221,7 @@ export class IngestionService {
         binaryArray("text", t.map((x) => x.input)), binaryArray("text", t.map((x) => x.output)), binaryArray("text", t.map((x) => x.error)),
         binaryArray("int4", t.map((x) => x.tokens.prompt)), binaryArray("int4", t.map((x) => x.tokens.completion)), binaryArray("int4", t.map((x) => x.tokens.total)),
         binaryArray("float8", t.map((x) => x.latency)), binaryArray("jsonb", t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata)))),
-        binaryArray("bool", byId.map((i) => i.guardBlocked)), binaryArray("jsonb", byId.map((i) => JSON.stringify(evaluationsOf(i)))),
+        binaryArray("bool", byId.map((i) => i.guardBlocked)), binaryArray("jsonb", byId.map((i) => i.evaluationsJson)),
         binaryArray("float8", byId.map((i) => i.evalScore)), binaryArray("float8", byId.map((i) => i.costUsd)), binaryArray("bool", byId.map((i) => i.priced)),
         this.#d.prices.version, nowIso, binaryArray("timestamptz", byId.map((i) => i.calledAt)),
         binaryArray("uuid", evals.map((x) => x.traceId)), binaryArray("text", evals.map((x) => x.e.evalType)), binaryArray("float8", evals.map((x) => x.e.score)),
@@ -257,7 +252,7 @@ export class IngestionService {
    * twice); the hash covers the same values, computed here.
    */
   async #appendAudit(c: Client, app: AppPrincipal, store: StoreRef, fresh: Scored[], recordedAt: string): Promise<void> {
-    const decisions = fresh.map((i) => JSON.stringify(guardDecisionOf(i))); // keys built in sorted order: canonical JSON
+    const decisions = fresh.map((i) => i.decisionJson); // canonical JSON (scoring.ts guardDecisionOf)
     // The lock and the read of the chain's head in one message (the simple protocol, no parameters:
     // the lock class is a number, the schema a checked identifier): two statements, so the read
     // takes its snapshot after the lock is granted and sees every entry committed before it.
@@ -287,25 +282,4 @@ export class IngestionService {
         binaryArray("text", hashes), app.workspaceId, app.appId, recordedAt],
     });
   }
-}
-
-/** A trace's guardEvaluations: every verdict of both phases, in chain order. */
-function evaluationsOf(i: Scored): unknown[] {
-  return [
-    ...i.input.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "input", source: e.source })),
-    ...i.output.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "output", source: e.source })),
-  ];
-}
-
-/**
- * The guard decision an audit entry records (no match offsets, no matched text). Every object is
- * built with its keys in sorted order, so JSON.stringify of it is its canonical JSON.
- */
-export function guardDecisionOf(i: { guardBlocked: boolean; input: DecisionSummary; output: DecisionSummary }): unknown {
-  const phase = (d: DecisionSummary) => ({
-    blocks: d.blocks.map((b) => ({ action: b.action, blockedContent: b.blockedContent, confidence: b.confidence, guardType: b.guardType, source: b.source })),
-    decision: d.decision,
-    evaluations: d.evaluations.map((e) => ({ confidence: e.confidence, guardType: e.guardType, result: e.result, source: e.source })),
-  });
-  return { blocked: i.guardBlocked, input: phase(i.input), output: phase(i.output) };
 }

@@ -4,7 +4,7 @@
 // pool of worker threads (BERTH_INGEST_WORKERS) next to the thread that serves HTTP and talks to
 // PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree.
 import { Worker } from "node:worker_threads";
-import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardDecision } from "../../toolkit/src/index.ts";
+import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../toolkit/src/index.ts";
 import type { Logger } from "../logger.ts";
 
 export interface ScoreInput {
@@ -14,18 +14,26 @@ export interface ScoreInput {
   model: string;
 }
 
-/** A guard decision without the full verdicts (match offsets), as ingestion stores it. */
+/** A guard decision without the full verdicts (match offsets). */
 export type DecisionSummary = Pick<GuardDecision, "decision" | "evaluations" | "blocks">;
 
+/**
+ * What ingestion stores of a trace's scoring. Built where the engine runs (a scoring thread), as
+ * the rows need it: the guard evaluations and the audit's guard decision already as JSON text, so
+ * that the thread that writes to PostgreSQL neither builds nor serialises them, and a reply to
+ * the main thread carries a few strings per trace instead of a tree of small objects.
+ */
 export interface ScoreResult {
-  input: DecisionSummary;
-  output: DecisionSummary;
+  /** the blocks and redactions of each phase (guard_blocks rows) */
+  blocks: { input: GuardBlock[]; output: GuardBlock[] };
   evals: EvalResult[];
   evalScore: number;
   guardBlocked: boolean;
+  /** traces.guard_evaluations: every verdict of both phases, in chain order */
+  evaluationsJson: string;
+  /** audit_log.guard_decision: canonical JSON (guardDecisionOf) */
+  decisionJson: string;
 }
-
-const summary = (d: GuardDecision): DecisionSummary => ({ decision: d.decision, evaluations: d.evaluations, blocks: d.blocks });
 
 /** Scores traces with a compiled engine (pure). */
 export function scoreTraces(engine: GuardEngine, traces: readonly ScoreInput[]): ScoreResult[] {
@@ -33,8 +41,33 @@ export function scoreTraces(engine: GuardEngine, traces: readonly ScoreInput[]):
     const input = engine.evaluate(t.input, "input");
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
-    return { input: summary(input), output: summary(output), evals, evalScore: aggregateEvalScore(evals), guardBlocked: input.decision === "block" || output.decision === "block" };
+    const guardBlocked = input.decision === "block" || output.decision === "block";
+    return {
+      blocks: { input: input.blocks, output: output.blocks }, evals, evalScore: aggregateEvalScore(evals), guardBlocked,
+      evaluationsJson: JSON.stringify(evaluationsOf(input, output)), decisionJson: JSON.stringify(guardDecisionOf({ guardBlocked, input, output })),
+    };
   });
+}
+
+/** A trace's guardEvaluations: every verdict of both phases, in chain order. */
+function evaluationsOf(input: DecisionSummary, output: DecisionSummary): unknown[] {
+  return [
+    ...input.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "input", source: e.source })),
+    ...output.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "output", source: e.source })),
+  ];
+}
+
+/**
+ * The guard decision an audit entry records (no match offsets, no matched text). Every object is
+ * built with its keys in sorted order, so JSON.stringify of it is its canonical JSON.
+ */
+export function guardDecisionOf(i: { guardBlocked: boolean; input: DecisionSummary; output: DecisionSummary }): unknown {
+  const phase = (d: DecisionSummary) => ({
+    blocks: d.blocks.map((b) => ({ action: b.action, blockedContent: b.blockedContent, confidence: b.confidence, guardType: b.guardType, source: b.source })),
+    decision: d.decision,
+    evaluations: d.evaluations.map((e) => ({ confidence: e.confidence, guardType: e.guardType, result: e.result, source: e.source })),
+  });
+  return { blocked: i.guardBlocked, input: phase(i.input), output: phase(i.output) };
 }
 
 /** Compiled engines by config version (LRU). Config versions are never reused. */
