@@ -2,12 +2,12 @@
 // scores the traces it is sent. No I/O besides its port to the main thread.
 import { parentPort } from "node:worker_threads";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
-import { EngineCache, scoreTraces, type ScoreInput } from "./scoring.ts";
+import { EngineCache, packScores, scoreTraces, type ScoreInput } from "./scoring.ts";
 
 const engines = new EngineCache(100);
 
 parentPort!.on("message", (task: { id: number; version: number; config: EngineConfigInput; traces: ScoreInput[] }) => {
   void engines.get(task.version, () => task.config)
-    .then((engine) => parentPort!.postMessage({ id: task.id, results: scoreTraces(engine, task.traces) }))
+    .then((engine) => parentPort!.postMessage({ id: task.id, results: packScores(scoreTraces(engine, task.traces)) }))
     .catch((err: unknown) => parentPort!.postMessage({ id: task.id, error: err instanceof Error ? err.message : String(err) }));
 });

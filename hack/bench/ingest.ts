@@ -119,6 +119,20 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks of 1/100 s
 }
 
+/** CPU seconds of a process's threads by thread name (MainThread, WorkerThread: the scoring threads, V8Worker: GC and compiler helpers). */
+function threadCpuSeconds(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) / 100);
+    } catch { /* gone */ }
+  }
+  return out;
+}
+
 /**
  * CPU seconds of every PostgreSQL process on the machine (postmaster, backends, background
  * workers), including the processes that have exited: the postmaster's reaped children's time.
@@ -170,7 +184,7 @@ async function inParallel<T>(items: T[], fn: (item: T) => Promise<void>): Promis
   await Promise.all(Array.from({ length: C }, async () => { while (next < items.length) await fn(items[next++]!); }));
 }
 
-interface Run { rate: number; seconds: number; apiCpuPer1000?: number; pgCpuPer1000: number; machineBusy?: number }
+interface Run { rate: number; seconds: number; apiCpuPer1000?: number; apiThreads?: string; pgCpuPer1000: number; machineBusy?: number }
 
 /**
  * Vacuums and analyzes the whole database before a timed phase, so that autovacuum has nothing
@@ -183,6 +197,7 @@ async function ingestRun(port: number, pid: number, key: string, batches: Trace[
   await quiesce();
   const bodies = batches.map((b) => JSON.stringify({ traces: b }));
   const cpu0 = cpuSeconds(pid);
+  const threads0 = threadCpuSeconds(pid);
   const pg0 = postgresCpuSeconds();
   const m0 = machineTicks();
   const t0 = performance.now();
@@ -194,8 +209,10 @@ async function ingestRun(port: number, pid: number, key: string, batches: Trace[
   const seconds = (performance.now() - t0) / 1000;
   const count = batches.reduce((s, b) => s + b.length, 0);
   const m1 = machineTicks();
+  const threads = [...threadCpuSeconds(pid)].map(([name, s]) => [name, ((s - (threads0.get(name) ?? 0)) / count) * 1e6] as const).filter(([, ms]) => ms >= 0.5);
   return {
     rate: count / seconds, seconds, apiCpuPer1000: ((cpuSeconds(pid) - cpu0) / count) * 1000 * 1000,
+    apiThreads: threads.map(([name, ms]) => `${name} ${ms.toFixed(0)}`).join(", "),
     pgCpuPer1000: ((postgresCpuSeconds() - pg0) / count) * 1000 * 1000, machineBusy: (m1.busy - m0.busy) / (m1.total - m0.total),
   };
 }
@@ -304,7 +321,7 @@ try {
   console.log(`ingest benchmark: ${N} traces per batch size, batches ${BATCHES.join("/")}, ${C} requests in flight, guards and evals on${values.templates ? " (+ PII redaction, toxicity and custom templates)" : " (default config)"}`);
   console.log(`node ${process.version}, ${availableParallelism()} cores, load average before ${loadavg().map((l) => l.toFixed(2)).join(" ")}; API, PostgreSQL and this client share the machine`);
   // warm-up: compile the engine, fill the JIT, the connection pools and the first pages
-  await ingestRun(port, server.pid!, app.key, Array.from({ length: 10 }, () => Array.from({ length: 100 }, (_, i) => trace(i, Date.now() - 3_600_000))));
+  await ingestRun(port, server.pid!, app.key, Array.from({ length: 50 }, () => Array.from({ length: 100 }, (_, i) => trace(i, Date.now() - 3_600_000))));
 
   console.log("\nbatch round | ingest tr/s  (s)    API cpu ms/1000  PG cpu ms/1000  machine busy | raw traces tr/s | raw all tr/s | row by row tr/s | ingest/raw traces | ingest/raw all | ingest/row by row");
   const f = (x: number) => x.toFixed(0).padStart(7);
@@ -328,6 +345,7 @@ try {
       const rowByRow = await rowByRowRun(pool, rr.schema, rows);
       rounds.push({ ingest, rawTraces, rawAll, rowByRow });
       console.log(`${String(B).padStart(5)} ${String(round).padStart(5)} | ${f(ingest.rate)} (${ingest.seconds.toFixed(1).padStart(4)})   ${ingest.apiCpuPer1000!.toFixed(0).padStart(6)}           ${ingest.pgCpuPer1000.toFixed(0).padStart(6)}         ${(ingest.machineBusy! * 100).toFixed(0).padStart(3)}%     | ${f(rawTraces.rate)}         | ${f(rawAll.rate)}      | ${f(rowByRow.rate)}         | ${r(ingest.rate / rawTraces.rate)}             | ${r(ingest.rate / rawAll.rate)}          | ${r(ingest.rate / rowByRow.rate)}`);
+      console.log(`              API CPU per 1000 traces by thread (ms): ${ingest.apiThreads}`);
       console.log(`              PostgreSQL CPU per 1000 traces: ingest ${ingest.pgCpuPer1000.toFixed(0)} ms, raw traces ${rawTraces.pgCpuPer1000.toFixed(0)} ms, raw all ${rawAll.pgCpuPer1000.toFixed(0)} ms, row by row ${rowByRow.pgCpuPer1000.toFixed(0)} ms`);
     }
     const m = (get: (x: typeof rounds[number]) => number) => median(rounds.map(get));
