@@ -1,10 +1,12 @@
 // Trace ingestion (POST /governance/traces, auth "app-key"). For each valid trace, outside any
 // transaction: the app's guard engine (compiled once per config version) on the prompt (phase
 // input) and the response (phase output) and the evals given those decisions (scoring.ts, in
-// worker threads or in-process), the cost from the price table. Then ONE transaction under the app's role: a multi-row insert of the traces (unnest
-// arrays, ON CONFLICT (trace_id) DO NOTHING, so a retried trace is never stored twice), of the
-// evals and guard blocks of the traces actually created, and their audit entries, appended under
-// the app's advisory lock so that the chain stays linear under concurrent batches.
+// worker threads or in-process), the cost from the price table. Then ONE transaction under the
+// app's role and the app's audit lock (so that the chain stays linear under concurrent batches):
+// the chain's head is read, the audit entries chained, and one statement inserts the traces
+// (unnest arrays, ON CONFLICT (trace_id) DO NOTHING, so a retried trace is never stored twice),
+// the evals and guard blocks of the traces actually created, and the audit entries (when every
+// trace was new; a batch with duplicates appends the created ones' entries separately).
 //
 // What is stored: the trace exactly as the client sent it (prompt and response included, even when
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
@@ -67,9 +69,13 @@ const ENGINE_INPUTS_MAX = 500;
 // last use. So one statement serves every app's store, and a busy app's batches skip the parse and
 // plan of these statements entirely.
 
-/** Traces, evals and guard blocks in ONE statement (one round trip): data-modifying CTEs, the
- * evals and blocks inserted only for the traces the insert returned (a duplicate's are dropped
- * in the database). Evals carry their trace's call time for the eval rollup. */
+/**
+ * Traces, evals, guard blocks and audit entries in ONE statement (one round trip): data-modifying
+ * CTEs, the evals and blocks inserted only for the traces the insert returned (a duplicate's are
+ * dropped in the database), the audit entries (chained by the caller, who holds the audit lock)
+ * only when every trace was created ($42 = their number); otherwise the caller chains the created
+ * ones again and appends them with APPEND. Evals carry their trace's call time for the eval rollup.
+ */
 const WRITE = {
   name: "berth_ingest_write",
   text: `
@@ -94,12 +100,20 @@ const WRITE = {
       select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $18
         from unnest($27::uuid[], $28::text[], $29::text[], $30::float8[], $31::text[], $32::text[], $33::text[], $34::int2[])
           as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)
-       where u.trace_id in (select trace_id from ins))
-    select trace_id from ins`,
+       where u.trace_id in (select trace_id from ins)),
+    au as (
+      insert into audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
+      select a.sequence, a.trace_id, $40, $41, t.model, t.prompt, t.response, a.guard_decision, t.created_at, $18, a.prev_hash, a.hash
+        from unnest($35::int8[], $36::uuid[], $37::jsonb[], $38::text[], $39::text[]) as a(sequence, trace_id, guard_decision, prev_hash, hash)
+        join unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $19::timestamptz[]) as t(trace_id, model, prompt, response, created_at)
+          on t.trace_id = a.trace_id
+       where (select count(*) from ins) = $42
+      returning 1)
+    select trace_id, (select count(*) from au) as audited from ins`,
 };
 /** What a duplicate was stored with. */
 const STORED = { name: "berth_ingest_stored", text: "select trace_id, guard_blocked, eval_score from traces where trace_id = any($1::uuid[])" };
-/** The audit entries of the created traces: prompt, response, model and call time from the trace rows just inserted. */
+/** The audit entries of the created traces of a batch with duplicates: prompt, response, model and call time from the trace rows just inserted. */
 const APPEND = {
   name: "berth_ingest_append",
   text: `
@@ -200,21 +214,23 @@ export class IngestionService {
   }
 
   async #write(c: Client, app: AppPrincipal, store: StoreRef, items: Scored[]): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
-    const now = this.#now();
-    const nowIso = now.toISOString();
-    // The trace rows go in in trace-id order, whatever the batch order: two concurrent batches
-    // that share traces (a client's retry racing the original, say) then take their unique-index
-    // locks in the same order and one waits for the other instead of deadlocking. The audit chain
-    // keeps the batch order (appendAudit below).
+    const nowIso = this.#now().toISOString();
+    // The app's audit lock first: concurrent batches of one app write one after the other (the
+    // chain stays linear, and two batches that share traces never wait on each other's rows), and
+    // the entries can be chained before the insert and written by it.
+    const head = await this.#lockChain(c, store);
+    // The trace rows go in in trace-id order (an order any writer of a store can follow); the audit
+    // chain keeps the batch order.
     const byId = [...items].sort((a, b) => (a.trace.traceId < b.trace.traceId ? -1 : a.trace.traceId > b.trace.traceId ? 1 : 0));
     const t = byId.map((i) => i.trace);
+    const chain = this.#chain(app, items, head, nowIso);
 
     const evals = items.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
     const blocks = items.flatMap((i) => [
       ...i.blocks.input.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
       ...i.blocks.output.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
     ].map((x, ordinal) => ({ ...x, ordinal })));
-    const inserted = await c.query<{ trace_id: string }>({
+    const inserted = await c.query<{ trace_id: string; audited: string }>({
       ...WRITE,
       values: [
         binaryArray("uuid", t.map((x) => x.traceId)), binaryArray("text", t.map((x) => x.sessionId)), binaryArray("text", t.map((x) => x.model)),
@@ -230,8 +246,10 @@ export class IngestionService {
         binaryArray("uuid", blocks.map((x) => x.traceId)), binaryArray("text", blocks.map((x) => x.b.guardType)), binaryArray("text", blocks.map((x) => x.b.blockedContent)),
         binaryArray("float8", blocks.map((x) => x.b.confidence)), binaryArray("text", blocks.map((x) => x.b.action)), binaryArray("text", blocks.map((x) => x.phase)),
         binaryArray("text", blocks.map((x) => x.b.source)), binaryArray("int2", blocks.map((x) => x.ordinal)),
+        ...chain, app.workspaceId, app.appId, items.length,
       ] });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
+    const audited = inserted.rows.length > 0 && Number(inserted.rows[0]!.audited) > 0;
 
     const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
     const dupes = items.filter((i) => !created.has(i.trace.traceId)).map((i) => i.trace.traceId);
@@ -240,46 +258,50 @@ export class IngestionService {
       for (const r of rows) existing.set(r.trace_id, { guardBlocked: r.guard_blocked, evalScore: r.eval_score });
     }
     const fresh = items.filter((i) => created.has(i.trace.traceId));
-    if (fresh.length === 0) return { created, existing };
-
-    await this.#appendAudit(c, app, store, fresh, nowIso);
+    if (fresh.length > 0 && !audited) {
+      // some were duplicates: chain the created ones alone, from the same head (the lock is held)
+      await c.query({ ...APPEND, values: [...this.#chain(app, fresh, head, nowIso), app.workspaceId, app.appId, nowIso] });
+    }
     return { created, existing };
   }
 
   /**
-   * Appends one audit entry per created trace, in batch order, under the app's audit lock. The
-   * prompt, response, model and call time are taken from the trace rows just inserted (not sent
-   * twice); the hash covers the same values, computed here.
+   * Takes the app's audit lock (held to the end of the transaction) and reads the chain's head.
+   * One message (the simple protocol, no parameters: the lock class is a number, the schema a
+   * checked identifier), two statements, so the read takes its snapshot after the lock is granted
+   * and sees every entry committed before it.
    */
-  async #appendAudit(c: Client, app: AppPrincipal, store: StoreRef, fresh: Scored[], recordedAt: string): Promise<void> {
-    const decisions = fresh.map((i) => i.decisionJson); // canonical JSON (scoring.ts guardDecisionOf)
-    // The lock and the read of the chain's head in one message (the simple protocol, no parameters:
-    // the lock class is a number, the schema a checked identifier): two statements, so the read
-    // takes its snapshot after the lock is granted and sees every entry committed before it.
+  async #lockChain(c: Client, store: StoreRef): Promise<{ sequence: number; hash: string }> {
     const results = await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
                                    select sequence, hash from audit_log order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
     const head = results[1]!.rows[0];
-    let sequence = head ? Number(head.sequence) : 0;
-    let prev = head?.hash ?? GENESIS_HASH;
+    return head ? { sequence: Number(head.sequence), hash: head.hash } : { sequence: 0, hash: GENESIS_HASH };
+  }
+
+  /**
+   * The audit entries of `entries` (in that order) after `head`, as the statements' parameters:
+   * sequences, trace ids, guard decisions, previous hashes, hashes. The hash covers the prompt,
+   * response, model and call time the statements take from the trace rows.
+   */
+  #chain(app: AppPrincipal, entries: Scored[], head: { sequence: number; hash: string }, recordedAt: string): Buffer[] {
+    let sequence = head.sequence;
+    let prev = head.hash;
     const sequences: number[] = [];
     const prevHashes: string[] = [];
     const hashes: string[] = [];
-    fresh.forEach((i, k) => {
+    for (const i of entries) {
       sequence++;
       const content: AuditContent = {
         sequence, traceId: i.trace.traceId, workspaceId: app.workspaceId, appId: app.appId, model: i.trace.model,
         prompt: i.trace.input, response: i.trace.output, guardDecision: null, calledAt: i.calledAt, recordedAt,
       };
-      const hash = entryHash(prev, content, decisions[k]);
+      const hash = entryHash(prev, content, i.decisionJson); // decisionJson: canonical JSON (scoring.ts guardDecisionOf)
       sequences.push(sequence);
       prevHashes.push(prev);
       hashes.push(hash);
       prev = hash;
-    });
-    await c.query({
-      ...APPEND,
-      values: [binaryArray("int8", sequences), binaryArray("uuid", fresh.map((i) => i.trace.traceId)), binaryArray("jsonb", decisions), binaryArray("text", prevHashes),
-        binaryArray("text", hashes), app.workspaceId, app.appId, recordedAt],
-    });
+    }
+    return [binaryArray("int8", sequences), binaryArray("uuid", entries.map((i) => i.trace.traceId)), binaryArray("jsonb", entries.map((i) => i.decisionJson)),
+      binaryArray("text", prevHashes), binaryArray("text", hashes)];
   }
 }

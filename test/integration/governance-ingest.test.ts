@@ -106,6 +106,20 @@ test("concurrent retries of overlapping batches in opposite orders all succeed: 
   }
 });
 
+test("a batch with duplicates appends the created traces alone to the audit chain, in batch order; the chain verifies", async (t) => {
+  const first = [base(), base()];
+  t.is((await send({ traces: first })).body.created, 2);
+  const fresh = [base(), base()];
+  const r = await send({ traces: [first[0], fresh[0], first[1], fresh[1]] });
+  t.like(r.body, { created: 2, duplicates: 2 });
+  const entries = await rows<{ trace_id: string; sequence: string }>("alpha", "audit_log", "trace_id = any($1::uuid[]) order by sequence", [[...first, ...fresh].map((x) => x.traceId)]);
+  t.deepEqual(entries.map((e) => e.trace_id), [...first, ...fresh].map((x) => x.traceId), "one entry per trace, the new ones after, in batch order");
+  t.is(Number(entries[3]!.sequence), Number(entries[2]!.sequence) + 1, "a batch's entries are consecutive");
+  const v = await api.fetchJson("GET", `${appPath("alpha")}/audit/verify`);
+  t.is(v.status, 200, v.text);
+  t.true(v.body.valid, v.text);
+});
+
 test("a batch answers per item: created, duplicate (also within the batch), rejected with per-field errors", async (t) => {
   const known = base();
   await send(known);
