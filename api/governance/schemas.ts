@@ -27,14 +27,15 @@ const DAY_MS = 86_400_000;
 // Trace ingestion
 
 /** Text PostgreSQL can store and the audit hash can cover exactly: well-formed UTF-16 (no lone surrogates), no NUL. */
-const text = (max: number) => z.string().max(max)
-  .refine((s) => s.isWellFormed() && !s.includes("\u0000"), "must be well-formed Unicode text without NUL characters");
+const storable = (s: string) => s.isWellFormed() && !s.includes("\u0000");
+const STORABLE = "must be well-formed Unicode text without NUL characters";
+const text = (max: number) => z.string().max(max).refine(storable, STORABLE);
 
 export const TraceInput = z.object({
   traceId: z.guid("must be a UUID").transform((s) => s.toLowerCase()).describe("Client-generated unique id (UUID); a trace sent twice is stored once"),
   input: text(MAX_TEXT).describe("Prompt text"),
   output: text(MAX_TEXT).describe("Model response text (empty when the call failed)"),
-  model: z.string().trim().min(1).max(200).describe("Model name; priced from the model price table"),
+  model: z.string().trim().min(1).max(200).refine(storable, STORABLE).describe("Model name; priced from the model price table"),
   latency: z.number().min(0).max(DAY_MS).describe("Milliseconds"),
   tokens: z.object({
     prompt: z.int().min(0).max(MAX_TOKENS),
@@ -43,9 +44,9 @@ export const TraceInput = z.object({
   }).strict(),
   timestamp: z.iso.datetime({ offset: true }).describe("Time of the call (ISO 8601); at most 1 h ahead of the server's clock"),
   project: z.string().min(1).max(63).optional().describe("GOVERNANCE_PROJECT; must be the key's own app id when given"),
-  sessionId: z.string().min(1).max(200).optional().describe("Groups the traces of one conversation"),
+  sessionId: z.string().min(1).max(200).refine(storable, STORABLE).optional().describe("Groups the traces of one conversation"),
   error: text(10_000).optional().describe("Set when the call failed (counts towards the error rate)"),
-  metadata: z.record(z.string().min(1).max(64), z.union([z.string().max(1000), z.number(), z.boolean(), z.null()]))
+  metadata: z.record(z.string().min(1).max(64).refine(storable, STORABLE), z.union([z.string().max(1000).refine(storable, STORABLE), z.number(), z.boolean(), z.null()]))
     .refine((m) => Object.keys(m).length <= 32, "at most 32 keys").optional()
     .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
 }).strict().describe("One LLM call (SPEC.md part 1, trace object)");

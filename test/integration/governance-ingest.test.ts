@@ -154,6 +154,10 @@ test("a malformed single trace is 422 naming every offending field; nothing is s
   const nul = await send(base({ input: "a\u0000b" }));
   t.is(nul.status, 422);
   t.is(nul.body.errors[0].field, "body.input");
+  // every text PostgreSQL stores is checked, not only prompt and response: a NUL is a 422, never a 500
+  const nuls = await send(base({ model: "gpt\u0000", sessionId: "s\u0000", metadata: { "k\u0000": "v", ok: "v\u0000" } }));
+  t.is(nuls.status, 422, nuls.text);
+  t.deepEqual(nuls.body.errors.map((e: { field: string }) => e.field).sort(), ["body.metadata.k\u0000", "body.metadata.ok", "body.model", "body.sessionId"].sort());
   const surrogate = await api.fetchJson("POST", "/governance/traces", { key: keyA, rawBody: JSON.stringify(base()).replace('"What', '"\\ud800What'), headers: { "Content-Type": "application/json" } });
   t.is(surrogate.status, 422);
 });
