@@ -152,15 +152,10 @@ export class PlatformAdminKeyService {
 }
 
 /**
- * Records that a key was used, at most once per LAST_USED_RESOLUTION_MS: nothing is written while
- * the stored value is fresh, and the conditional update keeps concurrent requests (or replicas)
- * from writing more than once per interval. A failure here never fails the request.
- */
-/**
  * The current (not revoked) key row of a token of the given kind, looked up by the SHA-256 of the
  * token and compared in constant time; its last use is recorded. Undefined for anything else.
  */
-async function currentKey<R extends { hash: string; revokedAt?: Date | null }>(
+export async function currentKey<R extends { hash: string; revokedAt?: Date | string | null }>(
   token: string, prefix: string, find: (digest: string) => Promise<R | null>, recordUse: (row: R) => Promise<void>,
 ): Promise<R | undefined> {
   if (!isTokenOfKind(token, prefix)) return undefined;
@@ -171,6 +166,11 @@ async function currentKey<R extends { hash: string; revokedAt?: Date | null }>(
   return row;
 }
 
+/**
+ * Records that a key was used, at most once per LAST_USED_RESOLUTION_MS: nothing is written while
+ * the stored value is fresh, and the conditional update keeps concurrent requests (or replicas)
+ * from writing more than once per interval. A failure here never fails the request.
+ */
 async function touch(em: EntityManager, entity: typeof ApiKey | typeof PlatformAdminKey, row: { id: string; lastUsedAt?: Date | null }, now: Date, log: Logger | undefined): Promise<void> {
   const cutoff = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
   if (row.lastUsedAt && row.lastUsedAt > cutoff) return;

@@ -139,7 +139,7 @@ export class IngestionService {
     if (foreign !== undefined) {
       throw new ForbiddenError("project_mismatch", `This key belongs to project ${app.appId}; a trace names project ${foreign}. Traces go to the key's own project only.`, { details: { keyProject: app.appId } });
     }
-    const store = await this.#store(app);
+    const store = this.#store(app);
 
     // score every distinct valid trace (CPU, outside the transaction)
     const distinct = new Map<string, TraceInput>();
@@ -178,21 +178,10 @@ export class IngestionService {
     return outcome;
   }
 
-  /** The active store of the key's app and its config version (as the key check read them, when it did). */
-  async #store(app: AppPrincipal): Promise<StoreRef> {
-    let found: { schema: string; role: string; active: boolean; configVersion: number } | null | undefined = app.store;
-    if (found === undefined) {
-      const pool = await this.#d.db.pool();
-      const { rows } = await pool.query<{ schema_name: string; role_name: string; status: string; version: string | null }>(
-        `select p.schema_name, p.role_name, p.status, c.version
-           from governance_projects p
-           left join governance_app_configs c on c.workspace_id = p.workspace_id and c.app_id = p.app_id
-          where p.workspace_id = $1 and p.app_id = $2`, [app.workspaceId, app.appId]);
-      const row = rows[0];
-      found = row ? { schema: row.schema_name, role: row.role_name, active: row.status === "active", configVersion: row.version === null ? 0 : Number(row.version) } : null;
-    }
-    if (!found?.active) throw new ConflictError("governance_not_provisioned", `Governance is not provisioned for ${app.appId}.`);
-    return { schema: found.schema, role: found.role, version: found.configVersion };
+  /** The active store of the key's app and its config version, as the key check read them. */
+  #store(app: AppPrincipal): StoreRef {
+    if (!app.store?.active) throw new ConflictError("governance_not_provisioned", `Governance is not provisioned for ${app.appId}.`);
+    return { schema: app.store.schema, role: app.store.role, version: app.store.configVersion };
   }
 
   async #engineInput(app: AppPrincipal, version: number): Promise<EngineConfigInput> {
@@ -219,10 +208,7 @@ export class IngestionService {
     // chain stays linear, and two batches that share traces never wait on each other's rows), and
     // the entries can be chained before the insert and written by it.
     const head = await this.#lockChain(c, store);
-    // The trace rows go in in trace-id order (an order any writer of a store can follow); the audit
-    // chain keeps the batch order.
-    const byId = [...items].sort((a, b) => (a.trace.traceId < b.trace.traceId ? -1 : a.trace.traceId > b.trace.traceId ? 1 : 0));
-    const t = byId.map((i) => i.trace);
+    const t = items.map((i) => i.trace);
     const chain = this.#chain(app, items, head, nowIso);
 
     const evals = items.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
@@ -237,9 +223,9 @@ export class IngestionService {
         binaryArray("text", t.map((x) => x.input)), binaryArray("text", t.map((x) => x.output)), binaryArray("text", t.map((x) => x.error)),
         binaryArray("int4", t.map((x) => x.tokens.prompt)), binaryArray("int4", t.map((x) => x.tokens.completion)), binaryArray("int4", t.map((x) => x.tokens.total)),
         binaryArray("float8", t.map((x) => x.latency)), binaryArray("jsonb", t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata)))),
-        binaryArray("bool", byId.map((i) => i.guardBlocked)), binaryArray("jsonb", byId.map((i) => i.evaluationsJson)),
-        binaryArray("float8", byId.map((i) => i.evalScore)), binaryArray("float8", byId.map((i) => i.costUsd)), binaryArray("bool", byId.map((i) => i.priced)),
-        this.#d.prices.version, nowIso, binaryArray("timestamptz", byId.map((i) => i.calledAt)),
+        binaryArray("bool", items.map((i) => i.guardBlocked)), binaryArray("jsonb", items.map((i) => i.evaluationsJson)),
+        binaryArray("float8", items.map((i) => i.evalScore)), binaryArray("float8", items.map((i) => i.costUsd)), binaryArray("bool", items.map((i) => i.priced)),
+        this.#d.prices.version, nowIso, binaryArray("timestamptz", items.map((i) => i.calledAt)),
         binaryArray("uuid", evals.map((x) => x.traceId)), binaryArray("text", evals.map((x) => x.e.evalType)), binaryArray("float8", evals.map((x) => x.e.score)),
         binaryArray("bool", evals.map((x) => x.e.passed)), binaryArray("text", evals.map((x) => x.e.details)), binaryArray("int2", evals.map((x) => x.ordinal)),
         binaryArray("timestamptz", evals.map((x) => x.calledAt)),

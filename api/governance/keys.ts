@@ -7,15 +7,15 @@
 // ingestion needs next) in the same row.
 import type { AppKeyVerifier, AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
-import { APP_KEY_PREFIX, digestsEqual, hashToken, isTokenOfKind } from "../auth/tokens.ts";
-import { LAST_USED_RESOLUTION_MS } from "../auth/keys.ts";
+import { APP_KEY_PREFIX } from "../auth/tokens.ts";
+import { currentKey, LAST_USED_RESOLUTION_MS } from "../auth/keys.ts";
 import type { GovernanceDb } from "./db.ts";
 
 export { APP_KEY_PREFIX };
 
 const VERIFY = {
   name: "berth_app_key_verify",
-  text: `select k.id, k.workspace_id, k.app_id, k.hash, k.revoked_at is not null as revoked,
+  text: `select k.id, k.workspace_id, k.app_id, k.hash, k.revoked_at,
                 k.last_used_at is null or k.last_used_at <= $2 as stale,
                 p.schema_name, p.role_name, p.status, c.version
            from governance_app_keys k
@@ -29,7 +29,7 @@ const TOUCH = {
 };
 
 interface Row {
-  id: string; workspace_id: string; app_id: string; hash: string; revoked: boolean; stale: boolean;
+  id: string; workspace_id: string; app_id: string; hash: string; revoked_at: Date | string | null; stale: boolean;
   schema_name: string | null; role_name: string | null; status: string | null; version: string | null;
 }
 
@@ -46,20 +46,23 @@ export class AppKeyService {
 
   /** The app a current key belongs to, with its store as it is now; undefined for a malformed, unknown or revoked key. */
   async verify(token: string): Promise<AppPrincipal | undefined> {
-    if (!isTokenOfKind(token, APP_KEY_PREFIX)) return undefined;
-    const digest = hashToken(token);
     const now = this.#now();
     const cutoff = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
     const pool = await this.#db.pool();
-    const row = (await pool.query<Row>({ ...VERIFY, values: [digest, cutoff] })).rows[0];
-    if (!row || !digestsEqual(row.hash, digest) || row.revoked) return undefined;
-    if (row.stale) {
-      try {
-        await pool.query({ ...TOUCH, values: [row.id, now, cutoff] });
-      } catch (err) {
-        this.#log.warn({ err, keyId: row.id }, "could not record the app key's last use");
-      }
-    }
+    const row = await currentKey(token, APP_KEY_PREFIX,
+      async (digest) => {
+        const found = (await pool.query<Row>({ ...VERIFY, values: [digest, cutoff] })).rows[0];
+        return found ? { ...found, revokedAt: found.revoked_at } : null;
+      },
+      async (r) => {
+        if (!r.stale) return;
+        try {
+          await pool.query({ ...TOUCH, values: [r.id, now, cutoff] });
+        } catch (err) {
+          this.#log.warn({ err, keyId: r.id }, "could not record the app key's last use");
+        }
+      });
+    if (!row) return undefined;
     const store = row.schema_name === null || row.role_name === null || row.status === null ? null
       : { schema: row.schema_name, role: row.role_name, active: row.status === "active", configVersion: row.version === null ? 0 : Number(row.version) };
     return { kind: "app", workspaceId: row.workspace_id, appId: row.app_id, keyId: row.id, store };

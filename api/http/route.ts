@@ -37,11 +37,8 @@ export interface AppPrincipal {
   workspaceId: string;
   appId: string;
   keyId: string;
-  /**
-   * The app's governance store as the key check found it (read in the same query), or null when it
-   * has none; absent when the verifier does not look it up.
-   */
-  store?: { schema: string; role: string; active: boolean; configVersion: number } | null;
+  /** The app's governance store as the key check found it (read in the same query), or null when it has none. */
+  store: { schema: string; role: string; active: boolean; configVersion: number } | null;
 }
 
 /** The caller of an "operator" route: the Kubernetes user a TokenReview established. */

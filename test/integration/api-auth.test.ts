@@ -199,7 +199,7 @@ test("no key secret ever reaches the logs", async (t) => {
 
 test("app-key routes use the AppKeyVerifier given to the server, scoped to the app's workspace", async (t) => {
   const appApi = await startApi({
-    appKeyVerifier: (token) => Promise.resolve(token === "app_good" ? { kind: "app" as const, workspaceId: appApi.workspaceId, appId: "web", keyId: "k1" } : undefined),
+    appKeyVerifier: (token) => Promise.resolve(token === "app_good" ? { kind: "app" as const, workspaceId: appApi.workspaceId, appId: "web", keyId: "k1", store: null } : undefined),
     routes: [defineRoute({
       method: "post", path: "/workspaces/:workspaceId/ingest", operationId: "ingestProbe", summary: "t", tags: ["test"], auth: "app-key",
       params: z.object({ workspaceId: z.string() }).strict(),
