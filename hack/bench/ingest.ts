@@ -22,8 +22,6 @@
 // ratio to the trace rows alone is printed as well.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readdirSync, readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { availableParallelism, loadavg } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -36,6 +34,7 @@ import { scoreTraces } from "../../api/governance/scoring.ts";
 import { engineInput } from "../../api/governance/observability.ts";
 import { GuardEngine } from "../../toolkit/src/index.ts";
 import { KubeClient, loadKubeConfig } from "../../crds/kube/client.ts";
+import { cpuSeconds, freePort, machineTicks, postgresCpuSeconds, threadCpuSeconds } from "./proc.ts";
 
 const { values } = parseArgs({ options: {
   traces: { type: "string", default: "20000" },
@@ -106,61 +105,6 @@ function trace(i: number, t0: number) {
 type Trace = ReturnType<typeof trace>;
 
 // ---- the API server process ------------------------------------------------------------------
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => resolve(p)); });
-  });
-}
-
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks of 1/100 s
-}
-
-/** CPU seconds of a process's threads by thread name (MainThread, WorkerThread: the scoring threads, V8Worker: GC and compiler helpers). */
-function threadCpuSeconds(pid: number): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
-      const name = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) / 100);
-    } catch { /* gone */ }
-  }
-  return out;
-}
-
-/**
- * CPU seconds of every PostgreSQL process on the machine (postmaster, backends, background
- * workers), including the processes that have exited: the postmaster's reaped children's time.
- */
-function postgresCpuSeconds(): number {
-  let sum = 0;
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      if (!stat.includes(" (postgres) ")) continue;
-      const fields = stat.split(") ")[1]!.split(" ");
-      // fields from state (index 0): ppid 1, utime 11, stime 12, cutime 13, cstime 14
-      sum += (Number(fields[11]) + Number(fields[12])) / 100;
-      const parent = readFileSync(`/proc/${fields[1]}/stat`, "utf8");
-      if (!parent.includes(" (postgres) ")) sum += (Number(fields[13]) + Number(fields[14])) / 100; // the postmaster
-    } catch { /* gone */ }
-  }
-  return sum;
-}
-
-/** Busy and total CPU time of the whole machine (all cores), in clock ticks. */
-function machineTicks(): { busy: number; total: number } {
-  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const idle = cpu[3]! + cpu[4]!; // idle + iowait
-  const total = cpu.reduce((a, b) => a + b, 0);
-  return { busy: total - idle, total };
-}
 
 async function startServer(url: string, port: number): Promise<ChildProcess> {
   // BENCH_API_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the API process

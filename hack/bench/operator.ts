@@ -11,7 +11,6 @@
 // per App, by verb and resource.
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import * as k8s from "@kubernetes/client-node";
@@ -19,6 +18,7 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../crds/kube/client.ts";
 import { resourcePath } from "../../crds/kube/informer.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
+import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 
 const { values } = parseArgs({ options: { apps: { type: "string", default: "500" }, "idle-seconds": { type: "string", default: "60" }, concurrency: { type: "string", default: "8" }, "operator-concurrency": { type: "string" },
   // The operator's Node.js flags; by default the ones hack/up and the Helm chart launch it with.
@@ -117,18 +117,7 @@ function residentSplit(pid: number): { anonMiB: number; fileMiB: number } {
 }
 
 function procStats(pid: number): { cpuMs: number; rssMiB: number } {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-  const ticks = Number(stat[11]) + Number(stat[12]); // utime + stime, in clock ticks (100/s)
-  const rssPages = Number(readFileSync(`/proc/${pid}/statm`, "utf8").split(" ")[1]);
-  return { cpuMs: ticks * 10, rssMiB: (rssPages * 4096) / 2 ** 20 };
-}
-
-async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
+  return { cpuMs: cpuSeconds(pid) * 1000, rssMiB: rssMiB(pid) };
 }
 
 /** The operator's heap figures at the moment, in MiB, from prom-client's default metrics. */
