@@ -1,6 +1,9 @@
 // pii_detection (sensitive_data): each detector on positives and hard negatives, descriptions
 // that never repeat what they describe, and exact redaction.
+import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import test from "ava";
+import { runEvals } from "../../toolkit/src/index.ts";
 import { detectPii, piiGuard, redact } from "../../toolkit/src/guards/index.ts";
 import type { PiiKind } from "../../toolkit/src/guards/index.ts";
 
@@ -161,4 +164,22 @@ test("piiGuard: the allowlist never triggers (literal and pattern)", (t) => {
   t.deepEqual(literal.matches.map((m) => m.description), ["email address j***@e***.com"]);
   const pattern = piiGuard(text, { allowlist: ["/[a-z.]+@(?:berth\\.dev|example\\.com)/"] });
   t.like(pattern, { result: "pass", confidence: 0, matches: [] });
+});
+
+test("the caches of detections keep none of the texts they saw: a cached phone number or stem is a copy", (t) => {
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  const filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(3500); // ~200 KB
+  gc();
+  const before = getHeapStatistics().used_heap_size;
+  for (let i = 0; i < 300; i++) {
+    // a fresh text each time (built, not a constant), a distinct phone number and a distinct long word
+    const text = `${filler} ${i} call +44 20 7946 ${String(1000 + i)} about supercalifragilistic${"x".repeat(i % 50)}ness`;
+    detectPii(text);
+    runEvals({ input: text, output: "Refunds take five days.", latencyMs: 10 }, { evals: { safety: { enabled: false } } });
+  }
+  gc();
+  const retainedMiB = (getHeapStatistics().used_heap_size - before) / 2 ** 20;
+  // 300 texts of 200 KB: 60 MiB if any cache held on to them
+  t.true(retainedMiB < 15, `${retainedMiB.toFixed(1)} MiB retained`);
 });

@@ -91,6 +91,15 @@ export function words(text: string): string[] {
   return text.toLowerCase().match(WORD) ?? [];
 }
 
+/**
+ * A copy of `s` that shares no memory with the text it was cut from. V8 keeps a whole string alive
+ * through any slice (or regex match) of 13 characters or more taken from it; a key kept in a
+ * long-lived cache must not hold a megabyte prompt in memory.
+ */
+export function ownCopy(s: string): string {
+  return (" " + s).slice(1);
+}
+
 // stem() is pure and texts repeat their vocabulary: remembered stems, at most MAX_STEMS of them
 const MAX_STEMS = 20_000;
 const stems = new Map<string, string>();
@@ -104,7 +113,7 @@ export function stem(word: string): string {
   if (s === undefined) {
     s = stemOnce(word);
     if (stems.size >= MAX_STEMS) stems.clear();
-    stems.set(word, s);
+    stems.set(ownCopy(word), s);
   }
   return s;
 }

@@ -8,6 +8,7 @@ import type { CountryCode } from "libphonenumber-js/max";
 import type { Hit } from "../types.ts";
 import type { PiiDetector } from "./common.ts";
 import { contextBefore, overlapsAny, scan } from "./common.ts";
+import { ownCopy } from "../text.ts";
 
 /** Regions whose national formats are recognised by default. */
 export const DEFAULT_PHONE_REGIONS = ["US", "GB", "DE", "FR", "IN", "AU"] as const;
@@ -38,7 +39,7 @@ function callingCodeOf(raw: string, region: CountryCode | undefined): string | n
   const p = parsePhoneNumberFromString(raw, region);
   const code = p?.isValid() ? p.countryCallingCode : null;
   if (validated.size >= VALIDATED_MAX) validated.delete(validated.keys().next().value!);
-  validated.set(key, code);
+  validated.set(ownCopy(key), code); // the key is cut from the text: keep a copy, not the text
   return code;
 }
 
