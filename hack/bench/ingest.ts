@@ -135,7 +135,9 @@ interface Run { rate: number; seconds: number; apiCpuPer1000?: number; apiThread
  * left to do on the rows the previous phases wrote and does not run (on a core of this machine)
  * during the next phase.
  */
-let quiesce: () => Promise<void> = () => Promise.resolve();
+async function quiesce(): Promise<void> {
+  await pool.query("vacuum analyze");
+}
 
 async function ingestRun(port: number, pid: number, key: string, batches: Trace[][]): Promise<Run> {
   await quiesce();
@@ -239,7 +241,6 @@ const orm = await openOrm(url, { poolMax: C + 2 });
 const pool = new pg.Pool({ connectionString: url, max: C + 2 });
 let server: ChildProcess | undefined;
 const roles: string[] = [];
-quiesce = async () => { await pool.query("vacuum analyze"); };
 try {
   await pool.query(`insert into workspaces (id, name, namespace) values ($1, 'ingest bench', $2)`, [workspaceId, namespace]);
   const gov = new Governance({ orm, kube: new KubeClient(loadKubeConfig(KUBECONFIG)), apps: { get: () => undefined }, namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });
