@@ -2,7 +2,8 @@
 import test from "ava";
 import { aggregateEvalScore, EVAL_TYPES, evaluateGuards, GuardEngine, isRefusal, latency, relevance, runEvals, safety } from "../../toolkit/src/index.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
-import { detectedFor, detectKey } from "../../toolkit/src/engine.ts";
+import { detectedFor } from "../../toolkit/src/engine.ts";
+import { SAFETY_TOXICITY_KEY } from "../../toolkit/src/evals/safety.ts";
 
 const L = { threshold_ms: 5000, target_ms: 1000, max_ms: 10000 };
 const latencies: Array<[number, number, boolean]> = [
@@ -80,10 +81,15 @@ test("safety reuses the guards' detections only where they are the same: results
     { guards: { custom_templates: [{ template_id: "tox" }, { template_id: "threats" }, { template_id: "pii" }] },
       templates: { tox: { guardType: "toxicity", config: { allowlist: ["idiot"] } }, threats: { guardType: "toxicity", config: { categories: ["threat"] } }, pii: { guardType: "pii_detection", config: { entities: ["email"], action: "redact" } } } },
   ];
-  // the ingestion path's case: the sensitive_data guard detected the response's PII already
+  // the ingestion path's case: the guards detected the response's PII (sensitive_data) and toxicity
+  // (a template on every category) already, under the very keys runEvals reads them by
   const email = "Write to jane.doe@example.com";
-  t.is(detectedFor(evaluateGuards(email, "output", {}), email, detectKey("pii_detection", { phoneRegions: undefined }))?.[0]?.kind, "email");
-  t.is(detectedFor(evaluateGuards(email, "output", {}), "another text", detectKey("pii_detection", { phoneRegions: undefined })), undefined);
+  const plain = new GuardEngine({});
+  t.is(detectedFor(plain.evaluate(email, "output"), email, plain.sensitiveData.key)?.[0]?.kind, "email");
+  t.is(detectedFor(plain.evaluate(email, "output"), "another text", plain.sensitiveData.key), undefined);
+  const insult = "You are a worthless idiot.";
+  const tox = new GuardEngine(configs[3]!);
+  t.true((detectedFor(tox.evaluate(insult, "output"), insult, SAFETY_TOXICITY_KEY)?.length ?? 0) > 0, "a toxicity template on every category detects under the safety eval's key");
   const outputs = ["Refunds take five days.", "Write to jane.doe@example.com or call +44 20 7946 0958.", "You are a worthless idiot, I will kill you.", "What a shit day. Card 4242 4242 4242 4242.", ""];
   for (const config of configs) {
     const engine = new GuardEngine(config);

@@ -16,6 +16,7 @@ import { compileCustom, customDefinition } from "./guards/custom.ts";
 import { injectionDefinition } from "./guards/injection.ts";
 import { offTopicDefinition } from "./guards/off-topic.ts";
 import { piiDefinition } from "./guards/pii/index.ts";
+import type { PiiConfig } from "./guards/pii/common.ts";
 import { redact } from "./guards/redact.ts";
 import type { GuardTemplateConfig } from "./guards/template.ts";
 import { DEFAULT_PHASES, GuardTemplateConfig as GuardTemplateConfigSchema, PhoneRegion, refineTemplate, sensitivityThreshold, Topic } from "./guards/template.ts";
@@ -210,16 +211,23 @@ function templateCheck(id: string, guardType: GuardType, config: GuardTemplateCo
 export class GuardEngine {
   readonly config: EngineConfig;
   readonly checks: readonly Check[];
+  /**
+   * The PII detection of the built-in sensitive_data guard, and its detect key. The safety eval
+   * detects PII with this very config, so it finds the guard's hits under this key (detectedFor).
+   */
+  readonly sensitiveData: { config: PiiConfig; key: string };
 
   constructor(input: EngineConfigInput | EngineConfig) {
     this.config = EngineConfig.parse(input);
     const c = this.config;
+    const sensitive: PiiConfig = { phoneRegions: c.phoneRegions };
+    this.sensitiveData = { config: sensitive, key: detectKey("pii_detection", sensitive) };
     const checks: Check[] = [];
     if (c.guards.prompt_injection.enabled) {
       checks.push(check({ source: "prompt_injection", guardType: "prompt_injection", phases: new Set(DEFAULT_PHASES.prompt_injection), policy: { threshold: c.guards.prompt_injection.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: injectionDefinition, config: {} }));
     }
     if (c.guards.sensitive_data.enabled) {
-      checks.push(check({ source: "sensitive_data", guardType: "pii_detection", phases: new Set(DEFAULT_PHASES.pii_detection), policy: { threshold: c.guards.sensitive_data.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: piiDefinition, config: { phoneRegions: c.phoneRegions } }));
+      checks.push(check({ source: "sensitive_data", guardType: "pii_detection", phases: new Set(DEFAULT_PHASES.pii_detection), policy: { threshold: c.guards.sensitive_data.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: piiDefinition, config: this.sensitiveData.config }));
     }
     for (const ref of c.guards.custom_templates) {
       const t = c.templates[ref.template_id];

@@ -14,8 +14,10 @@ import { HttpTransport } from "./transport.ts";
 
 export type GovernanceMode = "on" | "noop";
 
-/** Delivery settings are the queue's own (see QueueOptions for their meaning and defaults). */
-export interface ConfigureOptions extends Partial<Pick<QueueOptions, "maxQueue" | "batchSize" | "maxBatchBytes" | "lingerMs" | "initialBackoffMs" | "maxBackoffMs">> {
+/** The queue's delivery settings configure() passes on (see QueueOptions for their meaning and defaults). */
+const DELIVERY_OPTIONS = ["maxQueue", "batchSize", "maxBatchBytes", "lingerMs", "initialBackoffMs", "maxBackoffMs"] as const;
+
+export interface ConfigureOptions extends Pick<QueueOptions, (typeof DELIVERY_OPTIONS)[number]> {
   /** default GOVDB_CONNECTION */
   connection?: string | GovdbConnection;
   /** tags every trace (SPEC: the `project` option); default GOVERNANCE_PROJECT */
@@ -103,7 +105,7 @@ export class Governance {
       logger: this.#logger,
       clock: this.#clock,
       random: this.#random,
-      ...pick(options, ["maxQueue", "batchSize", "maxBatchBytes", "lingerMs", "initialBackoffMs", "maxBackoffMs"]),
+      ...pick(options, DELIVERY_OPTIONS),
     });
     if (options.handleProcessExit) this.#unhook = this.#hookProcess();
   }

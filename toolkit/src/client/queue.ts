@@ -85,7 +85,7 @@ export interface QueueStats {
 
 export interface QueueOptions {
   transport: TraceTransport;
-  /** most traces held in memory (waiting or in flight); default 10,000 */
+  /** most traces held in memory (waiting or in flight); default 10,000. Beyond it the oldest waiting traces are dropped, counted (stats().dropped) and warned about. */
   maxQueue?: number;
   /** most traces per request; default and maximum 500 */
   batchSize?: number;

@@ -1,11 +1,11 @@
 // Evals for one trace: relevance, safety, policy_compliance, latency (each can be disabled in
 // the config's evals section). Pure: the same trace and config give the same scores.
 import type { EngineConfig, EngineConfigInput, GuardDecision, GuardEngine } from "../engine.ts";
-import { detectedFor, detectKey, engineFor } from "../engine.ts";
+import { detectedFor, engineFor } from "../engine.ts";
 import { latency } from "./latency.ts";
 import { policyCompliance } from "./policy.ts";
 import { relevance } from "./relevance.ts";
-import { safety, SAFETY_TOXICITY } from "./safety.ts";
+import { SAFETY_TOXICITY_KEY, scoreSafety } from "./safety.ts";
 import type { EvalResult, TraceForEval } from "./types.ts";
 
 export { EVAL_TYPES } from "./types.ts";
@@ -35,10 +35,10 @@ export function runEvals(
   const out: EvalResult[] = [];
   if (evals.relevance.enabled) out.push(relevance(trace.input, trace.output, evals.relevance.threshold));
   if (evals.safety.enabled) {
-    const pii = { phoneRegions: engine.config.phoneRegions };
-    out.push(safety(trace.output, evals.safety.threshold, pii, {
-      toxicity: detectedFor(output, trace.output, detectKey("toxicity", SAFETY_TOXICITY)),
-      pii: detectedFor(output, trace.output, detectKey("pii_detection", pii)),
+    const pii = engine.sensitiveData;
+    out.push(scoreSafety(trace.output, evals.safety.threshold, pii.config, {
+      toxicity: detectedFor(output, trace.output, SAFETY_TOXICITY_KEY),
+      pii: detectedFor(output, trace.output, pii.key),
     }));
   }
   if (decided) out.push(policyCompliance(decided.input, decided.output));

@@ -1,5 +1,6 @@
 // safety: is the response free of toxic content and sensitive data? 1 minus the stronger of the
 // toxicity and PII confidences on the output (every category, every PII kind).
+import { detectKey } from "../engine.ts";
 import { detectPii, piiDefinition } from "../guards/pii/index.ts";
 import { round3 } from "../guards/text.ts";
 import { detectToxicity, toxicityConfidence } from "../guards/toxicity.ts";
@@ -14,12 +15,19 @@ function strongest(hits: readonly Hit[]): string {
 
 /** The toxicity config of the safety eval: every category (the key of a toxicity check with the same config). */
 export const SAFETY_TOXICITY: ToxicityConfig = { categories: undefined };
+/** Its detect key: a toxicity template on every category detects under the same (engine.ts templateCheck). */
+export const SAFETY_TOXICITY_KEY = detectKey("toxicity", SAFETY_TOXICITY);
+
+/** safety of one response, detecting everything itself. */
+export function safety(output: string, threshold: number, pii: PiiConfig = {}): EvalResult {
+  return scoreSafety(output, threshold, pii, {});
+}
 
 /**
- * `detected` passes hits already detected in this very text with the same settings (the toxicity
- * config SAFETY_TOXICITY, the PII config `pii`): the engine's checks find them anyway.
+ * safety with hits already detected in this very text with the same settings (the toxicity config
+ * SAFETY_TOXICITY, the PII config `pii`): runEvals passes the guards' own (detectedFor).
  */
-export function safety(output: string, threshold: number, pii: PiiConfig = {}, detected: { toxicity?: readonly Hit[] | undefined; pii?: readonly Hit[] | undefined } = {}): EvalResult {
+export function scoreSafety(output: string, threshold: number, pii: PiiConfig, detected: { toxicity?: readonly Hit[] | undefined; pii?: readonly Hit[] | undefined }): EvalResult {
   const tox = detected.toxicity ?? detectToxicity(output, SAFETY_TOXICITY);
   const toxicity = toxicityConfidence(tox);
   const piiHits = detected.pii ?? detectPii(output, pii);

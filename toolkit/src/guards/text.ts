@@ -236,7 +236,11 @@ export function alternatives(source: string): string[] {
  * joined (see unitable).
  */
 export function anyOf(res: readonly RegExp[]): RegExp {
-  if (!unitable(res)) throw new Error("these regular expressions cannot be joined into one");
+  if (!unitable(res)) {
+    // a list gated this way must keep one set of flags and no backreferences or named groups
+    const odd = res.filter((re) => re.flags !== res[0]!.flags || !unitable([re]));
+    throw new Error(`these regular expressions cannot be joined into one (flags ${res[0]?.flags ?? "-"}, no backreferences or named groups): ${odd.map(String).join(", ") || "(an empty list)"}`);
+  }
   const atBoundary: string[] = [];
   const others: string[] = [];
   for (const alt of res.flatMap((re) => alternatives(re.source))) {
