@@ -179,7 +179,7 @@ export class KubeRest {
       path: `${this.server.pathname.replace(/\/$/, "")}${fullPath}`,
       method,
       headers,
-      agent: this.agentFor(opts, secure),
+      agent: proxyAgent(opts) ?? this.agentFor(opts, secure),
       ...(opts.auth ? { auth: opts.auth } : {}),
       ...(o.signal ? { signal: o.signal } : {}),
       ...(timeoutMs > 0 ? { timeout: timeoutMs } : {}),
@@ -208,6 +208,16 @@ export class KubeRest {
     }
     return agent;
   }
+}
+
+/**
+ * The agent a KubeAuth set that must be used: client-node's KubeConfig sets one on every request, a
+ * plain one (ours, with keep-alive, serves instead) or, for a cluster with a proxy-url, a proxy
+ * agent, the only way to reach that server.
+ */
+function proxyAgent(opts: https.RequestOptions): http.Agent | undefined {
+  const a = opts.agent;
+  return a instanceof http.Agent && a.constructor !== http.Agent && a.constructor !== https.Agent ? a : undefined;
 }
 
 function parseOr(text: string): unknown {

@@ -4,7 +4,11 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import type https from "node:https";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer, type IncomingMessage } from "node:http";
+import { connect, type AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 import { LeanKubeConfig, loadLeanKubeConfig } from "../../crds/kube/kubeconfig.ts";
+import { KubeRest } from "../../crds/kube/transport.ts";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 
@@ -66,4 +70,26 @@ test("in cluster: the service address, the ServiceAccount's CA and token; outsid
   t.is(LeanKubeConfig.inCluster({ host: "10.96.0.1", port: "443" }).getCurrentCluster().server, "https://10.96.0.1:443");
   t.is(LeanKubeConfig.inCluster({ host: "fd00::1", port: "443" }).getCurrentCluster().server, "https://[fd00::1]:443");
   t.throws(() => LeanKubeConfig.inCluster({}), { message: /not running in a cluster/ });
+});
+
+test("a cluster behind a proxy-url is reached through the proxy", async (t) => {
+  // the API server answers on loopback; its name in the kubeconfig resolves nowhere, so only a
+  // tunnel through the proxy (CONNECT, as client-node's proxy agent asks) reaches it
+  const apiServer = createServer((_req, res) => { res.setHeader("Content-Type", "application/json"); res.end('{"gitVersion":"v1.36.3"}'); });
+  await new Promise<void>((r) => apiServer.listen(0, "127.0.0.1", r));
+  const tunnels: string[] = [];
+  const proxy = createServer();
+  proxy.on("connect", (req: IncomingMessage, client: Duplex) => {
+    tunnels.push(req.url ?? "");
+    const upstream = connect((apiServer.address() as AddressInfo).port, "127.0.0.1", () => { client.write("HTTP/1.1 200 Connection Established\r\n\r\n"); upstream.pipe(client); client.pipe(upstream); });
+    upstream.on("error", () => client.destroy());
+    client.on("error", () => upstream.destroy());
+  });
+  await new Promise<void>((r) => proxy.listen(0, "127.0.0.1", r));
+  t.teardown(() => { proxy.close(); apiServer.close(); apiServer.closeAllConnections(); });
+  const dir = mkdtempSync(join(tmpdir(), "kc-"));
+  const path = kubeconfig(dir, { token: "t" }, { server: "http://kube.invalid:8080", "insecure-skip-tls-verify": true, "proxy-url": `http://127.0.0.1:${(proxy.address() as AddressInfo).port}` });
+  const rest = new KubeRest(await loadLeanKubeConfig(path));
+  t.deepEqual(await rest.request("GET", "/version", { timeoutMs: 5000 }), { gitVersion: "v1.36.3" });
+  t.deepEqual(tunnels, ["kube.invalid:8080"]);
 });
