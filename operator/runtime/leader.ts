@@ -84,7 +84,7 @@ export class LeaderElector {
   private async loop(callbacks: LeaderCallbacks): Promise<void> {
     const retryMs = this.opts.retryPeriodSeconds * 1000;
     while (!this.stopping) {
-      if ((await this.tryAcquireOrRenew()) !== "acquired") {
+      if ((await this.tryAcquireOrRenew(Date.now() + this.opts.renewDeadlineSeconds * 1000)) !== "acquired") {
         await this.sleep(retryMs * (1 + 0.2 * Math.random()));
         continue;
       }
@@ -105,7 +105,9 @@ export class LeaderElector {
     while (!this.stopping) {
       await this.sleep(retryMs);
       if (this.stopping) break;
-      const attempt = await this.tryAcquireOrRenew();
+      // a renewal that hangs must not outlive the renew deadline: the Lease could expire and
+      // another replica lead while this one still thinks it does
+      const attempt = await this.tryAcquireOrRenew(lastRenew + deadlineMs);
       if (attempt === "acquired") { lastRenew = Date.now(); continue; }
       if (attempt === "held") { this.log.warn("the Lease has another holder; stepping down"); break; }
       if (Date.now() - lastRenew >= deadlineMs) { this.log.warn({ renewDeadlineSeconds: this.opts.renewDeadlineSeconds }, "could not renew the Lease; stepping down"); break; }
@@ -118,16 +120,17 @@ export class LeaderElector {
     this.log.info("stopped leading");
   }
 
-  /** One optimistic-concurrency attempt to take or keep the Lease. */
-  private async tryAcquireOrRenew(): Promise<Attempt> {
+  /** One optimistic-concurrency attempt to take or keep the Lease, its requests answered by `deadline` (epoch ms) or failed. */
+  private async tryAcquireOrRenew(deadline: number): Promise<Attempt> {
     const { namespace, name, identity, leaseDurationSeconds } = this.opts;
+    const left = () => Math.max(1, deadline - Date.now());
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const nowMs = Date.now();
         const now = microTime(nowMs);
-        const lease = await this.read();
+        const lease = await this.read(left());
         if (!lease) {
-          await this.rest.request("POST", this.collection(), { body: {
+          await this.rest.request("POST", this.collection(), { timeoutMs: left(), body: {
             apiVersion: "coordination.k8s.io/v1", kind: "Lease",
             metadata: { name, namespace },
             spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
@@ -141,7 +144,7 @@ export class LeaderElector {
         const next: LeaseSpec = holder === identity
           ? { ...spec, leaseDurationSeconds, renewTime: now }
           : { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 };
-        await this.replace({ ...lease, spec: next });
+        await this.replace({ ...lease, spec: next }, left());
         return "acquired";
       } catch (err) {
         if (isConflict(err)) continue;
@@ -177,13 +180,13 @@ export class LeaderElector {
   }
 
   /** A replace carrying the read resourceVersion: 409 Conflict when someone wrote in between. */
-  private async replace(lease: Lease): Promise<void> {
-    await this.rest.request("PUT", `${this.collection()}/${this.opts.name}`, { body: lease });
+  private async replace(lease: Lease, timeoutMs?: number): Promise<void> {
+    await this.rest.request("PUT", `${this.collection()}/${this.opts.name}`, { body: lease, ...(timeoutMs ? { timeoutMs } : {}) });
   }
 
-  private async read(): Promise<Lease | undefined> {
+  private async read(timeoutMs?: number): Promise<Lease | undefined> {
     try {
-      return await this.rest.request<Lease>("GET", `${this.collection()}/${this.opts.name}`);
+      return await this.rest.request<Lease>("GET", `${this.collection()}/${this.opts.name}`, timeoutMs ? { timeoutMs } : {});
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
