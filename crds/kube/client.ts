@@ -6,7 +6,7 @@
 import * as k8s from "@kubernetes/client-node";
 
 import { ObjectClient } from "./objects.ts";
-export { API_FIELD_MANAGER, ObjectClient, OPERATOR_FIELD_MANAGER, groupVersionPath, resourcePath, type KubeList, type KubeObject, type ObjectRef } from "./objects.ts";
+export { API_FIELD_MANAGER, ObjectClient, OPERATOR_FIELD_MANAGER, resourcePath, type KubeList, type KubeObject, type ObjectRef } from "./objects.ts";
 export { KubeApiError, KubeRest, errorMessage, isConflict, isGone, isInvalid, isNotFound, statusCode, type KubeAuth } from "./transport.ts";
 export { LeanKubeConfig, loadLeanKubeConfig } from "./kubeconfig.ts";
 
@@ -51,14 +51,12 @@ export function loadKubeConfig(path?: string): k8s.KubeConfig {
 export class KubeClient extends ObjectClient {
   readonly kc: k8s.KubeConfig;
   readonly objects: k8s.KubernetesObjectApi;
-  readonly custom: k8s.CustomObjectsApi;
   readonly core: k8s.CoreV1Api;
 
   constructor(kc: k8s.KubeConfig) {
     super(kc);
     this.kc = kc;
     this.objects = k8s.KubernetesObjectApi.makeApiClient(kc);
-    this.custom = kc.makeApiClient(k8s.CustomObjectsApi);
     this.core = kc.makeApiClient(k8s.CoreV1Api);
   }
 }

@@ -3,10 +3,8 @@
 // capped exponential backoff when it failed), and only a 410 Gone relists, replacing the cache and
 // delivering `delete` for what disappeared. Plus a synced flag and typed event subscription.
 // On transport.ts: it does not load @kubernetes/client-node.
-import { KubeRest, isGone, type KubeAuth } from "./transport.ts";
+import { KubeRest, isGone, sleep, type KubeAuth } from "./transport.ts";
 import { resourcePath, type KubeList, type KubeObject } from "./objects.ts";
-
-export { resourcePath };
 
 export interface InformerOptions {
   apiVersion: string;
@@ -53,7 +51,7 @@ export class Informer<T extends KubeObject> {
   constructor(kc: KubeAuth | KubeRest, options: InformerOptions, log?: InformerLogger) {
     this.options = options;
     this.log = log;
-    this.rest = kc instanceof KubeRest ? kc : new KubeRest(kc);
+    this.rest = KubeRest.from(kc);
     this.path = resourcePath(options);
   }
 
@@ -191,12 +189,4 @@ export class Informer<T extends KubeObject> {
       try { h(event, obj); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
     }
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() { clearTimeout(timer); signal.removeEventListener("abort", done); resolve(); }
-    signal.addEventListener("abort", done, { once: true });
-  });
 }

@@ -36,7 +36,7 @@ export class ObjectClient {
   private readonly discovered = new Map<string, Promise<Map<string, { plural: string; namespaced: boolean }>>>();
 
   constructor(kc: KubeAuth | KubeRest) {
-    this.rest = kc instanceof KubeRest ? kc : new KubeRest(kc);
+    this.rest = KubeRest.from(kc);
   }
 
   /** Server-side apply: `obj` is the complete desired state of the fields this manager owns. */

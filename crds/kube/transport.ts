@@ -7,6 +7,7 @@
 import { createHash } from "node:crypto";
 import http from "node:http";
 import https from "node:https";
+import { setTimeout as delay } from "node:timers/promises";
 
 /** Where the API server is and how to authenticate to it. client-node's KubeConfig fits. */
 export interface KubeAuth {
@@ -98,6 +99,11 @@ export class KubeRest {
   /** Called for every request once answered (or failed); e.g. to count them. */
   onRequest: ((r: KubeRequestInfo) => void) | undefined;
   private agent: { key: string; agent: http.Agent } | undefined;
+
+  /** `kc` itself when it is a KubeRest already (one connection pool shared), else a new one over it. */
+  static from(kc: KubeAuth | KubeRest): KubeRest {
+    return kc instanceof KubeRest ? kc : new KubeRest(kc);
+  }
 
   constructor(auth: KubeAuth) {
     this.auth = auth;
@@ -218,6 +224,11 @@ export class KubeRest {
 function proxyAgent(opts: https.RequestOptions): http.Agent | undefined {
   const a = opts.agent;
   return a instanceof http.Agent && a.constructor !== http.Agent && a.constructor !== https.Agent ? a : undefined;
+}
+
+/** Waits `ms`, or less when `signal` aborts (never rejects). */
+export async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  await delay(ms, undefined, { signal }).catch(() => undefined);
 }
 
 function parseOr(text: string): unknown {

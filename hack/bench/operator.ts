@@ -15,8 +15,7 @@ import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
-import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../crds/kube/client.ts";
-import { resourcePath } from "../../crds/kube/informer.ts";
+import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, resourcePath, type KubeObject } from "../../crds/kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 
@@ -179,7 +178,7 @@ async function withOperator(): Promise<{ ms: number; requests: Record<string, nu
       { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", plural: "horizontalpodautoscalers" },
     ];
     for (const r of watched) {
-      const list = await client.objects.list(r.apiVersion, r.kind, ns);
+      const list = await client.list(r.apiVersion, r.kind, ns);
       watches.push(await w.watch(resourcePath({ ...r, namespace: ns }), { resourceVersion: list.metadata?.resourceVersion }, (type, obj: KubeObject) => { if (type === "DELETED" || (type !== "BOOKMARK" && byOperator(obj))) writes++; }, () => {}));
     }
     const before = procStats(op.pid!);

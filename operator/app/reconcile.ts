@@ -7,7 +7,7 @@ import { API_VERSION, AppSpec, type AppStatus } from "../../crds/schemas.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectClient } from "../../crds/kube/objects.ts";
 import { isConflict } from "../../crds/kube/transport.ts";
 import type { Informer } from "../../crds/kube/informer.ts";
-import type { ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
+import { keyOf, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
 import { RecentWrites } from "../runtime/recent.ts";
 import { buildChildren, buildGovernanceSecret, CHILD_KINDS, GOVERNANCE_GENERATION_LABEL, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
 import { GOVERNANCE_FINALIZER, GovernanceDisabledError, governanceDisabled, governanceGeneration, type GovernanceClient } from "./governance.ts";
@@ -75,7 +75,7 @@ export class AppReconciler implements Reconciler {
     const { apps, children, client, cfg } = this.deps;
     const recent = this.recent;
     const app = recent.latest("App", namespace, name, apps.get(namespace, name));
-    if (!app) { this.countsPendingSince.delete(`${namespace}/${name}`); return; }
+    if (!app) { this.countsPendingSince.delete(keyOf({ namespace, name })); return; }
     if (app.metadata.deletionTimestamp) { await this.finalize(app); return; } // children go with it (owner references)
     const generation = app.metadata.generation ?? 0;
     const parsed = AppSpec.safeParse(app.spec);
@@ -133,7 +133,7 @@ export class AppReconciler implements Reconciler {
       const obj = live(kind);
       if (wanted.has(kind) || !obj || !ownedBy(obj, app)) continue;
       await client.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
-      recent.forget(kind, namespace, name);
+      recent.deleted(kind, obj);
       if (kind === "Deployment") deployment = undefined;
       if (kind === "CronJob") cronJob = undefined;
     }
@@ -180,7 +180,7 @@ export class AppReconciler implements Reconciler {
     const removeSecret = async () => {
       if (!secret || !ownedBy(secret, app)) return;
       await client.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName });
-      this.recent.forget("Secret", namespace, secretName);
+      this.recent.deleted("Secret", secret);
     };
     if (governanceDisabled(app.metadata.annotations)) {
       await removeSecret();
@@ -220,9 +220,9 @@ export class AppReconciler implements Reconciler {
     if (this.deps.governance) {
       await this.deps.governance.deprovision({ namespace: app.metadata.namespace!, appName: app.metadata.name!, appUid: app.metadata.uid! });
     }
-    await this.deps.client.mergePatch(
+    this.recent.remember("App", await this.deps.client.mergePatch(
       { apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: app.metadata.name! },
-      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } }, OPERATOR_FIELD_MANAGER);
+      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } }, OPERATOR_FIELD_MANAGER));
   }
 
   /**
@@ -231,7 +231,7 @@ export class AppReconciler implements Reconciler {
    * long to wait before looking again, so the counts are written even if nothing else happens.
    */
   private async writeStatus(app: AppObject, status: AppStatus): Promise<number | undefined> {
-    const key = `${app.metadata.namespace}/${app.metadata.name}`;
+    const key = keyOf({ namespace: app.metadata.namespace ?? "", name: app.metadata.name ?? "" });
     const d = decideStatusWrite(app.status, status, this.countsPendingSince.get(key), this.deps.now().getTime(), this.deps.countsDelayMs ?? DEFAULT_COUNTS_DELAY_MS);
     if (d.pendingSince === undefined) this.countsPendingSince.delete(key);
     else this.countsPendingSince.set(key, d.pendingSince);

@@ -11,7 +11,7 @@
 // returns only after stop().
 import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { KubeRest, errorMessage, isConflict, isNotFound, type KubeAuth } from "../../crds/kube/transport.ts";
+import { KubeRest, errorMessage, isConflict, isNotFound, sleep, type KubeAuth } from "../../crds/kube/transport.ts";
 
 export interface LeaderElectionOptions {
   namespace: string;
@@ -58,7 +58,7 @@ export class LeaderElector {
   private _isLeader = false;
 
   constructor(kc: KubeAuth | KubeRest, opts: LeaderElectionOptions, log: Logger) {
-    this.rest = kc instanceof KubeRest ? kc : new KubeRest(kc);
+    this.rest = KubeRest.from(kc);
     this.opts = { leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2, ...opts };
     if (this.opts.renewDeadlineSeconds >= this.opts.leaseDurationSeconds) throw new Error("renewDeadlineSeconds must be less than leaseDurationSeconds");
     this.log = log.child({ lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
@@ -197,11 +197,6 @@ export class LeaderElector {
   private async sleep(ms: number): Promise<void> {
     if (this.stopping) return;
     if (this.wake.signal.aborted) this.wake = new AbortController();
-    const signal = this.wake.signal;
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() { clearTimeout(timer); signal.removeEventListener("abort", done); resolve(); }
-      signal.addEventListener("abort", done, { once: true });
-    });
+    await sleep(ms, this.wake.signal);
   }
 }

@@ -47,7 +47,7 @@ export class Manager {
       metrics: opts.metrics,
       readiness: [{ name: "informers", check: () => [...this.informers.values()].every((i) => i.synced) }, ...(opts.health.readiness ?? [])],
     });
-    this.rest = opts.kc instanceof KubeRest ? opts.kc : new KubeRest(opts.kc);
+    this.rest = KubeRest.from(opts.kc);
     this.elector = opts.leaderElection ? new LeaderElector(this.rest, opts.leaderElection, opts.log) : undefined;
   }
 

@@ -1,8 +1,9 @@
 // Read your own writes. An informer's cache shows an object some time after this process wrote
 // it; a reconcile that runs in between (a controller's key is usually re-queued by the very
 // events of its last writes) would otherwise see the old object, write the same change again, or
-// try to create what it just created. RecentWrites keeps the objects returned by this process's
-// writes until the cache has caught up with them, and `latest` answers whichever is newer.
+// try to create what it just created (or delete what it just deleted). RecentWrites keeps the
+// objects returned by this process's writes, and a tombstone for each object it deleted, until the
+// cache has caught up with them, and `latest` answers whichever is newer.
 import type { Informer, KubeObject } from "../../crds/kube/index.ts";
 
 export interface RecentWritesOptions {
@@ -23,8 +24,16 @@ export function newerVersion(a: string | undefined, b: string | undefined): bool
 
 const keyOf = (kind: string, namespace: string | undefined, name: string | undefined) => `${kind}/${namespace ?? ""}/${name ?? ""}`;
 
+/** What this process last did to an object: wrote it (obj), or deleted it (obj null, `version` the deleted one's). */
+interface Entry { obj: KubeObject | null; version: string | undefined; at: number }
+
+/** Whether the cache's object `seen` supersedes an entry: a written object once the cache has its version or a newer one; a deletion once the cache shows a newer object (re-created). */
+function superseded(entry: Entry, seen: KubeObject): boolean {
+  return entry.obj ? !newerVersion(entry.version, seen.metadata.resourceVersion) : newerVersion(seen.metadata.resourceVersion, entry.version);
+}
+
 export class RecentWrites {
-  private readonly entries = new Map<string, { obj: KubeObject; at: number }>();
+  private readonly entries = new Map<string, Entry>();
   private readonly ttlMs: number;
   private readonly now: () => number;
   private lastSweep = 0;
@@ -34,7 +43,7 @@ export class RecentWrites {
     this.now = opts.now ?? Date.now;
   }
 
-  /** Number of objects held (for tests and metrics). */
+  /** Number of objects held. */
   get size(): number { return this.entries.size; }
 
   /**
@@ -47,32 +56,36 @@ export class RecentWrites {
       const key = keyOf(kind, obj.metadata.namespace, obj.metadata.name);
       const entry = this.entries.get(key);
       if (!entry) return;
-      if (event === "delete" || !newerVersion(entry.obj.metadata.resourceVersion, obj.metadata.resourceVersion)) this.entries.delete(key);
+      if (event === "delete" || superseded(entry, obj)) this.entries.delete(key);
     });
   }
 
   /** Records what a write returned (managedFields dropped: nothing here reads them). */
   remember(kind: string, obj: KubeObject): void {
     const { managedFields: _drop, ...metadata } = obj.metadata;
-    this.entries.set(keyOf(kind, metadata.namespace, metadata.name), { obj: { ...obj, metadata }, at: this.now() });
-    if (this.now() - this.lastSweep > this.ttlMs) this.sweep();
+    this.set(kind, { obj: { ...obj, metadata }, version: metadata.resourceVersion, at: this.now() }, metadata.namespace, metadata.name);
   }
 
-  /** Forgets an object this process deleted. */
-  forget(kind: string, namespace: string, name: string): void {
-    this.entries.delete(keyOf(kind, namespace, name));
+  /** Records that this process deleted `obj` (as last seen): it reads as gone until the cache drops it, or shows it re-created. */
+  deleted(kind: string, obj: KubeObject): void {
+    this.set(kind, { obj: null, version: obj.metadata.resourceVersion, at: this.now() }, obj.metadata.namespace, obj.metadata.name);
   }
 
-  /** The newer of the cached object and this process's last write of it. */
+  /** The newer of the cached object and this process's last write (or deletion) of it. */
   latest<T extends KubeObject>(kind: string, namespace: string, name: string, cached: T | undefined): T | undefined {
     const key = keyOf(kind, namespace, name);
     const entry = this.entries.get(key);
     if (!entry) return cached;
-    if (this.now() - entry.at > this.ttlMs || (cached && !newerVersion(entry.obj.metadata.resourceVersion, cached.metadata.resourceVersion))) {
+    if (this.now() - entry.at > this.ttlMs || (cached && superseded(entry, cached)) || (!cached && !entry.obj)) {
       this.entries.delete(key);
       return cached;
     }
-    return entry.obj as T;
+    return (entry.obj ?? undefined) as T | undefined;
+  }
+
+  private set(kind: string, entry: Entry, namespace: string | undefined, name: string | undefined): void {
+    this.entries.set(keyOf(kind, namespace, name), entry);
+    if (this.now() - this.lastSweep > this.ttlMs) this.sweep();
   }
 
   private sweep(): void {

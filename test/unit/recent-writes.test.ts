@@ -35,15 +35,34 @@ test("the write is answered until the cache holds its version or a newer one", (
   t.is(r.size, 0, "and the entry is gone");
 });
 
-test("entries expire, and forget drops one", (t) => {
+test("entries expire", (t) => {
   let now = 0;
   const r = new RecentWrites({ ttlMs: 1000, now: () => now });
   r.remember("App", obj("a", "5"));
-  r.remember("App", obj("b", "5"));
-  r.forget("App", "ns", "b");
-  t.is(r.latest("App", "ns", "b", undefined), undefined);
   now = 1001;
   t.is(r.latest("App", "ns", "a", obj("a", "4"))?.metadata.resourceVersion, "4", "expired: the cache wins");
+});
+
+test("an object this process deleted reads as gone until the cache drops it or shows it re-created", (t) => {
+  let now = 0;
+  const r = new RecentWrites({ ttlMs: 1000, now: () => now });
+  const { informer, fire } = fakeInformer();
+  r.track("Secret", informer);
+  r.deleted("Secret", obj("s", "7"));
+  t.is(r.latest("Secret", "ns", "s", obj("s", "7")), undefined, "the cache still holds the deleted object");
+  fire("update", obj("s", "7"));
+  t.is(r.latest("Secret", "ns", "s", obj("s", "7")), undefined, "a late event of the deleted object changes nothing");
+  t.is(r.latest("Secret", "ns", "s", obj("s", "9"))?.metadata.resourceVersion, "9", "re-created (newer): the cache wins");
+  r.deleted("Secret", obj("s", "9"));
+  fire("delete", obj("s", "9"));
+  t.is(r.size, 0, "the cache saw the deletion");
+  r.deleted("Secret", obj("s", "11"));
+  now = 1001;
+  t.is(r.latest("Secret", "ns", "s", obj("s", "11"))?.metadata.resourceVersion, "11", "expired: the cache wins");
+  r.remember("Secret", obj("s", "12"));
+  r.deleted("Secret", obj("s", "12"));
+  r.remember("Secret", obj("s", "14"));
+  t.is(r.latest("Secret", "ns", "s", undefined)?.metadata.resourceVersion, "14", "written again after the deletion");
 });
 
 test("track drops an entry when the informer sees the object deleted or at its version", (t) => {
