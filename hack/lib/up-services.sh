@@ -25,11 +25,13 @@ wait_http() { # what url seconds
 }
 
 # The API and the operator hold the control plane's credentials and their code in memory: when
-# the plane under them was restarted (another apiserver pid) or their source changed (committed or
-# not), they are restarted.
+# the plane under them was restarted (another apiserver pid) or their source changed (committed,
+# modified or new), they are restarted.
 fingerprint=$( {
   cat "$BERTH_LOCAL/cluster/kube-apiserver.pid" 2>/dev/null || true
   cd "$BERTH_ROOT" && git ls-files -s api operator crds toolkit package-lock.json && git diff HEAD -- api operator crds toolkit
+  # new files not yet added count too
+  git ls-files -z -o --exclude-standard -- api operator crds toolkit | xargs -0 -r sha256sum
 } | sha256sum | cut -c1-16)
 if [ "$(cat "$BERTH_LOCAL/services.fingerprint" 2>/dev/null || true)" != "$fingerprint" ]; then
   for svc in api operator; do

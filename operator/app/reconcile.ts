@@ -113,8 +113,10 @@ export class AppReconciler implements Reconciler {
     const converged: (KubeObject | undefined)[] = [];
     // The kind of a same-named object in the way (list items carry no kind: it comes from desired).
     let foreign = desired.find((_, i) => cached[i] && !ownedBy(cached[i], app))?.kind;
-    const first = desired.map((_, i) => i).filter((i) => !REFERS_TO_A_SIBLING.has(desired[i]!.kind!));
-    const waves = first.some((i) => !cached[i]) ? [first, desired.map((_, i) => i).filter((i) => !first.includes(i))] : [desired.map((_, i) => i)];
+    const all = desired.map((_, i) => i);
+    const refers = (i: number) => REFERS_TO_A_SIBLING.has(desired[i]!.kind!);
+    const independent = all.filter((i) => !refers(i));
+    const waves = independent.every((i) => cached[i]) ? [all] : [independent, all.filter(refers)];
     for (const wave of foreign ? [] : waves) {
       const results = await Promise.all(wave.map((i) => this.converge(app, desired[i]!, cached[i])));
       wave.forEach((i, j) => { converged[i] = results[j]!.live; if (results[j]!.foreign) foreign ??= desired[i]!.kind; });

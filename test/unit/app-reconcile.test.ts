@@ -7,6 +7,7 @@ import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
 import type { KubeObject, ObjectClient } from "../../crds/kube/objects.ts";
+import { KubeApiError } from "../../crds/kube/transport.ts";
 import { CHILD_KINDS, type ChildKind } from "../../operator/app/builders.ts";
 import { AppReconciler, type AppObject } from "../../operator/app/reconcile.ts";
 
@@ -20,23 +21,31 @@ class FakeInformer<T extends KubeObject> {
   put(o: T): void { this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o); for (const h of this.handlers) h("update", o); }
 }
 
-function world() {
+/** `exists`: kinds of which an object of the App's name exists on the server but not in the caches: ours (a lagging cache) or foreign. */
+function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}) {
   let rv = 100;
   let clock = Date.parse("2026-11-21T10:00:00Z");
   const calls: { verb: string; kind: string; obj: KubeObject }[] = [];
+  const onServer = new Map<string, KubeObject>();
   const stamp = <T extends KubeObject>(o: T): T => ({ ...o, metadata: { ...o.metadata, uid: o.metadata.uid ?? `uid-${o.kind}`, generation: 1, resourceVersion: String(++rv) } });
   const apps = new FakeInformer<AppObject>();
   const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((k) => [k, new FakeInformer<KubeObject>()])) as Record<ChildKind, FakeInformer<KubeObject>>;
   const secrets = new FakeInformer<KubeObject>();
   const client = {
     apply: (o: KubeObject) => { calls.push({ verb: "apply", kind: o.kind!, obj: o }); return Promise.resolve(stamp(o)); },
-    applyNew: (o: KubeObject) => { calls.push({ verb: "applyNew", kind: o.kind!, obj: o }); return Promise.resolve(stamp(o)); },
+    applyNew: (o: KubeObject) => {
+      calls.push({ verb: "applyNew", kind: o.kind!, obj: o });
+      const there = exists[o.kind as ChildKind];
+      if (!there) return Promise.resolve(stamp(o));
+      onServer.set(o.kind!, there === "ours" ? stamp(o) : stamp({ ...o, metadata: { ...o.metadata, ownerReferences: [], uid: "someone-else" } }));
+      return Promise.reject(new KubeApiError(409, { kind: "Status", code: 409, reason: "Conflict" }, `apply ${o.kind}`));
+    },
     applyStatus: (_plural: string, o: AppObject) => {
       calls.push({ verb: "applyStatus", kind: "App", obj: o });
       const app = apps.get(o.metadata.namespace, o.metadata.name!)!;
       return Promise.resolve({ ...app, status: o.status, metadata: { ...app.metadata, resourceVersion: String(++rv) } });
     },
-    get: () => Promise.resolve(undefined),
+    get: (ref: { kind: string }) => Promise.resolve(onServer.get(ref.kind)),
     delete: () => Promise.resolve(true),
     mergePatch: () => Promise.reject(new Error("not expected")),
   } as unknown as ObjectClient;
@@ -130,4 +139,22 @@ test("counts held back go out with the next transition", async (t) => {
   t.is(await w.reconcile(), undefined, "active: nothing left to look at");
   t.is(w.writes("applyStatus").length, 3);
   t.like(runtime(w.writes("applyStatus").at(-1)), { readyReplicas: 3, totalReplicas: 3 });
+});
+
+test("a create refused with 409 reads the object: ours (a cache lagging behind) is taken as converged, the next wave goes on", async (t) => {
+  const w = world({ Service: "ours" });
+  await w.reconcile();
+  t.deepEqual(w.writes("applyNew").map((c) => c.kind).sort(), ["Deployment", "HorizontalPodAutoscaler", "Ingress", "Service"]);
+  t.is(w.writes("apply").length, 0, "the Service on the server is already as desired");
+  t.not((w.writes("applyStatus").at(-1)!.obj as AppObject).status?.phase, "failed");
+});
+
+test("a create refused with 409 by a foreign object: nothing is written to it, nothing refers to it, the App says why", async (t) => {
+  const w = world({ Service: "foreign" });
+  await w.reconcile();
+  t.false(w.writes("applyNew").some((c) => c.kind === "Ingress"), "the Ingress would route to someone else's Service");
+  t.is(w.writes("apply").length, 0);
+  const status = (w.writes("applyStatus").at(-1)!.obj as AppObject).status;
+  t.is(status?.phase, "failed");
+  t.regex(JSON.stringify(status), /Service ns\/shop already exists and is not owned by this App/);
 });
