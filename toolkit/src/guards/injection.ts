@@ -123,17 +123,20 @@ export const SIGNALS: readonly Signal[] = [
   { kind: "roleplay_jailbreak", weight: 0.4, label: "game framing", re: r(String.raw`\blet'?s play a game\b|\bthis is (?:just )?a game\b`) },
 ];
 
-const DEEP = SIGNALS.filter((s) => s.deep && !s.original);
-// Gates: one regex per set of signals that run on the lower-cased view, which finds a match exactly
-// when one of them would (text.ts anyOf). Most prompts match none, and one scan instead of ~50 says so.
-const SIGNALS_GATE = anyOf(SIGNALS.filter((s) => !s.original).map((s) => s.re));
-const DEEP_GATE = anyOf(DEEP.map((s) => s.re));
+/**
+ * Signals with the gate of those that run on the lower-cased view: one regex that finds a match
+ * exactly when one of them would (text.ts anyOf). Most prompts match none, and one scan instead of
+ * ~50 says so. Built together, so a gate always belongs to its signals.
+ */
+interface SignalSet { signals: readonly Signal[]; gate: RegExp }
+const signalSet = (signals: readonly Signal[]): SignalSet => ({ signals, gate: anyOf(signals.filter((s) => !s.original).map((s) => s.re)) });
+const ALL = signalSet(SIGNALS);
+const DEEP = signalSet(SIGNALS.filter((s) => s.deep && !s.original));
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{3,300}?)(["'”’»])(?![\w])/g;
 const META = /\b(?:prompt injections?|injection attacks?|jailbreak(?:s|ing)? (?:attempts?|attacks?|prompts?)|attacks? like|defend|protect|detect|prevent|mitigate|filter(?:ing)? out|examples? of|examples? like|what does|mean(?:s|ing)?|phrase|term|classif(?:y|ier)|red flag)\b/;
 const BASE64 = /(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])/g;
 
-/** `gate`: anyOf the signals that run on `lower` (those without `original`). */
-function runSignals(signals: readonly Signal[], gate: RegExp, lower: string, original: string, view: TextView | null, hits: Hit[], describe: (label: string, s: number, e: number) => string, span?: [number, number]): void {
+function runSignals({ signals, gate }: SignalSet, lower: string, original: string, view: TextView | null, hits: Hit[], describe: (label: string, s: number, e: number) => string, span?: [number, number]): void {
   const lowerMayMatch = gate.test(lower);
   for (const sig of signals) {
     if (!sig.original && !lowerMayMatch) continue;
@@ -169,14 +172,14 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
   const view = normalise(text);
   const hits: Hit[] = [];
   const describe = (label: string, s: number, e: number) => `${label}: "${excerpt(text.slice(s, e))}"`;
-  runSignals(SIGNALS, SIGNALS_GATE, view.text, text, view, hits, describe);
+  runSignals(ALL, view.text, text, view, hits, describe);
 
   // leetspeak ("1gn0re all previous instructi0ns"): the deep signals again on the de-leeted view
   const leet = deLeet(view.text);
   if (leet) {
     const before = hits.length;
     const extra: Hit[] = [];
-    runSignals(DEEP, DEEP_GATE, leet, text, view, extra, (label, s, e) => `${label} (obfuscated): "${excerpt(text.slice(s, e))}"`);
+    runSignals(DEEP, leet, text, view, extra, (label, s, e) => `${label} (obfuscated): "${excerpt(text.slice(s, e))}"`);
     for (const h of extra) {
       if (!hits.slice(0, before).some((p) => p.kind === h.kind && p.start === h.start)) hits.push(h);
     }
@@ -189,7 +192,7 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
       const decoded = decodeBase64(m[0]);
       if (!decoded) continue;
       const inner: Hit[] = [];
-      runSignals(DEEP, DEEP_GATE, decoded.toLowerCase(), decoded, null, inner, (l) => l);
+      runSignals(DEEP, decoded.toLowerCase(), decoded, null, inner, (l) => l);
       const strongest = inner.reduce((max, h) => Math.max(max, h.score), 0);
       if (strongest >= 0.6) {
         const span: [number, number] = [m.index, m.index + m[0].length];
