@@ -5,6 +5,7 @@ import type { z } from "zod";
 import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
 import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeClient, type KubeObject } from "../../crds/kube/client.ts";
 import type { Informer } from "../../crds/kube/informer.ts";
+import { RecentWrites } from "../../crds/kube/recent.ts";
 import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
 
@@ -36,12 +37,22 @@ export function normalize(s: string): string {
 
 export class AppsService {
   private readonly d: AppsServiceDeps;
-  constructor(deps: AppsServiceDeps) { this.d = deps; }
+  /** This API's own writes and deletions, read back until the watch cache shows them (a GET right after a PATCH or DELETE) */
+  private readonly recent = new RecentWrites();
+
+  constructor(deps: AppsServiceDeps) {
+    this.d = deps;
+    this.recent.track("App", deps.apps);
+  }
 
   // ---- reads (watch cache) -------------------------------------------------------------------
 
+  private cached(ns: string, name: string): AppObject | undefined {
+    return this.recent.latest("App", ns, name, this.d.apps.get(ns, name));
+  }
+
   private visible(ns: string): AppObject[] {
-    return this.d.apps.list(ns).filter((a) => !a.metadata.deletionTimestamp);
+    return this.d.apps.list(ns).map((a) => this.cached(ns, a.metadata.name!)).filter((a): a is AppObject => !!a && !a.metadata.deletionTimestamp);
   }
 
   async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {
@@ -93,7 +104,7 @@ export class AppsService {
   /** From the cache, falling back to the API server (read-your-writes right after a create). */
   private async load(wsId: string, appId: string): Promise<AppObject> {
     const ns = await this.d.namespaceOf(wsId);
-    const cached = this.d.apps.get(ns, appId);
+    const cached = this.cached(ns, appId);
     const app = cached ?? await this.d.client.get<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: ns, name: appId });
     if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
     return app;
@@ -107,12 +118,13 @@ export class AppsService {
     checkSpec(spec);
     this.assertSlugFree(ns, body.slug, undefined);
     // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
-    const taken = !!this.d.apps.get(ns, body.slug);
+    const taken = !!this.cached(ns, body.slug);
     const name = taken ? `${body.slug.slice(0, 52)}-${randomBytes(4).toString("hex").slice(0, 6)}` : body.slug;
     const obj: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } }, spec };
     let created: AppObject;
     try {
       created = await this.d.client.create(obj, API_FIELD_MANAGER);
+      this.recent.remember("App", created);
     } catch (err) {
       if (isConflict(err)) throw new ConflictError("slug_taken", `A service with slug ${body.slug} already exists in this workspace`);
       throw this.mapInvalid(err);
@@ -132,6 +144,7 @@ export class AppsService {
           { apiVersion: API_VERSION, kind: "App", namespace: current.metadata.namespace!, name: appId },
           // The resourceVersion makes this a compare-and-swap against the spec that was validated.
           { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: specPatch }, API_FIELD_MANAGER);
+        this.recent.remember("App", updated);
         return this.full(updated);
       } catch (err) {
         if (isConflict(err) && attempt < UPDATE_ATTEMPTS) continue;
@@ -152,13 +165,16 @@ export class AppsService {
 
   private async setSuspended(wsId: string, appId: string, suspended: boolean): Promise<AppObject> {
     const app = await this.load(wsId, appId);
-    return this.d.client.mergePatch<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, { spec: { suspended } }, API_FIELD_MANAGER);
+    const patched = await this.d.client.mergePatch<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, { spec: { suspended } }, API_FIELD_MANAGER);
+    this.recent.remember("App", patched);
+    return patched;
   }
 
   /** Permanent delete: the App and, through owner references, everything it owns. */
   async remove(wsId: string, appId: string): Promise<void> {
     const app = await this.load(wsId, appId);
     await this.d.client.delete({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, "Background");
+    this.recent.deleted("App", app);
   }
 
   private assertSlugFree(ns: string, slug: string, self: string | undefined): void {

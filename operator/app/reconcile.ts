@@ -8,7 +8,7 @@ import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectClient } from "../.
 import { isConflict } from "../../crds/kube/transport.ts";
 import type { Informer } from "../../crds/kube/informer.ts";
 import { keyOf, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import { RecentWrites } from "../runtime/recent.ts";
+import { RecentWrites } from "../../crds/kube/recent.ts";
 import { buildChildren, buildGovernanceSecret, CHILD_KINDS, GOVERNANCE_GENERATION_LABEL, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
 import { GOVERNANCE_FINALIZER, GovernanceDisabledError, governanceDisabled, governanceGeneration, type GovernanceClient } from "./governance.ts";
 import { computeStatus, decideStatusWrite } from "./status.ts";

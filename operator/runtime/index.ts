@@ -6,4 +6,3 @@ export * from "./leader.ts";
 export * from "./metrics.ts";
 export * from "./health.ts";
 export * from "./manager.ts";
-export * from "./recent.ts";

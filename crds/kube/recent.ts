@@ -1,10 +1,11 @@
 // Read your own writes. An informer's cache shows an object some time after this process wrote
-// it; a reconcile that runs in between (a controller's key is usually re-queued by the very
-// events of its last writes) would otherwise see the old object, write the same change again, or
+// it; a read in between (the operator's next reconcile, usually queued by the very events of its
+// last writes; the API's GET right after a PATCH or DELETE) would otherwise see the old object, write the same change again, or
 // try to create what it just created (or delete what it just deleted). RecentWrites keeps the
 // objects returned by this process's writes, and a tombstone for each object it deleted, until the
 // cache has caught up with them, and `latest` answers whichever is newer.
-import type { Informer, KubeObject } from "../../crds/kube/index.ts";
+import type { Informer } from "./informer.ts";
+import type { KubeObject } from "./objects.ts";
 
 export interface RecentWritesOptions {
   /** An entry is dropped after this long even if its cache never showed it (a relist skipped it). Default 30 s. */

@@ -1,0 +1,48 @@
+// AppsService reads its own writes: a GET (or list) right after this API's PATCH or DELETE answers
+// what the write did, though the watch cache has not caught up yet. In-memory cache, recording client.
+import test from "ava";
+import { API_VERSION } from "../../crds/schemas.ts";
+import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
+import type { KubeClient } from "../../crds/kube/client.ts";
+import { AppsService, type AppObject } from "../../api/apps/service.ts";
+import { NotFoundError } from "../../api/errors.ts";
+
+function world() {
+  let rv = 10;
+  const objects = new Map<string, AppObject>();
+  const handlers = new Set<(e: InformerEvent, o: AppObject) => void>();
+  const cache = {
+    get: (_ns: string, name: string) => objects.get(name),
+    list: () => [...objects.values()],
+    on: (h: (e: InformerEvent, o: AppObject) => void) => { handlers.add(h); return () => handlers.delete(h); },
+  } as unknown as Informer<AppObject>;
+  const app: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", resourceVersion: String(rv), creationTimestamp: new Date("2026-11-22T10:00:00Z") }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", type: "web" } };
+  objects.set("shop", app);
+  const client = {
+    mergePatch: (_ref: unknown, patch: { spec?: Record<string, unknown> }) => Promise.resolve({ ...app, metadata: { ...app.metadata, resourceVersion: String(++rv) }, spec: { ...app.spec, ...patch.spec } }),
+    delete: () => Promise.resolve(true),
+    get: () => Promise.resolve(undefined), // the server no longer has it
+  } as unknown as KubeClient;
+  const service = new AppsService({ client, apps: cache, namespaceOf: () => Promise.resolve("ns"), baseDomain: "apps.test" });
+  /** The watch delivers an event (the cache catches up). */
+  const deliver = (e: InformerEvent, o: AppObject) => { if (e === "delete") objects.delete(o.metadata.name!); else objects.set(o.metadata.name!, o); for (const h of handlers) h(e, o); };
+  return { service, deliver, app };
+}
+
+test("a GET right after an update answers the update, before the cache shows it", async (t) => {
+  const w = world();
+  await w.service.update("ws", "shop", { image: "r/shop:2" });
+  t.is((await w.service.get("ws", "shop")).image, "r/shop:2");
+  t.is((await w.service.list("ws", { page: 1, limit: 20 })).data.length, 1);
+});
+
+test("after a permanent delete the service is gone for GET and list, though the cache still holds it", async (t) => {
+  const w = world();
+  await w.service.remove("ws", "shop");
+  const err = await t.throwsAsync(w.service.get("ws", "shop"));
+  t.true(err instanceof NotFoundError);
+  t.is((await w.service.list("ws", { page: 1, limit: 20 })).meta.total, 0);
+  t.is((await w.service.stats("ws")).total, 0);
+  w.deliver("delete", w.app);
+  await t.throwsAsync(w.service.get("ws", "shop"), { instanceOf: NotFoundError });
+});
