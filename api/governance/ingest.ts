@@ -2,11 +2,12 @@
 // transaction: the app's guard engine (compiled once per config version) on the prompt (phase
 // input) and the response (phase output) and the evals given those decisions (scoring.ts, in
 // worker threads or in-process), the cost from the price table. Then ONE transaction under the
-// app's role and the app's audit lock (so that the chain stays linear under concurrent batches):
-// the chain's head is read, the audit entries chained, and one statement inserts the traces
-// (unnest arrays, ON CONFLICT (trace_id) DO NOTHING, so a retried trace is never stored twice),
-// the evals and guard blocks of the traces actually created, and the audit entries (when every
-// trace was new; a batch with duplicates appends the created ones' entries separately).
+// app's role: one statement inserts the traces (unnest arrays, ON CONFLICT (trace_id) DO NOTHING,
+// so a retried trace is never stored twice) in trace-id order, and the evals and guard blocks of
+// the traces actually created; then the app's audit lock is taken (held to commit, so the chain
+// stays linear under concurrent batches), the chain's head read, and the created traces' audit
+// entries chained in batch order and appended. Only the append is serialized per app: concurrent
+// batches of one app insert their traces side by side.
 //
 // What is stored: the trace exactly as the client sent it (prompt and response included, even when
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
@@ -70,11 +71,9 @@ const ENGINE_INPUTS_MAX = 500;
 // plan of these statements entirely.
 
 /**
- * Traces, evals, guard blocks and audit entries in ONE statement (one round trip): data-modifying
- * CTEs, the evals and blocks inserted only for the traces the insert returned (a duplicate's are
- * dropped in the database), the audit entries (chained by the caller, who holds the audit lock)
- * only when every trace was created ($42 = their number); otherwise the caller chains the created
- * ones again and appends them with APPEND. Evals carry their trace's call time for the eval rollup.
+ * Traces, evals and guard blocks in ONE statement (one round trip): data-modifying CTEs, the evals
+ * and blocks inserted only for the traces the insert returned (a duplicate's are dropped in the
+ * database). Evals carry their trace's call time for the eval rollup.
  */
 const WRITE = {
   name: "berth_ingest_write",
@@ -100,20 +99,12 @@ const WRITE = {
       select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $18
         from unnest($27::uuid[], $28::text[], $29::text[], $30::float8[], $31::text[], $32::text[], $33::text[], $34::int2[])
           as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)
-       where u.trace_id in (select trace_id from ins)),
-    au as (
-      insert into audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
-      select a.sequence, a.trace_id, $40, $41, t.model, t.prompt, t.response, a.guard_decision, t.created_at, $18, a.prev_hash, a.hash
-        from unnest($35::int8[], $36::uuid[], $37::jsonb[], $38::text[], $39::text[]) as a(sequence, trace_id, guard_decision, prev_hash, hash)
-        join unnest($1::uuid[], $3::text[], $4::text[], $5::text[], $19::timestamptz[]) as t(trace_id, model, prompt, response, created_at)
-          on t.trace_id = a.trace_id
-       where (select count(*) from ins) = $42
-      returning 1)
-    select trace_id, (select count(*) from au) as audited from ins`,
+       where u.trace_id in (select trace_id from ins))
+    select trace_id from ins`,
 };
 /** What a duplicate was stored with. */
 const STORED = { name: "berth_ingest_stored", text: "select trace_id, guard_blocked, eval_score from traces where trace_id = any($1::uuid[])" };
-/** The audit entries of the created traces of a batch with duplicates: prompt, response, model and call time from the trace rows just inserted. */
+/** The audit entries of the created traces (chained by the caller, who holds the audit lock): prompt, response, model and call time from the trace rows just inserted. */
 const APPEND = {
   name: "berth_ingest_append",
   text: `
@@ -204,38 +195,36 @@ export class IngestionService {
 
   async #write(c: Client, app: AppPrincipal, store: StoreRef, items: Scored[]): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
     const nowIso = this.#now().toISOString();
-    // The app's audit lock first: concurrent batches of one app write one after the other (the
-    // chain stays linear, and two batches that share traces never wait on each other's rows), and
-    // the entries can be chained before the insert and written by it.
-    const head = await this.#lockChain(c, store);
-    const t = items.map((i) => i.trace);
-    const chain = this.#chain(app, items, head, nowIso);
+    // Trace ids in one order in every transaction: two batches that share traces (a retry racing
+    // the original) wait on each other's rows in that order, never in a cycle. Every lock a write
+    // takes comes in one order: trace rows, the rollup rows of the statement's triggers (in key
+    // order), then the audit lock, which is last and held only by the append and the commit.
+    const sorted = [...items].sort((x, y) => (x.trace.traceId < y.trace.traceId ? -1 : x.trace.traceId > y.trace.traceId ? 1 : 0));
+    const t = sorted.map((i) => i.trace);
 
-    const evals = items.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
-    const blocks = items.flatMap((i) => [
+    const evals = sorted.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
+    const blocks = sorted.flatMap((i) => [
       ...i.blocks.input.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
       ...i.blocks.output.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
     ].map((x, ordinal) => ({ ...x, ordinal })));
-    const inserted = await c.query<{ trace_id: string; audited: string }>({
+    const inserted = await c.query<{ trace_id: string }>({
       ...WRITE,
       values: [
         binaryArray("uuid", t.map((x) => x.traceId)), binaryArray("text", t.map((x) => x.sessionId)), binaryArray("text", t.map((x) => x.model)),
         binaryArray("text", t.map((x) => x.input)), binaryArray("text", t.map((x) => x.output)), binaryArray("text", t.map((x) => x.error)),
         binaryArray("int4", t.map((x) => x.tokens.prompt)), binaryArray("int4", t.map((x) => x.tokens.completion)), binaryArray("int4", t.map((x) => x.tokens.total)),
         binaryArray("float8", t.map((x) => x.latency)), binaryArray("jsonb", t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata)))),
-        binaryArray("bool", items.map((i) => i.guardBlocked)), binaryArray("jsonb", items.map((i) => i.evaluationsJson)),
-        binaryArray("float8", items.map((i) => i.evalScore)), binaryArray("float8", items.map((i) => i.costUsd)), binaryArray("bool", items.map((i) => i.priced)),
-        this.#d.prices.version, nowIso, binaryArray("timestamptz", items.map((i) => i.calledAt)),
+        binaryArray("bool", sorted.map((i) => i.guardBlocked)), binaryArray("jsonb", sorted.map((i) => i.evaluationsJson)),
+        binaryArray("float8", sorted.map((i) => i.evalScore)), binaryArray("float8", sorted.map((i) => i.costUsd)), binaryArray("bool", sorted.map((i) => i.priced)),
+        this.#d.prices.version, nowIso, binaryArray("timestamptz", sorted.map((i) => i.calledAt)),
         binaryArray("uuid", evals.map((x) => x.traceId)), binaryArray("text", evals.map((x) => x.e.evalType)), binaryArray("float8", evals.map((x) => x.e.score)),
         binaryArray("bool", evals.map((x) => x.e.passed)), binaryArray("text", evals.map((x) => x.e.details)), binaryArray("int2", evals.map((x) => x.ordinal)),
         binaryArray("timestamptz", evals.map((x) => x.calledAt)),
         binaryArray("uuid", blocks.map((x) => x.traceId)), binaryArray("text", blocks.map((x) => x.b.guardType)), binaryArray("text", blocks.map((x) => x.b.blockedContent)),
         binaryArray("float8", blocks.map((x) => x.b.confidence)), binaryArray("text", blocks.map((x) => x.b.action)), binaryArray("text", blocks.map((x) => x.phase)),
         binaryArray("text", blocks.map((x) => x.b.source)), binaryArray("int2", blocks.map((x) => x.ordinal)),
-        ...chain, app.workspaceId, app.appId, items.length,
       ] });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
-    const audited = inserted.rows.length > 0 && Number(inserted.rows[0]!.audited) > 0;
 
     const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
     const dupes = items.filter((i) => !created.has(i.trace.traceId)).map((i) => i.trace.traceId);
@@ -244,8 +233,9 @@ export class IngestionService {
       for (const r of rows) existing.set(r.trace_id, { guardBlocked: r.guard_blocked, evalScore: r.eval_score });
     }
     const fresh = items.filter((i) => created.has(i.trace.traceId));
-    if (fresh.length > 0 && !audited) {
-      // some were duplicates: chain the created ones alone, from the same head (the lock is held)
+    if (fresh.length > 0) {
+      // in batch order, from the head read under the lock
+      const head = await this.#lockChain(c, store);
       await c.query({ ...APPEND, values: [...this.#chain(app, fresh, head, nowIso), app.workspaceId, app.appId, nowIso] });
     }
     return { created, existing };

@@ -3,6 +3,7 @@
 // observability config, cost, and what the toolkit fetches at boot. Real API server, PostgreSQL.
 import { createHash } from "node:crypto";
 import test from "ava";
+import pg from "pg";
 import { aggregateEvalScore, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
 import { BUILTIN_PRICE_VERSION } from "../../api/governance/pricing.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
@@ -92,13 +93,31 @@ test("the same traceId twice is stored once; the second answer says duplicate (2
 });
 
 test("concurrent retries of overlapping batches in opposite orders all succeed: each trace stored once, no deadlock", async (t) => {
-  for (let round = 0; round < 3; round++) {
-    const traces = Array.from({ length: 200 }, () => base());
-    const reversed = [...traces].reverse();
-    const answers = await Promise.all([send({ traces }), send({ traces: reversed }), send({ traces }), send({ traces: reversed })]);
+  const traces = `"gov_${api.workspaceId}_alpha".traces`;
+  for (let round = 0; round < 2; round++) {
+    const batch = Array.from({ length: 200 }, () => base());
+    const reversed = [...batch].reverse();
+    // The four inserts start together: a lock on the table holds each of them until all four wait
+    // (without it the scoring thread, which takes them one after the other, mostly keeps them apart).
+    const gate = new pg.Client({ connectionString: api.db.url });
+    await gate.connect();
+    let answers;
+    try {
+      await gate.query(`begin; lock table ${traces} in share mode`);
+      const sent = Promise.all([send({ traces: batch }), send({ traces: reversed }), send({ traces: batch }), send({ traces: reversed })]);
+      for (let waiting = 0, polls = 0; waiting < 4; polls++) {
+        if (polls > 1000) throw new Error(`only ${waiting} of the four inserts reached the table in 20 s`);
+        await new Promise((r) => setTimeout(r, 20));
+        waiting = Number((await gate.query<{ n: string }>(`select count(*) as n from pg_locks where relation = '${traces}'::regclass and not granted`)).rows[0]!.n);
+      }
+      await gate.query("commit");
+      answers = await sent;
+    } finally {
+      await gate.end();
+    }
     t.deepEqual(answers.map((a) => a.status), [200, 200, 200, 200], answers.map((a) => a.text.slice(0, 300)).join("\n"));
     t.is(answers.reduce((n, a) => n + (a.body.created as number), 0), 200, "every trace created exactly once across the four requests");
-    const ids = traces.map((x) => x.traceId);
+    const ids = batch.map((x) => x.traceId);
     const [stored] = await query<{ n: string; audit: string }>(api.db.url,
       `select (select count(*) from "gov_${api.workspaceId}_alpha".traces where trace_id = any($1::uuid[])) as n,
               (select count(*) from "gov_${api.workspaceId}_alpha".audit_log where trace_id = any($1::uuid[])) as audit`, [ids]);
