@@ -21,11 +21,12 @@ export function isRefusal(output: string): boolean {
   return ANY_REFUSAL.test(output.slice(0, 600));
 }
 
-function covered(term: string, response: ReadonlySet<string>, responseList: readonly string[]): boolean {
+function covered(term: string, response: ReadonlySet<string>): boolean {
   if (response.has(term)) return true;
   if (term.length < 5) return false;
   const prefix = term.slice(0, 5);
-  return responseList.some((r) => r.length >= 5 && r.startsWith(prefix));
+  for (const r of response) if (r.length >= 5 && r.startsWith(prefix)) return true;
+  return false;
 }
 
 export function relevance(input: string, output: string, threshold: number): EvalResult {
@@ -35,15 +36,15 @@ export function relevance(input: string, output: string, threshold: number): Eva
   const outTokens = words(output);
   const outWords = outTokens.length;
   if (refusal && outWords < 80) return result(0.1, "response is a refusal");
-  const prompt = [...new Set(contentStems(input))];
-  if (prompt.length === 0) return result(refusal ? 0.3 : 0.75, "prompt has no content words to compare");
-  const responseList = [...new Set(contentStemsOf(outTokens))];
-  const response = new Set(responseList);
-  const hits = prompt.filter((t) => covered(t, response, responseList)).length;
-  const coverage = hits / prompt.length;
+  const prompt = new Set(contentStems(input));
+  if (prompt.size === 0) return result(refusal ? 0.3 : 0.75, "prompt has no content words to compare");
+  const response = new Set(contentStemsOf(outTokens));
+  let hits = 0;
+  for (const term of prompt) if (covered(term, response)) hits++;
+  const coverage = hits / prompt.size;
   // covering 40% of the prompt's terms already counts as fully on point
   let score = 0.3 + 0.7 * Math.min(1, coverage / 0.4);
-  let details = `response covers ${hits} of ${prompt.length} prompt terms`;
+  let details = `response covers ${hits} of ${prompt.size} prompt terms`;
   if (!refusal && QUESTION.test(input) && outWords <= 12 && score < 0.65) {
     score = 0.65;
     details += "; short direct answer to a question";
