@@ -1,7 +1,7 @@
 // Benchmark of issue 4, run by hand against the local PostgreSQL (./hack/up, or the test
 // database server) and control plane; the template database must be migrated
 // (`node hack/db.ts template <admin-url>`):
-//   node hack/bench/ingest.ts [--traces 20000] [--batches 100,250,500] [--clients 4] [--rounds 3] [--templates]
+//   node hack/bench/ingest.ts [--traces 60000] [--batches 100,250,500] [--clients 4] [--rounds 3] [--templates]
 // Serves the real API (node api/main.ts, a separate process) on a fresh database, provisions an
 // app's store, and sends --traces fresh traces per batch size and round through POST /governance/traces with
 // guards and evals on (the default observability config: prompt_injection, sensitive_data,
@@ -37,7 +37,9 @@ import { KubeClient, loadKubeConfig } from "../../crds/kube/client.ts";
 import { cpuSeconds, freePort, machineTicks, postgresCpuSeconds, threadCpuSeconds } from "./proc.ts";
 
 const { values } = parseArgs({ options: {
-  traces: { type: "string", default: "20000" },
+  // 60 000: a timed phase lasts 4-7 s (at 20 000 it lasted 2 s, and one GC cycle or scheduling
+  // hiccup of the shared machine moved a round's ratio by 10-20 %)
+  traces: { type: "string", default: "60000" },
   batches: { type: "string", default: "100,250,500" },
   clients: { type: "string", default: "4" },
   rounds: { type: "string", default: "3" },
@@ -107,11 +109,12 @@ type Trace = ReturnType<typeof trace>;
 // ---- the API server process ------------------------------------------------------------------
 
 async function startServer(url: string, port: number): Promise<ChildProcess> {
-  // BENCH_API_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the API process
+  // BENCH_API_NODE_OPTIONS="--cpu-prof --cpu-prof-dir=/tmp/prof" profiles the API process;
+  // BENCH_API_STDOUT=1 shows its standard output (for BENCH_API_NODE_OPTIONS=--trace-gc)
   const nodeArgs = (process.env.BENCH_API_NODE_OPTIONS ?? "").split(" ").filter(Boolean);
   const child = spawn(process.execPath, [...nodeArgs, join(root, "api/main.ts")], {
     env: { ...process.env, DATABASE_URL: url, KUBECONFIG, BERTH_API_HOST: "127.0.0.1", BERTH_API_PORT: String(port), BERTH_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "ignore", "inherit"],
+    stdio: ["ignore", process.env.BENCH_API_STDOUT ? "inherit" : "ignore", "inherit"],
   });
   for (let i = 0; i < 200; i++) {
     try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child; } catch { /* not yet */ }
