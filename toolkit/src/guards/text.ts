@@ -111,9 +111,11 @@ const stems = new Map<string, string>();
 export function stem(word: string): string {
   let s = stems.get(word);
   if (s === undefined) {
-    s = stemOnce(word);
+    // stem the copy: a stem is often the word itself or a slice of it, and must not hold the text either
+    const key = ownCopy(word);
+    s = stemOnce(key);
     if (stems.size >= MAX_STEMS) stems.clear();
-    stems.set(ownCopy(word), s);
+    stems.set(key, s);
   }
   return s;
 }
