@@ -15,7 +15,7 @@ export interface ScoreInput {
 }
 
 /** A guard decision without the full verdicts (match offsets). */
-export type DecisionSummary = Pick<GuardDecision, "decision" | "evaluations" | "blocks">;
+type DecisionSummary = Pick<GuardDecision, "decision" | "evaluations" | "blocks">;
 
 /**
  * What ingestion stores of a trace's scoring. Built where the engine runs (a scoring thread), as
@@ -87,7 +87,7 @@ export function packScores(results: readonly ScoreResult[]): PackedScores {
   return p;
 }
 
-export function unpackScores(p: PackedScores): ScoreResult[] {
+function unpackScores(p: PackedScores): ScoreResult[] {
   const none = (): ScoreResult["blocks"] => ({ input: [], output: [] });
   const blocks = new Map(p.blocks);
   let e = 0;
