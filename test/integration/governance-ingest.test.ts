@@ -108,7 +108,7 @@ test("concurrent retries of overlapping batches in opposite orders all succeed: 
       for (let waiting = 0, polls = 0; waiting < 4; polls++) {
         if (polls > 1000) throw new Error(`only ${waiting} of the four inserts reached the table in 20 s`);
         await new Promise((r) => setTimeout(r, 20));
-        waiting = Number((await gate.query<{ n: string }>(`select count(*) as n from pg_locks where relation = '${traces}'::regclass and not granted`)).rows[0]!.n);
+        waiting = Number((await gate.query<{ n: string }>(`select count(*) as n from pg_locks where relation = '${traces}'::regclass and mode = 'RowExclusiveLock' and not granted`)).rows[0]!.n);
       }
       await gate.query("commit");
       answers = await sent;
