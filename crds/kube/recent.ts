@@ -25,12 +25,19 @@ export function newerVersion(a: string | undefined, b: string | undefined): bool
 
 const keyOf = (kind: string, namespace: string | undefined, name: string | undefined) => `${kind}/${namespace ?? ""}/${name ?? ""}`;
 
-/** What this process last did to an object: wrote it (obj), or deleted it (obj null, `version` the deleted one's). */
-interface Entry { obj: KubeObject | null; version: string | undefined; at: number }
+/** What this process last did to an object: wrote it (the object its write returned), or deleted it (the deleted object's uid). */
+type Entry = { obj: KubeObject; at: number } | { obj: null; uid: string | undefined; version: string | undefined; at: number };
 
-/** Whether the cache's object `seen` supersedes an entry: a written object once the cache has its version or a newer one; a deletion once the cache shows a newer object (re-created). */
+/**
+ * Whether the cache's object `seen` supersedes an entry. A written object: once the cache has its
+ * version or a newer one. A deletion: once the cache shows another object under the name (a new
+ * uid: re-created); a later version of the deleted object itself (its deletionTimestamp set, a
+ * status written while it terminates) does not bring it back. Without uids, a newer version.
+ */
 function superseded(entry: Entry, seen: KubeObject): boolean {
-  return entry.obj ? !newerVersion(entry.version, seen.metadata.resourceVersion) : newerVersion(seen.metadata.resourceVersion, entry.version);
+  if (entry.obj) return !newerVersion(entry.obj.metadata.resourceVersion, seen.metadata.resourceVersion);
+  if (entry.uid && seen.metadata.uid) return seen.metadata.uid !== entry.uid;
+  return newerVersion(seen.metadata.resourceVersion, entry.version);
 }
 
 export class RecentWrites {
@@ -64,12 +71,12 @@ export class RecentWrites {
   /** Records what a write returned (managedFields dropped: nothing here reads them). */
   remember(kind: string, obj: KubeObject): void {
     const { managedFields: _drop, ...metadata } = obj.metadata;
-    this.set(kind, { obj: { ...obj, metadata }, version: metadata.resourceVersion, at: this.now() }, metadata.namespace, metadata.name);
+    this.set(kind, { obj: { ...obj, metadata }, at: this.now() }, metadata.namespace, metadata.name);
   }
 
   /** Records that this process deleted `obj` (as last seen): it reads as gone until the cache drops it, or shows it re-created. */
   deleted(kind: string, obj: KubeObject): void {
-    this.set(kind, { obj: null, version: obj.metadata.resourceVersion, at: this.now() }, obj.metadata.namespace, obj.metadata.name);
+    this.set(kind, { obj: null, uid: obj.metadata.uid, version: obj.metadata.resourceVersion, at: this.now() }, obj.metadata.namespace, obj.metadata.name);
   }
 
   /** The newer of the cached object and this process's last write (or deletion) of it. */

@@ -65,6 +65,20 @@ test("an object this process deleted reads as gone until the cache drops it or s
   t.is(r.latest("Secret", "ns", "s", undefined)?.metadata.resourceVersion, "14", "written again after the deletion");
 });
 
+test("a deletion's tombstone holds against later versions of the deleted object (same uid), and gives way to a re-created one (new uid)", (t) => {
+  const r = new RecentWrites();
+  const { informer, fire } = fakeInformer();
+  r.track("App", informer);
+  r.deleted("App", obj("a", "7", { uid: "u1" }));
+  // the deletion marks the object terminating, a controller writes its status: newer versions, same object
+  fire("update", obj("a", "8", { uid: "u1", deletionTimestamp: new Date("2026-11-22T10:00:00Z") }));
+  t.is(r.latest("App", "ns", "a", obj("a", "9", { uid: "u1" })), undefined, "still deleted");
+  t.is(r.size, 1);
+  fire("add", obj("a", "12", { uid: "u2" }));
+  t.is(r.size, 0, "re-created under the same name: the cache wins");
+  t.is(r.latest("App", "ns", "a", obj("a", "12", { uid: "u2" }))?.metadata.uid, "u2");
+});
+
 test("track drops an entry when the informer sees the object deleted or at its version", (t) => {
   const r = new RecentWrites();
   const { informer, fire } = fakeInformer();
