@@ -52,7 +52,7 @@ export class AppsService {
   }
 
   private visible(ns: string): AppObject[] {
-    return this.d.apps.list(ns).map((a) => this.cached(ns, a.metadata.name!)).filter((a): a is AppObject => !!a && !a.metadata.deletionTimestamp);
+    return this.d.apps.list(ns).map((a) => this.recent.latest("App", ns, a.metadata.name!, a)).filter((a): a is AppObject => !!a && !a.metadata.deletionTimestamp);
   }
 
   async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {
@@ -118,7 +118,9 @@ export class AppsService {
     checkSpec(spec);
     this.assertSlugFree(ns, body.slug, undefined);
     // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
-    const taken = !!this.cached(ns, body.slug);
+    // Free means the server holds no App of that name: one this API just deleted may still be
+    // there (terminating, held by a finalizer) though it reads as gone.
+    const taken = !!this.d.apps.get(ns, body.slug) || !!this.cached(ns, body.slug);
     const name = taken ? `${body.slug.slice(0, 52)}-${randomBytes(4).toString("hex").slice(0, 6)}` : body.slug;
     const obj: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } }, spec };
     let created: AppObject;

@@ -2,6 +2,7 @@
 // what the write did, though the watch cache has not caught up yet. In-memory cache, recording client.
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
+import { KubeApiError } from "../../crds/kube/transport.ts";
 import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
 import type { KubeClient } from "../../crds/kube/client.ts";
 import { AppsService, type AppObject } from "../../api/apps/service.ts";
@@ -21,6 +22,10 @@ function world() {
   const client = {
     mergePatch: (_ref: unknown, patch: { spec?: Record<string, unknown> }) => Promise.resolve({ ...app, metadata: { ...app.metadata, resourceVersion: String(++rv) }, spec: { ...app.spec, ...patch.spec } }),
     delete: () => Promise.resolve(true),
+    // the server still holds every App the cache holds (a deleted one terminates, held by its finalizer)
+    create: (o: AppObject) => (objects.has(o.metadata.name!)
+      ? Promise.reject(new KubeApiError(409, { message: "already exists" }, "create"))
+      : Promise.resolve({ ...o, metadata: { ...o.metadata, resourceVersion: String(++rv), uid: `uid-${rv}` } })),
     get: () => Promise.resolve(undefined), // the server no longer has it
   } as unknown as KubeClient;
   const service = new AppsService({ client, apps: cache, namespaceOf: () => Promise.resolve("ns"), baseDomain: "apps.test" });
@@ -31,9 +36,9 @@ function world() {
 
 test("a GET right after an update answers the update, before the cache shows it", async (t) => {
   const w = world();
-  await w.service.update("ws", "shop", { image: "r/shop:2" });
+  await w.service.update("ws", "shop", { image: "r/shop:2", name: "Shop 2" });
   t.is((await w.service.get("ws", "shop")).image, "r/shop:2");
-  t.is((await w.service.list("ws", { page: 1, limit: 20 })).data.length, 1);
+  t.deepEqual((await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.name), ["Shop 2"]);
 });
 
 test("after a permanent delete the service is gone for GET and list, though the cache still holds it", async (t) => {
@@ -45,4 +50,12 @@ test("after a permanent delete the service is gone for GET and list, though the 
   t.is((await w.service.stats("ws")).total, 0);
   w.deliver("delete", w.app);
   await t.throwsAsync(w.service.get("ws", "shop"), { instanceOf: NotFoundError });
+});
+
+test("a slug freed by a delete can be used again at once: the new service gets another name while the old App terminates", async (t) => {
+  const w = world();
+  await w.service.remove("ws", "shop");
+  const created = await w.service.create("ws", { name: "Shop", slug: "shop", image: "r/shop:3" });
+  t.not(created.id, "shop", "the name is still held by the terminating App");
+  t.regex(created.id, /^shop-[0-9a-f]{6}$/);
 });
