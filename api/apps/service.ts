@@ -51,8 +51,13 @@ export class AppsService {
     return this.recent.latest("App", ns, name, this.d.apps.get(ns, name));
   }
 
+  /** The namespace's Apps as this API last wrote them: the cache's, and those just created that it does not show yet. */
   private visible(ns: string): AppObject[] {
-    return this.d.apps.list(ns).map((a) => this.recent.latest("App", ns, a.metadata.name!, a)).filter((a): a is AppObject => !!a && !a.metadata.deletionTimestamp);
+    const listed = this.d.apps.list(ns);
+    const names = new Set(listed.map((a) => a.metadata.name));
+    const apps = listed.map((a) => this.recent.latest("App", ns, a.metadata.name!, a));
+    for (const a of this.recent.written<AppObject>("App", ns)) if (!names.has(a.metadata.name)) apps.push(a);
+    return apps.filter((a): a is AppObject => !!a && !a.metadata.deletionTimestamp);
   }
 
   async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {

@@ -91,6 +91,15 @@ export class RecentWrites {
     return (entry.obj ?? undefined) as T | undefined;
   }
 
+  /** The objects of a kind in a namespace whose last write this process remembers (the cache may not show them yet). */
+  written<T extends KubeObject>(kind: string, namespace: string): T[] {
+    const prefix = keyOf(kind, namespace, "");
+    const now = this.now();
+    const out: T[] = [];
+    for (const [key, entry] of this.entries) if (entry.obj && key.startsWith(prefix) && now - entry.at <= this.ttlMs) out.push(entry.obj as T);
+    return out;
+  }
+
   private set(kind: string, entry: Entry, namespace: string | undefined, name: string | undefined): void {
     this.entries.set(keyOf(kind, namespace, name), entry);
     if (this.now() - this.lastSweep > this.ttlMs) this.sweep();

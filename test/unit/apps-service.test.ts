@@ -6,7 +6,7 @@ import { KubeApiError } from "../../crds/kube/transport.ts";
 import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
 import type { KubeClient } from "../../crds/kube/client.ts";
 import { AppsService, type AppObject } from "../../api/apps/service.ts";
-import { NotFoundError } from "../../api/errors.ts";
+import { ConflictError, NotFoundError } from "../../api/errors.ts";
 
 function world() {
   let rv = 10;
@@ -58,4 +58,12 @@ test("a slug freed by a delete can be used again at once: the new service gets a
   const created = await w.service.create("ws", { name: "Shop", slug: "shop", image: "r/shop:3" });
   t.not(created.id, "shop", "the name is still held by the terminating App");
   t.regex(created.id, /^shop-[0-9a-f]{6}$/);
+});
+
+test("two creates of one slug before the cache shows the first: the second is refused (slug_taken), not a second App with that slug", async (t) => {
+  const w = world();
+  const body = { name: "Blog", slug: "blog", image: "r/blog:1" } as Parameters<typeof w.service.create>[1];
+  t.is((await w.service.create("ws", body)).id, "blog");
+  await t.throwsAsync(w.service.create("ws", body), { instanceOf: ConflictError, message: /slug blog already exists/ });
+  t.deepEqual((await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.id).sort(), ["blog", "shop"], "the list shows the new App at once");
 });
