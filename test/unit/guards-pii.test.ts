@@ -17,6 +17,9 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["dial 0044 20 7946 0958", "phone", "0044 20 7946 0958", "phone number (+44) ending 58"],
   ["Leeds 0113 496 0000", "phone", "0113 496 0000", "phone number ending 00"],
   ["+33 1 99 00 12 34", "phone", "+33 1 99 00 12 34", "phone number (+33) ending 34"],
+  // a period and a space end the sentence, not the number's group: the next sentence's number is not part of it
+  ["ring 0113 496 0000. 12 items are left", "phone", "0113 496 0000", "phone number ending 00"],
+  ["call (201) 555-0123. 42 people called", "phone", "(201) 555-0123", "phone number ending 23"],
   ["pay 4242 4242 4242 4242", "credit_card", "4242 4242 4242 4242", "Visa card number ending 4242"],
   ["card 5555-5555-5555-4444", "credit_card", "5555-5555-5555-4444", "Mastercard card number ending 4444"],
   ["amex 3782 822463 10005", "credit_card", "3782 822463 10005", "American Express card number ending 0005"],

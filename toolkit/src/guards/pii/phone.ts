@@ -19,7 +19,10 @@ const NO_TRUNK_ZERO = new Set(["US", "CA", "PR", "DK", "NO", "ES", "IT", "PT", "
 // India writes 10-digit mobiles starting 6-9 without the trunk prefix.
 const INDIA_MOBILE = /^[6-9]\d{9}$/;
 
-const CANDIDATE = /(?<![\w+./:@#-])(?:\+|\b00)?\(?\d[\d \t\u00A0().-]{5,22}\d(?![\w\-/:@]|[.,]\d)/g;
+// A period followed by a space ends a sentence; it never separates the groups of one number
+// ("order 1234567. (ref 88120)" is two numbers, not one of 12 digits that libphonenumber would
+// then spend ~20 us per region refusing).
+const CANDIDATE = /(?<![\w+./:@#-])(?:\+|\b00)?\(?\d(?:[\d \t\u00A0()-]|\.(?![ \t\u00A0])){5,22}\d(?![\w\-/:@]|[.,]\d)/g;
 const PHONE_WORDS = /\b(?:phone|tel|telephone|mobile|cell|cellphone|call|calling|text|sms|whatsapp|signal|fax|contact|ring|reach|dial|hotline|helpline|landline|telefon|telefono|teléfono|téléphone|numéro|handy|portable)\b/i;
 const DATE = /^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2,4})$/;
 const THOUSANDS = /^\d{1,3}(?:[ ,.\u00A0]\d{3})+$/;
