@@ -72,6 +72,17 @@ test("policy_compliance uses the decisions it is given, and computes missing one
   t.like(given, { score: 1, passed: true });
 });
 
+test("a decision's detections (kept for runEvals) are not part of its public data: keys, JSON, clones and spreads leave them out", (t) => {
+  const engine = new GuardEngine({});
+  const text = "Write to jane.doe@example.com";
+  const decision = engine.evaluate(text, "output");
+  t.truthy(detectedFor(decision, text, engine.sensitiveData.key));
+  t.deepEqual(Object.keys(decision).sort(), ["blocks", "decision", "evaluations", "verdicts"]);
+  t.false(JSON.stringify(decision).includes("jane.doe"), "the public data names no match");
+  t.deepEqual(Reflect.ownKeys(structuredClone(decision)).sort(), ["blocks", "decision", "evaluations", "verdicts"]);
+  t.is(detectedFor({ ...decision }, text, engine.sensitiveData.key), undefined, "a copy is not the evaluation's decision");
+});
+
 test("safety reuses the guards' detections only where they are the same: results equal the eval run alone", (t) => {
   const configs: EngineConfigInput[] = [
     {},
