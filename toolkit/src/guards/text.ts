@@ -143,13 +143,34 @@ export function contentStems(text: string): string[] {
   return contentStemsOf(words(text));
 }
 
+/** Whether a token is a bare number (digits only): a loop, no regular expression per token. */
+function isDigits(w: string): boolean {
+  for (let i = 0; i < w.length; i++) {
+    const c = w.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
+
+// contentStemsOf's verdict per word (pure, like stem()): its stem, or "" for a stopword and a word
+// whose stem is one. One look-up per token instead of two stopword look-ups and the stem's.
+const contents = new Map<string, string>();
+
 /** contentStems of a text's words (words(text)), when the caller has them already. */
 export function contentStemsOf(tokens: readonly string[]): string[] {
   const out: string[] = [];
   for (const w of tokens) {
-    if (STOPWORDS.has(w) || /^\d+$/.test(w) || w.length < 2) continue;
-    const s = stem(w);
-    if (!STOPWORDS.has(s)) out.push(s);
+    // numbers first: they vary from text to text and would only churn the cache
+    if (w.length < 2 || isDigits(w)) continue;
+    let s = contents.get(w);
+    if (s === undefined) {
+      const key = ownCopy(w);
+      s = STOPWORDS.has(key) ? "" : stem(key);
+      if (STOPWORDS.has(s)) s = "";
+      if (contents.size >= MAX_STEMS) contents.clear();
+      contents.set(key, s);
+    }
+    if (s !== "") out.push(s);
   }
   return out;
 }
