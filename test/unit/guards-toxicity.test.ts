@@ -4,6 +4,8 @@ import test from "ava";
 import { detectToxicity, toxicityGuard } from "../../toolkit/src/guards/index.ts";
 import type { ToxicityCategory } from "../../toolkit/src/guards/index.ts";
 import { wordMatcher, wordMatches } from "../../toolkit/src/guards/toxicity.ts";
+import { WordPrefilter } from "../../toolkit/src/guards/word-prefilter.ts";
+import { collapseDuplicatesTransformer, englishDataset, RegExpMatcher, resolveLeetSpeakTransformer, skipNonAlphabeticTransformer, toAsciiLowerCaseTransformer } from "obscenity";
 
 const toxic: Array<[string, ToxicityCategory]> = [
   ["I will kill you.", "threat"],
@@ -109,4 +111,25 @@ test("word prefilter: exact against obscenity on the labelled set and on generat
   // both answers occur, so the test exercises both paths
   t.true(maybe > 1000 && maybe < texts.length - 1000, `${maybe} of ${texts.length}`);
   t.log(`prefilter "may match" on ${maybe} of ${texts.length} texts`);
+});
+
+// The prefilter's fast path covers the English preset's pipeline (stateless transformers, then one
+// stateful); any other pipeline takes the general loop, which must be exact too.
+test("word prefilter: exact on other transformer pipelines (the general loop)", (t) => {
+  const pipelines = [
+    [collapseDuplicatesTransformer(), toAsciiLowerCaseTransformer(), skipNonAlphabeticTransformer()],
+    [toAsciiLowerCaseTransformer(), collapseDuplicatesTransformer({ defaultThreshold: 2 }), resolveLeetSpeakTransformer()],
+    [resolveLeetSpeakTransformer(), toAsciiLowerCaseTransformer()],
+  ];
+  const texts = ["", "F.u.c.k you", "fuuuuck", "sh1t", "b!tch", "a$$hole", "SSSHIT happens", "cum laude", "s\u{1F600}hit", "\uD800fuck\uDC00", "ＦＵＣＫ", "class assassin", "pen is mightier"];
+  for (const transformers of pipelines) {
+    const matcher = new RegExpMatcher({ ...englishDataset.build(), blacklistMatcherTransformers: transformers });
+    const prefilter = WordPrefilter.for(matcher, transformers);
+    if (!prefilter) return t.fail("no prefilter");
+    const internals = matcher as unknown as { applyTransformers(text: string, set: unknown): [number[], string]; blacklistMatcherTransformers: unknown };
+    for (const text of texts) {
+      t.is(prefilter.transform(text), internals.applyTransformers(text, internals.blacklistMatcherTransformers)[1], JSON.stringify(text));
+      if (!prefilter.mayMatch(text)) t.deepEqual(matcher.getAllMatches(text), [], JSON.stringify(text));
+    }
+  }
 });

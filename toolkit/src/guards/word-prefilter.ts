@@ -54,6 +54,8 @@ const units = new Uint16Array(CHUNK);
 export class WordPrefilter {
   readonly #steps: Step[] = [];
   readonly #any: RegExp;
+  /** The steps when they are one stateless run then one stateful transformer (the hot loop's fast path), else null. */
+  readonly #pair: { step: Step; table: Int32Array; instance: NonNullable<Step["instance"]> } | null;
 
   private constructor(transformers: readonly TransformerContainer[], terms: readonly RegExp[]) {
     let run: TransformerFn[] = [];
@@ -71,6 +73,8 @@ export class WordPrefilter {
       }
     }
     flush();
+    const [first, second] = this.#steps;
+    this.#pair = this.#steps.length === 2 && first!.table && second!.instance ? { step: first!, table: first!.table, instance: second!.instance } : null;
     this.#any = anyOf(terms);
   }
 
@@ -90,6 +94,16 @@ export class WordPrefilter {
     return unitable(res) ? new WordPrefilter(transformers, res) : null;
   }
 
+  /** A stateless step's result for a code point beyond ASCII, memoised (-1: dropped). */
+  #memoised(step: Step, c: number): number {
+    let m = step.other.get(c);
+    if (m === undefined) {
+      m = composed(step.run, c);
+      if (step.other.size < 65_536) step.other.set(c, m);
+    }
+    return m;
+  }
+
   #reset(): void {
     for (const step of this.#steps) step.instance?.reset();
   }
@@ -104,6 +118,7 @@ export class WordPrefilter {
     let out = "";
     let n = 0;
     const length = text.length;
+    const pair = this.#pair;
     for (let i = 0; i < length; ) {
       let c = text.charCodeAt(i++);
       if (c >= 0xd800 && c <= 0xdbff && i < length) {
@@ -114,17 +129,15 @@ export class WordPrefilter {
         }
       }
       let t: number | undefined = c;
-      for (const step of this.#steps) {
+      if (pair) {
+        // the usual pipeline (obscenity's English preset): stateless transformers, then one stateful
+        t = t < 128 ? pair.table[t]! : this.#memoised(pair.step, t);
+        if (t < 0) continue;
+        t = pair.instance.transform(t);
+        if (t === undefined) continue;
+      } else for (const step of this.#steps) {
         if (step.table) {
-          if (t < 128) t = step.table[t]!;
-          else {
-            let m = step.other.get(t);
-            if (m === undefined) {
-              m = composed(step.run, t);
-              if (step.other.size < 65_536) step.other.set(t, m);
-            }
-            t = m;
-          }
+          t = t < 128 ? step.table[t]! : this.#memoised(step, t);
           if (t < 0) break;
         } else {
           t = step.instance!.transform(t);
