@@ -12,6 +12,8 @@ const ZERO_WIDTH = /[\u00AD\u180E\u200B-\u200F\u202A-\u202E\u2060-\u2064\uFEFF]/
 // eslint-disable-next-line no-control-regex
 const ASCII = /^[\x00-\x7F]*$/;
 
+const ASCII_LOWER = Array.from({ length: 128 }, (_, c) => String.fromCharCode(c).toLowerCase());
+
 /**
  * Lower-cases and NFKC-folds a text (fullwidth and styled letters become plain ones), drops
  * zero-width and bidi control characters, and keeps a map back to the original offsets. ASCII
@@ -23,6 +25,13 @@ export function normalise(text: string): TextView {
   const offsets: number[] = [];
   for (let i = 0; i < text.length; ) {
     const cp = text.codePointAt(i)!;
+    if (cp < 128) {
+      // ASCII inside a non-ASCII text (most of a French or German one): NFKC leaves it as is
+      offsets.push(i);
+      out += ASCII_LOWER[cp]!;
+      i++;
+      continue;
+    }
     const ch = String.fromCodePoint(cp);
     const width = ch.length;
     if (!ZERO_WIDTH.test(ch)) {
