@@ -135,6 +135,24 @@ const DEEP = signalSet(SIGNALS.filter((s) => s.deep && !s.original));
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{3,300}?)(["'”’»])(?![\w])/g;
 const META = /\b(?:prompt injections?|injection attacks?|jailbreak(?:s|ing)? (?:attempts?|attacks?|prompts?)|attacks? like|defend|protect|detect|prevent|mitigate|filter(?:ing)? out|examples? of|examples? like|what does|mean(?:s|ing)?|phrase|term|classif(?:y|ier)|red flag)\b/;
 const BASE64 = /(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])/g;
+const BASE64_CHAR = new Uint8Array(128);
+for (const c of "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") BASE64_CHAR[c.charCodeAt(0)] = 1;
+
+/**
+ * Whether a text has a run of 16 base64 characters, which every BASE64 match needs: one pass
+ * over the characters, where the regular expression tries (and fails) at every position of
+ * ordinary prose.
+ */
+function hasBase64Run(text: string): boolean {
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 128 && BASE64_CHAR[c] === 1) {
+      if (++run >= 16) return true;
+    } else run = 0;
+  }
+  return false;
+}
 
 function runSignals({ signals, gate }: SignalSet, lower: string, original: string, view: TextView | null, hits: Hit[], describe: (label: string, s: number, e: number) => string, span?: [number, number]): void {
   const lowerMayMatch = gate.test(lower);
@@ -186,7 +204,7 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
   }
 
   // base64 blobs that decode to an injection
-  if (config.decodeBase64 !== false) {
+  if (config.decodeBase64 !== false && hasBase64Run(text)) {
     BASE64.lastIndex = 0;
     for (const m of text.matchAll(BASE64)) {
       const decoded = decodeBase64(m[0]);
