@@ -79,8 +79,8 @@ function writeFixed(buf: Buffer, at: number, type: ElementType, v: unknown): voi
     }
     case "float8": buf.writeDoubleBE(v as number, at); return;
     case "timestamptz": {
-      // an ISO 8601 string or a Date; millisecond precision
-      const ms = typeof v === "string" ? Date.parse(v) : (v as Date).getTime();
+      // Unix milliseconds, an ISO 8601 string or a Date; millisecond precision
+      const ms = typeof v === "number" ? v : typeof v === "string" ? Date.parse(v) : (v as Date).getTime();
       if (!Number.isFinite(ms)) throw new TypeError(`not a timestamp: ${String(v)}`);
       const us = (ms - PG_EPOCH_MS) * 1000;
       const hi = Math.floor(us / TWO_32);
@@ -93,10 +93,19 @@ function writeFixed(buf: Buffer, at: number, type: ElementType, v: unknown): voi
   }
 }
 
+// Text and jsonb arrays are written into one scratch buffer, reused from call to call, and copied
+// out at their exact size: sized from an upper bound (3 bytes of UTF-8 per UTF-16 unit), a
+// buffer of its own would be up to three times too large, and each is memory outside the
+// JavaScript heap that V8 counts towards starting a full garbage collection.
+// A larger array (more than SCRATCH_MAX) gets a buffer of its own instead, so that the scratch
+// buffer never grows beyond it.
+const SCRATCH_MAX = 4 * 1024 * 1024;
+let scratch = Buffer.allocUnsafe(64 * 1024);
+
 /**
  * A one-dimensional array parameter in the binary format. Elements: strings for uuid, text and
- * jsonb (JSON text); numbers for int2, int4, int8 and float8; booleans; ISO 8601 strings or Dates
- * for timestamptz; null (or undefined) for NULL.
+ * jsonb (JSON text); numbers for int2, int4, int8 and float8; booleans; Unix milliseconds, ISO
+ * 8601 strings or Dates for timestamptz; null (or undefined) for NULL.
  */
 export function binaryArray(type: ElementType, values: readonly unknown[]): Buffer {
   const n = values.length;
@@ -113,7 +122,9 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
       const v = values[i];
       if (v == null) { buf.writeInt32BE(-1, at); at += 4; continue; }
       buf.writeInt32BE(width, at);
-      writeFixed(buf, at + 4, type, v);
+      // a uuid repeated from the element before (the rows of one trace): its 16 bytes again
+      if (type === "uuid" && i > 0 && v === values[i - 1]) buf.copy(buf, at + 4, at - 16, at);
+      else writeFixed(buf, at + 4, type, v);
       at += 4 + width;
     }
     return buf;
@@ -126,7 +137,9 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
     if (typeof v !== "string") throw new TypeError(`a ${type} element must be a string, not ${typeof v}`);
     size += 4 + extra + v.length * 3;
   }
-  const buf = Buffer.allocUnsafe(size);
+  if (size <= SCRATCH_MAX && scratch.length < size) scratch = Buffer.allocUnsafe(Math.min(SCRATCH_MAX, Math.max(size, scratch.length * 2)));
+  const own = size > SCRATCH_MAX;
+  const buf = own ? Buffer.allocUnsafe(size) : scratch;
   let at = header(buf, type, n, hasNulls);
   for (let i = 0; i < n; i++) {
     const v = values[i] as string | null | undefined;
@@ -138,5 +151,5 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
     buf.writeInt32BE(o - start, at);
     at = o;
   }
-  return buf.subarray(0, at);
+  return own ? buf.subarray(0, at) : Buffer.from(buf.subarray(0, at));
 }

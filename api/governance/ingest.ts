@@ -48,6 +48,8 @@ interface Scored extends ScoreResult {
   trace: TraceInput;
   /** the trace's timestamp, normalised to ISO 8601 UTC with milliseconds (as stored) */
   calledAt: string;
+  /** the same instant in Unix milliseconds (the rows' parameters) */
+  calledAtMs: number;
   costUsd: number;
   priced: boolean;
 }
@@ -143,7 +145,8 @@ export class IngestionService {
     traces.forEach((trace, k) => {
       const s = scores[k]!;
       const cost = this.#d.prices.cost(trace.model, trace.tokens.prompt, trace.tokens.completion);
-      scored.set(trace.traceId, { trace, ...s, calledAt: new Date(trace.timestamp).toISOString(), costUsd: cost.costUsd, priced: cost.priced });
+      const calledAtMs = Date.parse(trace.timestamp);
+      scored.set(trace.traceId, { trace, ...s, calledAt: new Date(calledAtMs).toISOString(), calledAtMs, costUsd: cost.costUsd, priced: cost.priced });
     });
 
     const { created, existing } = scored.size === 0
@@ -202,11 +205,22 @@ export class IngestionService {
     const sorted = [...items].sort((x, y) => (x.trace.traceId < y.trace.traceId ? -1 : x.trace.traceId > y.trace.traceId ? 1 : 0));
     const t = sorted.map((i) => i.trace);
 
-    const evals = sorted.flatMap((i) => i.evals.map((e, ordinal) => ({ traceId: i.trace.traceId, calledAt: i.calledAt, e, ordinal })));
-    const blocks = sorted.flatMap((i) => [
-      ...i.blocks.input.map((b) => ({ traceId: i.trace.traceId, b, phase: "input" })),
-      ...i.blocks.output.map((b) => ({ traceId: i.trace.traceId, b, phase: "output" })),
-    ].map((x, ordinal) => ({ ...x, ordinal })));
+    // the eval and guard block rows, column by column, in trace order
+    const ev = { traceId: [] as string[], type: [] as string[], score: [] as number[], passed: [] as boolean[], details: [] as string[], ordinal: [] as number[], calledAt: [] as number[] };
+    const gb = { traceId: [] as string[], guardType: [] as string[], content: [] as string[], confidence: [] as number[], action: [] as string[], phase: [] as string[], source: [] as string[], ordinal: [] as number[] };
+    for (const i of sorted) {
+      i.evals.forEach((e, ordinal) => {
+        ev.traceId.push(i.trace.traceId); ev.type.push(e.evalType); ev.score.push(e.score); ev.passed.push(e.passed); ev.details.push(e.details);
+        ev.ordinal.push(ordinal); ev.calledAt.push(i.calledAtMs);
+      });
+      let ordinal = 0;
+      for (const [phase, list] of [["input", i.blocks.input], ["output", i.blocks.output]] as const) {
+        for (const b of list) {
+          gb.traceId.push(i.trace.traceId); gb.guardType.push(b.guardType); gb.content.push(b.blockedContent); gb.confidence.push(b.confidence);
+          gb.action.push(b.action); gb.phase.push(phase); gb.source.push(b.source); gb.ordinal.push(ordinal++);
+        }
+      }
+    }
     const inserted = await c.query<{ trace_id: string }>({
       ...WRITE,
       values: [
@@ -216,13 +230,12 @@ export class IngestionService {
         binaryArray("float8", t.map((x) => x.latency)), binaryArray("jsonb", t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata)))),
         binaryArray("bool", sorted.map((i) => i.guardBlocked)), binaryArray("jsonb", sorted.map((i) => i.evaluationsJson)),
         binaryArray("float8", sorted.map((i) => i.evalScore)), binaryArray("float8", sorted.map((i) => i.costUsd)), binaryArray("bool", sorted.map((i) => i.priced)),
-        this.#d.prices.version, nowIso, binaryArray("timestamptz", sorted.map((i) => i.calledAt)),
-        binaryArray("uuid", evals.map((x) => x.traceId)), binaryArray("text", evals.map((x) => x.e.evalType)), binaryArray("float8", evals.map((x) => x.e.score)),
-        binaryArray("bool", evals.map((x) => x.e.passed)), binaryArray("text", evals.map((x) => x.e.details)), binaryArray("int2", evals.map((x) => x.ordinal)),
-        binaryArray("timestamptz", evals.map((x) => x.calledAt)),
-        binaryArray("uuid", blocks.map((x) => x.traceId)), binaryArray("text", blocks.map((x) => x.b.guardType)), binaryArray("text", blocks.map((x) => x.b.blockedContent)),
-        binaryArray("float8", blocks.map((x) => x.b.confidence)), binaryArray("text", blocks.map((x) => x.b.action)), binaryArray("text", blocks.map((x) => x.phase)),
-        binaryArray("text", blocks.map((x) => x.b.source)), binaryArray("int2", blocks.map((x) => x.ordinal)),
+        this.#d.prices.version, nowIso, binaryArray("timestamptz", sorted.map((i) => i.calledAtMs)),
+        binaryArray("uuid", ev.traceId), binaryArray("text", ev.type), binaryArray("float8", ev.score),
+        binaryArray("bool", ev.passed), binaryArray("text", ev.details), binaryArray("int2", ev.ordinal), binaryArray("timestamptz", ev.calledAt),
+        binaryArray("uuid", gb.traceId), binaryArray("text", gb.guardType), binaryArray("text", gb.content),
+        binaryArray("float8", gb.confidence), binaryArray("text", gb.action), binaryArray("text", gb.phase),
+        binaryArray("text", gb.source), binaryArray("int2", gb.ordinal),
       ] });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 

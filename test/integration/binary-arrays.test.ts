@@ -25,6 +25,11 @@ test("uuid: canonical strings of either case, NULLs; the server reads the 16 byt
   t.throws(() => binaryArray("uuid", ["0190f3c2-7a4b-7c1d-8e2f-0123456789a"]), { instanceOf: TypeError });
   t.throws(() => binaryArray("uuid", ["0190f3c2x7a4b-7c1d-8e2f-0123456789ab"]), { instanceOf: TypeError });
   t.throws(() => binaryArray("uuid", ["0190f3c2-7a4b-7c1d-8e2f-0123456789ag"]), { instanceOf: TypeError });
+  // runs of one id (the eval rows of a trace) reuse the bytes just written; a NULL or another id breaks the run
+  const a = "0190f3c2-7a4b-7c1d-8e2f-0123456789ab";
+  const b = "ffffffff-0000-7c1d-8e2f-0123456789ab";
+  const runs = [a, a, a, b, b, null, a, a];
+  t.deepEqual(await roundTrip("uuid", binaryArray("uuid", runs)), runs);
 });
 
 test("text: empty, accents, emoji (surrogate pairs), quotes and backslashes, long text, NULL", async (t) => {
@@ -32,6 +37,15 @@ test("text: empty, accents, emoji (surrogate pairs), quotes and backslashes, lon
   t.deepEqual(await roundTrip("text", binaryArray("text", texts)), texts);
   t.deepEqual(await roundTrip("text", binaryArray("text", texts), "octet_length(x)::text"), texts.map((s) => (s === null ? null : String(Buffer.byteLength(s)))));
   t.throws(() => binaryArray("text", [42]), { instanceOf: TypeError });
+  // arrays are built in a reused scratch buffer and copied out: one built later leaves an earlier one intact
+  const first = binaryArray("text", ["first", "élan"]);
+  const before = Buffer.from(first);
+  binaryArray("text", ["second array, longer than the first one", "x".repeat(70_000)]);
+  t.true(first.equals(before));
+  t.deepEqual(await roundTrip("text", first), ["first", "élan"]);
+  // beyond the scratch buffer's cap (4 MiB by the upper bound of 3 bytes per unit), an array gets a buffer of its own
+  const huge = ["é".repeat(1_500_000), "tail"];
+  t.deepEqual(await roundTrip("text", binaryArray("text", huge), "length(x)::text"), ["1500000", "4"]);
 });
 
 test("int2, int4, int8: the limits of each, negatives, NULL; int8 beyond 32 bits and unsafe integers refused", async (t) => {
@@ -56,9 +70,10 @@ test("bool and jsonb: true, false, NULL; JSON objects, arrays, scalars and the J
   await t.throwsAsync(roundTrip("jsonb", binaryArray("jsonb", ["{not json"])), { message: /invalid input syntax for type json/ });
 });
 
-test("timestamptz: ISO strings with offsets, Dates, before PostgreSQL's epoch (2000), far future, milliseconds kept, NULL", async (t) => {
-  const at = ["2026-11-22T10:15:30.123Z", "2026-11-22T12:15:30.123+02:00", new Date("1999-12-31T23:59:59.999Z"), "1970-01-01T00:00:00.000Z", "2000-01-01T00:00:00.001Z", "2300-06-01T00:00:00.000Z", null];
-  const ms = at.map((v) => (v === null ? null : String(typeof v === "string" ? Date.parse(v) : v.getTime())));
+test("timestamptz: ISO strings with offsets, Dates, Unix milliseconds, before PostgreSQL's epoch (2000), far future, milliseconds kept, NULL", async (t) => {
+  const at = ["2026-11-22T10:15:30.123Z", "2026-11-22T12:15:30.123+02:00", new Date("1999-12-31T23:59:59.999Z"), "1970-01-01T00:00:00.000Z", "2000-01-01T00:00:00.001Z", "2300-06-01T00:00:00.000Z", null,
+    Date.parse("2026-11-22T10:15:30.456Z"), -1, 946_684_800_000];
+  const ms = at.map((v) => (v === null ? null : String(typeof v === "number" ? v : typeof v === "string" ? Date.parse(v) : v.getTime())));
   t.deepEqual(await roundTrip("timestamptz", binaryArray("timestamptz", at), "(extract(epoch from x) * 1000)::bigint::text"), ms);
   t.throws(() => binaryArray("timestamptz", ["yesterday"]), { instanceOf: TypeError });
 });
