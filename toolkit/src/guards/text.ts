@@ -174,7 +174,7 @@ export function contentStemsOf(tokens: readonly string[]): string[] {
     let s = contents.get(w);
     if (s === undefined) {
       const key = ownCopy(w);
-      s = STOPWORDS.has(key) ? "" : stem(key);
+      s = STOPWORDS.has(key) ? "" : stemOnce(key); // this cache is the memo: not stem(), which would keep a second entry
       if (STOPWORDS.has(s)) s = "";
       if (contents.size >= MAX_STEMS) contents.clear();
       contents.set(key, s);
