@@ -46,9 +46,7 @@ export interface IngestOutcome {
 /** A trace with everything computed for it. */
 interface Scored extends ScoreResult {
   trace: TraceInput;
-  /** the trace's timestamp, normalised to ISO 8601 UTC with milliseconds (as stored) */
-  calledAt: string;
-  /** the same instant in Unix milliseconds (the rows' parameters) */
+  /** the trace's timestamp in Unix milliseconds */
   calledAtMs: number;
   costUsd: number;
   priced: boolean;
@@ -145,8 +143,7 @@ export class IngestionService {
     traces.forEach((trace, k) => {
       const s = scores[k]!;
       const cost = this.#d.prices.cost(trace.model, trace.tokens.prompt, trace.tokens.completion);
-      const calledAtMs = Date.parse(trace.timestamp);
-      scored.set(trace.traceId, { trace, ...s, calledAt: new Date(calledAtMs).toISOString(), calledAtMs, costUsd: cost.costUsd, priced: cost.priced });
+      scored.set(trace.traceId, { trace, ...s, calledAtMs: Date.parse(trace.timestamp), costUsd: cost.costUsd, priced: cost.priced });
     });
 
     const { created, existing } = scored.size === 0
@@ -282,7 +279,7 @@ export class IngestionService {
       sequence++;
       const content: AuditContent = {
         sequence, traceId: i.trace.traceId, workspaceId: app.workspaceId, appId: app.appId, model: i.trace.model,
-        prompt: i.trace.input, response: i.trace.output, guardDecision: null, calledAt: i.calledAt, recordedAt,
+        prompt: i.trace.input, response: i.trace.output, guardDecision: null, calledAt: new Date(i.calledAtMs).toISOString(), recordedAt,
       };
       const hash = entryHash(prev, content, i.decisionJson); // decisionJson: canonical JSON (scoring.ts guardDecisionOf)
       sequences.push(sequence);
