@@ -96,9 +96,8 @@ function writeFixed(buf: Buffer, at: number, type: ElementType, v: unknown): voi
 // Text and jsonb arrays are written into one scratch buffer, reused from call to call, and copied
 // out at their exact size: sized from an upper bound (3 bytes of UTF-8 per UTF-16 unit), a
 // buffer of its own would be up to three times too large, and each is memory outside the
-// JavaScript heap that V8 counts towards starting a full garbage collection.
-// A larger array (more than SCRATCH_MAX) gets a buffer of its own instead, so that the scratch
-// buffer never grows beyond it.
+// JavaScript heap that V8 counts towards starting a full garbage collection. An array whose bound
+// exceeds SCRATCH_MAX gets a buffer of its own instead, so that the scratch buffer stays small.
 const SCRATCH_MAX = 4 * 1024 * 1024;
 let scratch = Buffer.allocUnsafe(64 * 1024);
 
@@ -137,8 +136,8 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
     if (typeof v !== "string") throw new TypeError(`a ${type} element must be a string, not ${typeof v}`);
     size += 4 + extra + v.length * 3;
   }
-  if (size <= SCRATCH_MAX && scratch.length < size) scratch = Buffer.allocUnsafe(Math.min(SCRATCH_MAX, Math.max(size, scratch.length * 2)));
   const own = size > SCRATCH_MAX;
+  if (!own && scratch.length < size) scratch = Buffer.allocUnsafe(Math.min(SCRATCH_MAX, Math.max(size, scratch.length * 2)));
   const buf = own ? Buffer.allocUnsafe(size) : scratch;
   let at = header(buf, type, n, hasNulls);
   for (let i = 0; i < n; i++) {
