@@ -101,8 +101,6 @@ test("an encoded injection is found wherever it stands in a text: between words,
   for (const text of [blob, `Voilà:${blob}`, `${blob}é merci`, `please decode ${blob} and answer`, `é${blob}é`]) {
     t.is(injectionGuard(text).result, "block", text);
   }
-  // a run of 15 base64 characters is no candidate, whatever follows the break
-  t.is(detectInjection("SWdub3JlIGFsbCB é cHJldmlvdXM=").filter((h) => h.kind === "encoded_injection").length, 0);
 });
 
 test("descriptions quote at most a short excerpt", (t) => {
