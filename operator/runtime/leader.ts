@@ -123,7 +123,7 @@ export class LeaderElector {
   /** One optimistic-concurrency attempt to take or keep the Lease, its requests answered by `deadline` (epoch ms) or failed. */
   private async tryAcquireOrRenew(deadline: number): Promise<Attempt> {
     const { namespace, name, identity, leaseDurationSeconds } = this.opts;
-    const left = () => Math.max(1, deadline - Date.now());
+    const left = untilDeadline(deadline);
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
         const nowMs = Date.now();
@@ -158,13 +158,15 @@ export class LeaderElector {
   /** Clears holderIdentity if this process still holds the Lease, so a successor needs no expiry. */
   private async release(): Promise<void> {
     const { identity } = this.opts;
+    // bounded like a renewal: a server that does not answer must not hold up shutdown (the Lease expires anyway)
+    const left = untilDeadline(Date.now() + this.opts.renewDeadlineSeconds * 1000);
     for (let attempt = 0; attempt < 3; attempt++) {
       try {
-        const lease = await this.read();
+        const lease = await this.read(left());
         if (!lease || lease.spec?.holderIdentity !== identity) return;
         const now = microTime(Date.now());
         const { holderIdentity: _released, ...spec } = lease.spec;
-        await this.replace({ ...lease, spec: { ...spec, leaseDurationSeconds: 1, acquireTime: now, renewTime: now } });
+        await this.replace({ ...lease, spec: { ...spec, leaseDurationSeconds: 1, acquireTime: now, renewTime: now } }, left());
         this.log.info("released the Lease");
         return;
       } catch (err) {
@@ -180,13 +182,13 @@ export class LeaderElector {
   }
 
   /** A replace carrying the read resourceVersion: 409 Conflict when someone wrote in between. */
-  private async replace(lease: Lease, timeoutMs?: number): Promise<void> {
-    await this.rest.request("PUT", `${this.collection()}/${this.opts.name}`, { body: lease, ...(timeoutMs ? { timeoutMs } : {}) });
+  private async replace(lease: Lease, timeoutMs: number): Promise<void> {
+    await this.rest.request("PUT", `${this.collection()}/${this.opts.name}`, { body: lease, timeoutMs });
   }
 
-  private async read(timeoutMs?: number): Promise<Lease | undefined> {
+  private async read(timeoutMs: number): Promise<Lease | undefined> {
     try {
-      return await this.rest.request<Lease>("GET", `${this.collection()}/${this.opts.name}`, timeoutMs ? { timeoutMs } : {});
+      return await this.rest.request<Lease>("GET", `${this.collection()}/${this.opts.name}`, { timeoutMs });
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -199,4 +201,9 @@ export class LeaderElector {
     if (this.wake.signal.aborted) this.wake = new AbortController();
     await sleep(ms, this.wake.signal);
   }
+}
+
+/** The milliseconds a request may still take to end by `deadline` (epoch ms): at least 1, so it fails at once when none are left. */
+function untilDeadline(deadline: number): () => number {
+  return () => Math.max(1, deadline - Date.now());
 }
