@@ -20,7 +20,7 @@ import { DomainError } from "./errors.ts";
 import { createLogger } from "./logger.ts";
 import { ApiKeyService, PlatformAdminKeyService, type KeyView } from "./auth/keys.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
-import { loadKubeConfig } from "../crds/kube/client.ts";
+import { loadKubeConfig } from "../kube/client.ts";
 import { WorkspaceService } from "./workspaces/service.ts";
 
 export const USAGE = `usage: node api/cli.ts <command>

@@ -3,9 +3,9 @@
 import { pino, type Logger } from "pino";
 import { API_VERSION } from "../crds/schemas.ts";
 // Only modules that do not load @kubernetes/client-node (its generated code alone is ~60 MiB).
-import { loadLeanKubeConfig } from "../crds/kube/kubeconfig.ts";
-import type { Informer } from "../crds/kube/informer.ts";
-import { ObjectClient, type KubeObject } from "../crds/kube/objects.ts";
+import { loadLeanKubeConfig } from "../kube/kubeconfig.ts";
+import type { Informer } from "../kube/informer.ts";
+import { ObjectClient, type KubeObject } from "../kube/objects.ts";
 import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";

@@ -3,9 +3,9 @@
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
-import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeClient, type KubeObject } from "../../crds/kube/client.ts";
-import type { Informer } from "../../crds/kube/informer.ts";
-import { RecentWrites } from "../../crds/kube/recent.ts";
+import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeClient, type KubeObject } from "../../kube/client.ts";
+import type { Informer } from "../../kube/informer.ts";
+import { RecentWrites } from "../../kube/recent.ts";
 import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
 

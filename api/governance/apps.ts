@@ -3,7 +3,7 @@
 // or switches governance off. The operator reads the same annotation names (contract:
 // docs/governance.md).
 import { API_VERSION } from "../../crds/schemas.ts";
-import { API_FIELD_MANAGER, isNotFound, type KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { API_FIELD_MANAGER, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
 import { NotFoundError } from "../errors.ts";
 
 export const GOVERNANCE_GENERATION_ANNOTATION = "berth.dev/governance-generation";

@@ -2,7 +2,7 @@
 // checks every service-scoped endpoint shares: the App exists in the caller's workspace (404
 // app_not_found) and, for its data, its store is provisioned (404 governance_not_provisioned).
 import type { MikroORM } from "@mikro-orm/postgresql";
-import type { KubeClient, KubeObject } from "../../crds/kube/client.ts";
+import type { KubeClient, KubeObject } from "../../kube/client.ts";
 import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";

@@ -2,7 +2,7 @@
 // terminating nor another workspace's, and merge-patches the missing labels.
 import * as k8s from "@kubernetes/client-node";
 import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
-import { statusCode } from "../../crds/kube/client.ts";
+import { statusCode } from "../../kube/client.ts";
 import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
 

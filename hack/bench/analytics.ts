@@ -25,7 +25,7 @@ import { ident } from "../../api/governance/names.ts";
 import { AnalyticsService, timeseriesParams } from "../../api/governance/analytics/service.ts";
 import { resolveBuckets, resolveRange } from "../../api/governance/analytics/range.ts";
 import { timeseriesSql } from "../../api/governance/analytics/sql.ts";
-import { KubeClient, loadKubeConfig } from "../../crds/kube/client.ts";
+import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
 
 const { values } = parseArgs({ options: {
   traces: { type: "string", default: "1000000" },

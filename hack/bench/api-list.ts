@@ -12,7 +12,7 @@ import { openOrm } from "../../api/db/orm.ts";
 import { buildServices, composeRoutes, serviceReadiness, startServices, stopServices } from "../../api/main.ts";
 import { buildServer, listen } from "../../api/server.ts";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { loadKubeConfig } from "../../crds/kube/client.ts";
+import { loadKubeConfig } from "../../kube/client.ts";
 
 const { values } = parseArgs({ options: { apps: { type: "string", default: "5000" }, requests: { type: "string", default: "2000" } } });
 const N = Number(values.apps);

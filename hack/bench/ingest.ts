@@ -33,7 +33,7 @@ import { ident } from "../../api/governance/names.ts";
 import { scoreTraces } from "../../api/governance/scoring.ts";
 import { engineInput } from "../../api/governance/observability.ts";
 import { GuardEngine } from "../../toolkit/src/index.ts";
-import { KubeClient, loadKubeConfig } from "../../crds/kube/client.ts";
+import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
 import { cpuSeconds, freePort, machineTicks, postgresCpuSeconds, threadCpuSeconds } from "./proc.ts";
 
 const { values } = parseArgs({ options: {

@@ -15,7 +15,7 @@ import { dirname, join } from "node:path";
 import { parseArgs } from "node:util";
 import * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
-import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, resourcePath, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, resourcePath, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 

@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
-import type { KubeObject } from "../../crds/kube/client.ts";
+import type { KubeObject } from "../../kube/client.ts";
 
 export interface BuildConfig {
   baseDomain: string;

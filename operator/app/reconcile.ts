@@ -4,11 +4,11 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec, type AppStatus } from "../../crds/schemas.ts";
-import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectClient } from "../../crds/kube/objects.ts";
-import { isConflict } from "../../crds/kube/transport.ts";
-import type { Informer } from "../../crds/kube/informer.ts";
+import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectClient } from "../../kube/objects.ts";
+import { isConflict } from "../../kube/transport.ts";
+import type { Informer } from "../../kube/informer.ts";
 import { keyOf, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import { RecentWrites } from "../../crds/kube/recent.ts";
+import { RecentWrites } from "../../kube/recent.ts";
 import { buildChildren, buildGovernanceSecret, CHILD_KINDS, GOVERNANCE_GENERATION_LABEL, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
 import { GOVERNANCE_FINALIZER, GovernanceDisabledError, governanceDisabled, governanceGeneration, type GovernanceClient } from "./governance.ts";
 import { computeStatus, decideStatusWrite } from "./status.ts";

@@ -2,7 +2,7 @@
 // a condition's lastTransitionTime moves only when its status does.
 import type * as k8s from "@kubernetes/client-node";
 import type { AppSpec, AppStatus, Condition } from "../../crds/schemas.ts";
-import { setConditions, type ConditionInput } from "../../crds/kube/conditions.ts";
+import { setConditions, type ConditionInput } from "../../kube/conditions.ts";
 import { appUrl, desiredReplicas, stableJson, type BuildConfig } from "./builders.ts";
 
 export interface StatusInput {

@@ -4,7 +4,7 @@
 // is never reconciled twice at once; errors retry with per-key exponential backoff; a
 // TerminalError is recorded and not retried; requeueAfterMs asks for another look later.
 import type { Logger } from "pino";
-import type { Informer, KubeObject } from "../../crds/kube/index.ts";
+import type { Informer, KubeObject } from "../../kube/index.ts";
 import type { Metrics, ReconcileResultLabel } from "./metrics.ts";
 import { WorkQueue } from "./queue.ts";
 

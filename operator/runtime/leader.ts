@@ -11,7 +11,7 @@
 // returns only after stop().
 import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
-import { KubeRest, errorMessage, isConflict, isNotFound, sleep, type KubeAuth } from "../../crds/kube/transport.ts";
+import { KubeRest, errorMessage, isConflict, isNotFound, sleep, type KubeAuth } from "../../kube/transport.ts";
 
 export interface LeaderElectionOptions {
   namespace: string;

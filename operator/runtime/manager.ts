@@ -6,9 +6,9 @@
 //   stop():  controllers drained, Lease released, informers stopped, health server closed.
 // Register informers and controllers before start().
 import type { Logger } from "pino";
-import { Informer, type InformerOptions } from "../../crds/kube/informer.ts";
-import type { KubeObject } from "../../crds/kube/objects.ts";
-import { KubeRest, type KubeAuth } from "../../crds/kube/transport.ts";
+import { Informer, type InformerOptions } from "../../kube/informer.ts";
+import type { KubeObject } from "../../kube/objects.ts";
+import { KubeRest, type KubeAuth } from "../../kube/transport.ts";
 import { Controller, type ControllerOptions } from "./controller.ts";
 import { HealthServer, type ReadinessCheck } from "./health.ts";
 import { LeaderElector, type LeaderElectionOptions } from "./leader.ts";

@@ -14,7 +14,7 @@ import { buildServices, composeRoutes, serviceReadiness, startServices, stopServ
 import { buildServer, listen, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
 import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
 import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
-import { loadKubeConfig } from "../../crds/kube/client.ts";
+import { loadKubeConfig } from "../../kube/client.ts";
 import { adminUrl, freshDatabase, query, type TestDatabase } from "./db.ts";
 import { deleteNamespace, kube } from "./kube.ts";
 

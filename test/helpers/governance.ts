@@ -1,7 +1,7 @@
 // Governance set-up shared by the integration tests: an App in the test API's workspace with its
 // store provisioned through the operator's internal endpoint, exactly as the operator does it.
 import { API_VERSION } from "../../crds/schemas.ts";
-import type { KubeObject } from "../../crds/kube/client.ts";
+import type { KubeObject } from "../../kube/client.ts";
 import type { TestApi } from "./api.ts";
 
 export interface ProvisionedApp {

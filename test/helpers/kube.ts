@@ -2,7 +2,7 @@
 import * as k8s from "@kubernetes/client-node";
 import { randomBytes } from "node:crypto";
 import type { ExecutionContext } from "ava";
-import { loadKubeConfig } from "../../crds/kube/client.ts";
+import { loadKubeConfig } from "../../kube/client.ts";
 
 export function kubeConfig(): k8s.KubeConfig {
   if (!process.env.KUBECONFIG) throw new Error("KUBECONFIG is not set: run the tests through ./hack/test");

@@ -5,7 +5,7 @@
 // ingestion scores evals itself and the test needs known scores.
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient } from "../../crds/kube/client.ts";
+import { KubeClient } from "../../kube/client.ts";
 import { query } from "../helpers/db.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
 import { provisionApp } from "../helpers/governance.ts";

@@ -4,7 +4,7 @@ import test from "ava";
 import { pino } from "pino";
 import * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient } from "../../crds/kube/client.ts";
+import { KubeClient } from "../../kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";

@@ -3,7 +3,7 @@
 // templates (admin-only writes, PUT needs every field, deleting one leaves apps unchanged).
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient } from "../../crds/kube/client.ts";
+import { KubeClient } from "../../kube/client.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";

@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";

@@ -5,7 +5,7 @@
 import test from "ava";
 import pg from "pg";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
 import { query } from "../helpers/db.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";

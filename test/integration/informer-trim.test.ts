@@ -1,8 +1,8 @@
 // An informer with dropManagedFields caches objects without metadata.managedFields, from the
 // initial list and from watch events alike; without it the cache keeps them.
 import test from "ava";
-import { Informer } from "../../crds/kube/informer.ts";
-import type { KubeObject } from "../../crds/kube/client.ts";
+import { Informer } from "../../kube/informer.ts";
+import type { KubeObject } from "../../kube/client.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();

@@ -5,7 +5,7 @@ import test from "ava";
 import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../crds/kube/client.ts";
+import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";

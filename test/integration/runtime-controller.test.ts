@@ -5,7 +5,7 @@
 import test from "ava";
 import { Writable } from "node:stream";
 import { pino } from "pino";
-import { Informer, KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../crds/kube/index.ts";
+import { Informer, KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/index.ts";
 import { Controller, Metrics, TerminalError, type ControllerOptions, type Reconciler, type Request } from "../../operator/runtime/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 

@@ -1,4 +1,4 @@
-// The Informer (crds/kube) between the runtime and the real API server, with a proxy in the
+// The Informer (kube) between the runtime and the real API server, with a proxy in the
 // middle that can fail requests, drop watches, and answer a watch with 410 Gone: start()
 // waits for a complete list, a failed watch restarts and resumes from its resourceVersion
 // (missing nothing that happened meanwhile), and 410 relists, dropping what was deleted.
@@ -7,7 +7,7 @@ import * as k8s from "@kubernetes/client-node";
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
-import { Informer, type InformerEvent, type KubeObject } from "../../crds/kube/index.ts";
+import { Informer, type InformerEvent, type KubeObject } from "../../kube/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();

@@ -3,7 +3,7 @@
 import test from "ava";
 import * as k8s from "@kubernetes/client-node";
 import { pino } from "pino";
-import { KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../crds/kube/index.ts";
+import { KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/index.ts";
 import { HealthServer, Manager, Metrics, type Reconciler } from "../../operator/runtime/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 

@@ -5,9 +5,9 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
-import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
-import type { KubeObject, ObjectClient } from "../../crds/kube/objects.ts";
-import { KubeApiError } from "../../crds/kube/transport.ts";
+import type { Informer, InformerEvent } from "../../kube/informer.ts";
+import type { KubeObject, ObjectClient } from "../../kube/objects.ts";
+import { KubeApiError } from "../../kube/transport.ts";
 import { CHILD_KINDS, type ChildKind } from "../../operator/app/builders.ts";
 import { AppReconciler, type AppObject } from "../../operator/app/reconcile.ts";
 

@@ -2,9 +2,9 @@
 // what the write did, though the watch cache has not caught up yet. In-memory cache, recording client.
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeApiError } from "../../crds/kube/transport.ts";
-import type { Informer, InformerEvent } from "../../crds/kube/informer.ts";
-import type { KubeClient } from "../../crds/kube/client.ts";
+import { KubeApiError } from "../../kube/transport.ts";
+import type { Informer, InformerEvent } from "../../kube/informer.ts";
+import type { KubeClient } from "../../kube/client.ts";
 import { AppsService, type AppObject } from "../../api/apps/service.ts";
 import { ConflictError, NotFoundError } from "../../api/errors.ts";
 

@@ -7,8 +7,8 @@ import { join } from "node:path";
 import { createServer, type IncomingMessage } from "node:http";
 import { connect, type AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { LeanKubeConfig, loadLeanKubeConfig } from "../../crds/kube/kubeconfig.ts";
-import { KubeRest } from "../../crds/kube/transport.ts";
+import { LeanKubeConfig, loadLeanKubeConfig } from "../../kube/kubeconfig.ts";
+import { KubeRest } from "../../kube/transport.ts";
 
 const b64 = (s: string) => Buffer.from(s).toString("base64");
 

@@ -5,7 +5,7 @@ import test, { type ExecutionContext } from "ava";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
-import { LeanKubeConfig } from "../../crds/kube/kubeconfig.ts";
+import { LeanKubeConfig } from "../../kube/kubeconfig.ts";
 import { LeaderElector } from "../../operator/runtime/leader.ts";
 
 /** A stand-in API server for one Lease; `hang` makes it stop answering. */

@@ -1,7 +1,7 @@
 // RecentWrites: a reconciler reads its own writes until the informer caches show them.
 import test from "ava";
-import type { Informer, InformerEvent, KubeObject } from "../../crds/kube/index.ts";
-import { RecentWrites, newerVersion } from "../../crds/kube/recent.ts";
+import type { Informer, InformerEvent, KubeObject } from "../../kube/index.ts";
+import { RecentWrites, newerVersion } from "../../kube/recent.ts";
 
 const obj = (name: string, resourceVersion: string, extra: Partial<KubeObject["metadata"]> = {}): KubeObject =>
   ({ metadata: { name, namespace: "ns", resourceVersion, ...extra } });

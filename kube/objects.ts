@@ -2,7 +2,7 @@
 // status writes through the status subresource, create, merge patch, get, delete and list. On
 // transport.ts, so it does not load @kubernetes/client-node (client.ts re-exports all of this).
 import type * as k8s from "@kubernetes/client-node";
-import { GROUP, VERSION } from "../schemas.ts";
+import { GROUP, VERSION } from "../crds/schemas.ts";
 import { KubeRest, isNotFound, type KubeAuth, type Query } from "./transport.ts";
 
 export type KubeObject = k8s.KubernetesObject & { metadata: k8s.V1ObjectMeta; spec?: unknown; status?: unknown };

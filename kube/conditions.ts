@@ -1,5 +1,5 @@
 // Pure helpers for metav1.Condition lists: lastTransitionTime moves only on a real transition.
-import type { Condition } from "../schemas.ts";
+import type { Condition } from "../crds/schemas.ts";
 
 export type ConditionInput = Omit<Condition, "lastTransitionTime">;
 
