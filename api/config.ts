@@ -1,7 +1,7 @@
 // The API's configuration, parsed once with zod. Nothing else in api/ reads process.env.
 import { availableParallelism } from "node:os";
 import { z } from "zod";
-import { ModelPricesConfig } from "./governance/pricing.ts";
+import { ModelPricesConfig } from "./governance/ingest/pricing.ts";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 

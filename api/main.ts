@@ -15,7 +15,7 @@ import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts
 import { kubeTokenReviewer, operatorVerifier } from "./auth/operator.ts";
 import { Governance } from "./governance/service.ts";
 import { governanceRoutes } from "./governance/routes.ts";
-import { analyticsRoutes } from "./governance/analytics/routes.ts";
+import { analyticsRoutes } from "./governance/reads/analytics/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";

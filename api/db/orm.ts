@@ -3,7 +3,7 @@ import { MikroORM, defineConfig } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
 import { ApiKey, Workspace } from "../workspaces/entities.ts";
 import { PlatformAdminKey } from "../auth/entities.ts";
-import { GovernanceAppConfig, GovernanceAppKey, GovernanceProject, GuardTemplate } from "../governance/entities.ts";
+import { GovernanceAppConfig, GovernanceAppKey, GovernanceProject, GuardTemplate } from "../governance/configs/entities.ts";
 import { Migration20261121000000_workspaces } from "./migrations/Migration20261121000000_workspaces.ts";
 import { Migration20261122000000_platform_admin_keys } from "./migrations/Migration20261122000000_platform_admin_keys.ts";
 import { Migration20261123000000_governance } from "./migrations/Migration20261123000000_governance.ts";

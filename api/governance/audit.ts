@@ -6,12 +6,12 @@
 // where canonical(content) is JSON with keys sorted at every depth and no whitespace. Sequence
 // numbers are 1, 2, 3, ... with no gaps: appends for one app are serialized by an advisory lock
 // (LOCK_CLASS.audit), so the chain is linear under concurrent ingestion. The database refuses
-// UPDATE, DELETE and TRUNCATE on the table (store-sql.ts); verification recomputes the chain and
-// names the first entry that does not fit. Pure, except verifyChain's reads.
+// UPDATE, DELETE and TRUNCATE on the table (stores/store-sql.ts); verification recomputes the chain
+// and names the first entry that does not fit. Pure, except verifyChain's reads.
 import { hash } from "node:crypto";
-import type { Client } from "./db.ts";
-import { isoSql } from "./db.ts";
-import { ident } from "./names.ts";
+import type { Client } from "./stores/db.ts";
+import { isoSql } from "./stores/db.ts";
+import { ident } from "./stores/names.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
 

@@ -3,7 +3,7 @@
 import { z } from "zod";
 import { GuardTemplateConfig } from "../../toolkit/src/index.ts";
 import { defineRoute, type RouteDef } from "../http/route.ts";
-import type { TemplateView } from "./templates.ts";
+import type { TemplateView } from "./configs/guard-templates.ts";
 import type { Governance } from "./service.ts";
 import {
   AppParams, AuditVerification, CreateGuardTemplateBody, DeprovisionInternalBody, Eval, EvalsQuery, GuardBlock, GuardBlocksQuery,
@@ -11,7 +11,7 @@ import {
   ProvisionInternalBody, ReplaceGuardTemplateBody, TemplateParams, ToolkitConfig, TraceBatchResult, TraceDetail, TraceIngestResult,
   TraceList, TraceParams, TracesQuery,
 } from "./schemas.ts";
-import { ObservabilityConfigPatch } from "./observability.ts";
+import { ObservabilityConfigPatch } from "./configs/observability.ts";
 import { NotFoundError } from "../errors.ts";
 
 const tags = ["Governance"];

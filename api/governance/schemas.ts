@@ -4,8 +4,8 @@ import { z } from "zod";
 import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec } from "../../toolkit/src/index.ts";
 import { fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { FieldErrorSchema } from "../http/problem.ts";
-import { APP_ID_PATTERN } from "./names.ts";
-import { ObservabilityConfig } from "./observability.ts";
+import { APP_ID_PATTERN } from "./stores/names.ts";
+import { ObservabilityConfig } from "./configs/observability.ts";
 
 const ts = z.iso.datetime();
 

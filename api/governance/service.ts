@@ -6,18 +6,18 @@ import type { KubeClient, KubeObject } from "../../kube/client.ts";
 import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../logger.ts";
-import { appAnnotator, appLookup, type AppLookup } from "./apps.ts";
+import { appAnnotator, appLookup, type AppLookup } from "./stores/apps.ts";
 import { EngineConfig } from "../../toolkit/src/index.ts";
-import { ObservabilityConfigService } from "./configs.ts";
-import { GovernanceDb } from "./db.ts";
-import { IngestionService } from "./ingest.ts";
-import { AppKeyService } from "./keys.ts";
-import { anyGuardEnabled, engineInput } from "./observability.ts";
-import { InProcessScorer, WorkerPoolScorer, type Scorer } from "./scoring.ts";
-import { PriceTable, type ModelPricesConfig } from "./pricing.ts";
-import { ProvisioningService } from "./provisioning.ts";
-import { StoreReader, type StoreRef } from "./reader.ts";
-import { GuardTemplateService } from "./templates.ts";
+import { ObservabilityConfigService } from "./configs/app-configs.ts";
+import { GovernanceDb } from "./stores/db.ts";
+import { IngestionService } from "./ingest/ingest.ts";
+import { AppKeyService } from "./keys/app-keys.ts";
+import { anyGuardEnabled, engineInput } from "./configs/observability.ts";
+import { InProcessScorer, WorkerPoolScorer, type Scorer } from "./ingest/scoring.ts";
+import { PriceTable, type ModelPricesConfig } from "./ingest/pricing.ts";
+import { ProvisioningService } from "./stores/provisioning.ts";
+import { StoreReader, type StoreRef } from "./reads/reader.ts";
+import { GuardTemplateService } from "./configs/guard-templates.ts";
 
 /** The governance stage of a pipeline state (`harbor`). */
 export interface HarborStage {

@@ -21,10 +21,10 @@ import pg from "pg";
 import { pino } from "pino";
 import { openOrm } from "../../api/db/orm.ts";
 import { Governance } from "../../api/governance/service.ts";
-import { ident } from "../../api/governance/names.ts";
-import { AnalyticsService, timeseriesParams } from "../../api/governance/analytics/service.ts";
-import { resolveBuckets, resolveRange } from "../../api/governance/analytics/range.ts";
-import { timeseriesSql } from "../../api/governance/analytics/sql.ts";
+import { ident } from "../../api/governance/stores/names.ts";
+import { AnalyticsService, timeseriesParams } from "../../api/governance/reads/analytics/service.ts";
+import { resolveBuckets, resolveRange } from "../../api/governance/reads/analytics/range.ts";
+import { timeseriesSql } from "../../api/governance/reads/analytics/sql.ts";
 import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
 
 const { values } = parseArgs({ options: {

@@ -8,9 +8,9 @@
 // upgradeStores with its history backfilled; the app's role can read the rollups, never change them.
 import test, { type ExecutionContext } from "ava";
 import pg from "pg";
-import { STORE_TEMPLATE_VERSION } from "../../api/governance/store-sql.ts";
-import { INTERVALS, type Interval, type Metric } from "../../api/governance/analytics/schemas.ts";
-import { binStart } from "../../api/governance/analytics/range.ts";
+import { STORE_TEMPLATE_VERSION } from "../../api/governance/stores/store-sql.ts";
+import { INTERVALS, type Interval, type Metric } from "../../api/governance/reads/analytics/schemas.ts";
+import { binStart } from "../../api/governance/reads/analytics/range.ts";
 import { query } from "../helpers/db.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
 import { provisionApp } from "../helpers/governance.ts";

@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import test from "ava";
 import pg from "pg";
 import { aggregateEvalScore, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
-import { BUILTIN_PRICE_VERSION } from "../../api/governance/pricing.ts";
+import { BUILTIN_PRICE_VERSION } from "../../api/governance/ingest/pricing.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";

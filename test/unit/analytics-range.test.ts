@@ -1,6 +1,6 @@
-// Range resolution of the analytics endpoints (api/governance/analytics/range.ts): pure.
+// Range resolution of the analytics endpoints (api/governance/reads/analytics/range.ts): pure.
 import test from "ava";
-import { binStart, resolveBuckets, resolveRange, wholeHours } from "../../api/governance/analytics/range.ts";
+import { binStart, resolveBuckets, resolveRange, wholeHours } from "../../api/governance/reads/analytics/range.ts";
 import { ValidationError } from "../../api/errors.ts";
 
 const at = (s: string) => Date.parse(s);

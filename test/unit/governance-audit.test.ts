@@ -1,7 +1,7 @@
 // The audit chain's pure parts: canonical JSON, the entry hash, and the verifier's verdicts.
 import test from "ava";
 import { canonicalContent, canonicalJson, ChainVerifier, entryHash, GENESIS_HASH, type AuditContent, type StoredEntry } from "../../api/governance/audit.ts";
-import { guardDecisionOf } from "../../api/governance/scoring.ts";
+import { guardDecisionOf } from "../../api/governance/ingest/scoring.ts";
 import { GuardEngine } from "../../toolkit/src/index.ts";
 
 test("canonical JSON sorts keys at every depth, keeps array order, drops undefined members", (t) => {

@@ -2,9 +2,9 @@
 // partial update, the ingestion body parser, and the operator verifier's review cache.
 import test from "ava";
 import { pino } from "pino";
-import { storeNames, ident, SCHEMA_PREFIX, ROLE_PREFIX } from "../../api/governance/names.ts";
-import { dropStoreSql, storeDdl } from "../../api/governance/store-sql.ts";
-import { anyGuardEnabled, defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfigPatch, resolveCustomTemplates, type ResolvedTemplate } from "../../api/governance/observability.ts";
+import { storeNames, ident, SCHEMA_PREFIX, ROLE_PREFIX } from "../../api/governance/stores/names.ts";
+import { dropStoreSql, storeDdl } from "../../api/governance/stores/store-sql.ts";
+import { anyGuardEnabled, defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfigPatch, resolveCustomTemplates, type ResolvedTemplate } from "../../api/governance/configs/observability.ts";
 import { MAX_BATCH, parseIngestBody } from "../../api/governance/schemas.ts";
 import { operatorVerifier } from "../../api/auth/operator.ts";
 import { EngineConfig, GuardTemplateConfig } from "../../toolkit/src/index.ts";

@@ -1,7 +1,7 @@
 // The model price table: exact names, dated snapshots and tags, provider paths, unknown models,
 // configured extra prices and the version recorded on traces.
 import test from "ava";
-import { BUILTIN_PRICE_VERSION, BUILTIN_PRICES, ModelPricesConfig, PriceTable, normalizeModel } from "../../api/governance/pricing.ts";
+import { BUILTIN_PRICE_VERSION, BUILTIN_PRICES, ModelPricesConfig, PriceTable, normalizeModel } from "../../api/governance/ingest/pricing.ts";
 import { loadConfig } from "../../api/config.ts";
 
 const table = new PriceTable();

@@ -2,7 +2,7 @@ import { Migration } from "@mikro-orm/migrations";
 
 /**
  * The store template version each app's store was made (or last completed) with
- * (api/governance/store-sql.ts STORE_TEMPLATE_VERSION). Stores that exist now were made by
+ * (api/governance/stores/store-sql.ts STORE_TEMPLATE_VERSION). Stores that exist now were made by
  * version 1; the API completes them to the current version at start.
  */
 export class Migration20261124000000_store_version extends Migration {

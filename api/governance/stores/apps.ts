@@ -2,9 +2,9 @@
 // after a create), and the annotations through which the API asks the operator for a fresh key
 // or switches governance off. The operator reads the same annotation names (contract:
 // docs/governance.md).
-import { API_VERSION } from "../../crds/schemas.ts";
-import { API_FIELD_MANAGER, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
-import { NotFoundError } from "../errors.ts";
+import { API_VERSION } from "../../../crds/schemas.ts";
+import { API_FIELD_MANAGER, isNotFound, type KubeClient, type KubeObject } from "../../../kube/client.ts";
+import { NotFoundError } from "../../errors.ts";
 
 export const GOVERNANCE_GENERATION_ANNOTATION = "berth.dev/governance-generation";
 export const GOVERNANCE_DISABLED_ANNOTATION = "berth.dev/governance-disabled";

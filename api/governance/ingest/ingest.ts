@@ -13,19 +13,19 @@
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
 // is the record of what happened). The guard evaluations record every verdict, guard blocks record
 // every block and redaction (blockedContent is the engine's description, never the matched text).
-import type { EngineConfigInput } from "../../toolkit/src/index.ts";
-import { binaryArray } from "../db/binary-arrays.ts";
-import { ConflictError, ForbiddenError } from "../errors.ts";
-import type { AppPrincipal } from "../http/route.ts";
-import type { Logger } from "../logger.ts";
-import { entryHash, GENESIS_HASH, type AuditContent } from "./audit.ts";
+import type { EngineConfigInput } from "../../../toolkit/src/index.ts";
+import { binaryArray } from "../../db/binary-arrays.ts";
+import { ConflictError, ForbiddenError } from "../../errors.ts";
+import type { AppPrincipal } from "../../http/route.ts";
+import type { Logger } from "../../logger.ts";
+import { entryHash, GENESIS_HASH, type AuditContent } from "../audit.ts";
 import type pg from "pg";
-import type { Client, GovernanceDb } from "./db.ts";
-import { identLiteral, LOCK_CLASS } from "./names.ts";
-import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "./observability.ts";
+import type { Client, GovernanceDb } from "../stores/db.ts";
+import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
+import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "../configs/observability.ts";
 import type { ScoreResult, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
-import type { IngestRequest, TraceInput } from "./schemas.ts";
+import type { IngestRequest, TraceInput } from "../schemas.ts";
 
 export interface ItemResult {
   traceId: string | null;

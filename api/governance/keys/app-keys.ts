@@ -5,11 +5,11 @@
 // Verification is on the hot path of ingestion (every request), so it is one prepared statement
 // on the governance pool: the key by its digest, with its app's store and config version (what
 // ingestion needs next) in the same row.
-import type { AppKeyVerifier, AppPrincipal } from "../http/route.ts";
-import type { Logger } from "../logger.ts";
-import { APP_KEY_PREFIX } from "../auth/tokens.ts";
-import { currentKey, LAST_USED_RESOLUTION_MS } from "../auth/keys.ts";
-import type { GovernanceDb } from "./db.ts";
+import type { AppKeyVerifier, AppPrincipal } from "../../http/route.ts";
+import type { Logger } from "../../logger.ts";
+import { APP_KEY_PREFIX } from "../../auth/tokens.ts";
+import { currentKey, LAST_USED_RESOLUTION_MS } from "../../auth/keys.ts";
+import type { GovernanceDb } from "../stores/db.ts";
 
 export { APP_KEY_PREFIX };
 

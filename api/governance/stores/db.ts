@@ -10,7 +10,7 @@
 // the forked EntityManager of each request.
 import type { MikroORM } from "@mikro-orm/postgresql";
 import type pg from "pg";
-import { ConflictError } from "../errors.ts";
+import { ConflictError } from "../../errors.ts";
 import { ident } from "./names.ts";
 
 export type Client = pg.PoolClient;

@@ -4,8 +4,8 @@
 // pool of worker threads (BERTH_INGEST_WORKERS) next to the thread that serves HTTP and talks to
 // PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree.
 import { Worker } from "node:worker_threads";
-import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../toolkit/src/index.ts";
-import type { Logger } from "../logger.ts";
+import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../../toolkit/src/index.ts";
+import type { Logger } from "../../logger.ts";
 
 export interface ScoreInput {
   input: string;

@@ -1,8 +1,8 @@
 // The analytics endpoints (SPEC.md part 4, governance service-scoped; issue 5). docs/analytics.md
 // has the decisions: ranges [start, end), defaults, bucket alignment, limits.
-import { defineRoute, type RouteDef } from "../../http/route.ts";
-import { AppParams } from "../schemas.ts";
-import type { Governance } from "../service.ts";
+import { defineRoute, type RouteDef } from "../../../http/route.ts";
+import { AppParams } from "../../schemas.ts";
+import type { Governance } from "../../service.ts";
 import { AnalyticsService } from "./service.ts";
 import {
   BUCKET_ORIGIN, DEFAULT_BUCKETS, EvalDistribution, MAX_BUCKETS, RangeQuery, SCORE_BUCKETS, Summary, Timeseries, TimeseriesQuery, TokenUsage,

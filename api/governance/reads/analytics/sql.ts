@@ -3,13 +3,14 @@
 //
 // A range [start, end) is answered in two parts (range.ts wholeHours): its whole hours [from, to)
 // from the store's hourly rollups (traces_hourly, evals_hourly: per-hour sums kept exact by
-// triggers on every insert, store-sql.ts), and the partial hours at its edges, [start, from) and
-// [to, end), from the traces themselves through traces_created_at_idx. A 30-day range thus reads
-// at most 720 x ROLLUP_SHARDS rollup rows and two hours of traces, however many traces it holds.
+// triggers on every insert, stores/store-sql.ts), and the partial hours at its edges,
+// [start, from) and [to, end), from the traces themselves through traces_created_at_idx. A 30-day
+// range thus reads at most 720 x ROLLUP_SHARDS rollup rows and two hours of traces, however many
+// traces it holds.
 // Every statement takes $1 start, $2 end, $3 from, $4 to.
-import { ident } from "../names.ts";
-import { isoSql } from "../db.ts";
-import { ROLLUP_SCORE_BUCKETS } from "../store-sql.ts";
+import { ident } from "../../stores/names.ts";
+import { isoSql } from "../../stores/db.ts";
+import { ROLLUP_SCORE_BUCKETS } from "../../stores/store-sql.ts";
 import type { Metric } from "./schemas.ts";
 
 const WHOLE = "hour >= $3::timestamptz and hour < $4::timestamptz";

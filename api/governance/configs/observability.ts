@@ -3,8 +3,8 @@
 // always shows the thresholds in force. The engine's own eval toggles (relevance, safety,
 // policy_compliance) are accepted next to SPEC's evals.latency (docs/guards.md).
 import { z } from "zod";
-import { EvalsConfig, GuardsConfig, sensitivityThreshold, type EngineConfigInput, type GuardTemplateConfig } from "../../toolkit/src/index.ts";
-import type { FieldError } from "../errors.ts";
+import { EvalsConfig, GuardsConfig, sensitivityThreshold, type EngineConfigInput, type GuardTemplateConfig } from "../../../toolkit/src/index.ts";
+import type { FieldError } from "../../errors.ts";
 
 const Threshold = z.number().min(0).max(1).describe("0-1: the confidence at or above which the guard acts");
 const DAY_MS = 86_400_000;

@@ -1,7 +1,7 @@
 // A scoring worker thread (scoring.ts WorkerPoolScorer): compiles each config version once and
 // scores the traces it is sent. No I/O besides its port to the main thread.
 import { parentPort } from "node:worker_threads";
-import type { EngineConfigInput } from "../../toolkit/src/index.ts";
+import type { EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { EngineCache, packScores, scoreTraces, type ScoreInput } from "./scoring.ts";
 
 const engines = new EngineCache(100);

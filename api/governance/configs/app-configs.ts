@@ -5,14 +5,14 @@
 import { randomUUID } from "node:crypto";
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
-import { GuardEngine } from "../../toolkit/src/index.ts";
-import { ValidationError } from "../errors.ts";
+import { GuardEngine } from "../../../toolkit/src/index.ts";
+import { ValidationError } from "../../errors.ts";
 import { GovernanceAppConfig } from "./entities.ts";
 import {
   defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfig, resolveCustomTemplates,
   type ObservabilityConfigPatch, type TemplateSnapshot,
 } from "./observability.ts";
-import type { GuardTemplateService } from "./templates.ts";
+import type { GuardTemplateService } from "./guard-templates.ts";
 
 export interface AppConfigState {
   config: ObservabilityConfig;

@@ -3,7 +3,7 @@
 // schema. The Governance service resolves the app to its store (404 app_not_found,
 // governance_not_provisioned) exactly as for the other service-scoped reads.
 import type { z } from "zod";
-import type { Governance } from "../service.ts";
+import type { Governance } from "../../service.ts";
 import type { StoreRef } from "../reader.ts";
 import { resolveBuckets, resolveRange, wholeHours, type BucketRange, type Range } from "./range.ts";
 import { BUCKET_ORIGIN, INTERVALS, SCORE_BUCKETS, type RangeQuery, type TimeseriesQuery } from "./schemas.ts";

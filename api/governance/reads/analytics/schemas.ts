@@ -1,8 +1,8 @@
 // Query and response schemas of the analytics endpoints (SPEC.md part 2 "Analytics objects" and
 // part 4). Pure: no I/O. docs/analytics.md has the decisions.
 import { z } from "zod";
-import { EVAL_TYPES } from "../../../toolkit/src/index.ts";
-import { ROLLUP_ORIGIN, ROLLUP_SCORE_BUCKETS } from "../store-sql.ts";
+import { EVAL_TYPES } from "../../../../toolkit/src/index.ts";
+import { ROLLUP_ORIGIN, ROLLUP_SCORE_BUCKETS } from "../../stores/store-sql.ts";
 
 export const METRICS = ["total_calls", "total_tokens", "avg_latency", "total_cost", "error_rate"] as const;
 export type Metric = (typeof METRICS)[number];

@@ -1,6 +1,6 @@
 // Ranges and buckets of the analytics endpoints, resolved from the query before any SQL runs.
 // Pure: no I/O (`now` is given). A range is [start, end): start inclusive, end exclusive.
-import { ValidationError } from "../../errors.ts";
+import { ValidationError } from "../../../errors.ts";
 import { BUCKET_ORIGIN, DEFAULT_BUCKETS, DEFAULT_RANGE_MS, INTERVALS, MAX_BUCKETS, type Interval } from "./schemas.ts";
 
 export interface Range { start: Date; end: Date }

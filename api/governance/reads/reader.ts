@@ -1,11 +1,11 @@
 // Reads of one app's store (traces, evals, guard blocks, audit verification, last eval time), each
 // in a read-only transaction under the app's role.
 import type { z } from "zod";
-import type { GovernanceDb } from "./db.ts";
-import { isoSql } from "./db.ts";
-import { verifyChain, type ChainVerification } from "./audit.ts";
-import { ident } from "./names.ts";
-import type { Eval, GuardBlock, TraceDetail, TraceList, TraceListItem } from "./schemas.ts";
+import type { GovernanceDb } from "../stores/db.ts";
+import { isoSql } from "../stores/db.ts";
+import { verifyChain, type ChainVerification } from "../audit.ts";
+import { ident } from "../stores/names.ts";
+import type { Eval, GuardBlock, TraceDetail, TraceList, TraceListItem } from "../schemas.ts";
 
 export interface StoreRef { schema: string; role: string }
 

@@ -4,7 +4,7 @@
 // templates it references, resolved and kept), and the global guard templates. The per-app data
 // itself (traces, evals, guard blocks, audit trail) lives in the app's own schema (store-sql.ts).
 import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
-import { keyProperties } from "../auth/entities.ts";
+import { keyProperties } from "../../auth/entities.ts";
 
 export const PROJECT_STATUSES = ["active", "disabled"] as const;
 export type ProjectStatus = (typeof PROJECT_STATUSES)[number];

@@ -7,15 +7,15 @@
 // finds a complete store and only mints a key. The public endpoints then patch the App's
 // annotations; if that fails the call answers 503 and the same call, retried, finishes the job.
 import { randomUUID } from "node:crypto";
-import { ConflictError, NotFoundError, UnavailableError } from "../errors.ts";
-import type { Logger } from "../logger.ts";
-import { APP_KEY_PREFIX, displayPrefix, hashToken, mintToken } from "../auth/tokens.ts";
+import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
+import type { Logger } from "../../logger.ts";
+import { APP_KEY_PREFIX, displayPrefix, hashToken, mintToken } from "../../auth/tokens.ts";
 import { annotatedGeneration, GOVERNANCE_DISABLED_ANNOTATION, GOVERNANCE_GENERATION_ANNOTATION, type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
 import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
 import { dropStoreSql, STORE_TEMPLATE_VERSION, storeDdl } from "./store-sql.ts";
-import type { ProjectStatus } from "./entities.ts";
+import type { ProjectStatus } from "../configs/entities.ts";
 
 export interface ProvisionRequest { namespace: string; appName: string; appUid: string; generation: number }
 export interface Provisioned { project: string; workspaceId: string; database: string; generation: number; connectionString: string }

@@ -2,7 +2,7 @@
 // the workspace id and the app id, always valid unquoted identifiers of at most 63 bytes, and the
 // advisory-lock keys that serialize work on one app.
 import { createHash } from "node:crypto";
-import { WORKSPACE_ID_PATTERN } from "../workspaces/service.ts";
+import { WORKSPACE_ID_PATTERN } from "../../workspaces/service.ts";
 
 /** An app id is its App's name: a DNS label. */
 export const APP_ID_PATTERN = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;

@@ -5,8 +5,8 @@
 // deleting a template never changes an app until its custom_templates are set again.
 import { randomUUID } from "node:crypto";
 import type { EntityManager } from "@mikro-orm/postgresql";
-import type { GuardTemplateConfig } from "../../toolkit/src/index.ts";
-import { NotFoundError } from "../errors.ts";
+import type { GuardTemplateConfig } from "../../../toolkit/src/index.ts";
+import { NotFoundError } from "../../errors.ts";
 import { GuardTemplate } from "./entities.ts";
 import type { ResolvedTemplate } from "./observability.ts";
 
