@@ -7,11 +7,9 @@
 // numbers are 1, 2, 3, ... with no gaps: appends for one app are serialized by an advisory lock
 // (LOCK_CLASS.audit), so the chain is linear under concurrent ingestion. The database refuses
 // UPDATE, DELETE and TRUNCATE on the table (stores/store-sql.ts); verification recomputes the chain
-// and names the first entry that does not fit. Pure, except verifyChain's reads.
+// and names the first entry that does not fit. Pure: ingestion (ingest/ingest.ts) appends the
+// entries, the store reader (reads/reader.ts) reads them for ChainVerifier.
 import { hash } from "node:crypto";
-import type { Client } from "./stores/db.ts";
-import { isoSql } from "./stores/db.ts";
-import { ident } from "./stores/names.ts";
 
 export const GENESIS_HASH = "0".repeat(64);
 
@@ -110,31 +108,4 @@ export class ChainVerifier {
   result(): ChainVerification {
     return { valid: this.#broken === null, entries: this.#count, firstBrokenLink: this.#broken, headHash: !this.#broken && this.#count > 0 ? this.#prev : null };
   }
-}
-
-const PAGE = 1_000;
-
-/** Reads one app's chain in order, page by page, inside the caller's (read-only) transaction. */
-export async function verifyChain(client: Client, schema: string): Promise<ChainVerification> {
-  const v = new ChainVerifier();
-  let after = 0;
-  for (;;) {
-    const { rows } = await client.query<{
-      sequence: string; trace_id: string; workspace_id: string; app_id: string; model: string; prompt: string; response: string;
-      guard_decision: unknown; called_at: string; recorded_at: string; prev_hash: string; hash: string;
-    }>(`select sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision,
-              ${isoSql("called_at")} as called_at, ${isoSql("recorded_at")} as recorded_at, prev_hash, hash
-         from ${ident(schema)}.audit_log where sequence > $1 order by sequence limit ${PAGE}`, [after]);
-    for (const r of rows) {
-      const e: StoredEntry = {
-        sequence: Number(r.sequence), traceId: r.trace_id, workspaceId: r.workspace_id, appId: r.app_id, model: r.model,
-        prompt: r.prompt, response: r.response, guardDecision: r.guard_decision, calledAt: r.called_at, recordedAt: r.recorded_at,
-        prevHash: r.prev_hash, hash: r.hash,
-      };
-      v.push(e);
-    }
-    if (rows.length < PAGE) break;
-    after = Number(rows[rows.length - 1]!.sequence);
-  }
-  return v.result();
 }

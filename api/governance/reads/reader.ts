@@ -1,9 +1,9 @@
 // Reads of one app's store (traces, evals, guard blocks, audit verification, last eval time), each
 // in a read-only transaction under the app's role.
 import type { z } from "zod";
-import type { GovernanceDb } from "../stores/db.ts";
+import type { Client, GovernanceDb } from "../stores/db.ts";
 import { isoSql } from "../stores/db.ts";
-import { verifyChain, type ChainVerification } from "../audit.ts";
+import { ChainVerifier, type ChainVerification, type StoredEntry } from "../audit.ts";
 import { ident } from "../stores/names.ts";
 import type { Eval, GuardBlock, TraceDetail, TraceList, TraceListItem } from "../schemas.ts";
 
@@ -11,6 +11,9 @@ export interface StoreRef { schema: string; role: string }
 
 type Row = Record<string, unknown>;
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Audit entries read per statement by verifyChain. */
+const AUDIT_PAGE = 1_000;
 
 const LIST_COLUMNS = `trace_id, session_id, model, prompt_tokens, completion_tokens, total_tokens, latency_ms, guard_blocked, eval_score, ${isoSql("created_at")} as created_at`;
 
@@ -101,4 +104,29 @@ export class StoreReader {
       return rows[0]?.at ?? null;
     }, { readOnly: true });
   }
+}
+
+/** Reads one app's chain in order, page by page, inside the caller's (read-only) transaction. */
+async function verifyChain(client: Client, schema: string): Promise<ChainVerification> {
+  const v = new ChainVerifier();
+  let after = 0;
+  for (;;) {
+    const { rows } = await client.query<{
+      sequence: string; trace_id: string; workspace_id: string; app_id: string; model: string; prompt: string; response: string;
+      guard_decision: unknown; called_at: string; recorded_at: string; prev_hash: string; hash: string;
+    }>(`select sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision,
+              ${isoSql("called_at")} as called_at, ${isoSql("recorded_at")} as recorded_at, prev_hash, hash
+         from ${ident(schema)}.audit_log where sequence > $1 order by sequence limit ${AUDIT_PAGE}`, [after]);
+    for (const r of rows) {
+      const e: StoredEntry = {
+        sequence: Number(r.sequence), traceId: r.trace_id, workspaceId: r.workspace_id, appId: r.app_id, model: r.model,
+        prompt: r.prompt, response: r.response, guardDecision: r.guard_decision, calledAt: r.called_at, recordedAt: r.recorded_at,
+        prevHash: r.prev_hash, hash: r.hash,
+      };
+      v.push(e);
+    }
+    if (rows.length < AUDIT_PAGE) break;
+    after = Number(rows[rows.length - 1]!.sequence);
+  }
+  return v.result();
 }
