@@ -68,9 +68,9 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       method: "get", path: `${APP}/observability-config`, operationId: "getObservabilityConfig", tags, auth: "workspace",
       summary: "An app's guards and evals configuration (defaults when never set)",
       params: AppParams, responses: { 200: ObservabilityConfigSchema },
-      handler: async ({ params, em }) => {
+      handler: async ({ params }) => {
         await g.requireApp(params.workspaceId, params.appId);
-        return { status: 200, body: (await g.configs.get(em, params.workspaceId, params.appId)).config };
+        return { status: 200, body: (await g.configs.get(params.workspaceId, params.appId)).config };
       },
     }),
     defineRoute({
@@ -154,7 +154,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       method: "get", path: "/governance/config", operationId: "getToolkitConfig", tags: ["Governance ingestion"], auth: "app-key",
       summary: "The app's guards and evals configuration, as the toolkit loads it at boot",
       responses: { 200: ToolkitConfig },
-      handler: async ({ caller, em }) => ({ status: 200, body: await g.toolkitConfig(caller as Extract<typeof caller, { kind: "app" }>, em) }),
+      handler: async ({ caller }) => ({ status: 200, body: await g.toolkitConfig(caller as Extract<typeof caller, { kind: "app" }>) }),
     }),
 
     // ---- the operator (ServiceAccount token) ------------------------------------------------------

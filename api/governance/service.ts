@@ -53,20 +53,18 @@ export class Governance {
   readonly ingestion: IngestionService;
   readonly reader: StoreReader;
   readonly #log: Logger;
-  readonly #orm: MikroORM;
 
   constructor(deps: GovernanceDeps) {
     this.#log = deps.log;
-    this.#orm = deps.orm;
     this.db = new GovernanceDb(deps.orm);
     this.apps = appLookup({ apps: deps.apps, client: deps.kube, namespaceOf: deps.namespaceOf });
     this.keys = new AppKeyService({ db: this.db, log: deps.log });
     this.templates = new GuardTemplateService();
-    this.configs = new ObservabilityConfigService({ templates: this.templates });
+    this.configs = new ObservabilityConfigService({ db: this.db, templates: this.templates });
     this.scorer = deps.workers ? new WorkerPoolScorer({ size: deps.workers, log: deps.log }) : new InProcessScorer();
     this.prices = new PriceTable(deps.prices);
     this.provisioning = new ProvisioningService({ db: this.db, apps: this.apps, annotate: appAnnotator(deps.kube), host: deps.host, log: deps.log });
-    this.ingestion = new IngestionService({ db: this.db, scorer: this.scorer, prices: this.prices, log: deps.log });
+    this.ingestion = new IngestionService({ db: this.db, configs: this.configs, scorer: this.scorer, prices: this.prices, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
 
@@ -92,7 +90,7 @@ export class Governance {
     const p = await this.provisioning.project(workspaceId, appId);
     if (!p) return { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null };
     if (p.status !== "active") return { status: "disabled", guardsEnabled: false, lastEvalAt: null };
-    const { config } = await this.configs.get(this.#orm.em.fork(), workspaceId, appId);
+    const { config } = await this.configs.get(workspaceId, appId);
     let lastEvalAt: string | null = null;
     try {
       lastEvalAt = await this.reader.lastEvalAt({ schema: p.schema, role: p.role });
@@ -103,8 +101,8 @@ export class Governance {
   }
 
   /** GET /governance/config: what the toolkit loads at boot. */
-  async toolkitConfig(app: AppPrincipal, em: Parameters<ObservabilityConfigService["get"]>[0]) {
-    const state = await this.configs.get(em, app.workspaceId, app.appId);
+  async toolkitConfig(app: AppPrincipal) {
+    const state = await this.configs.get(app.workspaceId, app.appId);
     return { project: app.appId, observability: state.config, engine: EngineConfig.parse(engineInput(state.config, state.templates)) };
   }
 

@@ -305,7 +305,7 @@ try {
     console.log(`${String(B).padStart(5)} median| ${f(row.ingest)}                                                        | ${f(row.rawTraces)}         | ${f(row.rawAll)}      | ${f(row.rowByRow)}         | ${r(row.vsRawTraces)}             | ${r(row.vsRawAll)}          | ${r(row.vsRowByRow)}`);
   }
   // what the guard and eval engine alone costs on these traces, on this thread (the share ingestion cannot shave off)
-  const state = await gov.configs.get(orm.em.fork(), workspaceId, "bench");
+  const state = await gov.configs.get(workspaceId, "bench");
   const engine = new GuardEngine(engineInput(state.config, state.templates));
   const sample = Array.from({ length: 5000 }, (_, i) => trace(i, Date.now()));
   scoreTraces(engine, sample.slice(0, 500));

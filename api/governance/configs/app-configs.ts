@@ -1,13 +1,20 @@
-// Observability configs (GET/PUT .../observability-config). Every write takes a fresh version from
-// governance_config_version_seq (never reused, not even after a config is deleted and created
-// again): ingestion caches what it builds from a config (the engine input, the compiled engine)
-// by that version, so it reads and compiles a config only after a change.
+// Observability configs (GET/PUT .../observability-config), one row per app in
+// governance_app_configs. Every write takes a fresh version from governance_config_version_seq
+// (never reused, not even after a config is deleted and created again): ingestion caches what it
+// builds from a config (the engine input, the compiled engine) by that version, so it reads and
+// compiles a config only after a change.
+//
+// This module is the table's one access path, raw SQL on GovernanceDb (stores/db.ts): the
+// service below, the config of one version for ingestion (atVersion) and the removal with an App
+// (removeAppConfig, inside the provisioning transaction). There is no MikroORM entity for it:
+// key verification (keys/app-keys.ts) reads `version` in its per-request join, which no
+// EntityManager could serve as one statement; that join is the only other statement that names
+// the table, read-only.
 import { randomUUID } from "node:crypto";
 import type { EntityManager } from "@mikro-orm/postgresql";
-import { LockMode, UniqueConstraintViolationException } from "@mikro-orm/core";
 import { GuardEngine } from "../../../toolkit/src/index.ts";
 import { ValidationError } from "../../errors.ts";
-import { GovernanceAppConfig } from "./entities.ts";
+import type { Client, GovernanceDb } from "../stores/db.ts";
 import {
   defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfig, resolveCustomTemplates,
   type ObservabilityConfigPatch, type TemplateSnapshot,
@@ -21,28 +28,58 @@ export interface AppConfigState {
   version: number;
 }
 
+/** A row as stored: `config` has every default applied, `templates` is the snapshot it references. */
+interface Row {
+  config: Record<string, unknown>;
+  templates: Record<string, unknown>;
+  /** bigint, as text */
+  version: string;
+}
+
+const BY_APP = "where workspace_id = $1 and app_id = $2";
+/** unique_violation: two first writes of one app raced */
+const UNIQUE_VIOLATION = "23505";
+
 export class ObservabilityConfigService {
+  readonly #db: GovernanceDb;
   readonly #templates: GuardTemplateService;
   readonly #now: () => Date;
 
-  constructor(deps: { templates: GuardTemplateService; now?: () => Date }) {
+  constructor(deps: { db: GovernanceDb; templates: GuardTemplateService; now?: () => Date }) {
+    this.#db = deps.db;
     this.#templates = deps.templates;
     this.#now = deps.now ?? (() => new Date());
   }
 
-  async get(em: EntityManager, workspaceId: string, appId: string): Promise<AppConfigState> {
-    const row = await em.findOne(GovernanceAppConfig, { workspaceId, appId });
-    return row ? stateOf(row) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
+  async get(workspaceId: string, appId: string): Promise<AppConfigState> {
+    const pool = await this.#db.pool();
+    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP}`, [workspaceId, appId]);
+    return rows[0] ? stateOf(rows[0]) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
   }
 
-  /** A partial update (observability.ts); 422 with every offending field, nothing stored then. */
+  /**
+   * The config and templates of one version, as stored (what ingestion compiles); undefined when
+   * the app's config is at another version by now.
+   */
+  async atVersion(workspaceId: string, appId: string, version: number): Promise<{ config: ObservabilityConfig; templates: TemplateSnapshot } | undefined> {
+    const pool = await this.#db.pool();
+    const { rows } = await pool.query<{ config: ObservabilityConfig; templates: TemplateSnapshot }>(
+      `select config, templates from governance_app_configs ${BY_APP} and version = $3`, [workspaceId, appId, version]);
+    return rows[0];
+  }
+
+  /**
+   * A partial update (observability.ts); 422 with every offending field, nothing stored then.
+   * `em` resolves the guard templates the patch names (guard-templates.ts).
+   */
   async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch): Promise<AppConfigState> {
     const entries = patch.guards?.custom_templates;
     const resolved = entries ? await this.#templates.resolve(em, entries.map((e) => e.template_id)) : undefined;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await em.transactional(async (tem) => {
-          const row = await tem.findOne(GovernanceAppConfig, { workspaceId, appId }, { lockMode: LockMode.PESSIMISTIC_WRITE });
+        return await this.#db.tx(async (c) => {
+          const { rows } = await c.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} for update`, [workspaceId, appId]);
+          const row = rows[0];
           const current = row ? stateOf(row) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
           const { config, errors } = mergeObservability(current.config, patch);
           let templates = current.templates;
@@ -55,26 +92,32 @@ export class ObservabilityConfigService {
           if (errors.length > 0) throw new ValidationError(errors);
           // the engine must accept what is stored (it is what ingestion compiles)
           new GuardEngine(engineInput(config, templates));
-          const [{ v }] = await tem.execute<[{ v: string }]>("select nextval('governance_config_version_seq') as v");
-          const version = Number(v);
+          const { rows: [next] } = await c.query<{ v: string }>("select nextval('governance_config_version_seq') as v");
+          const version = Number(next!.v);
+          const values = [workspaceId, appId, JSON.stringify(config), JSON.stringify(templates), version, this.#now()];
           if (row) {
-            tem.assign(row, { config, templates: templates, version, updatedAt: this.#now() });
+            await c.query(`update governance_app_configs set config = $3::jsonb, templates = $4::jsonb, version = $5, updated_at = $6 ${BY_APP}`, values);
           } else {
-            tem.persist(tem.create(GovernanceAppConfig, { id: randomUUID(), workspaceId, appId, config, templates: templates, version, updatedAt: this.#now() }));
+            await c.query(`insert into governance_app_configs (workspace_id, app_id, config, templates, version, updated_at, id)
+                           values ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7)`, [...values, randomUUID()]);
           }
-          await tem.flush();
           return { config, templates, version };
         });
       } catch (err) {
         // two first writes raced: the loser retries and merges onto the winner's row
-        if (err instanceof UniqueConstraintViolationException && attempt < 3) { em.clear(); continue; }
+        if (typeof err === "object" && err !== null && "code" in err && err.code === UNIQUE_VIOLATION && attempt < 3) continue;
         throw err;
       }
     }
   }
 }
 
-function stateOf(row: GovernanceAppConfig): AppConfigState {
+/** Removes an app's config inside the caller's transaction (an App's permanent deletion). */
+export async function removeAppConfig(c: Client, workspaceId: string, appId: string): Promise<void> {
+  await c.query(`delete from governance_app_configs ${BY_APP}`, [workspaceId, appId]);
+}
+
+function stateOf(row: Row): AppConfigState {
   const parsed = ObservabilityConfig.safeParse(row.config);
   // a stored config always parses; defaults stand in if a later schema ever disagreed
   const config = parsed.success ? parsed.data : { ...defaultObservabilityConfig(), ...(row.config as Partial<ObservabilityConfig>) };

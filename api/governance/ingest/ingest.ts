@@ -22,7 +22,8 @@ import { entryHash, GENESIS_HASH, type AuditContent } from "../audit.ts";
 import type pg from "pg";
 import type { Client, GovernanceDb } from "../stores/db.ts";
 import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
-import { defaultObservabilityConfig, engineInput, type ObservabilityConfig, type TemplateSnapshot } from "../configs/observability.ts";
+import type { ObservabilityConfigService } from "../configs/app-configs.ts";
+import { defaultObservabilityConfig, engineInput } from "../configs/observability.ts";
 import type { ScoreResult, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "../schemas.ts";
@@ -54,6 +55,8 @@ interface Scored extends ScoreResult {
 
 export interface IngestionDeps {
   db: GovernanceDb;
+  /** the app's config of the version its key check read (read once per version) */
+  configs: Pick<ObservabilityConfigService, "atVersion">;
   scorer: Scorer;
   prices: PriceTable;
   log: Logger;
@@ -182,11 +185,9 @@ export class IngestionService {
     if (version === 0) {
       input = engineInput(defaultObservabilityConfig(), {});
     } else {
-      const pool = await this.#d.db.pool();
-      const { rows } = await pool.query<{ config: ObservabilityConfig; templates: TemplateSnapshot }>(
-        `select config, templates from governance_app_configs where workspace_id = $1 and app_id = $2 and version = $3`, [app.workspaceId, app.appId, version]);
-      if (!rows[0]) throw new ConflictError("config_changed", "The app's observability config changed during the request; retry.");
-      input = engineInput(rows[0].config, rows[0].templates);
+      const stored = await this.#d.configs.atVersion(app.workspaceId, app.appId, version);
+      if (!stored) throw new ConflictError("config_changed", "The app's observability config changed during the request; retry.");
+      input = engineInput(stored.config, stored.templates);
     }
     if (this.#inputs.size >= ENGINE_INPUTS_MAX) this.#inputs.delete(this.#inputs.keys().next().value!);
     this.#inputs.set(version, input);

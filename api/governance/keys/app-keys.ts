@@ -1,17 +1,21 @@
 // App keys (gov_sk_ + 43 base64url characters): the credential of an app's GOVDB_CONNECTION.
-// Minted by provisioning (the operator's internal call), stored only as a SHA-256 digest with a
-// display prefix, revoked whenever a new one is minted, and verified here for "app-key" routes.
+// Minted when provisioning runs (the operator's internal call), stored only as a SHA-256 digest
+// with a display prefix, revoked whenever a new one is minted, and verified here for "app-key"
+// routes.
 //
-// Verification is on the hot path of ingestion (every request), so it is one prepared statement
-// on the governance pool: the key by its digest, with its app's store and config version (what
-// ingestion needs next) in the same row.
+// This module is the one access path of governance_app_keys, raw SQL on GovernanceDb
+// (stores/db.ts); there is no MikroORM entity for the table. Minting and revoking run inside the
+// provisioning transaction (mintAppKey, revokeAppKeys); a project's removal deletes its keys by
+// the foreign key's cascade. Verification is on the hot path of ingestion (every request), so it
+// is one prepared statement on the governance pool: the key by its digest, with its app's store
+// (governance_projects) and config version (governance_app_configs) in the same row, what
+// ingestion needs next; those two tables are only read here.
 import type { AppKeyVerifier, AppPrincipal } from "../../http/route.ts";
 import type { Logger } from "../../logger.ts";
-import { APP_KEY_PREFIX } from "../../auth/tokens.ts";
+import { randomUUID } from "node:crypto";
+import { APP_KEY_PREFIX, displayPrefix, hashToken, mintToken } from "../../auth/tokens.ts";
 import { currentKey, LAST_USED_RESOLUTION_MS } from "../../auth/keys.ts";
-import type { GovernanceDb } from "../stores/db.ts";
-
-export { APP_KEY_PREFIX };
+import type { Client, GovernanceDb } from "../stores/db.ts";
 
 const VERIFY = {
   name: "berth_app_key_verify",
@@ -72,4 +76,18 @@ export class AppKeyService {
   verifier(): AppKeyVerifier {
     return (token) => this.verify(token);
   }
+}
+
+/** Mints a key for the app inside the caller's transaction; returns the secret, which is stored only as its digest. */
+export async function mintAppKey(c: Client, workspaceId: string, appId: string, name: string, now: Date): Promise<string> {
+  const secret = mintToken(APP_KEY_PREFIX);
+  await c.query(
+    `insert into governance_app_keys (id, workspace_id, app_id, name, prefix, hash, created_at) values ($1, $2, $3, $4, $5, $6, $7)`,
+    [randomUUID(), workspaceId, appId, name, displayPrefix(secret), hashToken(secret), now]);
+  return secret;
+}
+
+/** Revokes the app's current keys inside the caller's transaction. */
+export async function revokeAppKeys(c: Client, workspaceId: string, appId: string, now: Date): Promise<void> {
+  await c.query(`update governance_app_keys set revoked_at = $3 where workspace_id = $1 and app_id = $2 and revoked_at is null`, [workspaceId, appId, now]);
 }

@@ -6,8 +6,9 @@
 // metadata for, and ingestion needs server-side parameters for arbitrary prompt text and multi-row
 // inserts (`unnest($1::uuid[], ...)`): MikroORM's `em.execute` interpolates parameters into the SQL
 // text on the client. So these paths take a client from the same pool, run parameterised SQL and
-// release it; entities (guard templates, observability configs, projects, keys) still go through
-// the forked EntityManager of each request.
+// release it. The module's tables in the public schema are reached the same way, each through one
+// module (configs/entities.ts lists them), except the guard templates, which go through the
+// forked EntityManager of each request.
 import type { MikroORM } from "@mikro-orm/postgresql";
 import type pg from "pg";
 import { ConflictError } from "../../errors.ts";

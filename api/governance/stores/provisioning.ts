@@ -6,16 +6,25 @@
 // half-way rolls everything back and a retry starts from a clean slate; a retry after success
 // finds a complete store and only mints a key. The public endpoints then patch the App's
 // annotations; if that fails the call answers 503 and the same call, retried, finishes the job.
+//
+// This module is the one access path of governance_projects, raw SQL on the transaction's
+// connection (the rows change together with DDL that no EntityManager runs); there is no MikroORM
+// entity for the table. The keys and the config of the app change in the same transaction through
+// their own modules (keys/app-keys.ts, configs/app-configs.ts); key verification reads the
+// project in its join (keys/app-keys.ts), read-only.
 import { randomUUID } from "node:crypto";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import type { Logger } from "../../logger.ts";
-import { APP_KEY_PREFIX, displayPrefix, hashToken, mintToken } from "../../auth/tokens.ts";
 import { annotatedGeneration, GOVERNANCE_DISABLED_ANNOTATION, GOVERNANCE_GENERATION_ANNOTATION, type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
 import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
 import { dropStoreSql, STORE_TEMPLATE_VERSION, storeDdl } from "./store-sql.ts";
-import type { ProjectStatus } from "../configs/entities.ts";
+import { removeAppConfig } from "../configs/app-configs.ts";
+import { mintAppKey, revokeAppKeys } from "../keys/app-keys.ts";
+
+/** active: the store exists; disabled: de-provisioned through the public DELETE, no store */
+export type ProjectStatus = "active" | "disabled";
 
 export interface ProvisionRequest { namespace: string; appName: string; appUid: string; generation: number }
 export interface Provisioned { project: string; workspaceId: string; database: string; generation: number; connectionString: string }
@@ -127,7 +136,7 @@ export class ProvisioningService {
       }
       await runAll(c, dropStoreSql(row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName)));
       await c.query(`delete from governance_projects where workspace_id = $1 and app_id = $2`, [workspaceId, req.appName]); // keys cascade
-      await c.query(`delete from governance_app_configs where workspace_id = $1 and app_id = $2`, [workspaceId, req.appName]);
+      await removeAppConfig(c, workspaceId, req.appName);
     });
     this.#d.log.info({ workspaceId, appId: req.appName }, "governance de-provisioned for the operator");
   }
@@ -148,7 +157,7 @@ export class ProvisioningService {
       await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion())]);
       const generation = Math.max(row?.generation ?? 1, annotatedGeneration(app.annotations)) + 1;
       const project = await this.#upsertProject(c, { workspaceId, appId, appUid: app.uid ?? row?.appUid ?? null, names, generation, fresh: true });
-      await revokeKeys(c, workspaceId, appId, this.#now());
+      await revokeAppKeys(c, workspaceId, appId, this.#now());
       return project;
     });
     await this.#annotate(app, { [GOVERNANCE_GENERATION_ANNOTATION]: String(project.generation), [GOVERNANCE_DISABLED_ANNOTATION]: null });
@@ -167,7 +176,7 @@ export class ProvisioningService {
       const now = this.#now();
       if (row) {
         await c.query(`update governance_projects set status = 'disabled', disabled_at = $3 where workspace_id = $1 and app_id = $2`, [workspaceId, appId, now]);
-        await revokeKeys(c, workspaceId, appId, now);
+        await revokeAppKeys(c, workspaceId, appId, now);
       } else {
         await c.query(
           `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at, disabled_at)
@@ -261,21 +270,13 @@ export class ProvisioningService {
 
   async #rotateKey(c: Client, workspaceId: string, appId: string, generation: number): Promise<string> {
     const now = this.#now();
-    await revokeKeys(c, workspaceId, appId, now);
-    const secret = mintToken(APP_KEY_PREFIX);
-    await c.query(
-      `insert into governance_app_keys (id, workspace_id, app_id, name, prefix, hash, created_at) values ($1, $2, $3, $4, $5, $6, $7)`,
-      [randomUUID(), workspaceId, appId, `generation ${generation}`, displayPrefix(secret), hashToken(secret), now]);
-    return secret;
+    await revokeAppKeys(c, workspaceId, appId, now);
+    return mintAppKey(c, workspaceId, appId, `generation ${generation}`, now);
   }
 }
 
 async function lock(c: Client, workspaceId: string, appId: string): Promise<void> {
   await c.query(`select pg_advisory_xact_lock($1, hashtext($2))`, [LOCK_CLASS.provision, `${workspaceId}/${appId}`]);
-}
-
-async function revokeKeys(c: Client, workspaceId: string, appId: string, now: Date): Promise<void> {
-  await c.query(`update governance_app_keys set revoked_at = $3 where workspace_id = $1 and app_id = $2 and revoked_at is null`, [workspaceId, appId, now]);
 }
 
 /** The statements of a template in one round trip (simple protocol: no parameters in DDL). */
