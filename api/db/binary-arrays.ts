@@ -15,7 +15,8 @@
 // the SQL, e.g. `$1::uuid[]`): the server refuses an element type that does not match.
 
 const OID = { bool: 16, int8: 20, int2: 21, int4: 23, text: 25, float8: 701, timestamptz: 1184, uuid: 2950, jsonb: 3802 } as const;
-type ElementType = keyof typeof OID;
+/** The element types an array parameter may have: PostgreSQL type names, also what the SQL casts to (`$1::uuid[]`). */
+export type ElementType = keyof typeof OID;
 
 /** PostgreSQL's epoch (2000-01-01T00:00:00Z) in Unix milliseconds. */
 const PG_EPOCH_MS = Date.UTC(2000, 0, 1);

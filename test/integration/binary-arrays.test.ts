@@ -1,9 +1,11 @@
 // Array parameters in PostgreSQL's binary format (api/db/binary-arrays.ts), round-tripped through a
 // real server: every element type ingestion sends, with NULLs, empty arrays and edge values, read
-// back as text (or epoch milliseconds) and compared with what was meant. Real PostgreSQL.
+// back as text (or epoch milliseconds) and compared with what was meant; and a multi-row insert
+// written from a column table (api/db/unnest.ts). Real PostgreSQL.
 import test from "ava";
 import pg from "pg";
 import { binaryArray } from "../../api/db/binary-arrays.ts";
+import { StatementParams } from "../../api/db/unnest.ts";
 import { adminUrl } from "../helpers/db.ts";
 
 let client: pg.Client;
@@ -84,4 +86,28 @@ test("empty arrays of every type are empty arrays (not NULL); an element type th
     t.deepEqual(rows[0], { n: 0, isnull: false }, type);
   }
   await t.throwsAsync(client.query("select $1::int8[]", [binaryArray("int4", [1])]), { message: /array element type 23 \(integer\) instead of expected 20 \(bigint\)/ });
+});
+
+test("an insert from a column table: each column gets its own values, a shared parameter serves several columns", async (t) => {
+  interface Rows { ids: string[]; names: (string | null)[]; scores: number[]; batch: string }
+  const p = new StatementParams<Rows>();
+  const batch = p.param((r) => r.batch);
+  // the table's column order differs from the parameters' (the shared one is numbered first)
+  const text = `${p.insert("unnest_rows", [
+    { column: "name", type: "text", values: (r) => r.names },
+    { column: "batch", param: batch },
+    { column: "id", type: "uuid", values: (r) => r.ids },
+    { column: "label", param: batch },
+    { column: "score", type: "float8", values: (r) => r.scores },
+  ])} where u.score >= 0`;
+  t.regex(text, /unnest\(\$2::text\[\], \$3::uuid\[\], \$4::float8\[\]\) as u\(name, id, score\)/);
+  await client.query("create temp table unnest_rows (id uuid, name text, score float8, batch text, label text)");
+  const ids = ["00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000002", "00000000-0000-0000-0000-000000000003"];
+  const r = await client.query(text, p.values({ ids, names: ["a", null, "c"], scores: [0.5, 1, -1], batch: "b1" }));
+  t.is(r.rowCount, 2);
+  const { rows } = await client.query("select id, name, score, batch, label from unnest_rows order by id");
+  t.deepEqual(rows, [
+    { id: ids[0], name: "a", score: 0.5, batch: "b1", label: "b1" },
+    { id: ids[1], name: null, score: 1, batch: "b1", label: "b1" },
+  ]);
 });

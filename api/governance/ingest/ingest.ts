@@ -15,6 +15,7 @@
 // every block and redaction (blockedContent is the engine's description, never the matched text).
 import type { EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { binaryArray } from "../../db/binary-arrays.ts";
+import { StatementParams } from "../../db/unnest.ts";
 import { ConflictError, ForbiddenError } from "../../errors.ts";
 import type { AppPrincipal } from "../../http/route.ts";
 import type { Logger } from "../../logger.ts";
@@ -73,47 +74,112 @@ const ENGINE_INPUTS_MAX = 500;
 // last use. So one statement serves every app's store, and a busy app's batches skip the parse and
 // plan of these statements entirely.
 
+/** The rows of one write: the traces (in trace-id order) and their evals and guard blocks, column by column. */
+interface WriteRows {
+  traces: readonly Scored[];
+  evals: { traceId: string[]; type: string[]; score: number[]; passed: boolean[]; details: string[]; ordinal: number[]; calledAt: number[] };
+  blocks: { traceId: string[]; guardType: string[]; content: string[]; confidence: number[]; action: string[]; phase: string[]; source: string[]; ordinal: number[] };
+  priceVersion: string;
+  /** ISO 8601: the traces' ingested_at, the evals' and guard blocks' created_at */
+  now: string;
+}
+
+const write = new StatementParams<WriteRows>();
+const writeNow = write.param((w) => w.now);
+const TRACE_ROWS = write.insert("traces", [
+  { column: "trace_id", type: "uuid", values: (w) => w.traces.map((i) => i.trace.traceId) },
+  { column: "session_id", type: "text", values: (w) => w.traces.map((i) => i.trace.sessionId) },
+  { column: "model", type: "text", values: (w) => w.traces.map((i) => i.trace.model) },
+  { column: "prompt", type: "text", values: (w) => w.traces.map((i) => i.trace.input) },
+  { column: "response", type: "text", values: (w) => w.traces.map((i) => i.trace.output) },
+  { column: "error", type: "text", values: (w) => w.traces.map((i) => i.trace.error) },
+  { column: "prompt_tokens", type: "int4", values: (w) => w.traces.map((i) => i.trace.tokens.prompt) },
+  { column: "completion_tokens", type: "int4", values: (w) => w.traces.map((i) => i.trace.tokens.completion) },
+  { column: "total_tokens", type: "int4", values: (w) => w.traces.map((i) => i.trace.tokens.total) },
+  { column: "latency_ms", type: "float8", values: (w) => w.traces.map((i) => i.trace.latency) },
+  { column: "metadata", type: "jsonb", values: (w) => w.traces.map((i) => (i.trace.metadata === undefined ? null : JSON.stringify(i.trace.metadata))) },
+  { column: "guard_blocked", type: "bool", values: (w) => w.traces.map((i) => i.guardBlocked) },
+  { column: "guard_evaluations", type: "jsonb", values: (w) => w.traces.map((i) => i.evaluationsJson) },
+  { column: "eval_score", type: "float8", values: (w) => w.traces.map((i) => i.evalScore) },
+  { column: "cost_usd", type: "float8", values: (w) => w.traces.map((i) => i.costUsd) },
+  { column: "priced", type: "bool", values: (w) => w.traces.map((i) => i.priced) },
+  { column: "price_version", param: write.param((w) => w.priceVersion) },
+  { column: "created_at", type: "timestamptz", values: (w) => w.traces.map((i) => i.calledAtMs) },
+  { column: "ingested_at", param: writeNow },
+]);
+const EVAL_ROWS = write.insert("evals", [
+  { column: "trace_id", type: "uuid", values: (w) => w.evals.traceId },
+  { column: "eval_type", type: "text", values: (w) => w.evals.type },
+  { column: "score", type: "float8", values: (w) => w.evals.score },
+  { column: "passed", type: "bool", values: (w) => w.evals.passed },
+  { column: "details", type: "text", values: (w) => w.evals.details },
+  { column: "ordinal", type: "int2", values: (w) => w.evals.ordinal },
+  { column: "created_at", param: writeNow },
+  { column: "called_at", type: "timestamptz", values: (w) => w.evals.calledAt },
+]);
+const BLOCK_ROWS = write.insert("guard_blocks", [
+  { column: "trace_id", type: "uuid", values: (w) => w.blocks.traceId },
+  { column: "guard_type", type: "text", values: (w) => w.blocks.guardType },
+  { column: "blocked_content", type: "text", values: (w) => w.blocks.content },
+  { column: "confidence", type: "float8", values: (w) => w.blocks.confidence },
+  { column: "action", type: "text", values: (w) => w.blocks.action },
+  { column: "phase", type: "text", values: (w) => w.blocks.phase },
+  { column: "source", type: "text", values: (w) => w.blocks.source },
+  { column: "ordinal", type: "int2", values: (w) => w.blocks.ordinal },
+  { column: "created_at", param: writeNow },
+]);
+
 /**
  * Traces, evals and guard blocks in ONE statement (one round trip): data-modifying CTEs, the evals
  * and blocks inserted only for the traces the insert returned (a duplicate's are dropped in the
- * database). Evals carry their trace's call time for the eval rollup.
+ * database). Evals carry their trace's call time for the eval rollup. Parameters: write.values().
  */
 const WRITE = {
   name: "berth_ingest_write",
   text: `
     with ins as (
-      insert into traces (trace_id, session_id, model, prompt, response, error, prompt_tokens, completion_tokens, total_tokens,
-                          latency_ms, metadata, guard_blocked, guard_evaluations, eval_score, cost_usd, priced, price_version, created_at, ingested_at)
-      select u.trace_id, u.session_id, u.model, u.prompt, u.response, u.error, u.pt, u.ct, u.tt, u.latency, u.metadata, u.blocked, u.evaluations,
-             u.score, u.cost, u.priced, $17, u.created_at, $18
-        from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int[], $8::int[], $9::int[], $10::float8[],
-                    $11::jsonb[], $12::bool[], $13::jsonb[], $14::float8[], $15::float8[], $16::bool[], $19::timestamptz[])
-          as u(trace_id, session_id, model, prompt, response, error, pt, ct, tt, latency, metadata, blocked, evaluations, score, cost, priced, created_at)
+      ${TRACE_ROWS}
       on conflict (trace_id) do nothing
       returning trace_id),
     ev as (
-      insert into evals (trace_id, eval_type, score, passed, details, ordinal, created_at, called_at)
-      select u.trace_id, u.eval_type, u.score, u.passed, u.details, u.ordinal, $18, u.called_at
-        from unnest($20::uuid[], $21::text[], $22::float8[], $23::bool[], $24::text[], $25::int2[], $26::timestamptz[])
-          as u(trace_id, eval_type, score, passed, details, ordinal, called_at)
+      ${EVAL_ROWS}
        where u.trace_id in (select trace_id from ins)),
     gb as (
-      insert into guard_blocks (trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal, created_at)
-      select u.trace_id, u.guard_type, u.blocked_content, u.confidence, u.action, u.phase, u.source, u.ordinal, $18
-        from unnest($27::uuid[], $28::text[], $29::text[], $30::float8[], $31::text[], $32::text[], $33::text[], $34::int2[])
-          as u(trace_id, guard_type, blocked_content, confidence, action, phase, source, ordinal)
+      ${BLOCK_ROWS}
        where u.trace_id in (select trace_id from ins))
     select trace_id from ins`,
 };
 /** What a duplicate was stored with. */
 const STORED = { name: "berth_ingest_stored", text: "select trace_id, guard_blocked, eval_score from traces where trace_id = any($1::uuid[])" };
-/** The audit entries of the created traces (chained by the caller, who holds the audit lock): prompt, response, model and call time from the trace rows just inserted. */
+
+/** The audit entries of created traces, in batch order, chained by #chain under the audit lock. */
+interface AuditRows {
+  entries: readonly Scored[];
+  sequences: number[];
+  prevHashes: string[];
+  hashes: string[];
+  workspaceId: string;
+  appId: string;
+  /** ISO 8601 */
+  recordedAt: string;
+}
+
+const append = new StatementParams<AuditRows>();
+const AUDIT_ROWS = append.unnest("u", [
+  { column: "sequence", type: "int8", values: (a) => a.sequences },
+  { column: "trace_id", type: "uuid", values: (a) => a.entries.map((i) => i.trace.traceId) },
+  { column: "guard_decision", type: "jsonb", values: (a) => a.entries.map((i) => i.decisionJson) },
+  { column: "prev_hash", type: "text", values: (a) => a.prevHashes },
+  { column: "hash", type: "text", values: (a) => a.hashes },
+]);
+/** The audit entries of the created traces: prompt, response, model and call time from the trace rows just inserted. Parameters: append.values(). */
 const APPEND = {
   name: "berth_ingest_append",
   text: `
     insert into audit_log (sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision, called_at, recorded_at, prev_hash, hash)
-    select u.sequence, t.trace_id, $6, $7, t.model, t.prompt, t.response, u.guard_decision, t.created_at, $8, u.prev_hash, u.hash
-      from unnest($1::int8[], $2::uuid[], $3::jsonb[], $4::text[], $5::text[]) as u(sequence, trace_id, guard_decision, prev_hash, hash)
+    select u.sequence, t.trace_id, ${append.param((a) => a.workspaceId)}, ${append.param((a) => a.appId)}, t.model, t.prompt, t.response, u.guard_decision,
+           t.created_at, ${append.param((a) => a.recordedAt)}, u.prev_hash, u.hash
+      from ${AUDIT_ROWS}
       join traces t on t.trace_id = u.trace_id`,
 };
 
@@ -201,11 +267,10 @@ export class IngestionService {
     // takes comes in one order: trace rows, the rollup rows of the statement's triggers (in key
     // order), then the audit lock, which is last and held only by the append and the commit.
     const sorted = [...items].sort((x, y) => (x.trace.traceId < y.trace.traceId ? -1 : x.trace.traceId > y.trace.traceId ? 1 : 0));
-    const t = sorted.map((i) => i.trace);
 
     // the eval and guard block rows, column by column, in trace order
-    const ev = { traceId: [] as string[], type: [] as string[], score: [] as number[], passed: [] as boolean[], details: [] as string[], ordinal: [] as number[], calledAt: [] as number[] };
-    const gb = { traceId: [] as string[], guardType: [] as string[], content: [] as string[], confidence: [] as number[], action: [] as string[], phase: [] as string[], source: [] as string[], ordinal: [] as number[] };
+    const ev: WriteRows["evals"] = { traceId: [], type: [], score: [], passed: [], details: [], ordinal: [], calledAt: [] };
+    const gb: WriteRows["blocks"] = { traceId: [], guardType: [], content: [], confidence: [], action: [], phase: [], source: [], ordinal: [] };
     for (const i of sorted) {
       i.evals.forEach((e, ordinal) => {
         ev.traceId.push(i.trace.traceId); ev.type.push(e.evalType); ev.score.push(e.score); ev.passed.push(e.passed); ev.details.push(e.details);
@@ -220,21 +285,8 @@ export class IngestionService {
       }
     }
     const inserted = await c.query<{ trace_id: string }>({
-      ...WRITE,
-      values: [
-        binaryArray("uuid", t.map((x) => x.traceId)), binaryArray("text", t.map((x) => x.sessionId)), binaryArray("text", t.map((x) => x.model)),
-        binaryArray("text", t.map((x) => x.input)), binaryArray("text", t.map((x) => x.output)), binaryArray("text", t.map((x) => x.error)),
-        binaryArray("int4", t.map((x) => x.tokens.prompt)), binaryArray("int4", t.map((x) => x.tokens.completion)), binaryArray("int4", t.map((x) => x.tokens.total)),
-        binaryArray("float8", t.map((x) => x.latency)), binaryArray("jsonb", t.map((x) => (x.metadata === undefined ? null : JSON.stringify(x.metadata)))),
-        binaryArray("bool", sorted.map((i) => i.guardBlocked)), binaryArray("jsonb", sorted.map((i) => i.evaluationsJson)),
-        binaryArray("float8", sorted.map((i) => i.evalScore)), binaryArray("float8", sorted.map((i) => i.costUsd)), binaryArray("bool", sorted.map((i) => i.priced)),
-        this.#d.prices.version, nowIso, binaryArray("timestamptz", sorted.map((i) => i.calledAtMs)),
-        binaryArray("uuid", ev.traceId), binaryArray("text", ev.type), binaryArray("float8", ev.score),
-        binaryArray("bool", ev.passed), binaryArray("text", ev.details), binaryArray("int2", ev.ordinal), binaryArray("timestamptz", ev.calledAt),
-        binaryArray("uuid", gb.traceId), binaryArray("text", gb.guardType), binaryArray("text", gb.content),
-        binaryArray("float8", gb.confidence), binaryArray("text", gb.action), binaryArray("text", gb.phase),
-        binaryArray("text", gb.source), binaryArray("int2", gb.ordinal),
-      ] });
+      ...WRITE, values: write.values({ traces: sorted, evals: ev, blocks: gb, priceVersion: this.#d.prices.version, now: nowIso }),
+    });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 
     const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
@@ -247,7 +299,7 @@ export class IngestionService {
     if (fresh.length > 0) {
       // in batch order, from the head read under the lock
       const head = await this.#lockChain(c, store);
-      await c.query({ ...APPEND, values: [...this.#chain(app, fresh, head, nowIso), app.workspaceId, app.appId, nowIso] });
+      await c.query({ ...APPEND, values: append.values(this.#chain(app, fresh, head, nowIso)) });
     }
     return { created, existing };
   }
@@ -266,11 +318,11 @@ export class IngestionService {
   }
 
   /**
-   * The audit entries of `entries` (in that order) after `head`, as the statements' parameters:
-   * sequences, trace ids, guard decisions, previous hashes, hashes. The hash covers the prompt,
-   * response, model and call time the statements take from the trace rows.
+   * The audit entries of `entries` (in that order) after `head`: their sequences, previous hashes
+   * and hashes. The hash covers the prompt, response, model and call time the statement takes from
+   * the trace rows.
    */
-  #chain(app: AppPrincipal, entries: Scored[], head: { sequence: number; hash: string }, recordedAt: string): Buffer[] {
+  #chain(app: AppPrincipal, entries: Scored[], head: { sequence: number; hash: string }, recordedAt: string): AuditRows {
     let sequence = head.sequence;
     let prev = head.hash;
     const sequences: number[] = [];
@@ -288,7 +340,6 @@ export class IngestionService {
       hashes.push(hash);
       prev = hash;
     }
-    return [binaryArray("int8", sequences), binaryArray("uuid", entries.map((i) => i.trace.traceId)), binaryArray("jsonb", entries.map((i) => i.decisionJson)),
-      binaryArray("text", prevHashes), binaryArray("text", hashes)];
+    return { entries, sequences, prevHashes, hashes, workspaceId: app.workspaceId, appId: app.appId, recordedAt };
   }
 }
