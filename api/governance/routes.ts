@@ -1,13 +1,13 @@
 // Governance endpoints (SPEC.md part 4 and the ingestion and operator endpoints SPEC leaves open):
 // one definition validates and documents each. docs/governance.md has the decisions.
 import { z } from "zod";
-import { GuardTemplateConfig } from "../../toolkit/src/index.ts";
+import { GuardTemplateConfig, MAX_BATCH_SIZE } from "../../toolkit/src/index.ts";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import type { TemplateView } from "./configs/guard-templates.ts";
 import type { Governance } from "./service.ts";
 import {
   AppParams, AuditVerification, CreateGuardTemplateBody, DeprovisionInternalBody, Eval, EvalsQuery, GuardBlock, GuardBlocksQuery,
-  GuardTemplateSchema, IngestBody, InternalProvisioned, MAX_BATCH, MAX_PAGE, ObservabilityConfigSchema, ProvisioningResult,
+  GuardTemplateSchema, IngestBody, InternalProvisioned, MAX_PAGE, ObservabilityConfigSchema, ProvisioningResult,
   ProvisionInternalBody, ReplaceGuardTemplateBody, TemplateParams, ToolkitConfig, TraceBatchResult, TraceDetail, TraceIngestResult,
   TraceList, TraceParams, TracesQuery,
 } from "./schemas.ts";
@@ -139,7 +139,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
     defineRoute({
       method: "post", path: "/governance/traces", operationId: "ingestTraces", tags: ["Governance ingestion"], auth: "app-key",
       summary: "Submit one trace or a batch",
-      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. One trace object (201 created, 200 duplicate, 422 invalid) or { "traces": [...] } with 1-${MAX_BATCH} (200 with one result per item; an invalid item is rejected on its own). Idempotent on traceId. Guards and evals run with the app's observability config. Body limit: BERTH_INGEST_BODY_LIMIT_BYTES (default 1 MiB), 413 above. A project other than the key's is 403 project_mismatch.`,
+      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. One trace object (201 created, 200 duplicate, 422 invalid) or { "traces": [...] } with 1-${MAX_BATCH_SIZE} (200 with one result per item; an invalid item is rejected on its own). Idempotent on traceId. Guards and evals run with the app's observability config. Body limit: BERTH_INGEST_BODY_LIMIT_BYTES (default 1 MiB), 413 above. A project other than the key's is 403 project_mismatch.`,
       body: IngestBody,
       get bodyLimitBytes() { return opts.ingestBodyLimitBytes(); },
       responses: { 201: TraceIngestResult, 200: z.union([TraceIngestResult, TraceBatchResult]), 409: null },

@@ -1,7 +1,7 @@
 // REST shapes of the governance module (SPEC.md parts 1, 2 and 4), one zod schema each: the
 // router validates with them and the OpenAPI document is generated from them.
 import { z } from "zod";
-import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec } from "../../toolkit/src/index.ts";
+import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec, MAX_BATCH_SIZE, TraceRecord } from "../../toolkit/src/index.ts";
 import { fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { FieldErrorSchema } from "../http/problem.ts";
 import { APP_ID_PATTERN } from "./stores/names.ts";
@@ -12,52 +12,26 @@ const ts = z.iso.datetime();
 // ---------------------------------------------------------------------------------------------
 // Limits
 
-/** Traces per batch of POST /governance/traces. */
-export const MAX_BATCH = 500;
-/** Characters of a prompt or a response (the body limit, 1 MiB by default, usually binds first). */
-export const MAX_TEXT = 1_048_576;
 /** Largest page of the governance lists (traces, evals, guard blocks). */
 export const MAX_PAGE = 100;
 /** How far in the future a trace's timestamp may be (client clock skew). */
 export const MAX_FUTURE_SKEW_MS = 60 * 60_000;
-const MAX_TOKENS = 2_000_000_000;
-const DAY_MS = 86_400_000;
 
 // ---------------------------------------------------------------------------------------------
 // Trace ingestion
 
-/** Text PostgreSQL can store and the audit hash can cover exactly: well-formed UTF-16 (no lone surrogates), no NUL. */
-const storable = (s: string) => s.isWellFormed() && !s.includes("\u0000");
-const STORABLE = "must be well-formed Unicode text without NUL characters";
-const text = (max: number) => z.string().max(max).refine(storable, STORABLE);
+// The trace object and the batch limit are the toolkit's (toolkit/src/client/trace.ts): the client
+// that sends a trace and the API that accepts it share one definition of it.
 
-export const TraceInput = z.object({
-  traceId: z.guid("must be a UUID").transform((s) => s.toLowerCase()).describe("Client-generated unique id (UUID); a trace sent twice is stored once"),
-  input: text(MAX_TEXT).describe("Prompt text"),
-  output: text(MAX_TEXT).describe("Model response text (empty when the call failed)"),
-  model: z.string().trim().min(1).max(200).refine(storable, STORABLE).describe("Model name; priced from the model price table"),
-  latency: z.number().min(0).max(DAY_MS).describe("Milliseconds"),
-  tokens: z.object({
-    prompt: z.int().min(0).max(MAX_TOKENS),
-    completion: z.int().min(0).max(MAX_TOKENS),
-    total: z.int().min(0).max(MAX_TOKENS),
-  }).strict(),
-  timestamp: z.iso.datetime({ offset: true }).describe("Time of the call (ISO 8601); at most 1 h ahead of the server's clock"),
-  project: z.string().min(1).max(63).optional().describe("GOVERNANCE_PROJECT; must be the key's own app id when given"),
-  sessionId: z.string().min(1).max(200).refine(storable, STORABLE).optional().describe("Groups the traces of one conversation"),
-  error: text(10_000).optional().describe("Set when the call failed (counts towards the error rate)"),
-  metadata: z.record(z.string().min(1).max(64).refine(storable, STORABLE), z.union([z.string().max(1000).refine(storable, STORABLE), z.number(), z.boolean(), z.null()]))
-    .refine((m) => Object.keys(m).length <= 32, "at most 32 keys").optional()
-    .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
-}).strict().describe("One LLM call (SPEC.md part 1, trace object)");
-export type TraceInput = z.output<typeof TraceInput>;
+/** A trace as accepted: TraceRecord's output (traceId in lower case). */
+export type TraceInput = z.output<typeof TraceRecord>;
 
 const TraceBatch = z.object({
-  traces: z.array(TraceInput).min(1).max(MAX_BATCH).describe(`1-${MAX_BATCH} traces; each is accepted or rejected on its own`),
+  traces: z.array(TraceRecord).min(1).max(MAX_BATCH_SIZE).describe(`1-${MAX_BATCH_SIZE} traces; each is accepted or rejected on its own`),
 }).strict().describe("A batch of traces");
 
 const Envelope = z.object({
-  traces: z.array(z.unknown()).min(1, "a batch needs at least one trace").max(MAX_BATCH, `at most ${MAX_BATCH} traces per batch; split larger batches`),
+  traces: z.array(z.unknown()).min(1, "a batch needs at least one trace").max(MAX_BATCH_SIZE, `at most ${MAX_BATCH_SIZE} traces per batch; split larger batches`),
 }).strict();
 
 export type IngestItem =
@@ -90,7 +64,7 @@ export function parseIngestBody(value: unknown, now = Date.now()): { ok: true; r
     const env = Envelope.safeParse(value);
     if (!env.success) return { ok: false, issues: env.error.issues };
     const items = env.data.traces.map((raw, i): IngestItem => {
-      const r = TraceInput.safeParse(raw);
+      const r = TraceRecord.safeParse(raw);
       const at = (field: string) => field.replace(/^body/, `body.traces[${i}]`);
       const rawId = raw && typeof raw === "object" && typeof (raw as { traceId?: unknown }).traceId === "string" ? ((raw as { traceId: string }).traceId).slice(0, 100) : null;
       if (!r.success) return { ok: false, traceId: rawId, errors: fieldErrorsFromZod(r.error, "body").map((e) => ({ field: at(e.field), message: e.message })) };
@@ -101,7 +75,7 @@ export function parseIngestBody(value: unknown, now = Date.now()): { ok: true; r
     return { ok: true, request: { batch: true, items, projects: env.data.traces.map(rawProject).filter((p) => p !== undefined) } };
   }
   if (!isObject) return { ok: false, issues: [{ code: "custom", path: [], message: "must be a trace object or { \"traces\": [...] }", input: value }] };
-  const r = TraceInput.safeParse(value);
+  const r = TraceRecord.safeParse(value);
   if (!r.success) return { ok: false, issues: r.error.issues };
   const skew = futureSkew(r.data, now);
   if (skew) return { ok: false, issues: [{ code: "custom", path: ["timestamp"], message: skew, input: r.data.timestamp }] };
@@ -126,8 +100,8 @@ export const IngestBody = z.unknown()
     return z.NEVER;
   })
   .meta({
-    description: `One trace object, or { "traces": [ ... ] } with 1-${MAX_BATCH} of them`,
-    anyOf: [jsonSchemaOf(TraceInput), jsonSchemaOf(TraceBatch)],
+    description: `One trace object, or { "traces": [ ... ] } with 1-${MAX_BATCH_SIZE} of them`,
+    anyOf: [jsonSchemaOf(TraceRecord), jsonSchemaOf(TraceBatch)],
   });
 
 export const TraceIngestResult = z.object({

@@ -5,9 +5,9 @@ import { pino } from "pino";
 import { storeNames, ident, SCHEMA_PREFIX, ROLE_PREFIX } from "../../api/governance/stores/names.ts";
 import { dropStoreSql, storeDdl } from "../../api/governance/stores/store-sql.ts";
 import { anyGuardEnabled, defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfigPatch, resolveCustomTemplates, type ResolvedTemplate } from "../../api/governance/configs/observability.ts";
-import { MAX_BATCH, parseIngestBody } from "../../api/governance/schemas.ts";
+import { parseIngestBody } from "../../api/governance/schemas.ts";
 import { operatorVerifier } from "../../api/auth/operator.ts";
-import { EngineConfig, GuardTemplateConfig } from "../../toolkit/src/index.ts";
+import { EngineConfig, GuardTemplateConfig, MAX_BATCH_SIZE } from "../../toolkit/src/index.ts";
 
 test("store names are valid identifiers of at most 63 bytes, deterministic, and distinct per app", (t) => {
   t.deepEqual(storeNames("wsabcdefghij", "web-shop"), { schema: "gov_wsabcdefghij_web_shop", role: "govr_wsabcdefghij_web_shop" });
@@ -107,7 +107,7 @@ test("ingestion body: shape errors", (t) => {
   const issues = (v: unknown) => { const r = parseIngestBody(v, NOW); return r.ok ? [] : r.issues.map((i) => [i.path.join("."), i.message]); };
   t.deepEqual(issues([]), [["", "must be a trace object or { \"traces\": [...] }"]]);
   t.deepEqual(issues({ traces: [] }), [["traces", "a batch needs at least one trace"]]);
-  t.deepEqual(issues({ traces: Array.from({ length: MAX_BATCH + 1 }, () => ({})) }), [["traces", `at most ${MAX_BATCH} traces per batch; split larger batches`]]);
+  t.deepEqual(issues({ traces: Array.from({ length: MAX_BATCH_SIZE + 1 }, () => ({})) }), [["traces", `at most ${MAX_BATCH_SIZE} traces per batch; split larger batches`]]);
   t.deepEqual(issues({ traces: "x" }), [["traces", "Invalid input: expected array, received string"]]);
   t.true(issues(trace({ input: "\ud800" })).some(([p]) => p === "input"));
   t.true(issues(trace({ metadata: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i])) })).some(([p, m]) => p === "metadata" && m === "at most 32 keys"));

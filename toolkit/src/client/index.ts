@@ -92,12 +92,13 @@ export function stats(): GovernanceStats | undefined {
 
 export { Governance } from "./governance.ts";
 export type { ConfigureOptions, GovernanceMode, GovernanceStats, SubmitOptions } from "./governance.ts";
-export { GovdbConnection, isLoopback, parseConnection } from "./connection.ts";
+export { APP_KEY_PREFIX, GovdbConnection, isLoopback, parseConnection } from "./connection.ts";
 export { GovdbConnectionError, GovernanceConfigError, GuardBlockedError } from "./errors.ts";
 export { readEnv } from "./config.ts";
 export type { GovernanceEnv } from "./config.ts";
 export type { Clock, GovernanceLogger, ItemResult, ItemStatus, QueueStats, SendOutcome, TraceTransport } from "./queue.ts";
-export { backoffDelay, MAX_BATCH_SIZE, TraceQueue } from "./queue.ts";
-export type { Trace, TraceRecord, TraceTokens } from "./trace.ts";
+export { backoffDelay, TraceQueue } from "./queue.ts";
+export { MAX_BATCH_SIZE, TraceRecord } from "./trace.ts";
+export type { Trace, TraceTokens } from "./trace.ts";
 export type { ConfigOutcome, ToolkitConfig } from "./transport.ts";
 export { HttpTransport, parseRetryAfter } from "./transport.ts";

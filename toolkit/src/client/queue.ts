@@ -14,7 +14,7 @@
 // - any other 4xx: the batch is not retried; its traces are counted as rejected, with a warning.
 // The bound counts every trace not yet settled; when a new trace would exceed it, the oldest
 // trace not in flight is dropped (counted, with a warning).
-import type { TraceRecord } from "./trace.ts";
+import { MAX_BATCH_SIZE, type TraceRecord } from "./trace.ts";
 
 /** Time as the queue sees it (injected in tests). Real timers do not keep the process alive. */
 export interface Clock {
@@ -107,7 +107,6 @@ export interface QueueOptions {
   random?: () => number;
 }
 
-export const MAX_BATCH_SIZE = 500;
 const BODY_OVERHEAD = '{"traces":[]}'.length;
 
 interface Entry {

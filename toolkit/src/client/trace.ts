@@ -1,5 +1,8 @@
-// The trace object a client submits after each LLM call (SPEC.md part 1), and its wire form.
+// The trace object a client submits after each LLM call (SPEC.md part 1), and its wire form: the
+// zod schema below is the one definition of a trace on the wire, which the Berth API validates
+// ingestion with (api/governance/schemas.ts), and the batch limit both sides keep.
 import { randomUUID } from "node:crypto";
+import { z } from "zod";
 
 /** Token counts of one call. `total` defaults to prompt + completion. */
 export interface TraceTokens {
@@ -31,20 +34,44 @@ export interface Trace {
   metadata?: Record<string, string | number | boolean | null>;
 }
 
-/** The trace as sent to the API: every default applied. */
-export interface TraceRecord {
-  traceId: string;
-  input: string;
-  output: string;
-  model: string;
-  latency: number;
-  tokens: { prompt: number; completion: number; total: number };
-  timestamp: string;
-  sessionId?: string;
-  error?: string;
-  metadata?: Record<string, string | number | boolean | null>;
-  project?: string;
-}
+/** Traces per batch of POST /governance/traces: the API refuses a larger batch. */
+export const MAX_BATCH_SIZE = 500;
+/** Characters of a prompt or a response (the API's body limit, 1 MiB by default, usually binds first). */
+export const MAX_TRACE_TEXT = 1_048_576;
+/** Characters of a trace's `error`. */
+export const MAX_TRACE_ERROR = 10_000;
+const MAX_TOKENS = 2_000_000_000;
+const DAY_MS = 86_400_000;
+
+/** Text PostgreSQL can store and the audit hash can cover exactly: well-formed UTF-16 (no lone surrogates), no NUL. */
+const storable = (s: string) => s.isWellFormed() && !s.includes("\u0000");
+const STORABLE = "must be well-formed Unicode text without NUL characters";
+const text = (max: number) => z.string().max(max).refine(storable, STORABLE);
+
+/**
+ * The trace as sent to the API, every default applied (toRecord), and what the API accepts: its
+ * input type is what a client sends, its output what the API stores (traceId in lower case).
+ */
+export const TraceRecord = z.object({
+  traceId: z.guid("must be a UUID").transform((s) => s.toLowerCase()).describe("Client-generated unique id (UUID); a trace sent twice is stored once"),
+  input: text(MAX_TRACE_TEXT).describe("Prompt text"),
+  output: text(MAX_TRACE_TEXT).describe("Model response text (empty when the call failed)"),
+  model: z.string().trim().min(1).max(200).refine(storable, STORABLE).describe("Model name; priced from the model price table"),
+  latency: z.number().min(0).max(DAY_MS).describe("Milliseconds"),
+  tokens: z.object({
+    prompt: z.int().min(0).max(MAX_TOKENS),
+    completion: z.int().min(0).max(MAX_TOKENS),
+    total: z.int().min(0).max(MAX_TOKENS),
+  }).strict(),
+  timestamp: z.iso.datetime({ offset: true }).describe("Time of the call (ISO 8601); at most 1 h ahead of the server's clock"),
+  project: z.string().min(1).max(63).optional().describe("GOVERNANCE_PROJECT; must be the key's own app id when given"),
+  sessionId: z.string().min(1).max(200).refine(storable, STORABLE).optional().describe("Groups the traces of one conversation"),
+  error: text(MAX_TRACE_ERROR).optional().describe("Set when the call failed (counts towards the error rate)"),
+  metadata: z.record(z.string().min(1).max(64).refine(storable, STORABLE), z.union([z.string().max(1000).refine(storable, STORABLE), z.number(), z.boolean(), z.null()]))
+    .refine((m) => Object.keys(m).length <= 32, "at most 32 keys").optional()
+    .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
+}).strict().describe("One LLM call (SPEC.md part 1, trace object)");
+export type TraceRecord = z.input<typeof TraceRecord>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -91,7 +118,7 @@ export function toRecord(trace: Trace, project: string | undefined, now: () => n
     timestamp: trace.timestamp === undefined ? new Date(now()).toISOString() : new Date(trace.timestamp).toISOString(),
   };
   if (trace.sessionId !== undefined) record.sessionId = trace.sessionId;
-  if (trace.error !== undefined) record.error = trace.error.length > 10_000 ? trace.error.slice(0, 9_999) + "…" : trace.error;
+  if (trace.error !== undefined) record.error = trace.error.length > MAX_TRACE_ERROR ? trace.error.slice(0, MAX_TRACE_ERROR - 1) + "…" : trace.error;
   if (trace.metadata !== undefined) record.metadata = trace.metadata;
   if (project !== undefined) record.project = project;
   return record;
