@@ -17,7 +17,7 @@ import type { MikroORM } from "@mikro-orm/postgresql";
 import { loadConfig, type Config } from "./config.ts";
 import { openOrm } from "./db/orm.ts";
 import { DomainError } from "./errors.ts";
-import { createLogger } from "./logger.ts";
+import { createLogger } from "../kube/logger.ts";
 import { ApiKeyService, PlatformAdminKeyService, type KeyView } from "./auth/keys.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
 import { loadKubeConfig } from "../kube/client.ts";

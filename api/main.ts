@@ -8,7 +8,7 @@ import * as k8s from "@kubernetes/client-node";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { loadConfig, type Config } from "./config.ts";
 import { migrateUp, openOrm } from "./db/orm.ts";
-import { createLogger, type Logger } from "./logger.ts";
+import { createLogger, type Logger } from "../kube/logger.ts";
 import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
 import { apiKeyRoutes } from "./auth/routes.ts";
 import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";

@@ -9,7 +9,7 @@ import Router from "@koa/router";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import type { Config } from "./config.ts";
 import { DomainError } from "./errors.ts";
-import type { Logger } from "./logger.ts";
+import type { Logger } from "../kube/logger.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
 import { requestContext } from "./http/context.ts";

@@ -10,7 +10,7 @@
 // valid key (of the wrong kind), else a 401.
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { ForbiddenError, NotFoundError, UnauthorizedError } from "../errors.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../../kube/logger.ts";
 import type { AppKeyVerifier, AuthMode, Caller, OperatorVerifier } from "../http/route.ts";
 import type { ApiKeyService, PlatformAdminKeyService } from "./keys.ts";
 import { APP_KEY_PREFIX, PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken } from "./tokens.ts";

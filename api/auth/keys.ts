@@ -5,7 +5,7 @@
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { randomUUID } from "node:crypto";
 import { ConflictError, NotFoundError } from "../errors.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../../kube/logger.ts";
 import type { PlatformAdminPrincipal, Principal } from "../http/route.ts";
 import { ApiKey, Workspace } from "../workspaces/entities.ts";
 import { PlatformAdminKey } from "./entities.ts";

@@ -5,7 +5,7 @@ import type { MikroORM } from "@mikro-orm/postgresql";
 import type { KubeClient, KubeObject } from "../../kube/client.ts";
 import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../../kube/logger.ts";
 import { appAnnotator, appLookup, type AppLookup } from "./stores/apps.ts";
 import { EngineConfig } from "../../toolkit/src/index.ts";
 import { ObservabilityConfigService } from "./configs/app-configs.ts";

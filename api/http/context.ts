@@ -3,7 +3,7 @@
 // method, path, matched route, status and duration (never bodies, queries or headers).
 import { randomUUID } from "node:crypto";
 import type Koa from "koa";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../../kube/logger.ts";
 
 export interface RequestState {
   requestId: string;

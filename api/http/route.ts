@@ -3,7 +3,7 @@
 import type Koa from "koa";
 import type { z } from "zod";
 import type { EntityManager } from "@mikro-orm/postgresql";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../../kube/logger.ts";
 
 /**
  * Who may call a route.

@@ -6,7 +6,7 @@ import type { MikroORM, EntityManager } from "@mikro-orm/postgresql";
 import { UniqueConstraintViolationException } from "@mikro-orm/core";
 import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
 import { BadRequestError, ConflictError, DomainError, NotFoundError, UnavailableError } from "../errors.ts";
-import type { Logger } from "../logger.ts";
+import type { Logger } from "../../kube/logger.ts";
 import { Workspace } from "./entities.ts";
 
 /** Creates (or finishes) a namespace with these labels. The real one is in ./namespaces.ts. */

@@ -5,7 +5,7 @@ import test, { type ExecutionContext } from "ava";
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { defineRoute } from "../../api/http/route.ts";
-import { createLogger } from "../../api/logger.ts";
+import { createLogger } from "../../kube/logger.ts";
 import { buildServer } from "../../api/server.ts";
 import { query } from "../helpers/db.ts";
 import { kube } from "../helpers/kube.ts";

@@ -5,7 +5,7 @@ import test from "ava";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { openOrm } from "../../api/db/orm.ts";
 import { DomainError } from "../../api/errors.ts";
-import { createLogger } from "../../api/logger.ts";
+import { createLogger } from "../../kube/logger.ts";
 import { KubeNamespaceEnsurer } from "../../api/workspaces/namespaces.ts";
 import { WorkspaceService, newWorkspaceId, type NamespaceEnsurer } from "../../api/workspaces/service.ts";
 import { freshDatabase, query, type TestDatabase } from "../helpers/db.ts";

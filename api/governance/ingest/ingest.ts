@@ -18,7 +18,7 @@ import { binaryArray } from "../../db/binary-arrays.ts";
 import { StatementParams } from "../../db/unnest.ts";
 import { ConflictError, ForbiddenError } from "../../errors.ts";
 import type { AppPrincipal } from "../../http/route.ts";
-import type { Logger } from "../../logger.ts";
+import type { Logger } from "../../../kube/logger.ts";
 import { entryHash, GENESIS_HASH, type AuditContent } from "../audit.ts";
 import type pg from "pg";
 import type { Client, GovernanceDb } from "../stores/db.ts";

@@ -5,7 +5,7 @@
 // PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree.
 import { Worker } from "node:worker_threads";
 import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../../toolkit/src/index.ts";
-import type { Logger } from "../../logger.ts";
+import type { Logger } from "../../../kube/logger.ts";
 
 export interface ScoreInput {
   input: string;

@@ -11,7 +11,7 @@
 // (governance_projects) and config version (governance_app_configs) in the same row, what
 // ingestion needs next; those two tables are only read here.
 import type { AppKeyVerifier, AppPrincipal } from "../../http/route.ts";
-import type { Logger } from "../../logger.ts";
+import type { Logger } from "../../../kube/logger.ts";
 import { randomUUID } from "node:crypto";
 import { APP_KEY_PREFIX, displayPrefix, hashToken, mintToken } from "../../auth/tokens.ts";
 import { currentKey, LAST_USED_RESOLUTION_MS } from "../../auth/keys.ts";

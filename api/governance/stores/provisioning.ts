@@ -14,7 +14,7 @@
 // project in its join (keys/app-keys.ts), read-only.
 import { randomUUID } from "node:crypto";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
-import type { Logger } from "../../logger.ts";
+import type { Logger } from "../../../kube/logger.ts";
 import { annotatedGeneration, GOVERNANCE_DISABLED_ANNOTATION, GOVERNANCE_GENERATION_ANNOTATION, type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";

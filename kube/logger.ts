@@ -1,5 +1,6 @@
-// pino, structured, with secrets and AI payloads redacted wherever they appear in a log object
-// (top level or one level down: `{ key }`, `{ headers: { authorization } }`, `{ trace: { prompt } }`).
+// The one logger factory of both processes (the API and the operator): pino, structured, with
+// secrets and AI payloads redacted wherever they appear in a log object (top level or one level
+// down: `{ key }`, `{ headers: { authorization } }`, `{ trace: { prompt } }`).
 import { pino, type DestinationStream, type Logger, type LevelWithSilent } from "pino";
 
 export type { Logger } from "pino";
