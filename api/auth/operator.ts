@@ -7,6 +7,12 @@ import * as k8s from "@kubernetes/client-node";
 import { UnavailableError } from "../errors.ts";
 import type { OperatorVerifier } from "../http/route.ts";
 import { hashToken } from "./tokens.ts";
+import type { Access } from "../../kube/rbac.ts";
+
+/** What the reviewer does in the cluster (RBAC from code, see api/rbac.ts). */
+export const TOKEN_REVIEWER_ACCESS: Access[] = [
+  { group: "authentication.k8s.io", resource: "tokenreviews", verbs: ["create"], why: "The operator's ServiceAccount token is verified with a TokenReview" },
+];
 
 export const TOKEN_REVIEW_CACHE_MS = 60_000;
 const CACHE_MAX = 1_000;

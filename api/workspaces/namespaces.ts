@@ -5,7 +5,12 @@ import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
 import { statusCode } from "../../kube/client.ts";
 import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
+import type { Access } from "../../kube/rbac.ts";
 
+/** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
+export const NAMESPACE_ENSURER_ACCESS: Access[] = [
+  { group: "", resource: "namespaces", verbs: ["get", "create", "patch"], why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists" },
+];
 
 export class KubeNamespaceEnsurer implements NamespaceEnsurer {
   readonly #core: k8s.CoreV1Api;

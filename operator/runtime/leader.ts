@@ -12,6 +12,18 @@
 import type * as k8s from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { KubeRest, errorMessage, isConflict, isNotFound, sleep, type KubeAuth } from "../../kube/transport.ts";
+import type { Access } from "../../kube/rbac.ts";
+
+/**
+ * What leader election does (RBAC from code): it creates the Lease when missing, then reads and
+ * replaces only that one, in the namespace it lives in (the release namespace).
+ */
+export function leaderElectionAccess(leaseName: string): Access[] {
+  return [
+    { group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release", why: "Leader election creates its Lease when missing (create cannot be narrowed by name)" },
+    { group: "coordination.k8s.io", resource: "leases", verbs: ["get", "update"], names: [leaseName], scope: "release", why: "Leader election reads and renews only its own Lease" },
+  ];
+}
 
 export interface LeaderElectionOptions {
   namespace: string;

@@ -1,6 +1,7 @@
 // The real API server, in-process on 127.0.0.1 (port 0), on a fresh database cloned from the
-// migrated template, with a workspace whose namespace is real (the running control plane,
-// KUBECONFIG) and a key for it. BERTH_VALIDATE_RESPONSES is on: every response is checked
+// migrated template, with a workspace whose namespace is real (the running control plane) and a
+// key for it. It talks to Kubernetes as the chart's API ServiceAccount, under the chart's RBAC
+// (helpers/identities.ts), and accepts the chart's operator ServiceAccount on operator routes. BERTH_VALIDATE_RESPONSES is on: every response is checked
 // against its route's documented schema, so a test that passes proves the OpenAPI document true.
 //
 //   const api = await startApi({ routes: (s) => appRoutes(...) });
@@ -9,7 +10,7 @@
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { loadConfig, type Config } from "../../api/config.ts";
 import { openOrm } from "../../api/db/orm.ts";
-import { createLogger } from "../../api/logger.ts";
+import { createLogger } from "../../kube/logger.ts";
 import { buildServices, composeRoutes, serviceReadiness, startServices, stopServices, type Services } from "../../api/main.ts";
 import { buildServer, listen, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
 import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
@@ -17,6 +18,7 @@ import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
 import { loadKubeConfig } from "../../kube/client.ts";
 import { adminUrl, freshDatabase, query, type TestDatabase } from "./db.ts";
 import { deleteNamespace, kube } from "./kube.ts";
+import { identity } from "./identities.ts";
 
 export interface StartApiOptions {
   /** Extra routes, or a function building them from the services (workspaces, keys, orm, kubeConfig...). */
@@ -108,7 +110,7 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
   try {
     const config = loadConfig({
       DATABASE_URL: db.url,
-      KUBECONFIG: process.env.KUBECONFIG,
+      KUBECONFIG: (await identity("api")).kubeconfig,
       BERTH_API_HOST: "127.0.0.1",
       BERTH_API_PORT: "0",
       BERTH_VALIDATE_RESPONSES: "true",
@@ -186,8 +188,8 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
 
 /**
  * A ServiceAccount `name` in `namespace` (created when missing) and a fresh token for it from the
- * TokenRequest API: what the operator presents on the internal governance endpoints. Its
- * Kubernetes user is `system:serviceaccount:<namespace>:<name>`.
+ * TokenRequest API: a caller of the internal governance endpoints that is not the operator. The
+ * operator's own token is identity("operator") (helpers/identities.ts).
  */
 export async function serviceAccountToken(namespace: string, name: string): Promise<string> {
   const k = kube();

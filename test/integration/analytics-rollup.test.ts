@@ -12,13 +12,11 @@ import { STORE_TEMPLATE_VERSION } from "../../api/governance/stores/store-sql.ts
 import { INTERVALS, type Interval, type Metric } from "../../api/governance/reads/analytics/schemas.ts";
 import { binStart } from "../../api/governance/reads/analytics/range.ts";
 import { query } from "../helpers/db.ts";
-import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
-import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
-const k = kube();
 let api: TestApi;
-let opNs: string;
 let token: string;
 
 const H = 3_600_000;
@@ -167,14 +165,13 @@ async function checkSeries(t: ExecutionContext, app: string, data: { rows: Row[]
 let roll: { rows: Row[]; evals: Ev[] };
 
 test.before(async () => {
-  opNs = await testNamespace(k, "rollup");
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator` } });
-  token = await serviceAccountToken(opNs, "berth-operator");
+  api = await startApi();
+  token = (await identity("operator")).token;
   const { schema } = await provision("roll");
   roll = generate(20261121, 3000);
   await insertConcurrently(schema, roll, 4);
 });
-test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
+test.after.always(async () => { await api?.stop(); });
 
 test("summary, token usage and eval distribution equal the traces for aligned, unaligned, one-hour and random ranges", async (t) => {
   const ranges: [number, number][] = [

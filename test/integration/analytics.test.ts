@@ -7,14 +7,14 @@ import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient } from "../../kube/client.ts";
 import { query } from "../helpers/db.ts";
-import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
-import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
+import { kube } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
-let opNs: string;
 let distSchema: string;
 
 const H = 3_600_000;
@@ -41,9 +41,8 @@ const IN = SEED.slice(1, 5); // the traces of [T0, T0 + 4h)
 
 
 test.before(async () => {
-  opNs = await testNamespace(k, "analytics");
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator` } });
-  const token = await serviceAccountToken(opNs, "berth-operator");
+  api = await startApi();
+  const token = (await identity("operator")).token;
   const stats = await provisionApp(api, token, "stats");
   await provisionApp(api, token, "empty");
   await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "unprovisioned", namespace: api.namespace }, spec: { name: "u", slug: "unprovisioned" } }, "test");
@@ -78,7 +77,7 @@ test.before(async () => {
     await query(api.db.url, `insert into ${s}.evals (trace_id, eval_type, score, passed, details) values ($1, $2, $3, $4, '')`, [ids[t], type, score, passed]);
   }
 });
-test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
+test.after.always(async () => { await api?.stop(); });
 
 test("summary: sums, mean latency, cost, guard blocks and error rate over [start, end)", async (t) => {
   const r = await get("stats", `summary?${range(T0, T0 + 4 * H)}`);

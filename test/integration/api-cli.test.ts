@@ -5,6 +5,7 @@ import { spawn } from "node:child_process";
 import { createInterface } from "node:readline";
 import { kube } from "../helpers/kube.ts";
 import { freshDatabase, query } from "../helpers/db.ts";
+import { identity } from "../helpers/identities.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 
 const k = kube();
@@ -18,10 +19,12 @@ test.after.always(async () => {
 
 interface Run { code: number | null; stdout: string; stderr: string }
 
-function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
+/** The CLI as an operator of Berth runs it next to the API: with the API's ServiceAccount. */
+async function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
+  const kubeconfig = (await identity("api")).kubeconfig;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ["api/cli.ts", ...args], {
-      env: { PATH: process.env.PATH, KUBECONFIG: process.env.KUBECONFIG, DATABASE_URL: api.db.url, ...env },
+      env: { PATH: process.env.PATH, KUBECONFIG: kubeconfig, DATABASE_URL: api.db.url, ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let stdout = "";
@@ -128,7 +131,7 @@ test("node api/main.ts --migrate serves a fresh database and stops cleanly on SI
   const db = await freshDatabase({ empty: true });
   t.teardown(() => db.drop());
   const child = spawn(process.execPath, ["api/main.ts", "--migrate"], {
-    env: { PATH: process.env.PATH, KUBECONFIG: process.env.KUBECONFIG, DATABASE_URL: db.url, BERTH_API_PORT: "0" },
+    env: { PATH: process.env.PATH, KUBECONFIG: (await identity("api")).kubeconfig, DATABASE_URL: db.url, BERTH_API_PORT: "0" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   t.teardown(() => { child.kill("SIGKILL"); });

@@ -1,12 +1,11 @@
 // Services end to end (issue 3): REST API → App custom resource → operator → Deployment, Service,
 // Ingress, HPA → pods Ready (kwok) → the API reports active. Real API server, real PostgreSQL.
 import test from "ava";
-import { pino } from "pino";
 import * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient } from "../../kube/client.ts";
-import { loadOperatorConfig } from "../../operator/config.ts";
-import { startOperator, type RunningOperator } from "../../operator/main.ts";
+import type { RunningOperator } from "../../operator/main.ts";
+import { startTestOperator } from "../helpers/operator.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 
@@ -18,10 +17,8 @@ const apps = () => `/workspaces/${api.workspaceId}/apps`;
 
 test.before(async () => {
   api = await startApi({ env: { BERTH_BASE_DOMAIN: "apps.test.local" } });
-  op = await startOperator(loadOperatorConfig({
-    KUBECONFIG: process.env.KUBECONFIG, BERTH_WATCH_NAMESPACE: api.namespace, BERTH_LEADER_ELECTION: "false",
-    BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_BASE_DOMAIN: "apps.test.local",
-  }), pino({ level: "silent" }));
+  // As the chart runs it: the operator's ServiceAccount, governance provisioned through this API.
+  op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url, env: { BERTH_BASE_DOMAIN: "apps.test.local" } });
 });
 test.after.always(async () => { await op?.stop(); await api?.stop(); });
 
@@ -166,7 +163,8 @@ test.serial("pipeline state reports every stage, with the governance stage under
   t.like(r.body, { overallStatus: "active", build: { status: "succeeded", buildpack: "prebuilt", imageTag: "registry.invalid/store:1" }, runtime: { status: "healthy", readyReplicas: 3, totalReplicas: 3, cpuUsageMillicores: null } });
   t.is(r.body.deploy.status, "succeeded");
   t.truthy(r.body.deploy.deployedAt);
-  t.like(r.body.harbor, { guardsEnabled: false });
+  // Provisioned on the first deployment, with the default observability config (guards on).
+  t.like(r.body.harbor, { status: "active", guardsEnabled: true });
   const fromGit = await api.fetchJson("GET", `${apps()}/shop/pipeline-state`);
   t.like(fromGit.body, { overallStatus: "stopped", source: { status: "ok", gitRepo: "https://git.example.com/acme/shop.git", branch: "main" }, build: { status: "pending" } });
 });

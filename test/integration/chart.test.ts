@@ -4,51 +4,21 @@
 // refusing bad values, the rendered environment parsed by the code's own config schemas, and the
 // RBAC applied for real and checked with `kubectl auth can-i` as the chart's ServiceAccounts.
 import test from "ava";
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as yaml from "js-yaml";
 import type * as k8s from "@kubernetes/client-node";
 import { loadOperatorConfig, OperatorConfigSchema } from "../../operator/config.ts";
 import { ConfigSchema, loadConfig } from "../../api/config.ts";
+import { rulesOf } from "../../kube/rbac.ts";
+import { OPERATOR_ACCESS } from "../../operator/rbac.ts";
+import { API_ACCESS } from "../../api/rbac.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { freshDatabase, query } from "../helpers/db.ts";
+import { K8S_VERSION, helm, kubectl, root, run, type Run } from "../helpers/binaries.ts";
 
-const root = join(import.meta.dirname, "../..");
 const chartDir = join(root, "charts/berth");
-
-// ---- binaries: the versions pinned in hack/lib/common.sh, from the same cache as bin_path ----
-
-const commonSh = readFileSync(join(root, "hack/lib/common.sh"), "utf8");
-/** A version pinned in hack/lib/common.sh (`NAME="${NAME:-v1.2.3}"`), overridable from the environment like there. */
-function pinned(name: string): string {
-  const fromEnv = process.env[name];
-  if (fromEnv) return fromEnv;
-  const m = new RegExp(`^${name}="\\$\\{${name}:-([^}"]+)\\}"`, "m").exec(commonSh);
-  if (!m?.[1]) throw new Error(`${name} is not pinned in hack/lib/common.sh`);
-  return m[1];
-}
-const K8S_VERSION = pinned("K8S_VERSION");
-const binDir = join(process.env.BERTH_CACHE ?? join(homedir(), ".cache/berth"), "bin");
-const HELM = join(binDir, `helm-${pinned("HELM_VERSION")}`);
-const KUBECTL = join(binDir, `kubectl-${K8S_VERSION}`);
-
-interface Run { code: number; stdout: string; stderr: string }
-
-/** Runs a binary; resolves with its exit status (never rejects on a non-zero exit; -1 when killed at the timeout). */
-function run(bin: string, args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const options = { maxBuffer: 64 * 1024 * 1024, env: opts.env ?? process.env, timeout: opts.timeoutMs ?? 60_000, killSignal: "SIGKILL" as const, cwd: root };
-    const child = execFile(bin, args, options, (err, stdout, stderr) => {
-      if (err && typeof err.code === "string") { reject(new Error(`${bin}: ${err.message}`)); return; } // ENOENT and the like
-      resolve({ code: err ? (typeof err.code === "number" ? err.code : -1) : 0, stdout, stderr });
-    });
-    child.stdin?.end(opts.input ?? "");
-  });
-}
-const helm = (args: string[]) => run(HELM, args);
-const kubectl = (args: string[], input?: string) => run(KUBECTL, args, input === undefined ? {} : { input });
 
 // ---- rendering ----
 
@@ -124,7 +94,7 @@ test("the default values render the operator, the API, their RBAC and the migrat
     "Deployment/berth-api", "Deployment/berth-operator",
     "Job/berth-migrations",
     "PodDisruptionBudget/berth-api",
-    "Role/berth-operator-leader-election", "RoleBinding/berth-operator-leader-election",
+    "Role/berth-operator-release", "RoleBinding/berth-operator-release",
     "Secret/berth-database", "Secret/berth-migrations-db",
     "Service/berth-api", "Service/berth-operator-metrics",
     "ServiceAccount/berth-api", "ServiceAccount/berth-operator",
@@ -323,34 +293,14 @@ test("the template refuses both minAvailable and maxUnavailable for the API's Po
 // ---- the RBAC, statically ----
 
 type Rule = { apiGroups?: string[]; resources?: string[]; resourceNames?: string[]; verbs: string[] };
-const RW = ["get", "list", "watch", "create", "patch", "update", "delete"];
-const OPERATOR_RULES: Rule[] = [
-  { apiGroups: ["berth.dev"], resources: ["apps", "domains", "shares"], verbs: ["get", "list", "watch"] },
-  { apiGroups: ["berth.dev"], resources: ["apps/status", "domains/status", "shares/status"], verbs: ["patch", "update"] },
-  { apiGroups: ["apps"], resources: ["deployments"], verbs: RW },
-  { apiGroups: [""], resources: ["services"], verbs: RW },
-  { apiGroups: ["networking.k8s.io"], resources: ["ingresses"], verbs: RW },
-  { apiGroups: ["autoscaling"], resources: ["horizontalpodautoscalers"], verbs: RW },
-  { apiGroups: ["batch"], resources: ["cronjobs", "jobs"], verbs: RW },
-  { apiGroups: [""], resources: ["secrets"], verbs: RW },
-  { apiGroups: ["cert-manager.io"], resources: ["certificates"], verbs: RW },
-  { apiGroups: [""], resources: ["events"], verbs: ["create", "patch"] },
-];
-const LEADER_RULES: Rule[] = [
-  { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
-  { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["berth-operator"], verbs: ["get", "update"] },
-];
-const API_RULES: Rule[] = [
-  { apiGroups: ["berth.dev"], resources: ["apps", "domains", "shares"], verbs: RW },
-  { apiGroups: [""], resources: ["namespaces"], verbs: ["get", "list", "watch", "create", "patch"] },
-  { apiGroups: ["authentication.k8s.io"], resources: ["tokenreviews"], verbs: ["create"] },
-];
+const plain = (rules: { rule: Rule }[]) => rules.map((r) => r.rule);
 
-test("the Roles grant exactly the documented rules: no wildcard, no escalation verbs, no built-in roles", async (t) => {
+test("the Roles grant exactly what the code declares: no wildcard, no escalation verbs, no built-in roles", async (t) => {
   const { objects } = await render("berth", NS);
-  t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-operator").rules, OPERATOR_RULES);
-  t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-operator-leader-election").rules, LEADER_RULES);
-  t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api").rules, API_RULES);
+  t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-operator").rules, plain(rulesOf(OPERATOR_ACCESS, "cluster")));
+  t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-operator-release").rules, plain(rulesOf(OPERATOR_ACCESS, "release")));
+  t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api").rules, plain(rulesOf(API_ACCESS, "cluster")));
+  t.deepEqual(objects.filter((o) => o.kind === "Role").map((o) => o.metadata.name), ["berth-operator-release"], "the API needs nothing namespaced");
   for (const o of objects.filter((x) => x.kind === "ClusterRole" || x.kind === "Role") as unknown as { metadata: { name: string }; rules: Rule[] }[]) {
     for (const r of o.rules) {
       const values = [...(r.apiGroups ?? []), ...(r.resources ?? []), ...r.verbs];
@@ -456,7 +406,7 @@ function applyRbac(): Promise<void> {
     // The authorizer's caches follow the new bindings within moments.
     await eventually("the operator's ClusterRoleBinding to take effect", () => can("operator", "patch", "deployments.apps"), 15_000);
     await eventually("the API's ClusterRoleBinding to take effect", () => can("api", "create", "namespaces"), 15_000);
-    await eventually("the leader-election RoleBinding to take effect", () => can("operator", "create", "leases.coordination.k8s.io", { ns: rbacNs }), 15_000);
+    await eventually("the release-namespace RoleBinding to take effect", () => can("operator", "create", "leases.coordination.k8s.io", { ns: rbacNs }), 15_000);
   })();
   return rbacApplied;
 }
@@ -468,14 +418,12 @@ const allowed: Check[] = [
   ["operator", "watch", "deployments.apps", { ns: "*" }],
   ["operator", "list", "apps.berth.dev", { ns: "*" }],
   ["operator", "patch", "apps.berth.dev", { subresource: "status" }],
-  ["operator", "update", "domains.berth.dev", { subresource: "status" }],
-  ["operator", "patch", "shares.berth.dev", { subresource: "status" }],
+  ["operator", "patch", "apps.berth.dev"], // its finalizer (metadata.finalizers)
+  ["operator", "update", "apps.berth.dev", { subresource: "finalizers" }],
   ["operator", "create", "services"],
   ["operator", "patch", "ingresses.networking.k8s.io"],
   ["operator", "patch", "horizontalpodautoscalers.autoscaling"],
   ["operator", "create", "cronjobs.batch"],
-  ["operator", "create", "jobs.batch"],
-  ["operator", "create", "certificates.cert-manager.io"],
   ["operator", "create", "secrets"], // the <app>-governance Secret
   ["operator", "get", "secrets"], // granted (its watch cache of the governance Secrets); see docs/operating.md
   ["operator", "create", "events"],
@@ -485,8 +433,8 @@ const allowed: Check[] = [
   ["api", "create", "namespaces"],
   ["api", "patch", "namespaces"],
   ["api", "create", "apps.berth.dev"],
-  ["api", "delete", "shares.berth.dev"],
-  ["api", "watch", "domains.berth.dev", { ns: "*" }],
+  ["api", "delete", "apps.berth.dev"],
+  ["api", "watch", "apps.berth.dev", { ns: "*" }],
   ["api", "create", "tokenreviews.authentication.k8s.io"],
 ];
 const denied: Check[] = [
@@ -496,8 +444,11 @@ const denied: Check[] = [
   ["operator", "create", "rolebindings.rbac.authorization.k8s.io"],
   ["operator", "*", "*"],
   ["operator", "*", "deployments.apps"],
-  ["operator", "patch", "apps.berth.dev"], // the spec belongs to the user and the API
+  ["operator", "update", "apps.berth.dev"], // the spec belongs to the user and the API: only merge patches of its finalizer
   ["operator", "delete", "apps.berth.dev"],
+  ["operator", "create", "apps.berth.dev"],
+  ["operator", "create", "jobs.batch"], // nothing builds yet: no grant until a controller needs it
+  ["operator", "get", "domains.berth.dev"],
   ["operator", "create", "pods"],
   ["operator", "create", "pods", { subresource: "exec" }],
   ["operator", "get", "configmaps"],
@@ -515,6 +466,8 @@ const denied: Check[] = [
   ["api", "list", "secrets", { ns: "*" }],
   ["api", "create", "secrets"],
   ["api", "delete", "namespaces"],
+  ["api", "list", "namespaces"],
+  ["api", "get", "domains.berth.dev"],
   ["api", "patch", "apps.berth.dev", { subresource: "status" }],
   ["api", "create", "leases.coordination.k8s.io", { ns: "<release>" }],
   ["api", "create", "pods"],

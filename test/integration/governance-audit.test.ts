@@ -4,22 +4,19 @@
 import test from "ava";
 import pg from "pg";
 import { canonicalJson, entryHash, GENESIS_HASH } from "../../api/governance/audit.ts";
-import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
-import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
-const k = kube();
 let api: TestApi;
-let opNs: string;
 let token: string;
 
 test.before(async () => {
-  opNs = await testNamespace(k, "gov-aud");
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator` } });
-  token = await serviceAccountToken(opNs, "berth-operator");
+  api = await startApi();
+  token = (await identity("operator")).token;
 });
-test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
+test.after.always(async () => { await api?.stop(); });
 
 const provisionKey = async (name: string) => (await provisionApp(api, token, name)).key;
 

@@ -4,14 +4,14 @@
 import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient } from "../../kube/client.ts";
-import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
-import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
+import { kube } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
-let opNs: string;
 let key: string;
 /** the key of "cfg", the app whose config the serial tests change */
 let cfgKey: string;
@@ -21,9 +21,8 @@ const SESSIONS = ["s-a", "s-b"];
 const app = () => `/workspaces/${api.workspaceId}/governance/apps/list`;
 
 test.before(async () => {
-  opNs = await testNamespace(k, "gov-end");
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator` } });
-  const token = await serviceAccountToken(opNs, "berth-operator");
+  api = await startApi();
+  const token = (await identity("operator")).token;
   await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "unprovisioned", namespace: api.namespace }, spec: { name: "u", slug: "unprovisioned" } }, "test");
   key = (await provisionApp(api, token, "list")).key;
   cfgKey = (await provisionApp(api, token, "cfg")).key;
@@ -44,7 +43,7 @@ test.before(async () => {
   const res = await api.fetchJson("POST", "/governance/traces", { key, body: { traces } });
   if (res.body.created !== 130) throw new Error(res.text);
 });
-test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
+test.after.always(async () => { await api?.stop(); });
 
 test("traces: default page of 20, newest first, with exactly SPEC's list fields", async (t) => {
   const r = await api.fetchJson("GET", `${app()}/traces`);

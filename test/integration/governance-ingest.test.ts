@@ -6,30 +6,26 @@ import test from "ava";
 import pg from "pg";
 import { aggregateEvalScore, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
 import { BUILTIN_PRICE_VERSION } from "../../api/governance/ingest/pricing.ts";
-import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
-import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
-const k = kube();
 let api: TestApi;
-let opNs: string;
 let keyA: string;
 let keyB: string;
 
 
 test.before(async () => {
-  opNs = await testNamespace(k, "gov-ing");
   api = await startApi({ env: {
-    BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator`,
     BERTH_INGEST_BODY_LIMIT_BYTES: String(256 * 1024),
     BERTH_MODEL_PRICES: JSON.stringify({ version: "test1", models: { "acme-llm": { prompt: 1, completion: 2 } } }),
   } });
-  const token = await serviceAccountToken(opNs, "berth-operator");
+  const token = (await identity("operator")).token;
   keyA = (await provisionApp(api, token, "alpha")).key;
   keyB = (await provisionApp(api, token, "beta")).key;
 });
-test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
+test.after.always(async () => { await api?.stop(); });
 
 const base = (over: Record<string, unknown> = {}) => ({
   traceId: crypto.randomUUID(),
@@ -221,7 +217,7 @@ test("a key of one app never writes to nor reads another app's store", async (t)
 });
 
 test("an app key's last use is recorded, at most once a minute", async (t) => {
-  const token = await serviceAccountToken(opNs, "berth-operator");
+  const token = (await identity("operator")).token;
   const { key } = await provisionApp(api, token, "lastuse");
   const lastUsed = async () => (await query<{ last_used_at: Date | null }>(api.db.url, "select last_used_at from governance_app_keys where hash = $1",
     [createHash("sha256").update(key).digest("hex")]))[0]!.last_used_at;

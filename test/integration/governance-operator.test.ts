@@ -3,41 +3,26 @@
 // first rollout, mounts them, re-provisions on request, and removes them; the key in the Secret
 // works for ingestion and stops working when replaced.
 import test from "ava";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { randomUUID } from "node:crypto";
-import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
-import { loadOperatorConfig } from "../../operator/config.ts";
-import { startOperator, type RunningOperator } from "../../operator/main.ts";
+import type { RunningOperator } from "../../operator/main.ts";
+import { startTestOperator } from "../helpers/operator.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
-import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
+import { eventually, kube } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
 let op: RunningOperator;
-const SA = "berth-operator-test";
-const SA_NS = uniqueName("optest"); // the operator's namespace, as berth-system is in a cluster
 
 test.before(async () => {
-  // The operator's identity: a ServiceAccount of the test workspace's namespace, its token minted
-  // by the TokenRequest API into a file, as kubelet would project it.
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${SA_NS}:${SA}`, BERTH_GOVERNANCE_HOST: "127.0.0.1:9" } });
-  await k.core.createNamespace({ body: { metadata: { name: SA_NS } } });
-  await k.core.createNamespacedServiceAccount({ namespace: SA_NS, body: { metadata: { name: SA } } });
-  const tr = await k.core.createNamespacedServiceAccountToken({ namespace: SA_NS, name: SA, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
-  const tokenFile = join(mkdtempSync(join(tmpdir(), "berth-op-")), "token");
-  writeFileSync(tokenFile, tr.status!.token!, { mode: 0o600 });
-  op = await startOperator(loadOperatorConfig({
-    KUBECONFIG: process.env.KUBECONFIG, BERTH_WATCH_NAMESPACE: api.namespace, BERTH_LEADER_ELECTION: "false",
-    BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_API_URL: api.url, BERTH_OPERATOR_TOKEN_FILE: tokenFile,
-  }), pino({ level: "silent" }));
+  api = await startApi({ env: { BERTH_GOVERNANCE_HOST: "127.0.0.1:9" } });
+  // As the chart runs it: the operator's ServiceAccount and RBAC, its token checked by TokenReview.
+  op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url });
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); await deleteNamespace(k, SA_NS); });
+test.after.always(async () => { await op?.stop(); await api?.stop(); });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 const gov = (app: string) => `/workspaces/${api.workspaceId}/governance/apps/${app}`;

@@ -7,6 +7,7 @@ import pg from "pg";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { query } from "../helpers/db.ts";
 import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
@@ -19,8 +20,8 @@ let intruderToken: string;
 
 test.before(async () => {
   opNs = await testNamespace(k, "gov-op");
-  api = await startApi({ env: { BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator`, BERTH_GOVERNANCE_HOST: "gov.berth.test" } });
-  operatorToken = await serviceAccountToken(opNs, "berth-operator");
+  api = await startApi({ env: { BERTH_GOVERNANCE_HOST: "gov.berth.test" } });
+  operatorToken = (await identity("operator")).token;
   intruderToken = await serviceAccountToken(opNs, "intruder");
 });
 test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });

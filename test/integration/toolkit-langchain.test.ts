@@ -12,15 +12,15 @@ import { AIMessage, AIMessageChunk } from "@langchain/core/messages";
 import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { FakeListChatModel } from "@langchain/core/utils/testing";
 import { composeRoutes, serviceReadiness } from "../../api/main.ts";
-import { createLogger } from "../../api/logger.ts";
+import { createLogger } from "../../kube/logger.ts";
 import { buildServer, listen, type RunningServer } from "../../api/server.ts";
 import type { ConfigureOptions, GovernanceLogger } from "../../toolkit/src/index.ts";
 import { Governance, GuardBlockedError, parseConnection } from "../../toolkit/src/index.ts";
 import { withGovernance } from "../../toolkit/src/langchain/index.ts";
-import { serviceAccountToken, startApi, type TestApi } from "../helpers/api.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
-import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 /** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
 class UsageChatModel extends FakeListChatModel {
@@ -40,10 +40,8 @@ class UsageChatModel extends FakeListChatModel {
   }
 }
 
-const k = kube();
 let api: TestApi;
 let port: number;
-let opNs: string;
 let operatorToken: string;
 /** GOVDB_CONNECTION of each app, as the API minted it */
 const connections = new Map<string, string>();
@@ -92,14 +90,12 @@ class Warnings implements GovernanceLogger {
 }
 
 test.before(async () => {
-  opNs = await testNamespace(k, "toolkit");
   port = await freePort();
   api = await startApi({ env: {
     BERTH_API_PORT: String(port),
     BERTH_GOVERNANCE_HOST: `127.0.0.1:${port}`,
-    BERTH_OPERATOR_USERNAME: `system:serviceaccount:${opNs}:berth-operator`,
   } });
-  operatorToken = await serviceAccountToken(opNs, "berth-operator");
+  operatorToken = (await identity("operator")).token;
   for (const app of ["chat", "redact", "plain", "outage", "bounded"]) await provision(app);
   // "redact": PII in responses is redacted by a template instead of blocked by the built-in guard
   const tpl = await api.fetchJson("POST", "/governance/guard-templates", { key: api.adminKey, body: { name: "Redact PII", guardType: "pii_detection", config: { action: "redact" } } });
@@ -111,7 +107,6 @@ test.before(async () => {
 test.after.always(async () => {
   for (const s of restarted) await s.close();
   await api?.stop();
-  if (opNs) await deleteNamespace(k, opNs);
 });
 
 async function traceDetail(app: string, traceId: string) {

@@ -1,0 +1,14 @@
+// The API's permissions, from the code that needs them (kube/rbac.ts): the union of what each
+// module declares next to its calls. hack/gen.ts renders them into the chart
+// (templates/api-rbac.yaml); a test fails when the two disagree. The API never touches
+// workloads or Secrets: the operator does.
+import type { Access } from "../kube/rbac.ts";
+import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
+import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
+import { NAMESPACE_ENSURER_ACCESS } from "./workspaces/namespaces.ts";
+
+export const API_ACCESS: readonly Access[] = [
+  ...APPS_SERVICE_ACCESS,
+  ...NAMESPACE_ENSURER_ACCESS,
+  ...TOKEN_REVIEWER_ACCESS,
+];
