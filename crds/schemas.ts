@@ -67,7 +67,7 @@ export const DEFAULTS = {
 // ---------------------------------------------------------------------------------------------
 // App
 
-export const AppSpec = z.object({
+const AppSpecFields = z.object({
   name: fields.name,
   slug: fields.slug,
   description: fields.description.optional(),
@@ -88,13 +88,42 @@ export const AppSpec = z.object({
   schedule: fields.schedule.optional(),
   image: fields.image.optional(),
   suspended: z.boolean().default(DEFAULTS.suspended).describe("Soft delete: workloads scaled to zero and routing removed; data kept"),
-}).strict().meta({
-  "x-kubernetes-validations": [
-    { rule: "!has(self.maxReplicas) || self.maxReplicas >= self.minReplicas", message: "maxReplicas must be greater than or equal to minReplicas", fieldPath: ".maxReplicas", reason: "FieldValueInvalid" },
-    { rule: "self.type != 'cron' || has(self.schedule)", message: "schedule is required when type is cron", fieldPath: ".schedule", reason: "FieldValueRequired" },
-    { rule: "self.type == 'cron' || !has(self.schedule)", message: "schedule is only allowed when type is cron", fieldPath: ".schedule", reason: "FieldValueForbidden" },
-  ],
-});
+}).strict();
+
+/**
+ * A rule between fields, stated once: the CEL expression the API server runs on `kubectl apply`
+ * (x-kubernetes-validations) and the same check for zod, which the REST API and the operator
+ * run. test/integration/crds.test.ts holds the two to the same answers on the same inputs.
+ */
+export interface CrossFieldRule<T> {
+  cel: string;
+  check: (v: T) => boolean;
+  message: string;
+  field: string;
+  reason: "FieldValueInvalid" | "FieldValueRequired" | "FieldValueForbidden";
+}
+
+/** The schema with its rules: checked by zod (issues at `field`) and emitted into the CRD. */
+export function withRules<S extends z.ZodType<Record<string, unknown>>>(schema: S, rules: readonly CrossFieldRule<z.output<S>>[]): S {
+  return schema.superRefine((v, ctx) => {
+    for (const r of rules) if (!r.check(v)) ctx.addIssue({ code: "custom", path: [r.field], message: r.message, input: v });
+  }).meta({
+    "x-kubernetes-validations": rules.map((r) => ({ rule: r.cel, message: r.message, fieldPath: `.${r.field}`, reason: r.reason })),
+  });
+}
+
+type AppSpecShape = z.output<typeof AppSpecFields>;
+
+export const APP_RULES: readonly CrossFieldRule<AppSpecShape>[] = [
+  { cel: "!has(self.maxReplicas) || self.maxReplicas >= self.minReplicas", check: (s) => s.maxReplicas === undefined || s.maxReplicas >= s.minReplicas,
+    message: "maxReplicas must be greater than or equal to minReplicas", field: "maxReplicas", reason: "FieldValueInvalid" },
+  { cel: "self.type != 'cron' || has(self.schedule)", check: (s) => s.type !== "cron" || s.schedule !== undefined,
+    message: "schedule is required when type is cron", field: "schedule", reason: "FieldValueRequired" },
+  { cel: "self.type == 'cron' || !has(self.schedule)", check: (s) => s.type === "cron" || s.schedule === undefined,
+    message: "schedule is only allowed when type is cron", field: "schedule", reason: "FieldValueForbidden" },
+];
+
+export const AppSpec = withRules(AppSpecFields, APP_RULES);
 export type AppSpec = z.output<typeof AppSpec>;
 export type AppSpecInput = z.input<typeof AppSpec>;
 

@@ -4,7 +4,6 @@ import { z } from "zod";
 import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec, MAX_BATCH_SIZE, TraceRecord } from "../../toolkit/src/index.ts";
 import { fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { FieldErrorSchema } from "../http/problem.ts";
-import { APP_ID_PATTERN } from "./stores/names.ts";
 import { ObservabilityConfig } from "./configs/observability.ts";
 
 const ts = z.iso.datetime();
@@ -217,22 +216,9 @@ export const AuditVerification = z.object({
 
 export const ObservabilityConfigSchema = ObservabilityConfig;
 
-export const ProvisionInternalBody = z.object({
-  namespace: z.string().min(1).max(63),
-  appName: z.string().regex(APP_ID_PATTERN, "must be an App name (a DNS label)"),
-  appUid: z.string().min(1).max(64),
-  generation: z.int().min(1).max(2_147_483_647),
-}).strict().meta({ id: "InternalProvisionRequest" });
-
-export const DeprovisionInternalBody = ProvisionInternalBody.omit({ generation: true }).strict().meta({ id: "InternalDeprovisionRequest" });
-
-export const InternalProvisioned = z.object({
-  project: z.string().describe("GOVERNANCE_PROJECT: the app id (the App's name)"),
-  workspaceId: z.string(),
-  database: z.string(),
-  generation: z.int(),
-  connectionString: z.string().describe("GOVDB_CONNECTION, unmasked"),
-}).strict().meta({ id: "InternalProvisionResult" });
+// The operator ↔ API messages are the contract's (crds/governance.ts): the operator parses the
+// answers with the same schemas.
+export { ProvisionRequest as ProvisionInternalBody, DeprovisionRequest as DeprovisionInternalBody, Provisioned as InternalProvisioned } from "../../crds/governance.ts";
 
 export const ToolkitConfig = z.object({
   project: z.string(),

@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
+import { ANNOTATIONS, DEFAULT_CPU_TARGET, appHost, isServed } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 export interface BuildConfig {
@@ -20,8 +21,6 @@ export interface Observed { deploymentReplicas?: number | undefined }
 /** The App's governance Secret, when provisioned: its name and the key generation it holds. */
 export interface GovernanceRef { secretName: string; generation: number }
 
-export const GOVERNANCE_GENERATION_LABEL = "berth.dev/governance-generation";
-
 export function governanceSecretName(app: string): string {
   return `${app}-governance`;
 }
@@ -31,14 +30,13 @@ export function buildGovernanceSecret(app: AppRef, v: { connectionString: string
   const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
   return {
     apiVersion: "v1", kind: "Secret", type: "Opaque",
-    metadata: { ...meta(app, { annotations: { [GOVERNANCE_GENERATION_LABEL]: String(v.generation) } }), name: governanceSecretName(app.name) },
+    metadata: { ...meta(app, { annotations: { [ANNOTATIONS.governanceGeneration]: String(v.generation) } }), name: governanceSecretName(app.name) },
     data: { GOVDB_CONNECTION: b64(v.connectionString), GOVERNANCE_PROJECT: b64(v.project) },
   };
 }
 
 export const MANAGED_BY = { "app.kubernetes.io/managed-by": "berth" } as const;
 export const HASH_ANNOTATION = "berth.dev/applied-hash";
-export const DEFAULT_CPU_TARGET = 80;
 const CONTAINER = "app";
 
 export type ChildKind = "Deployment" | "Service" | "Ingress" | "HorizontalPodAutoscaler" | "CronJob";
@@ -59,14 +57,6 @@ export function cpuQuantity(millicores: number): string {
 /** Memory MiB in the API server's canonical form (1024Mi is stored as 1Gi). */
 export function memoryQuantity(mi: number): string {
   return mi % 1024 === 0 ? `${mi / 1024}Gi` : `${mi}Mi`;
-}
-
-export function appHost(spec: AppSpec, cfg: BuildConfig): string {
-  return `${spec.slug}.${cfg.baseDomain}`;
-}
-
-export function appUrl(spec: AppSpec, cfg: BuildConfig): string | undefined {
-  return spec.type === "web" || spec.type === "api" ? `https://${appHost(spec, cfg)}` : undefined;
 }
 
 export function labels(app: AppRef): Record<string, string> {
@@ -93,11 +83,11 @@ export function desiredReplicas(spec: AppSpec, observed: Observed): number {
 
 function podMeta(app: AppRef, gov: GovernanceRef | undefined): k8s.V1ObjectMeta {
   // The generation on the template rolls the pods when a re-provision changes the key.
-  return { labels: labels(app), ...(gov ? { annotations: { [GOVERNANCE_GENERATION_LABEL]: String(gov.generation) } } : {}) };
+  return { labels: labels(app), ...(gov ? { annotations: { [ANNOTATIONS.governanceGeneration]: String(gov.generation) } } : {}) };
 }
 
 function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined): k8s.V1PodSpec {
-  const serving = spec.type === "web" || spec.type === "api";
+  const serving = isServed(spec.type);
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
   return {
     restartPolicy,
@@ -143,7 +133,7 @@ export function buildService(app: AppRef): k8s.V1Service {
 }
 
 export function buildIngress(app: AppRef, spec: AppSpec, cfg: BuildConfig): k8s.V1Ingress {
-  const host = appHost(spec, cfg);
+  const host = appHost(spec, cfg.baseDomain);
   return {
     apiVersion: "networking.k8s.io/v1", kind: "Ingress",
     metadata: meta(app, { annotations: { "berth.dev/visibility": spec.visibility } }),
@@ -197,7 +187,7 @@ export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cf
   } else {
     out.push(buildDeployment(app, spec, image, observed, gov) as KubeObject);
     if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
-    if ((spec.type === "web" || spec.type === "api") && !spec.suspended) {
+    if (isServed(spec.type) && !spec.suspended) {
       out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);
     }
   }

@@ -1,33 +1,19 @@
 // The operator's side of governance provisioning: it asks the API (which owns the database) to
 // provision an App's store and mint its scoped key, authenticated with its ServiceAccount token,
-// and writes the answer into the `<app>-governance` Secret. Contract: docs/governance.md.
+// and writes the answer into the `<app>-governance` Secret. Contract: crds/governance.ts and
+// docs/governance.md.
 import { readFile } from "node:fs/promises";
+import { GOVERNANCE_DISABLED_CODE, PROVISION_PATH, Provisioned, type DeprovisionRequest, type ProvisionRequest } from "../../crds/governance.ts";
 
-export interface ProvisionRequest { namespace: string; appName: string; appUid: string; generation: number }
-export interface Provisioned { project: string; workspaceId: string; database: string; generation: number; connectionString: string }
+export type { Provisioned, ProvisionRequest, DeprovisionRequest } from "../../crds/governance.ts";
 
 export interface GovernanceClient {
-  provision(req: ProvisionRequest): Promise<Provisioned>;
-  deprovision(req: Omit<ProvisionRequest, "generation">): Promise<void>;
+  provision(req: ProvisionRequest, signal?: AbortSignal): Promise<Provisioned>;
+  deprovision(req: DeprovisionRequest, signal?: AbortSignal): Promise<void>;
 }
 
 /** The API refused because governance was switched off for the App (public DELETE .../provision). */
 export class GovernanceDisabledError extends Error {}
-
-/** Annotations on the App through which the API asks for a fresh key or switches governance off. */
-export const GOVERNANCE_GENERATION_ANNOTATION = "berth.dev/governance-generation";
-export const GOVERNANCE_DISABLED_ANNOTATION = "berth.dev/governance-disabled";
-/** Finalizer that drops the App's store when the App is deleted. */
-export const GOVERNANCE_FINALIZER = "berth.dev/governance";
-
-export function governanceGeneration(annotations: Record<string, string> | undefined): number {
-  const n = Number(annotations?.[GOVERNANCE_GENERATION_ANNOTATION] ?? 1);
-  return Number.isInteger(n) && n >= 1 ? n : 1;
-}
-
-export function governanceDisabled(annotations: Record<string, string> | undefined): boolean {
-  return annotations?.[GOVERNANCE_DISABLED_ANNOTATION] === "true";
-}
 
 export class HttpGovernanceClient implements GovernanceClient {
   readonly #baseUrl: string;
@@ -40,28 +26,33 @@ export class HttpGovernanceClient implements GovernanceClient {
     this.#timeoutMs = opts.timeoutMs ?? 10_000;
   }
 
-  async provision(req: ProvisionRequest): Promise<Provisioned> {
-    return (await this.#call("POST", req)) as Provisioned;
+  async provision(req: ProvisionRequest, signal?: AbortSignal): Promise<Provisioned> {
+    const answer = Provisioned.safeParse(await this.#call("POST", req, signal));
+    if (!answer.success) throw new Error(`governance provisioning answered an unexpected body: ${answer.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    return answer.data;
   }
 
-  async deprovision(req: Omit<ProvisionRequest, "generation">): Promise<void> {
-    await this.#call("DELETE", req);
+  async deprovision(req: DeprovisionRequest, signal?: AbortSignal): Promise<void> {
+    await this.#call("DELETE", req, signal);
   }
 
-  async #call(method: "POST" | "DELETE", body: object): Promise<unknown> {
+  async #call(method: "POST" | "DELETE", body: object, signal: AbortSignal | undefined): Promise<unknown> {
     // Projected ServiceAccount tokens rotate: read the file on every call.
     const token = (await readFile(this.#tokenFile, "utf8")).trim();
-    const res = await fetch(`${this.#baseUrl}/api/v1/internal/governance/provision`, {
+    const timeout = AbortSignal.timeout(this.#timeoutMs);
+    const res = await fetch(`${this.#baseUrl}${PROVISION_PATH}`, {
       method,
       headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", Accept: "application/json" },
       body: JSON.stringify(body),
-      signal: AbortSignal.timeout(this.#timeoutMs),
+      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
     });
     const text = await res.text();
-    if (res.ok) return text ? JSON.parse(text) : undefined;
+    if (res.ok) {
+      try { return text ? JSON.parse(text) as unknown : undefined; } catch { throw new Error(`governance ${method === "POST" ? "provisioning" : "de-provisioning"} answered HTTP ${res.status} with a body that is not JSON`); }
+    }
     let problem: { code?: string; detail?: string } = {};
     try { problem = JSON.parse(text) as typeof problem; } catch { /* not a problem document */ }
-    if (res.status === 409 && problem.code === "governance_disabled") throw new GovernanceDisabledError(problem.detail ?? "governance is disabled for this App");
+    if (res.status === 409 && problem.code === GOVERNANCE_DISABLED_CODE) throw new GovernanceDisabledError(problem.detail ?? "governance is disabled for this App");
     throw new Error(`governance ${method === "POST" ? "provisioning" : "de-provisioning"} failed: HTTP ${res.status} ${problem.code ?? ""} ${problem.detail ?? ""}`.trim());
   }
 }

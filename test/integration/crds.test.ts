@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as yaml from "js-yaml";
 import * as k8s from "@kubernetes/client-node";
-import { API_VERSION } from "../../crds/schemas.ts";
+import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { apiError, deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
@@ -80,3 +80,22 @@ test("unknown spec fields are pruned, not stored", async (t) => {
   const created = await k.objects.create(app({ ...validSpec, bogus: true })) as { spec: Record<string, unknown> };
   t.false("bogus" in created.spec);
 });
+
+// Each cross-field rule is stated once (crds/schemas.ts APP_RULES): its CEL runs in the API
+// server, its check in zod (the REST API and the operator). Both must give the same answer.
+const ruleCases: Record<string, unknown>[] = [
+  { minReplicas: 3, maxReplicas: 2 }, { minReplicas: 2, maxReplicas: 2 }, { minReplicas: 1 }, { maxReplicas: 5 },
+  { type: "cron" }, { type: "cron", schedule: "0 3 * * *" }, { type: "web", schedule: "0 3 * * *" }, { type: "worker" },
+  { type: "cron", schedule: "@daily", minReplicas: 2, maxReplicas: 1 },
+];
+for (const patch of ruleCases) {
+  test(`zod and the API server agree on ${JSON.stringify(patch)}`, async (t) => {
+    const spec = { ...validSpec, ...patch };
+    const zod = AppSpec.safeParse(spec);
+    const server = await k.objects.create(app(spec)).then(() => undefined, (err: unknown) => apiError(err));
+    t.is(zod.success, server === undefined, `zod: ${zod.success ? "accepts" : zod.error.message}; server: ${server?.message ?? "accepts"}`);
+    if (!zod.success && server) {
+      for (const issue of zod.error.issues) t.true(server.message.includes(issue.message), `the server names "${issue.message}": ${server.message}`);
+    }
+  });
+}

@@ -2,7 +2,7 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { governanceDisabled, governanceGeneration } from "../../operator/app/governance.ts";
+import { governanceDisabled, governanceGeneration } from "../../crds/app.ts";
 import { buildChildren, buildGovernanceSecret, contains, cpuQuantity, desiredReplicas, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };

@@ -1,13 +1,15 @@
 // The Apps governance acts on, as seen from the watch cache (falling back to the API server right
 // after a create), and the annotations through which the API asks the operator for a fresh key
-// or switches governance off. The operator reads the same annotation names (contract:
-// docs/governance.md).
+// or switches governance off (their names and reading: crds/app.ts, shared with the operator).
 import { API_VERSION } from "../../../crds/schemas.ts";
 import { API_FIELD_MANAGER, isNotFound, type KubeClient, type KubeObject } from "../../../kube/client.ts";
+import { groupOf, type Access } from "../../../kube/rbac.ts";
 import { NotFoundError } from "../../errors.ts";
 
-export const GOVERNANCE_GENERATION_ANNOTATION = "berth.dev/governance-generation";
-export const GOVERNANCE_DISABLED_ANNOTATION = "berth.dev/governance-disabled";
+/** What governance does to Apps (RBAC from code, see api/rbac.ts). */
+export const GOVERNANCE_APPS_ACCESS: Access[] = [
+  { group: groupOf(API_VERSION), resource: "apps", verbs: ["get", "patch"], why: "Governance reads an App right after its creation and annotates it to ask the operator for a fresh key or to switch governance off" },
+];
 
 export interface AppRef {
   namespace: string;
@@ -42,8 +44,3 @@ export function appAnnotator(client: KubeClient): AppAnnotator {
   };
 }
 
-/** The generation the App's annotation asks for (1 when absent or malformed, as the operator reads it). */
-export function annotatedGeneration(annotations: Record<string, string>): number {
-  const n = Number(annotations[GOVERNANCE_GENERATION_ANNOTATION] ?? 1);
-  return Number.isInteger(n) && n >= 1 ? n : 1;
-}

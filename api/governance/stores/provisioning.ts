@@ -15,7 +15,9 @@
 import { randomUUID } from "node:crypto";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import type { Logger } from "../../../kube/logger.ts";
-import { annotatedGeneration, GOVERNANCE_DISABLED_ANNOTATION, GOVERNANCE_GENERATION_ANNOTATION, type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
+import { ANNOTATIONS, governanceGeneration } from "../../../crds/app.ts";
+import { GOVERNANCE_DISABLED_CODE } from "../../../crds/governance.ts";
+import { type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
 import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
@@ -99,7 +101,7 @@ export class ProvisioningService {
       const row = await this.#lockedProject(c, workspaceId, req.appName);
       const sameApp = !row || row.appUid === null || row.appUid === req.appUid;
       if (row && row.status === "disabled" && sameApp) {
-        throw new ConflictError("governance_disabled", `Governance was switched off for ${req.appName} (DELETE .../governance/apps/${req.appName}/provision); POST .../provision turns it back on.`);
+        throw new ConflictError(GOVERNANCE_DISABLED_CODE, `Governance was switched off for ${req.appName} (DELETE .../governance/apps/${req.appName}/provision); POST .../provision turns it back on.`);
       }
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName);
       if (row && !sameApp) {
@@ -155,12 +157,12 @@ export class ProvisioningService {
       const row = await this.#lockedProject(c, workspaceId, appId);
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, appId);
       await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion())]);
-      const generation = Math.max(row?.generation ?? 1, annotatedGeneration(app.annotations)) + 1;
+      const generation = Math.max(row?.generation ?? 1, governanceGeneration(app.annotations)) + 1;
       const project = await this.#upsertProject(c, { workspaceId, appId, appUid: app.uid ?? row?.appUid ?? null, names, generation, fresh: true });
       await revokeAppKeys(c, workspaceId, appId, this.#now());
       return project;
     });
-    await this.#annotate(app, { [GOVERNANCE_GENERATION_ANNOTATION]: String(project.generation), [GOVERNANCE_DISABLED_ANNOTATION]: null });
+    await this.#annotate(app, { [ANNOTATIONS.governanceGeneration]: String(project.generation), [ANNOTATIONS.governanceDisabled]: null });
     this.#d.log.info({ workspaceId, appId, generation: project.generation }, "governance store re-created");
     return { appId, harborDatabase: project.schema, connectionString: connectionString(MASKED_KEY, this.#d.host, project.schema) };
   }
@@ -181,10 +183,10 @@ export class ProvisioningService {
         await c.query(
           `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at, disabled_at)
            values ($1, $2, $3, $4, $5, $6, 'disabled', $7, $8, $8, $8)`,
-          [randomUUID(), workspaceId, appId, app.uid ?? null, names.schema, names.role, annotatedGeneration(app.annotations), now]);
+          [randomUUID(), workspaceId, appId, app.uid ?? null, names.schema, names.role, governanceGeneration(app.annotations), now]);
       }
     });
-    await this.#annotate(app, { [GOVERNANCE_DISABLED_ANNOTATION]: "true" });
+    await this.#annotate(app, { [ANNOTATIONS.governanceDisabled]: "true" });
     this.#d.log.info({ workspaceId, appId }, "governance switched off");
   }
 

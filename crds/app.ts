@@ -1,0 +1,49 @@
+// What the API, the operator and kubectl users share about an App beyond its schema: the
+// annotations and finalizer through which they talk, the defaults that are not CRD defaults, and
+// the rule of the default URL. One definition each; both processes import them from here.
+import type { AppSpec } from "./schemas.ts";
+
+/**
+ * App annotations written by the API and read by the operator: the governance key generation
+ * the App's Secret must hold (POST .../provision bumps it), and governance switched off
+ * (DELETE .../provision). The operator stamps the generation on the Secret and the pod template
+ * under the same name.
+ */
+export const ANNOTATIONS = {
+  governanceGeneration: "berth.dev/governance-generation",
+  governanceDisabled: "berth.dev/governance-disabled",
+} as const;
+
+/** Finalizer by which the operator drops the App's governance store before the App goes. */
+export const GOVERNANCE_FINALIZER = "berth.dev/governance";
+
+type Annotations = Readonly<Record<string, string>> | undefined;
+
+/** The key generation an App asks for: 1 when the annotation is absent or malformed. */
+export function governanceGeneration(annotations: Annotations): number {
+  const n = Number(annotations?.[ANNOTATIONS.governanceGeneration] ?? 1);
+  return Number.isInteger(n) && n >= 1 ? n : 1;
+}
+
+/** Whether governance was switched off for the App. */
+export function governanceDisabled(annotations: Annotations): boolean {
+  return annotations?.[ANNOTATIONS.governanceDisabled] === "true";
+}
+
+/** The HPA's CPU target when the App sets none (percent). */
+export const DEFAULT_CPU_TARGET = 80;
+
+/** web and api Apps are served (Service, Ingress, a URL); workers and cron jobs are not. */
+export function isServed(type: AppSpec["type"]): boolean {
+  return type === "web" || type === "api";
+}
+
+/** The App's default host: `<slug>.<baseDomain>`. */
+export function appHost(spec: Pick<AppSpec, "slug">, baseDomain: string): string {
+  return `${spec.slug}.${baseDomain}`;
+}
+
+/** The App's default URL, https://<slug>.<baseDomain>; undefined for Apps that are not served. */
+export function appUrl(spec: Pick<AppSpec, "slug" | "type">, baseDomain: string): string | undefined {
+  return isServed(spec.type) ? `https://${appHost(spec, baseDomain)}` : undefined;
+}
