@@ -1,6 +1,7 @@
 // The operator's composition root: config, client, shared informers, controllers, leader
 // election, health and metrics. Nothing runs at import time of any other module.
-import { pino, type Logger } from "pino";
+import { createLogger, type Logger } from "../kube/logger.ts";
+import { KubeEventRecorder } from "../kube/events.ts";
 import { API_VERSION } from "../crds/schemas.ts";
 // Only modules that do not load @kubernetes/client-node (its generated code alone is ~60 MiB).
 import { loadLeanKubeConfig } from "../kube/kubeconfig.ts";
@@ -12,7 +13,10 @@ import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";
 import { AppReconciler, type AppObject } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
 
-export interface RunningOperator { manager: Manager; metrics: Metrics; stop(): Promise<void> }
+/** The Lease the operator's replicas elect a leader on, in BERTH_LEADER_ELECTION_NAMESPACE. */
+export const LEADER_ELECTION_LEASE = "berth-operator";
+
+export interface RunningOperator { manager: Manager; metrics: Metrics; events: KubeEventRecorder; stop(): Promise<void> }
 
 /** Builds and starts the operator; resolves once its caches are synced. */
 export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<RunningOperator> {
@@ -22,7 +26,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     kc, log, metrics,
     health: { host: cfg.BERTH_OPERATOR_HEALTH_HOST, port: cfg.BERTH_OPERATOR_HEALTH_PORT },
     leaderElection: cfg.BERTH_LEADER_ELECTION
-      ? { namespace: cfg.BERTH_LEADER_ELECTION_NAMESPACE, name: "berth-operator", identity: cfg.identity }
+      ? { namespace: cfg.BERTH_LEADER_ELECTION_NAMESPACE, name: LEADER_ELECTION_LEASE, identity: cfg.identity }
       : false,
   });
   countKubeRequests(metrics, manager.rest);
@@ -37,6 +41,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   ])) as Record<ChildKind, Informer<KubeObject>>;
 
   const secrets = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
+  const events = new KubeEventRecorder(manager.rest, { component: "berth-operator", instance: cfg.identity, log });
   const governance = cfg.BERTH_OPERATOR_API_URL ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_OPERATOR_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE }) : undefined;
 
   manager.addController({
@@ -44,7 +49,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
     owned: [...Object.values(children), secrets],
     reconciler: new AppReconciler({
-      client, apps, children, secrets, governance, now: () => new Date(),
+      client, apps, children, secrets, governance, events, now: () => new Date(),
       cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET },
     }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
@@ -53,12 +58,12 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
 
   await manager.start();
   log.info({ identity: cfg.identity, healthPort: manager.healthPort, namespace: namespace ?? "(all)" }, "operator started");
-  return { manager, metrics, stop: () => manager.stop() };
+  return { manager, metrics, events, stop: async () => { await manager.stop(); await events.flush(); } };
 }
 
 async function main(): Promise<void> {
   const cfg = loadOperatorConfig();
-  const log = pino({ level: cfg.BERTH_LOG_LEVEL, base: { component: "operator" } });
+  const log = createLogger({ level: cfg.BERTH_LOG_LEVEL, base: { component: "operator" } });
   const op = await startOperator(cfg, log);
   let stopping = false;
   const shutdown = (signal: string) => {

@@ -57,7 +57,7 @@ export function appRoutes(apps: AppsService): RouteDef[] {
     defineRoute({
       method: "delete", path: "/workspaces/:wsId/apps/:appId/permanent", operationId: "deleteService", tags, auth: "workspace",
       summary: "Permanently delete a service",
-      description: "Removes the service and everything it owns (workloads, routing, domains, share links). Irreversible.",
+      description: "Removes the service and everything it owns: its workloads and routing (through owner references) and its governance store (traces, evals, guard blocks). Irreversible.",
       params: AppParams, responses: { 204: null },
       handler: async ({ params }) => { await apps.remove(params.wsId, params.appId); return { status: 204 }; },
     }),

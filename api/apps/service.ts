@@ -3,17 +3,19 @@
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
-import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeClient, type KubeObject } from "../../kube/client.ts";
+import { DEFAULT_CPU_TARGET, appUrl } from "../../crds/app.ts";
+import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube/client.ts";
 import type { Informer } from "../../kube/informer.ts";
-import { RecentWrites } from "../../kube/recent.ts";
-import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
+import { groupOf, type Access } from "../../kube/rbac.ts";
+import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod } from "../errors.ts";
 import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
 
 export type AppObject = KubeObject & { spec: Record<string, unknown>; status?: AppStatus };
 type Out<T extends z.ZodType> = z.output<T>;
 
 export interface AppsServiceDeps {
-  client: KubeClient;
+  client: WritingClient;
   apps: Informer<AppObject>;
   /** The namespace of a workspace (workspaces map 1:1 to namespaces). */
   namespaceOf: (workspaceId: string) => Promise<string>;
@@ -27,7 +29,12 @@ export interface GovernanceStatusReader {
   harbor(workspaceId: string, appId: string): Promise<{ status: string; guardsEnabled: boolean; lastEvalAt: string | null }>;
 }
 
-const DEFAULT_CPU_TARGET = 80;
+/** What services do in the cluster (RBAC from code, see api/rbac.ts). */
+export const APPS_SERVICE_ACCESS: Access[] = [
+  { group: groupOf(API_VERSION), resource: "apps", verbs: ["list", "watch"], why: "Services are listed, searched and counted from a watch cache of Apps in every workspace namespace" },
+  { group: groupOf(API_VERSION), resource: "apps", verbs: ["get", "create", "patch", "delete"], why: "Services are App resources: created, read right after a write, patched (soft delete too) and deleted" },
+];
+
 const UPDATE_ATTEMPTS = 3;
 
 /** Lowercased, accents stripped: what search compares. */
@@ -37,27 +44,19 @@ export function normalize(s: string): string {
 
 export class AppsService {
   private readonly d: AppsServiceDeps;
-  /** This API's own writes and deletions, read back until the watch cache shows them (a GET right after a PATCH or DELETE) */
-  private readonly recent = new RecentWrites();
+  /** The watch cache of Apps, reading this API's own writes and deletions until the cache shows them (a GET right after a PATCH or DELETE). */
+  private readonly cache: ReadYourWritesCache;
 
   constructor(deps: AppsServiceDeps) {
     this.d = deps;
-    this.recent.track("App", deps.apps);
+    this.cache = new ReadYourWritesCache(deps.client, API_FIELD_MANAGER).track("App", deps.apps);
   }
 
   // ---- reads (watch cache) -------------------------------------------------------------------
 
-  private cached(ns: string, name: string): AppObject | undefined {
-    return this.recent.latest("App", ns, name, this.d.apps.get(ns, name));
-  }
-
   /** The namespace's Apps as this API last wrote them: the cache's, and those just created that it does not show yet. */
   private visible(ns: string): AppObject[] {
-    const listed = this.d.apps.list(ns);
-    const names = new Set(listed.map((a) => a.metadata.name));
-    const apps = listed.map((a) => this.recent.latest("App", ns, a.metadata.name!, a));
-    for (const a of this.recent.written<AppObject>("App", ns)) if (!names.has(a.metadata.name)) apps.push(a);
-    return apps.filter((a): a is AppObject => !!a && !a.metadata.deletionTimestamp);
+    return this.cache.list<AppObject>("App", ns).filter((a) => !a.metadata.deletionTimestamp);
   }
 
   async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {
@@ -109,8 +108,7 @@ export class AppsService {
   /** From the cache, falling back to the API server (read-your-writes right after a create). */
   private async load(wsId: string, appId: string): Promise<AppObject> {
     const ns = await this.d.namespaceOf(wsId);
-    const cached = this.cached(ns, appId);
-    const app = cached ?? await this.d.client.get<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: ns, name: appId });
+    const app = await this.cache.getOrFetch<AppObject>(appRef(ns, appId));
     if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
     return app;
   }
@@ -125,13 +123,12 @@ export class AppsService {
     // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
     // Free means the server holds no App of that name: one this API just deleted may still be
     // there (terminating, held by a finalizer) though it reads as gone.
-    const taken = !!this.d.apps.get(ns, body.slug) || !!this.cached(ns, body.slug);
+    const taken = !!this.d.apps.get(ns, body.slug) || !!this.cache.get("App", ns, body.slug);
     const name = taken ? `${body.slug.slice(0, 52)}-${randomBytes(4).toString("hex").slice(0, 6)}` : body.slug;
     const obj: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } }, spec };
     let created: AppObject;
     try {
-      created = await this.d.client.create(obj, API_FIELD_MANAGER);
-      this.recent.remember("App", created);
+      created = await this.cache.create(obj);
     } catch (err) {
       if (isConflict(err)) throw new ConflictError("slug_taken", `A service with slug ${body.slug} already exists in this workspace`);
       throw this.mapInvalid(err);
@@ -147,11 +144,9 @@ export class AppsService {
       if (patch.slug) this.assertSlugFree(current.metadata.namespace!, patch.slug, appId);
       const specPatch = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
       try {
-        const updated = await this.d.client.mergePatch<AppObject>(
-          { apiVersion: API_VERSION, kind: "App", namespace: current.metadata.namespace!, name: appId },
+        const updated = await this.cache.mergePatch<AppObject>(appRef(current.metadata.namespace!, appId),
           // The resourceVersion makes this a compare-and-swap against the spec that was validated.
-          { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: specPatch }, API_FIELD_MANAGER);
-        this.recent.remember("App", updated);
+          { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: specPatch });
         return this.full(updated);
       } catch (err) {
         if (isConflict(err) && attempt < UPDATE_ATTEMPTS) continue;
@@ -172,16 +167,13 @@ export class AppsService {
 
   private async setSuspended(wsId: string, appId: string, suspended: boolean): Promise<AppObject> {
     const app = await this.load(wsId, appId);
-    const patched = await this.d.client.mergePatch<AppObject>({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, { spec: { suspended } }, API_FIELD_MANAGER);
-    this.recent.remember("App", patched);
-    return patched;
+    return this.cache.mergePatch<AppObject>(appRef(app.metadata.namespace!, appId), { spec: { suspended } });
   }
 
   /** Permanent delete: the App and, through owner references, everything it owns. */
   async remove(wsId: string, appId: string): Promise<void> {
     const app = await this.load(wsId, appId);
-    await this.d.client.delete({ apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: appId }, "Background");
-    this.recent.deleted("App", app);
+    await this.cache.delete(appRef(app.metadata.namespace!, appId), app);
   }
 
   private assertSlugFree(ns: string, slug: string, self: string | undefined): void {
@@ -198,8 +190,7 @@ export class AppsService {
   // ---- representations -------------------------------------------------------------------------
 
   private url(a: AppObject): string | null {
-    const s = specOf(a);
-    return s.type === "web" || s.type === "api" ? `https://${s.slug}.${this.d.baseDomain}` : null;
+    return appUrl(specOf(a), this.d.baseDomain) ?? null;
   }
 
   listItem(a: AppObject): Out<typeof ServiceListItem> {
@@ -227,6 +218,8 @@ export class AppsService {
     };
   }
 }
+
+const appRef = (namespace: string, name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace, name });
 
 interface Derived { app: AppObject; spec: AppSpec; searchName: string; created: string }
 
@@ -276,17 +269,8 @@ function dropNulls(o: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== null && v !== undefined));
 }
 
-/** Cross-field rules of the CRD, checked before anything reaches Kubernetes. */
+/** The spec as the CRD will judge it (fields and cross-field rules), checked before anything reaches Kubernetes. */
 function checkSpec(spec: Record<string, unknown>): void {
   const r = AppSpec.safeParse(spec);
-  if (r.success) {
-    const s = r.data;
-    const errors: FieldError[] = [];
-    if (s.maxReplicas !== undefined && s.maxReplicas < s.minReplicas) errors.push({ field: "body.maxReplicas", message: "must be greater than or equal to minReplicas" });
-    if (s.type === "cron" && !s.schedule) errors.push({ field: "body.schedule", message: "is required when type is cron" });
-    if (s.type !== "cron" && s.schedule) errors.push({ field: "body.schedule", message: "is only allowed when type is cron" });
-    if (errors.length) throw new ValidationError(errors);
-    return;
-  }
-  throw new ValidationError(fieldErrorsFromZod(r.error, "body"));
+  if (!r.success) throw new ValidationError(fieldErrorsFromZod(r.error, "body"));
 }

@@ -4,19 +4,40 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec, type AppStatus } from "../../crds/schemas.ts";
-import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectClient } from "../../kube/objects.ts";
-import { isConflict } from "../../kube/transport.ts";
+import { ANNOTATIONS, GOVERNANCE_FINALIZER, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
+import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
+import { errorMessage, isConflict } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
-import { keyOf, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import { RecentWrites } from "../../kube/recent.ts";
-import { buildChildren, buildGovernanceSecret, CHILD_KINDS, GOVERNANCE_GENERATION_LABEL, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
-import { GOVERNANCE_FINALIZER, GovernanceDisabledError, governanceDisabled, governanceGeneration, type GovernanceClient } from "./governance.ts";
-import { computeStatus, decideStatusWrite } from "./status.ts";
+import type { EventRecorder } from "../../kube/events.ts";
+import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
+import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
+import { buildChildren, buildGovernanceSecret, CHILD_KINDS, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
+import { GovernanceDisabledError, type GovernanceClient } from "./governance.ts";
+import { computeStatus, decideStatusWrite, statusEvents, type StatusInput } from "./status.ts";
+import { groupOf, type Access } from "../../kube/rbac.ts";
 
 export type AppObject = KubeObject & { spec: unknown; status?: AppStatus };
 
+const BERTH = groupOf(API_VERSION);
+const CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"] as const;
+
+/**
+ * What the App controller does in the cluster (RBAC from code, see operator/rbac.ts): the calls
+ * of this file and of the informers main.ts gives it. Children and Secrets: watched
+ * (label-selected), read after a refused create, created and changed by server-side apply (an
+ * apply that creates needs create as well as patch), deleted when no longer wanted.
+ */
+export const APP_CONTROLLER_ACCESS: Access[] = [
+  { group: BERTH, resource: "apps", verbs: ["list", "watch"], why: "The App controller watches Apps in every workspace namespace" },
+  { group: BERTH, resource: "apps", verbs: ["patch"], why: "It adds and removes its finalizer berth.dev/governance (a merge patch of metadata.finalizers; the spec belongs to users and the API)" },
+  { group: BERTH, resource: "apps/status", verbs: ["patch"], why: "It writes App status by server-side apply of the status subresource" },
+  { group: BERTH, resource: "apps/finalizers", verbs: ["update"], why: "Children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
+  ...Object.entries(CHILD_KINDS).map(([kind, c]): Access => ({ group: groupOf(c.apiVersion), resource: c.plural, verbs: CHILD_VERBS, why: `An App's ${kind} is watched, applied and pruned` })),
+  { group: "", resource: "secrets", verbs: CHILD_VERBS, why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT); RBAC cannot narrow list and watch by name or label: the most sensitive grant" },
+];
+
 export interface AppReconcilerDeps {
-  client: ObjectClient;
+  client: WritingClient;
   apps: Informer<AppObject>;
   children: Record<ChildKind, Informer<KubeObject>>;
   /** The operator's Secrets (the `<app>-governance` ones). */
@@ -25,6 +46,8 @@ export interface AppReconcilerDeps {
   governance?: GovernanceClient | undefined;
   cfg: BuildConfig;
   now: () => Date;
+  /** Events on Apps (kubectl describe); none are recorded when absent. */
+  events?: EventRecorder | undefined;
   /**
    * How long a status change that only moves replica counts may wait for the next transition,
    * so that several child updates make one write (see onlyCountsChanged). Default 5 s; 0 writes
@@ -57,132 +80,170 @@ export function deploymentIdOf(name: string, children: KubeObject[]): string | u
   return `${name}-${createHash("sha256").update(stableJson(template)).digest("hex").slice(0, 10)}`;
 }
 
+
+/** What the steps of one reconcile share: the App as observed at its start and its parsed spec. */
+interface Observed {
+  app: AppObject;
+  spec: AppSpec;
+  generation: number;
+  deployment: k8s.V1Deployment | undefined;
+  cronJob: k8s.V1CronJob | undefined;
+}
+
 export class AppReconciler implements Reconciler {
   private readonly deps: AppReconcilerDeps;
-  /** This reconciler's own writes, until the caches show them (see RecentWrites). */
-  private readonly recent = new RecentWrites();
+  /** Reads from the watch caches and writes to the API server, reading this reconciler's own writes. */
+  private readonly cache: ReadYourWritesCache;
   /** Since when an App's status has differed from the written one by counts only (key → ms). */
   private readonly countsPendingSince = new Map<string, number>();
 
   constructor(deps: AppReconcilerDeps) {
     this.deps = deps;
-    this.recent.track("App", deps.apps);
-    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) this.recent.track(kind, deps.children[kind]);
-    this.recent.track("Secret", deps.secrets);
+    this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("App", deps.apps).track("Secret", deps.secrets);
+    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) this.cache.track(kind, deps.children[kind]);
   }
 
-  async reconcile({ namespace, name }: Request): Promise<ReconcileResult | void> {
-    const { apps, children, client, cfg } = this.deps;
-    const recent = this.recent;
-    const app = recent.latest("App", namespace, name, apps.get(namespace, name));
+  /**
+   * Read the world, converge, report, in steps: observe the App; governance (the container must
+   * start with both variables already set); children; prune what is no longer wanted; status.
+   */
+  async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
+    const app = this.cache.get<AppObject>("App", namespace, name);
     if (!app) { this.countsPendingSince.delete(keyOf({ namespace, name })); return; }
-    if (app.metadata.deletionTimestamp) { await this.finalize(app); return; } // children go with it (owner references)
+    if (app.metadata.deletionTimestamp) { await this.finalize(app, ctx); return; } // children go with it (owner references)
     const generation = app.metadata.generation ?? 0;
     const parsed = AppSpec.safeParse(app.spec);
     if (!parsed.success) {
       const invalid = parsed.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`).join("; ");
-      return after(await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg })));
+      return after(await this.writeStatus(app, { generation, spec: undefined, invalid }, ctx));
     }
-    const spec = parsed.data;
-    const ref = { name, namespace, uid: app.metadata.uid! };
-    const live = (kind: ChildKind) => recent.latest(kind, namespace, name, children[kind].get(namespace, name));
+    const o: Observed = {
+      app, spec: parsed.data, generation,
+      deployment: this.cache.get<k8s.V1Deployment & KubeObject>("Deployment", namespace, name),
+      cronJob: this.cache.get<k8s.V1CronJob & KubeObject>("CronJob", namespace, name),
+    };
+    try {
+      return await this.converge(o, ctx);
+    } catch (err) {
+      this.deps.events?.event(app, "Warning", "ReconcileError", errorMessage(err));
+      throw err;
+    }
+  }
 
-    let deployment = live("Deployment") as k8s.V1Deployment | undefined;
-    let cronJob = live("CronJob") as k8s.V1CronJob | undefined;
-    // Governance comes first: the container must start with both variables already set.
+  private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
+    const { app, spec, generation } = o;
+    const { namespace, name, uid } = { namespace: app.metadata.namespace!, name: app.metadata.name!, uid: app.metadata.uid! };
+
     let gov: GovernanceState;
     try {
-      gov = await this.governance(app, !!spec.image);
+      gov = await this.governance(app, !!spec.image, ctx);
     } catch (err) {
       // First rollout: nothing starts without governance. Already running: the current Secret and
       // workload stay as they are. Either way the failure is reported and retried with backoff.
-      const failed = { ready: false, reason: "ProvisioningFailed", message: err instanceof Error ? err.message : String(err) };
-      await this.writeStatus(app, computeStatus({ generation, spec, old: app.status, deployment, cronJob, now: this.deps.now(), cfg, governance: failed }));
+      const failed = { ready: false, reason: "ProvisioningFailed", message: errorMessage(err) };
+      await this.writeStatus(app, { generation, spec, deployment: o.deployment, cronJob: o.cronJob, governance: failed }, ctx);
       throw err;
     }
-    const desired = buildChildren(ref, spec, { deploymentReplicas: deployment?.spec?.replicas }, cfg, gov.ref);
 
-    // A same-named object that this App does not own is never taken over. The caches hold only
-    // objects labelled as ours: a child they hold is applied when it differs from the desired
-    // state; one they lack is created by a create-only apply, which the API server refuses with
-    // 409 when anything of that name exists, and only then is the object read to tell a cache that
-    // lags behind (ours) from a foreign object. What refers to another child by name (the HPA to
-    // the Deployment, the Ingress to the Service) is created only once that child is known to be
-    // ours; otherwise children are independent and converge in parallel.
-    const cached = desired.map((d) => live(d.kind as ChildKind));
-    const converged: (KubeObject | undefined)[] = [];
-    // The kind of a same-named object in the way (list items carry no kind: it comes from desired).
-    let foreign = desired.find((_, i) => cached[i] && !ownedBy(cached[i], app))?.kind;
-    const all = desired.map((_, i) => i);
-    const refers = (i: number) => REFERS_TO_A_SIBLING.has(desired[i]!.kind!);
-    const independent = all.filter((i) => !refers(i));
-    const waves = independent.every((i) => cached[i]) ? [all] : [independent, all.filter(refers)];
-    for (const wave of foreign ? [] : waves) {
-      const results = await Promise.all(wave.map((i) => this.converge(app, desired[i]!, cached[i])));
-      wave.forEach((i, j) => { converged[i] = results[j]!.live; if (results[j]!.foreign) foreign ??= desired[i]!.kind; });
-      if (foreign) break;
+    const desired = buildChildren({ name, namespace, uid }, spec, { deploymentReplicas: o.deployment?.spec?.replicas }, this.deps.cfg, gov.ref);
+    const children = await this.children(app, desired, ctx);
+    if ("foreign" in children) {
+      const invalid = `${children.foreign} ${namespace}/${name} already exists and is not owned by this App`;
+      return after(await this.writeStatus(app, { generation, spec: undefined, invalid, invalidReason: "ObjectInTheWay" }, ctx));
     }
-    if (foreign) {
-      const invalid = `${foreign} ${namespace}/${name} already exists and is not owned by this App`;
-      return after(await this.writeStatus(app, computeStatus({ generation, spec: undefined, invalid, old: app.status, now: this.deps.now(), cfg })));
-    }
-    converged.forEach((c, i) => {
-      if (desired[i]!.kind === "Deployment") deployment = c as k8s.V1Deployment;
-      if (desired[i]!.kind === "CronJob") cronJob = c as k8s.V1CronJob;
-    });
-    const wanted = new Set(desired.map((d) => d.kind));
-    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) {
-      const obj = live(kind);
-      if (wanted.has(kind) || !obj || !ownedBy(obj, app)) continue;
-      await client.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name });
-      recent.deleted(kind, obj);
-      if (kind === "Deployment") deployment = undefined;
-      if (kind === "CronJob") cronJob = undefined;
+    let { deployment, cronJob } = o;
+    for (const c of children.converged) {
+      if (c.kind === "Deployment") deployment = c as k8s.V1Deployment;
+      if (c.kind === "CronJob") cronJob = c as k8s.V1CronJob;
     }
 
-    const status = computeStatus({
-      generation, spec, old: app.status, deployment, cronJob,
-      deploymentId: deploymentIdOf(name, desired), now: this.deps.now(), cfg, governance: gov.condition,
-    });
-    const wait = await this.writeStatus(app, status);
+    const pruned = await this.prune(app, new Set(desired.map((d) => d.kind as ChildKind)));
+    if (pruned.has("Deployment")) deployment = undefined;
+    if (pruned.has("CronJob")) cronJob = undefined;
+
+    const input = { generation, spec, deployment, cronJob, deploymentId: deploymentIdOf(name, desired), governance: gov.condition };
+    const status = this.status(app, input);
+    const wait = await this.writeStatus(app, input, ctx, status);
     return after(status.phase === "deploying" ? Math.min(wait ?? ROLLOUT_RECHECK_MS, ROLLOUT_RECHECK_MS) : wait);
   }
 
   /**
+   * Converges the App's children. A same-named object that this App does not own is never taken
+   * over. The caches hold only objects labelled as ours: a child they hold is applied when it
+   * differs from the desired state; one they lack is created by a create-only apply, which the API
+   * server refuses with 409 when anything of that name exists, and only then is the object read to
+   * tell a cache that lags behind (ours) from a foreign object. What refers to another child by
+   * name (the HPA to the Deployment, the Ingress to the Service) is created only once that child
+   * is known to be ours; otherwise children are independent and converge in parallel.
+   */
+  private async children(app: AppObject, desired: KubeObject[], ctx: ReconcileContext): Promise<{ converged: KubeObject[] } | { foreign: string }> {
+    const live = (kind: string) => this.cache.get(kind, app.metadata.namespace!, app.metadata.name!);
+    const cached = desired.map((d) => live(d.kind!));
+    const inTheWay = desired.find((_, i) => cached[i] && !ownedBy(cached[i], app));
+    if (inTheWay) return { foreign: inTheWay.kind! };
+    const all = desired.map((_, i) => i);
+    const refers = (i: number) => REFERS_TO_A_SIBLING.has(desired[i]!.kind!);
+    const independent = all.filter((i) => !refers(i));
+    const waves = independent.every((i) => cached[i]) ? [all] : [independent, all.filter(refers)];
+    const converged: KubeObject[] = [];
+    for (const wave of waves) {
+      const results = await Promise.all(wave.map((i) => this.convergeChild(app, desired[i]!, cached[i], ctx)));
+      const foreign = results.findIndex((r) => r.foreign);
+      if (foreign >= 0) return { foreign: desired[wave[foreign]!]!.kind! };
+      for (const r of results) converged.push(r.live!);
+    }
+    return { converged };
+  }
+
+  /**
    * Converges one child: the cached object is applied only when it differs; a child the cache
-   * does not hold is created, never adopted (see reconcile). Returns the object as it now is, or
+   * does not hold is created, never adopted (see children). Returns the object as it now is, or
    * the foreign object that is in the way.
    */
-  private async converge(app: AppObject, desired: KubeObject, cached: KubeObject | undefined): Promise<{ live?: KubeObject; foreign?: KubeObject }> {
+  private async convergeChild(app: AppObject, desired: KubeObject, cached: KubeObject | undefined, ctx: ReconcileContext): Promise<{ live?: KubeObject; foreign?: KubeObject }> {
     const kind = desired.kind!;
-    const write = async (w: Promise<KubeObject>) => { const obj = await w; this.recent.remember(kind, obj); return { live: obj }; };
-    const { client } = this.deps;
-    if (cached) return upToDate(desired, cached) ? { live: cached } : write(client.apply(desired, OPERATOR_FIELD_MANAGER));
+    if (cached) return { live: upToDate(desired, cached) ? cached : await this.cache.apply(desired) };
     try {
-      return await write(client.applyNew(desired, OPERATOR_FIELD_MANAGER));
+      const created = await this.cache.applyNew(desired);
+      ctx.log.debug({ kind }, "created");
+      this.deps.events?.event(app, "Normal", "Created", `Created ${kind} ${desired.metadata.name}`);
+      return { live: created };
     } catch (err) {
       if (!isConflict(err)) throw err;
-      const existing = await client.get<KubeObject>({ apiVersion: desired.apiVersion!, kind, namespace: desired.metadata.namespace!, name: desired.metadata.name! });
+      const existing = await this.cache.fetch<KubeObject>(refOf(desired));
       if (!existing) throw err; // deleted in between: retried with backoff
       if (!ownedBy(existing, app)) return { foreign: existing };
-      return upToDate(desired, existing) ? { live: existing } : write(client.apply(desired, OPERATOR_FIELD_MANAGER));
+      return { live: upToDate(desired, existing) ? existing : await this.cache.apply(desired) };
     }
+  }
+
+  /** Deletes the App's children of the kinds it no longer wants; returns the kinds deleted. */
+  private async prune(app: AppObject, wanted: ReadonlySet<ChildKind>): Promise<Set<ChildKind>> {
+    const namespace = app.metadata.namespace!, name = app.metadata.name!;
+    const pruned = new Set<ChildKind>();
+    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) {
+      const obj = this.cache.get(kind, namespace, name);
+      if (wanted.has(kind) || !obj || !ownedBy(obj, app)) continue;
+      await this.cache.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name }, obj);
+      this.deps.events?.event(app, "Normal", "Deleted", `Deleted ${kind} ${name}: the App no longer needs it`);
+      pruned.add(kind);
+    }
+    return pruned;
   }
 
   /**
    * Makes sure the App's governance Secret holds a key of the wanted generation (asking the API to
    * provision when it does not), or that there is none when governance is off for the App.
    */
-  private async governance(app: AppObject, deploys: boolean): Promise<GovernanceState> {
-    const { governance, secrets, client } = this.deps;
+  private async governance(app: AppObject, deploys: boolean, ctx: ReconcileContext): Promise<GovernanceState> {
+    const { governance } = this.deps;
     const namespace = app.metadata.namespace!, name = app.metadata.name!;
     const secretName = governanceSecretName(name);
-    const secret = this.recent.latest("Secret", namespace, secretName, secrets.get(namespace, secretName));
+    const secret = this.cache.get("Secret", namespace, secretName);
     if (!governance) return {};
     const removeSecret = async () => {
       if (!secret || !ownedBy(secret, app)) return;
-      await client.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName });
-      this.recent.deleted("Secret", secret);
+      await this.cache.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName }, secret);
     };
     if (governanceDisabled(app.metadata.annotations)) {
       await removeSecret();
@@ -192,12 +253,13 @@ export class AppReconciler implements Reconciler {
     if (secret && !ownedBy(secret, app)) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
     await this.ensureFinalizer(app);
     const generation = governanceGeneration(app.metadata.annotations);
-    const have = Number(secret?.metadata.annotations?.[GOVERNANCE_GENERATION_LABEL] ?? 0);
+    const have = Number(secret?.metadata.annotations?.[ANNOTATIONS.governanceGeneration] ?? 0);
     if (!secret || have !== generation) {
       try {
-        const p = await governance.provision({ namespace, appName: name, appUid: app.metadata.uid!, generation });
-        const written = await this.converge(app, buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject, secret);
+        const p = await governance.provision({ namespace, appName: name, appUid: app.metadata.uid!, generation }, ctx.signal);
+        const written = await this.convergeChild(app, buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject, secret, ctx);
         if (written.foreign) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
+        if (secret) this.deps.events?.event(app, "Normal", "KeyRotated", `A new governance key (generation ${generation}) is in Secret ${secretName}; the pods roll to pick it up`);
       } catch (err) {
         if (!(err instanceof GovernanceDisabledError)) throw err;
         await removeSecret();
@@ -210,34 +272,43 @@ export class AppReconciler implements Reconciler {
   private async ensureFinalizer(app: AppObject): Promise<void> {
     const finalizers = app.metadata.finalizers ?? [];
     if (finalizers.includes(GOVERNANCE_FINALIZER)) return;
-    this.recent.remember("App", await this.deps.client.mergePatch(
-      { apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: app.metadata.name! },
-      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] } }, OPERATOR_FIELD_MANAGER));
+    await this.cache.mergePatch(refOf(app), { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] } });
   }
 
   /** A deleted App: its store in the API's database goes too, then the finalizer is released. */
-  private async finalize(app: AppObject): Promise<void> {
+  private async finalize(app: AppObject, ctx: ReconcileContext): Promise<void> {
     const finalizers = app.metadata.finalizers ?? [];
     if (!finalizers.includes(GOVERNANCE_FINALIZER)) return;
     if (this.deps.governance) {
-      await this.deps.governance.deprovision({ namespace: app.metadata.namespace!, appName: app.metadata.name!, appUid: app.metadata.uid! });
+      await this.deps.governance.deprovision({ namespace: app.metadata.namespace!, appName: app.metadata.name!, appUid: app.metadata.uid! }, ctx.signal);
     }
-    this.recent.remember("App", await this.deps.client.mergePatch(
-      { apiVersion: API_VERSION, kind: "App", namespace: app.metadata.namespace!, name: app.metadata.name! },
-      { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } }, OPERATOR_FIELD_MANAGER));
+    await this.cache.mergePatch(refOf(app), { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } });
+    ctx.log.debug("governance store dropped; finalizer released");
+  }
+
+  private status(app: AppObject, input: Omit<StatusInput, "old" | "now" | "cfg">): AppStatus {
+    return computeStatus({ ...input, old: app.status, now: this.deps.now(), cfg: this.deps.cfg });
   }
 
   /**
-   * Writes `status` when it differs from the App's. A difference in replica counts only is held
-   * back for up to countsDelayMs (the next transition carries it along); the answer is then how
-   * long to wait before looking again, so the counts are written even if nothing else happens.
+   * Writes the App's status when it differs from the App's. A difference in replica counts only is
+   * held back for up to countsDelayMs (the next transition carries it along); the answer is then
+   * how long to wait before looking again, so the counts are written even if nothing else
+   * happens. Every condition transition written is told as an Event.
    */
-  private async writeStatus(app: AppObject, status: AppStatus): Promise<number | undefined> {
+  private async writeStatus(app: AppObject, input: Omit<StatusInput, "old" | "now" | "cfg">, ctx: ReconcileContext, computed?: AppStatus): Promise<number | undefined> {
+    const status = computed ?? this.status(app, input);
     const key = keyOf({ namespace: app.metadata.namespace ?? "", name: app.metadata.name ?? "" });
     const d = decideStatusWrite(app.status, status, this.countsPendingSince.get(key), this.deps.now().getTime(), this.deps.countsDelayMs ?? DEFAULT_COUNTS_DELAY_MS);
     if (d.pendingSince === undefined) this.countsPendingSince.delete(key);
     else this.countsPendingSince.set(key, d.pendingSince);
     if (!d.write) return d.waitMs;
-    this.recent.remember("App", await this.deps.client.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status }, OPERATOR_FIELD_MANAGER));
+    const written = await this.cache.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status });
+    if (status.phase !== app.status?.phase) ctx.log.info({ from: app.status?.phase, to: status.phase }, "phase changed");
+    for (const e of statusEvents(app.status, status)) this.deps.events?.event(written, e.type, e.reason, e.message);
   }
+}
+
+function refOf(o: KubeObject): ObjectRef {
+  return { apiVersion: o.apiVersion!, kind: o.kind!, namespace: o.metadata.namespace!, name: o.metadata.name! };
 }

@@ -3,13 +3,16 @@
 import type * as k8s from "@kubernetes/client-node";
 import type { AppSpec, AppStatus, Condition } from "../../crds/schemas.ts";
 import { setConditions, type ConditionInput } from "../../kube/conditions.ts";
-import { appUrl, desiredReplicas, stableJson, type BuildConfig } from "./builders.ts";
+import { appUrl } from "../../crds/app.ts";
+import { desiredReplicas, stableJson, type BuildConfig } from "./builders.ts";
 
 export interface StatusInput {
   generation: number;
   spec: AppSpec | undefined;
   /** Why the spec could not be used (it passed the CRD schema but not the operator's checks). */
   invalid?: string | undefined;
+  /** The Ready condition's reason when `invalid` is set; default InvalidSpec. */
+  invalidReason?: string | undefined;
   old: AppStatus | undefined;
   /** The Deployment as last seen or as returned by this reconcile's apply. */
   deployment?: k8s.V1Deployment | undefined;
@@ -55,10 +58,10 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
 
   if (!spec || input.invalid) {
     const msg = input.invalid ?? "spec is invalid";
-    return { ...base, phase: "failed", conditions: setConditions(prevConditions, [cond("Ready", false, "InvalidSpec", msg, generation)], now) };
+    return { ...base, phase: "failed", conditions: setConditions(prevConditions, [cond("Ready", false, input.invalidReason ?? "InvalidSpec", msg, generation)], now) };
   }
 
-  const url = appUrl(spec, input.cfg);
+  const url = appUrl(spec, input.cfg.baseDomain);
   const source = spec.gitRepoUrl ? { status: "ok" } : { status: "none" };
 
   if (!spec.image) {
@@ -200,4 +203,32 @@ export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, 
   const since = pendingSince ?? now;
   if (now - since >= delayMs) return { write: true };
   return { write: false, pendingSince: since, waitMs: since + delayMs - now };
+}
+
+/** Reasons that tell a user something is wrong and needs them: recorded as Warning Events. */
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded"]);
+
+/** The conditions whose transitions are recorded as Events, in the order they are told. */
+const EVENT_CONDITIONS = ["GovernanceReady", "Built", "Deployed", "Ready"] as const;
+
+export interface StatusEvent { type: "Normal" | "Warning"; reason: string; message: string }
+
+/**
+ * The Events a status write tells (`kubectl describe app`): one per condition whose status or
+ * reason changes, with the condition's reason and message; Warning for the failure reasons.
+ * A prebuilt image is not a build worth telling; two conditions moving for the same reason
+ * (Deployed and Ready both RollingOut) are told once. Pure.
+ */
+export function statusEvents(prev: AppStatus | undefined, next: AppStatus): StatusEvent[] {
+  const out: StatusEvent[] = [];
+  for (const type of EVENT_CONDITIONS) {
+    const c = next.conditions?.find((x) => x.type === type);
+    if (!c) continue;
+    const was = prev?.conditions?.find((x) => x.type === type);
+    if (was && was.status === c.status && was.reason === c.reason) continue;
+    if (type === "Built" && c.reason === "PrebuiltImage") continue;
+    if (out.some((e) => e.reason === c.reason)) continue;
+    out.push({ type: FAILURE_REASONS.has(c.reason) ? "Warning" : "Normal", reason: c.reason, message: c.message });
+  }
+  return out;
 }

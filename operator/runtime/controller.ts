@@ -10,7 +10,14 @@ import { WorkQueue } from "./queue.ts";
 
 export interface Request { namespace: string; name: string }
 export interface ReconcileResult { requeueAfterMs?: number }
-export interface Reconciler { reconcile(req: Request, signal: AbortSignal): Promise<ReconcileResult | void> }
+/** What one reconcile is given besides its key. */
+export interface ReconcileContext {
+  /** Aborted when the controller stops: long calls should pass it on. */
+  signal: AbortSignal;
+  /** The controller's logger with this reconcile's key and id on every line. */
+  log: Logger;
+}
+export interface Reconciler { reconcile(req: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> }
 
 /** An error that retrying cannot fix (e.g. an invalid spec): recorded, logged, not retried. */
 export class TerminalError extends Error {
@@ -78,6 +85,8 @@ export class Controller {
   private workers: Promise<void>[] = [];
   private abort = new AbortController();
   private resyncTimer: NodeJS.Timeout | undefined;
+  /** Numbers reconciles in logs (with the key, it tells one reconcile's lines from the next's). */
+  private reconciles = 0;
   private running = false;
   private leftover: Promise<void> | undefined;
 
@@ -184,7 +193,8 @@ export class Controller {
     const endTimer = metrics.reconcileDuration.startTimer(labels);
     let result: ReconcileResultLabel;
     try {
-      const res = await reconciler.reconcile(requestOf(key), this.abort.signal);
+      const log = this.log.child({ key, reconcileId: ++this.reconciles });
+      const res = await reconciler.reconcile(requestOf(key), { signal: this.abort.signal, log });
       queue.forget(key);
       const after = res?.requeueAfterMs ?? 0;
       if (after > 0) queue.addAfter(key, after);

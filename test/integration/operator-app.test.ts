@@ -2,24 +2,19 @@
 // changes reach the children, drift is repaired, restarts converge without duplicates, and an
 // idle operator writes nothing.
 import test from "ava";
-import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
-import { loadOperatorConfig } from "../../operator/config.ts";
-import { startOperator, type RunningOperator } from "../../operator/main.ts";
+import type { RunningOperator } from "../../operator/main.ts";
+import { startTestOperator } from "../helpers/operator.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let ns = "";
 let op: RunningOperator | undefined;
-const log = pino({ level: "silent" });
 
-const start = () => startOperator(loadOperatorConfig({
-  KUBECONFIG: process.env.KUBECONFIG, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false",
-  BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_OPERATOR_RESYNC_SECONDS: "10", BERTH_BASE_DOMAIN: "apps.test.local",
-}), log);
+const start = () => startTestOperator({ namespace: ns, env: { BERTH_OPERATOR_RESYNC_SECONDS: "10", BERTH_BASE_DOMAIN: "apps.test.local" } });
 
 test.before(async () => { ns = await testNamespace(k, "opapp"); op = await start(); });
 test.after.always(async () => { await op?.stop(); await deleteNamespace(k, ns); });
@@ -32,6 +27,8 @@ const createApp = (name: string, spec: Record<string, unknown>) =>
 const patchApp = (name: string, spec: Record<string, unknown>) => client.mergePatch(ref(name), { spec }, "test");
 const child = <T>(kind: string, apiVersion: string, name: string) => client.get<KubeObject>({ apiVersion, kind, namespace: ns, name }) as Promise<T | undefined>;
 const deployment = (name: string) => child<k8s.V1Deployment>("Deployment", "apps/v1", name);
+
+const eventsOf = async (name: string) => (await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=App,involvedObject.name=${name}` })).items;
 
 async function phase(name: string, want: string, timeoutMs = 60_000): Promise<App> {
   return eventually(`App ${name} to be ${want}`, async () => {
@@ -58,6 +55,13 @@ test.serial("a web App becomes a Deployment, Service, Ingress and HPA, and goes 
     const mine = (c.metadata.managedFields ?? []).filter((m) => m.manager === "berth-operator");
     t.deepEqual(mine.map((m) => m.operation), ["Apply"], `${c.kind ?? "child"} fields are the operator's Apply`);
   }
+  // `kubectl describe app shop` tells the story.
+  const told = await eventually("the Events of shop", async () => {
+    const reasons = (await eventsOf("shop")).map((e) => `${e.type}/${e.reason}: ${e.message}`);
+    return reasons.some((r) => r.startsWith("Normal/Available")) ? reasons : undefined;
+  });
+  for (const kind of ["Deployment", "Service", "Ingress", "HorizontalPodAutoscaler"]) t.true(told.includes(`Normal/Created: Created ${kind} shop`), told.join("\n"));
+  t.true(told.some((r) => r.startsWith("Normal/RolloutComplete")), told.join("\n"));
 });
 
 test.serial("changing replicas and limits reaches the children", async (t) => {
@@ -163,6 +167,8 @@ test.serial("an App never takes over an object it does not own", async (t) => {
   t.deepEqual(svc.metadata?.ownerReferences ?? [], []);
   t.false((svc.metadata?.managedFields ?? []).some((m) => m.manager === "berth-operator"), "the operator wrote nothing to it");
   t.falsy(await child("Ingress", "networking.k8s.io/v1", "taken"), "no Ingress routes to a Service that is not the App's");
+  const warning = await eventually("a Warning Event", async () => (await eventsOf("taken")).find((e) => e.type === "Warning"));
+  t.like(warning, { reason: "ObjectInTheWay", message: `Service ${ns}/taken already exists and is not owned by this App` });
 });
 
 test.serial("a foreign Deployment is refused, and no autoscaler is pointed at it", async (t) => {

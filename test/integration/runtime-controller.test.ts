@@ -147,10 +147,10 @@ test("an error retries with growing backoff until success", async (t) => {
   const h = await harness(t, (ctx) => {
     const copy = copier(ctx);
     return {
-      async reconcile(req, signal) {
+      async reconcile(req, rctx) {
         calls.push(Date.now());
         if (calls.length <= 4) throw new Error(`transient failure ${calls.length}`);
-        await copy.reconcile(req, signal);
+        await copy.reconcile(req, rctx);
       },
     };
   }, { baseDelayMs: 100 });
@@ -218,7 +218,7 @@ test("stop waits for in-flight reconciles, then aborts them after the timeout", 
   let finished = 0;
   let aborted = 0;
   const h = await harness(t, () => ({
-    async reconcile(_req, signal) {
+    async reconcile(_req, { signal }) {
       const slow = _req.name.startsWith("slow");
       await new Promise<void>((resolve) => {
         const onAbort = () => { clearTimeout(timer); aborted++; resolve(); };

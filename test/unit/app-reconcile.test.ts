@@ -3,6 +3,7 @@
 // that only moves replica counts waits for the delay, or for the next transition, but is never lost.
 // The same behaviour against the real API server is in test/integration/operator-app.test.ts.
 import test from "ava";
+import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import type { Informer, InformerEvent } from "../../kube/informer.ts";
@@ -56,7 +57,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}) {
   apps.put({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", uid: "app-uid", generation: 1, resourceVersion: String(++rv) }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", minReplicas: 3 } });
   return {
     apps, children, calls,
-    reconcile: () => reconciler.reconcile({ namespace: "ns", name: "shop" }),
+    reconcile: () => reconciler.reconcile({ namespace: "ns", name: "shop" }, { signal: new AbortController().signal, log: pino({ level: "silent" }) }),
     tick: (ms: number) => { clock += ms; },
     writes: (verb: string) => calls.filter((c) => c.verb === verb),
     /** The caches catch up with every write so far. */

@@ -2,7 +2,7 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { computeStatus, decideStatusWrite, onlyCountsChanged, rolloutState, statusEqual } from "../../operator/app/status.ts";
+import { computeStatus, decideStatusWrite, onlyCountsChanged, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
 
 const cfg = { baseDomain: "apps.example.com" };
 const now = new Date("2026-11-21T10:00:00Z");
@@ -129,4 +129,29 @@ test("decideStatusWrite: transitions at once, counts-only changes held back for 
   t.deepEqual(decideStatusWrite(one, two, 1000, 6000, 5000), { write: true }, "written once the delay is over");
   t.deepEqual(decideStatusWrite(one, all, 1000, 2000, 5000), { write: true }, "a transition meanwhile carries the counts along");
   t.deepEqual(decideStatusWrite(one, two, undefined, 1000, 0), { write: true }, "delay 0 writes every change");
+});
+
+// ---- Events told by status transitions (statusEvents) ----
+
+const at = "2026-11-23T10:00:00Z";
+const c = (type: string, status: "True" | "False", reason: string, message = `${type} ${reason}`) => ({ type, status, reason, message, lastTransitionTime: at });
+
+test("statusEvents: a first status tells each condition once, Warnings for failures, no event for a prebuilt image", (t) => {
+  const next = { conditions: [c("Built", "True", "PrebuiltImage"), c("Deployed", "False", "RollingOut"), c("Ready", "False", "RollingOut"), c("GovernanceReady", "False", "ProvisioningFailed", "API down")] };
+  t.deepEqual(statusEvents(undefined, next), [
+    { type: "Warning", reason: "ProvisioningFailed", message: "API down" },
+    { type: "Normal", reason: "RollingOut", message: "Deployed RollingOut" },
+  ]);
+});
+
+test("statusEvents: only transitions are told (status or reason), not message or count changes", (t) => {
+  const prev = { conditions: [c("Deployed", "False", "RollingOut", "1/3"), c("Ready", "False", "RollingOut", "1/3")] };
+  t.deepEqual(statusEvents(prev, { conditions: [c("Deployed", "False", "RollingOut", "2/3"), c("Ready", "False", "RollingOut", "2/3")] }), []);
+  t.deepEqual(statusEvents(prev, { conditions: [c("Deployed", "True", "RolloutComplete", "done"), c("Ready", "True", "Available", "3/3")] }), [
+    { type: "Normal", reason: "RolloutComplete", message: "done" },
+    { type: "Normal", reason: "Available", message: "3/3" },
+  ]);
+  t.deepEqual(statusEvents(prev, { conditions: [c("Ready", "False", "ObjectInTheWay", "Service x already exists")] }), [
+    { type: "Warning", reason: "ObjectInTheWay", message: "Service x already exists" },
+  ]);
 });
