@@ -2,6 +2,12 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+/** Files matching `files` may not import from the top-level folders `forbidden`. */
+function layer(files, forbidden, message) {
+  const regex = `(^|/)(${forbidden.join("|")})/`;
+  return [{ files: [files], rules: { "no-restricted-imports": ["error", { patterns: [{ regex, message }] }] } }];
+}
+
 export default tseslint.config(
   { ignores: ["node_modules/**", ".local/**", "toolkit/dist/**", "charts/**", "**/*.tmp.ts"] },
   js.configs.recommended,
@@ -16,6 +22,14 @@ export default tseslint.config(
       "no-console": "error",
     },
   },
+  // Layering (DESIGN.md §1): the api and the operator never import each other, their contract is
+  // crds/ (which imports no runtime code), kube/ is plumbing both use, and the toolkit ships on
+  // its own (it imports nothing of ours).
+  ...layer("api/**", ["operator"], "The API and the operator never import each other: share through crds/ (the contract) or kube/."),
+  ...layer("operator/**", ["api"], "The API and the operator never import each other: share through crds/ (the contract) or kube/."),
+  ...layer("crds/**", ["api", "operator", "kube", "toolkit"], "crds/ is the contract: zod schemas and constants, no runtime code."),
+  ...layer("kube/**", ["api", "operator", "toolkit"], "kube/ is the Kubernetes plumbing both processes import; it knows neither."),
+  ...layer("toolkit/**", ["api", "operator", "crds", "kube"], "The toolkit ships as its own package: it imports nothing of the platform's."),
   { files: ["**/config.ts", "test/**", "hack/**"], rules: { "no-restricted-properties": "off", "no-console": "off" } },
   { files: ["test/**"], rules: { "@typescript-eslint/no-unsafe-member-access": "off", "@typescript-eslint/no-unsafe-assignment": "off", "@typescript-eslint/no-unsafe-argument": "off", "@typescript-eslint/no-unsafe-call": "off", "@typescript-eslint/no-unsafe-return": "off" } },
   { files: ["eslint.config.js"], ...tseslint.configs.disableTypeChecked },
