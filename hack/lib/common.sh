@@ -13,6 +13,16 @@ KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
 NODE_VERSION="${NODE_VERSION:-24}"
+# The real node (hack/cluster --node) and what runs around it. Exact versions known to resolve on
+# the module proxy here (never `latest`; see ../shared/notes/real-node.md).
+CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
+RUNC_VERSION="${RUNC_VERSION:-v1.5.2}"
+CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"
+REGISTRY_VERSION="${REGISTRY_VERSION:-v3.1.2}"
+BUILDKIT_VERSION="${BUILDKIT_VERSION:-v0.34.2}"
+TRAEFIK_VERSION="${TRAEFIK_VERSION:-v3.6.12}"
+METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-v0.9.0}"
+COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
 
 BERTH_BIN="$BERTH_CACHE/bin"
 
@@ -24,7 +34,15 @@ die() { log "error: $*"; exit 1; }
 
 bin_path() { # name -> path of the cached binary for the pinned version
   case "$1" in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl) echo "$BERTH_BIN/$1-$K8S_VERSION" ;;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) echo "$BERTH_BIN/$1-$K8S_VERSION" ;;
+    containerd|containerd-shim-runc-v2|ctr) echo "$BERTH_BIN/$1-$CONTAINERD_VERSION" ;;
+    runc) echo "$BERTH_BIN/runc-$RUNC_VERSION" ;;
+    cni) echo "$BERTH_BIN/cni-$CNI_PLUGINS_VERSION" ;;  # a directory: bridge, host-local, loopback, portmap
+    registry) echo "$BERTH_BIN/registry-$REGISTRY_VERSION" ;;
+    buildkitd|buildctl) echo "$BERTH_BIN/$1-$BUILDKIT_VERSION" ;;
+    traefik) echo "$BERTH_BIN/traefik-$TRAEFIK_VERSION" ;;
+    metrics-server) echo "$BERTH_BIN/metrics-server-$METRICS_SERVER_VERSION" ;;
+    coredns) echo "$BERTH_BIN/coredns-$COREDNS_VERSION" ;;
     etcd) echo "$BERTH_BIN/etcd-$ETCD_VERSION" ;;
     kwok) echo "$BERTH_BIN/kwok-$KWOK_VERSION" ;;
     helm) echo "$BERTH_BIN/helm-$HELM_VERSION" ;;

@@ -1,0 +1,415 @@
+# The real node, sourced by hack/cluster (which defines DIR, KUBECONFIG_OUT, API_PORT, PORT_BASE,
+# start/running/wait_for/kubectl_). A kubelet with containerd and runc, kube-proxy and CoreDNS run
+# inside a network namespace of their own ($NETNS), with the pods' bridge, addresses and iptables
+# rules; the control plane stays on the host's loopback. hack/lib/netbridge.ts joins the two over
+# unix sockets: the node reaches the API server and the registry at 127.0.0.1 (and pods at
+# $NODE_IP), the host reaches the ingress at 127.0.0.1, and the API server reaches kubelets, pods
+# and services through its egress selector (an HTTP CONNECT proxy on a unix socket).
+#
+# Addresses (inside $NETNS): the node 10.201.0.1 (on lo), pods 10.202.0.0/24 on the bridge cni0
+# (gateway 10.202.0.1), services 10.96.0.0/16 (kube-proxy, iptables), cluster DNS 10.96.0.10.
+# On the host: the registry at 127.0.0.1:$REGISTRY_PORT (the same reference works on the node).
+#
+# What it changes outside the namespace, and undoes on down: the kubelet's cgroups under
+# /$CGROUP_ROOT in each cgroup v1 hierarchy; mounts under $NODE_DIR and $RUN; the sysctls the
+# kubelet sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), restored from
+# $NODE_DIR/sysctl.orig. Everything is found by recorded pids, paths and names only.
+
+NODE_ID=$(printf '%s' "$BERTH_LOCAL" | sha256sum | cut -c1-8)
+NETNS="berth-$NODE_ID"
+CGROUP_ROOT="berth-$NODE_ID"
+NODE_NAME="berth-node"
+NODE_DIR="$DIR/node"
+RUN="/run/berth-$NODE_ID"          # unix sockets: short paths (108-byte limit)
+NODE_IP=10.201.0.1
+POD_CIDR=10.202.0.0/24
+SERVICE_CIDR=10.96.0.0/16   # kube-apiserver's --service-cluster-ip-range
+CLUSTER_DNS=10.96.0.10
+REGISTRY_PORT=$((PORT_BASE + 50))
+INGRESS_PORT=$((PORT_BASE + 51))
+NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server)
+KERNEL_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
+REAL_NODE_TAINT="berth.dev/real-node"
+
+node_enabled() { [ "${BERTH_REAL_NODE:-0}" = 1 ]; }
+
+node_deps() {
+  local missing=()
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v iptables >/dev/null || missing+=(iptables)
+  pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev pkg-config)
+  if [ ${#missing[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || die "the real node needs ${missing[*]} (and root)"
+    log "installing ${missing[*]} from Debian"
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  [ "$(id -u)" = 0 ] || die "the real node needs root (network namespaces, cgroups, mounts)"
+  source "$BERTH_ROOT/hack/lib/node.sh"; ensure_node   # netbridge.ts needs Node.js 24
+  "$BERTH_ROOT/hack/binaries" node
+}
+
+# Only the network namespace: `ip netns exec` would also give the command a mount namespace with
+# /sys remounted, where the kubelet finds no cgroup hierarchies and containerd's mounts would be
+# invisible to the kubelet.
+nsexec() { nsenter --net="/var/run/netns/$NETNS" "$@"; }
+
+# Starts a node component (netns: "in" or "out"), recording its pid.
+node_start() { # name in|out command...
+  local name="$1" where="$2"; shift 2
+  node_running "$name" && return 0
+  mkdir -p "$DIR/logs"
+  if [ "$where" = in ]; then
+    setsid nsenter --net="/var/run/netns/$NETNS" "$@" >>"$DIR/logs/$name.log" 2>&1 < /dev/null &
+  else
+    setsid "$@" >>"$DIR/logs/$name.log" 2>&1 < /dev/null &
+  fi
+  echo $! > "$DIR/$name.pid"
+  log "started $name (pid $!)"
+}
+
+node_running() {
+  local f="$DIR/$1.pid" pid; [ -f "$f" ] || return 1
+  pid=$(cat "$f"); kill -0 "$pid" 2>/dev/null
+}
+
+node_stop() {
+  local f="$DIR/$1.pid"; [ -f "$f" ] || return 0
+  local pid; pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$pid" 2>/dev/null || true
+    log "stopped $1"
+  fi
+  rm -f "$f"
+}
+
+# The kubelet's serving certificate, and the API server's client certificate for kubelets (logs,
+# exec, port-forward, metrics), both from the cluster's CA.
+node_certs() {
+  local c="$DIR/pki"
+  [ -f "$c/kubelet.crt" ] && [ -f "$c/apiserver-kubelet-client.crt" ] && [ -f "$c/front-proxy-client.crt" ] && [ -f "$c/metrics-server.crt" ] && return 0
+  (
+    cd "$c"
+    # The aggregator's client certificate towards extension API servers (metrics-server).
+    openssl req -newkey rsa:2048 -nodes -keyout front-proxy-client.key -out fpc.csr -subj "/CN=front-proxy-client" 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' > fpc.ext
+    openssl x509 -req -in fpc.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile fpc.ext -out front-proxy-client.crt 2>/dev/null
+    # metrics-server's serving certificate, for the APIService's caBundle.
+    openssl req -newkey rsa:2048 -nodes -keyout metrics-server.key -out ms.csr -subj "/CN=metrics-server.kube-system.svc" 2>/dev/null
+    printf 'subjectAltName=DNS:metrics-server.kube-system.svc,IP:%s\nextendedKeyUsage=serverAuth\n' "$NODE_IP" > ms.ext
+    openssl x509 -req -in ms.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile ms.ext -out metrics-server.crt 2>/dev/null
+    rm -f fpc.csr fpc.ext ms.csr ms.ext
+    openssl req -newkey rsa:2048 -nodes -keyout kubelet.key -out kubelet.csr -subj "/CN=$NODE_NAME" 2>/dev/null
+    printf 'subjectAltName=IP:%s,DNS:%s\nextendedKeyUsage=serverAuth\n' "$NODE_IP" "$NODE_NAME" > kubelet.ext
+    openssl x509 -req -in kubelet.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile kubelet.ext -out kubelet.crt 2>/dev/null
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver-kubelet-client.key -out akc.csr -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" 2>/dev/null
+    printf 'extendedKeyUsage=clientAuth\n' > akc.ext
+    openssl x509 -req -in akc.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -extfile akc.ext -out apiserver-kubelet-client.crt 2>/dev/null
+    rm -f kubelet.csr kubelet.ext akc.csr akc.ext ca.srl
+  )
+}
+
+node_network() {
+  if ! ip netns list | grep -qw "$NETNS"; then
+    ip netns add "$NETNS"
+    log "created network namespace $NETNS"
+  fi
+  nsexec ip link set lo up
+  nsexec ip addr show dev lo | grep -q "$NODE_IP/32" || nsexec ip addr add "$NODE_IP/32" dev lo
+  nsexec sysctl -qw net.ipv4.ip_forward=1
+  # A route for the service range, so that connections from the node itself pass the route lookup
+  # before kube-proxy's DNAT (in OUTPUT) sends them on to a pod; there is no default route.
+  nsexec ip route replace "$SERVICE_CIDR" dev lo
+}
+
+node_configs() {
+  mkdir -p "$NODE_DIR"/{containerd,kubelet,cni/net.d,certs.d/"127.0.0.1:$REGISTRY_PORT"} "$RUN"
+  # The registry is plain HTTP on loopback (containerd 2 reads hosts.toml under config_path).
+  cat > "$NODE_DIR/certs.d/127.0.0.1:$REGISTRY_PORT/hosts.toml" <<EOF
+server = "http://127.0.0.1:$REGISTRY_PORT"
+[host."http://127.0.0.1:$REGISTRY_PORT"]
+  capabilities = ["pull", "resolve", "push"]
+  skip_verify = true
+EOF
+  cat > "$NODE_DIR/containerd.toml" <<EOF
+version = 3
+root = "$NODE_DIR/containerd"
+state = "$RUN/containerd"
+[grpc]
+  address = "$RUN/containerd.sock"
+[plugins."io.containerd.cri.v1.runtime"]
+  # kubelet asks for oom_score_adj -998/-997; lowering it needs CAP_SYS_RESOURCE, which root lacks here
+  restrict_oom_score_adj = true
+  # pods' network namespaces under $RUN, not the host's /var/run/netns: down removes them with it
+  netns_mounts_under_state_dir = true
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$(bin_path cni)"]
+    conf_dir = "$NODE_DIR/cni/net.d"
+  [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+      BinaryName = "$(bin_path runc)"
+      SystemdCgroup = false
+[plugins."io.containerd.cri.v1.images"]
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "127.0.0.1:$REGISTRY_PORT/berth/pause:v1"
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = "$NODE_DIR/certs.d"
+EOF
+  cat > "$NODE_DIR/cni/net.d/10-berth.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "berth",
+  "plugins": [
+    { "type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+      "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$POD_CIDR" }]], "routes": [{ "dst": "0.0.0.0/0" }],
+                "dataDir": "$NODE_DIR/cni/ipam" } },
+    { "type": "portmap", "capabilities": { "portMappings": true } }
+  ]
+}
+EOF
+  : > "$NODE_DIR/resolv.conf"  # no upstream DNS: nothing outside the machine is reachable
+  cat > "$NODE_DIR/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+cgroupRoot: /$CGROUP_ROOT
+failCgroupV1: false
+containerRuntimeEndpoint: unix://$RUN/containerd.sock
+address: $NODE_IP
+port: 10250
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+tlsCertFile: $DIR/pki/kubelet.crt
+tlsPrivateKeyFile: $DIR/pki/kubelet.key
+authentication:
+  anonymous: { enabled: false }
+  webhook: { enabled: true }
+  x509: { clientCAFile: $DIR/pki/ca.crt }
+authorization: { mode: Webhook }
+clusterDomain: cluster.local
+clusterDNS: [$CLUSTER_DNS]
+resolvConf: $NODE_DIR/resolv.conf
+registerWithTaints:
+  - { key: $REAL_NODE_TAINT, value: "true", effect: NoSchedule }
+maxPods: 110
+serializeImagePulls: false
+imageGCHighThresholdPercent: 95
+imageGCLowThresholdPercent: 90
+evictionHard: { memory.available: 100Mi, nodefs.available: 2%, imagefs.available: 2% }
+failSwapOn: false
+EOF
+}
+
+# The kubelet's cgroup root, in every cgroup v1 hierarchy (it must exist before the kubelet starts).
+node_cgroups() {
+  local h d
+  for h in /sys/fs/cgroup/*/; do
+    d="$h$CGROUP_ROOT"
+    [ -d "$d" ] || mkdir "$d" 2>/dev/null || continue
+    if [ -f "${h}cpuset.cpus" ]; then
+      [ -s "$d/cpuset.cpus" ] && [ "$(cat "$d/cpuset.cpus")" != "" ] || cat "${h}cpuset.cpus" > "$d/cpuset.cpus"
+      [ -s "$d/cpuset.mems" ] && [ "$(cat "$d/cpuset.mems")" != "" ] || cat "${h}cpuset.mems" > "$d/cpuset.mems"
+    fi
+  done
+}
+
+node_save_sysctls() {
+  [ -f "$NODE_DIR/sysctl.orig" ] && return 0
+  mkdir -p "$NODE_DIR"
+  local s; for s in "${KERNEL_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done > "$NODE_DIR/sysctl.orig"
+}
+
+node_restore_sysctls() {
+  [ -f "$NODE_DIR/sysctl.orig" ] || return 0
+  local line; while read -r line; do sysctl -qw "$line" || true; done < "$NODE_DIR/sysctl.orig"
+  rm -f "$NODE_DIR/sysctl.orig"
+}
+
+node_bridge_config() {
+  cat > "$NODE_DIR/netbridge.json" <<EOF
+{
+  "dir": "$RUN",
+  "egress": true,
+  "toNode": [{ "name": "ingress", "listen": "127.0.0.1:$INGRESS_PORT", "target": "127.0.0.1:80" }],
+  "toHost": [
+    { "name": "apiserver", "listen": "0.0.0.0:$API_PORT", "target": "127.0.0.1:$API_PORT" },
+    { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_PORT" }
+  ]
+}
+EOF
+}
+
+# The API server's egress for "cluster" traffic (kubelets, pods, services): the node side of the bridge.
+node_egress_config() {
+  cat > "$DIR/egress-selector.yaml" <<EOF
+apiVersion: apiserver.k8s.io/v1beta1
+kind: EgressSelectorConfiguration
+egressSelections:
+  - name: cluster
+    connection:
+      proxyProtocol: HTTPConnect
+      transport:
+        uds:
+          udsName: $RUN/egress.sock
+EOF
+}
+
+registry_up() {
+  mkdir -p "$DIR/registry"
+  cat > "$DIR/registry.yaml" <<EOF
+version: 0.1
+log: { level: warn }
+storage:
+  filesystem: { rootdirectory: $BERTH_LOCAL/registry }
+  delete: { enabled: true }
+http:
+  addr: 127.0.0.1:$REGISTRY_PORT
+EOF
+  node_start registry out "$(bin_path registry)" serve "$DIR/registry.yaml"
+  wait_for registry 30 curl -sf "http://127.0.0.1:$REGISTRY_PORT/v2/"
+}
+
+node_up() {
+  node_deps
+  node_save_sysctls
+  node_network
+  node_cgroups
+  node_configs
+  node_bridge_config
+  registry_up
+  local node; node=$(command -v node)
+  node_start netbridge-host out "$node" "$BERTH_ROOT/hack/lib/netbridge.ts" host "$NODE_DIR/netbridge.json"
+  node_start netbridge-node in "$node" "$BERTH_ROOT/hack/lib/netbridge.ts" node "$NODE_DIR/netbridge.json"
+  wait_for "the node's bridge" 15 test -S "$RUN/egress.sock"
+  # containerd looks its shim up on PATH, by that exact name
+  mkdir -p "$RUN/bin"; ln -sf "$(bin_path containerd-shim-runc-v2)" "$RUN/bin/containerd-shim-runc-v2"
+  node_start containerd in env PATH="$RUN/bin:$PATH" "$(bin_path containerd)" --config "$NODE_DIR/containerd.toml"
+  wait_for containerd 30 test -S "$RUN/containerd.sock"
+  node_start kubelet in "$(bin_path kubelet)" --config "$NODE_DIR/kubelet.yaml" \
+    --kubeconfig "$KUBECONFIG_OUT" --node-ip "$NODE_IP" --hostname-override "$NODE_NAME" \
+    --root-dir "$NODE_DIR/kubelet" --cert-dir "$NODE_DIR/kubelet/pki" \
+    --node-labels "berth.dev/node=real"
+  local deadline=$((SECONDS + 120))
+  until [ "$(kubectl_ get node "$NODE_NAME" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]; do
+    node_running kubelet || { tail -n 20 "$DIR/logs/kubelet.log" >&2; die "the kubelet exited (log: $DIR/logs/kubelet.log)"; }
+    [ $SECONDS -lt $deadline ] || { tail -n 20 "$DIR/logs/kubelet.log" >&2; die "the real node did not become Ready in 120 s"; }
+    sleep 1
+  done
+  node_start kube-proxy in "$(bin_path kube-proxy)" --kubeconfig "$KUBECONFIG_OUT" --hostname-override "$NODE_NAME" \
+    --proxy-mode iptables --cluster-cidr "$POD_CIDR" --masquerade-all \
+    --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
+    --bind-address "$NODE_IP" --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249
+  node_dns
+  node_metrics
+  log "real node $NODE_NAME ready in network namespace $NETNS (registry 127.0.0.1:$REGISTRY_PORT, ingress 127.0.0.1:$INGRESS_PORT)"
+}
+
+# Cluster DNS: CoreDNS as a process of the node (no image needed), behind the kube-dns Service.
+node_dns() {
+  cat > "$NODE_DIR/Corefile" <<EOF
+.:53 {
+    bind $NODE_IP
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $KUBECONFIG_OUT
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+    }
+    cache 5
+}
+EOF
+  node_start coredns in "$(bin_path coredns)" -conf "$NODE_DIR/Corefile"
+  kubectl_ apply --server-side -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: { name: kube-dns, namespace: kube-system, labels: { k8s-app: kube-dns } }
+spec:
+  clusterIP: $CLUSTER_DNS
+  ports: [{ name: dns, port: 53, protocol: UDP, targetPort: 53 }, { name: dns-tcp, port: 53, protocol: TCP, targetPort: 53 }]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: kube-dns-node, namespace: kube-system, labels: { kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: berth-hack } }
+addressType: IPv4
+endpoints: [{ addresses: ["$NODE_IP"], conditions: { ready: true } }]
+ports: [{ name: dns, port: 53, protocol: UDP }, { name: dns-tcp, port: 53, protocol: TCP }]
+EOF
+}
+
+# The resource metrics API (kubectl top, HPAs on CPU): metrics-server as a process of the node,
+# scraping the kubelet, behind an APIService the API server reaches through its egress.
+node_metrics() {
+  node_start metrics-server in "$(bin_path metrics-server)" --kubeconfig "$KUBECONFIG_OUT" \
+    --authentication-kubeconfig "$KUBECONFIG_OUT" --authorization-kubeconfig "$KUBECONFIG_OUT" \
+    --bind-address "$NODE_IP" --secure-port 4443 --tls-cert-file "$DIR/pki/metrics-server.crt" --tls-private-key-file "$DIR/pki/metrics-server.key" \
+    --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$DIR/pki/ca.crt" \
+    --metric-resolution 15s --kubelet-request-timeout 5s --node-selector berth.dev/node=real
+  kubectl_ apply --server-side -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: { name: metrics-server, namespace: kube-system }
+spec: { ports: [{ name: https, port: 443, protocol: TCP, targetPort: 4443 }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: metrics-server-node, namespace: kube-system, labels: { kubernetes.io/service-name: metrics-server, endpointslice.kubernetes.io/managed-by: berth-hack } }
+addressType: IPv4
+endpoints: [{ addresses: ["$NODE_IP"], conditions: { ready: true } }]
+ports: [{ name: https, port: 4443, protocol: TCP }]
+---
+apiVersion: apiregistration.k8s.io/v1
+kind: APIService
+metadata: { name: v1beta1.metrics.k8s.io }
+spec:
+  service: { name: metrics-server, namespace: kube-system, port: 443 }
+  group: metrics.k8s.io
+  version: v1beta1
+  caBundle: $(base64 -w0 < "$DIR/pki/ca.crt")
+  groupPriorityMinimum: 100
+  versionPriority: 100
+EOF
+}
+
+node_down() {
+  # Pods first, while the kubelet still runs to stop them and release their addresses.
+  if node_running kubelet && [ -f "$KUBECONFIG_OUT" ]; then
+    kubectl_ delete pods -A --field-selector "spec.nodeName=$NODE_NAME" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+    for _ in $(seq 1 60); do
+      [ -z "$(kubectl_ get pods -A --field-selector "spec.nodeName=$NODE_NAME" -o name 2>/dev/null)" ] && break
+      sleep 0.5
+    done
+  fi
+  local c
+  for c in metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
+  # What the kubelet left running: kill the containers' tasks through containerd, then stop it.
+  if node_running containerd; then
+    local ctr; ctr=(env "$(bin_path ctr)" --address "$RUN/containerd.sock" -n k8s.io)
+    for t in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks kill -s SIGKILL "$t" >/dev/null 2>&1 || true; done
+    sleep 0.5
+    for t in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks delete -f "$t" >/dev/null 2>&1 || true; done
+  fi
+  for c in containerd netbridge-node netbridge-host registry; do node_stop "$c"; done
+  # Mounts under the node's directories, deepest first.
+  local m
+  for m in $(awk '{print $2}' /proc/mounts | grep -E "^($NODE_DIR|$RUN)(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  # The kubelet's cgroups, deepest first, in every hierarchy.
+  local d
+  for d in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  if ip netns list 2>/dev/null | grep -qw "$NETNS"; then ip netns delete "$NETNS"; log "deleted network namespace $NETNS"; fi
+  node_restore_sysctls
+  rm -rf "$RUN" "$NODE_DIR/kubelet" "$NODE_DIR/containerd" "$NODE_DIR/cni/ipam"
+}
+
+node_status() {
+  local c all=0
+  for c in registry "${NODE_COMPONENTS[@]}"; do
+    if node_running "$c"; then echo "$c: running (pid $(cat "$DIR/$c.pid"))"; else echo "$c: stopped"; all=1; fi
+  done
+  return $all
+}
