@@ -4,6 +4,20 @@ import { z } from "zod";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 
+/** A JSON value in an environment variable, checked with `schema`. */
+const json = <T extends z.ZodType>(schema: T) => z.string().transform((v, ctx) => {
+  try { return JSON.parse(v) as unknown; } catch { ctx.addIssue({ code: "custom", message: "must be JSON" }); return z.NEVER; }
+}).pipe(schema);
+
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const Toleration = z.object({
+  key: z.string().regex(LABEL_KEY).optional(),
+  operator: z.enum(["Exists", "Equal"]).optional(),
+  value: z.string().max(63).optional(),
+  effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
+  tolerationSeconds: z.int().min(0).optional(),
+}).strict();
+
 export const OperatorConfigSchema = z.object({
   KUBECONFIG: z.string().optional().describe("Path to a kubeconfig; in-cluster config when unset"),
   KUBERNETES_SERVICE_HOST: z.string().optional().describe("Set by the kubelet: the API server's address for the in-cluster config"),
@@ -12,6 +26,10 @@ export const OperatorConfigSchema = z.object({
   BERTH_WATCH_NAMESPACE: z.string().optional().describe("Reconcile Apps of this namespace only; all namespaces when unset"),
   BERTH_INGRESS_CLASS: z.string().optional(),
   BERTH_DEFAULT_TLS_SECRET: z.string().optional(),
+  BERTH_WORKLOAD_NODE_SELECTOR: json(z.record(z.string().regex(LABEL_KEY), z.string().max(63))).optional()
+    .describe("JSON object: the nodeSelector of every App's pods (e.g. the nodes set aside for workloads)"),
+  BERTH_WORKLOAD_TOLERATIONS: json(z.array(Toleration).max(32)).optional()
+    .describe("JSON array: tolerations of every App's pods (e.g. of the taint on those nodes)"),
   BERTH_OPERATOR_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),
   BERTH_OPERATOR_RESYNC_SECONDS: z.coerce.number().int().min(10).default(600),
   BERTH_OPERATOR_HEALTH_HOST: z.string().default("127.0.0.1"),

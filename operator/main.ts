@@ -50,7 +50,10 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     owned: [...Object.values(children), secrets],
     reconciler: new AppReconciler({
       client, apps, children, secrets, governance, events, now: () => new Date(),
-      cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET },
+      cfg: {
+        baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
+        nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
+      },
     }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,

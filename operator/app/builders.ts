@@ -11,6 +11,9 @@ export interface BuildConfig {
   ingressClassName?: string | undefined;
   /** Secret name holding a wildcard certificate for *.<baseDomain>; no TLS block when unset. */
   defaultTlsSecret?: string | undefined;
+  /** Where App pods run: a nodeSelector and tolerations for every pod (configuration, never the App). */
+  nodeSelector?: Record<string, string> | undefined;
+  tolerations?: k8s.V1Toleration[] | undefined;
 }
 
 export interface AppRef { name: string; namespace: string; uid: string }
@@ -86,7 +89,7 @@ function podMeta(app: AppRef, gov: GovernanceRef | undefined): k8s.V1ObjectMeta 
   return { labels: labels(app), ...(gov ? { annotations: { [ANNOTATIONS.governanceGeneration]: String(gov.generation) } } : {}) };
 }
 
-function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined): k8s.V1PodSpec {
+function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
   const serving = isServed(spec.type);
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
   return {
@@ -94,6 +97,8 @@ function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never"
     automountServiceAccountToken: false,
     enableServiceLinks: false,
     securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
+    ...(cfg.nodeSelector && Object.keys(cfg.nodeSelector).length ? { nodeSelector: cfg.nodeSelector } : {}),
+    ...(cfg.tolerations?.length ? { tolerations: cfg.tolerations } : {}),
     containers: [{
       name: CONTAINER,
       image,
@@ -109,7 +114,7 @@ function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never"
   };
 }
 
-export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed, gov?: GovernanceRef): k8s.V1Deployment {
+export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef): k8s.V1Deployment {
   return {
     apiVersion: "apps/v1", kind: "Deployment",
     metadata: meta(app),
@@ -119,7 +124,7 @@ export function buildDeployment(app: AppRef, spec: AppSpec, image: string, obser
       selector: { matchLabels: { [APP_LABEL]: app.name } },
       strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: "25%" } },
       progressDeadlineSeconds: 600,
-      template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Always", gov) },
+      template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Always", gov, cfg) },
     },
   };
 }
@@ -158,7 +163,7 @@ export function buildHpa(app: AppRef, spec: AppSpec): k8s.V2HorizontalPodAutosca
   };
 }
 
-export function buildCronJob(app: AppRef, spec: AppSpec, image: string, gov?: GovernanceRef): k8s.V1CronJob {
+export function buildCronJob(app: AppRef, spec: AppSpec, image: string, cfg: BuildConfig, gov?: GovernanceRef): k8s.V1CronJob {
   return {
     apiVersion: "batch/v1", kind: "CronJob",
     metadata: meta(app),
@@ -171,7 +176,7 @@ export function buildCronJob(app: AppRef, spec: AppSpec, image: string, gov?: Go
       failedJobsHistoryLimit: 3,
       jobTemplate: {
         metadata: { labels: labels(app) },
-        spec: { backoffLimit: 2, template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Never", gov) } },
+        spec: { backoffLimit: 2, template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Never", gov, cfg) } },
       },
     },
   };
@@ -183,9 +188,9 @@ export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cf
   if (!image) return [];
   const out: KubeObject[] = [];
   if (spec.type === "cron") {
-    out.push(buildCronJob(app, spec, image, gov) as KubeObject);
+    out.push(buildCronJob(app, spec, image, cfg, gov) as KubeObject);
   } else {
-    out.push(buildDeployment(app, spec, image, observed, gov) as KubeObject);
+    out.push(buildDeployment(app, spec, image, observed, cfg, gov) as KubeObject);
     if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
     if (isServed(spec.type) && !spec.suspended) {
       out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);

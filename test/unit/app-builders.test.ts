@@ -142,3 +142,14 @@ test("governance annotations: generation defaults to 1, disabled only when \"tru
   t.false(governanceDisabled({}));
   t.true(governanceDisabled({ "berth.dev/governance-disabled": "true" }));
 });
+
+test("pods go where the configuration places them: nodeSelector and tolerations on Deployments and CronJobs, none by default", (t) => {
+  const placed = { ...cfg, nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
+  const d = buildChildren(ref, spec(), {}, placed)[0] as k8s.V1Deployment;
+  t.deepEqual(d.spec!.template.spec!.nodeSelector, { "berth.dev/node": "real" });
+  t.deepEqual(d.spec!.template.spec!.tolerations, placed.tolerations);
+  const cj = buildChildren(ref, spec({ type: "cron", schedule: "@daily" }), {}, placed)[0] as k8s.V1CronJob;
+  t.deepEqual(cj.spec.jobTemplate.spec!.template.spec!.nodeSelector, { "berth.dev/node": "real" });
+  const plain = buildChildren(ref, spec(), {}, cfg)[0] as k8s.V1Deployment;
+  t.false("nodeSelector" in plain.spec!.template.spec! || "tolerations" in plain.spec!.template.spec!);
+});
