@@ -27,7 +27,7 @@ SERVICE_CIDR=10.96.0.0/16   # kube-apiserver's --service-cluster-ip-range
 CLUSTER_DNS=10.96.0.10
 REGISTRY_PORT=$((PORT_BASE + 50))
 INGRESS_PORT=$((PORT_BASE + 51))
-NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server)
+NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik)
 KERNEL_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 REAL_NODE_TAINT="berth.dev/real-node"
 
@@ -304,6 +304,7 @@ node_up() {
     --bind-address "$NODE_IP" --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249
   node_dns
   node_metrics
+  node_ingress
   log "real node $NODE_NAME ready in network namespace $NETNS (registry 127.0.0.1:$REGISTRY_PORT, ingress 127.0.0.1:$INGRESS_PORT)"
 }
 
@@ -373,6 +374,22 @@ spec:
 EOF
 }
 
+# The ingress controller: Traefik as a process of the node, on :80 inside the namespace (the host
+# reaches it at 127.0.0.1:$INGRESS_PORT), routing Ingresses of its class (the default) to pods.
+node_ingress() {
+  kubectl_ apply --server-side -f - >/dev/null <<EOF
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: { name: traefik, annotations: { ingressclass.kubernetes.io/is-default-class: "true" } }
+spec: { controller: traefik.io/ingress-controller }
+EOF
+  node_start traefik in env KUBECONFIG="$KUBECONFIG_OUT" "$(bin_path traefik)" \
+    --entryPoints.web.address=:80 --providers.kubernetesingress=true \
+    --providers.kubernetesingress.ingressendpoint.ip="$NODE_IP" \
+    --ping=true --ping.entryPoint=web --log.level=WARN --accesslog=false --global.checknewversion=false --global.sendanonymoususage=false
+  wait_for traefik 30 nsexec curl -sf http://127.0.0.1:80/ping
+}
+
 node_down() {
   # Pods first, while the kubelet still runs to stop them and release their addresses.
   if node_running kubelet && [ -f "$KUBECONFIG_OUT" ]; then
@@ -383,7 +400,7 @@ node_down() {
     done
   fi
   local c
-  for c in metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
+  for c in traefik metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
   # What the kubelet left running: kill the containers' tasks through containerd, then stop it.
   if node_running containerd; then
     local ctr; ctr=(env "$(bin_path ctr)" --address "$RUN/containerd.sock" -n k8s.io)
