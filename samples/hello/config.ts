@@ -1,0 +1,22 @@
+// The sample's configuration, read once from the environment (DESIGN.md §5.7). The toolkit reads
+// its own variables: GOVDB_CONNECTION and GOVERNANCE_PROJECT (or BERTH_GOVERNANCE=off).
+import { z } from "zod";
+
+const Env = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  /** all interfaces in a pod; tests on the host use 127.0.0.1 */
+  HOST: z.string().min(1).default("0.0.0.0"),
+  /** shown by GET /, so that a rollout can be seen answering */
+  HELLO_VERSION: z.string().min(1).default("1"),
+});
+
+export interface Config {
+  port: number;
+  host: string;
+  version: string;
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const e = Env.parse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== "")));
+  return { port: e.PORT, host: e.HOST, version: e.HELLO_VERSION };
+}

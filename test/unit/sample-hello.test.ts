@@ -1,0 +1,60 @@
+// The sample service's pure parts (samples/hello): its configuration, the /burn bound, the /chat
+// body, and its package.json against the toolkit's. The service itself runs against the real API
+// in test/integration/sample-hello.test.ts.
+import test from "ava";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { burn, burnMillis, chatRequest, DEFAULT_BURN_MS, MAX_BURN_MS, MAX_MESSAGE_CHARS } from "../../samples/hello/app.ts";
+import { loadConfig } from "../../samples/hello/config.ts";
+
+test("configuration: PORT 8080, all interfaces and version 1 by default; invalid values are refused", (t) => {
+  t.deepEqual(loadConfig({}), { port: 8080, host: "0.0.0.0", version: "1" });
+  t.deepEqual(loadConfig({ PORT: "9000", HOST: "127.0.0.1", HELLO_VERSION: "2", UNRELATED: "x" }), { port: 9000, host: "127.0.0.1", version: "2" });
+  t.deepEqual(loadConfig({ PORT: "", HELLO_VERSION: "" }), { port: 8080, host: "0.0.0.0", version: "1" }, "empty is unset");
+  t.throws(() => loadConfig({ PORT: "eighty" }));
+  t.throws(() => loadConfig({ PORT: "70000" }));
+});
+
+test("/burn's ms: a default, a bound of 10 s, integers only", (t) => {
+  t.is(burnMillis(null), DEFAULT_BURN_MS);
+  t.is(burnMillis(""), DEFAULT_BURN_MS);
+  t.is(burnMillis("0"), 0);
+  t.is(burnMillis("2500"), 2500);
+  t.is(burnMillis("10000"), MAX_BURN_MS);
+  t.is(burnMillis("600000"), MAX_BURN_MS);
+  for (const bad of ["-1", "1.5", "1e3", "abc", "0x10", "9999999999"]) t.is(burnMillis(bad), undefined, bad);
+});
+
+test("burn keeps the CPU busy for the time asked, and lets other work run between slices", async (t) => {
+  const cpu0 = process.cpuUsage();
+  let ticks = 0;
+  const timer = setInterval(() => { ticks++; }, 5);
+  const took = await burn(200);
+  clearInterval(timer);
+  const cpu = process.cpuUsage(cpu0);
+  t.true(took >= 200 && took < 1000, `took ${took} ms`);
+  // busy, not sleeping (bounded loosely: other processes may share the CPUs)
+  t.true((cpu.user + cpu.system) / 1000 >= took * 0.4, `CPU time ${(cpu.user + cpu.system) / 1000} ms of ${took} ms`);
+  t.true(ticks >= 3, `timers ran during the burn (${ticks})`);
+});
+
+test("/chat's body: a non-empty message of bounded length and an optional sessionId", (t) => {
+  t.deepEqual(chatRequest({ message: "hi" }), { message: "hi" });
+  t.deepEqual(chatRequest({ message: "hi", sessionId: "s1" }), { message: "hi", sessionId: "s1" });
+  for (const bad of [null, [], "hi", {}, { message: "" }, { message: "  " }, { message: 3 }, { message: "x".repeat(MAX_MESSAGE_CHARS + 1) }, { message: "hi", sessionId: "" }, { message: "hi", sessionId: 7 }]) {
+    t.true("problem" in chatRequest(bad), JSON.stringify(bad)?.slice(0, 40));
+  }
+});
+
+const root = join(import.meta.dirname, "../..");
+
+test("the sample's dependencies are the toolkit's at the same versions plus the root's @langchain/core, and its lock matches", async (t) => {
+  const read = async (p: string) => JSON.parse(await readFile(join(root, p), "utf8")) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string>; packages?: Record<string, { dependencies?: Record<string, string>; version?: string }> };
+  const sample = await read("samples/hello/package.json");
+  const toolkit = await read("toolkit/package.json");
+  const rootPkg = await read("package.json");
+  const lock = await read("samples/hello/package-lock.json");
+  t.deepEqual(sample.dependencies, { ...toolkit.dependencies, "@langchain/core": rootPkg.devDependencies!["@langchain/core"] });
+  t.deepEqual(lock.packages![""]!.dependencies, sample.dependencies, "run npm install --package-lock-only in samples/hello");
+  for (const [name, version] of Object.entries(sample.dependencies!)) t.is(lock.packages![`node_modules/${name}`]?.version, version, name);
+});
