@@ -10,7 +10,7 @@ import { ObjectClient, type KubeObject } from "../kube/objects.ts";
 import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";
-import { AppReconciler, type AppObject } from "./app/reconcile.ts";
+import { AppReconciler, appOfPod, type AppObject } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
 
 /** The Lease the operator's replicas elect a leader on, in BERTH_LEADER_ELECTION_NAMESPACE. */
@@ -41,6 +41,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   ])) as Record<ChildKind, Informer<KubeObject>>;
 
   const secrets = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
+  const pods = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Pod", plural: "pods", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
   const events = new KubeEventRecorder(manager.rest, { component: "berth-operator", instance: cfg.identity, log });
   const governance = cfg.BERTH_OPERATOR_API_URL ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_OPERATOR_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE }) : undefined;
 
@@ -48,8 +49,9 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     name: "app",
     primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
     owned: [...Object.values(children), secrets],
+    watches: [{ informer: pods, map: appOfPod }],
     reconciler: new AppReconciler({
-      client, apps, children, secrets, governance, events, now: () => new Date(),
+      client, apps, children, secrets, pods, governance, events, now: () => new Date(),
       cfg: {
         baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
         nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,

@@ -3,7 +3,7 @@
 // and write status only when it changed. Level-based: no branch depends on which event fired.
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
-import { API_VERSION, AppSpec, type AppStatus } from "../../crds/schemas.ts";
+import { API_VERSION, APP_LABEL, AppSpec, type AppStatus } from "../../crds/schemas.ts";
 import { ANNOTATIONS, GOVERNANCE_FINALIZER, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict } from "../../kube/transport.ts";
@@ -34,7 +34,14 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
   { group: BERTH, resource: "apps/finalizers", verbs: ["update"], why: "Children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
   ...Object.entries(CHILD_KINDS).map(([kind, c]): Access => ({ group: groupOf(c.apiVersion), resource: c.plural, verbs: CHILD_VERBS, why: `An App's ${kind} is watched, applied and pruned` })),
   { group: "", resource: "secrets", verbs: CHILD_VERBS, why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT); RBAC cannot narrow list and watch by name or label: the most sensitive grant" },
+  { group: "", resource: "pods", verbs: ["list", "watch"], why: "An App's pods are watched (label-selected) to report a release that cannot start (image pull, crash loop) with its reason" },
 ];
+
+/** The App a pod belongs to (its berth.dev/app label), for the controller's pod watch. */
+export function appOfPod(pod: KubeObject): Request[] {
+  const app = pod.metadata.labels?.[APP_LABEL];
+  return app && pod.metadata.namespace ? [{ namespace: pod.metadata.namespace, name: app }] : [];
+}
 
 export interface AppReconcilerDeps {
   client: WritingClient;
@@ -42,6 +49,8 @@ export interface AppReconcilerDeps {
   children: Record<ChildKind, Informer<KubeObject>>;
   /** The operator's Secrets (the `<app>-governance` ones). */
   secrets: Informer<KubeObject>;
+  /** The Apps' pods (labelled as Berth's): a release whose pods cannot start fails with their reason. */
+  pods?: Informer<KubeObject> | undefined;
   /** Absent when no API is configured: Apps then run without governance. */
   governance?: GovernanceClient | undefined;
   cfg: BuildConfig;
@@ -161,7 +170,8 @@ export class AppReconciler implements Reconciler {
     if (pruned.has("Deployment")) deployment = undefined;
     if (pruned.has("CronJob")) cronJob = undefined;
 
-    const input = { generation, spec, deployment, cronJob, deploymentId: deploymentIdOf(name, desired), governance: gov.condition };
+    const pods = this.deps.pods?.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === name) as k8s.V1Pod[] | undefined;
+    const input = { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition };
     const status = this.status(app, input);
     const wait = await this.writeStatus(app, input, ctx, status);
     return after(status.phase === "deploying" ? Math.min(wait ?? ROLLOUT_RECHECK_MS, ROLLOUT_RECHECK_MS) : wait);

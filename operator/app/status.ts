@@ -23,6 +23,49 @@ export interface StatusInput {
   cfg: BuildConfig;
   /** The GovernanceReady condition, when governance applies to this operator and App. */
   governance?: { ready: boolean; reason: string; message: string } | undefined;
+  /** The App's pods as last seen (to tell a release that cannot start from one still starting). */
+  pods?: readonly k8s.V1Pod[] | undefined;
+}
+
+/**
+ * Container states that no wait will fix: the release fails with them at once, naming the pod and
+ * saying what to do, instead of waiting out the Deployment's progress deadline (10 minutes).
+ */
+const POD_FAILURES: Record<string, string> = {
+  ErrImagePull: "the image cannot be pulled: check its name and tag, and that the registry has it and the cluster may pull from it",
+  ImagePullBackOff: "the image cannot be pulled: check its name and tag, and that the registry has it and the cluster may pull from it",
+  InvalidImageName: "the image reference is not valid",
+  CrashLoopBackOff: "the container keeps exiting: read its logs (kubectl logs) and check the command, the port it listens on and its environment",
+  CreateContainerConfigError: "the container's configuration is invalid (a missing Secret or environment variable)",
+  CreateContainerError: "the container could not be created",
+  RunContainerError: "the container could not be started: check the image's entrypoint",
+};
+
+/**
+ * Why the current release cannot start, from its pods: a pod running the App's image with a
+ * container waiting in one of POD_FAILURES (a crash loop once it restarted). Pure.
+ */
+export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string): { reason: string; message: string } | undefined {
+  for (const pod of pods ?? []) {
+    if (pod.metadata?.deletionTimestamp) continue;
+    for (const c of pod.status?.containerStatuses ?? []) {
+      if (c.image !== image && pod.spec?.containers.find((x) => x.name === c.name)?.image !== image) continue;
+      const waiting = c.state?.waiting;
+      let reason = waiting?.reason;
+      let detail = waiting?.message ? `: ${waiting.message}` : "";
+      // Between back-offs a crashing container shows as terminated or briefly running, not waiting:
+      // one that is not ready and has restarted twice is in a crash loop all the same.
+      const exited = c.state?.terminated ?? c.lastState?.terminated;
+      if ((!reason || !(reason in POD_FAILURES)) && !c.ready && c.restartCount >= 2 && exited) {
+        reason = "CrashLoopBackOff";
+        detail = `: it exited with code ${exited.exitCode}${exited.reason ? ` (${exited.reason})` : ""} and was restarted ${c.restartCount} times`;
+      }
+      if (!reason || !(reason in POD_FAILURES)) continue;
+      if (reason === "CrashLoopBackOff" && c.restartCount < 1) continue;
+      return { reason, message: `Pod ${pod.metadata?.name ?? ""} container ${c.name} is ${reason}${detail}. ${POD_FAILURES[reason]!}` };
+    }
+  }
+  return undefined;
 }
 
 type Rollout = "none" | "in_progress" | "succeeded" | "failed";
@@ -122,19 +165,24 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
     };
   }
 
-  const healthy = rollout === "succeeded" && ready >= want;
-  const phase = rollout === "failed" ? "failed" : healthy ? "active" : "deploying";
-  const deployed = cond("Deployed", rollout === "succeeded", rollout === "succeeded" ? "RolloutComplete" : rollout === "failed" ? "ProgressDeadlineExceeded" : "RollingOut",
-    rollout === "succeeded" ? "The latest release is rolled out" : rollout === "failed" ? "The rollout did not progress in time" : `Rolling out: ${ready}/${want} replicas ready`, generation);
-  const readyCond = cond("Ready", healthy, healthy ? "Available" : rollout === "failed" ? "RolloutFailed" : "RollingOut",
-    healthy ? `${ready}/${want} replicas ready` : `${ready}/${want} replicas ready`, generation);
+  // A release whose pods cannot start fails now, with their reason; one that did not progress in
+  // time fails with the Deployment's.
+  const stuck = rollout === "succeeded" && ready >= want ? undefined : podFailure(input.pods, spec.image);
+  const rolloutNow: Rollout = stuck ? "failed" : rollout;
+  const healthy = rolloutNow === "succeeded" && ready >= want;
+  const phase = rolloutNow === "failed" ? "failed" : healthy ? "active" : "deploying";
+  const failure = stuck ?? { reason: "ProgressDeadlineExceeded", message: "The rollout did not progress in time" };
+  const deployed = cond("Deployed", rolloutNow === "succeeded", rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : "RollingOut",
+    rolloutNow === "succeeded" ? "The latest release is rolled out" : rolloutNow === "failed" ? failure.message : `Rolling out: ${ready}/${want} replicas ready`, generation);
+  const readyCond = cond("Ready", healthy, healthy ? "Available" : rolloutNow === "failed" ? failure.reason : "RollingOut",
+    rolloutNow === "failed" ? `${failure.message} (${ready}/${want} replicas ready)` : `${ready}/${want} replicas ready`, generation);
   return {
     ...base, phase, ...(url ? { url } : {}),
     conditions: setConditions(prevConditions, [built, deployed, readyCond], now),
-    latestDeployment: latestDeployment(input, rollout),
+    latestDeployment: latestDeployment(input, rolloutNow),
     pipeline: {
       source, build,
-      deploy: { status: rollout, ...deployedAt(input, rollout), ...(input.deploymentId ? { revisionName: input.deploymentId } : {}) },
+      deploy: { status: rolloutNow, ...deployedAt(input, rolloutNow), ...(input.deploymentId ? { revisionName: input.deploymentId } : {}) },
       runtime: { status: healthy ? "healthy" : ready > 0 ? "degraded" : "starting", readyReplicas: ready, totalReplicas: total },
     },
   };
@@ -206,7 +254,7 @@ export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, 
 }
 
 /** Reasons that tell a user something is wrong and needs them: recorded as Warning Events. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded"]);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", ...Object.keys(POD_FAILURES)]);
 
 /** The conditions whose transitions are recorded as Events, in the order they are told. */
 const EVENT_CONDITIONS = ["GovernanceReady", "Built", "Deployed", "Ready"] as const;

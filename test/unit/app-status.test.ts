@@ -2,7 +2,7 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { computeStatus, decideStatusWrite, onlyCountsChanged, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
+import { computeStatus, decideStatusWrite, onlyCountsChanged, podFailure, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
 
 const cfg = { baseDomain: "apps.example.com" };
 const now = new Date("2026-11-21T10:00:00Z");
@@ -154,4 +154,51 @@ test("statusEvents: only transitions are told (status or reason), not message or
   t.deepEqual(statusEvents(prev, { conditions: [c("Ready", "False", "ObjectInTheWay", "Service x already exists")] }), [
     { type: "Warning", reason: "ObjectInTheWay", message: "Service x already exists" },
   ]);
+});
+
+// ---- a release whose pods cannot start (podFailure) ----
+
+const pod = (name: string, image: string, waiting?: { reason: string; message?: string }, restartCount = 0): k8s.V1Pod => ({
+  metadata: { name },
+  spec: { containers: [{ name: "app", image }] },
+  status: { containerStatuses: [{ name: "app", image, imageID: "", ready: false, restartCount, ...(waiting ? { state: { waiting } } : {}) }] },
+});
+
+test("podFailure: pulls that fail and crash loops of the App's image are failures, with the pod, the reason and what to do", (t) => {
+  const pull = podFailure([pod("shop-1", "r/shop:1", { reason: "ImagePullBackOff", message: 'Back-off pulling image "r/shop:1"' })], "r/shop:1");
+  t.is(pull?.reason, "ImagePullBackOff");
+  t.regex(pull!.message, /^Pod shop-1 container app is ImagePullBackOff: Back-off pulling image "r\/shop:1"\. the image cannot be pulled: check its name/);
+  t.is(podFailure([pod("shop-1", "r/shop:1", { reason: "CrashLoopBackOff" }, 3)], "r/shop:1")?.reason, "CrashLoopBackOff");
+  t.is(podFailure([pod("shop-1", "r/shop:1", { reason: "InvalidImageName" })], "r/shop:1")?.reason, "InvalidImageName");
+});
+
+test("podFailure: a pod still starting, an old release's pod, or a crash loop before any restart is no failure", (t) => {
+  t.is(podFailure([pod("shop-1", "r/shop:1", { reason: "ContainerCreating" })], "r/shop:1"), undefined);
+  t.is(podFailure([pod("shop-1", "r/shop:0", { reason: "ImagePullBackOff" })], "r/shop:1"), undefined, "the previous release");
+  t.is(podFailure([pod("shop-1", "r/shop:1", { reason: "CrashLoopBackOff" }, 0)], "r/shop:1"), undefined);
+  t.is(podFailure([{ ...pod("shop-1", "r/shop:1", { reason: "ErrImagePull" }), metadata: { name: "shop-1", deletionTimestamp: now } }], "r/shop:1"), undefined, "terminating");
+  t.is(podFailure(undefined, "r/shop:1"), undefined);
+});
+
+test("a release whose pods cannot pull fails at once with the pods' reason; the Deployment's progress deadline is not awaited", (t) => {
+  const s = computeStatus({ generation: 2, spec: spec(), old: undefined, now, cfg, deployment: dep(1, { observedGeneration: 2, replicas: 1, updatedReplicas: 1, readyReplicas: 0, availableReplicas: 0 }),
+    pods: [pod("shop-1", "r/shop:1", { reason: "ErrImagePull", message: "not found" })] });
+  t.is(s.phase, "failed");
+  t.like(cond(s, "Ready"), { status: "False", reason: "ErrImagePull" });
+  t.like(cond(s, "Deployed"), { status: "False", reason: "ErrImagePull" });
+  t.is(s.latestDeployment?.status, "failed");
+  t.deepEqual(statusEvents(undefined, s).find((e) => e.reason === "ErrImagePull")?.type, "Warning");
+  // Once the pods run, the same release is active.
+  const fixed = computeStatus({ generation: 2, spec: spec(), old: s, now: later, cfg, deployment: dep(1, { observedGeneration: 2, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 }), pods: [pod("shop-1", "r/shop:1")] });
+  t.is(fixed.phase, "active");
+});
+
+test("podFailure: between back-offs a crashing container (terminated or running, not ready, restarted twice) is still a crash loop", (t) => {
+  const between: k8s.V1Pod = { metadata: { name: "w-1" }, spec: { containers: [{ name: "app", image: "r/shop:1" }] },
+    status: { containerStatuses: [{ name: "app", image: "r/shop:1", imageID: "", ready: false, restartCount: 3, state: { terminated: { exitCode: 0, reason: "Completed" } } }] } };
+  const f = podFailure([between], "r/shop:1");
+  t.is(f?.reason, "CrashLoopBackOff");
+  t.regex(f!.message, /exited with code 0 \(Completed\) and was restarted 3 times/);
+  const recovered = { ...between, status: { containerStatuses: [{ ...between.status!.containerStatuses![0]!, ready: true, state: { running: {} } }] } };
+  t.is(podFailure([recovered], "r/shop:1"), undefined, "a container that came back and is ready");
 });
