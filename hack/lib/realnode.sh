@@ -27,6 +27,8 @@ SERVICE_CIDR=10.96.0.0/16   # kube-apiserver's --service-cluster-ip-range
 CLUSTER_DNS=10.96.0.10
 REGISTRY_PORT=$((PORT_BASE + 50))
 INGRESS_PORT=$((PORT_BASE + 51))
+# A Berth API run on the host (the tests', hack/up's) is reachable from pods at $NODE_IP:$HOST_API_PORT.
+HOST_API_PORT=$((PORT_BASE + 60))
 NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik)
 KERNEL_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 REAL_NODE_TAINT="berth.dev/real-node"
@@ -236,7 +238,8 @@ node_bridge_config() {
   "toNode": [{ "name": "ingress", "listen": "127.0.0.1:$INGRESS_PORT", "target": "127.0.0.1:80" }],
   "toHost": [
     { "name": "apiserver", "listen": "0.0.0.0:$API_PORT", "target": "127.0.0.1:$API_PORT" },
-    { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_PORT" }
+    { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_PORT" },
+    { "name": "berth-api", "listen": "$NODE_IP:$HOST_API_PORT", "target": "127.0.0.1:$HOST_API_PORT" }
   ]
 }
 EOF
@@ -421,6 +424,13 @@ node_down() {
   if ip netns list 2>/dev/null | grep -qw "$NETNS"; then ip netns delete "$NETNS"; log "deleted network namespace $NETNS"; fi
   node_restore_sysctls
   rm -rf "$RUN" "$NODE_DIR/kubelet" "$NODE_DIR/containerd" "$NODE_DIR/cni/ipam"
+}
+
+# What tests and hack/up need to know about the node, as shell exports.
+node_env() {
+  echo "export BERTH_REGISTRY=127.0.0.1:$REGISTRY_PORT"
+  echo "export BERTH_INGRESS_URL=http://127.0.0.1:$INGRESS_PORT"
+  echo "export BERTH_NODE_IP=$NODE_IP BERTH_NODE_NAME=$NODE_NAME BERTH_HOST_API_PORT=$HOST_API_PORT"
 }
 
 node_status() {

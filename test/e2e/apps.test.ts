@@ -1,0 +1,161 @@
+// Services that really run (issue 13): Apps of the sample image on the real node (containerd +
+// kubelet, hack/lib/realnode.sh), created through the REST API, reconciled by the operator under
+// its ServiceAccount, served through the real ingress (Traefik) and reporting traces from inside
+// the pod. Every assertion is about what a user sees: a status that means pods are Ready, answers
+// through the ingress, traces in the governance API, a failure with a reason to act on.
+import test from "ava";
+import { request } from "node:http";
+import type * as k8s from "@kubernetes/client-node";
+import { API_VERSION } from "../../crds/schemas.ts";
+import { KubeClient, type KubeObject } from "../../kube/client.ts";
+import type { RunningOperator } from "../../operator/main.ts";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { eventually, kube } from "../helpers/kube.ts";
+import { startTestOperator } from "../helpers/operator.ts";
+import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
+
+const need = (name: string): string => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through ./hack/test (it starts the real node and builds the sample image)`);
+  return v;
+};
+const INGRESS = need("BERTH_INGRESS_URL");
+const SAMPLE = need("BERTH_SAMPLE_IMAGE");
+const REGISTRY = need("BERTH_REGISTRY");
+const NODE_IP = need("BERTH_NODE_IP");
+const NODE_NAME = need("BERTH_NODE_NAME");
+const HOST_API_PORT = need("BERTH_HOST_API_PORT");
+const DOMAIN = "apps.e2e.local";
+
+const k = kube();
+const client = new KubeClient(k.kc);
+let api: TestApi;
+let op: RunningOperator;
+
+test.before(async () => {
+  // The pods reach this API by a cluster-local name, as they reach the chart's API Service: a
+  // Service in the release namespace whose endpoint is the node's side of the bridge to this port.
+  api = await startApi({ env: { BERTH_API_PORT: HOST_API_PORT, BERTH_BASE_DOMAIN: DOMAIN, BERTH_GOVERNANCE_HOST: `berth-api-e2e.${RELEASE_NAMESPACE}.svc.cluster.local` } });
+  await client.apply({ apiVersion: "v1", kind: "Service", metadata: { name: "berth-api-e2e", namespace: RELEASE_NAMESPACE }, spec: { ports: [{ name: "http", port: 80, protocol: "TCP" }] } }, "test");
+  await client.apply({
+    apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice",
+    metadata: { name: "berth-api-e2e", namespace: RELEASE_NAMESPACE, labels: { "kubernetes.io/service-name": "berth-api-e2e" } },
+    addressType: "IPv4", endpoints: [{ addresses: [NODE_IP], conditions: { ready: true } }], ports: [{ name: "http", port: Number(HOST_API_PORT), protocol: "TCP" }],
+  } as unknown as KubeObject, "test");
+  op = await startTestOperator({
+    namespace: api.namespace, apiUrl: api.url,
+    env: {
+      BERTH_BASE_DOMAIN: DOMAIN, BERTH_OPERATOR_RESYNC_SECONDS: "30",
+      // Berth's configuration keeps workloads on the real node (kwok stays for scale tests).
+      BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify({ "berth.dev/node": "real" }),
+      BERTH_WORKLOAD_TOLERATIONS: JSON.stringify([{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }]),
+    },
+  });
+});
+test.after.always(async () => { await op?.stop(); await api?.stop(); });
+
+const apps = () => `/workspaces/${api.workspaceId}/apps`;
+type App = KubeObject & { status?: { phase?: string; observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } };
+const appCr = (id: string) => client.get<App>({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: id });
+const podsOf = async (id: string) => (await k.core.listNamespacedPod({ namespace: api.namespace, labelSelector: `berth.dev/app=${id}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+const isReady = (p: k8s.V1Pod) => p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
+
+/** Waits for the App's status phase (for its current generation) through the REST API. */
+async function phase(id: string, want: string, timeoutMs = 120_000): Promise<App> {
+  return eventually(`${id} to be ${want}`, async () => {
+    const [r, cr] = await Promise.all([api.fetchJson("GET", `${apps()}/${id}`), appCr(id)]);
+    return r.body?.status === want && cr?.status?.observedGeneration === cr?.metadata.generation ? cr : undefined;
+  }, timeoutMs, 500);
+}
+
+interface Answer { status: number; text: string }
+
+/**
+ * A request through the ingress, as a browser sends it to https://<slug>.<domain> (here plain HTTP
+ * on the forwarded port). node:http, because fetch drops a Host header (a forbidden header name).
+ */
+function viaIngress(slug: string, path = "/", opts: { method?: string; json?: unknown } = {}): Promise<Answer> {
+  const body = opts.json === undefined ? undefined : JSON.stringify(opts.json);
+  return new Promise((resolve, reject) => {
+    const req = request(`${INGRESS}${path}`, {
+      method: opts.method ?? "GET", timeout: 10_000,
+      headers: { Host: `${slug}.${DOMAIN}`, ...(body ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
+    }, (res) => {
+      let text = "";
+      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+    });
+    req.on("timeout", () => req.destroy(new Error("no answer in 10 s"))).on("error", reject);
+    req.end(body);
+  });
+}
+
+test.serial("an App of the sample image is active only once its pod really runs Ready on the real node, and the ingress serves it", async (t) => {
+  const r = await api.fetchJson("POST", apps(), { body: { name: "Hello", slug: "hello", image: SAMPLE, port: 8080, visibility: "public" } });
+  t.is(r.status, 201, r.text);
+  await phase("hello", "active");
+  const pods = await podsOf("hello");
+  t.is(pods.length, 1);
+  t.is(pods[0]!.spec?.nodeName, NODE_NAME, "scheduled on the real node");
+  t.true(isReady(pods[0]!), "the kubelet reports the pod Ready: its readiness probe reached the process");
+  const res = await eventually("the ingress to route hello", async () => { const x = await viaIngress("hello"); return x.status === 200 ? x : undefined; }, 30_000);
+  t.regex(res.text, new RegExp(`^Hello from Berth's sample service, version \\d+, answered by ${pods[0]!.metadata!.name}`));
+  t.is((await viaIngress("nobody")).status, 404, "an unknown host is not routed");
+});
+
+test.serial("/chat inside the pod produces a trace with guard evaluations, visible through the governance API for that app only", async (t) => {
+  const res = await viaIngress("hello", "/chat", { method: "POST", json: { message: "What is our refund policy?" } });
+  t.is(res.status, 200, res.text);
+  const gov = `/workspaces/${api.workspaceId}/governance/apps/hello`;
+  const list = await eventually("the trace to arrive", async () => { const l = await api.fetchJson("GET", `${gov}/traces`); return l.body?.total >= 1 ? l : undefined; }, 30_000);
+  const detail = await api.fetchJson("GET", `${gov}/traces/${list.body.data[0].traceId}`);
+  t.is(detail.status, 200, detail.text);
+  t.regex(detail.body.prompt, /refund policy/);
+  t.true(detail.body.guardEvaluations.length > 0, "guards ran on the trace");
+  const other = await api.createWorkspace("other");
+  t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}/governance/apps/hello/traces`, { key: other.apiKey })).status, 404, "another workspace sees nothing");
+});
+
+test.serial("scaling changes the number of processes answering through the ingress", async (t) => {
+  const r = await api.fetchJson("PATCH", `${apps()}/hello`, { body: { minReplicas: 2, maxReplicas: 2 } });
+  t.is(r.status, 200, r.text);
+  await eventually("2 ready pods", async () => (await podsOf("hello")).filter(isReady).length === 2, 120_000);
+  await phase("hello", "active");
+  const answered = new Set<string>();
+  await eventually("both pods to answer", async () => {
+    for (let i = 0; i < 10; i++) answered.add(/answered by (\S+)/.exec((await viaIngress("hello")).text)?.[1] ?? "");
+    return answered.size >= 2;
+  }, 30_000);
+  t.deepEqual([...answered].sort(), (await podsOf("hello")).map((p) => p.metadata!.name!).sort());
+});
+
+test.serial("soft delete stops the processes and the route; resume starts them again", async (t) => {
+  t.is((await api.fetchJson("DELETE", `${apps()}/hello`)).status, 204);
+  await phase("hello", "disabled");
+  await eventually("no pods", async () => (await podsOf("hello")).length === 0, 60_000);
+  await eventually("the route to go", async () => (await viaIngress("hello")).status === 404, 30_000);
+  const resumed = await api.fetchJson("POST", `${apps()}/hello/resume`);
+  t.is(resumed.status, 200, resumed.text);
+  await phase("hello", "active");
+  const res = await eventually("served again", async () => { const x = await viaIngress("hello"); return x.status === 200 ? x : undefined; }, 30_000);
+  t.regex(res.text, /^Hello from Berth's sample service/);
+});
+
+test.serial("an image that cannot be pulled turns the App failed with a reason a user can act on, and the previous release keeps serving", async (t) => {
+  const bad = `${REGISTRY}/berth/does-not-exist:1`;
+  t.is((await api.fetchJson("PATCH", `${apps()}/hello`, { body: { image: bad } })).status, 200);
+  const app = await phase("hello", "failed");
+  const ready = app.status?.conditions?.find((c) => c.type === "Ready");
+  t.regex(ready?.reason ?? "", /^(ErrImagePull|ImagePullBackOff)$/);
+  t.regex(ready?.message ?? "", /does-not-exist.*check its name and tag/s);
+  t.is((await viaIngress("hello")).status, 200, "the running release was not stopped by the failed rollout");
+  t.is((await api.fetchJson("PATCH", `${apps()}/hello`, { body: { image: SAMPLE } })).status, 200);
+  await phase("hello", "active");
+});
+
+test.serial("a container that keeps exiting turns the App failed with CrashLoopBackOff", async (t) => {
+  // The Node.js base image runs `node` with no script: with no terminal it exits at once, again and again.
+  const r = await api.fetchJson("POST", apps(), { body: { name: "Crash", slug: "crash", image: `${REGISTRY}/berth/node:v1`, type: "worker" } });
+  t.is(r.status, 201, r.text);
+  const app = await phase("crash", "failed", 180_000);
+  t.is(app.status?.conditions?.find((c) => c.type === "Ready")?.reason, "CrashLoopBackOff");
+});
