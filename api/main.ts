@@ -24,6 +24,7 @@ import { Informer } from "../kube/informer.ts";
 import { API_VERSION } from "../crds/schemas.ts";
 import { appRoutes } from "./apps/routes.ts";
 import { AppsService, type AppObject } from "./apps/service.ts";
+import { MetricsApiUsageReader } from "./apps/metrics.ts";
 import { workspaceRoutes } from "./workspaces/routes.ts";
 import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
 
@@ -62,7 +63,7 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance,
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
-    apps: new AppsService({ client: kube, apps: appCache, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance }),
+    apps: new AppsService({ client: kube, apps: appCache, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube) }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };

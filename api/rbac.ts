@@ -4,6 +4,7 @@
 // workloads or Secrets: the operator does.
 import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
+import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
 import { GOVERNANCE_APPS_ACCESS } from "./governance/stores/apps.ts";
 import { NAMESPACE_ENSURER_ACCESS } from "./workspaces/namespaces.ts";
@@ -11,6 +12,7 @@ import { NAMESPACE_ENSURER_ACCESS } from "./workspaces/namespaces.ts";
 export const API_ACCESS: readonly Access[] = [
   ...APPS_SERVICE_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
+  ...POD_METRICS_ACCESS,
   ...NAMESPACE_ENSURER_ACCESS,
   ...TOKEN_REVIEWER_ACCESS,
 ];

@@ -7,6 +7,7 @@ import { DEFAULT_CPU_TARGET, appUrl } from "../../crds/app.ts";
 import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube/client.ts";
 import type { Informer } from "../../kube/informer.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
+import type { UsageReader } from "./metrics.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod } from "../errors.ts";
 import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
@@ -22,6 +23,8 @@ export interface AppsServiceDeps {
   baseDomain: string;
   /** The governance stage of pipeline-state (`harbor`); reported as not provisioned when absent. */
   governance?: GovernanceStatusReader;
+  /** The runtime's CPU and memory (the resource metrics API); null in pipeline-state when absent. */
+  usage?: UsageReader;
 }
 
 /** Reads an app's governance status: provisioning status, whether any guard is on, the last eval time. */
@@ -94,13 +97,14 @@ export class AppsService {
     const a = await this.load(wsId, appId);
     const spec = specOf(a);
     const p = a.status?.pipeline ?? {};
+    const usage = this.d.usage && (p.runtime?.totalReplicas ?? 0) > 0 ? await this.d.usage.usage(a.metadata.namespace!, appId) : null;
     return {
       source: { status: p.source?.status ?? (spec.gitRepoUrl ? "ok" : "none"), gitRepo: spec.gitRepoUrl ?? null, branch: spec.gitBranch, lastCommitSha: p.source?.lastCommitSha ?? null, lastCommitMessage: p.source?.lastCommitMessage ?? null },
       build: { status: p.build?.status ?? "none", buildpack: p.build?.buildpack ?? null, imageTag: p.build?.imageTag ?? null, durationSeconds: p.build?.durationSeconds ?? null },
       deploy: { status: p.deploy?.status ?? "none", deployedAt: p.deploy?.deployedAt ?? null, revisionName: p.deploy?.revisionName ?? null },
       harbor: this.d.governance ? await this.d.governance.harbor(wsId, appId) : { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null },
-      // There is no metrics API behind usage yet: null means unknown, never a made-up zero.
-      runtime: { status: p.runtime?.status ?? "stopped", readyReplicas: p.runtime?.readyReplicas ?? 0, totalReplicas: p.runtime?.totalReplicas ?? 0, cpuUsageMillicores: null, memoryUsageMi: null },
+      // From the resource metrics API; null means unknown (no metrics API, no pods), never a made-up zero.
+      runtime: { status: p.runtime?.status ?? "stopped", readyReplicas: p.runtime?.readyReplicas ?? 0, totalReplicas: p.runtime?.totalReplicas ?? 0, cpuUsageMillicores: usage?.cpuMillicores ?? null, memoryUsageMi: usage?.memoryMi ?? null },
       overallStatus: phaseOf(a),
     };
   }

@@ -159,3 +159,33 @@ test.serial("a container that keeps exiting turns the App failed with CrashLoopB
   const app = await phase("crash", "failed", 180_000);
   t.is(app.status?.conditions?.find((c) => c.type === "Ready")?.reason, "CrashLoopBackOff");
 });
+
+test.serial("pipeline-state reports the runtime's CPU and memory from the metrics API", async (t) => {
+  const runtime = await eventually("usage in pipeline-state", async () => {
+    const r = await api.fetchJson("GET", `${apps()}/hello/pipeline-state`);
+    return r.body?.runtime?.memoryUsageMi > 0 ? r.body.runtime : undefined;
+  }, 90_000, 2000);
+  t.true(runtime.cpuUsageMillicores >= 0);
+  t.true(runtime.memoryUsageMi > 5 && runtime.memoryUsageMi < 512, `${runtime.memoryUsageMi} MiB for a small Node.js service`);
+});
+
+test.serial("the autoscaler is real: burning CPU raises the replicas above minReplicas, and they fall back when it stops", async (t) => {
+  const r = await api.fetchJson("POST", apps(), { body: { name: "Burner", slug: "burner", image: SAMPLE, minReplicas: 1, maxReplicas: 3, cpuTargetUtilization: 50, cpuLimitMillicores: 100, visibility: "public" } });
+  t.is(r.status, 201, r.text);
+  await phase("burner", "active");
+  const replicas = async () => (await k.apps.readNamespacedDeployment({ name: "burner", namespace: api.namespace })).spec?.replicas ?? 0;
+  // Two bounded loops of CPU-burning requests through the ingress, until the autoscaler reacts.
+  let burning = true;
+  const deadline = Date.now() + 150_000;
+  const burn = async () => { while (burning && Date.now() < deadline) await viaIngress("burner", "/burn?ms=2000").catch(() => undefined); };
+  const loops = [burn(), burn()];
+  try {
+    await eventually("more than one replica", async () => (await replicas()) > 1, 150_000, 2000);
+  } finally {
+    burning = false;
+    await Promise.all(loops);
+  }
+  t.true((await replicas()) > 1);
+  await eventually("back to one replica", async () => (await replicas()) === 1, 180_000, 2000);
+  t.is(await replicas(), 1);
+});
