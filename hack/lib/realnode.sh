@@ -243,6 +243,7 @@ node_bridge_config() {
   ]
 }
 EOF
+  up_bridge_forwards "$NODE_DIR/netbridge.json"  # hack/lib/berth-on-node.sh
 }
 
 # The API server's egress for "cluster" traffic (kubelets, pods, services): the node side of the bridge.

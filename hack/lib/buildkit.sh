@@ -1,0 +1,84 @@
+# BuildKit for the local cluster, sourced by hack/cluster after hack/lib/realnode.sh (which defines
+# DIR, RUN, NODE_ID, REGISTRY_PORT, node_start/node_running/node_stop, wait_for). With the real node
+# enabled, `hack/cluster up` starts buildkitd as a process of the host (its pid in
+# $DIR/buildkitd.pid) and `down` stops it; `hack/cluster env` exports BERTH_BUILDKIT_ADDR for
+# buildctl (hack/berth-images.ts builds Berth's own images with it).
+#
+#   worker    the OCI worker running our runc (bin_path runc) through a wrapper that keeps runc's
+#             state under $BUILDKIT_RUN instead of /run/runc; no containerd worker
+#   network   RUN steps use the host's network (networkMode host): `npm ci` reaches the npm
+#             registry, and nothing is set up per step (no CNI, no bridge)
+#   registry  the local registry (127.0.0.1:$REGISTRY_PORT) as plain HTTP, for FROM and pushes
+#   cache     $BUILDKIT_DIR (snapshots, content, metadata): kept across down/up, so a rebuild of
+#             unchanged steps is a cache hit; `rm -rf` it (while stopped) to start cold
+#
+# What it changes outside its directories, and undoes on down: the cgroups runc creates for RUN
+# steps, under /$BUILDKIT_CGROUP in every cgroup hierarchy (defaultCgroupParent); the overlay
+# mounts of running steps under $BUILDKIT_DIR and $BUILDKIT_RUN (unmounted on down should a step
+# have been killed with the daemon). The socket and runc's state live under $RUN (/run/berth-<id>),
+# which down removes with the node.
+
+BUILDKIT_DIR="$DIR/buildkit"
+BUILDKIT_RUN="$RUN/buildkit"
+BUILDKIT_SOCK="$RUN/buildkitd.sock"
+BUILDKIT_CGROUP="berth-$NODE_ID-buildkit"
+
+buildkit_config() {
+  mkdir -p "$BUILDKIT_DIR" "$BUILDKIT_RUN"
+  # runc keeps the state of running containers under --root (default /run/runc, host state).
+  cat > "$BUILDKIT_RUN/runc" <<EOF
+#!/bin/sh
+exec "$(bin_path runc)" --root "$BUILDKIT_RUN/runc-state" "\$@"
+EOF
+  chmod 755 "$BUILDKIT_RUN/runc"
+  cat > "$DIR/buildkitd.toml" <<EOF
+root = "$BUILDKIT_DIR"
+[grpc]
+  address = ["unix://$BUILDKIT_SOCK"]
+[otel]
+  socketPath = "$BUILDKIT_RUN/otel-grpc.sock"
+[cdi]
+  disabled = true
+[worker.containerd]
+  enabled = false
+[worker.oci]
+  enabled = true
+  binary = "$BUILDKIT_RUN/runc"
+  snapshotter = "overlayfs"
+  networkMode = "host"
+  defaultCgroupParent = "$BUILDKIT_CGROUP"
+  gc = true
+  reservedSpace = "2GB"
+  maxUsedSpace = "10GB"
+[registry."127.0.0.1:$REGISTRY_PORT"]
+  http = true
+  insecure = true
+EOF
+}
+
+buildkit_up() {
+  node_running buildkitd && return 0
+  buildkit_config
+  node_start buildkitd out "$(bin_path buildkitd)" --config "$DIR/buildkitd.toml" --oci-worker-binary "$BUILDKIT_RUN/runc"
+  wait_for buildkitd 30 "$(bin_path buildctl)" --addr "unix://$BUILDKIT_SOCK" debug workers
+}
+
+buildkit_down() {
+  node_stop buildkitd
+  local m d
+  # A step killed with the daemon may leave its container's mounts and cgroups behind.
+  for m in $(awk '{print $2}' /proc/mounts | grep -E "^($BUILDKIT_DIR|$BUILDKIT_RUN)(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  for d in /sys/fs/cgroup/*/"$BUILDKIT_CGROUP" /sys/fs/cgroup/"$BUILDKIT_CGROUP"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  rm -rf "$BUILDKIT_RUN" "$BUILDKIT_SOCK"
+}
+
+buildkit_status() {
+  if node_running buildkitd; then echo "buildkitd: running (pid $(cat "$DIR/buildkitd.pid"))"; else echo "buildkitd: stopped"; return 1; fi
+}
+
+buildkit_env() {
+  echo "export BERTH_BUILDKIT_ADDR=unix://$BUILDKIT_SOCK"
+}
