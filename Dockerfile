@@ -1,0 +1,50 @@
+# Berth's own images, berth-api and berth-operator (docs/images.md): one build stage installs the
+# production dependencies, two final targets add each process's code to the same runtime layers.
+# Build context: the repository root (.dockerignore keeps local state, node_modules, .git and tests
+# out). `node hack/berth-images.ts build --registry "$BERTH_REGISTRY"` runs, per target:
+#
+#   buildctl --addr "$BERTH_BUILDKIT_ADDR" build --frontend dockerfile.v0 \
+#     --local context=. --local dockerfile=. --opt target=berth-api \
+#     --opt build-arg:BASE="$BERTH_REGISTRY/berth/node:v1" \
+#     --local npm=<npm's package directory> --opt context:npm=local:npm \
+#     --secret id=npm-ca,src="$NODE_EXTRA_CA_CERTS" \
+#     --output type=image,name="$BERTH_REGISTRY/berth/berth-api:<tag>",push=true,registry.insecure=true
+#
+# The base is the local berth/node (Node.js 24, user 10001, no npm), so npm comes from the named
+# build context `npm` (the npm package, pinned and cached by hack/berth-images.ts) and is mounted
+# only while `npm ci` runs. The CA bundle, when the machine's TLS needs one, is a build secret:
+# neither it nor npm's cache ends up in a layer.
+ARG BASE=127.0.0.1:5000/berth/node:v1
+
+FROM ${BASE} AS deps
+USER root
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN --mount=type=bind,from=npm,target=/opt/npm \
+    --mount=type=cache,id=berth-npm-cache,target=/root/.npm,sharing=locked \
+    --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
+    if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi; \
+    node /opt/npm/bin/npm-cli.js ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error
+
+# What both processes run on: production node_modules, the package manifest ("type": "module"),
+# the shared libraries (kube/, crds/, the toolkit's sources). Owned by root: the code cannot be
+# changed by the process that runs it.
+FROM ${BASE} AS runtime
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=deps /app/node_modules ./node_modules
+COPY package.json ./
+COPY toolkit/package.json ./toolkit/
+COPY toolkit/src ./toolkit/src
+COPY crds ./crds
+COPY kube ./kube
+USER 10001:10001
+
+FROM runtime AS berth-operator
+COPY operator ./operator
+ENTRYPOINT ["node", "operator/main.ts"]
+
+FROM runtime AS berth-api
+COPY api ./api
+EXPOSE 8080
+ENTRYPOINT ["node", "api/main.ts"]

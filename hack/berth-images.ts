@@ -1,0 +1,224 @@
+// Berth's own images, berth/berth-api and berth/berth-operator, built by BuildKit from the
+// repository's Dockerfile (two targets) into the local registry (docs/images.md).
+//
+// Usage: node hack/berth-images.ts build --registry 127.0.0.1:PORT [--addr unix:///...sock] [--json] [--progress]
+//   build   builds what the registry lacks and prints the references, one a line (--json: with
+//           digests and whether each was built). --addr defaults to $BERTH_BUILDKIT_ADDR (hack/cluster
+//           env); the base berth/node:v1 is built and pushed first when the registry lacks it.
+//   tags    prints each image's content tag without building (no buildkitd needed)
+//
+// An image's tag is a content hash of everything it is built from: the Dockerfile and
+// .dockerignore, package.json and the lock, the code it copies (kube/, crds/, the toolkit's
+// sources, and api/ or operator/), npm's version and the base image's digest. A tag the registry
+// already has is not built again (a HEAD per image), so a second run takes well under a second;
+// a changed file rebuilds only from its COPY on (BuildKit's cache under the cluster's directory
+// keeps `npm ci` as long as package.json and the lock are the same).
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { lstat, mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { tmpdir } from "node:os";
+import { parseArgs, promisify } from "node:util";
+import { buildBase, defaultCacheDir, IMAGES, ImageCache, pushImages, root } from "./images.ts";
+import type { Digest } from "./lib/oci.ts";
+import { canonicalJson, sha256 } from "./lib/oci.ts";
+import { Registry } from "./lib/registry.ts";
+
+const execFileAsync = promisify(execFile);
+
+/** Bump when the way the images are built changes without a change to the files hashed. */
+export const BERTH_RECIPE = 1;
+/** npm for `npm ci` in the build stage (berth/node has none): the npm registry's `npm` package. */
+export const NPM_VERSION = "11.19.1";
+
+export const BERTH_IMAGES = {
+  api: { name: "berth/berth-api", target: "berth-api", code: "api" },
+  operator: { name: "berth/berth-operator", target: "berth-operator", code: "operator" },
+} as const;
+export type Component = keyof typeof BERTH_IMAGES;
+export const COMPONENTS = Object.keys(BERTH_IMAGES) as Component[];
+
+/** What both images are built from, besides their own code directory. */
+export const COMMON_INPUTS = ["Dockerfile", ".dockerignore", "package.json", "package-lock.json", "toolkit/package.json", "toolkit/src", "crds", "kube"];
+
+/** Left out of the build context by .dockerignore, so left out of the hash too. */
+export const skipped = (name: string): boolean => name === "node_modules" || name.endsWith(".test.ts") || name.endsWith(".tmp.ts");
+
+/** Every file under the given paths (relative to `dir`), sorted, with its mode's executable bit and content hash. */
+export async function fileDigests(dir: string, paths: readonly string[]): Promise<[string, string][]> {
+  const out: [string, string][] = [];
+  const walk = async (rel: string): Promise<void> => {
+    const abs = join(dir, rel);
+    const st = await lstat(abs);
+    if (st.isDirectory()) {
+      for (const name of (await readdir(abs)).sort()) if (!skipped(name)) await walk(`${rel}/${name}`);
+    } else if (st.isFile()) {
+      out.push([rel, `${st.mode & 0o111 ? "x" : "-"}${sha256(await readFile(abs))}`]);
+    } else if (st.isSymbolicLink()) {
+      out.push([rel, `l${await readlink(abs)}`]);
+    }
+  };
+  for (const p of paths) await walk(p);
+  return out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+}
+
+/** The content tag of a component's image: 12 hex digits of a hash of all its inputs. */
+export function contentTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string }): string {
+  return sha256(canonicalJson({ recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files })).slice(7, 19);
+}
+
+export async function componentTag(component: Component, baseDigest: string, dir = root): Promise<string> {
+  return contentTag({ files: await fileDigests(dir, [...COMMON_INPUTS, BERTH_IMAGES[component].code]), baseDigest });
+}
+
+/** npm's package directory (npm pack of the pinned version, unpacked once into the image cache). */
+export async function npmPackage(cacheDir = defaultCacheDir(), log: (l: string) => void = () => {}): Promise<string> {
+  const dir = join(cacheDir, `npm-cli-${NPM_VERSION}`);
+  if (existsSync(join(dir, "bin/npm-cli.js"))) return dir;
+  const cache = new ImageCache(cacheDir);
+  const tmp = await cache.tmpDir("npm-cli");
+  try {
+    log(`fetching npm ${NPM_VERSION} from the npm registry`);
+    const { stdout } = await execFileAsync("npm", ["pack", `npm@${NPM_VERSION}`, "--pack-destination", tmp, "--silent"], { cwd: tmp });
+    await execFileAsync("tar", ["-xzf", join(tmp, stdout.trim().split("\n").at(-1) ?? ""), "-C", tmp]);
+    try { await rename(join(tmp, "package"), dir); } catch (err) { if (!existsSync(join(dir, "bin/npm-cli.js"))) throw err; }
+    return dir;
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+export interface BerthImage {
+  component: Component;
+  /** registry/name:tag */
+  reference: string;
+  repository: string;
+  tag: string;
+  digest: Digest;
+  /** false: the registry had this tag already */
+  built: boolean;
+  seconds: number;
+}
+
+export interface BuildOptions {
+  registry: string;
+  /** buildkitd's address (unix:///...); default $BERTH_BUILDKIT_ADDR */
+  addr?: string;
+  components?: readonly Component[];
+  /** BuildKit's progress on stderr */
+  progress?: boolean;
+  /** the image cache of hack/images.ts (npm's package, the base's layers) */
+  cacheDir?: string;
+  log?: (line: string) => void;
+}
+
+const buildctlPath = (): string => {
+  const common = readFileSync(join(root, "hack/lib/common.sh"), "utf8");
+  const version = process.env.BUILDKIT_VERSION ?? /^BUILDKIT_VERSION="\$\{BUILDKIT_VERSION:-([^}"]+)\}"/m.exec(common)?.[1];
+  if (!version) throw new Error("BUILDKIT_VERSION is not pinned in hack/lib/common.sh");
+  return join(process.env.BERTH_CACHE ?? join(process.env.HOME ?? "/root", ".cache/berth"), "bin", `buildctl-${version}`);
+};
+
+/** The base image's digest in the registry, pushing berth/node (and what it is built on) when missing. */
+async function baseDigest(registry: Registry, o: BuildOptions, log: (l: string) => void): Promise<Digest> {
+  const have = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
+  if (have) return have;
+  log(`${registry.host} has no ${IMAGES.node.name}:${IMAGES.node.tag}: building the base images`);
+  const b = await buildBase(o.cacheDir ? { cacheDir: o.cacheDir } : {});
+  await pushImages(registry.host, [b.pause, b.debian, b.node], o.cacheDir ? { cacheDir: o.cacheDir } : {});
+  const d = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
+  if (!d) throw new Error(`${IMAGES.node.name}:${IMAGES.node.tag} is still missing from ${registry.host} after the push`);
+  return d;
+}
+
+/** One `buildctl build` of a target, pushed as registry/name:tag; resolves with the manifest's digest. */
+async function buildctl(o: BuildOptions & { addr: string }, component: Component, tag: string, base: string, npmDir: string): Promise<Digest> {
+  const img = BERTH_IMAGES[component];
+  const tmp = await mkdtemp(join(tmpdir(), "berth-buildctl-"));
+  try {
+    const metadata = join(tmp, "metadata.json");
+    const ca = process.env.NODE_EXTRA_CA_CERTS;
+    const args = [
+      "--addr", o.addr, "build", "--frontend", "dockerfile.v0", "--progress", "plain",
+      "--local", `context=${root}`, "--local", `dockerfile=${root}`, "--local", `npm=${npmDir}`,
+      "--opt", `target=${img.target}`, "--opt", `build-arg:BASE=${base}`, "--opt", "context:npm=local:npm",
+      ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),
+      "--output", `type=image,name=${o.registry}/${img.name}:${tag},push=true,registry.insecure=true,oci-mediatypes=true`,
+      "--metadata-file", metadata,
+    ];
+    await new Promise<void>((resolve, reject) => {
+      const child = execFile(buildctlPath(), args, { maxBuffer: 256 * 1024 * 1024, cwd: root }, (err, _stdout, stderr) => {
+        if (err) reject(new Error(`buildctl build --opt target=${img.target} failed:\n${stderr.trim().split("\n").slice(-25).join("\n")}`, { cause: err }));
+        else resolve();
+      });
+      if (o.progress) child.stderr?.pipe(process.stderr);
+    });
+    const meta = JSON.parse(readFileSync(metadata, "utf8")) as Record<string, unknown>;
+    const digest = meta["containerimage.digest"];
+    if (typeof digest !== "string" || !digest.startsWith("sha256:")) throw new Error(`buildctl wrote no image digest for ${img.target}`);
+    return digest as Digest;
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+}
+
+/** Builds and pushes the images the registry lacks (both targets at once: BuildKit shares their stages). */
+export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
+  const log = o.log ?? ((line: string) => process.stderr.write(`[berth-images] ${line}\n`));
+  const registry = new Registry(o.registry);
+  await registry.ping();
+  const base = await baseDigest(registry, o, log);
+  const components = o.components ?? COMPONENTS;
+  const wanted = await Promise.all(components.map(async (c) => ({ c, tag: await componentTag(c, base) })));
+  let npmDir: string | undefined;
+  return Promise.all(wanted.map(async ({ c, tag }) => {
+    const t0 = performance.now();
+    const name = BERTH_IMAGES[c].name;
+    const have = await registry.manifestDigest(name, tag);
+    let digest = have;
+    if (!digest) {
+      const addr = o.addr ?? process.env.BERTH_BUILDKIT_ADDR;
+      if (!addr) throw new Error("no buildkitd address: pass --addr or set BERTH_BUILDKIT_ADDR (eval \"$(./hack/cluster env)\" with BERTH_REAL_NODE=1)");
+      npmDir ??= await npmPackage(o.cacheDir, log);
+      digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, npmDir);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    log(`${o.registry}/${name}:${tag}@${digest}: ${have ? "up to date in the registry" : `built and pushed in ${seconds.toFixed(1)} s`}`);
+    return { component: c, reference: `${o.registry}/${name}:${tag}`, repository: `${o.registry}/${name}`, tag, digest, built: !have, seconds };
+  }));
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args: argv, allowPositionals: true,
+    options: { registry: { type: "string" }, addr: { type: "string" }, json: { type: "boolean" }, progress: { type: "boolean" }, cache: { type: "string" }, help: { type: "boolean", short: "h" } },
+  });
+  const usage = () => process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 8).map((l) => l.slice(3)).join("\n") + "\n");
+  const command = positionals[0];
+  if (command === "tags") {
+    if (!values.registry) { usage(); return 2; }
+    const registry = new Registry(values.registry);
+    const base = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
+    if (!base) throw new Error(`${values.registry} has no ${IMAGES.node.name}:${IMAGES.node.tag} (node hack/images.ts build-base --registry ${values.registry})`);
+    for (const c of COMPONENTS) process.stdout.write(`${values.registry}/${BERTH_IMAGES[c].name}:${await componentTag(c, base)}\n`);
+    return 0;
+  }
+  if (command !== "build" || !values.registry) { usage(); return command === undefined || values.help ? 0 : 2; }
+  const t0 = performance.now();
+  const images = await buildBerthImages({
+    registry: values.registry,
+    ...(values.addr ? { addr: values.addr } : {}),
+    ...(values.cache ? { cacheDir: values.cache } : {}),
+    progress: values.progress ?? false,
+  });
+  process.stderr.write(`[berth-images] done in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+  process.stdout.write(values.json ? JSON.stringify(images, null, 2) + "\n" : images.map((i) => i.reference).join("\n") + "\n");
+  return 0;
+}
+
+if (import.meta.main) {
+  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err: unknown) => {
+    process.stderr.write(`[berth-images] error: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}
