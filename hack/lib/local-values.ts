@@ -1,0 +1,63 @@
+// The Helm values ./hack/up installs charts/berth with on the local cluster (hack/lib/up-helm.sh):
+// Berth's own images from the local registry, every pod of the chart and every App's pods on the
+// real node (its label and taint, hack/lib/realnode.sh), the database URL from a Secret hack/up
+// creates, one API replica, the API's Ingress on the node's Traefik.
+//
+//   node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG
+// prints the values as JSON (a YAML document Helm reads with -f).
+
+import { parseArgs } from "node:util";
+
+/** The real node's label and taint (hack/lib/realnode.sh: --node-labels, registerWithTaints). */
+export const REAL_NODE_SELECTOR = { "berth.dev/node": "real" } as const;
+export const REAL_NODE_TOLERATIONS = [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] as const;
+/** The Secret holding DATABASE_URL, created by hack/up before the install (the migration hook reads it). */
+export const DATABASE_SECRET = "berth-database";
+/** Host name of the API's Ingress: curl -H "Host: api.berth.local" "$BERTH_INGRESS_URL/api/v1/..." */
+export const API_INGRESS_HOST = "api.berth.local";
+/** The user of berth/node (hack/images.ts NODE_UID): the chart's pods run as the image's own user. */
+export const IMAGE_UID = 10001;
+
+export interface ImageRef { repository: string; tag: string }
+
+/** "host:port/name:tag" -> { repository: "host:port/name", tag } (the tag after the last "/"). */
+export function parseReference(ref: string): ImageRef {
+  const slash = ref.lastIndexOf("/");
+  const colon = ref.lastIndexOf(":");
+  if (colon <= slash || ref.includes("@")) throw new Error(`expected an image reference with a tag (registry/name:tag), got ${JSON.stringify(ref)}`);
+  return { repository: ref.slice(0, colon), tag: ref.slice(colon + 1) };
+}
+
+export function localValues(input: { api: ImageRef; operator: ImageRef }): Record<string, unknown> {
+  const onRealNode = { nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })) };
+  const image = (ref: ImageRef) => ({ repository: ref.repository, tag: ref.tag, digest: "", pullPolicy: "IfNotPresent" });
+  return {
+    database: { existingSecret: DATABASE_SECRET, existingSecretKey: "DATABASE_URL" },
+    securityContext: { runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
+    operator: {
+      replicas: 1,
+      image: image(input.operator),
+      config: {
+        // Apps' pods go to the real node too: kwok's node stays for scale tests.
+        workloadNodeSelector: { ...REAL_NODE_SELECTOR },
+        workloadTolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })),
+      },
+      ...onRealNode,
+    },
+    api: {
+      replicas: 1,
+      image: image(input.api),
+      ingress: { enabled: true, host: API_INGRESS_HOST },
+      ...onRealNode,
+    },
+  };
+}
+
+if (import.meta.main) {
+  const { values } = parseArgs({ options: { "api-image": { type: "string" }, "operator-image": { type: "string" } } });
+  if (!values["api-image"] || !values["operator-image"]) {
+    process.stderr.write("usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n");
+    process.exit(2);
+  }
+  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]) }), null, 2) + "\n");
+}
