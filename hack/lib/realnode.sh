@@ -13,7 +13,8 @@
 # What it changes outside the namespace, and undoes on down: the kubelet's cgroups under
 # /$CGROUP_ROOT in each cgroup v1 hierarchy; mounts under $NODE_DIR and $RUN; the sysctls the
 # kubelet sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), restored from
-# $NODE_DIR/sysctl.orig. Everything is found by recorded pids, paths and names only.
+# /run/berth-sysctl.orig when the last real node of the machine goes. Everything is found by
+# recorded pids, paths and names only.
 
 NODE_ID=$(printf '%s' "$BERTH_LOCAL" | sha256sum | cut -c1-8)
 NETNS="berth-$NODE_ID"
@@ -218,16 +219,23 @@ node_cgroups() {
   done
 }
 
+# The kubelet sets host-wide sysctls. Their original values are kept once for all of this machine's
+# real nodes (./hack/up's and ./hack/test's may run side by side) and restored when the last one
+# goes. /run is a tmpfs: after a reboot the values are the kernel's again, and so is the record.
+SYSCTL_RECORD=/run/berth-sysctl.orig
+
 node_save_sysctls() {
-  [ -f "$NODE_DIR/sysctl.orig" ] && return 0
-  mkdir -p "$NODE_DIR"
-  local s; for s in "${KERNEL_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done > "$NODE_DIR/sysctl.orig"
+  [ -f "$SYSCTL_RECORD" ] && return 0
+  local s; for s in "${KERNEL_SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done > "$SYSCTL_RECORD.tmp"
+  mv "$SYSCTL_RECORD.tmp" "$SYSCTL_RECORD"
 }
 
 node_restore_sysctls() {
-  [ -f "$NODE_DIR/sysctl.orig" ] || return 0
-  local line; while read -r line; do sysctl -qw "$line" || true; done < "$NODE_DIR/sysctl.orig"
-  rm -f "$NODE_DIR/sysctl.orig"
+  [ -f "$SYSCTL_RECORD" ] || return 0
+  # Another real node still runs (its namespace exists): it keeps the kubelet's values.
+  if ip netns list 2>/dev/null | awk '{print $1}' | grep -v "^$NETNS\$" | grep -q '^berth-'; then return 0; fi
+  local line; while read -r line; do sysctl -qw "$line" || true; done < "$SYSCTL_RECORD"
+  rm -f "$SYSCTL_RECORD"
 }
 
 node_bridge_config() {
@@ -312,6 +320,30 @@ node_up() {
   log "real node $NODE_NAME ready in network namespace $NETNS (registry 127.0.0.1:$REGISTRY_PORT, ingress 127.0.0.1:$INGRESS_PORT)"
 }
 
+# A Service whose one endpoint is a process of the node itself (on $NODE_IP), so pods and the
+# API server reach it by its name. Usage: node_service <namespace> <name> <clusterIP or ""> "<port name>:<port>:<protocol>:<node port>"...
+node_service() {
+  local ns="$1" name="$2" ip="$3" p svc_ports="" slice_ports=""
+  for p in $4; do
+    IFS=: read -r pname port proto target <<<"$p"
+    svc_ports+="{ name: $pname, port: $port, protocol: $proto, targetPort: $target }, "
+    slice_ports+="{ name: $pname, port: $target, protocol: $proto }, "
+  done
+  kubectl_ apply --server-side -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Service
+metadata: { name: $name, namespace: $ns }
+spec: { ${ip:+clusterIP: $ip, }ports: [${svc_ports%, }] }
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: { name: $name-node, namespace: $ns, labels: { kubernetes.io/service-name: $name, endpointslice.kubernetes.io/managed-by: berth-hack } }
+addressType: IPv4
+endpoints: [{ addresses: ["$NODE_IP"], conditions: { ready: true } }]
+ports: [${slice_ports%, }]
+EOF
+}
+
 # Cluster DNS: CoreDNS as a process of the node (no image needed), behind the kube-dns Service.
 node_dns() {
   cat > "$NODE_DIR/Corefile" <<EOF
@@ -327,21 +359,7 @@ node_dns() {
 }
 EOF
   node_start coredns in "$(bin_path coredns)" -conf "$NODE_DIR/Corefile"
-  kubectl_ apply --server-side -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Service
-metadata: { name: kube-dns, namespace: kube-system, labels: { k8s-app: kube-dns } }
-spec:
-  clusterIP: $CLUSTER_DNS
-  ports: [{ name: dns, port: 53, protocol: UDP, targetPort: 53 }, { name: dns-tcp, port: 53, protocol: TCP, targetPort: 53 }]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: kube-dns-node, namespace: kube-system, labels: { kubernetes.io/service-name: kube-dns, endpointslice.kubernetes.io/managed-by: berth-hack } }
-addressType: IPv4
-endpoints: [{ addresses: ["$NODE_IP"], conditions: { ready: true } }]
-ports: [{ name: dns, port: 53, protocol: UDP }, { name: dns-tcp, port: 53, protocol: TCP }]
-EOF
+  node_service kube-system kube-dns "$CLUSTER_DNS" "dns:53:UDP:53 dns-tcp:53:TCP:53"
 }
 
 # The resource metrics API (kubectl top, HPAs on CPU): metrics-server as a process of the node,
@@ -352,19 +370,8 @@ node_metrics() {
     --bind-address "$NODE_IP" --secure-port 4443 --tls-cert-file "$DIR/pki/metrics-server.crt" --tls-private-key-file "$DIR/pki/metrics-server.key" \
     --kubelet-preferred-address-types InternalIP --kubelet-certificate-authority "$DIR/pki/ca.crt" \
     --metric-resolution 15s --kubelet-request-timeout 5s --node-selector berth.dev/node=real
+  node_service kube-system metrics-server "" "https:443:TCP:4443"
   kubectl_ apply --server-side -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Service
-metadata: { name: metrics-server, namespace: kube-system }
-spec: { ports: [{ name: https, port: 443, protocol: TCP, targetPort: 4443 }] }
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata: { name: metrics-server-node, namespace: kube-system, labels: { kubernetes.io/service-name: metrics-server, endpointslice.kubernetes.io/managed-by: berth-hack } }
-addressType: IPv4
-endpoints: [{ addresses: ["$NODE_IP"], conditions: { ready: true } }]
-ports: [{ name: https, port: 4443, protocol: TCP }]
----
 apiVersion: apiregistration.k8s.io/v1
 kind: APIService
 metadata: { name: v1beta1.metrics.k8s.io }
