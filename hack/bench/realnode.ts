@@ -1,7 +1,7 @@
 // Benchmark of issue 13, run by hand against a cluster with the real node:
 //   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
-//   node hack/bench/realnode.ts [--apps 20] [--rounds 2]
-// Per round, in a fresh namespace each:
+//   node hack/bench/realnode.ts [--apps 20] [--rounds 3]
+// Per round (alternating which goes first), in a fresh namespace each:
 // 1. floor:  the children the operator would write for N Apps of the sample image (Deployment,
 //            Service, Ingress, HPA from the operator's own builders), applied directly;
 // 2. berth:  N App objects created at once, the operator (a separate process) reconciling them.
@@ -20,7 +20,7 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 
-const { values } = parseArgs({ options: { apps: { type: "string", default: "20" }, rounds: { type: "string", default: "2" } } });
+const { values } = parseArgs({ options: { apps: { type: "string", default: "20" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.apps);
 const ROUNDS = Number(values.rounds);
 const need = (n: string) => { const v = process.env[n]; if (!v) throw new Error(`${n} is not set: eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)" first`); return v; };
@@ -138,8 +138,9 @@ function platformMemory(): { parts: Record<string, number>; total: number } {
 
 const rows: { round: number; floor: number[]; berth: number[] }[] = [];
 for (let r = 1; r <= ROUNDS; r++) {
-  const f = await floor();
-  const b = await berth();
+  // Alternate which goes first, so that neither always meets a machine still busy with the other.
+  let f: number[], b: number[];
+  if (r % 2) { f = await floor(); b = await berth(); } else { b = await berth(); f = await floor(); }
   rows.push({ round: r, floor: f, berth: b });
   console.log(`round ${r}: floor p50 ${q(f, 0.5)} ms p99 ${q(f, 0.99)} ms | berth p50 ${q(b, 0.5)} ms p99 ${q(b, 0.99)} ms | ratio p99 ${(q(b, 0.99) / q(f, 0.99)).toFixed(2)}`);
 }
