@@ -1,0 +1,189 @@
+// Berth's own images (issue 13): berth/berth-api and berth/berth-operator built by BuildKit from
+// the repository's Dockerfile (hack/berth-images.ts) into the real node's registry, then installed
+// with the chart on the real node, as ./hack/up does. What is checked is what an operator of
+// Berth relies on: the images are in the registry under their content tags, run as a non-root
+// user, carry production dependencies only and nothing of the developer's machine; the chart's
+// migration hook migrates an empty database with the API image; the API and the operator run Ready
+// on the real node under the chart's ServiceAccounts, the API answers through its Service, and its
+// CLI works inside the pod.
+import test from "ava";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BERTH_IMAGES, buildBerthImages, componentTag, COMPONENTS, type BerthImage, type Component } from "../../hack/berth-images.ts";
+import { IMAGES, NODE_UID } from "../../hack/images.ts";
+import { DATABASE_SECRET, localValues, parseReference, REAL_NODE_SELECTOR } from "../../hack/lib/local-values.ts";
+import type { Digest } from "../../hack/lib/oci.ts";
+import { Registry } from "../../hack/lib/registry.ts";
+import { helm, kubectl, root } from "../helpers/binaries.ts";
+import { freshDatabase, query, type TestDatabase } from "../helpers/db.ts";
+import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
+
+const need = (name: string): string => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through ./hack/test (it starts the real node, its registry and BuildKit)`);
+  return v;
+};
+const REGISTRY = need("BERTH_REGISTRY");
+const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
+const NODE_NAME = need("BERTH_NODE_NAME");
+/** The node's side of the bridge to the tests' PostgreSQL (hack/lib/berth-on-node.sh). */
+const NODE_PG = need("BERTH_NODE_PG_ADDR");
+
+const registry = new Registry(REGISTRY);
+let images: Record<Component, BerthImage>;
+
+test.before(async () => {
+  const built = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, log: (l) => console.log(`[berth-images] ${l}`) });
+  images = Object.fromEntries(built.map((i) => [i.component, i])) as Record<Component, BerthImage>;
+});
+
+interface ImageConfig { config: { User?: string; Entrypoint?: string[]; WorkingDir?: string; Env?: string[] }; history?: { created_by?: string }[] }
+
+async function inspect(c: Component): Promise<{ config: ImageConfig; layers: Digest[]; baseLayers: Set<string> }> {
+  const name = BERTH_IMAGES[c].name;
+  const manifest = JSON.parse((await registry.getManifest(name, images[c].tag)).bytes.toString()) as { config: { digest: Digest }; layers: { digest: Digest }[] };
+  const base = JSON.parse((await registry.getManifest(IMAGES.node.name, IMAGES.node.tag)).bytes.toString()) as { layers: { digest: Digest }[] };
+  const config = JSON.parse((await registry.getBlob(name, manifest.config.digest)).toString()) as ImageConfig;
+  return { config, layers: manifest.layers.map((l) => l.digest), baseLayers: new Set(base.layers.map((l) => l.digest)) };
+}
+
+/** The paths in the image's own layers (not berth/node's), read with GNU tar. */
+async function ownPaths(c: Component): Promise<string[]> {
+  const { layers, baseLayers } = await inspect(c);
+  const paths: string[] = [];
+  for (const d of layers.filter((l) => !baseLayers.has(l))) {
+    const blob = await registry.getBlob(BERTH_IMAGES[c].name, d);
+    paths.push(...execFileSync("tar", ["-tz"], { input: blob, maxBuffer: 256 * 1024 * 1024 }).toString().split("\n").filter(Boolean).map((p) => p.replace(/^\.\//, "").replace(/\/$/, "")));
+  }
+  return paths;
+}
+
+test.serial("the registry has both images under their content tags; a second build finds them and builds nothing", async (t) => {
+  const base = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
+  t.truthy(base);
+  for (const c of COMPONENTS) {
+    t.is(images[c].tag, await componentTag(c, base!), `${c}: the tag is the content hash of its inputs`);
+    t.is(await registry.manifestDigest(BERTH_IMAGES[c].name, images[c].tag), images[c].digest);
+  }
+  const t0 = performance.now();
+  const again = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, log: () => {} });
+  t.deepEqual(again.map((i) => [i.component, i.digest, i.built]), COMPONENTS.map((c) => [c, images[c].digest, false]));
+  t.true(performance.now() - t0 < 5_000, "a warm build is a HEAD per image");
+});
+
+test.serial("each image runs its process as the non-root user of berth/node, from /app", async (t) => {
+  for (const c of COMPONENTS) {
+    const { config } = await inspect(c);
+    t.is(config.config.User, `${NODE_UID}:${NODE_UID}`, c);
+    t.deepEqual(config.config.Entrypoint, ["node", `${BERTH_IMAGES[c].code}/main.ts`], c);
+    t.is(config.config.WorkingDir, "/app", c);
+    t.true(config.config.Env?.includes("NODE_ENV=production"), c);
+  }
+});
+
+/** node_modules/<name> of the lock: what `npm ci --omit=dev` installs, and what only development needs. */
+function lockPackages(): { prod: string[]; dev: string[] } {
+  const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as { packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean }> };
+  const entries = Object.entries(lock.packages).filter(([p]) => p.startsWith("node_modules/"));
+  return {
+    prod: entries.filter(([, v]) => !v.dev && !v.optional && !v.devOptional).map(([p]) => `app/${p}`),
+    dev: entries.filter(([, v]) => v.dev).map(([p]) => `app/${p}`),
+  };
+}
+
+test.serial("the images carry the production dependencies of the lock and the code that runs, nothing else of the repository or the build", async (t) => {
+  const { prod, dev } = lockPackages();
+  t.true(dev.includes("app/node_modules/ava") && dev.includes("app/node_modules/typescript"));
+  for (const c of COMPONENTS) {
+    const paths = await ownPaths(c);
+    const set = new Set(paths);
+    const under = (dir: string) => paths.some((p) => p === dir || p.startsWith(`${dir}/`));
+    t.deepEqual(prod.filter((p) => !set.has(p)), [], `${c}: every production dependency is there`);
+    t.deepEqual(dev.filter((p) => under(p)), [], `${c}: no devDependency is there`);
+    for (const p of ["app/package.json", `app/${BERTH_IMAGES[c].code}/main.ts`, "app/kube/client.ts", "app/crds/schemas.ts", "app/toolkit/package.json", "app/toolkit/src/index.ts"]) {
+      t.true(set.has(p), `${c} has ${p}`);
+    }
+    const other = c === "api" ? "operator" : "api";
+    for (const dir of [`app/${other}`, "app/test", "app/hack", "app/docs", "app/charts", "app/samples", "app/.git", "app/.local", "root/.npm", "opt/npm", "run/secrets"]) {
+      t.false(under(dir), `${c} has no ${dir}`);
+    }
+    t.false(paths.some((p) => !p.startsWith("app/node_modules/") && p.endsWith(".test.ts")), `${c} has no tests of ours`);
+  }
+});
+
+// ---- the chart on the real node, with these images ----
+
+const k = kube();
+// Cluster-scoped names (ClusterRoles) follow the release, so it is unique per run; it contains
+// "berth", so it is the prefix of every name.
+const release = uniqueName("berth-img");
+const ns = release;
+let db: TestDatabase | undefined;
+let dir = "";
+
+test.after.always(async () => {
+  if (dir) {
+    await helm(["uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s"]);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await deleteNamespace(k, ns);
+  await db?.drop();
+});
+
+const sh = async (args: string[]) => {
+  const r = await kubectl(["-n", ns, "exec", `deploy/${release}-api`, "-c", "api", "--", ...args]);
+  if (r.code !== 0) throw new Error(`kubectl exec ${args.join(" ")}: ${r.stderr}`);
+  return r.stdout;
+};
+
+test.serial("helm installs Berth from these images on the real node: the hook migrates, the pods run Ready under the chart's ServiceAccounts, the API answers", async (t) => {
+  // An empty database: the migration Job (a pre-install hook running the API image) creates the schema.
+  db = await freshDatabase({ empty: true });
+  const url = new URL(db.url);
+  url.host = NODE_PG;
+  await k.core.createNamespace({ body: { metadata: { name: ns } } });
+  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: DATABASE_SECRET }, stringData: { DATABASE_URL: url.toString() } } });
+  dir = mkdtempSync(join(tmpdir(), "berth-images-"));
+  const values = localValues({ api: parseReference(images.api.reference), operator: parseReference(images.operator.reference) }) as { api: Record<string, unknown>; operator: { config: Record<string, unknown> } };
+  values.api.ingress = { enabled: false };
+  values.operator.config.watchNamespace = ns; // the tests' Apps belong to the tests' operators
+  writeFileSync(join(dir, "values.json"), JSON.stringify(values));
+
+  const installed = await helm(["install", release, join(root, "charts/berth"), "--namespace", ns, "--skip-crds", "-f", join(dir, "values.json"), "--wait", "--timeout", "150s"]);
+  t.is(installed.code, 0, `${installed.stderr}\n${(await kubectl(["-n", ns, "get", "pods,jobs,events"])).stdout}`);
+
+  const tables = await query<{ n: number }>(db.url, "select count(*)::int as n from information_schema.tables where table_schema = 'public'");
+  t.true(tables[0]!.n > 3, "the migration hook created the schema");
+
+  // (the migration Job's pod may still be on its way out: the hook is deleted once it succeeded)
+  const pods = (await k.core.listNamespacedPod({ namespace: ns })).items
+    .filter((p) => !p.metadata?.deletionTimestamp && ["api", "operator"].includes(p.metadata?.labels?.["app.kubernetes.io/component"] ?? ""));
+  t.deepEqual(pods.map((p) => p.metadata?.labels?.["app.kubernetes.io/component"]).sort(), ["api", "operator"]);
+  for (const p of pods) {
+    const component = p.metadata!.labels!["app.kubernetes.io/component"] as Component;
+    t.is(p.spec?.nodeName, NODE_NAME, `${component} runs on the real node`);
+    t.deepEqual(p.spec?.nodeSelector, { ...REAL_NODE_SELECTOR });
+    t.is(p.spec?.serviceAccountName, `${release}-${component}`);
+    t.is(p.spec?.containers[0]?.image, images[component].reference);
+    t.true(p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"), `${component} is Ready (its probes passed)`);
+    const status = p.status?.containerStatuses?.[0];
+    t.is(status?.imageID?.split("@")[1], images[component].digest, `${component} runs the pushed image`);
+  }
+
+  // Through the API's Service (the API server's service proxy reaches the pod through the node).
+  const ready = await eventually("the API's Service to answer", async () => {
+    const r = await kubectl(["get", "--raw", `/api/v1/namespaces/${ns}/services/http:${release}-api:80/proxy/readyz`]);
+    return r.code === 0 ? r.stdout : undefined;
+  }, 30_000, 500);
+  t.like(JSON.parse(ready), { status: "ready", checks: { database: true, kubernetes: true } });
+
+  // Inside the pod: the image's user, no devDependencies on the module path, the CLI against the database.
+  const inside = JSON.parse(await sh(["node", "-e", `const fs = require("node:fs"); console.log(JSON.stringify({ uid: process.getuid(), cwd: process.cwd(), ava: fs.existsSync("node_modules/ava"), typescript: fs.existsSync("node_modules/typescript") }))`])) as Record<string, unknown>;
+  t.deepEqual(inside, { uid: NODE_UID, cwd: "/app", ava: false, typescript: false });
+  const key = JSON.parse(await sh(["node", "api/cli.ts", "admin-key", "create", "--name", "e2e"])) as { key: string };
+  t.regex(key.key, /^pa_sk_/);
+  const listed = JSON.parse(await sh(["node", "-e", `fetch("http://127.0.0.1:8080/api/v1/workspaces", { headers: { Authorization: "Bearer ${key.key}" } }).then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`])) as { status: number; body: unknown };
+  t.deepEqual(listed, { status: 200, body: { data: [] } }, "the admin key minted by the CLI in the pod works against the API");
+});

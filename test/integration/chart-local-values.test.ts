@@ -1,0 +1,98 @@
+// The values ./hack/up installs the chart with (hack/lib/local-values.ts) render with the pinned
+// helm: the local images, every pod of the chart on the real node (its label and taint as
+// hack/lib/realnode.sh registers them), Apps' pods placed there by the operator's configuration
+// (parsed by the operator's own config schema), the database URL from the Secret hack/up creates,
+// the pods running as the images' user. The rendered objects are accepted by the API server.
+import test from "ava";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as yaml from "js-yaml";
+import type * as k8s from "@kubernetes/client-node";
+import { loadOperatorConfig } from "../../operator/config.ts";
+import { API_INGRESS_HOST, DATABASE_SECRET, IMAGE_UID, localValues, parseReference, REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
+import { NODE_UID } from "../../hack/images.ts";
+import { K8S_VERSION, helm, kubectl, root } from "../helpers/binaries.ts";
+import { deleteNamespace, kube, uniqueName } from "../helpers/kube.ts";
+
+type Obj = k8s.KubernetesObject & { metadata: k8s.V1ObjectMeta; spec?: { template?: { spec?: k8s.V1PodSpec } } };
+
+const API = "127.0.0.1:5000/berth/berth-api:0123456789ab";
+const OPERATOR = "127.0.0.1:5000/berth/berth-operator:ba9876543210";
+let dir = "";
+let rendered: Obj[] = [];
+
+test.before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "berth-local-values-"));
+  const file = join(dir, "values.json");
+  writeFileSync(file, JSON.stringify(localValues({ api: parseReference(API), operator: parseReference(OPERATOR) })));
+  const r = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file]);
+  if (r.code !== 0) throw new Error(`helm template failed (${r.code}):\n${r.stderr}`);
+  rendered = (yaml.loadAll(r.stdout) as (Obj | null)[]).filter((o): o is Obj => o !== null);
+});
+test.after.always(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
+
+const find = (kind: string, name: string): Obj => {
+  const o = rendered.find((x) => x.kind === kind && x.metadata.name === name);
+  if (!o) throw new Error(`no ${kind}/${name} rendered`);
+  return o;
+};
+const podSpec = (o: Obj): k8s.V1PodSpec => o.spec!.template!.spec!;
+
+test("an image reference splits into repository and tag (a registry's port is not a tag)", (t) => {
+  t.deepEqual(parseReference(API), { repository: "127.0.0.1:5000/berth/berth-api", tag: "0123456789ab" });
+  t.throws(() => parseReference("127.0.0.1:5000/berth/berth-api"), { message: /with a tag/ });
+  t.throws(() => parseReference("127.0.0.1:5000/berth/berth-api@sha256:00"), { message: /with a tag/ });
+});
+
+test("the real node's label and taint are the ones hack/lib/realnode.sh registers; the pods' user is berth/node's", (t) => {
+  const realnode = readFileSync(join(root, "hack/lib/realnode.sh"), "utf8");
+  const [key, value] = Object.entries(REAL_NODE_SELECTOR)[0]!;
+  t.true(realnode.includes(`--node-labels "${key}=${value}"`), "the kubelet registers the label");
+  t.true(realnode.includes(`REAL_NODE_TAINT="${REAL_NODE_TOLERATIONS[0].key}"`), "the kubelet registers the taint");
+  t.true(realnode.includes(`effect: ${REAL_NODE_TOLERATIONS[0].effect}`));
+  t.is(IMAGE_UID, NODE_UID);
+});
+
+test("the chart's pods run the local images on the real node as the images' user", (t) => {
+  const workloads = [find("Deployment", "berth-api"), find("Deployment", "berth-operator"), find("Job", "berth-migrations")];
+  for (const w of workloads) {
+    const spec = podSpec(w);
+    t.deepEqual(spec.nodeSelector, { ...REAL_NODE_SELECTOR }, `${w.kind}/${w.metadata.name}`);
+    t.deepEqual(spec.tolerations, REAL_NODE_TOLERATIONS.map((x) => ({ ...x })), `${w.kind}/${w.metadata.name}`);
+    t.like(spec.securityContext, { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID });
+  }
+  t.is(podSpec(find("Deployment", "berth-api")).containers[0]!.image, API);
+  t.is(podSpec(find("Job", "berth-migrations")).containers[0]!.image, API, "the migration hook runs the API image");
+  t.is(podSpec(find("Deployment", "berth-operator")).containers[0]!.image, OPERATOR);
+  t.is((find("Deployment", "berth-api").spec as { replicas?: number }).replicas, 1);
+});
+
+test("the operator places Apps' pods on the real node, and the database URL comes from hack/up's Secret", (t) => {
+  const env = podSpec(find("Deployment", "berth-operator")).containers[0]!.env ?? [];
+  const config = loadOperatorConfig(Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value])));
+  t.deepEqual(config.BERTH_WORKLOAD_NODE_SELECTOR, { ...REAL_NODE_SELECTOR });
+  t.deepEqual(config.BERTH_WORKLOAD_TOLERATIONS, REAL_NODE_TOLERATIONS.map((x) => ({ ...x })));
+  for (const w of [find("Deployment", "berth-api"), find("Job", "berth-migrations")]) {
+    const db = podSpec(w).containers[0]!.env?.find((e) => e.name === "DATABASE_URL");
+    t.deepEqual(db?.valueFrom?.secretKeyRef, { name: DATABASE_SECRET, key: "DATABASE_URL" });
+  }
+  t.false(rendered.some((o) => o.kind === "Secret"), "no Secret of the chart's own: the URL never passes through Helm values");
+  const ingress = find("Ingress", "berth-api") as Obj & { spec: k8s.V1IngressSpec };
+  t.is(ingress.spec.rules?.[0]?.host, API_INGRESS_HOST);
+});
+
+test("the API server accepts every rendered object (server-side dry run), with no Pod Security warning", async (t) => {
+  const k = kube();
+  const ns = uniqueName("local-values");
+  const pss = { "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted" };
+  await k.core.createNamespace({ body: { metadata: { name: ns, labels: pss } } });
+  t.teardown(() => deleteNamespace(k, ns));
+  // cluster-scoped names (ClusterRoles) follow the release: one of its own
+  const r = await helm(["template", uniqueName("berth-lv"), join(root, "charts/berth"), "--namespace", ns, "--kube-version", K8S_VERSION, "-f", join(dir, "values.json")]);
+  t.is(r.code, 0, r.stderr);
+  const applied = await kubectl(["apply", "--dry-run=server", "-f", "-"], r.stdout);
+  t.is(applied.code, 0, applied.stderr);
+  t.false(/PodSecurity/.test(applied.stderr), applied.stderr);
+  t.is(applied.stdout.split("\n").filter((l) => l.endsWith("(server dry run)")).length, rendered.length, applied.stdout);
+});
