@@ -22,13 +22,6 @@ kubectl_() { "$(bin_path kubectl)" --kubeconfig "$KUBECONFIG" "$@"; }
 helm_() { "$(bin_path helm)" --kubeconfig "$KUBECONFIG" "$@"; }
 json_field() { node -e 'let v;try{v=JSON.parse(process.argv[1])}catch{};for(const k of process.argv[2].split("."))v=v?.[k];console.log(v??"")' "$1" "$2"; }
 
-# Berth's processes from a BERTH_REAL_NODE=0 run would reconcile alongside the chart's pods.
-for svc in api operator; do
-  f="$BERTH_LOCAL/$svc.pid"
-  if [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null; then kill "$(cat "$f")"; log "stopped the host's $svc (the chart's pods replace it)"; fi
-  rm -f "$f"
-done
-
 # 1. The database; pods reach hack/postgres.ts through the node's bridge.
 database_url=$(node hack/db.ts create "$admin_url")
 pg_port=$(node -p 'new URL(process.argv[1]).port' "$database_url")
