@@ -17,7 +17,7 @@ import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { lstat, mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { tmpdir } from "node:os";
+import { homedir, tmpdir } from "node:os";
 import { parseArgs, promisify } from "node:util";
 import { buildBase, defaultCacheDir, IMAGES, ImageCache, pushImages, root } from "./images.ts";
 import type { Digest } from "./lib/oci.ts";
@@ -63,12 +63,12 @@ export async function fileDigests(dir: string, paths: readonly string[]): Promis
 }
 
 /** The content tag of a component's image: 12 hex digits of a hash of all its inputs. */
-export function contentTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string }): string {
+export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string }): string {
   return sha256(canonicalJson({ recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files })).slice(7, 19);
 }
 
 export async function componentTag(component: Component, baseDigest: string, dir = root): Promise<string> {
-  return contentTag({ files: await fileDigests(dir, [...COMMON_INPUTS, BERTH_IMAGES[component].code]), baseDigest });
+  return inputsTag({ files: await fileDigests(dir, [...COMMON_INPUTS, BERTH_IMAGES[component].code]), baseDigest });
 }
 
 /** npm's package directory (npm pack of the pinned version, unpacked once into the image cache). */
@@ -116,7 +116,7 @@ const buildctlPath = (): string => {
   const common = readFileSync(join(root, "hack/lib/common.sh"), "utf8");
   const version = process.env.BUILDKIT_VERSION ?? /^BUILDKIT_VERSION="\$\{BUILDKIT_VERSION:-([^}"]+)\}"/m.exec(common)?.[1];
   if (!version) throw new Error("BUILDKIT_VERSION is not pinned in hack/lib/common.sh");
-  return join(process.env.BERTH_CACHE ?? join(process.env.HOME ?? "/root", ".cache/berth"), "bin", `buildctl-${version}`);
+  return join(process.env.BERTH_CACHE ?? join(homedir(), ".cache/berth"), "bin", `buildctl-${version}`);
 };
 
 /** The base image's digest in the registry, pushing berth/node (and what it is built on) when missing. */
@@ -170,7 +170,7 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
   const base = await baseDigest(registry, o, log);
   const components = o.components ?? COMPONENTS;
   const wanted = await Promise.all(components.map(async (c) => ({ c, tag: await componentTag(c, base) })));
-  let npmDir: string | undefined;
+  let npm: Promise<string> | undefined; // fetched once, and only when something is built
   return Promise.all(wanted.map(async ({ c, tag }) => {
     const t0 = performance.now();
     const name = BERTH_IMAGES[c].name;
@@ -179,8 +179,8 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
     if (!digest) {
       const addr = o.addr ?? process.env.BERTH_BUILDKIT_ADDR;
       if (!addr) throw new Error("no buildkitd address: pass --addr or set BERTH_BUILDKIT_ADDR (eval \"$(./hack/cluster env)\" with BERTH_REAL_NODE=1)");
-      npmDir ??= await npmPackage(o.cacheDir, log);
-      digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, npmDir);
+      npm ??= npmPackage(o.cacheDir, log);
+      digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, await npm);
     }
     const seconds = (performance.now() - t0) / 1000;
     log(`${o.registry}/${name}:${tag}@${digest}: ${have ? "up to date in the registry" : `built and pushed in ${seconds.toFixed(1)} s`}`);
