@@ -143,10 +143,15 @@ test.serial("soft delete stops the processes and the route; resume starts them a
 test.serial("an image that cannot be pulled turns the App failed with a reason a user can act on, and the previous release keeps serving", async (t) => {
   const bad = `${REGISTRY}/berth/does-not-exist:1`;
   t.is((await api.fetchJson("PATCH", `${apps()}/hello`, { body: { image: bad } })).status, 200);
-  const app = await phase("hello", "failed");
-  const ready = app.status?.conditions?.find((c) => c.type === "Ready");
-  t.regex(ready?.reason ?? "", /^(ErrImagePull|ImagePullBackOff)$/);
-  t.regex(ready?.message ?? "", /does-not-exist.*check its name and tag/s);
+  await phase("hello", "failed");
+  // The reason as the App reports it once the pull has failed (read until then: the phase and the
+  // condition come from two reads, and the kubelet reports the pull's first attempt first).
+  const ready = await eventually("the pull failure as the Ready reason", async () => {
+    const c = (await appCr("hello"))?.status?.conditions?.find((x) => x.type === "Ready");
+    return c && /^(ErrImagePull|ImagePullBackOff)$/.test(c.reason) ? c : undefined;
+  }, 60_000);
+  t.regex(ready.reason, /^(ErrImagePull|ImagePullBackOff)$/);
+  t.regex(ready.message, /does-not-exist.*check its name and tag/s);
   t.is((await viaIngress("hello")).status, 200, "the running release was not stopped by the failed rollout");
   t.is((await api.fetchJson("PATCH", `${apps()}/hello`, { body: { image: SAMPLE } })).status, 200);
   await phase("hello", "active");
@@ -172,7 +177,7 @@ test.serial("pipeline-state reports the runtime's CPU and memory from the metric
 test.serial("the autoscaler is real: burning CPU raises the replicas above minReplicas, and they fall back when it stops", async (t) => {
   const r = await api.fetchJson("POST", apps(), { body: { name: "Burner", slug: "burner", image: SAMPLE, minReplicas: 1, maxReplicas: 3, cpuTargetUtilization: 50, cpuLimitMillicores: 100, visibility: "public" } });
   t.is(r.status, 201, r.text);
-  await phase("burner", "active");
+  await phase("burner", "active", 240_000); // a loaded 2-core machine starts pods slowly
   const replicas = async () => (await k.apps.readNamespacedDeployment({ name: "burner", namespace: api.namespace })).spec?.replicas ?? 0;
   // Two bounded loops of CPU-burning requests through the ingress, until the autoscaler reacts.
   let burning = true;
