@@ -28,8 +28,10 @@ RUN --mount=type=bind,from=npm,target=/opt/npm \
 
 # What both processes run on: production node_modules, the package manifest ("type": "module"),
 # the shared libraries (kube/, crds/, the toolkit's sources). Owned by root: the code cannot be
-# changed by the process that runs it.
+# changed by the process that runs it (berth/node's user is 10001, and BuildKit creates a WORKDIR
+# as the current USER: root here, the process's user only at the end).
 FROM ${BASE} AS runtime
+USER root
 WORKDIR /app
 ENV NODE_ENV=production
 COPY --from=deps /app/node_modules ./node_modules

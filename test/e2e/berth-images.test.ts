@@ -49,15 +49,27 @@ async function inspect(c: Component): Promise<{ config: ImageConfig; layers: Dig
   return { config, layers: manifest.layers.map((l) => l.digest), baseLayers: new Set(base.layers.map((l) => l.digest)) };
 }
 
-/** The paths in the image's own layers (not berth/node's), read with GNU tar. */
-async function ownPaths(c: Component): Promise<string[]> {
+interface Entry { path: string; uid: number; gid: number }
+
+/** The entries of the image's own layers (not berth/node's), read with GNU tar: paths without "./" or a trailing "/", numeric owners. */
+async function ownEntries(c: Component): Promise<Entry[]> {
   const { layers, baseLayers } = await inspect(c);
-  const paths: string[] = [];
+  const entries: Entry[] = [];
   for (const d of layers.filter((l) => !baseLayers.has(l))) {
     const blob = await registry.getBlob(BERTH_IMAGES[c].name, d);
-    paths.push(...execFileSync("tar", ["-tz"], { input: blob, maxBuffer: 256 * 1024 * 1024 }).toString().split("\n").filter(Boolean).map((p) => p.replace(/^\.\//, "").replace(/\/$/, "")));
+    for (const line of execFileSync("tar", ["--numeric-owner", "-tvz"], { input: blob, maxBuffer: 256 * 1024 * 1024 }).toString().split("\n").filter(Boolean)) {
+      // drwxr-xr-x 0/0 0 2024-01-01 00:00 ./app/ (a symlink: "name -> target", a hard link: "name link to target")
+      const m = /^(\S)\S* (\d+)\/(\d+) +\d+ \S+ \S+ (.*)$/.exec(line);
+      if (!m) throw new Error(`tar -tv: cannot read ${JSON.stringify(line)}`);
+      const name = m[1] === "l" ? m[4]!.replace(/ -> .*$/, "") : m[1] === "h" ? m[4]!.replace(/ link to .*$/, "") : m[4]!;
+      entries.push({ path: name.replace(/^\.\//, "").replace(/\/$/, ""), uid: Number(m[2]), gid: Number(m[3]) });
+    }
   }
-  return paths;
+  return entries;
+}
+
+async function ownPaths(c: Component): Promise<string[]> {
+  return (await ownEntries(c)).map((e) => e.path);
 }
 
 test.serial("the registry has both images under their content tags; a second build finds them and builds nothing", async (t) => {
@@ -73,13 +85,18 @@ test.serial("the registry has both images under their content tags; a second bui
   t.true(performance.now() - t0 < 5_000, "a warm build is a HEAD per image");
 });
 
-test.serial("each image runs its process as the non-root user of berth/node, from /app", async (t) => {
+test.serial("each image runs its process as the non-root user of berth/node, from /app, which that user cannot change", async (t) => {
   for (const c of COMPONENTS) {
     const { config } = await inspect(c);
     t.is(config.config.User, `${NODE_UID}:${NODE_UID}`, c);
     t.deepEqual(config.config.Entrypoint, ["node", `${BERTH_IMAGES[c].code}/main.ts`], c);
     t.is(config.config.WorkingDir, "/app", c);
     t.true(config.config.Env?.includes("NODE_ENV=production"), c);
+    const entries = await ownEntries(c);
+    const app = entries.filter((e) => e.path === "app");
+    t.true(app.length > 0, `${c}: its layers have the directory app/`);
+    t.deepEqual(app.map((e) => `${e.uid}/${e.gid}`), app.map(() => "0/0"), `${c}: app/ is owned by root (the WORKDIR made as root, not as berth/node's user)`);
+    t.deepEqual(entries.filter((e) => e.uid !== 0 || e.gid !== 0).map((e) => `${e.path} ${e.uid}/${e.gid}`), [], `${c}: nothing in its own layers belongs to another user than root`);
   }
 });
 
