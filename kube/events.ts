@@ -3,7 +3,8 @@
 // cert-manager's controllers do. core/v1 Events, aggregated like client-go's recorder: the same
 // reason and message on the same object within the window patch the existing Event's count and
 // lastTimestamp instead of creating another one. Recording never fails the caller: an Event that
-// cannot be written is logged at debug and dropped.
+// cannot be written is logged (a warning: a missing grant or a refused Event is worth seeing) and
+// dropped.
 import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { errorMessage, isNotFound, type KubeRest } from "./transport.ts";
@@ -69,7 +70,7 @@ export class KubeEventRecorder implements EventRecorder {
     const key = JSON.stringify([uid ?? `${namespace}/${name}`, obj.kind, type, reason, note]);
     const write = (this.chains.get(key) ?? Promise.resolve())
       .then(() => this.write(key, obj, type, reason, note))
-      .catch((err: unknown) => { this.opts.log.debug({ err: errorMessage(err), reason, object: `${obj.kind}/${namespace}/${name}` }, "could not record an Event"); });
+      .catch((err: unknown) => { this.opts.log.warn({ err: errorMessage(err), reason, object: `${obj.kind}/${namespace}/${name}` }, "could not record an Event"); });
     this.chains.set(key, write);
     this.pending.add(write);
     void write.finally(() => {

@@ -5,8 +5,6 @@
 import { readFile } from "node:fs/promises";
 import { GOVERNANCE_DISABLED_CODE, PROVISION_PATH, Provisioned, type DeprovisionRequest, type ProvisionRequest } from "../../crds/governance.ts";
 
-export type { Provisioned, ProvisionRequest, DeprovisionRequest } from "../../crds/governance.ts";
-
 export interface GovernanceClient {
   provision(req: ProvisionRequest, signal?: AbortSignal): Promise<Provisioned>;
   deprovision(req: DeprovisionRequest, signal?: AbortSignal): Promise<void>;
@@ -37,6 +35,7 @@ export class HttpGovernanceClient implements GovernanceClient {
   }
 
   async #call(method: "POST" | "DELETE", body: object, signal: AbortSignal | undefined): Promise<unknown> {
+    const what = method === "POST" ? "provisioning" : "de-provisioning";
     // Projected ServiceAccount tokens rotate: read the file on every call.
     const token = (await readFile(this.#tokenFile, "utf8")).trim();
     const timeout = AbortSignal.timeout(this.#timeoutMs);
@@ -48,11 +47,11 @@ export class HttpGovernanceClient implements GovernanceClient {
     });
     const text = await res.text();
     if (res.ok) {
-      try { return text ? JSON.parse(text) as unknown : undefined; } catch { throw new Error(`governance ${method === "POST" ? "provisioning" : "de-provisioning"} answered HTTP ${res.status} with a body that is not JSON`); }
+      try { return text ? JSON.parse(text) as unknown : undefined; } catch { throw new Error(`governance ${what} answered HTTP ${res.status} with a body that is not JSON`); }
     }
     let problem: { code?: string; detail?: string } = {};
     try { problem = JSON.parse(text) as typeof problem; } catch { /* not a problem document */ }
     if (res.status === 409 && problem.code === GOVERNANCE_DISABLED_CODE) throw new GovernanceDisabledError(problem.detail ?? "governance is disabled for this App");
-    throw new Error(`governance ${method === "POST" ? "provisioning" : "de-provisioning"} failed: HTTP ${res.status} ${problem.code ?? ""} ${problem.detail ?? ""}`.trim());
+    throw new Error(`governance ${what} failed: HTTP ${res.status} ${problem.code ?? ""} ${problem.detail ?? ""}`.trim());
   }
 }

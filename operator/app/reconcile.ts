@@ -124,7 +124,7 @@ export class AppReconciler implements Reconciler {
     const parsed = AppSpec.safeParse(app.spec);
     if (!parsed.success) {
       const invalid = parsed.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`).join("; ");
-      return after(await this.writeStatus(app, { generation, spec: undefined, invalid }, ctx));
+      return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid }), ctx));
     }
     const o: Observed = {
       app, spec: parsed.data, generation,
@@ -141,7 +141,7 @@ export class AppReconciler implements Reconciler {
 
   private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const { app, spec, generation } = o;
-    const { namespace, name, uid } = { namespace: app.metadata.namespace!, name: app.metadata.name!, uid: app.metadata.uid! };
+    const namespace = app.metadata.namespace!, name = app.metadata.name!, uid = app.metadata.uid!;
 
     let gov: GovernanceState;
     try {
@@ -150,7 +150,7 @@ export class AppReconciler implements Reconciler {
       // First rollout: nothing starts without governance. Already running: the current Secret and
       // workload stay as they are. Either way the failure is reported and retried with backoff.
       const failed = { ready: false, reason: "ProvisioningFailed", message: errorMessage(err) };
-      await this.writeStatus(app, { generation, spec, deployment: o.deployment, cronJob: o.cronJob, governance: failed }, ctx);
+      await this.writeStatus(app, this.status(app, { generation, spec, deployment: o.deployment, cronJob: o.cronJob, governance: failed }), ctx);
       throw err;
     }
 
@@ -158,7 +158,7 @@ export class AppReconciler implements Reconciler {
     const children = await this.children(app, desired, ctx);
     if ("foreign" in children) {
       const invalid = `${children.foreign} ${namespace}/${name} already exists and is not owned by this App`;
-      return after(await this.writeStatus(app, { generation, spec: undefined, invalid, invalidReason: "ObjectInTheWay" }, ctx));
+      return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid, invalidReason: "ObjectInTheWay" }), ctx));
     }
     let { deployment, cronJob } = o;
     for (const c of children.converged) {
@@ -171,9 +171,8 @@ export class AppReconciler implements Reconciler {
     if (pruned.has("CronJob")) cronJob = undefined;
 
     const pods = this.deps.pods?.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === name) as k8s.V1Pod[] | undefined;
-    const input = { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition };
-    const status = this.status(app, input);
-    const wait = await this.writeStatus(app, input, ctx, status);
+    const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition });
+    const wait = await this.writeStatus(app, status, ctx);
     return after(status.phase === "deploying" ? Math.min(wait ?? ROLLOUT_RECHECK_MS, ROLLOUT_RECHECK_MS) : wait);
   }
 
@@ -306,8 +305,7 @@ export class AppReconciler implements Reconciler {
    * how long to wait before looking again, so the counts are written even if nothing else
    * happens. Every condition transition written is told as an Event.
    */
-  private async writeStatus(app: AppObject, input: Omit<StatusInput, "old" | "now" | "cfg">, ctx: ReconcileContext, computed?: AppStatus): Promise<number | undefined> {
-    const status = computed ?? this.status(app, input);
+  private async writeStatus(app: AppObject, status: AppStatus, ctx: ReconcileContext): Promise<number | undefined> {
     const key = keyOf({ namespace: app.metadata.namespace ?? "", name: app.metadata.name ?? "" });
     const d = decideStatusWrite(app.status, status, this.countsPendingSince.get(key), this.deps.now().getTime(), this.deps.countsDelayMs ?? DEFAULT_COUNTS_DELAY_MS);
     if (d.pendingSince === undefined) this.countsPendingSince.delete(key);
