@@ -19,7 +19,8 @@ import { analyticsRoutes } from "./governance/reads/analytics/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
-import { KubeClient, loadKubeConfig } from "../kube/client.ts";
+import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
+import { ReadYourWritesCache } from "../kube/read-your-writes.ts";
 import { Informer } from "../kube/informer.ts";
 import { API_VERSION } from "../crds/schemas.ts";
 import { appRoutes } from "./apps/routes.ts";
@@ -55,15 +56,17 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   const kube = new KubeClient(kubeConfig);
   const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);
+  // One read-your-writes cache of Apps for every service: what one writes, the others read back.
+  const apps = new ReadYourWritesCache(kube, API_FIELD_MANAGER).track("App", appCache);
   const governance = new Governance({
-    orm, kube, apps: appCache, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
+    orm, apps, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
     log: logger.child({ component: "governance" }),
   });
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance,
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
-    apps: new AppsService({ client: kube, apps: appCache, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube) }),
+    apps: new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };

@@ -1,7 +1,12 @@
 // What the API, the operator and kubectl users share about an App beyond its schema: the
 // annotations and finalizer through which they talk, the defaults that are not CRD defaults, and
 // the rule of the default URL. One definition each; both processes import them from here.
-import type { AppSpec } from "./schemas.ts";
+import { API_VERSION, type AppSpec } from "./schemas.ts";
+
+/** The reference of the App `name` in `namespace`, for reads and writes of it. */
+export function appRef(namespace: string, name: string): { apiVersion: string; kind: "App"; namespace: string; name: string } {
+  return { apiVersion: API_VERSION, kind: "App", namespace, name };
+}
 
 /**
  * App annotations written by the API and read by the operator: the governance key generation

@@ -23,6 +23,9 @@ export function groupVersionPath(apiVersion: string): string {
   return apiVersion.includes("/") ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
 }
 
+/** The API server serves no such kind (its group version, or the kind in it, is not installed). */
+export class UnknownKindError extends Error {}
+
 /** The collection path of a resource, in one namespace or across all. */
 export function resourcePath(o: { apiVersion: string; plural: string; namespace?: string | undefined }): string {
   const base = groupVersionPath(o.apiVersion);
@@ -124,7 +127,7 @@ export class ObjectClient {
     const r = (await kinds).get(kind);
     if (!r) {
       this.discovered.delete(apiVersion); // a CRD installed since: look again next time
-      throw new Error(`the API server has no kind ${kind} in ${apiVersion}`);
+      throw new UnknownKindError(`the API server has no kind ${kind} in ${apiVersion}`);
     }
     return r;
   }

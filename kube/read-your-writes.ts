@@ -40,6 +40,11 @@ export class ReadYourWritesCache {
     return this.recent.latest(kind, namespace, name, this.informer(kind).get(namespace, name) as T | undefined);
   }
 
+  /** The informer's object alone, without this process's writes (a deleted object that still exists on the server shows here). */
+  inCache<T extends KubeObject>(kind: string, namespace: string, name: string): T | undefined {
+    return this.informer(kind).get(namespace, name) as T | undefined;
+  }
+
   /** get(), falling back to the API server when neither the cache nor a write of ours has it. */
   async getOrFetch<T extends KubeObject>(ref: ObjectRef): Promise<T | undefined> {
     return this.get<T>(ref.kind, ref.namespace, ref.name) ?? await this.client.get<T>(ref);

@@ -3,10 +3,9 @@
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
-import { DEFAULT_CPU_TARGET, appUrl } from "../../crds/app.ts";
-import { API_FIELD_MANAGER, errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube/client.ts";
-import type { Informer } from "../../kube/informer.ts";
-import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
+import { DEFAULT_CPU_TARGET, appRef, appUrl } from "../../crds/app.ts";
+import { errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube/client.ts";
+import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import type { UsageReader } from "./metrics.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod } from "../errors.ts";
@@ -16,8 +15,8 @@ export type AppObject = KubeObject & { spec: Record<string, unknown>; status?: A
 type Out<T extends z.ZodType> = z.output<T>;
 
 export interface AppsServiceDeps {
-  client: WritingClient;
-  apps: Informer<AppObject>;
+  /** The API's read-your-writes cache of Apps (shared with governance). */
+  apps: ReadYourWritesCache;
   /** The namespace of a workspace (workspaces map 1:1 to namespaces). */
   namespaceOf: (workspaceId: string) => Promise<string>;
   baseDomain: string;
@@ -52,7 +51,7 @@ export class AppsService {
 
   constructor(deps: AppsServiceDeps) {
     this.d = deps;
-    this.cache = new ReadYourWritesCache(deps.client, API_FIELD_MANAGER).track("App", deps.apps);
+    this.cache = deps.apps;
   }
 
   // ---- reads (watch cache) -------------------------------------------------------------------
@@ -97,12 +96,15 @@ export class AppsService {
     const a = await this.load(wsId, appId);
     const spec = specOf(a);
     const p = a.status?.pipeline ?? {};
-    const usage = this.d.usage && (p.runtime?.totalReplicas ?? 0) > 0 ? await this.d.usage.usage(a.metadata.namespace!, appId) : null;
+    const [harbor, usage] = await Promise.all([
+      this.d.governance ? this.d.governance.harbor(wsId, appId) : { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null },
+      this.d.usage && (p.runtime?.totalReplicas ?? 0) > 0 ? this.d.usage.usage(a.metadata.namespace!, appId) : null,
+    ]);
     return {
       source: { status: p.source?.status ?? (spec.gitRepoUrl ? "ok" : "none"), gitRepo: spec.gitRepoUrl ?? null, branch: spec.gitBranch, lastCommitSha: p.source?.lastCommitSha ?? null, lastCommitMessage: p.source?.lastCommitMessage ?? null },
       build: { status: p.build?.status ?? "none", buildpack: p.build?.buildpack ?? null, imageTag: p.build?.imageTag ?? null, durationSeconds: p.build?.durationSeconds ?? null },
       deploy: { status: p.deploy?.status ?? "none", deployedAt: p.deploy?.deployedAt ?? null, revisionName: p.deploy?.revisionName ?? null },
-      harbor: this.d.governance ? await this.d.governance.harbor(wsId, appId) : { status: "not_provisioned", guardsEnabled: false, lastEvalAt: null },
+      harbor,
       // From the resource metrics API; null means unknown (no metrics API, no pods), never a made-up zero.
       runtime: { status: p.runtime?.status ?? "stopped", readyReplicas: p.runtime?.readyReplicas ?? 0, totalReplicas: p.runtime?.totalReplicas ?? 0, cpuUsageMillicores: usage?.cpuMillicores ?? null, memoryUsageMi: usage?.memoryMi ?? null },
       overallStatus: phaseOf(a),
@@ -127,7 +129,7 @@ export class AppsService {
     // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
     // Free means the server holds no App of that name: one this API just deleted may still be
     // there (terminating, held by a finalizer) though it reads as gone.
-    const taken = !!this.d.apps.get(ns, body.slug) || !!this.cache.get("App", ns, body.slug);
+    const taken = !!this.cache.inCache("App", ns, body.slug) || !!this.cache.get("App", ns, body.slug);
     const name = taken ? `${body.slug.slice(0, 52)}-${randomBytes(4).toString("hex").slice(0, 6)}` : body.slug;
     const obj: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } }, spec };
     let created: AppObject;
@@ -223,7 +225,6 @@ export class AppsService {
   }
 }
 
-const appRef = (namespace: string, name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace, name });
 
 interface Derived { app: AppObject; spec: AppSpec; searchName: string; created: string }
 

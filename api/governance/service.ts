@@ -2,11 +2,10 @@
 // checks every service-scoped endpoint shares: the App exists in the caller's workspace (404
 // app_not_found) and, for its data, its store is provisioned (404 governance_not_provisioned).
 import type { MikroORM } from "@mikro-orm/postgresql";
-import type { KubeClient, KubeObject } from "../../kube/client.ts";
 import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../../kube/logger.ts";
-import { appAnnotator, appLookup, type AppLookup } from "./stores/apps.ts";
+import { appAnnotator, appLookup, type AppLookup, type AppStore } from "./stores/apps.ts";
 import { EngineConfig } from "../../toolkit/src/index.ts";
 import { ObservabilityConfigService } from "./configs/app-configs.ts";
 import { GovernanceDb } from "./stores/db.ts";
@@ -28,9 +27,8 @@ export interface HarborStage {
 
 export interface GovernanceDeps {
   orm: MikroORM;
-  kube: KubeClient;
-  /** the App watch cache */
-  apps: { get(namespace: string, name: string): KubeObject | undefined };
+  /** the API's read-your-writes cache of Apps */
+  apps: AppStore;
   namespaceOf: (workspaceId: string) => Promise<string>;
   /** BERTH_GOVERNANCE_HOST */
   host: string;
@@ -57,13 +55,13 @@ export class Governance {
   constructor(deps: GovernanceDeps) {
     this.#log = deps.log;
     this.db = new GovernanceDb(deps.orm);
-    this.apps = appLookup({ apps: deps.apps, client: deps.kube, namespaceOf: deps.namespaceOf });
+    this.apps = appLookup({ apps: deps.apps, namespaceOf: deps.namespaceOf });
     this.keys = new AppKeyService({ db: this.db, log: deps.log });
     this.templates = new GuardTemplateService();
     this.configs = new ObservabilityConfigService({ db: this.db, templates: this.templates });
     this.scorer = deps.workers ? new WorkerPoolScorer({ size: deps.workers, log: deps.log }) : new InProcessScorer();
     this.prices = new PriceTable(deps.prices);
-    this.provisioning = new ProvisioningService({ db: this.db, apps: this.apps, annotate: appAnnotator(deps.kube), host: deps.host, log: deps.log });
+    this.provisioning = new ProvisioningService({ db: this.db, apps: this.apps, annotate: appAnnotator(deps.apps), host: deps.host, log: deps.log });
     this.ingestion = new IngestionService({ db: this.db, configs: this.configs, scorer: this.scorer, prices: this.prices, log: deps.log });
     this.reader = new StoreReader(this.db);
   }

@@ -20,6 +20,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { pino } from "pino";
 import { openOrm } from "../../api/db/orm.ts";
+import { uncachedApps } from "../../api/governance/stores/apps.ts";
 import { Governance } from "../../api/governance/service.ts";
 import { ident } from "../../api/governance/stores/names.ts";
 import { AnalyticsService, timeseriesParams } from "../../api/governance/reads/analytics/service.ts";
@@ -54,7 +55,7 @@ const pool = new pg.Pool({ connectionString: url, max: 2 });
 const roles: string[] = [];
 try {
   await pool.query(`insert into workspaces (id, name, namespace) values ($1, 'analytics bench', $2)`, [workspaceId, namespace]);
-  const gov = new Governance({ orm, kube: new KubeClient(loadKubeConfig(process.env.KUBECONFIG)), apps: { get: () => undefined }, namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });
+  const gov = new Governance({ orm, apps: uncachedApps(new KubeClient(loadKubeConfig(process.env.KUBECONFIG)), "bench"), namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });
   await gov.provisioning.provisionForOperator({ namespace, appName: "bench", appUid: "bench-uid", generation: 1 });
   const project = await gov.provisioning.project(workspaceId, "bench");
   if (!project) throw new Error("provisioning left no project");

@@ -28,6 +28,7 @@ import { parseArgs } from "node:util";
 import pg from "pg";
 import { pino } from "pino";
 import { openOrm } from "../../api/db/orm.ts";
+import { uncachedApps } from "../../api/governance/stores/apps.ts";
 import { Governance } from "../../api/governance/service.ts";
 import { ident } from "../../api/governance/stores/names.ts";
 import { scoreTraces } from "../../api/governance/ingest/scoring.ts";
@@ -246,7 +247,7 @@ let server: ChildProcess | undefined;
 const roles: string[] = [];
 try {
   await pool.query(`insert into workspaces (id, name, namespace) values ($1, 'ingest bench', $2)`, [workspaceId, namespace]);
-  const gov = new Governance({ orm, kube: new KubeClient(loadKubeConfig(KUBECONFIG)), apps: { get: () => undefined }, namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });
+  const gov = new Governance({ orm, apps: uncachedApps(new KubeClient(loadKubeConfig(KUBECONFIG)), "bench"), namespaceOf: () => Promise.resolve(namespace), host: "127.0.0.1:8080", log: pino({ level: "warn" }) });
   const provision = async (appName: string, opts: { raw?: boolean } = {}) => {
     const p = await gov.provisioning.provisionForOperator({ namespace, appName, appUid: `${appName}-uid`, generation: 1 });
     roles.push(`govr_${workspaceId}_${appName.replaceAll("-", "_")}`);

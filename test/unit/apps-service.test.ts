@@ -4,9 +4,11 @@ import test from "ava";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeApiError } from "../../kube/transport.ts";
 import type { Informer, InformerEvent } from "../../kube/informer.ts";
-import type { KubeClient } from "../../kube/client.ts";
+import { API_FIELD_MANAGER, type KubeClient } from "../../kube/client.ts";
+import { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { AppsService, type AppObject } from "../../api/apps/service.ts";
 import { ConflictError, NotFoundError } from "../../api/errors.ts";
+import { appLookup } from "../../api/governance/stores/apps.ts";
 
 function world() {
   let rv = 10;
@@ -28,10 +30,13 @@ function world() {
       : Promise.resolve({ ...o, metadata: { ...o.metadata, resourceVersion: String(++rv), uid: `uid-${rv}` } })),
     get: () => Promise.resolve(undefined), // the server no longer has it
   } as unknown as KubeClient;
-  const service = new AppsService({ client, apps: cache, namespaceOf: () => Promise.resolve("ns"), baseDomain: "apps.test" });
+  const apps = new ReadYourWritesCache(client, API_FIELD_MANAGER).track("App", cache);
+  const service = new AppsService({ apps, namespaceOf: () => Promise.resolve("ns"), baseDomain: "apps.test" });
+  // Governance reads Apps through the same cache, as buildServices wires it.
+  const governanceLookup = appLookup({ apps, namespaceOf: () => Promise.resolve("ns") });
   /** The watch delivers an event (the cache catches up). */
   const deliver = (e: InformerEvent, o: AppObject) => { if (e === "delete") objects.delete(o.metadata.name!); else objects.set(o.metadata.name!, o); for (const h of handlers) h(e, o); };
-  return { service, deliver, app };
+  return { service, deliver, app, governanceLookup };
 }
 
 test("a GET right after an update answers the update, before the cache shows it", async (t) => {
@@ -66,4 +71,11 @@ test("two creates of one slug before the cache shows the first: the second is re
   t.is((await w.service.create("ws", body)).id, "blog");
   await t.throwsAsync(w.service.create("ws", body), { instanceOf: ConflictError, message: /slug blog already exists/ });
   t.deepEqual((await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.id).sort(), ["blog", "shop"], "the list shows the new App at once");
+});
+
+test("governance reads the services' writes through the shared cache: a just-deleted App is gone for it too", async (t) => {
+  const w = world();
+  t.truthy(await w.governanceLookup("ws", "shop"));
+  await w.service.remove("ws", "shop");
+  t.is(await w.governanceLookup("ws", "shop"), undefined, "the watch cache still holds it, the deletion is read back");
 });

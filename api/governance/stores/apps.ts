@@ -2,7 +2,10 @@
 // after a create), and the annotations through which the API asks the operator for a fresh key
 // or switches governance off (their names and reading: crds/app.ts, shared with the operator).
 import { API_VERSION } from "../../../crds/schemas.ts";
-import { API_FIELD_MANAGER, isNotFound, type KubeClient, type KubeObject } from "../../../kube/client.ts";
+import { isNotFound } from "../../../kube/client.ts";
+import type { ObjectClient } from "../../../kube/objects.ts";
+import type { ReadYourWritesCache } from "../../../kube/read-your-writes.ts";
+import { appRef } from "../../../crds/app.ts";
 import { groupOf, type Access } from "../../../kube/rbac.ts";
 import { NotFoundError } from "../../errors.ts";
 
@@ -24,23 +27,36 @@ export type AppLookup = (workspaceId: string, appId: string) => Promise<AppRef |
 /** Patches an App's annotations (merge patch: null removes one). */
 export type AppAnnotator = (app: AppRef, annotations: Record<string, string | null>) => Promise<void>;
 
-export function appLookup(deps: { apps: { get(namespace: string, name: string): KubeObject | undefined }; client: KubeClient; namespaceOf: (workspaceId: string) => Promise<string> }): AppLookup {
+/**
+ * Where governance reads and annotates Apps: the API's one read-your-writes cache of Apps (shared
+ * with the services, so a write of either is read back by both).
+ */
+export type AppStore = Pick<ReadYourWritesCache, "getOrFetch" | "mergePatch">;
+
+/** The App store of a process that keeps no watch cache of Apps (scripts, benchmarks): every read asks the API server. */
+export function uncachedApps(client: Pick<ObjectClient, "get" | "mergePatch">, fieldManager: string): AppStore {
+  return {
+    getOrFetch: (ref) => client.get(ref),
+    mergePatch: (ref, patch) => client.mergePatch(ref, patch, fieldManager),
+  };
+}
+
+export function appLookup(deps: { apps: AppStore; namespaceOf: (workspaceId: string) => Promise<string> }): AppLookup {
   return async (workspaceId, appId) => {
     const namespace = await deps.namespaceOf(workspaceId);
-    const app = deps.apps.get(namespace, appId) ?? await deps.client.get({ apiVersion: API_VERSION, kind: "App", namespace, name: appId });
+    const app = await deps.apps.getOrFetch(appRef(namespace, appId));
     if (!app || app.metadata.deletionTimestamp) return undefined;
     return { namespace, name: appId, uid: app.metadata.uid, annotations: app.metadata.annotations ?? {} };
   };
 }
 
-export function appAnnotator(client: KubeClient): AppAnnotator {
+export function appAnnotator(apps: AppStore): AppAnnotator {
   return async (app, annotations) => {
     try {
-      await client.mergePatch({ apiVersion: API_VERSION, kind: "App", namespace: app.namespace, name: app.name }, { metadata: { annotations } }, API_FIELD_MANAGER);
+      await apps.mergePatch(appRef(app.namespace, app.name), { metadata: { annotations } });
     } catch (err) {
       if (isNotFound(err)) throw new NotFoundError("app_not_found", `No service ${app.name} in this workspace`);
       throw err;
     }
   };
 }
-
