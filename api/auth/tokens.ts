@@ -2,14 +2,14 @@
 // A key is <kind prefix> + 43 characters of base64url (32 random bytes). Only its SHA-256 digest
 // is stored; digests are compared with crypto.timingSafeEqual.
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
-/**
- * An app's scoped governance key (the credential inside GOVDB_CONNECTION): the toolkit, which
- * parses GOVDB_CONNECTION, declares the prefix; the API mints and checks keys with the same one.
- */
 import { APP_KEY_PREFIX } from "../../toolkit/src/client/connection.ts";
 
 export const WORKSPACE_KEY_PREFIX = "ws_sk_";
 export const PLATFORM_ADMIN_KEY_PREFIX = "pa_sk_";
+/**
+ * An app's scoped governance key (the credential inside GOVDB_CONNECTION): the toolkit, which
+ * parses GOVDB_CONNECTION, declares the prefix; the API mints and checks keys with the same one.
+ */
 export { APP_KEY_PREFIX };
 /** Characters of a key kept for display ("ws_sk_AbCdEf"): enough to tell keys apart, useless to an attacker. */
 export const DISPLAY_PREFIX_LENGTH = 12;

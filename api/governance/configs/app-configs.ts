@@ -14,7 +14,7 @@ import { randomUUID } from "node:crypto";
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { GuardEngine } from "../../../toolkit/src/index.ts";
 import { ValidationError } from "../../errors.ts";
-import type { Client, GovernanceDb } from "../stores/db.ts";
+import { pgCode, type Client, type GovernanceDb } from "../stores/db.ts";
 import {
   defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfig, resolveCustomTemplates,
   type ObservabilityConfigPatch, type TemplateSnapshot,
@@ -105,7 +105,7 @@ export class ObservabilityConfigService {
         });
       } catch (err) {
         // two first writes raced: the loser retries and merges onto the winner's row
-        if (typeof err === "object" && err !== null && "code" in err && err.code === UNIQUE_VIOLATION && attempt < 3) continue;
+        if (pgCode(err) === UNIQUE_VIOLATION && attempt < 3) continue;
         throw err;
       }
     }

@@ -86,11 +86,17 @@ export class GovernanceDb {
     try {
       return await this.tx(fn, { begin: `begin ${mode}; set local role ${ident(role)}${path}` });
     } catch (err) {
-      const code = (err as { code?: unknown }).code;
-      if (typeof code === "string" && STORE_GONE.has(code)) {
+      const code = pgCode(err);
+      if (code && STORE_GONE.has(code)) {
         throw new ConflictError("governance_store_unavailable", "The app's governance store was removed or is being re-created; retry.", { cause: err });
       }
       throw err;
     }
   }
+}
+
+/** The SQLSTATE of a PostgreSQL error (pg's DatabaseError.code), if it is one. */
+export function pgCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : undefined;
 }

@@ -2,10 +2,12 @@
 // the workspace id and the app id, always valid unquoted identifiers of at most 63 bytes, and the
 // advisory-lock keys that serialize work on one app.
 import { createHash } from "node:crypto";
+import { DNS_LABEL } from "../../../crds/schemas.ts";
 import { WORKSPACE_ID_PATTERN } from "../../workspaces/service.ts";
 
-/** An app id is its App's name: a DNS label. */
-export const APP_ID_PATTERN = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** An app id is its App's name: a DNS label (at most 63 characters). */
+const DNS_LABEL_RE = new RegExp(DNS_LABEL);
+const isAppId = (id: string) => id.length <= 63 && DNS_LABEL_RE.test(id);
 export const SCHEMA_PREFIX = "gov_";
 export const ROLE_PREFIX = "govr_";
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -26,7 +28,7 @@ export interface StoreNames {
  */
 export function storeNames(workspaceId: string, appId: string): StoreNames {
   if (!WORKSPACE_ID_PATTERN.test(workspaceId)) throw new Error(`not a workspace id: ${workspaceId}`);
-  if (!APP_ID_PATTERN.test(appId)) throw new Error(`not an app id: ${appId}`);
+  if (!isAppId(appId)) throw new Error(`not an app id: ${appId}`);
   let app = appId.replaceAll("-", "_");
   if (app.length > APP_PART_MAX) {
     const digest = createHash("sha256").update(appId).digest("hex").slice(0, 8);

@@ -16,7 +16,7 @@ import { randomUUID } from "node:crypto";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import type { Logger } from "../../../kube/logger.ts";
 import { ANNOTATIONS, governanceGeneration } from "../../../crds/app.ts";
-import { GOVERNANCE_DISABLED_CODE } from "../../../crds/governance.ts";
+import { GOVERNANCE_DISABLED_CODE, type DeprovisionRequest, type Provisioned, type ProvisionRequest } from "../../../crds/governance.ts";
 import { type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
@@ -28,8 +28,6 @@ import { mintAppKey, revokeAppKeys } from "../keys/app-keys.ts";
 /** active: the store exists; disabled: de-provisioned through the public DELETE, no store */
 export type ProjectStatus = "active" | "disabled";
 
-export interface ProvisionRequest { namespace: string; appName: string; appUid: string; generation: number }
-export interface Provisioned { project: string; workspaceId: string; database: string; generation: number; connectionString: string }
 export interface PublicProvisioned { appId: string; harborDatabase: string; connectionString: string }
 
 export interface ProjectRow {
@@ -126,7 +124,7 @@ export class ProvisioningService {
    * keys and the config. Idempotent. A store made for another App of the same name (another uid)
    * is left alone.
    */
-  async deprovisionForOperator(req: Omit<ProvisionRequest, "generation">): Promise<void> {
+  async deprovisionForOperator(req: DeprovisionRequest): Promise<void> {
     const workspaceId = await this.#workspaceOf(req.namespace);
     if (workspaceId === undefined) return;
     await this.#d.db.tx(async (c) => {

@@ -5,9 +5,9 @@ import { inspect } from "node:util";
 import { GovdbConnectionError } from "./errors.ts";
 
 export const APP_KEY_PREFIX = "gov_sk_";
-const KEY = /^gov_sk_[A-Za-z0-9_-]+$/;
+const KEY = new RegExp(`^${APP_KEY_PREFIX}[A-Za-z0-9_-]+$`);
 const DATABASE = /^[A-Za-z0-9_][A-Za-z0-9_.-]*$/;
-const SHAPE = "expected govdb://<key>@<host>/<database> with a gov_sk_ key";
+const SHAPE = `expected govdb://<key>@<host>/<database> with a ${APP_KEY_PREFIX} key`;
 
 /** A parsed GOVDB_CONNECTION. The key is readable (`key`) but never printed, logged or serialised. */
 export class GovdbConnection {
@@ -90,7 +90,7 @@ export function parseConnection(value: string): GovdbConnection {
     throw bad("the key is not valid");
   }
   if (key === "") throw bad("no key before @");
-  if (!KEY.test(key)) throw bad(key.startsWith(APP_KEY_PREFIX) ? "the key has characters other than A-Z a-z 0-9 _ -" : "the key does not start with gov_sk_");
+  if (!KEY.test(key)) throw bad(key.startsWith(APP_KEY_PREFIX) ? "the key has characters other than A-Z a-z 0-9 _ -" : `the key does not start with ${APP_KEY_PREFIX}`);
   if (url.hostname === "") throw bad("no host");
   const database = url.pathname.replace(/^\//, "");
   if (database === "" || !DATABASE.test(database)) throw bad(database === "" ? "no database after the host" : "the database name is not a plain name");
