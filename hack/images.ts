@@ -61,13 +61,6 @@ export interface BuiltImage {
   size: number;
 }
 
-export class MirrorUnreachableError extends Error {
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "MirrorUnreachableError";
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // pure helpers
 
@@ -97,11 +90,6 @@ export function debianMirror(files: readonly { name: string; text: string }[], s
     }
   }
   return undefined;
-}
-
-/** Whether a debootstrap log says the mirror could not be reached (as opposed to any other failure). */
-export function mirrorUnreachable(log: string): boolean {
-  return /Failed getting release file|Couldn't download (packages|release)|Temporary failure resolving|Could not resolve|Network is unreachable|Connection refused|Connection timed out/i.test(log);
 }
 
 /** /etc/passwd and /etc/group with the image's non-root user (NODE_UID, named `node`) added once. */
@@ -408,8 +396,7 @@ export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { 
           const e = err as { stdout?: string; stderr?: string };
           const output = `${e.stdout ?? ""}${e.stderr ?? ""}${existsSync(join(rootfs, "debootstrap/debootstrap.log")) ? readFileSync(join(rootfs, "debootstrap/debootstrap.log"), "utf8") : ""}`;
           const tail = output.trim().split("\n").slice(-8).join("\n");
-          if (mirrorUnreachable(output)) throw new MirrorUnreachableError(`debootstrap cannot reach the Debian mirror ${mirror}:\n${tail}`, { cause: err });
-          throw new Error(`debootstrap failed:\n${tail}`, { cause: err });
+          throw new Error(`debootstrap failed (mirror ${mirror}):\n${tail}`, { cause: err });
         }
         await slimRootfs(rootfs);
         const passwd = readFileSync(join(rootfs, "etc/passwd"), "utf8");
