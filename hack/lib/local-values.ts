@@ -7,6 +7,7 @@
 // prints the values as JSON (a YAML document Helm reads with -f).
 
 import { parseArgs } from "node:util";
+import { NODE_UID } from "../images.ts";
 
 /** The real node's label and taint (hack/lib/realnode.sh: --node-labels, registerWithTaints). */
 export const REAL_NODE_SELECTOR = { "berth.dev/node": "real" } as const;
@@ -15,8 +16,6 @@ export const REAL_NODE_TOLERATIONS = [{ key: "berth.dev/real-node", operator: "E
 export const DATABASE_SECRET = "berth-database";
 /** Host name of the API's Ingress: curl -H "Host: api.berth.local" "$BERTH_INGRESS_URL/api/v1/..." */
 export const API_INGRESS_HOST = "api.berth.local";
-/** The user of berth/node (hack/images.ts NODE_UID): the chart's pods run as the image's own user. */
-export const IMAGE_UID = 10001;
 
 export interface ImageRef { repository: string; tag: string }
 
@@ -33,7 +32,8 @@ export function localValues(input: { api: ImageRef; operator: ImageRef }): Recor
   const image = (ref: ImageRef) => ({ repository: ref.repository, tag: ref.tag, digest: "", pullPolicy: "IfNotPresent" });
   return {
     database: { existingSecret: DATABASE_SECRET, existingSecretKey: "DATABASE_URL" },
-    securityContext: { runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID, fsGroup: IMAGE_UID },
+    // the chart's pods run as berth/node's own user
+    securityContext: { runAsUser: NODE_UID, runAsGroup: NODE_UID, fsGroup: NODE_UID },
     operator: {
       replicas: 1,
       image: image(input.operator),

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import * as yaml from "js-yaml";
 import type * as k8s from "@kubernetes/client-node";
 import { loadOperatorConfig } from "../../operator/config.ts";
-import { API_INGRESS_HOST, DATABASE_SECRET, IMAGE_UID, localValues, parseReference, REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
+import { API_INGRESS_HOST, DATABASE_SECRET, localValues, parseReference, REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
 import { NODE_UID } from "../../hack/images.ts";
 import { K8S_VERSION, helm, kubectl, root } from "../helpers/binaries.ts";
 import { deleteNamespace, kube, uniqueName } from "../helpers/kube.ts";
@@ -45,13 +45,12 @@ test("an image reference splits into repository and tag (a registry's port is no
   t.throws(() => parseReference("127.0.0.1:5000/berth/berth-api@sha256:00"), { message: /with a tag/ });
 });
 
-test("the real node's label and taint are the ones hack/lib/realnode.sh registers; the pods' user is berth/node's", (t) => {
+test("the real node's label and taint are the ones hack/lib/realnode.sh registers", (t) => {
   const realnode = readFileSync(join(root, "hack/lib/realnode.sh"), "utf8");
   const [key, value] = Object.entries(REAL_NODE_SELECTOR)[0]!;
   t.true(realnode.includes(`--node-labels "${key}=${value}"`), "the kubelet registers the label");
   t.true(realnode.includes(`REAL_NODE_TAINT="${REAL_NODE_TOLERATIONS[0].key}"`), "the kubelet registers the taint");
   t.true(realnode.includes(`effect: ${REAL_NODE_TOLERATIONS[0].effect}`));
-  t.is(IMAGE_UID, NODE_UID);
 });
 
 test("the chart's pods run the local images on the real node as the images' user", (t) => {
@@ -60,7 +59,7 @@ test("the chart's pods run the local images on the real node as the images' user
     const spec = podSpec(w);
     t.deepEqual(spec.nodeSelector, { ...REAL_NODE_SELECTOR }, `${w.kind}/${w.metadata.name}`);
     t.deepEqual(spec.tolerations, REAL_NODE_TOLERATIONS.map((x) => ({ ...x })), `${w.kind}/${w.metadata.name}`);
-    t.like(spec.securityContext, { runAsNonRoot: true, runAsUser: IMAGE_UID, runAsGroup: IMAGE_UID });
+    t.like(spec.securityContext, { runAsNonRoot: true, runAsUser: NODE_UID, runAsGroup: NODE_UID });
   }
   t.is(podSpec(find("Deployment", "berth-api")).containers[0]!.image, API);
   t.is(podSpec(find("Job", "berth-migrations")).containers[0]!.image, API, "the migration hook runs the API image");
