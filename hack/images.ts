@@ -332,6 +332,33 @@ async function removeTarget(dir: string): Promise<void> {
   await rm(dir, { recursive: true, force: true });
 }
 
+/** Whether a process runs (signal 0: EPERM means it does, as another user's). */
+function running(pid: number): boolean {
+  try { process.kill(pid, 0); return true; } catch (err) { return (err as NodeJS.ErrnoException).code === "EPERM"; }
+}
+
+/**
+ * Removes the debootstrap targets an interrupted build left in the cache's tmp/ (a Ctrl-C skips the
+ * `finally`, so debootstrap's /proc and /sys mounts stay): every tmp/debootstrap-* but those of a
+ * build still running (the pid in the name). What cannot be removed is logged, not thrown: a new
+ * build uses a directory of its own.
+ */
+async function removeLeftoverTargets(cache: ImageCache, log: (l: string) => void): Promise<void> {
+  const tmp = join(cache.dir, "tmp");
+  if (!existsSync(tmp)) return;
+  for (const name of await readdir(tmp)) {
+    if (!name.startsWith("debootstrap-")) continue;
+    const pid = /^debootstrap-(\d+)-/.exec(name)?.[1];
+    if (pid !== undefined && Number(pid) !== process.pid && running(Number(pid))) continue;
+    try {
+      await removeTarget(join(tmp, name));
+      log(`removed ${join(tmp, name)}, left by an interrupted build`);
+    } catch (err) {
+      log(`cannot remove ${join(tmp, name)}, left by an interrupted build: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}
+
 /** dpkg's excludes of berth/debian, as in Debian's slim images: no documentation, manual pages or translations. */
 const DPKG_SLIM = `# berth/debian (hack/images.ts): no documentation, manual pages or translations, as Debian's slim images
 path-exclude /usr/share/doc/*
@@ -376,6 +403,7 @@ async function slimRootfs(rootfs: string): Promise<void> {
 export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { passwd: string; group: string }> {
   const cache = cacheOf(o);
   const log = logger(o);
+  await removeLeftoverTargets(cache, log);
   const key = cacheKey("debian", { suite: DEBIAN_SUITE, variant: "minbase", arch: "amd64", slim: DPKG_SLIM });
   let layer = await cache.cachedLayer(key);
   if (!layer) {
@@ -383,7 +411,7 @@ export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { 
     try { execFileSync("debootstrap", ["--version"], { stdio: "ignore" }); } catch { throw new Error("debootstrap is missing: apt-get install debootstrap"); }
     const mirror = o.mirror ?? machineMirror();
     layer = await timed(log, `built the Debian ${DEBIAN_SUITE} rootfs from ${mirror}`, () => cache.layer(key, `debootstrap --variant=minbase ${DEBIAN_SUITE} (${mirror}), slimmed`, async (out) => {
-      const dir = await cache.tmpDir("debootstrap");
+      const dir = await cache.tmpDir(`debootstrap-${process.pid}`); // the pid: removeLeftoverTargets keeps a running build's
       const rootfs = join(dir, "rootfs");
       try {
         log(`debootstrap --variant=minbase ${DEBIAN_SUITE} from ${mirror}`);
