@@ -1,5 +1,6 @@
 # BuildKit for the local cluster, sourced by hack/cluster after hack/lib/realnode.sh (which defines
-# DIR, RUN, NODE_ID, REGISTRY_PORT, node_start/node_running/node_stop, wait_for). With the real node
+# DIR, RUN, NODE_ID, REGISTRY_PORT, node_start/node_running/node_stop, undo_mounts_and_cgroups,
+# wait_for). With the real node
 # enabled, `hack/cluster up` starts buildkitd as a process of the host (its pid in
 # $DIR/buildkitd.pid) and `down` stops it; `hack/cluster env` exports BERTH_BUILDKIT_ADDR for
 # buildctl (hack/berth-images.ts builds Berth's own images with it).
@@ -59,19 +60,14 @@ EOF
 buildkit_up() {
   node_running buildkitd && return 0
   buildkit_config
-  node_start buildkitd out "$(bin_path buildkitd)" --config "$DIR/buildkitd.toml" --oci-worker-binary "$BUILDKIT_RUN/runc"
+  node_start buildkitd out "$(bin_path buildkitd)" --config "$DIR/buildkitd.toml"
   wait_for buildkitd 30 "$(bin_path buildctl)" --addr "unix://$BUILDKIT_SOCK" debug workers
 }
 
 buildkit_down() {
   node_stop buildkitd
-  local m d
   # A step killed with the daemon may leave its container's mounts and cgroups behind.
-  for m in $(awk '{print $2}' /proc/mounts | grep -E "^($BUILDKIT_DIR|$BUILDKIT_RUN)(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  for d in /sys/fs/cgroup/*/"$BUILDKIT_CGROUP" /sys/fs/cgroup/"$BUILDKIT_CGROUP"; do
-    [ -d "$d" ] || continue
-    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-  done
+  undo_mounts_and_cgroups "$BUILDKIT_CGROUP" "$BUILDKIT_DIR" "$BUILDKIT_RUN"
   rm -rf "$BUILDKIT_RUN" "$BUILDKIT_SOCK"
 }
 

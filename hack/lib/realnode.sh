@@ -243,15 +243,18 @@ node_bridge_config() {
 {
   "dir": "$RUN",
   "egress": true,
-  "toNode": [{ "name": "ingress", "listen": "127.0.0.1:$INGRESS_PORT", "target": "127.0.0.1:80" }],
+  "toNode": [
+    { "name": "ingress", "listen": "127.0.0.1:$INGRESS_PORT", "target": "127.0.0.1:80" },
+    { "name": "api", "listen": "127.0.0.1:$UP_API_PORT", "target": "$UP_API_CLUSTER_IP:80" }
+  ],
   "toHost": [
     { "name": "apiserver", "listen": "0.0.0.0:$API_PORT", "target": "127.0.0.1:$API_PORT" },
     { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_PORT" },
-    { "name": "berth-api", "listen": "$NODE_IP:$HOST_API_PORT", "target": "127.0.0.1:$HOST_API_PORT" }
+    { "name": "berth-api", "listen": "$NODE_IP:$HOST_API_PORT", "target": "127.0.0.1:$HOST_API_PORT" },
+    { "name": "postgres", "listen": "$NODE_IP:$UP_PG_PORT", "target": "127.0.0.1:$UP_PG_PORT" }
   ]
 }
 EOF
-  up_bridge_forwards "$NODE_DIR/netbridge.json"  # hack/lib/berth-on-node.sh
 }
 
 # The API server's egress for "cluster" traffic (kubelets, pods, services): the node side of the bridge.
@@ -401,6 +404,18 @@ EOF
   wait_for traefik 30 nsexec curl -sf http://127.0.0.1:80/ping
 }
 
+# Unmounts what is mounted under the directories (deepest first) and removes the cgroup `name`,
+# deepest first, from every hierarchy. Usage: undo_mounts_and_cgroups <cgroup name> <dir>...
+undo_mounts_and_cgroups() {
+  local cgroup="$1"; shift
+  local dirs m d; dirs=$(IFS='|'; echo "$*")
+  for m in $(awk '{print $2}' /proc/mounts | grep -E "^($dirs)(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  for d in /sys/fs/cgroup/*/"$cgroup" /sys/fs/cgroup/"$cgroup"; do
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+}
+
 node_down() {
   # Pods first, while the kubelet still runs to stop them and release their addresses.
   if node_running kubelet && [ -f "$KUBECONFIG_OUT" ]; then
@@ -420,15 +435,7 @@ node_down() {
     for t in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks delete -f "$t" >/dev/null 2>&1 || true; done
   fi
   for c in containerd netbridge-node netbridge-host registry; do node_stop "$c"; done
-  # Mounts under the node's directories, deepest first.
-  local m
-  for m in $(awk '{print $2}' /proc/mounts | grep -E "^($NODE_DIR|$RUN)(/|$)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  # The kubelet's cgroups, deepest first, in every hierarchy.
-  local d
-  for d in /sys/fs/cgroup/*/"$CGROUP_ROOT" /sys/fs/cgroup/"$CGROUP_ROOT"; do
-    [ -d "$d" ] || continue
-    find "$d" -depth -type d -exec rmdir {} \; 2>/dev/null || true
-  done
+  undo_mounts_and_cgroups "$CGROUP_ROOT" "$NODE_DIR" "$RUN"
   if ip netns list 2>/dev/null | grep -qw "$NETNS"; then ip netns delete "$NETNS"; log "deleted network namespace $NETNS"; fi
   node_restore_sysctls
   rm -rf "$RUN" "$NODE_DIR/kubelet" "$NODE_DIR/containerd" "$NODE_DIR/cni/ipam"
