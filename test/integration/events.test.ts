@@ -15,12 +15,15 @@ const k = kube();
 let ns = "";
 let app: KubeObject;
 let recorder: KubeEventRecorder;
+/** The recorder's log lines (warnings and up). */
+const logged: Record<string, unknown>[] = [];
 
 test.before(async () => {
   ns = await testNamespace(k, "events");
   app = await new KubeClient(k.kc).create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: ns }, spec: { name: "Shop", slug: "shop" } }, "test");
   const rest = KubeRest.from(await loadLeanKubeConfig((await identity("operator")).kubeconfig, {}));
-  recorder = new KubeEventRecorder(rest, { component: "berth-operator", instance: "test-0", log: pino({ level: "silent" }) });
+  const log = pino({ level: "warn" }, { write: (l: string) => { logged.push(JSON.parse(l) as Record<string, unknown>); } });
+  recorder = new KubeEventRecorder(rest, { component: "berth-operator", instance: "test-0", log });
 });
 test.after.always(async () => { await deleteNamespace(k, ns); });
 
@@ -48,7 +51,10 @@ test.serial("another message is another Event; a long message is trimmed to what
   t.true(events.every((e) => e.type === "Warning" && Buffer.byteLength(e.message ?? "") <= 1024));
 });
 
-test.serial("an Event that cannot be written is dropped without failing the caller", async (t) => {
-  recorder.event({ ...app, metadata: { ...app.metadata, namespace: "no-such-namespace-here" } }, "Normal", "Created", "x");
-  await t.notThrowsAsync(recorder.flush());
+test.serial("an Event that cannot be written fails no caller, and is logged as a warning", async (t) => {
+  logged.length = 0;
+  t.notThrows(() => recorder.event({ ...app, metadata: { ...app.metadata, namespace: "no-such-namespace-here" } }, "Normal", "Created", "x"));
+  await recorder.flush();
+  t.is(logged.length, 1);
+  t.like(logged[0], { level: 40, msg: "could not record an Event", reason: "Created", object: "App/no-such-namespace-here/shop" });
 });
