@@ -15,16 +15,14 @@
 // keeps `npm ci` as long as package.json and the lock are the same).
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { lstat, mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
+import { lstat, mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { homedir, tmpdir } from "node:os";
-import { parseArgs, promisify } from "node:util";
-import { buildBase, defaultCacheDir, IMAGES, ImageCache, pushImages, root } from "./images.ts";
+import { parseArgs } from "node:util";
+import { buildBase, defaultCacheDir, IMAGES, ImageCache, npmPackageDir, pushImages, root } from "./images.ts";
 import type { Digest } from "./lib/oci.ts";
 import { canonicalJson, sha256 } from "./lib/oci.ts";
 import { Registry } from "./lib/registry.ts";
-
-const execFileAsync = promisify(execFile);
 
 /** Bump when the way the images are built changes without a change to the files hashed. */
 export const BERTH_RECIPE = 1;
@@ -69,23 +67,6 @@ export function inputsTag(inputs: { files: readonly [string, string][]; baseDige
 
 export async function componentTag(component: Component, baseDigest: string, dir = root): Promise<string> {
   return inputsTag({ files: await fileDigests(dir, [...COMMON_INPUTS, BERTH_IMAGES[component].code]), baseDigest });
-}
-
-/** npm's package directory (npm pack of the pinned version, unpacked once into the image cache). */
-export async function npmPackage(cacheDir = defaultCacheDir(), log: (l: string) => void = () => {}): Promise<string> {
-  const dir = join(cacheDir, `npm-cli-${NPM_VERSION}`);
-  if (existsSync(join(dir, "bin/npm-cli.js"))) return dir;
-  const cache = new ImageCache(cacheDir);
-  const tmp = await cache.tmpDir("npm-cli");
-  try {
-    log(`fetching npm ${NPM_VERSION} from the npm registry`);
-    const { stdout } = await execFileAsync("npm", ["pack", `npm@${NPM_VERSION}`, "--pack-destination", tmp, "--silent"], { cwd: tmp });
-    await execFileAsync("tar", ["-xzf", join(tmp, stdout.trim().split("\n").at(-1) ?? ""), "-C", tmp]);
-    try { await rename(join(tmp, "package"), dir); } catch (err) { if (!existsSync(join(dir, "bin/npm-cli.js"))) throw err; }
-    return dir;
-  } finally {
-    await rm(tmp, { recursive: true, force: true });
-  }
 }
 
 export interface BerthImage {
@@ -179,7 +160,7 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
     if (!digest) {
       const addr = o.addr ?? process.env.BERTH_BUILDKIT_ADDR;
       if (!addr) throw new Error("no buildkitd address: pass --addr or set BERTH_BUILDKIT_ADDR (eval \"$(./hack/cluster env)\" with BERTH_REAL_NODE=1)");
-      npm ??= npmPackage(o.cacheDir, log);
+      npm ??= npmPackageDir(new ImageCache(o.cacheDir ?? defaultCacheDir()), "npm", NPM_VERSION, "bin/npm-cli.js", log);
       digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, await npm);
     }
     const seconds = (performance.now() - t0) / 1000;

