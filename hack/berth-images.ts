@@ -17,11 +17,12 @@ import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { lstat, mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
 import { join } from "node:path";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
 import { buildBase, defaultCacheDir, IMAGES, ImageCache, npmPackageDir, pushImages, root } from "./images.ts";
 import type { Digest } from "./lib/oci.ts";
 import { canonicalJson, sha256 } from "./lib/oci.ts";
+import { binPath } from "./lib/pinned.ts";
 import { Registry } from "./lib/registry.ts";
 
 /** Bump when the way the images are built changes without a change to the files hashed. */
@@ -93,13 +94,6 @@ export interface BuildOptions {
   log?: (line: string) => void;
 }
 
-const buildctlPath = (): string => {
-  const common = readFileSync(join(root, "hack/lib/common.sh"), "utf8");
-  const version = process.env.BUILDKIT_VERSION ?? /^BUILDKIT_VERSION="\$\{BUILDKIT_VERSION:-([^}"]+)\}"/m.exec(common)?.[1];
-  if (!version) throw new Error("BUILDKIT_VERSION is not pinned in hack/lib/common.sh");
-  return join(process.env.BERTH_CACHE ?? join(homedir(), ".cache/berth"), "bin", `buildctl-${version}`);
-};
-
 /** The base image's digest in the registry, pushing berth/node (and what it is built on) when missing. */
 async function baseDigest(registry: Registry, o: BuildOptions, log: (l: string) => void): Promise<Digest> {
   const have = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
@@ -128,7 +122,7 @@ async function buildctl(o: BuildOptions & { addr: string }, component: Component
       "--metadata-file", metadata,
     ];
     await new Promise<void>((resolve, reject) => {
-      const child = execFile(buildctlPath(), args, { maxBuffer: 256 * 1024 * 1024, cwd: root }, (err, _stdout, stderr) => {
+      const child = execFile(binPath("buildctl"), args, { maxBuffer: 256 * 1024 * 1024, cwd: root }, (err, _stdout, stderr) => {
         if (err) reject(new Error(`buildctl build --opt target=${img.target} failed:\n${stderr.trim().split("\n").slice(-25).join("\n")}`, { cause: err }));
         else resolve();
       });

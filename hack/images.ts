@@ -18,12 +18,12 @@
 import { execFile, execFileSync } from "node:child_process";
 import { createWriteStream, existsSync, readFileSync, statSync } from "node:fs";
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, writeFile } from "node:fs/promises";
-import { homedir } from "node:os";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { parseArgs, promisify } from "node:util";
 import type { Digest, ImageBlobs, ImageSpec, Layer, LayerBlob, TarEntry } from "./lib/oci.ts";
 import { canonicalJson, DEFAULT_PATH, extendImage, imageBlobs, imageSize, layerBytes, parentDirs, sha256, writeLayer } from "./lib/oci.ts";
+import { cacheRoot } from "./lib/pinned.ts";
 import type { PushResult } from "./lib/registry.ts";
 import { fileBlob, Registry } from "./lib/registry.ts";
 
@@ -184,7 +184,7 @@ export class ImageCache {
 }
 
 export function defaultCacheDir(): string {
-  return join(process.env.BERTH_CACHE ?? join(homedir(), ".cache/berth"), "images");
+  return join(cacheRoot(), "images");
 }
 
 // ---------------------------------------------------------------------------------------------

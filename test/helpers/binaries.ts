@@ -1,25 +1,14 @@
-// The pinned binaries of hack/lib/common.sh, from the same cache as its bin_path.
+// The pinned binaries of hack/lib/common.sh (hack/lib/pinned.ts: the same cache as its bin_path).
 import { execFile } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { join } from "node:path";
+import { binPath, pinned } from "../../hack/lib/pinned.ts";
 
+export { binPath, pinned };
 export const root = join(import.meta.dirname, "../..");
-const commonSh = readFileSync(join(root, "hack/lib/common.sh"), "utf8");
-
-/** A version pinned in hack/lib/common.sh (`NAME="${NAME:-v1.2.3}"`), overridable from the environment like there. */
-export function pinned(name: string): string {
-  const fromEnv = process.env[name];
-  if (fromEnv) return fromEnv;
-  const m = new RegExp(`^${name}="\\$\\{${name}:-([^}"]+)\\}"`, "m").exec(commonSh);
-  if (!m?.[1]) throw new Error(`${name} is not pinned in hack/lib/common.sh`);
-  return m[1];
-}
 
 export const K8S_VERSION = pinned("K8S_VERSION");
-const binDir = join(process.env.BERTH_CACHE ?? join(homedir(), ".cache/berth"), "bin");
-export const HELM = join(binDir, `helm-${pinned("HELM_VERSION")}`);
-export const KUBECTL = join(binDir, `kubectl-${K8S_VERSION}`);
+export const HELM = binPath("helm");
+export const KUBECTL = binPath("kubectl");
 
 export interface Run { code: number; stdout: string; stderr: string }
 

@@ -7,15 +7,12 @@
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "../../hack/bench/proc.ts";
+import { binPath } from "../../hack/lib/pinned.ts";
 import { Registry } from "../../hack/lib/registry.ts";
-import { pinned } from "./binaries.ts";
 import { eventually } from "./kube.ts";
-
-export const REGISTRY_BIN = join(process.env.BERTH_CACHE ?? join(homedir(), ".cache/berth"), "bin", `registry-${pinned("REGISTRY_VERSION")}`);
 
 export interface TestRegistry {
   /** 127.0.0.1:<port> */
@@ -27,16 +24,9 @@ export interface TestRegistry {
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 export async function startRegistry(): Promise<TestRegistry> {
-  if (!existsSync(REGISTRY_BIN)) throw new Error(`${REGISTRY_BIN} is missing: build it with hack/binaries registry`);
+  const bin = binPath("registry");
+  if (!existsSync(bin)) throw new Error(`${bin} is missing: build it with hack/binaries registry`);
   const dir = await mkdtemp(join(tmpdir(), "berth-registry-"));
   const port = await freePort();
   const host = `127.0.0.1:${port}`;
@@ -54,7 +44,7 @@ export async function startRegistry(): Promise<TestRegistry> {
     "",
   ].join("\n"));
   // no telemetry: the registry's OpenTelemetry exporter stays off
-  const child = spawn(REGISTRY_BIN, ["serve", config], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, OTEL_TRACES_EXPORTER: "none", OTEL_SDK_DISABLED: "true" } });
+  const child = spawn(bin, ["serve", config], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, OTEL_TRACES_EXPORTER: "none", OTEL_SDK_DISABLED: "true" } });
   let output = "";
   child.stdout.on("data", (d: Buffer) => { output += d.toString(); });
   child.stderr.on("data", (d: Buffer) => { output += d.toString(); });

@@ -10,12 +10,13 @@ import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
+import { freePort } from "../../hack/bench/proc.ts";
 import type { BuiltImage } from "../../hack/images.ts";
 import { buildBase, buildPause, buildSample, IMAGES, NODE_UID, pushImages } from "../../hack/images.ts";
 import { ImageCache, defaultCacheDir } from "../../hack/images.ts";
 import { MEDIA_TYPE, sha256 } from "../../hack/lib/oci.ts";
 import { eventually } from "../helpers/kube.ts";
-import { freePort, startRegistry, type TestRegistry } from "../helpers/registry.ts";
+import { startRegistry, type TestRegistry } from "../helpers/registry.ts";
 
 const execFileAsync = promisify(execFile);
 const log = () => {};

@@ -7,12 +7,12 @@ import test from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
+import { freePort } from "../../hack/bench/proc.ts";
 import { STAND_IN_ANSWERS } from "../../samples/hello/chat.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { identity } from "../helpers/identities.ts";
 import { eventually } from "../helpers/kube.ts";
-import { freePort } from "../helpers/registry.ts";
 
 const root = join(import.meta.dirname, "../..");
 let api: TestApi;
