@@ -57,11 +57,13 @@ export async function startRegistry(): Promise<TestRegistry> {
   };
   const client = new Registry(host);
   try {
-    await eventually(`the registry at ${host}`, async () => {
-      if (child.exitCode !== null) throw new Error(`the registry exited: ${output}`);
+    // an exit ends the wait at once: returned, not thrown (eventually retries what throws until its timeout)
+    const state = await eventually(`the registry at ${host}`, async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return "exited";
       await client.ping();
-      return true;
+      return "up";
     }, 15_000, 100);
+    if (state === "exited") throw new Error(`the registry exited (${child.exitCode ?? child.signalCode}): ${output}`);
   } catch (err) {
     await stop();
     throw err;

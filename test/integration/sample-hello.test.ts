@@ -32,6 +32,15 @@ function startService(env: Record<string, string>): { child: ChildProcess; exite
   return { child, exited: new Promise((r) => child.once("exit", (code) => r(code))) };
 }
 
+/** Waits for the sample's /healthz; fails at once if it exits (eventually retries what throws until its timeout, so the exit is returned, not thrown). */
+async function listening(child: ChildProcess, base: string): Promise<void> {
+  const state = await eventually(`the sample at ${base}`, async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return "exited";
+    return (await fetch(`${base}/healthz`)).ok && "listening";
+  }, 20_000, 100);
+  if (state === "exited") throw new Error(`the sample exited (${child.exitCode ?? child.signalCode}): ${output}`);
+}
+
 test.before(async () => {
   const apiPort = await freePort();
   api = await startApi({ env: { BERTH_API_PORT: String(apiPort), BERTH_GOVERNANCE_HOST: `127.0.0.1:${apiPort}` } });
@@ -41,10 +50,7 @@ test.before(async () => {
   const port = await freePort();
   url = `http://127.0.0.1:${port}`;
   ({ child: service, exited } = startService({ PORT: String(port), HELLO_VERSION: "7", GOVDB_CONNECTION: connection, GOVERNANCE_PROJECT: "hello" }));
-  await eventually(`the sample to listen (${output})`, async () => {
-    if (service.exitCode !== null) throw new Error(`the sample exited ${service.exitCode}: ${output}`);
-    return (await fetch(`${url}/healthz`)).ok;
-  }, 20_000, 100);
+  await listening(service, url);
 });
 
 test.after.always(async () => {
@@ -127,7 +133,7 @@ test("without GOVDB_CONNECTION the service still serves / and answers /chat with
   const s = startService({ PORT: String(port) });
   t.teardown(() => { if (s.child.exitCode === null) s.child.kill("SIGKILL"); });
   const u = `http://127.0.0.1:${port}`;
-  await eventually("the ungoverned sample to listen", async () => (await fetch(`${u}/healthz`)).ok, 20_000, 100);
+  await listening(s.child, u);
   t.is((await fetch(`${u}/`)).status, 200);
   const chat = await fetch(`${u}/chat`, { method: "POST", body: JSON.stringify({ message: "hi" }) });
   t.is(chat.status, 503);
