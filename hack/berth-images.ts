@@ -8,8 +8,9 @@
 //   tags    prints each image's content tag without building (no buildkitd needed)
 //
 // An image's tag is a content hash of everything it is built from: the Dockerfile and
-// .dockerignore, package.json and the lock, the code it copies (kube/, crds/, the toolkit's
-// sources, and api/ or operator/), npm's version and the base image's digest. A tag the registry
+// .dockerignore, every path its target's stages COPY from the build context (read from the
+// Dockerfile itself: package.json and the lock, kube/, crds/, the toolkit, and api/ or operator/),
+// npm's version and the base image's digest. A tag the registry
 // already has is not built again (a HEAD per image), so a second run takes well under a second;
 // a changed file rebuilds only from its COPY on (BuildKit's cache under the cluster's directory
 // keeps `npm ci` as long as package.json and the lock are the same).
@@ -37,8 +38,88 @@ export const BERTH_IMAGES = {
 export type Component = keyof typeof BERTH_IMAGES;
 export const COMPONENTS = Object.keys(BERTH_IMAGES) as Component[];
 
-/** What both images are built from, besides their own code directory. */
-export const COMMON_INPUTS = ["Dockerfile", ".dockerignore", "package.json", "package-lock.json", "toolkit/package.json", "toolkit/src", "crds", "kube"];
+/** The instructions of a Dockerfile: continuation lines joined, comments and blank lines dropped. */
+function instructions(text: string): { keyword: string; args: string }[] {
+  const out: { keyword: string; args: string }[] = [];
+  let current = "";
+  for (const line of text.split("\n")) {
+    if (/^\s*#/.test(line)) continue;
+    const continued = /\\\s*$/.test(line);
+    current += `${continued ? line.replace(/\\\s*$/, "") : line} `;
+    if (continued) continue;
+    const m = /^\s*(\w+)\s+(.*?)\s*$/.exec(current);
+    if (m) out.push({ keyword: m[1]!.toUpperCase(), args: m[2]! });
+    current = "";
+  }
+  return out;
+}
+
+/** An instruction's words, its --flags apart (exec form: a JSON array). */
+function words(args: string): { flags: Map<string, string>; rest: string[] } {
+  const flags = new Map<string, string>();
+  let rest = args;
+  for (let m = /^--([\w-]+)(?:=(\S*))?\s*/.exec(rest); m; m = /^--([\w-]+)(?:=(\S*))?\s*/.exec(rest)) {
+    flags.set(m[1]!, m[2] ?? "");
+    rest = rest.slice(m[0].length);
+  }
+  return { flags, rest: rest.startsWith("[") ? JSON.parse(rest) as string[] : rest.split(/\s+/).filter(Boolean) };
+}
+
+/** "./toolkit/src/" -> "toolkit/src"; "./" -> "." */
+const contextPath = (p: string): string => p.replace(/^(\.\/)+/, "").replace(/\/+$/, "") || ".";
+
+/**
+ * The build-context paths a Dockerfile's target is built from: the sources of every COPY and ADD
+ * without --from (and every RUN --mount of type bind without from=) in the target's stage and in
+ * the stages it is built on (FROM <stage>, COPY --from=<stage>, RUN --mount=...,from=<stage>).
+ * Named contexts and images are not the build context, so not paths. Sorted, without a path under
+ * another one. Throws on what a path cannot name here: a glob, a variable, an unknown target.
+ */
+export function dockerfileInputs(text: string, target: string): string[] {
+  const stages: { name: string; from: string; paths: string[]; uses: string[] }[] = [];
+  for (const { keyword, args } of instructions(text)) {
+    if (keyword === "FROM") {
+      const { rest } = words(args);
+      stages.push({ name: (rest[2] ?? String(stages.length)).toLowerCase(), from: rest[0]!.toLowerCase(), paths: [], uses: [] });
+      continue;
+    }
+    const stage = stages.at(-1);
+    if (!stage) continue;
+    if (keyword === "COPY" || keyword === "ADD") {
+      const { flags, rest } = words(args);
+      if (flags.has("from")) { stage.uses.push(flags.get("from")!.toLowerCase()); continue; }
+      stage.paths.push(...rest.slice(0, -1).filter((p) => !/^(https?|git):\/\/|^git@/.test(p)));
+    } else if (keyword === "RUN") {
+      for (const m of args.matchAll(/--mount=(\S+)/g)) {
+        const opts = new Map(m[1]!.split(",").map((kv) => [kv.split("=")[0]!, kv.slice(kv.indexOf("=") + 1)] as const));
+        if (opts.has("from")) stage.uses.push(opts.get("from")!.toLowerCase());
+        else if ((opts.get("type") ?? "bind") === "bind") stage.paths.push(opts.get("source") ?? opts.get("src") ?? ".");
+      }
+    }
+  }
+  const byName = new Map(stages.map((s) => [s.name, s]));
+  if (!byName.has(target.toLowerCase())) throw new Error(`the Dockerfile has no stage ${target}`);
+  const paths = new Set<string>();
+  const seen = new Set<string>();
+  const visit = (name: string): void => {
+    const stage = byName.get(name);
+    if (!stage || seen.has(name)) return; // an image or a named context
+    seen.add(name);
+    for (const p of stage.paths) {
+      if (/[*?[$]/.test(p)) throw new Error(`COPY ${p}: a glob or a variable names no path the content tag can hash`);
+      paths.add(contextPath(p));
+    }
+    for (const used of [stage.from, ...stage.uses]) visit(used);
+  };
+  visit(target.toLowerCase());
+  const sorted = [...paths].sort();
+  return sorted.filter((p) => !sorted.some((q) => q !== p && (q === "." || p.startsWith(`${q}/`))));
+}
+
+/** What an image is built from: the Dockerfile, .dockerignore and its target's build-context paths. */
+export function imageInputs(dockerfile: string, target: string): string[] {
+  return ["Dockerfile", ".dockerignore", ...dockerfileInputs(dockerfile, target)];
+}
 
 /** Left out of the build context by .dockerignore, so left out of the hash too. */
 export const skipped = (name: string): boolean => name === "node_modules" || name.endsWith(".test.ts") || name.endsWith(".tmp.ts");
@@ -50,7 +131,7 @@ export async function fileDigests(dir: string, paths: readonly string[]): Promis
     const abs = join(dir, rel);
     const st = await lstat(abs);
     if (st.isDirectory()) {
-      for (const name of (await readdir(abs)).sort()) if (!skipped(name)) await walk(`${rel}/${name}`);
+      for (const name of (await readdir(abs)).sort()) if (!skipped(name)) await walk(rel === "." ? name : `${rel}/${name}`);
     } else if (st.isFile()) {
       out.push([rel, `${st.mode & 0o111 ? "x" : "-"}${sha256(await readFile(abs))}`]);
     } else if (st.isSymbolicLink()) {
@@ -66,8 +147,20 @@ export function inputsTag(inputs: { files: readonly [string, string][]; baseDige
   return sha256(canonicalJson({ recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files })).slice(7, 19);
 }
 
+/** Whether `file` (relative to the context) is `input` or under it. */
+const within = (file: string, input: string): boolean => input === "." || file === input || file.startsWith(`${input}/`);
+
+/** The content tags of the components' images; the files they share are read and hashed once. */
+export async function componentTags(baseDigest: string, components: readonly Component[] = COMPONENTS, dir = root): Promise<Record<Component, string>> {
+  const dockerfile = await readFile(join(dir, "Dockerfile"), "utf8");
+  const inputs = components.map((c) => [c, imageInputs(dockerfile, BERTH_IMAGES[c].target)] as const);
+  const all = [...new Set(inputs.flatMap(([, paths]) => paths))].sort();
+  const files = await fileDigests(dir, all.filter((p) => !all.some((q) => q !== p && within(p, q))));
+  return Object.fromEntries(inputs.map(([c, paths]) => [c, inputsTag({ files: files.filter(([f]) => paths.some((p) => within(f, p))), baseDigest })])) as Record<Component, string>;
+}
+
 export async function componentTag(component: Component, baseDigest: string, dir = root): Promise<string> {
-  return inputsTag({ files: await fileDigests(dir, [...COMMON_INPUTS, BERTH_IMAGES[component].code]), baseDigest });
+  return (await componentTags(baseDigest, [component], dir))[component];
 }
 
 export interface BerthImage {
@@ -144,7 +237,8 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
   await registry.ping();
   const base = await baseDigest(registry, o, log);
   const components = o.components ?? COMPONENTS;
-  const wanted = await Promise.all(components.map(async (c) => ({ c, tag: await componentTag(c, base) })));
+  const tags = await componentTags(base, components);
+  const wanted = components.map((c) => ({ c, tag: tags[c] }));
   let npm: Promise<string> | undefined; // fetched once, and only when something is built
   return Promise.all(wanted.map(async ({ c, tag }) => {
     const t0 = performance.now();
@@ -175,7 +269,8 @@ async function main(argv: string[]): Promise<number> {
     const registry = new Registry(values.registry);
     const base = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
     if (!base) throw new Error(`${values.registry} has no ${IMAGES.node.name}:${IMAGES.node.tag} (node hack/images.ts build-base --registry ${values.registry})`);
-    for (const c of COMPONENTS) process.stdout.write(`${values.registry}/${BERTH_IMAGES[c].name}:${await componentTag(c, base)}\n`);
+    const tags = await componentTags(base);
+    for (const c of COMPONENTS) process.stdout.write(`${values.registry}/${BERTH_IMAGES[c].name}:${tags[c]}\n`);
     return 0;
   }
   if (command !== "build" || !values.registry) { usage(); return command === undefined || values.help ? 0 : 2; }

@@ -1,10 +1,11 @@
 // The content tags of Berth's images (hack/berth-images.ts): a function of the files an image is
-// built from, as .dockerignore leaves them in the build context, and of the base image's digest.
+// built from (the paths the Dockerfile's stages copy from the build context, read from the
+// Dockerfile), as .dockerignore leaves them in the build context, and of the base image's digest.
 import test from "ava";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { COMMON_INPUTS, fileDigests, inputsTag, skipped } from "../../hack/berth-images.ts";
+import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, imageInputs, inputsTag, skipped } from "../../hack/berth-images.ts";
 import { root } from "../helpers/binaries.ts";
 
 const BASE = "sha256:" + "a".repeat(64);
@@ -49,10 +50,59 @@ test("what .dockerignore keeps out of the context does not change the tag", asyn
   t.true(skipped("node_modules") && skipped("x.test.ts") && !skipped("main.ts"));
 });
 
-test("every input the hash reads exists in the repository and is copied by the Dockerfile", async (t) => {
+const DOCKERFILE = `ARG BASE=registry/berth/node:v1
+FROM \${BASE} AS deps
+COPY package.json package-lock.json ./
+RUN --mount=type=bind,from=npm,target=/opt/npm \\
+    --mount=type=cache,target=/root/.npm \\
+    node /opt/npm/bin/npm-cli.js ci
+
+# the runtime
+FROM \${BASE} AS runtime
+COPY --from=deps /app/node_modules ./node_modules
+COPY ["toolkit/src", "./toolkit/src"]
+COPY --chown=0:0 \\
+     ./kube/ ./kube
+FROM runtime AS one
+COPY one ./one
+FROM runtime AS two
+RUN --mount=type=bind,source=scripts,target=/s /s/setup
+COPY two/ ./two
+`;
+
+test("the inputs are the build-context paths a target's stages copy, read from the Dockerfile", (t) => {
+  t.deepEqual(dockerfileInputs(DOCKERFILE, "deps"), ["package-lock.json", "package.json"]);
+  t.deepEqual(dockerfileInputs(DOCKERFILE, "one"), ["kube", "one", "package-lock.json", "package.json", "toolkit/src"], "its stage, the stage it is FROM and the stage it copies --from");
+  t.deepEqual(dockerfileInputs(DOCKERFILE, "two"), ["kube", "package-lock.json", "package.json", "scripts", "toolkit/src", "two"], "a RUN's bind mount of the context is an input");
+  t.deepEqual(imageInputs(DOCKERFILE, "one"), ["Dockerfile", ".dockerignore", "kube", "one", "package-lock.json", "package.json", "toolkit/src"]);
+  t.throws(() => dockerfileInputs(DOCKERFILE, "three"), { message: /no stage three/ });
+  t.throws(() => dockerfileInputs(DOCKERFILE.replace("COPY one", "COPY *.json"), "one"), { message: /glob/ });
+});
+
+test("a COPY added to the Dockerfile is a new input of the targets built on its stage, and only of them", (t) => {
+  const before = { one: dockerfileInputs(DOCKERFILE, "one"), two: dockerfileInputs(DOCKERFILE, "two") };
+  const inRuntime = DOCKERFILE.replace("FROM runtime AS one", "COPY crds ./crds\nFROM runtime AS one");
+  t.deepEqual(dockerfileInputs(inRuntime, "one"), [...before.one, "crds"].sort());
+  t.deepEqual(dockerfileInputs(inRuntime, "two"), [...before.two, "crds"].sort());
+  const inTwo = `${DOCKERFILE}COPY extra.json ./\n`;
+  t.deepEqual(dockerfileInputs(inTwo, "one"), before.one);
+  t.deepEqual(dockerfileInputs(inTwo, "two"), [...before.two, "extra.json"].sort());
+  const fromStage = `${DOCKERFILE}COPY --from=deps /app/package.json ./copy.json\n`;
+  t.deepEqual(dockerfileInputs(fromStage, "two"), before.two, "a COPY --from another stage reads no new file of the context");
+  const covered = DOCKERFILE.replace("FROM runtime AS one", "COPY toolkit ./toolkit\nFROM runtime AS one");
+  t.deepEqual(dockerfileInputs(covered, "one"), ["kube", "one", "package-lock.json", "package.json", "toolkit"], "a path under another is not listed twice");
+});
+
+test("the repository's Dockerfile: each image's inputs are there, its own code and not the other's; the tags of both at once are those of each alone", async (t) => {
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
-  for (const p of COMMON_INPUTS.filter((p) => p !== "Dockerfile" && p !== ".dockerignore")) {
-    t.true(new RegExp(`^COPY .*\\b${p.replace(/[./]/g, (c) => `\\${c}`)}\\b`, "m").test(dockerfile), `the Dockerfile copies ${p}`);
+  for (const c of COMPONENTS) {
+    const inputs = imageInputs(dockerfile, BERTH_IMAGES[c].target);
+    const other = BERTH_IMAGES[c === "api" ? "operator" : "api"].code;
+    t.true(inputs.includes(BERTH_IMAGES[c].code) && !inputs.includes(other), `${c}: ${inputs.join(" ")}`);
+    t.true(["package.json", "package-lock.json", "kube", "crds", "toolkit/src"].every((p) => inputs.includes(p)), `${c}: ${inputs.join(" ")}`);
+    t.true((await fileDigests(root, inputs)).length > 50);
   }
-  t.true((await fileDigests(root, COMMON_INPUTS)).length > 50);
+  const tags = await componentTags(BASE);
+  for (const c of COMPONENTS) t.is(tags[c], await componentTag(c, BASE), c);
+  t.not(tags.api, tags.operator);
 });
