@@ -2,9 +2,10 @@
 // repository's Dockerfile (two targets) into the local registry (docs/images.md).
 //
 // Usage: node hack/berth-images.ts build --registry 127.0.0.1:PORT [--addr unix:///...sock] [--json] [--progress]
-//   build   builds what the registry lacks and prints the references, one a line (--json: with
-//           digests and whether each was built). --addr defaults to $BERTH_BUILDKIT_ADDR (hack/cluster
-//           env); the base berth/node:v1 is built and pushed first when the registry lacks it.
+//   build   builds what the registry lacks and prints the references, one a line, berth-api's
+//           then berth-operator's (--json: with digests and whether each was built). --addr
+//           defaults to $BERTH_BUILDKIT_ADDR (hack/cluster env); the base berth/node:v1 is built
+//           and pushed first when the registry lacks it.
 //   tags    prints each image's content tag without building (no buildkitd needed)
 //
 // An image's tag is a content hash of everything it is built from: the Dockerfile and
@@ -262,7 +263,7 @@ async function main(argv: string[]): Promise<number> {
     args: argv, allowPositionals: true,
     options: { registry: { type: "string" }, addr: { type: "string" }, json: { type: "boolean" }, progress: { type: "boolean" }, cache: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
-  const usage = () => process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 8).map((l) => l.slice(3)).join("\n") + "\n");
+  const usage = () => process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 9).map((l) => l.slice(3)).join("\n") + "\n");
   const command = positionals[0];
   if (command === "tags") {
     if (!values.registry) { usage(); return 2; }

@@ -16,13 +16,13 @@
 // Everything is cached under ~/.cache/berth/images ($BERTH_CACHE/images); a layer is rebuilt only
 // when its inputs change, so a second run pushes the same digests, or nothing.
 import { execFile, execFileSync } from "node:child_process";
-import { createWriteStream, existsSync, readFileSync, statSync } from "node:fs";
+import { createWriteStream, existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Writable } from "node:stream";
 import { parseArgs, promisify } from "node:util";
 import type { Digest, ImageBlobs, ImageSpec, Layer, LayerBlob, TarEntry } from "./lib/oci.ts";
-import { canonicalJson, DEFAULT_PATH, extendImage, imageBlobs, imageSize, layerBytes, parentDirs, sha256, writeLayer } from "./lib/oci.ts";
+import { canonicalJson, comparePaths, DEFAULT_PATH, extendImage, imageBlobs, imageSize, layerBytes, parentDirs, sha256, writeLayer } from "./lib/oci.ts";
 import { cacheRoot } from "./lib/pinned.ts";
 import type { PushResult } from "./lib/registry.ts";
 import { fileBlob, Registry } from "./lib/registry.ts";
@@ -228,7 +228,7 @@ export async function treeEntries(dir: string, prefix: string, opts: TreeOptions
   await walk(dir, "");
   const at = (p: string) => (prefix === "" ? p : `${prefix}/${p}`);
   const entries = found.map((f) => ({ ...f, entry: { ...f.entry, path: at(f.entry.path) } }));
-  entries.sort((a, b) => Buffer.compare(Buffer.from(a.entry.path), Buffer.from(b.entry.path)));
+  entries.sort((a, b) => comparePaths(a.entry.path, b.entry.path));
   const firstOf = new Map<string, string>();
   return entries.map(({ entry, inode }) => {
     if (inode === undefined) return entry;
@@ -266,9 +266,11 @@ export async function buildPause(o: BuildOptions = {}): Promise<BuiltImage> {
   const log = logger(o);
   const sourcePath = join(root, "hack/images/pause.c");
   const source = readFileSync(sourcePath);
-  const gcc = execFileSync("gcc", ["--version"], { encoding: "utf8" }).split("\n")[0];
-  const key = cacheKey("pause", { source: sha256(source), gcc, flags: PAUSE_CFLAGS });
+  // gcc's version is recorded with the layer, not keyed: a warm build runs no gcc (after an upgrade
+  // of gcc, delete layers/pause-*.json to rebuild with it)
+  const key = cacheKey("pause", { source: sha256(source), flags: PAUSE_CFLAGS });
   const layer = (await cache.cachedLayer(key)) ?? await timed(log, "built the pause binary", () => cache.layer(key, `gcc ${PAUSE_CFLAGS.join(" ")} hack/images/pause.c -o /pause`, async (out) => {
+    const gcc = execFileSync("gcc", ["--version"], { encoding: "utf8" }).split("\n")[0] ?? "";
     const dir = await cache.tmpDir("pause");
     try {
       const bin = join(dir, "pause");
@@ -277,7 +279,7 @@ export async function buildPause(o: BuildOptions = {}): Promise<BuiltImage> {
       } catch (err) {
         throw new Error(`gcc failed (the static C library comes from libc6-dev: apt-get install libc6-dev): ${(err as { stderr?: string }).stderr ?? String(err)}`, { cause: err });
       }
-      return writeLayer([{ path: "pause", type: "file", mode: 0o755, uid: 0, gid: 0, data: await readFile(bin) }], out);
+      return { ...await writeLayer([{ path: "pause", type: "file", mode: 0o755, uid: 0, gid: 0, data: await readFile(bin) }], out), extra: { gcc } };
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
@@ -295,7 +297,7 @@ export function machineMirror(): string {
   for (const path of ["/etc/apt/sources.list"]) if (existsSync(path)) files.push({ name: path, text: readFileSync(path, "utf8") });
   const dir = "/etc/apt/sources.list.d";
   if (existsSync(dir)) {
-    for (const name of execFileSync("ls", [dir], { encoding: "utf8" }).split("\n").filter((n) => /\.(list|sources)$/.test(n)).sort()) {
+    for (const name of readdirSync(dir).filter((n) => /\.(list|sources)$/.test(n)).sort()) {
       files.push({ name, text: readFileSync(join(dir, name), "utf8") });
     }
   }

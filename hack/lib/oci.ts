@@ -31,10 +31,6 @@ export function sha256(data: Uint8Array | string): Digest {
   return `sha256:${createHash("sha256").update(data).digest("hex")}`;
 }
 
-export function isDigest(value: string): value is Digest {
-  return /^sha256:[0-9a-f]{64}$/.test(value);
-}
-
 /** JSON with object keys sorted at every level: the same value always gives the same bytes. */
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {

@@ -32,9 +32,10 @@ grep -q "\"listen\": \"$BERTH_NODE_IP:$pg_port\"" "$BERTH_LOCAL/cluster/node/net
 log "images: base, sample and Berth's own, into $BERTH_REGISTRY"
 node hack/images.ts build-base --registry "$BERTH_REGISTRY" >/dev/null
 sample_image=$(node hack/images.ts build-sample --registry "$BERTH_REGISTRY" | tail -1)
-berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY" --json)
-api_image=$(node -e 'console.log(JSON.parse(process.argv[1]).find((i) => i.component === "api").reference)' "$berth_images")
-operator_image=$(node -e 'console.log(JSON.parse(process.argv[1]).find((i) => i.component === "operator").reference)' "$berth_images")
+berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY")   # berth-api's reference, then berth-operator's
+read -r -d '' api_image operator_image <<<"$berth_images" || true   # (read -d '' returns 1 at the end of its input)
+[[ "$api_image" == */berth/berth-api:* && "$operator_image" == */berth/berth-operator:* ]] ||
+  die "hack/berth-images.ts printed no berth-api and berth-operator references: $berth_images"
 
 # 3. What the chart expects to exist.
 kubectl_ apply --server-side --force-conflicts -f crds/generated >/dev/null
