@@ -65,33 +65,31 @@ export class StoreReader {
   }
 
   async evals(store: StoreRef, q: { limit: number; offset: number; trace_id?: string | undefined }): Promise<z.input<typeof Eval>[]> {
-    const s = ident(store.schema);
-    const where = q.trace_id !== undefined ? "where trace_id = $1" : "";
-    return this.#db.appTx(store.role, async (c) => {
-      const { rows } = await c.query(
-        `select id, trace_id, eval_type, score, passed, details, ${isoSql("created_at")} as created_at from ${s}.evals ${where}
-          order by created_at desc, trace_id, ordinal limit ${q.limit} offset ${q.offset}`, q.trace_id !== undefined ? [q.trace_id.toLowerCase()] : []);
-      return rows.map((r: Row) => ({
-        id: r.id as string, traceId: r.trace_id as string, evalType: r.eval_type as z.input<typeof Eval>["evalType"], score: r.score as number,
-        passed: r.passed as boolean, details: r.details as string, createdAt: r.created_at as string,
-      }));
-    }, { readOnly: true });
+    return this.#page(store, "evals", "id, trace_id, eval_type, score, passed, details", { column: "trace_id", value: q.trace_id?.toLowerCase() }, q, (r) => ({
+      id: r.id as string, traceId: r.trace_id as string, evalType: r.eval_type as z.input<typeof Eval>["evalType"], score: r.score as number,
+      passed: r.passed as boolean, details: r.details as string, createdAt: r.created_at as string,
+    }));
   }
 
   async guardBlocks(store: StoreRef, q: { limit: number; offset: number; guard_type?: string | undefined }): Promise<z.input<typeof GuardBlock>[]> {
-    const s = ident(store.schema);
-    const where = q.guard_type !== undefined ? "where guard_type = $1" : "";
+    return this.#page(store, "guard_blocks", "id, trace_id, guard_type, blocked_content, confidence, action, phase, source", { column: "guard_type", value: q.guard_type }, q, (r) => ({
+      id: r.id as string, traceId: r.trace_id as string, guardType: r.guard_type as z.input<typeof GuardBlock>["guardType"],
+      blockedContent: r.blocked_content as string, confidence: r.confidence as number, action: r.action as "block" | "redact",
+      phase: r.phase as "input" | "output", source: r.source as string, createdAt: r.created_at as string,
+    }));
+  }
+
+  /** A page of a store table's rows of one trace's scoring (evals, guard blocks), newest first, optionally filtered on one column. */
+  async #page<T>(store: StoreRef, table: "evals" | "guard_blocks", columns: string, filter: { column: string; value: string | undefined }, q: { limit: number; offset: number }, map: (r: Row) => T): Promise<T[]> {
+    const where = filter.value !== undefined ? `where ${filter.column} = $1` : "";
     return this.#db.appTx(store.role, async (c) => {
       const { rows } = await c.query(
-        `select id, trace_id, guard_type, blocked_content, confidence, action, phase, source, ${isoSql("created_at")} as created_at
-           from ${s}.guard_blocks ${where} order by created_at desc, trace_id, ordinal limit ${q.limit} offset ${q.offset}`, q.guard_type !== undefined ? [q.guard_type] : []);
-      return rows.map((r: Row) => ({
-        id: r.id as string, traceId: r.trace_id as string, guardType: r.guard_type as z.input<typeof GuardBlock>["guardType"],
-        blockedContent: r.blocked_content as string, confidence: r.confidence as number, action: r.action as "block" | "redact",
-        phase: r.phase as "input" | "output", source: r.source as string, createdAt: r.created_at as string,
-      }));
+        `select ${columns}, ${isoSql("created_at")} as created_at from ${ident(store.schema)}.${table} ${where}
+          order by created_at desc, trace_id, ordinal limit ${q.limit} offset ${q.offset}`, filter.value !== undefined ? [filter.value] : []);
+      return rows.map(map);
     }, { readOnly: true });
   }
+
 
   async verifyAudit(store: StoreRef): Promise<ChainVerification> {
     return this.#db.appTx(store.role, (c) => verifyChain(c, store.schema), { readOnly: true, repeatableRead: true });
