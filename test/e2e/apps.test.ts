@@ -4,12 +4,12 @@
 // the pod. Every assertion is about what a user sees: a status that means pods are Ready, answers
 // through the ingress, traces in the governance API, a failure with a reason to act on.
 import test from "ava";
-import { request } from "node:http";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import type { RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
+import { viaIngress as ingressRequest, type Answer, type IngressRequest } from "../helpers/ingress.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
@@ -68,26 +68,8 @@ async function phase(id: string, want: string, timeoutMs = 120_000): Promise<App
   }, timeoutMs, 500);
 }
 
-interface Answer { status: number; text: string }
-
-/**
- * A request through the ingress, as a browser sends it to https://<slug>.<domain> (here plain HTTP
- * on the forwarded port). node:http, because fetch drops a Host header (a forbidden header name).
- */
-function viaIngress(slug: string, path = "/", opts: { method?: string; json?: unknown } = {}): Promise<Answer> {
-  const body = opts.json === undefined ? undefined : JSON.stringify(opts.json);
-  return new Promise((resolve, reject) => {
-    const req = request(`${INGRESS}${path}`, {
-      method: opts.method ?? "GET", timeout: 10_000,
-      headers: { Host: `${slug}.${DOMAIN}`, ...(body ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
-    }, (res) => {
-      let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-    });
-    req.on("timeout", () => req.destroy(new Error("no answer in 10 s"))).on("error", reject);
-    req.end(body);
-  });
-}
+/** A request through the ingress for <slug>.<domain>. */
+const viaIngress = (slug: string, path = "/", opts: IngressRequest = {}): Promise<Answer> => ingressRequest(INGRESS, `${slug}.${DOMAIN}`, path, opts);
 
 test.serial("an App of the sample image is active only once its pod really runs Ready on the real node, and the ingress serves it", async (t) => {
   const r = await api.fetchJson("POST", apps(), { body: { name: "Hello", slug: "hello", image: SAMPLE, port: 8080, visibility: "public" } });

@@ -5,9 +5,11 @@
 // user, carry production dependencies only and nothing of the developer's machine; the chart's
 // migration hook migrates an empty database with the API image; the API and the operator run Ready
 // on the real node under the chart's ServiceAccounts, the API answers through its Service, and its
-// CLI works inside the pod.
+// CLI works inside the pod. Then `helm upgrade` rolls the API under traffic: a script's traces and
+// an App's /chat traces sent during the roll are all accepted and stored.
 import test from "ava";
 import { execFileSync } from "node:child_process";
+import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -16,8 +18,12 @@ import { IMAGES, NODE_UID } from "../../hack/images.ts";
 import { DATABASE_SECRET, localValues, parseReference, REAL_NODE_SELECTOR } from "../../hack/lib/local-values.ts";
 import type { Digest } from "../../hack/lib/oci.ts";
 import { Registry } from "../../hack/lib/registry.ts";
+import { API_VERSION } from "../../crds/schemas.ts";
+import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { helm, kubectl, root } from "../helpers/binaries.ts";
 import { freshDatabase, query, type TestDatabase } from "../helpers/db.ts";
+import { keyOf } from "../helpers/governance.ts";
+import { viaIngress, type Answer } from "../helpers/ingress.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 
 const need = (name: string): string => {
@@ -30,6 +36,8 @@ const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
 const NODE_NAME = need("BERTH_NODE_NAME");
 /** The node's side of the bridge to the tests' PostgreSQL (hack/lib/berth-on-node.sh). */
 const NODE_PG = need("BERTH_NODE_PG_ADDR");
+const INGRESS = need("BERTH_INGRESS_URL");
+const SAMPLE = need("BERTH_SAMPLE_IMAGE");
 
 const registry = new Registry(REGISTRY);
 let images: Record<Component, BerthImage>;
@@ -133,14 +141,28 @@ test.serial("the images carry the production dependencies of the lock and the co
 // ---- the chart on the real node, with these images ----
 
 const k = kube();
+const client = new KubeClient(k.kc);
 // Cluster-scoped names (ClusterRoles) follow the release, so it is unique per run; it contains
 // "berth", so it is the prefix of every name.
 const release = uniqueName("berth-img");
 const ns = release;
 let db: TestDatabase | undefined;
 let dir = "";
+/** The platform admin key minted by the CLI in the API pod (the install test). */
+let adminKey = "";
+const API_HOST = `${release}.berth.local`;
+const BASE_DOMAIN = `${release}.e2e.local`;
+/** The workspace the upgrade test creates through this release's API (ws + 10 characters of a-z, 2-7). */
+const WORKSPACE_ID = `ws${[...randomBytes(10)].map((b) => "abcdefghijklmnopqrstuvwxyz234567"[b % 32]).join("")}`;
+const WORKSPACE_NAMESPACE = `berth-${WORKSPACE_ID}`;
 
 test.after.always(async () => {
+  // The Apps first, while the release's operator still runs: it removes their governance finalizer.
+  const apps = async () => (await client.list(API_VERSION, "App", WORKSPACE_NAMESPACE).catch(() => ({ items: [] as KubeObject[] }))).items;
+  const left = await apps();
+  for (const a of left) await client.delete({ apiVersion: API_VERSION, kind: "App", namespace: WORKSPACE_NAMESPACE, name: a.metadata.name! });
+  if (left.length > 0) await eventually("the workspace's Apps to be gone", async () => (await apps()).length === 0, 60_000, 500).catch(() => undefined);
+  await deleteNamespace(k, WORKSPACE_NAMESPACE);
   if (dir) {
     await helm(["uninstall", release, "--namespace", ns, "--wait", "--timeout", "60s"]);
     rmSync(dir, { recursive: true, force: true });
@@ -164,8 +186,11 @@ test.serial("helm installs Berth from these images on the real node: the hook mi
   await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: DATABASE_SECRET }, stringData: { DATABASE_URL: url.toString() } } });
   dir = mkdtempSync(join(tmpdir(), "berth-images-"));
   const values = localValues({ api: parseReference(images.api.reference), operator: parseReference(images.operator.reference) }) as { api: Record<string, unknown>; operator: { config: Record<string, unknown> } };
-  values.api.ingress = { enabled: false };
-  values.operator.config.watchNamespace = ns; // the tests' Apps belong to the tests' operators
+  // The API behind the node's ingress under this release's own host, as hack/up installs it.
+  values.api.ingress = { enabled: true, host: API_HOST };
+  (values as { config?: Record<string, unknown> }).config = { baseDomain: BASE_DOMAIN };
+  // This operator reconciles the workspace made through this API only (the tests' Apps belong to the tests' operators).
+  values.operator.config.watchNamespace = WORKSPACE_NAMESPACE;
   writeFileSync(join(dir, "values.json"), JSON.stringify(values));
 
   const installed = await helm(["install", release, join(root, "charts/berth"), "--namespace", ns, "--skip-crds", "-f", join(dir, "values.json"), "--wait", "--timeout", "150s"]);
@@ -201,6 +226,106 @@ test.serial("helm installs Berth from these images on the real node: the hook mi
   t.deepEqual(inside, { uid: NODE_UID, cwd: "/app", ava: false, typescript: false });
   const key = JSON.parse(await sh(["node", "api/cli.ts", "admin-key", "create", "--name", "e2e"])) as { key: string };
   t.regex(key.key, /^pa_sk_/);
+  adminKey = key.key;
   const listed = JSON.parse(await sh(["node", "-e", `fetch("http://127.0.0.1:8080/api/v1/workspaces", { headers: { Authorization: "Bearer ${key.key}" } }).then(async (r) => console.log(JSON.stringify({ status: r.status, body: await r.json() })))`])) as { status: number; body: unknown };
   t.deepEqual(listed, { status: 200, body: { data: [] } }, "the admin key minted by the CLI in the pod works against the API");
+});
+
+// ---- helm upgrade, under traffic ----
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A call to this release's API through the ingress, as a dashboard or a script makes it. */
+async function callApi<T = { status?: string; prompt?: string }>(method: string, path: string, key: string, json?: unknown): Promise<Answer & { body?: T }> {
+  const r = await viaIngress(INGRESS, API_HOST, `/api/v1${path}`, { method, json, headers: { Authorization: `Bearer ${key}`, Accept: "application/json" } });
+  try { return { ...r, body: JSON.parse(r.text) as T }; } catch { return r; }
+}
+
+const apiPods = async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: "app.kubernetes.io/component=api" })).items;
+
+test.serial("helm upgrade rolls the API to a new pod without a failed request or a lost trace: traces sent by a script and from inside an App's pod during the upgrade are all stored", async (t) => {
+  t.truthy(adminKey, "the install test minted an admin key");
+  // A workspace and an App of the sample image, through this release's API; this release's operator runs it.
+  const ws = await callApi<{ apiKey: { key: string } }>("POST", "/workspaces", adminKey, { name: "upgrade", id: WORKSPACE_ID });
+  t.is(ws.status, 201, ws.text);
+  const wsKey = ws.body!.apiKey.key;
+  const created = await callApi("POST", `/workspaces/${WORKSPACE_ID}/apps`, wsKey, { name: "Hello", slug: "hello", image: SAMPLE, port: 8080, visibility: "public" });
+  t.is(created.status, 201, created.text);
+  await eventually("hello to be active", async () => (await callApi("GET", `/workspaces/${WORKSPACE_ID}/apps/hello`, wsKey)).body?.status === "active", 180_000, 1000);
+  const appHost = `hello.${BASE_DOMAIN}`;
+  await eventually("the ingress to route hello", async () => (await viaIngress(INGRESS, appHost, "/")).status === 200, 30_000, 300);
+  // The script's key is the App's own (GOVDB_CONNECTION of the Secret the operator wrote).
+  const secret = await k.core.readNamespacedSecret({ name: "hello-governance", namespace: WORKSPACE_NAMESPACE });
+  const govKey = keyOf(Buffer.from(secret.data!.GOVDB_CONNECTION!, "base64").toString());
+
+  const before = (await apiPods()).map((p) => p.metadata!.uid!);
+  t.is(before.length, 1, "one API replica, as installed");
+
+  // Two clients until the upgrade is over: a script submitting traces with the App's key (no
+  // retries: a failed request is a failure a user sees), and /chat on the App, whose toolkit sends
+  // one trace per call to the API Service from inside the pod.
+  const session = uniqueName("upgrade");
+  const direct: { traceId: string; status: number; text: string }[] = [];
+  const chats: { i: number; status: number; text: string }[] = [];
+  let running = true;
+  const script = async () => {
+    for (let i = 0; running; i++) {
+      const traceId = randomUUID();
+      const trace = { traceId, input: `script ${i}`, output: "ok", model: "gpt-4o-mini", latency: 12, tokens: { prompt: 3, completion: 1, total: 4 }, timestamp: new Date().toISOString(), sessionId: `${session}-script` };
+      const r = await callApi("POST", "/governance/traces", govKey, trace).catch((err: Error) => ({ status: 0, text: err.message }));
+      direct.push({ traceId, status: r.status, text: r.text });
+      await sleep(50);
+    }
+  };
+  const chat = async () => {
+    for (let i = 0; running; i++) {
+      const r = await viaIngress(INGRESS, appHost, "/chat", { method: "POST", json: { message: `upgrade probe ${i}`, sessionId: session } }).catch((err: Error) => ({ status: 0, text: err.message }));
+      chats.push({ i, status: r.status, text: r.text });
+      await sleep(100);
+    }
+  };
+  const clients = [script(), chat()];
+  let upgraded: Awaited<ReturnType<typeof helm>>;
+  try {
+    await sleep(1000);
+    // A changed pod template rolls the API (maxUnavailable 0, a preStop pause, then a drain).
+    upgraded = await helm(["upgrade", release, join(root, "charts/berth"), "--namespace", ns, "--skip-crds", "--reuse-values", "--set-string", `api.podAnnotations.rollout=${session}`, "--wait", "--timeout", "150s"]);
+    // --wait returns once the new pod is Ready; the old one still drains.
+    await eventually("the old API pod to be gone", async () => !(await apiPods()).some((p) => before.includes(p.metadata!.uid!)), 60_000, 500);
+    await sleep(1000);
+  } finally {
+    running = false;
+    await Promise.all(clients);
+  }
+  t.is(upgraded!.code, 0, upgraded!.stderr);
+  const after = await apiPods();
+  t.is(after.length, 1);
+  t.false(before.includes(after[0]!.metadata!.uid!), "the API runs in a new pod");
+  t.is(after[0]!.metadata?.annotations?.rollout, session, "of the upgraded release");
+
+  t.log(`${direct.length} script requests and ${chats.length} chats during the upgrade`);
+  t.true(direct.length >= 20 && chats.length >= 10, `traffic through the whole upgrade (${direct.length} script requests, ${chats.length} chats)`);
+  t.deepEqual(direct.filter((r) => r.status !== 201).map((r) => `${r.status} ${r.text.slice(0, 200)}`), [], "every trace the script sent was accepted");
+  t.deepEqual(chats.filter((r) => r.status !== 200).map((r) => `${r.i}: ${r.status} ${r.text.slice(0, 200)}`), [], "every /chat was answered");
+
+  // Every trace is stored: the script's by id, the App's (sent in the background, retried by the toolkit) by session.
+  const gov = `/workspaces/${WORKSPACE_ID}/governance/apps/hello`;
+  const missing: string[] = [];
+  for (const r of direct) {
+    const got = await callApi("GET", `${gov}/traces/${r.traceId}`, wsKey);
+    if (got.status !== 200 || got.body?.prompt !== `script ${direct.indexOf(r)}`) missing.push(`${r.traceId}: ${got.status}`);
+  }
+  t.deepEqual(missing, [], "the API returns every trace the script submitted");
+  const prompts = await eventually("every /chat trace to be stored", async () => {
+    const seen: string[] = [];
+    for (let offset = 0; ; offset += 100) {
+      const page = await callApi<{ data: { traceId: string }[]; total: number }>("GET", `${gov}/traces?session_id=${session}&limit=100&offset=${offset}`, wsKey);
+      if (page.status !== 200 || !page.body) return undefined;
+      for (const tr of page.body.data) seen.push((await callApi("GET", `${gov}/traces/${tr.traceId}`, wsKey)).body?.prompt ?? "");
+      if (offset + 100 >= page.body.total) break;
+    }
+    return seen.length >= chats.length ? seen : undefined;
+  }, 60_000, 2000);
+  const probes = prompts.map((p) => Number(/upgrade probe (\d+)/.exec(p ?? "")?.[1] ?? -1)).sort((a, b) => a - b);
+  t.deepEqual(probes, chats.map((c) => c.i), "one trace per /chat, none lost and none twice");
 });
