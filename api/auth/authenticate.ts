@@ -81,6 +81,14 @@ export class Authenticator {
         }
         throw invalid();
       }
+      case "workspace-or-platform-admin": {
+        const p = await keys.verify(req.em, token) ?? await adminKeys.verify(req.em, token);
+        if (p) return p;
+        if (token.startsWith(APP_KEY_PREFIX) && appKeyVerifier && await appKeyVerifier(token, { em: req.em, log: req.log, params: {} })) {
+          throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...) or a platform admin key (pa_sk_...); an app's governance key (gov_sk_...) only submits traces.");
+        }
+        throw invalid();
+      }
       case "platform-admin": {
         const p = await adminKeys.verify(req.em, token);
         if (p) return p;

@@ -8,6 +8,7 @@ import { Migration20261121000000_workspaces } from "./migrations/Migration202611
 import { Migration20261122000000_platform_admin_keys } from "./migrations/Migration20261122000000_platform_admin_keys.ts";
 import { Migration20261123000000_governance } from "./migrations/Migration20261123000000_governance.ts";
 import { Migration20261124000000_store_version } from "./migrations/Migration20261124000000_store_version.ts";
+import { Migration20261125000000_guard_template_owner } from "./migrations/Migration20261125000000_guard_template_owner.ts";
 
 /** The tables MikroORM maps; the governance module's other tables have one raw SQL module each (api/governance/configs/entities.ts). */
 export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate];
@@ -18,6 +19,7 @@ export const MIGRATIONS = [
   { name: "Migration20261122000000_platform_admin_keys", class: Migration20261122000000_platform_admin_keys },
   { name: "Migration20261123000000_governance", class: Migration20261123000000_governance },
   { name: "Migration20261124000000_store_version", class: Migration20261124000000_store_version },
+  { name: "Migration20261125000000_guard_template_owner", class: Migration20261125000000_guard_template_owner },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

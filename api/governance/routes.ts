@@ -2,8 +2,8 @@
 // one definition validates and documents each. docs/governance.md has the decisions.
 import { z } from "zod";
 import { GuardTemplateConfig, MAX_BATCH_SIZE } from "../../toolkit/src/index.ts";
-import { defineRoute, type RouteDef } from "../http/route.ts";
-import type { TemplateView } from "./configs/guard-templates.ts";
+import { defineRoute, type Caller, type RouteDef } from "../http/route.ts";
+import type { TemplateOwner, TemplateView } from "./configs/guard-templates.ts";
 import type { Governance } from "./service.ts";
 import {
   AppParams, AuditVerification, CreateGuardTemplateBody, DeprovisionInternalBody, Eval, EvalsQuery, GuardBlock, GuardBlocksQuery,
@@ -19,7 +19,14 @@ const templateTags = ["Guard templates"];
 const APP = "/workspaces/:workspaceId/governance/apps/:appId";
 
 function templateBody(t: TemplateView): z.input<typeof GuardTemplateSchema> {
-  return { id: t.id, name: t.name, description: t.description, guardType: t.guardType as z.input<typeof GuardTemplateSchema>["guardType"], config: t.config, createdAt: t.createdAt.toISOString(), updatedAt: t.updatedAt.toISOString() };
+  return { id: t.id, workspaceId: t.workspaceId, name: t.name, description: t.description, guardType: t.guardType as z.input<typeof GuardTemplateSchema>["guardType"], config: t.config, createdAt: t.createdAt.toISOString(), updatedAt: t.updatedAt.toISOString() };
+}
+
+/** Who a template call acts for: the key's workspace, or the platform (null) for a platform admin key. */
+function templateOwner(caller: Caller | undefined): TemplateOwner {
+  if (caller?.kind === "workspace") return caller.workspaceId;
+  if (caller?.kind === "platform-admin") return null;
+  throw new Error(`a guard template route was called by ${caller?.kind ?? "nobody"}`);
 }
 
 /** `ingestBodyLimitBytes` is read per request (BERTH_INGEST_BODY_LIMIT_BYTES), so documenting the routes needs no configuration. */
@@ -98,41 +105,44 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       handler: async ({ params }) => { await g.provisioning.disable(params.workspaceId, params.appId); return { status: 204 }; },
     }),
 
-    // ---- guard templates ----------------------------------------------------------------------
+    // ---- guard templates (a workspace's own, or the platform's) --------------------------------
     defineRoute({
-      method: "get", path: "/governance/guard-templates", operationId: "listGuardTemplates", tags: templateTags, auth: "workspace",
-      summary: "All guard templates of the platform, oldest first",
+      method: "get", path: "/governance/guard-templates", operationId: "listGuardTemplates", tags: templateTags, auth: "workspace-or-platform-admin",
+      summary: "The platform's guard templates and the caller's own, oldest first",
+      description: "With a workspace key: the platform templates (workspaceId null) and the workspace's own, never another workspace's. With a platform admin key: the platform templates.",
       responses: { 200: z.array(GuardTemplateSchema) },
-      handler: async ({ em }) => ({ status: 200, body: (await g.templates.list(em)).map(templateBody) }),
+      handler: async ({ em, caller }) => ({ status: 200, body: (await g.templates.list(em, templateOwner(caller))).map(templateBody) }),
     }),
     defineRoute({
-      method: "get", path: "/governance/guard-templates/:id", operationId: "getGuardTemplate", tags: templateTags, auth: "workspace",
-      summary: "One guard template", params: TemplateParams, responses: { 200: GuardTemplateSchema },
-      handler: async ({ params, em }) => ({ status: 200, body: templateBody(await g.templates.get(em, params.id)) }),
+      method: "get", path: "/governance/guard-templates/:id", operationId: "getGuardTemplate", tags: templateTags, auth: "workspace-or-platform-admin",
+      summary: "One guard template (a platform template or the caller's own)",
+      description: "Another workspace's template is 404 guard_template_not_found, as if it did not exist.",
+      params: TemplateParams, responses: { 200: GuardTemplateSchema },
+      handler: async ({ params, em, caller }) => ({ status: 200, body: templateBody(await g.templates.get(em, templateOwner(caller), params.id)) }),
     }),
     defineRoute({
-      method: "post", path: "/governance/guard-templates", operationId: "createGuardTemplate", tags: templateTags, auth: "platform-admin",
-      summary: "Create a guard template (platform admin key)",
-      description: "Templates are global: they are written with a platform admin key (pa_sk_) and read with any workspace key.",
+      method: "post", path: "/governance/guard-templates", operationId: "createGuardTemplate", tags: templateTags, auth: "workspace-or-platform-admin",
+      summary: "Create a guard template, owned by the caller's workspace (workspace key) or the platform (platform admin key)",
+      description: "A workspace's template is seen, used and changed by that workspace alone; a platform template is read by every workspace and changed with a platform admin key only.",
       body: CreateGuardTemplateBody, responses: { 201: GuardTemplateSchema },
-      handler: async ({ body, em }) => {
-        const t = await g.templates.create(em, { name: body.name, description: body.description ?? null, guardType: body.guardType, config: body.config ?? GuardTemplateConfig.parse({}) });
+      handler: async ({ body, em, caller }) => {
+        const t = await g.templates.create(em, templateOwner(caller), { name: body.name, description: body.description ?? null, guardType: body.guardType, config: body.config ?? GuardTemplateConfig.parse({}) });
         return { status: 201, body: templateBody(t), headers: { Location: `/api/v1/governance/guard-templates/${t.id}` } };
       },
     }),
     defineRoute({
-      method: "put", path: "/governance/guard-templates/:id", operationId: "replaceGuardTemplate", tags: templateTags, auth: "platform-admin",
-      summary: "Replace a guard template (platform admin key; every field required)",
-      description: "Apps that use the template keep the configuration they were given until their custom_templates are set again.",
+      method: "put", path: "/governance/guard-templates/:id", operationId: "replaceGuardTemplate", tags: templateTags, auth: "workspace-or-platform-admin",
+      summary: "Replace one of the caller's guard templates (every field required)",
+      description: "A workspace key replaces its workspace's templates; a platform template is 403 guard_template_read_only to it; another workspace's is 404. Apps that use the template keep the configuration they were given until their custom_templates are set again.",
       params: TemplateParams, body: ReplaceGuardTemplateBody, responses: { 200: GuardTemplateSchema },
-      handler: async ({ params, body, em }) => ({ status: 200, body: templateBody(await g.templates.replace(em, params.id, body)) }),
+      handler: async ({ params, body, em, caller }) => ({ status: 200, body: templateBody(await g.templates.replace(em, templateOwner(caller), params.id, body)) }),
     }),
     defineRoute({
-      method: "delete", path: "/governance/guard-templates/:id", operationId: "deleteGuardTemplate", tags: templateTags, auth: "platform-admin",
-      summary: "Delete a guard template (platform admin key)",
-      description: "Apps that used it are unchanged: they keep the last applied configuration.",
+      method: "delete", path: "/governance/guard-templates/:id", operationId: "deleteGuardTemplate", tags: templateTags, auth: "workspace-or-platform-admin",
+      summary: "Delete one of the caller's guard templates",
+      description: "As PUT: a platform template is 403 guard_template_read_only to a workspace key, another workspace's is 404. Apps that used it are unchanged: they keep the last applied configuration.",
       params: TemplateParams, responses: { 204: null },
-      handler: async ({ params, em }) => { await g.templates.remove(em, params.id); return { status: 204 }; },
+      handler: async ({ params, em, caller }) => { await g.templates.remove(em, templateOwner(caller), params.id); return { status: 204 }; },
     }),
 
     // ---- the service's own key (GOVDB_CONNECTION) ---------------------------------------------

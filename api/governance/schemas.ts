@@ -254,6 +254,7 @@ export const ReplaceGuardTemplateBody = z.object({
 
 export const GuardTemplateSchema = z.object({
   id: z.string(),
+  workspaceId: z.string().nullable().describe("The owning workspace; null for a platform template (read-only to workspace keys)"),
   name: z.string(),
   description: z.string().nullable(),
   guardType: z.enum(GUARD_TYPES),

@@ -53,7 +53,7 @@ const SCRIPT = `
       main.appendChild(el("h2", { text: tag }));
       byTag[tag].forEach(function (entry) {
         var op = entry.op;
-        var auth = op.security && op.security.length ? Object.keys(op.security[0]).join(", ") : "public";
+        var auth = op.security && op.security.length ? op.security.map(function (req) { return Object.keys(req).join(" + "); }).join(" or ") : "public";
         var body = el("div", { class: "body" });
         if (op.description) body.appendChild(el("p", { text: op.description }));
         body.appendChild(el("p", { class: "s", text: "operationId: " + op.operationId }));

@@ -32,7 +32,9 @@ export const DEFAULT_INFO: OpenApiInfo = {
   description: "Kubernetes-native app platform with AI governance. Errors are RFC 9457 application/problem+json with a stable `code`; see docs/api.md.",
 };
 
-export const SECURITY_SCHEMES: Record<Exclude<AuthMode, "none">, { name: string; scheme: Json }> = {
+type KeyKind = Exclude<AuthMode, "none" | "workspace-or-platform-admin">;
+
+export const SECURITY_SCHEMES: Record<KeyKind, { name: string; scheme: Json }> = {
   "workspace": { name: "workspaceKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "ws_sk_<43 base64url chars>", description: "A workspace API key: `Authorization: Bearer ws_sk_...`. Scoped to one workspace." } },
   "platform-admin": { name: "platformAdminKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "pa_sk_<43 base64url chars>", description: "A platform admin key: `Authorization: Bearer pa_sk_...`, minted with `node api/cli.ts admin-key create`." } },
   "app-key": { name: "appKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "gov_sk_<43 base64url chars>", description: "An app's scoped governance key (the credential inside GOVDB_CONNECTION: govdb://<key>@<host>/<database>)." } },
@@ -158,6 +160,12 @@ function problemResponse(status: number, extra?: string): Json {
   };
 }
 
+/** The OpenAPI security requirement of an auth mode: one scheme, or alternatives. */
+function securityOf(auth: AuthMode): Json[] {
+  const kinds: KeyKind[] = auth === "none" ? [] : auth === "workspace-or-platform-admin" ? ["workspace", "platform-admin"] : [auth];
+  return kinds.map((k) => ({ [SECURITY_SCHEMES[k].name]: [] }));
+}
+
 function operation(route: RouteDef, c: Components): Json {
   const responses: Record<string, Json> = {};
   for (const [key, schema] of Object.entries(route.responses)) {
@@ -178,7 +186,7 @@ function operation(route: RouteDef, c: Components): Json {
     summary: route.summary,
     ...(route.description ? { description: route.description } : {}),
     tags: route.tags,
-    security: route.auth === "none" ? [] : [{ [SECURITY_SCHEMES[route.auth].name]: [] }],
+    security: securityOf(route.auth),
     parameters: parameters(route, c),
   };
   if (route.body) op.requestBody = { required: !bodyOptional(route.body), content: { [JSON_MEDIA_TYPE]: { schema: c.convert(route.body, "input", route.operationId) } } };

@@ -11,12 +11,15 @@ import type { Logger } from "../../kube/logger.ts";
  * - "workspace": a workspace API key (`ws_sk_...`); a `:wsId`/`:workspaceId` path parameter must
  *   name the key's own workspace (otherwise 404 workspace_not_found).
  * - "platform-admin": a platform admin key (`pa_sk_...`), minted by `node api/cli.ts admin-key create`.
+ * - "workspace-or-platform-admin": either of the two; the handler tells them apart by `caller.kind`
+ *   (a workspace acts for itself, a platform admin for the platform: the guard templates). A
+ *   `:wsId`/`:workspaceId` path parameter is refused here (checkRoutes).
  * - "app-key": the scoped key of an app's GOVDB_CONNECTION, checked by the AppKeyVerifier given
  *   to buildServer.
  * - "operator": the Berth operator's Kubernetes ServiceAccount token, checked with a TokenReview by
  *   the OperatorVerifier given to buildServer (the user must be BERTH_OPERATOR_USERNAME).
  */
-export type AuthMode = "none" | "workspace" | "platform-admin" | "app-key" | "operator";
+export type AuthMode = "none" | "workspace" | "platform-admin" | "workspace-or-platform-admin" | "app-key" | "operator";
 
 /** The caller of a "workspace" route. */
 export interface Principal {
@@ -70,7 +73,9 @@ export interface RouteContext<P, Q, B> {
   params: P;
   query: Q;
   body: B;
-  /** The workspace key's principal on "workspace" routes; undefined on every other kind of route. */
+  /** The body's bytes as received, when there is one (HMAC signatures of webhooks are over these). */
+  rawBody: Buffer | undefined;
+  /** The workspace key's principal on "workspace" routes (and "workspace-or-platform-admin" ones called with one); undefined otherwise. */
   principal: Principal | undefined;
   /** The authenticated caller of any kind; undefined on "none" routes. */
   caller: Caller | undefined;

@@ -7,7 +7,7 @@ import type Koa from "koa";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
 import { DomainError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
-import type { Authenticator } from "../auth/authenticate.ts";
+import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
 import { readJsonBody } from "./body.ts";
 import { requestState } from "./context.ts";
 import { MethodNotAllowedError } from "./problem.ts";
@@ -62,6 +62,9 @@ export function checkRoutes(routes: readonly RouteDef[]): void {
       if (!schema) continue;
       const loose = nonStrictObjects(schema);
       if (loose.length > 0) problems.push(`${where}: ${part} schema must refuse unknown keys (.strict()) at ${loose.join(", ")}`);
+    }
+    if (r.auth === "workspace-or-platform-admin" && pathParamNames(r.path).some((n) => (WORKSPACE_PARAMS as readonly string[]).includes(n))) {
+      problems.push(`${where}: a workspace-or-platform-admin route cannot name a workspace in its path (a platform admin key is not scoped to one)`);
     }
     if (r.params) {
       const json = z.toJSONSchema(r.params, { io: "input", unrepresentable: "any" }) as { properties?: Record<string, unknown> };
@@ -144,7 +147,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     if (errors.length > 0) throw new ValidationError(errors);
 
     const routeCtx: RouteContext<unknown, unknown, unknown> = {
-      params, query, body: parsedBody,
+      params, query, body: parsedBody, rawBody: body.present ? body.raw : undefined,
       principal: caller?.kind === "workspace" ? caller : undefined,
       caller, em, log, requestId, koa: ctx,
     };

@@ -260,7 +260,7 @@ try {
     const em = orm.em.fork();
     const ids = [];
     for (const [name, guardType, config] of [["Redact PII", "pii_detection", { action: "redact" }], ["Toxicity", "toxicity", {}], ["Codes", "custom", { keywords: ["project falcon", "codename"] }]] as const) {
-      ids.push((await gov.templates.create(em, { name, description: null, guardType, config: (await import("../../toolkit/src/index.ts")).GuardTemplateConfig.parse(config) })).id);
+      ids.push((await gov.templates.create(em, null, { name, description: null, guardType, config: (await import("../../toolkit/src/index.ts")).GuardTemplateConfig.parse(config) })).id);
     }
     await gov.configs.update(orm.em.fork(), workspaceId, "bench", { guards: { custom_templates: ids.map((template_id) => ({ template_id })) } });
   }

@@ -95,6 +95,7 @@ test("security, parameters and error responses follow each route's definition", 
   t.deepEqual(keys.get.security, [{ workspaceKey: [] }]);
   t.deepEqual(doc.paths["/workspaces"].post.security, [{ platformAdminKey: [] }]);
   t.deepEqual(doc.paths["/openapi.json"].get.security, []);
+  t.deepEqual(doc.paths["/governance/guard-templates"].post.security, [{ workspaceKey: [] }, { platformAdminKey: [] }], "either key");
   t.truthy(keys.post.responses["401"] && keys.post.responses["413"] && keys.post.responses["415"] && keys.post.responses["400"]);
   t.is(doc.paths["/openapi.json"].get.responses["401"], undefined, "public routes have no 401");
   t.deepEqual(keys.post.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/CreateApiKeyRequest" });

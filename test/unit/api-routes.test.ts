@@ -28,6 +28,8 @@ test("operationIds and method+path are unique; params match the path", (t) => {
   t.throws(() => checkRoutes([a, { ...a, operationId: "b", path: "/a/:other" }]), { message: /duplicate method and path/ });
   t.throws(() => checkRoutes([{ ...a, params: z.object({ nope: z.string() }).strict() }]), { message: /params schema declares \[nope\] but the path has \[id\]/ });
   t.throws(() => checkRoutes([{ ...a, path: "a" }]), { message: /must start with/ });
+  t.throws(() => checkRoutes([{ ...a, auth: "workspace-or-platform-admin", path: "/workspaces/:wsId/x" }]), { message: /cannot name a workspace in its path/ },
+    "a platform admin key is scoped to no workspace, so such a route could not check the path's");
 });
 
 test("responseMismatches: documented status, body presence and shape", (t) => {

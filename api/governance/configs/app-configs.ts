@@ -74,7 +74,7 @@ export class ObservabilityConfigService {
    */
   async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch): Promise<AppConfigState> {
     const entries = patch.guards?.custom_templates;
-    const resolved = entries ? await this.#templates.resolve(em, entries.map((e) => e.template_id)) : undefined;
+    const resolved = entries ? await this.#templates.resolve(em, workspaceId, entries.map((e) => e.template_id)) : undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#db.tx(async (c) => {

@@ -1,6 +1,7 @@
-// The global guard templates (governance_guard_templates, committed migration
-// Migration20261123000000_governance): the governance table that MikroORM maps, read and written
-// only through guard-templates.ts with the request's forked EntityManager.
+// The guard templates (governance_guard_templates, committed migrations
+// Migration20261123000000_governance and Migration20261125000000_guard_template_owner): the
+// governance table that MikroORM maps, read and written only through guard-templates.ts with the
+// request's forked EntityManager.
 //
 // The module's other tables have no entity; each has one raw SQL module as its access path, because
 // their hot statements (key verification, ingestion, provisioning's transaction with DDL) need the
@@ -14,6 +15,8 @@ export const GuardTemplate = defineEntity({
   tableName: "governance_guard_templates",
   properties: {
     id: p.uuid().primary(),
+    /** The owning workspace; null for a platform template (Migration20261125000000_guard_template_owner). */
+    workspaceId: p.string().length(32).nullable(),
     name: p.string().length(100),
     description: p.text().nullable(),
     guardType: p.string().length(32),
