@@ -1,6 +1,7 @@
 // The one logger factory of both processes (the API and the operator): pino, structured, with
 // secrets and AI payloads redacted wherever they appear in a log object (top level or one level
-// down: `{ key }`, `{ headers: { authorization } }`, `{ trace: { prompt } }`).
+// down: `{ key }`, `{ headers: { authorization } }`, `{ trace: { prompt } }`), and credentials
+// scrubbed by their shape from every serialized line.
 import { pino, type DestinationStream, type Logger, type LevelWithSilent } from "pino";
 
 export type { Logger } from "pino";
@@ -18,6 +19,20 @@ export const REDACT_PATHS: string[] = [
   ...REDACTED_KEYS.map((k) => `*.*["${k}"]`),
 ];
 
+/**
+ * Credentials by their shape, wherever they sit in a string: Berth's keys (`ws_sk_`, `pa_sk_`,
+ * `gov_sk_`: a prefix of lowercase letters, `_sk_`, base64url) and JWTs (ServiceAccount tokens).
+ */
+const TOKEN_SHAPES = /\b([a-z]{2,8}_sk_)[A-Za-z0-9_-]+|\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g;
+
+/**
+ * `text` with every credential-shaped part replaced (a key keeps its kind prefix). Every log line
+ * goes through it; the API also keeps a credential from becoming a request id.
+ */
+export function scrubTokens(text: string): string {
+  return text.replace(TOKEN_SHAPES, (_m, prefix: string | undefined) => `${prefix ?? ""}[redacted]`);
+}
+
 export interface LoggerOptions {
   level: LevelWithSilent;
   /** Where lines go; stdout when omitted. Tests pass a memory stream. */
@@ -34,5 +49,8 @@ export function createLogger(opts: LoggerOptions): Logger {
     redact: { paths: REDACT_PATHS, censor: "[redacted]" },
     serializers: { err: pino.stdSerializers.err },
     formatters: { level: (label) => ({ level: label }) },
+    // the last line of defence, on the serialized line: a key or token anywhere (an error's message
+    // or stack, a URL, a value deeper than the redact paths reach) is scrubbed by its shape
+    hooks: { streamWrite: scrubTokens },
   }, opts.destination);
 }

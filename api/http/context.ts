@@ -1,9 +1,11 @@
 // Per-request state: the request id (X-Request-Id, taken from the caller when it is a safe token,
 // generated otherwise), a child logger carrying it, and one access-log line per request with
-// method, path, matched route, status and duration (never bodies, queries or headers).
+// method, path, matched route, status and duration (never bodies, queries or headers; a key that a
+// careless client put in the path is scrubbed from the line by the logger, and one sent as the
+// request id is replaced by a generated id).
 import { randomUUID } from "node:crypto";
 import type Koa from "koa";
-import type { Logger } from "../../kube/logger.ts";
+import { scrubTokens, type Logger } from "../../kube/logger.ts";
 
 export interface RequestState {
   requestId: string;
@@ -23,7 +25,8 @@ export function requestContext(logger: Logger): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
     const incoming = ctx.get("X-Request-Id");
-    const requestId = SAFE_REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    // a caller's id is kept when it is a safe token and no credential (it is logged and echoed)
+    const requestId = SAFE_REQUEST_ID.test(incoming) && scrubTokens(incoming) === incoming ? incoming : randomUUID();
     const log = logger.child({ requestId });
     (ctx.state as Record<symbol, RequestState>)[STATE] = { requestId, log };
     ctx.set("X-Request-Id", requestId);
