@@ -9,7 +9,7 @@
 // count at 40%.
 import type { GuardDefinition, Hit } from "./types.ts";
 import type { TextView } from "./text.ts";
-import { anyOf, deLeet, excerpt, noisyOr, normalise, toOriginal } from "./text.ts";
+import { anyOf, deLeet, despace, excerpt, noisyOr, normalise, toOriginal } from "./text.ts";
 
 export const INJECTION_KINDS = [
   "instruction_override",
@@ -21,6 +21,7 @@ export const INJECTION_KINDS = [
   "obfuscation",
   "encoded_injection",
   "roleplay_jailbreak",
+  "indirect_injection",
 ] as const;
 export type InjectionKind = (typeof INJECTION_KINDS)[number];
 
@@ -41,9 +42,9 @@ interface Signal {
 }
 
 const DET = String.raw`(?:all|any|every|each|of|the|your|these|those|its|this|that|such|(?:openai|anthropic|google|meta|microsoft|the developer|the system|the model|the assistant)(?:'s|s)?)`;
-const MOD = String.raw`(?:previous|prior|above|earlier|preceding|former|foregoing|original|initial|old|existing|current|given|preset|pre-set|hidden|built-in|default|safety|security|ethical|moral|content|system|developer|programmed|internal|standard|other|usual)`;
-const OBJ = String.raw`(?:instructions?|prompts?|rules?|directives?|guidelines?|guidance|commands?|orders?|constraints?|restrictions?|limitations?|programming|guardrails?|polic(?:y|ies)|filters?|safeguards?|protocols?|context|training|conditioning|morals?|ethics|principles|boundaries)`;
-const VERB = String.raw`(?:ignore|ignoring|disregard|disregarding|forget|forgetting|override|overriding|overrule|bypass|bypassing|circumvent|skip|drop|abandon|neglect|discard|dismiss|set aside|throw (?:away|out)|do not follow|don'?t follow|stop following|no longer follow|cease following|stop obeying|do not obey|don'?t obey)`;
+const MOD = String.raw`(?:previously (?:given|provided|stated|received)|previous|prior|above|earlier|preceding|former|foregoing|original|initial|old|existing|current|given|preset|pre-set|hidden|built-in|default|safety|security|ethical|moral|content|system|developer|programmed|internal|standard|other|usual)`;
+const OBJ = String.raw`(?:instructions?|prompts?|rules?|directives?|guidelines?|guidance|commands?|orders?|constraints?|restrictions?|limitations?|programming|guardrails?|polic(?:y|ies)|filters?|safeguards?|protocols?|context|training|conditioning|morals?|ethics|principles|boundaries|orders|information|directions|assignments|tasks|messages|text)`;
+const VERB = String.raw`(?:ignore|ignoring|disregard|disregarding|forget|forgetting|(?:have )?forgotten(?: about)?|do not listen to|don'?t listen to|stop listening to|pay no attention to|never mind|disobey|override|overriding|overrule|bypass|bypassing|circumvent|skip|drop|abandon|neglect|discard|dismiss|set aside|throw (?:away|out)|do not follow|don'?t follow|stop following|no longer follow|cease following|stop obeying|do not obey|don'?t obey)`;
 const REVEAL = String.raw`(?:reveal|show|print|output|display|repeat|recite|tell|give|share|leak|dump|expose|disclose|list|write out|spell out|copy|paste|return|provide|quote|send|read back|type out|what (?:is|are|was|were)|what's)`;
 const SECRETIVE = String.raw`(?:full|entire|complete|exact|original|initial|hidden|secret|internal|system|confidential|first|previous|developer|actual|real|underlying|verbatim)`;
 
@@ -55,12 +56,13 @@ function r(src: string, flags = "g"): RegExp {
 export const SIGNALS: readonly Signal[] = [
   // instruction override
   { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}(?:${MOD}(?:\s*(?:,|and|or)\s*|\s+)){1,3}${OBJ}\b`) },
-  { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}${OBJ}\s+(?:above|before|so far|given|provided|you(?:'ve| have)? (?:been given|received)|you were given|from (?:before|earlier|above)|that (?:came|come) before|up to (?:now|this point))\b`) },
+  { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}${OBJ}\s+(?:above|before|so far|given|provided|you(?:'ve| have)? (?:been given|received)|you (?:were given|were told|got|learned|received)(?: (?:earlier|before|previously|so far))?|from (?:before|earlier|above)|that (?:came|come) before|up to (?:now|this point))\b`) },
   { kind: "instruction_override", weight: 0.9, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:${DET}\s+){0,3}(?:system (?:message|prompt)s?|(?:developer|operator) (?:message|instructions))\b`) },
   { kind: "instruction_override", weight: 0.85, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:your|all(?: of)?(?: your| the)?|any(?: of)?(?: your| the)?)\s+${OBJ}\b`) },
   { kind: "instruction_override", weight: 0.6, deep: true, label: "instruction override", re: r(String.raw`\b${VERB}\s+(?:the|these|those)\s+${OBJ}\b`) },
-  { kind: "instruction_override", weight: 0.85, deep: true, label: "instruction override", re: r(String.raw`\b(?:ignore|disregard|forget)\s+(?:about\s+)?(?:everything|anything|all(?: of)? (?:that|this|it|the above)|whatever)\b[^.!?\n]{0,40}?\b(?:above|before|earlier|previously|prior|so far|told|instructed|programmed|taught)\b`) },
-  { kind: "instruction_override", weight: 0.85, deep: true, label: "instructions declared void", re: r(String.raw`\b(?:previous|prior|above|old|original|earlier|all|your) (?:rules|instructions|guidelines|directives|prompts?|restrictions) (?:are|is) (?:now |hereby )?(?:void|null|invalid|cancel+ed|obsolete|revoked|lifted|suspended|overridden|no longer (?:valid|apply|applicable|in effect))\b`) },
+  { kind: "instruction_override", weight: 0.85, deep: true, label: "instruction override", re: r(String.raw`\b(?:ignore|disregard|forget|drop|discard|scratch|never mind)\s+(?:about\s+)?(?:everything|anything|all(?: of)? (?:that|this|it|the above)|whatever|what)\b[^.!?\n]{0,40}?\b(?:above|before|earlier|previously|prior|so far|told|instructed|programmed|taught)\b`) },
+  { kind: "instruction_override", weight: 0.85, deep: true, label: "instructions declared void", re: r(String.raw`\b(?:previous|prior|above|old|original|earlier|all|your)(?: (?:previous|prior|earlier|original|initial|old))? (?:rules|instructions|guidelines|guidance|directives|directions|prompts?|restrictions|orders) (?:are|is|were|was|have been|has been) (?:now |hereby |all )?(?:void|null|invalid|cancel+ed|obsolete|revoked|lifted|suspended|overridden|outdated|wrong|irrelevant|no longer (?:valid|apply|applicable|in effect|relevant|matter))\b|\b(?:the )?(?:earlier|previous|prior|above|original|old) (?:guidance|instructions|rules|directions|directives|context|prompt|text|messages?) no longer (?:matters?|counts?|applies|apply)\b`) },
+  { kind: "instruction_override", weight: 0.75, deep: true, label: "context declared void", re: r(String.raw`\b(?:everything|all(?: of)?(?: the text)?|anything|the text|what(?:ever)? (?:was|is) written) (?:(?:above|before) (?:this|here)(?: line| point| message)?|above|before|earlier|so far|prior to this)(?: (?:is|was|are|were))? (?:(?:all|now|actually|completely|just) )?(?:wrong|false|outdated|obsolete|void|invalid|irrelevant|fake|a test|a lie|cancel+ed|not (?:valid|real|true|important))\b`) },
   { kind: "instruction_override", weight: 0.85, deep: true, label: "safety bypass", re: r(String.raw`\b(?:bypass|circumvent|evade|get around|get past)\s+(?:your|the|all|any|its)\s+(?:(?:own|content|safety|security|moderation|ethical|ethics)\s+)*(?:filters?|guardrails?|safeguards?|restrictions?|limitations?|moderation|safety(?: (?:measures|features|checks|settings|protocols|filters))?|content polic(?:y|ies)|censorship)\b`) },
   { kind: "instruction_override", weight: 0.8, deep: true, label: "safety bypass", re: r(String.raw`\b(?:disable|turn off|deactivate|switch off|remove|lift)\s+(?:your|its|all (?:of )?your|the (?:ai|assistant|model|bot)'?s?)\s+(?:(?:own|content|safety|security|moderation|ethical)\s+)*(?:filters?|guardrails?|safeguards?|restrictions?|limitations?|moderation|safety|content polic(?:y|ies)|censorship|guard)\b|\b(?:disable|turn off|deactivate|switch off)\s+(?:the\s+)?(?:content|safety|moderation|ethical)\s+(?:filters?|guardrails?|checks?|guard|layer)\b`) },
   // other languages (German, French, Spanish, Italian, Portuguese)
@@ -71,16 +73,17 @@ export const SIGNALS: readonly Signal[] = [
   // persona and role override
   { kind: "role_override", weight: 0.45, deep: true, label: "role reassignment", re: r(String.raw`\byou(?: are|'re) now\b|\bfrom now on,?\s+(?:you|your)\b|\bhenceforth,? you\b|\bfor the rest of (?:this|the) (?:conversation|chat|session),? you\b`) },
   { kind: "role_override", weight: 0.85, deep: true, label: "unrestricted persona", re: r(String.raw`\b(?:act|behave|respond|answer|reply|talk|speak|roleplay|role-play|pretend|function|operate)(?:ing)?\s+(?:as|like|to be)\s+(?:if you (?:are|were)\s+)?(?:an?\s+|the\s+)?(?:[a-z-]+\s+){0,2}?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|malicious|amoral|immoral|rogue|unethical|unaligned|unbound|unchained|limitless|lawless|rule-?less)\b`) },
-  { kind: "role_override", weight: 0.55, deep: true, label: "unrestricted persona", re: r(String.raw`\b(?:unrestricted|unfiltered|uncensored|jailbroken|evil|amoral|unaligned|unchained)\s+(?:ai|assistant|model|chatbot|bot|version|gpt|llm|persona)\b`) },
-  { kind: "role_override", weight: 0.6, deep: true, label: "no-restrictions framing", re: r(String.raw`\b(?:no|without(?: any)?|free (?:of|from)(?: all| any)?|freed from(?: all| any)?|not bound by(?: any)?|unbound by(?: any)?)\s+(?:(?:ethical|moral|content|safety|openai|usual|typical|your)\s*(?:,|or|and)?\s*)*(?:rules|restrictions|filters|limits|limitations|guidelines|ethics|morals|censorship|boundaries|constraints|guardrails|polic(?:y|ies))\b`) },
+  { kind: "role_override", weight: 0.55, deep: true, label: "unrestricted persona", re: r(String.raw`\b(?:unrestricted|unfiltered|uncensored|jailbroken|evil|amoral|unaligned|unchained|rogue)\s+(?:ai|assistant|model|chatbot|bot|version|gpt|llm|persona|ai language model)\b`) },
+  { kind: "role_override", weight: 0.6, deep: true, label: "no-restrictions framing", re: r(String.raw`\b(?:no|without(?: any)?|free (?:of|from)(?: all| any)?|freed from(?: all| any)?|not bound by(?: any)?|unbound by(?: any)?)\s+(?:(?:ethical|moral|content|safety|openai|usual|typical|your|any)\s*(?:,|or|and)?\s*)*(?:rules|restrictions|filters|limits|limitations|guidelines|ethics|morals|censorship|boundaries|constraints|guardrails|polic(?:y|ies)|principles|standards|scruples|values)\b`) },
+  { kind: "role_override", weight: 0.8, deep: true, label: "unrestricted persona", re: r(String.raw`\b(?:an?|the|new|different)\s+(?:\w+\s+){0,2}?(?:ai|assistant|model|chatbot|bot|llm|language model|gpt|version of you)\s+(?:without|with no|with zero|free (?:of|from)|that has no|who has no|which has no|unbound by|not bound by|that ignores|who ignores|that is not (?:bound|limited|restricted) by)\s+(?:any\s+|all\s+)?(?:\w+\s+)?(?:ethics|ethical|morals?|moral|rules|restrictions|filters?|guidelines|limits|limitations|principles|censorship|boundaries|constraints|guardrails|polic(?:y|ies)|values)\b`) },
   { kind: "role_override", weight: 0.5, label: "stay in character", re: r(String.raw`\b(?:stay|remain|keep|staying)\s+in\s+character\b`) },
-  { kind: "role_override", weight: 0.45, label: "do-anything framing", re: r(String.raw`\b(?:can|could|will|must|shall)\s+(?:do|say|answer|generate|write)\s+anything\b`) },
+  { kind: "role_override", weight: 0.45, label: "do-anything framing", re: r(String.raw`\b(?:can|could|will|must|shall)\s+(?:do|say|answer|generate|write)\s+anything\b|\b(?:answers|says|generates|writes|outputs) anything\b`) },
   { kind: "role_override", weight: 0.55, label: "forced compliance", re: r(String.raw`\b(?:never|not|don'?t|do not|cannot|can'?t|won'?t|will not)\s+(?:refuse|decline|say no)\b|\bnever refuses\b|\bwithout (?:refusing|refusal|declining)\b|\b(?:must|will|shall|always|fully)\s+comply\b|\bcomply (?:fully|with (?:every|all|any) (?:request|command|order)s?)\b|\b(?:you must )?obey me\b`) },
   { kind: "role_override", weight: 0.5, label: "authority claim", re: r(String.raw`\bi(?:'m| am) (?:your|the|an?) (?:developer|creator|admin|administrator|owner|programmer|maker|operator)\b|\b(?:the )?user is (?:an? |the )?(?:admin|administrator|developer|root|superuser)\b|\bi(?:'m| am) authori[sz]ed to\b|\bauthori[sz]ed (?:red[- ]team|security|penetration|pen) test`) },
   { kind: "role_override", weight: 0.7, label: "safety declared off", re: r(String.raw`\b(?:safety|content|security|moderation|ethical) (?:checks?|filters?|guardrails?|restrictions?|polic(?:y|ies)|measures|protocols|guidelines|mode) (?:are|is|have been|has been|were|was) (?:now )?(?:disabled|off|turned off|switched off|removed|lifted|suspended|deactivated|bypassed|not (?:active|enforced|applicable))\b`) },
 
   // jailbreak personas
-  { kind: "jailbreak_persona", weight: 0.8, original: true, label: "jailbreak persona", re: /\bDAN\b/g },
+  { kind: "jailbreak_persona", weight: 0.8, original: true, label: "jailbreak persona", re: /\bD\.?A\.?N\b/g },
   { kind: "jailbreak_persona", weight: 0.85, deep: true, label: "jailbreak persona", re: r(String.raw`\bdo anything now\b`) },
   { kind: "jailbreak_persona", weight: 0.8, deep: true, label: "jailbreak mode", re: r(String.raw`\b(?:jailbreak|jailbroken|dan|god|sudo|evil|chaos|unrestricted|unfiltered|uncensored|no-?limits?|dude|stan|anti-?gpt|opposite|devil|villain)\s+mode\b`) },
   { kind: "jailbreak_persona", weight: 0.45, label: "special mode", re: r(String.raw`\b(?:developer|dev|debug|maintenance|admin|root|god)\s+mode\b`) },
@@ -91,11 +94,20 @@ export const SIGNALS: readonly Signal[] = [
   { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "system prompt request", re: r(String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:all\s+(?:of\s+)?)?(?:your|the (?:ai|assistant|bot|model)'?s)\s+(?:${SECRETIVE}\s+)*(?:system prompt|prompt|instructions|directives|system message|configuration|pre-?prompt|initial message|programming)\b`) },
   { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "system prompt request", re: r(String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:all\s+(?:of\s+)?)?(?:your|the)\s+(?:${SECRETIVE}\s+)+(?:rules|guidelines|context|instructions|prompt|directives|configuration)\b`) },
   { kind: "system_prompt_exfiltration", weight: 0.55, deep: true, label: "system prompt request", re: r(String.raw`\b(?:reveal|show|print|output|display|repeat|tell|give|share|leak|dump|what (?:is|was)|what's)\b(?:\s+(?:me|us))?\s+the\s+system\s+(?:prompt|message|instructions)\b`) },
-  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "context dump request", re: r(String.raw`\b(?:print|repeat|output|show|display|copy|return|write|tell me|give me|list|recite|reproduce|echo)\b(?:\s+(?:out|back|me|us))?\s+(?:everything|all(?: the)?(?: text| words| content)?|the (?:text|words|content|message|lines?|sentences?)|what(?:'s| is| was)? (?:written|said|stated))\s+(?:that (?:is|was|came|appears?)\s+)?(?:above|before|prior|preceding|earlier)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "context dump request", re: r(String.raw`\b(?:print|repeat|output|show|display|copy|return|write|tell me|give me|list|recite|reproduce|echo)\b(?:\s+(?:out|back|me|us))?\s+(?:everything|all(?: the)?(?: text| words| content)?|the (?:text|words|content|message|lines?|sentences?)|what(?:'s| is| was)? (?:written|said|stated))\s+(?:that (?:is|was|came|appears?)\s+)?(?:(?:written|said|stated|typed|sent)\s+)?(?:above|before|prior|preceding|earlier)\b(?!\s+(?:the|this|that|each|every)\s+(?:table|figure|image|chart|picture|heading|title|fold|line|paragraph|code|graph|list|photo|section|chapter))`) },
   { kind: "system_prompt_exfiltration", weight: 0.6, deep: true, label: "instructions probe", re: r(String.raw`\b(?:what|which)\s+(?:were|are|was|is)\s+(?:you|your)\s+(?:told|instructed|given|programmed|trained|asked)\b|\b(?:were|are) you (?:told|instructed|programmed) to\b`) },
   { kind: "system_prompt_exfiltration", weight: 0.6, label: "instructions probe", re: r(String.raw`\b(?:instructions|rules|prompt|directives)\s+(?:that\s+)?(?:you were|you've been|you have been|you got|you received)\s+(?:given|told|provided|received|programmed)?`) },
   { kind: "system_prompt_exfiltration", weight: 0.6, label: "context dump request", re: r(String.raw`\b(?:what (?:was|is|were) (?:written|said|stated)|repeat|print|show|output|tell me)\b[^.?!\n]{0,30}?\b(?:beginning|start|top) of (?:this|the|our) (?:conversation|chat|prompt|context|session|thread)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "instructions request", re: r(String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:(?:all|the|your|any|my|those|these)\s+){0,2}(?:above|previous|prior|preceding|earlier|initial|original|first|hidden|secret|confidential)\s+(?:instructions|prompts?|directives|rules|system message)\b|\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:(?:all|the|your|any)\s+){1,2}(?:instructions|prompt|rules|directives)\s+(?:you (?:were|have been|'ve been) (?:given|told)|you (?:got|received)|given to you|above)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "system prompt request", re: r(String.raw`\b(?:exact |precise |verbatim |full )?(?:words|wording|text|contents?) (?:of|in) (?:your|the) (?:system (?:message|prompt)|(?:initial |original |hidden |first )?(?:instructions|prompt|configuration|context window))\b|\b(?:what(?:'s| is) (?:written )?at|the (?:top|beginning|start) of) your (?:context|prompt|instructions|context window)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.8, deep: true, label: "secret request", re: r(String.raw`\b(?:reveal|tell me|give me|what(?:'s| is| was)|share|spell|print|say|disclose|show me|output)\s+(?:me\s+)?(?:your|the)\s+(?:secret\s+)?(?:password|passphrase|secret(?: key| word| code)?|code ?word|pass ?code|key)\s+(?:that\s+)?(?:you(?:'re| are) (?:protecting|guarding|hiding|keeping|holding)|you (?:were|have been) (?:given|told|asked))\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.6, deep: true, label: "secret request", re: r(String.raw`\b(?:reveal|tell me|give me|what(?:'s| is| was)|spell|disclose)\s+(?:me\s+)?your\s+(?:secret(?: key| word| code)?|password|passphrase|code ?word)\b(?!\s+(?:policy|requirements?|format|rules?|length|reset|manager|to (?:a|good|success)))|\bwhat (?:secret|password|word) (?:were|are|was) you (?:asked|told|instructed|given|supposed) to (?:keep|hide|protect|guard)\b`) },
+  { kind: "system_prompt_exfiltration", weight: 0.6, label: "secret request", re: r(String.raw`\b(?:told|instructed|asked|programmed|supposed|meant) (?:not to|to not|never to) (?:reveal|share|tell|disclose|say|give|repeat)\b`) },
+  { kind: "obfuscation", weight: 0.45, label: "spelled-out extraction", re: r(String.raw`\bletter by letter\b|\bone (?:letter|character) at a time\b|\bspell (?:it|that|them|out)(?: out)?(?: backwards?| in reverse)?\b|\bspelt backwards\b`) },
   { kind: "system_prompt_exfiltration", weight: 0.3, label: "verbatim request", re: r(String.raw`\b(?:verbatim|word for word|word-for-word)\b`) },
+
+  // indirect injection: an instruction addressed to the model inside content it is asked to process
+  { kind: "indirect_injection", weight: 0.75, label: "instruction addressed to the model", re: r(String.raw`\b(?:ai|assistant|chatbot|llm|language model|gpt|agent|bot)s?(?: (?:reading|processing|summari[sz]ing|seeing) this)?\s*[:,]\s*(?:please\s+)?(?:ignore|disregard|forget|send|forward|delete|reveal|print|output|email|do not|don't|stop|tell the user|say)\b|\b(?:ai|assistant|chatbot|llm|language model|agent)s?,?\s+(?:when|if|once) you (?:read|see|process|summari[sz]e|parse) this\b|\b(?:instruction|note|message) (?:to|for) (?:any|the|all) (?:ai|assistant|chatbot|llm|language model|agent)s?\b`) },
 
   // fake delimiters and role tags
   { kind: "fake_delimiter", weight: 0.8, label: "chat template token", re: r(String.raw`<\|(?:im_start|im_end|system|user|assistant|endoftext|end_of_turn|start_header_id|end_header_id|eot_id)\|>`) },
@@ -203,6 +215,15 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
     }
   }
 
+  // letter-spaced words ("i g n o r e   a l l   p r e v i o u s"): the deep signals on the joined
+  // view; its offsets are not the text's, so a hit spans the whole text
+  const joined = despace(view.text);
+  if (joined) {
+    const extra: Hit[] = [];
+    runSignals(DEEP, joined, text, null, extra, (label) => `${label} (letter-spaced)`, [0, text.length]);
+    for (const h of extra) if (!hits.some((p) => p.kind === h.kind && p.description.startsWith(signalOf(h)))) hits.push(h);
+  }
+
   // base64 blobs that decode to an injection
   if (config.decodeBase64 !== false && hasBase64Run(text)) {
     BASE64.lastIndex = 0;
@@ -219,15 +240,18 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
     }
   }
 
-  // talking about injections is not injecting: quoted phrases in a meta question count at 40%
+  // talking about injections is not injecting: in a text about them, quoted phrases count at 40%,
+  // and so do the names of jailbreaks in a question ("how do I defend against DAN prompts?")
   if (hits.length > 0 && META.test(view.text)) {
     const quoted: Array<[number, number]> = [];
     QUOTED.lastIndex = 0;
     for (const q of text.matchAll(QUOTED)) quoted.push([q.index, q.index + q[0].length]);
+    const question = text.includes("?");
     for (const h of hits) {
-      if (quoted.some(([s, e]) => s <= h.start && h.end <= e)) {
+      const inQuotes = quoted.some(([s, e]) => s <= h.start && h.end <= e);
+      if (inQuotes || (question && h.kind === "jailbreak_persona")) {
         h.score = Math.round(h.score * 0.4 * 1000) / 1000;
-        h.description += " (quoted, in a question about injections)";
+        h.description += inQuotes ? " (quoted, in a question about injections)" : " (named, in a question about injections)";
       }
     }
   }

@@ -14,6 +14,12 @@ const ASCII = /^[\x00-\x7F]*$/;
 
 const ASCII_LOWER = Array.from({ length: 128 }, (_, c) => String.fromCharCode(c).toLowerCase());
 
+// Cyrillic and Greek letters that look like Latin ones ("ignоre" with a Cyrillic о): folded to the
+// Latin letter in the view, one character for one, so that offsets stay valid. NFKC keeps them.
+const CONFUSABLES: ReadonlyMap<string, string> = new Map(
+  [..."аaвbеeкkмmнhоoрpсcтtуyхxіiјjѕsԁdɡgαaβbεeιiκkνvοoρpτtυuχxӏl"].flatMap((c, i, all) => (i % 2 === 0 ? [[c, all[i + 1]!] as [string, string]] : [])),
+);
+
 /**
  * Lower-cases and NFKC-folds a text (fullwidth and styled letters become plain ones), drops
  * zero-width and bidi control characters, and keeps a map back to the original offsets. ASCII
@@ -35,7 +41,8 @@ export function normalise(text: string): TextView {
     const ch = String.fromCodePoint(cp);
     const width = ch.length;
     if (!ZERO_WIDTH.test(ch)) {
-      const folded = ch.normalize("NFKC").toLowerCase();
+      const lower = ch.normalize("NFKC").toLowerCase();
+      const folded = CONFUSABLES.get(lower) ?? lower;
       for (let k = 0; k < folded.length; k++) offsets.push(i);
       out += folded;
     }
@@ -77,6 +84,25 @@ export function deLeet(lower: string): string | null {
     return word.replace(/[013457@$!]/g, (c) => LEET[c] ?? c);
   });
   return changed ? out : null;
+}
+
+// Three or more single letters, each followed by one space, dot, dash or underscore, and a last one:
+// "i g n o r e", "I.g.n.o.r.e". Linear: every repetition starts with a letter.
+const SPACED = /(?<![a-z])(?:[a-z][ ._-]){2,}[a-z](?![a-z])/g;
+
+/**
+ * Joins letter-spaced words ("i g n o r e   a l l" -> "ignore all"). The result is shorter than the
+ * text, so its offsets are not the text's. Returns null when the text has no letter-spaced word.
+ */
+export function despace(lower: string): string | null {
+  if (!/[a-z][ ._-][a-z][ ._-][a-z]/.test(lower)) return null;
+  let changed = false;
+  const out = lower.replace(SPACED, (run) => {
+    changed = true;
+    return run.replace(/[ ._-]/g, "");
+  });
+  // the gaps between spaced words (two or more spaces) become one
+  return changed ? out.replace(/ {2,}/g, " ") : null;
 }
 
 export const STOPWORDS: ReadonlySet<string> = new Set(
