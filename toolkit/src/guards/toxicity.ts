@@ -8,6 +8,7 @@
 import { englishDataset, englishRecommendedTransformers, RegExpMatcher } from "obscenity";
 import type { MatchPayload } from "obscenity";
 import type { GuardDefinition, Hit } from "./types.ts";
+import type { TextView } from "./text.ts";
 import { anyOf, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
 import { WordPrefilter } from "./word-prefilter.ts";
 
@@ -36,7 +37,7 @@ const INSULT_WORDS = new Set(["bitch", "cunt", "whore", "slut", "twat", "bastard
 const PROFANE = new Set(["fuck", "shit", "piss", "arse", "ass", "turd", "bollocks", "wank", "jizz"]);
 // Ordinary words the English dataset would otherwise match (each entry was checked to match
 // without it: every whitelisted term costs a scan of the text, so the list holds only those).
-const WHITELIST = ["cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "dickinson", "moby dick"];
+const WHITELIST = ["chinks in the armour", "chinks in the armor", "chink in the armour", "chink in the armor", "chink in his armour", "chink in her armour", "chink in their armour", "chink in his armor", "chink in her armor", "chink in their armor", "cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "dickinson", "moby dick"];
 
 let wordList: { matcher: RegExpMatcher; prefilter: WordPrefilter | null } | null = null;
 /** Builds the shared word matcher now (a few milliseconds) rather than on the first text. */
@@ -68,6 +69,10 @@ export function wordMatches(text: string): MatchPayload[] {
 }
 
 const YOU = String.raw`(?:you|your|ya|u|ur|yourself|urself)`;
+// Groups that hate speech targets (protected characteristics, HateCheck's targets and more), plural
+// or as "<adjective> people"; "you people", "your kind".
+const GROUP = String.raw`(?:(?:black|white|brown|asian|jewish|muslim|christian|hindu|sikh|gay|lesbian|bisexual|trans|transgender|queer|disabled|deaf|blind|autistic|immigrant|foreign|indian|chinese|mexican|arab|african|latino|hispanic|native|roma|gypsy|old|fat)\s+(?:people|folks|men|women|persons|kids|immigrants|refugees)|muslims|moslems|jews|christians|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|latinos|hispanics|gays|lesbians|homosexuals|transgenders|trannies|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|those people)`;
+const NEGATIVE = String.raw`(?:disgusting|worthless|stupid|dumb|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|animals|vermin|rats|parasites|terrorists|criminals|rapists|a plague|a disease|a cancer|a virus|a burden|freaks|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|thieves|idiots|morons|useless|pathetic|dishonest|a disgrace|retarded|sick|abominations?|an abomination|not human|less than human)`;
 interface Pattern {
   category: ToxicityCategory;
   weight: number;
@@ -81,12 +86,17 @@ const r = (src: string) => new RegExp(src, "g");
 export const TOXICITY_PATTERNS: readonly Pattern[] = [
   { category: "threat", weight: 0.9, label: "threat of violence", re: r(String.raw`\b(?:i|we)(?:'ll|'m|'d| will| shall| am| are| would| wanna| gonna| want to| going to)?\b[^.!?\n]{0,40}?\b(?:kill|murder|hurt|stab|shoot|beat|punch|strangle|choke|rape|slap|smash|burn|bury)\s+(?:\w+\s+){0,2}?${YOU}\b`) },
   { category: "threat", weight: 0.85, label: "threat", re: r(String.raw`\b(?:know|find|found|find out|found out|get) where ${YOU} (?:live|work|sleep)\b|\b(?:i'll|i will|we'll|we will|gonna) (?:find|hunt) ${YOU}\b|\bmake ${YOU} pay\b|\bwatch ${YOU}r back\b|\b${YOU}(?:'re| are) (?:dead|going to die|gonna die)\b`) },
-  { category: "threat", weight: 0.85, label: "wish of harm", re: r(String.raw`\b(?:hope|wish)\s+(?:that\s+)?(?:${YOU}|${YOU} \w+)\b[^.!?\n]{0,30}?\b(?:die|dies|dead|cancer|suffer|burn|rot|get hurt|get raped|hit by)\b|\b(?:drop dead|go die|just die|die already|die in a (?:fire|hole|ditch)|eat shit and die)\b`) },
+  { category: "threat", weight: 0.85, label: "wish of harm", re: r(String.raw`\b(?:hope|wish)\s+(?:that\s+)?(?:${YOU}(?: \w+){0,2})\b[^.!?\n]{0,30}?\b(?:die|dies|dead|cancer|suffers?|burn|rot|get hurt|get raped|hit by)\b|\b(?:drop dead(?! (?:gorgeous|beautiful|handsome|sexy|funny|serious))|go die|just die|die already|die in a (?:fire|hole|ditch)|eat shit and die)\b`) },
   { category: "self_harm", weight: 0.9, label: "self-harm encouragement", re: r(String.raw`\b(?:kill|hang|shoot|off|end)\s+(?:yourself|urself|ur self|your ?self)\b|\bkys\b|\bend your (?:own )?life\b|\bdrink bleach\b|\bnobody would miss you\b`) },
+  { category: "hate", weight: 0.85, label: "hatred of a group", re: r(String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can'?t stand|cannot stand|can not stand)\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b`) },
+  { category: "harassment", weight: 0.75, label: "hatred aimed at someone", re: r(String.raw`\bi\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can'?t stand|cannot stand)\s+(?:you|u|ya|all of you|every one of you|your guts)\b(?!\s+(?:guys|all)?\s*(?:so much|too)?\s*(?:for (?:that|this)|,? ?lol|haha))`) },
+  { category: "hate", weight: 0.85, label: "derogatory generalisation", re: r(String.raw`\b${GROUP}\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most)\s+)*${NEGATIVE}\b`) },
   { category: "hate", weight: 0.85, label: "dehumanising generalisation", re: r(String.raw`\b(?:all|those|these|the|most)\s+(?:\w+\s+){0,2}?(?:are|r)\s+(?:(?:just|nothing but|like|all|filthy|dirty)\s+)*(?:vermin|animals|rats|cockroaches|parasites|subhuman|savages|scum|filth|a disease|a plague|a cancer|trash|dogs|pigs|apes|monkeys)\b`) },
   { category: "hate", weight: 0.85, label: "eliminationist language", re: r(String.raw`\b(?:people|persons|folks|men|women|immigrants|refugees|foreigners|migrants|muslims|jews|christians|hindus|sikhs|atheists|blacks|whites|asians|arabs|mexicans|africans|gays|lesbians|homosexuals|liberals|conservatives|your kind|their kind|them|they|you|like you)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+)?(?:be\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|lynched|burned|put down|die)\b`) },
-  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`) },
+  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|subhuman|filthy|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`) },
   { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:what an?|such an?)\s+(?:\w+\s+){0,2}?(?:idiot|moron|imbecile|loser|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|disgrace|failure)\s+(?:you are|you're|u r|ur)\b|\b(?:shit|crap) for brains\b|\bnobody (?:likes|wants|loves) you\b|\beveryone hates you\b`) },
+  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you(?:'re| are)|ur|u r)\s+(?:the|such a|a)\s+(?:dumbest|stupidest|ugliest|worst|most (?:pathetic|stupid|useless|disgusting|worthless)|biggest (?:idiot|loser|moron|failure|joke))\b`) },
+  { category: "slur", weight: 0.9, label: "slur", re: r(String.raw`\b(?:beaners?|spics?(?! and span)|wetbacks?|gooks?|ragheads?|towelheads?|n[i1]gglets?|half-?breeds?|sand ?n[i1]gg\w*|kikes?|chinks?(?! in (?:the|his|her|their|its|our|my|your) armou?r))\b`) },
   { category: "harassment", weight: 0.75, label: "name-calling", re: r(String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying)\s+(?:cunt|bitch|whore|slut|idiot|moron|bastard|retard|twat|prick|loser|pig|asshole|motherfucker)\b`) },
   { category: "harassment", weight: 0.75, label: "insult about someone's family", re: r(String.raw`\byour (?:mother|mom|mum|momma|mama|sister|wife|girlfriend|father|dad|family)(?:'s| is| are)\s+(?:an?\s+)?(?:\w+\s+)?(?:whore|slut|bitch|cunt|hoe|skank|pig|cow)\b`) },
   { category: "harassment", weight: 0.8, label: "abuse aimed at someone", re: r(String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bgo to hell\b|\bstfu\b`) },
@@ -94,6 +104,13 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
 
 // one scan says whether any of the patterns matches (text.ts anyOf); most texts match none
 const PATTERNS_GATE = anyOf(TOXICITY_PATTERNS.map((p) => p.re));
+
+// A generalisation negated in its own clause ("I would never say that women are worthless").
+const NEGATED_BEFORE = /\b(?:never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop)\b[^.!?;\n]*$/;
+// Quoted words in a text that talks about them ("is it offensive to call someone 'x'?", "saying 'x'
+// is sexist"): mentioned, not used.
+const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{1,200}?)(["'”’»])(?![\w])/g;
+const MENTION = /\b(?:is|are|was|that's|it's|sounds)\s+(?:so\s+|really\s+|just\s+)?(?:sexist|racist|homophobic|transphobic|bigoted|hateful|wrong|disgusting|unacceptable|offensive|not ok(?:ay)?|a slur)\b|\b(?:offensive|slur|the word|the term|what does|mean|meaning)\b/;
 
 const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = { slur: "slur", harassment: "insult", sexual: "sexual term", profanity: "profanity" };
 const DIRECTED = new RegExp(String.raw`\b${YOU}\b`);
@@ -137,7 +154,27 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
       hits.push({ kind: p.category, start, end, score: p.weight, description: `${p.label} ("${excerpt(maskSpans(text, start, end, words), 40)}")` });
     }
   }
-  return hits.filter((h) => wanted.has(h.kind)).sort((a, b) => a.start - b.start);
+  const out = hits.filter((h) => wanted.has(h.kind) && !(h.kind === "hate" && negatedAt(view, h.start)));
+  if (out.length > 0 && MENTION.test(view.text)) discountMentions(text, out);
+  return out.sort((a, b) => a.start - b.start);
+}
+
+/** Whether the clause before an original offset negates what follows. */
+function negatedAt(view: TextView, start: number): boolean {
+  let i = start;
+  if (view.offsets) while (i > 0 && (view.offsets[i] ?? Infinity) > start) i--;
+  return NEGATED_BEFORE.test(view.text.slice(Math.max(0, i - 60), i));
+}
+
+/** Hits inside quotes, in a text that talks about words, count at 40%. */
+function discountMentions(text: string, hits: Hit[]): void {
+  QUOTED.lastIndex = 0;
+  const quoted = [...text.matchAll(QUOTED)].map((q) => [q.index, q.index + q[0].length] as const);
+  for (const h of hits) {
+    if (!quoted.some(([s, e]) => s <= h.start && h.end <= e)) continue;
+    h.score = Math.round(h.score * 0.4 * 1000) / 1000;
+    h.description += " (quoted, mentioned rather than used)";
+  }
 }
 
 /** text[start, end) with the listed words inside it masked, so a description never spells one out. */

@@ -14,6 +14,9 @@ export const PII_KINDS = [
   "jwt",
   "secret",
   "crypto_address",
+  "itin",
+  "passport",
+  "drivers_license",
 ] as const;
 export type PiiKind = (typeof PII_KINDS)[number];
 

@@ -12,6 +12,7 @@ import { detectIps } from "./ip.ts";
 import { detectPhones } from "./phone.ts";
 import { detectSecrets } from "./secrets.ts";
 import { detectSsns } from "./ssn.ts";
+import { detectUsIds } from "./us-ids.ts";
 
 export type { PiiConfig, PiiKind } from "./common.ts";
 export { PII_KINDS } from "./common.ts";
@@ -24,6 +25,7 @@ export const PII_CHAIN: ReadonlyArray<{ name: string; kinds: readonly PiiKind[];
   { name: "iban", kinds: ["iban"], detect: detectIbans },
   { name: "card", kinds: ["credit_card"], detect: detectCards },
   { name: "crypto", kinds: ["crypto_address"], detect: detectCrypto },
+  { name: "us-ids", kinds: ["itin", "passport", "drivers_license"], detect: detectUsIds },
   { name: "ssn", kinds: ["ssn"], detect: detectSsns },
   { name: "ip", kinds: ["ip_address"], detect: detectIps },
   { name: "phone", kinds: ["phone"], detect: detectPhones },

@@ -1,0 +1,47 @@
+// US identifiers beside the SSN: ITINs (the IRS's individual taxpayer identification numbers:
+// 9XX-XX-XXXX with the middle group in 50-65, 70-88, 90-92 or 94-99), and passport and driver's
+// licence numbers. The last two have no checksum and their formats vary (passports: 9 digits, or a
+// letter and 8 digits; licences: per state, 1-2 letters and 4-14 digits, sometimes dashed), so they
+// count only after the words that name them ("passport no.", "driver's license number", "DL#").
+import type { Hit } from "../types.ts";
+import { lastChars } from "../text.ts";
+import type { PiiDetector } from "./common.ts";
+import { contextBefore, overlapsAny, scan } from "./common.ts";
+
+const ITIN = /(?<![\w-])9\d{2}([- ]?)(?:5\d|6[0-5]|7\d|8[0-8]|9[0-24-9])\1\d{4}(?![\w-]|\.\d)/g;
+const ITIN_WORDS = /\b(?:itin|taxpayer|tax id|tin|w-7|irs)\b/i;
+// the id follows its name within a few words ("passport number is", "license no.:")
+const PASSPORT = /\bpassport\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,2}\d{6,9})(?![\w-])/gi;
+const LICENCE = /\b(?:driver'?s?|driving)[ \t]+licen[cs]e\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,2}\d(?:[\d-]{3,16})\d)(?![\w-])|\bDL[ \t]*(?:#|no\.?|number)[ \t]*:?[ \t]*([A-Z]{0,2}\d[\d-]{3,16}\d)(?![\w-])/gi;
+
+export const detectUsIds: PiiDetector = (text, claimed) => {
+  if (!/\d{3}/.test(text)) return [];
+  const hits: Hit[] = [];
+  const push = (start: number, value: string, kind: string, score: number, description: string) => {
+    const end = start + value.length;
+    if (overlapsAny(claimed, start, end) || overlapsAny(hits, start, end)) return;
+    hits.push({ kind, start, end, score, description });
+  };
+  if (text.includes("9")) {
+    for (const m of scan(ITIN, text)) {
+      const context = contextBefore(text, m.index, ITIN_WORDS);
+      // nine bare digits are an ITIN only when named as one
+      if (m[1] === "" && !context) continue;
+      push(m.index, m[0], "itin", context ? 0.95 : m[1] === "-" ? 0.8 : 0.55, "US individual taxpayer identification number (digits withheld)");
+    }
+  }
+  if (/passport/i.test(text)) {
+    for (const m of scan(PASSPORT, text)) {
+      const id = m[1]!;
+      push(m.index + m[0].length - id.length, id, "passport", 0.85, `passport number ending ${lastChars(id, 2)}`);
+    }
+  }
+  if (/licen[cs]e|DL/i.test(text)) {
+    for (const m of scan(LICENCE, text)) {
+      const id = (m[1] ?? m[2])!;
+      if (id.replace(/\D/g, "").length < 5) continue;
+      push(m.index + m[0].length - id.length, id, "drivers_license", 0.85, `driver's licence number ending ${lastChars(id, 2)}`);
+    }
+  }
+  return hits;
+};
