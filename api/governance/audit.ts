@@ -6,8 +6,9 @@
 // where canonical(content) is JSON with keys sorted at every depth and no whitespace. Sequence
 // numbers are 1, 2, 3, ... with no gaps: appends for one app are serialized by an advisory lock
 // (LOCK_CLASS.audit), so the chain is linear under concurrent ingestion. The database refuses
-// UPDATE, DELETE and TRUNCATE on the table (stores/store-sql.ts); verification recomputes the chain
-// and names the first entry that does not fit. Pure: ingestion (ingest/ingest.ts) appends the
+// UPDATE, DELETE and TRUNCATE on the table (stores/store-sql.ts) and records the chain's head
+// (audit_head) on every append; verification recomputes the chain, checks that it ends at the
+// recorded head, and names the first entry that does not fit. Pure: ingestion (ingest/ingest.ts) appends the
 // entries, the store reader (reads/reader.ts) reads them for ChainVerifier.
 import { hash } from "node:crypto";
 
@@ -60,8 +61,15 @@ export function entryHash(prevHash: string, content: AuditContent, guardDecision
 
 export interface BrokenLink {
   sequence: number;
-  traceId: string;
+  /** null when the entry itself is gone (deleted from the end of the chain) */
+  traceId: string | null;
   reason: string;
+}
+
+/** The chain's recorded head (the store's audit_head): the last entry appended, as the append recorded it. */
+export interface ChainHead {
+  sequence: number;
+  hash: string;
 }
 
 export interface ChainVerification {
@@ -77,12 +85,22 @@ export interface StoredEntry extends AuditContent {
   hash: string;
 }
 
-/** Checks entries in order (pure); call `push` per entry and `result` at the end. */
+/**
+ * Checks entries in order (pure); call `push` per entry and `result` at the end. Given the chain's
+ * recorded head (null: none recorded, an empty chain), it also checks that the chain ends exactly
+ * there: entries deleted from the end, an entry beyond the head, or a last entry rewritten with its
+ * own hash are broken links too. Without it (undefined) only the links themselves are checked.
+ */
 export class ChainVerifier {
+  readonly #head: ChainHead | undefined;
   #expected = 1;
   #prev = GENESIS_HASH;
   #count = 0;
   #broken: BrokenLink | null = null;
+
+  constructor(head?: ChainHead | null) {
+    this.#head = head === null ? { sequence: 0, hash: GENESIS_HASH } : head;
+  }
 
   push(e: StoredEntry): void {
     this.#count++;
@@ -90,6 +108,10 @@ export class ChainVerifier {
     const at = { sequence: e.sequence, traceId: e.traceId };
     if (e.sequence !== this.#expected) {
       this.#broken = { ...at, reason: e.sequence > this.#expected ? `entries ${this.#expected}-${e.sequence - 1} are missing` : `sequence ${e.sequence} is out of order (expected ${this.#expected})` };
+      return;
+    }
+    if (this.#head && e.sequence > this.#head.sequence) {
+      this.#broken = { ...at, reason: `the entry lies beyond the chain's recorded head (entry ${this.#head.sequence}): it was not appended by the API` };
       return;
     }
     if (e.prevHash !== this.#prev) {
@@ -101,11 +123,18 @@ export class ChainVerifier {
       this.#broken = { ...at, reason: "the entry's content does not match its hash" };
       return;
     }
+    if (this.#head && e.sequence === this.#head.sequence && e.hash !== this.#head.hash) {
+      this.#broken = { ...at, reason: "the entry's hash is not the chain's recorded head: the last entry was rewritten" };
+      return;
+    }
     this.#expected++;
     this.#prev = e.hash;
   }
 
   result(): ChainVerification {
+    if (!this.#broken && this.#head && this.#expected <= this.#head.sequence) {
+      this.#broken = { sequence: this.#expected, traceId: null, reason: `entries ${this.#expected}-${this.#head.sequence} are missing: the chain's recorded head is entry ${this.#head.sequence}` };
+    }
     return { valid: this.#broken === null, entries: this.#count, firstBrokenLink: this.#broken, headHash: !this.#broken && this.#count > 0 ? this.#prev : null };
   }
 }

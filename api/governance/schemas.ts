@@ -210,7 +210,11 @@ export const ProvisioningResult = z.object({
 export const AuditVerification = z.object({
   valid: z.boolean(),
   entries: z.int(),
-  firstBrokenLink: z.object({ sequence: z.int(), traceId: z.string(), reason: z.string() }).strict().nullable(),
+  firstBrokenLink: z.object({
+    sequence: z.int().describe("The first entry that does not fit (or, for entries missing from the end, the first missing one)"),
+    traceId: z.string().nullable().describe("null when that entry is gone"),
+    reason: z.string(),
+  }).strict().nullable(),
   headHash: z.string().nullable().describe("The hash of the last entry when the chain is valid: record it elsewhere to detect a rewrite of the whole chain"),
 }).strict().meta({ id: "AuditVerification" });
 

@@ -71,7 +71,7 @@ test.serial("the operator provisions a store: schema, role, tables, a gov_sk_ ke
   t.true(await schemaExists(`gov_${api.workspaceId}_shop`));
   t.true(await roleExists(`govr_${api.workspaceId}_shop`));
   const tables = await query<{ table_name: string }>(api.db.url, `select table_name from information_schema.tables where table_schema = $1 order by 1`, [`gov_${api.workspaceId}_shop`]);
-  t.deepEqual(tables.map((x) => x.table_name), ["audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"]);
+  t.deepEqual(tables.map((x) => x.table_name), ["audit_head", "audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"]);
   const role = await query<{ rolcanlogin: boolean }>(api.db.url, `select rolcanlogin from pg_roles where rolname = $1`, [`govr_${api.workspaceId}_shop`]);
   t.false(role[0]!.rolcanlogin, "the app role is NOLOGIN");
 
@@ -121,7 +121,7 @@ test.serial("a provisioning interrupted half-way leaves nothing a retry cannot f
   const r = await provision(app);
   t.is(r.status, 200, r.text);
   const tables = await query<{ table_name: string }>(api.db.url, `select table_name from information_schema.tables where table_schema = $1 order by 1`, [`gov_${api.workspaceId}_halfway`]);
-  t.deepEqual(tables.map((x) => x.table_name), ["audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"]);
+  t.deepEqual(tables.map((x) => x.table_name), ["audit_head", "audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"]);
   t.is((await ingest(keyOf(r.body.connectionString))).status, 201);
 });
 

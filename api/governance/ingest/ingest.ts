@@ -305,14 +305,18 @@ export class IngestionService {
   }
 
   /**
-   * Takes the app's audit lock (held to the end of the transaction) and reads the chain's head.
-   * One message (the simple protocol, no parameters: the lock class is a number, the schema a
-   * checked identifier), two statements, so the read takes its snapshot after the lock is granted
-   * and sees every entry committed before it.
+   * Takes the app's audit lock (held to the end of the transaction) and reads the chain's head: the
+   * recorded head (audit_head, which the append's trigger moves forward), or the last entry if one
+   * lies beyond it. Entries deleted from the end behind the API's back thus stay a gap the verifier
+   * names, instead of being written over. One message (the simple protocol, no parameters: the lock
+   * class is a number, the schema a checked identifier), two statements, so the read takes its
+   * snapshot after the lock is granted and sees every entry committed before it.
    */
   async #lockChain(c: Client, store: StoreRef): Promise<{ sequence: number; hash: string }> {
     const results = await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
-                                   select sequence, hash from audit_log order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
+                                   select sequence, hash from (select sequence, hash from audit_head
+                                                               union all (select sequence, hash from audit_log order by sequence desc limit 1)) h
+                                    order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
     const head = results[1]!.rows[0];
     return head ? { sequence: Number(head.sequence), hash: head.hash } : { sequence: 0, hash: GENESIS_HASH };
   }

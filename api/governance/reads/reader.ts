@@ -106,7 +106,8 @@ export class StoreReader {
 
 /** Reads one app's chain in order, page by page, inside the caller's (read-only) transaction. */
 async function verifyChain(client: Client, schema: string): Promise<ChainVerification> {
-  const v = new ChainVerifier();
+  const { rows: [head] } = await client.query<{ sequence: string; hash: string }>(`select sequence, hash from ${ident(schema)}.audit_head`);
+  const v = new ChainVerifier(head ? { sequence: Number(head.sequence), hash: head.hash } : null);
   let after = 0;
   for (;;) {
     const { rows } = await client.query<{

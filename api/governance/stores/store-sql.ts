@@ -38,9 +38,10 @@ export const ROLLUP_TABLES = ["traces_hourly", "evals_hourly"] as const;
  * The version of this template. A store records the version it was made (or last completed) with
  * (governance_projects.store_version); the API completes older stores at start
  * (ProvisioningService.upgradeStores). 1: tables and audit trail; 2: hourly rollups; 3: evals carry
- * their trace's call time (called_at), so the eval rollup needs no look-up of the trace.
+ * their trace's call time (called_at), so the eval rollup needs no look-up of the trace; 4: the audit
+ * chain's recorded head (audit_head).
  */
-export const STORE_TEMPLATE_VERSION = 3;
+export const STORE_TEMPLATE_VERSION = 4;
 
 /** Rollup hours are aligned to this instant (a Monday, midnight UTC), which is also the origin of the analytics timeseries buckets. */
 export const ROLLUP_ORIGIN = "2000-01-03T00:00:00Z";
@@ -142,9 +143,42 @@ export function storeDdl(n: StoreNames, pgVersion: number): string[] {
        for each statement execute function ${s}.audit_log_append_only()`,
     // belt and braces: not even the owning API user holds UPDATE, DELETE or TRUNCATE on the trail
     `revoke update, delete, truncate on ${t("audit_log")} from current_user`,
+    ...auditHeadDdl(s, t),
     `grant usage on schema ${s} to ${r}`,
     `grant select, insert on ${STORE_TABLES.map(t).join(", ")} to ${r}`,
     `grant select on ${ROLLUP_TABLES.map(t).join(", ")} to ${r}`,
+    `grant select on ${t("audit_head")} to ${r}`,
+  ];
+}
+
+/**
+ * The chain's recorded head (template version 4): one row, the sequence and hash of the last entry
+ * appended, moved forward by a trigger on every insert into audit_log (SECURITY DEFINER: the app's
+ * role only reads it). Ingestion continues the chain from it, and verification compares the chain
+ * with it, so entries deleted from the end are a gap that stays, not a shorter chain that verifies.
+ * A store made before it gets its head from its last entry.
+ */
+function auditHeadDdl(s: string, t: (table: string) => string): string[] {
+  return [
+    `create table if not exists ${t("audit_head")} (
+       one boolean primary key default true check (one),
+       sequence bigint not null check (sequence > 0),
+       hash char(64) not null)`,
+    `create or replace function ${s}.audit_head_advance() returns trigger language plpgsql
+       security definer set search_path = pg_catalog, pg_temp as $$
+     begin
+       insert into ${t("audit_head")} as h (one, sequence, hash)
+         select true, a.sequence, a.hash from new_rows a order by a.sequence desc limit 1
+         on conflict (one) do update set sequence = excluded.sequence, hash = excluded.hash where excluded.sequence > h.sequence;
+       return null;
+     end $$`,
+    `revoke all on function ${s}.audit_head_advance() from public`,
+    `create or replace trigger audit_head_advance after insert on ${t("audit_log")} referencing new table as new_rows
+       for each statement execute function ${s}.audit_head_advance()`,
+    `revoke delete, truncate on ${t("audit_head")} from current_user`,
+    `insert into ${t("audit_head")} (one, sequence, hash)
+       select true, sequence, hash from ${t("audit_log")} order by sequence desc limit 1
+       on conflict (one) do nothing`,
   ];
 }
 
