@@ -187,3 +187,36 @@ test("the caches of detections keep none of the texts they saw: a cached phone n
   // 300 texts of 200 KB: 60 MiB if any cache held on to them (about 1.5 MiB when none does)
   t.true(retainedMiB < 6, `${retainedMiB.toFixed(1)} MiB retained`);
 });
+
+// issue 16: ITIN, passport and driver's licence numbers; cards of every length; invalid IBANs
+const issue16Pii: Array<[string, PiiKind]> = [
+  ["My ITIN is 912-78-3456.", "itin"],
+  ["ITIN: 987-65-4321", "itin"],
+  ["My passport number is C03005988.", "passport"],
+  ["US passport no. 963545637, expires 2031.", "passport"],
+  ["Driver licence no. W426-545-30-761-0 (Florida).", "drivers_license"],
+  ["DL# S53012684, issued in Wisconsin.", "drivers_license"],
+  ["My Amex is 378282246310005.", "credit_card"],
+  ["Old Diners card: 36227206271667.", "credit_card"],
+  ["The 19-digit UnionPay card is 6205500000000000004.", "credit_card"],
+  ["My old 13-digit Visa was 4222222222222.", "credit_card"],
+];
+for (const [text, kind] of issue16Pii) {
+  test(`pii (issue 16): ${JSON.stringify(text)} is ${kind}`, (t) => {
+    const v = piiGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(v.matches.some((m) => m.kind === kind), JSON.stringify(v.matches));
+  });
+}
+for (const text of [
+  "Is DE88 3704 0044 0532 0130 00 a valid IBAN? The bank rejected it.",
+  "The IBAN GB28 NWBK 6016 1331 9268 19 in the letter looks wrong.",
+  "Passport photos must be 2 by 2 inches.",
+  "My driver's license expired last month; what documents do I need?",
+  "Order 912-45-3456 shipped.",
+]) {
+  test(`pii (issue 16): ${JSON.stringify(text)} passes`, (t) => {
+    const v = piiGuard(text);
+    t.is(v.result, "pass", JSON.stringify(v));
+  });
+}

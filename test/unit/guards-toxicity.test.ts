@@ -133,3 +133,38 @@ test("word prefilter: exact on other transformer pipelines (the general loop)", 
     }
   }
 });
+
+// issue 16: hate and insults without slurs, negation, mentions, homographs
+const issue16Toxic: Array<[string, ToxicityCategory]> = [
+  ["I hate Muslims.", "hate"],
+  ["I really can't stand gay people like you.", "hate"],
+  ["I hate you!", "harassment"],
+  ["Women are disgusting.", "hate"],
+  ["Immigrants are a plague on this country.", "hate"],
+  ["I hope your whole family suffers.", "threat"],
+  ["You're the dumbest person I've ever met.", "harassment"],
+  ["Go back home, you filthy beaner.", "slur"],
+];
+for (const [text, category] of issue16Toxic) {
+  test(`toxicity (issue 16): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(v.matches.some((m) => m.kind === category), JSON.stringify(v.matches));
+  });
+}
+for (const text of [
+  "There are chinks in the armour of the argument.",
+  "I would never say that women are worthless.",
+  "Saying 'women are inferior' is sexist and wrong.",
+  "Is it offensive to call someone a 'retard'? I want to explain it to my kids.",
+  "Drop dead gorgeous is how I'd describe the dress.",
+  "I hate Mondays.",
+  "I can't stand people who don't use their indicators.",
+  "Muslims celebrate Eid at the end of Ramadan.",
+  "Spic and Span is a cleaning brand.",
+]) {
+  test(`toxicity (issue 16): ${JSON.stringify(text)} passes`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "pass", JSON.stringify(v));
+  });
+}

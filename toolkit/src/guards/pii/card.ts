@@ -22,6 +22,27 @@ export function cardBrand(digits: string): string {
   return "Payment";
 }
 
+/** The Luhn (mod 10) check of a digit string. */
+export function luhn(digits: string): boolean {
+  let sum = 0;
+  for (let i = digits.length - 1, double = false; i >= 0; i--, double = !double) {
+    let d = digits.charCodeAt(i) - 48;
+    if (double && (d *= 2) > 9) d -= 9;
+    sum += d;
+  }
+  return sum % 10 === 0;
+}
+
+// Lengths each network issues beyond what validator's isCreditCard knows (19-digit Visa and
+// UnionPay, 14-digit Diners, 13-digit Visa).
+const BRAND_LENGTHS: Record<string, readonly number[]> = { Visa: [13, 16, 19], UnionPay: [16, 17, 18, 19], "Diners Club": [14, 16], Discover: [16, 19], JCB: [16, 17, 18, 19] };
+
+/** A card number: validator's check, or Luhn and a length its network issues. */
+function isCard(digits: string): boolean {
+  if (isCreditCard(digits)) return true;
+  return (BRAND_LENGTHS[cardBrand(digits)] ?? []).includes(digits.length) && luhn(digits);
+}
+
 function plausibleGrouping(raw: string): boolean {
   const seps = raw.match(/[ -]/g);
   if (!seps) return true;
@@ -40,7 +61,7 @@ export const detectCards: PiiDetector = (text, claimed) => {
     const end = start + raw.length;
     if (overlapsAny(claimed, start, end) || !plausibleGrouping(raw)) continue;
     const digits = raw.replace(/\D/g, "");
-    if (!isCreditCard(digits)) continue;
+    if (!isCard(digits)) continue;
     const score = contextBefore(text, start, CARD_WORDS) ? 0.97 : 0.92;
     hits.push({ kind: "credit_card", start, end, score, description: `${cardBrand(digits)} card number ending ${lastChars(digits, 4)}` });
   }
