@@ -35,7 +35,9 @@ EOF
   cat > "$DIR/buildkitd.toml" <<EOF
 root = "$BUILDKIT_DIR"
 [grpc]
-  address = ["unix://$BUILDKIT_SOCK"]
+  # the TCP listener: for build Jobs, through the node's bridge ($NODE_IP:$BUILDKIT_PORT); no TLS,
+  # loopback and the node's namespace only (docs/builds.md: production uses mTLS)
+  address = ["unix://$BUILDKIT_SOCK", "tcp://127.0.0.1:$BUILDKIT_PORT"]
 [otel]
   socketPath = "$BUILDKIT_RUN/otel-grpc.sock"
 [cdi]
@@ -76,5 +78,5 @@ buildkit_status() {
 }
 
 buildkit_env() {
-  echo "export BERTH_BUILDKIT_ADDR=unix://$BUILDKIT_SOCK"
+  echo "export BERTH_BUILDKIT_ADDR=unix://$BUILDKIT_SOCK BERTH_BUILDKIT_CLUSTER_ADDR=tcp://$NODE_IP:$BUILDKIT_PORT"
 }

@@ -28,6 +28,10 @@ SERVICE_CIDR=10.96.0.0/16   # kube-apiserver's --service-cluster-ip-range
 CLUSTER_DNS=10.96.0.10
 REGISTRY_PORT=$((PORT_BASE + 50))
 INGRESS_PORT=$((PORT_BASE + 51))
+# buildkitd's TCP listener (hack/lib/buildkit.sh) and the Git server (hack/lib/git-server.ts), each
+# on the host's loopback and, for pods (build Jobs), on the node's side of the bridge.
+BUILDKIT_PORT=$((PORT_BASE + 52))
+GIT_PORT=$((PORT_BASE + 53))
 # A Berth API run on the host (the tests', hack/up's) is reachable from pods at $NODE_IP:$HOST_API_PORT.
 HOST_API_PORT=$((PORT_BASE + 60))
 NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik)
@@ -251,7 +255,9 @@ node_bridge_config() {
     { "name": "apiserver", "listen": "0.0.0.0:$API_PORT", "target": "127.0.0.1:$API_PORT" },
     { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_PORT" },
     { "name": "berth-api", "listen": "$NODE_IP:$HOST_API_PORT", "target": "127.0.0.1:$HOST_API_PORT" },
-    { "name": "postgres", "listen": "$NODE_IP:$UP_PG_PORT", "target": "127.0.0.1:$UP_PG_PORT" }
+    { "name": "postgres", "listen": "$NODE_IP:$UP_PG_PORT", "target": "127.0.0.1:$UP_PG_PORT" },
+    { "name": "buildkit", "listen": "$NODE_IP:$BUILDKIT_PORT", "target": "127.0.0.1:$BUILDKIT_PORT" },
+    { "name": "git", "listen": "$NODE_IP:$GIT_PORT", "target": "127.0.0.1:$GIT_PORT" }
   ]
 }
 EOF
@@ -287,6 +293,16 @@ EOF
   wait_for registry 30 curl -sf "http://127.0.0.1:$REGISTRY_PORT/v2/"
 }
 
+# The Git server (hack/lib/git-server.ts): repositories under $BERTH_LOCAL/git, kept across down/up
+# like the registry's images. Repositories named private-* need BERTH_GIT_CREDENTIALS.
+GIT_CREDENTIALS="${BERTH_GIT_CREDENTIALS:-berth:local-git-secret}"
+git_server_up() {
+  mkdir -p "$BERTH_LOCAL/git"
+  BERTH_GIT_CREDENTIALS="$GIT_CREDENTIALS" node_start git-server out "$(command -v node)" "$BERTH_ROOT/hack/lib/git-server.ts" \
+    --listen "127.0.0.1:$GIT_PORT" --root "$BERTH_LOCAL/git"
+  wait_for "the Git server" 15 curl -s -o /dev/null "http://127.0.0.1:$GIT_PORT/"
+}
+
 node_up() {
   node_deps
   node_save_sysctls
@@ -295,6 +311,7 @@ node_up() {
   node_configs
   node_bridge_config
   registry_up
+  git_server_up
   local node; node=$(command -v node)
   node_start netbridge-host out "$node" "$BERTH_ROOT/hack/lib/netbridge.ts" host "$NODE_DIR/netbridge.json"
   node_start netbridge-node in "$node" "$BERTH_ROOT/hack/lib/netbridge.ts" node "$NODE_DIR/netbridge.json"
@@ -434,7 +451,7 @@ node_down() {
     sleep 0.5
     for t in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks delete -f "$t" >/dev/null 2>&1 || true; done
   fi
-  for c in containerd netbridge-node netbridge-host registry; do node_stop "$c"; done
+  for c in containerd netbridge-node netbridge-host registry git-server; do node_stop "$c"; done
   undo_mounts_and_cgroups "$CGROUP_ROOT" "$NODE_DIR" "$RUN"
   if ip netns list 2>/dev/null | grep -qw "$NETNS"; then ip netns delete "$NETNS"; log "deleted network namespace $NETNS"; fi
   node_restore_sysctls
@@ -446,11 +463,13 @@ node_env() {
   echo "export BERTH_REGISTRY=127.0.0.1:$REGISTRY_PORT"
   echo "export BERTH_INGRESS_URL=http://127.0.0.1:$INGRESS_PORT"
   echo "export BERTH_NODE_IP=$NODE_IP BERTH_NODE_NAME=$NODE_NAME BERTH_HOST_API_PORT=$HOST_API_PORT"
+  # git push $BERTH_GIT_URL/<name>.git from the host; Apps name $BERTH_GIT_CLUSTER_URL/<name>.git (what build Jobs reach)
+  echo "export BERTH_GIT_URL=http://127.0.0.1:$GIT_PORT BERTH_GIT_CLUSTER_URL=http://$NODE_IP:$GIT_PORT BERTH_GIT_CREDENTIALS=$GIT_CREDENTIALS"
 }
 
 node_status() {
   local c all=0
-  for c in registry "${NODE_COMPONENTS[@]}"; do
+  for c in registry git-server "${NODE_COMPONENTS[@]}"; do
     if node_running "$c"; then echo "$c: running (pid $(cat "$DIR/$c.pid"))"; else echo "$c: stopped"; all=1; fi
   done
   return $all
