@@ -30,7 +30,8 @@ export const fields = {
     .describe("URL-safe name, unique within the workspace; the default subdomain"),
   description: z.string().max(2000),
   type: z.enum(APP_TYPES),
-  gitRepoUrl: z.string().max(2048).regex(/^https:\/\/[^\s/$.?#][^\s]*$/, "must be an https:// URL").describe("HTTPS URL of the Git repository"),
+  gitRepoUrl: z.string().max(2048).regex(/^https?:\/\/[^\s/$.?#][^\s]*$/, "must be an https:// (or http://) URL")
+    .describe("URL of the Git repository, cloned over HTTPS (plain HTTP for in-cluster Git servers)"),
   gitBranch: z.string().min(1).max(255).regex(/^[^\s~^:?*[\\]+$/, "must be a valid Git branch name"),
   gitInstallationId: z.string().min(1).max(100),
   // Patterns are RE2 (the API server's dialect): no lookaheads, so ".." is refused by a CEL rule.
@@ -162,6 +163,65 @@ export const AppStatus = z.object({
 export type AppStatus = z.output<typeof AppStatus>;
 
 // ---------------------------------------------------------------------------------------------
+// Release: one deployment of an App (docs/deployments.md). The API creates it (a push webhook, a
+// manual deploy, a rollback); the operator builds it, runs its release command and rolls it out.
+// Its spec is a record of what was asked and never changes; its status says how far it got.
+
+/**
+ * queued -> building -> releasing -> deploying -> succeeded -> superseded (a later release took
+ * over); build_failed, release_failed and failed (the rollout did not become ready) end a release
+ * that never served; cancelled: a later release reached deploying before this one finished its
+ * build or release command.
+ */
+export const RELEASE_PHASES = ["queued", "building", "build_failed", "releasing", "release_failed", "deploying", "succeeded", "failed", "superseded", "cancelled"] as const;
+export type ReleasePhase = (typeof RELEASE_PHASES)[number];
+/** push: a webhook delivery; manual: POST .../deployments; rollback: a redeploy of an earlier release's image. */
+export const RELEASE_TRIGGERS = ["push", "manual", "rollback"] as const;
+export const COMMIT_SHA = "^[0-9a-f]{40}$";
+
+const ReleaseSpecFields = z.object({
+  appRef: z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict(),
+  sequence: z.int().min(1).describe("The release's number within its App (its name is <app>-<sequence>)"),
+  trigger: z.enum(RELEASE_TRIGGERS),
+  git: z.object({
+    repoUrl: fields.gitRepoUrl,
+    branch: fields.gitBranch,
+    commitSha: z.string().regex(new RegExp(COMMIT_SHA), "must be a full commit sha (40 lowercase hex digits)"),
+    commitMessage: z.string().max(4096).optional(),
+    installationId: fields.gitInstallationId.optional(),
+    deliveryId: z.string().min(1).max(200).optional().describe("The webhook delivery that triggered it"),
+  }).strict().optional().describe("The commit to build; absent for a rollback"),
+  dockerfilePath: fields.dockerfilePath.optional(),
+  releaseCommand: fields.releaseCommand.optional(),
+  image: fields.image.optional().describe("An image to deploy without a build (a rollback: the earlier release's image, by digest)"),
+  rollbackOf: z.string().min(1).max(253).optional().describe("The release whose image this one deploys again"),
+}).strict();
+
+export const ReleaseSpec = withRules(ReleaseSpecFields, [
+  { cel: "has(self.git) != has(self.image)", check: (s) => (s.git === undefined) !== (s.image === undefined),
+    message: "a release has either git (a commit to build) or image (a rollback)", field: "image", reason: "FieldValueInvalid" },
+]).meta({ "x-kubernetes-validations": [{ rule: "self == oldSelf", message: "a release's spec is immutable: create a new release", reason: "FieldValueForbidden" }] });
+export type ReleaseSpec = z.output<typeof ReleaseSpec>;
+
+export const ReleaseStatus = z.object({
+  phase: z.enum(RELEASE_PHASES).optional(),
+  observedGeneration: z.int().min(0).optional(),
+  image: z.string().optional().describe("What runs: <repository>@sha256:..."),
+  stack: z.string().optional().describe("dockerfile, or the detected stack (node, python, go, static)"),
+  commitMessage: z.string().max(4096).optional(),
+  failure: z.object({ step: z.string(), reason: z.string(), message: z.string().max(4096) }).optional(),
+  buildStartedAt: z.iso.datetime().optional(),
+  buildFinishedAt: z.iso.datetime().optional(),
+  releaseStartedAt: z.iso.datetime().optional(),
+  releaseFinishedAt: z.iso.datetime().optional(),
+  deployStartedAt: z.iso.datetime().optional(),
+  deployedAt: z.iso.datetime().optional(),
+  finishedAt: z.iso.datetime().optional(),
+  conditions: Conditions.optional(),
+});
+export type ReleaseStatus = z.output<typeof ReleaseStatus>;
+
+// ---------------------------------------------------------------------------------------------
 // Domain
 
 export const DomainSpec = z.object({
@@ -223,6 +283,17 @@ export const KINDS: KindDef[] = [
       { name: "Phase", type: "string", jsonPath: ".status.phase" },
       { name: "Ready", type: "string", jsonPath: ".status.conditions[?(@.type==\"Ready\")].status" },
       { name: "URL", type: "string", jsonPath: ".status.url", priority: 1 },
+      { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+    ],
+  },
+  {
+    kind: "Release", plural: "releases", singular: "release", shortNames: ["brelease"], spec: ReleaseSpec, status: ReleaseStatus,
+    printerColumns: [
+      { name: "App", type: "string", jsonPath: ".spec.appRef.name" },
+      { name: "Trigger", type: "string", jsonPath: ".spec.trigger" },
+      { name: "Commit", type: "string", jsonPath: ".spec.git.commitSha" },
+      { name: "Phase", type: "string", jsonPath: ".status.phase" },
+      { name: "Image", type: "string", jsonPath: ".status.image", priority: 1 },
       { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
     ],
   },

@@ -30,6 +30,17 @@ export const OperatorConfigSchema = z.object({
     .describe("JSON object: the nodeSelector of every App's pods (e.g. the nodes set aside for workloads)"),
   BERTH_WORKLOAD_TOLERATIONS: json(z.array(Toleration).max(32)).optional()
     .describe("JSON array: tolerations of every App's pods (e.g. of the taint on those nodes)"),
+  // Builds from Git (docs/builds.md): off unless a builder image is configured.
+  BERTH_BUILDER_IMAGE: z.string().min(1).optional().describe("The builder image (berth-builder) that build Jobs run; builds are off when unset"),
+  BERTH_BUILDKIT_HOST: z.string().regex(/^(tcp|unix|tcp\+tls):\/\//, "must be a BuildKit address: tcp://host:port").optional().describe("BuildKit's address as build Jobs reach it"),
+  BERTH_BUILD_REGISTRY: z.string().regex(/^[a-z0-9.-]+(:\d+)?$/, "must be host[:port]").optional().describe("The registry built images are pushed to (and the nodes pull from)"),
+  BERTH_BUILD_REPOSITORY_PREFIX: z.string().regex(/^[a-z0-9._/-]*$/).default("apps").describe("Built images are <registry>/<prefix>/<namespace>/<app>:<commit>"),
+  BERTH_BUILD_REGISTRY_INSECURE: bool.default(false).describe("Push over plain HTTP (a registry on loopback or inside the cluster)"),
+  BERTH_BUILD_BASE_IMAGES: json(z.partialRecord(z.enum(["node", "python", "go", "static"]), z.string().min(1))).optional()
+    .describe("JSON object: the base image of each detected stack (node, python, go, static)"),
+  BERTH_BUILD_CPU_MILLICORES: z.coerce.number().int().min(100).max(32000).default(1000),
+  BERTH_BUILD_MEMORY_MI: z.coerce.number().int().min(128).max(131072).default(2048),
+  BERTH_BUILD_TIMEOUT_SECONDS: z.coerce.number().int().min(60).max(86400).default(1800),
   BERTH_OPERATOR_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),
   BERTH_OPERATOR_RESYNC_SECONDS: z.coerce.number().int().min(10).default(600),
   BERTH_OPERATOR_HEALTH_HOST: z.string().default("127.0.0.1"),

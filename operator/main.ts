@@ -9,7 +9,10 @@ import type { Informer } from "../kube/informer.ts";
 import { ObjectClient, type KubeObject } from "../kube/objects.ts";
 import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
-import { CHILD_KINDS, MANAGED_BY, type ChildKind } from "./app/builders.ts";
+import { CHILD_KINDS, MANAGED_BY, type BuildConfig, type ChildKind } from "./app/builders.ts";
+import type { ReleaseObject } from "./release/builders.ts";
+import { appOfRelease, releaseOfObject, ReleaseReconciler } from "./release/reconcile.ts";
+import type { BuildSettings } from "./release/builders.ts";
 import { AppReconciler, appOfPod, type AppObject } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
 
@@ -33,6 +36,10 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   const client = new ObjectClient(manager.rest);
 
   const namespace = cfg.BERTH_WATCH_NAMESPACE;
+  const buildConfig: BuildConfig = {
+    baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
+    nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
+  };
   const managedBy = Object.entries(MANAGED_BY).map(([k, v]) => `${k}=${v}`).join(",");
   // The operator never reads managedFields: its caches drop them (a third of each object).
   const apps = manager.informer<AppObject>({ apiVersion: API_VERSION, kind: "App", plural: "apps", dropManagedFields: true, ...(namespace ? { namespace } : {}) });
@@ -42,6 +49,8 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
 
   const secrets = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
   const pods = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Pod", plural: "pods", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
+  const releases = manager.informer<ReleaseObject>({ apiVersion: API_VERSION, kind: "Release", plural: "releases", dropManagedFields: true, ...(namespace ? { namespace } : {}) });
+  const jobs = manager.informer<KubeObject>({ apiVersion: "batch/v1", kind: "Job", plural: "jobs", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
   const events = new KubeEventRecorder(manager.rest, { component: "berth-operator", instance: cfg.identity, log });
   const governance = cfg.BERTH_OPERATOR_API_URL ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_OPERATOR_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE }) : undefined;
 
@@ -49,14 +58,17 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     name: "app",
     primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
     owned: [...Object.values(children), secrets],
-    watches: [{ informer: pods, map: appOfPod }],
-    reconciler: new AppReconciler({
-      client, apps, children, secrets, pods, governance, events, now: () => new Date(),
-      cfg: {
-        baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
-        nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
-      },
-    }),
+    watches: [{ informer: pods, map: appOfPod }, { informer: releases as unknown as Informer<KubeObject>, map: appOfRelease }],
+    reconciler: new AppReconciler({ client, apps, children, secrets, pods, releases, governance, events, now: () => new Date(), cfg: buildConfig }),
+    concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
+    resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
+  });
+  manager.addController({
+    name: "release",
+    primary: releases as unknown as Informer<KubeObject>,
+    owned: [jobs],
+    watches: [{ informer: pods, map: releaseOfObject }],
+    reconciler: new ReleaseReconciler({ client, releases, apps, jobs, pods, build: buildSettings(cfg), cfg: buildConfig, events, now: () => new Date() }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
   });
@@ -64,6 +76,16 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   await manager.start();
   log.info({ identity: cfg.identity, healthPort: manager.healthPort, namespace: namespace ?? "(all)" }, "operator started");
   return { manager, metrics, events, stop: async () => { await manager.stop(); await events.flush(); } };
+}
+
+/** Build settings from the configuration; undefined (builds off) without a builder image, BuildKit and a registry. */
+export function buildSettings(cfg: OperatorConfig): BuildSettings | undefined {
+  if (!cfg.BERTH_BUILDER_IMAGE || !cfg.BERTH_BUILDKIT_HOST || !cfg.BERTH_BUILD_REGISTRY) return undefined;
+  return {
+    builderImage: cfg.BERTH_BUILDER_IMAGE, buildkitHost: cfg.BERTH_BUILDKIT_HOST,
+    registry: cfg.BERTH_BUILD_REGISTRY, repositoryPrefix: cfg.BERTH_BUILD_REPOSITORY_PREFIX, registryInsecure: cfg.BERTH_BUILD_REGISTRY_INSECURE,
+    baseImages: cfg.BERTH_BUILD_BASE_IMAGES ?? {}, cpuMillicores: cfg.BERTH_BUILD_CPU_MILLICORES, memoryMi: cfg.BERTH_BUILD_MEMORY_MI, timeoutSeconds: cfg.BERTH_BUILD_TIMEOUT_SECONDS,
+  };
 }
 
 async function main(): Promise<void> {

@@ -40,7 +40,7 @@ export function buildGovernanceSecret(app: AppRef, v: { connectionString: string
 
 export const MANAGED_BY = { "app.kubernetes.io/managed-by": "berth" } as const;
 export const HASH_ANNOTATION = "berth.dev/applied-hash";
-const CONTAINER = "app";
+export const CONTAINER = "app";
 
 export type ChildKind = "Deployment" | "Service" | "Ingress" | "HorizontalPodAutoscaler" | "CronJob";
 
@@ -89,7 +89,7 @@ function podMeta(app: AppRef, gov: GovernanceRef | undefined): k8s.V1ObjectMeta 
   return { labels: labels(app), ...(gov ? { annotations: { [ANNOTATIONS.governanceGeneration]: String(gov.generation) } } : {}) };
 }
 
-function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
+export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
   const serving = isServed(spec.type);
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
   return {

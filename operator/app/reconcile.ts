@@ -3,7 +3,10 @@
 // and write status only when it changed. Level-based: no branch depends on which event fired.
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
-import { API_VERSION, APP_LABEL, AppSpec, type AppStatus } from "../../crds/schemas.ts";
+import { API_VERSION, APP_LABEL, AppSpec, type AppStatus, type ReleaseStatus } from "../../crds/schemas.ts";
+import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
+import type { ReleaseObject } from "../release/builders.ts";
+import { applyReleaseStatus } from "../release/status.ts";
 import { ANNOTATIONS, GOVERNANCE_FINALIZER, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict } from "../../kube/transport.ts";
@@ -53,6 +56,8 @@ export interface AppReconcilerDeps {
   pods?: Informer<KubeObject> | undefined;
   /** Absent when no API is configured: Apps then run without governance. */
   governance?: GovernanceClient | undefined;
+  /** Releases (builds from Git, rollbacks): a Git App runs its serving release's image. */
+  releases?: Informer<ReleaseObject> | undefined;
   cfg: BuildConfig;
   now: () => Date;
   /** Events on Apps (kubectl describe); none are recorded when absent. */
@@ -109,6 +114,7 @@ export class AppReconciler implements Reconciler {
   constructor(deps: AppReconcilerDeps) {
     this.deps = deps;
     this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("App", deps.apps).track("Secret", deps.secrets);
+    if (deps.releases) this.cache.track("Release", deps.releases);
     for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) this.cache.track(kind, deps.children[kind]);
   }
 
@@ -140,12 +146,20 @@ export class AppReconciler implements Reconciler {
   }
 
   private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const { app, spec, generation } = o;
+    const { app, generation } = o;
     const namespace = app.metadata.namespace!, name = app.metadata.name!, uid = app.metadata.uid!;
+    // A Git App runs the image of its serving release; a prebuilt spec.image always wins.
+    const releases = newestFirst((this.deps.releases?.list(namespace) ?? []).filter((r) => r.spec?.appRef?.name === name));
+    const serving = o.spec.image ? undefined : servingRelease(releases);
+    const spec: AppSpec = serving ? { ...o.spec, image: serving.status!.image! } : o.spec;
+    const releaseView = { serving, newest: o.spec.image ? undefined : releases[0] };
+    // The deployment event (SPEC.md): governance is provisioned once there is an image to run,
+    // before the release command and the first pod start.
+    const deploys = !!spec.image || (!o.spec.image && releases.some((r) => !!r.status?.image));
 
     let gov: GovernanceState;
     try {
-      gov = await this.governance(app, !!spec.image, ctx);
+      gov = await this.governance(app, deploys, ctx);
     } catch (err) {
       // First rollout: nothing starts without governance. Already running: the current Secret and
       // workload stay as they are. Either way the failure is reported and retried with backoff.
@@ -171,9 +185,37 @@ export class AppReconciler implements Reconciler {
     if (pruned.has("CronJob")) cronJob = undefined;
 
     const pods = this.deps.pods?.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === name) as k8s.V1Pod[] | undefined;
-    const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition });
+    const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition, releases: releaseView });
     const wait = await this.writeStatus(app, status, ctx);
+    if (serving) await this.recordRollout(serving, releases, status, ctx);
     return after(status.phase === "deploying" ? Math.min(wait ?? ROLLOUT_RECHECK_MS, ROLLOUT_RECHECK_MS) : wait);
+  }
+
+  /**
+   * How the serving release's rollout ended, on the release: succeeded (and the one it replaced
+   * superseded) once the App is Deployed with it, failed when its pods cannot start; a failed
+   * release stops serving, so the previous one rolls back in on the next reconcile.
+   */
+  private async recordRollout(serving: ReleaseObject, releases: readonly ReleaseObject[], status: AppStatus, ctx: ReconcileContext): Promise<void> {
+    const now = this.deps.now().toISOString();
+    const deployed = status.conditions?.find((c) => c.type === "Deployed");
+    if (phaseOf(serving) === "deploying") {
+      if (deployed?.status === "True") {
+        await this.writeRelease(serving, { phase: "succeeded", deployedAt: now, finishedAt: now }, "Deployed", `Release ${serving.metadata.name} serves ${serving.status?.image ?? ""}`, ctx);
+      } else if (status.phase === "failed" && deployed?.status === "False") {
+        await this.writeRelease(serving, { phase: "failed", finishedAt: now, failure: { step: "deploy", reason: deployed.reason, message: deployed.message } }, "DeployFailed", deployed.message, ctx);
+        return;
+      } else return;
+    }
+    for (const r of releases) {
+      if (r !== serving && phaseOf(r) === "succeeded") await this.writeRelease(r, { phase: "superseded" }, "Superseded", `Release ${serving.metadata.name} took over`, ctx);
+    }
+  }
+
+  private async writeRelease(r: ReleaseObject, change: Partial<ReleaseStatus>, reason: string, message: string, ctx: ReconcileContext): Promise<void> {
+    const written = await applyReleaseStatus(this.cache, r, change);
+    ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: change.phase }, "release phase changed");
+    this.deps.events?.event(written, change.phase === "failed" ? "Warning" : "Normal", reason, message);
   }
 
   /**

@@ -5,6 +5,8 @@ import type { AppSpec, AppStatus, Condition } from "../../crds/schemas.ts";
 import { setConditions, type ConditionInput } from "../../kube/conditions.ts";
 import { appUrl } from "../../crds/app.ts";
 import { desiredReplicas, stableJson, type BuildConfig } from "./builders.ts";
+import { phaseOf } from "../../crds/release.ts";
+import type { ReleaseObject } from "../release/builders.ts";
 
 export interface StatusInput {
   generation: number;
@@ -25,6 +27,11 @@ export interface StatusInput {
   governance?: { ready: boolean; reason: string; message: string } | undefined;
   /** The App's pods as last seen (to tell a release that cannot start from one still starting). */
   pods?: readonly k8s.V1Pod[] | undefined;
+  /**
+   * Git Apps: the release whose image runs (its image is then spec.image here) and the newest
+   * release, which may still be building or may have failed (crds/release.ts).
+   */
+  releases?: { serving?: ReleaseObject | undefined; newest?: ReleaseObject | undefined } | undefined;
 }
 
 /**
@@ -105,26 +112,35 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   }
 
   const url = appUrl(spec, input.cfg.baseDomain);
-  const source = spec.gitRepoUrl ? { status: "ok" } : { status: "none" };
+  const rel = releaseView(input);
+  const source = spec.gitRepoUrl
+    ? { status: "ok", ...(rel.commit?.sha ? { lastCommitSha: rel.commit.sha } : {}), ...(rel.commit?.message ? { lastCommitMessage: rel.commit.message } : {}) }
+    : { status: "none" };
 
   if (!spec.image) {
-    const reason = spec.gitRepoUrl ? "WaitingForBuild" : "NoSource";
-    const message = spec.gitRepoUrl
-      ? "Waiting for a build of the Git repository; builds from Git are not available yet, so set spec.image to deploy a prebuilt image"
+    const pending = rel.newest ? RELEASE_BUILD[phaseOf(rel.newest)] : undefined;
+    const reason = pending?.reason ?? (spec.gitRepoUrl ? "WaitingForBuild" : "NoSource");
+    const message = pending ? `Release ${rel.newest!.metadata.name}: ${pending.message(rel.newest!)}`
+      : spec.gitRepoUrl ? "Waiting for a deployment: push to the branch (with autoDeploy and the webhook) or POST .../deployments"
       : "Neither spec.image nor spec.gitRepoUrl is set: nothing to deploy";
+    const phase = spec.suspended ? "disabled" : pending?.phase ?? "stopped";
     return {
-      ...base, phase: spec.suspended ? "disabled" : "stopped", ...(url ? { url } : {}),
+      ...base, phase, ...(url ? { url } : {}),
       conditions: setConditions(prevConditions, [
         cond("Built", false, reason, message, generation),
         cond("Deployed", false, reason, "Nothing has been deployed", generation),
         cond("Ready", false, reason, message, generation),
       ], now),
-      pipeline: { source, build: { status: spec.gitRepoUrl ? "pending" : "none" }, deploy: { status: "none" }, runtime: { status: "stopped", readyReplicas: 0, totalReplicas: 0 } },
+      ...(rel.latest ? { latestDeployment: rel.latest } : {}),
+      pipeline: { source, build: rel.build ?? { status: spec.gitRepoUrl ? "pending" : "none" }, deploy: { status: "none" }, runtime: { status: "stopped", readyReplicas: 0, totalReplicas: 0 } },
     };
   }
 
-  const built = cond("Built", true, "PrebuiltImage", `Deploying prebuilt image ${spec.image}`, generation);
-  const build = { status: "succeeded", buildpack: "prebuilt", imageTag: spec.image };
+  const serving = rel.serving;
+  const built = serving
+    ? cond("Built", true, "Built", `Release ${serving.metadata.name} built ${spec.image}${serving.spec.git ? ` from ${serving.spec.git.commitSha.slice(0, 12)}` : ""}`, generation)
+    : cond("Built", true, "PrebuiltImage", `Deploying prebuilt image ${spec.image}`, generation);
+  const build = rel.build ?? { status: "succeeded", buildpack: "prebuilt", imageTag: spec.image };
 
   if (spec.type === "cron") {
     const exists = !!input.cronJob;
@@ -170,7 +186,9 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   const stuck = rollout === "succeeded" && ready >= want ? undefined : podFailure(input.pods, spec.image);
   const rolloutNow: Rollout = stuck ? "failed" : rollout;
   const healthy = rolloutNow === "succeeded" && ready >= want;
-  const phase = rolloutNow === "failed" ? "failed" : healthy ? "active" : "deploying";
+  // A newer release than the one serving: still on its way (deploying) or failed before it could serve.
+  const ahead = rel.newest && rel.newest !== serving ? RELEASE_BUILD[phaseOf(rel.newest)]?.phase : undefined;
+  const phase = rolloutNow === "failed" ? "failed" : ahead === "build_failed" ? "build_failed" : healthy && ahead !== "deploying" ? "active" : "deploying";
   const failure = stuck ?? { reason: "ProgressDeadlineExceeded", message: "The rollout did not progress in time" };
   const deployed = cond("Deployed", rolloutNow === "succeeded", rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : "RollingOut",
     rolloutNow === "succeeded" ? "The latest release is rolled out" : rolloutNow === "failed" ? failure.message : `Rolling out: ${ready}/${want} replicas ready`, generation);
@@ -179,12 +197,54 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   return {
     ...base, phase, ...(url ? { url } : {}),
     conditions: setConditions(prevConditions, [built, deployed, readyCond], now),
-    latestDeployment: latestDeployment(input, rolloutNow),
+    latestDeployment: rel.latest ?? latestDeployment(input, rolloutNow),
     pipeline: {
       source, build,
       deploy: { status: rolloutNow, ...deployedAt(input, rolloutNow), ...(input.deploymentId ? { revisionName: input.deploymentId } : {}) },
       runtime: { status: healthy ? "healthy" : ready > 0 ? "degraded" : "starting", readyReplicas: ready, totalReplicas: total },
     },
+  };
+}
+
+/** How a release that does not serve yet shows on its App (phase, Built reason, message). */
+const RELEASE_BUILD: Partial<Record<ReturnType<typeof phaseOf>, { phase: "deploying" | "build_failed"; reason: string; message: (r: ReleaseObject) => string }>> = {
+  queued: { phase: "deploying", reason: "BuildQueued", message: () => "queued" },
+  building: { phase: "deploying", reason: "Building", message: (r) => `building commit ${r.spec.git?.commitSha.slice(0, 12) ?? ""}` },
+  releasing: { phase: "deploying", reason: "Releasing", message: () => "running the release command" },
+  deploying: { phase: "deploying", reason: "Deploying", message: () => "rolling out" },
+  build_failed: { phase: "build_failed", reason: "BuildFailed", message: (r) => `the build failed: ${r.status?.failure?.reason ?? ""}: ${r.status?.failure?.message ?? ""}` },
+  release_failed: { phase: "build_failed", reason: "ReleaseFailed", message: (r) => `the release command failed: ${r.status?.failure?.message ?? ""}` },
+};
+
+/** What an App's status says about its releases: latestDeployment, the build stage, the commit. Pure. */
+function releaseView(input: StatusInput): {
+  serving?: ReleaseObject; newest?: ReleaseObject; latest?: NonNullable<AppStatus["latestDeployment"]>;
+  build?: NonNullable<AppStatus["pipeline"]>["build"]; commit?: { sha: string; message?: string };
+} {
+  const serving = input.releases?.serving, newest = input.releases?.newest;
+  if (!newest) return {};
+  const message = (r: ReleaseObject) => r.spec.git?.commitMessage ?? r.status?.commitMessage;
+  const withGit = [newest, serving].find((r) => r?.spec.git);
+  const b = newest.status;
+  const seconds = b?.buildStartedAt && b.buildFinishedAt ? Math.round((Date.parse(b.buildFinishedAt) - Date.parse(b.buildStartedAt)) / 100) / 10 : undefined;
+  const buildStatus: Record<string, string> = { queued: "pending", building: "building", build_failed: "failed", cancelled: "cancelled" };
+  const phase = phaseOf(newest);
+  return {
+    ...(serving ? { serving } : {}), newest,
+    latest: {
+      id: newest.metadata.name!, status: phase,
+      ...(newest.spec.git ? { gitCommitSha: newest.spec.git.commitSha } : {}),
+      ...(message(newest) ? { gitCommitMessage: message(newest)! } : {}),
+      ...(newest.status?.image ? { image: newest.status.image } : {}),
+      createdAt: newest.metadata.creationTimestamp ? new Date(newest.metadata.creationTimestamp).toISOString() : input.now.toISOString(),
+    },
+    build: {
+      status: buildStatus[phase] ?? (newest.spec.image ? "skipped" : "succeeded"),
+      ...(b?.stack ? { buildpack: b.stack } : newest.spec.image ? { buildpack: "rollback" } : {}),
+      ...(b?.image ? { imageTag: b.image } : {}),
+      ...(seconds !== undefined ? { durationSeconds: seconds } : {}),
+    },
+    ...(withGit?.spec.git ? { commit: { sha: withGit.spec.git.commitSha, ...(message(withGit) ? { message: message(withGit)! } : {}) } } : {}),
   };
 }
 

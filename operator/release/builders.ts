@@ -1,0 +1,153 @@
+// The Jobs of a release (docs/deployments.md): the build (operator/build/main.ts in the builder
+// image, with BuildKit) and the release command (in the built image, with the App's environment).
+// Pure: no I/O, no clock; table-tested.
+import type * as k8s from "@kubernetes/client-node";
+import { API_VERSION, type AppSpec } from "../../crds/schemas.ts";
+import { jobName, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
+import type { KubeObject } from "../../kube/objects.ts";
+import { CONTAINER, MANAGED_BY, podSpec, withHash, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
+
+/** A Release as the operator's caches hold it. */
+export type ReleaseObject = KubeObject & Pick<ReleaseShape, "spec" | "status">;
+
+/** Where and how builds run: configuration (chart values), never code. */
+export interface BuildSettings {
+  /** The builder image (berth/berth-builder). */
+  builderImage: string;
+  /** The registry built images are pushed to (host[:port]); they are named <registry>/<prefix>/<namespace>/<app>. */
+  registry: string;
+  repositoryPrefix: string;
+  /** Plain HTTP to the registry. */
+  registryInsecure: boolean;
+  /** BuildKit's address for buildctl (tcp://host:port). */
+  buildkitHost: string;
+  /** Base images that detected stacks build on, by stack. */
+  baseImages: Partial<Record<string, string>>;
+  cpuMillicores: number;
+  memoryMi: number;
+  timeoutSeconds: number;
+}
+
+/** Secret holding the credentials (username, password) of gitInstallationId's repositories, in the App's namespace. */
+export function gitCredentialsSecret(installationId: string): string {
+  return `git-credentials-${installationId.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 200)}`;
+}
+
+/** The repository a release's image is pushed to (without a tag). */
+export function imageRepository(s: BuildSettings, namespace: string, app: string): string {
+  return [s.registry, s.repositoryPrefix, namespace, app].filter(Boolean).join("/");
+}
+
+function jobMeta(r: ReleaseObject, step: "build" | "release"): k8s.V1ObjectMeta {
+  return {
+    name: jobName(r.metadata.name!, step),
+    namespace: r.metadata.namespace!,
+    labels: { ...MANAGED_BY, [RELEASE_LABEL]: r.metadata.name!, [RELEASE_STEP_LABEL]: step },
+    ownerReferences: [{ apiVersion: API_VERSION, kind: "Release", name: r.metadata.name!, uid: r.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+  };
+}
+
+const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED_BY, [RELEASE_LABEL]: r.metadata.name!, [RELEASE_STEP_LABEL]: step });
+
+/** The build Job: unprivileged, no ServiceAccount token, its result in the termination message. */
+export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
+  const git = r.spec.git!;
+  const resources = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi` };
+  const env: k8s.V1EnvVar[] = [
+    { name: "BERTH_BUILD_REPO_URL", value: git.repoUrl },
+    { name: "BERTH_BUILD_COMMIT", value: git.commitSha },
+    { name: "BERTH_BUILD_BRANCH", value: git.branch },
+    ...(r.spec.dockerfilePath ? [{ name: "BERTH_BUILD_DOCKERFILE", value: r.spec.dockerfilePath }] : []),
+    { name: "BERTH_BUILD_IMAGE", value: imageRepository(s, r.metadata.namespace!, r.spec.appRef.name) },
+    { name: "BERTH_BUILD_TAG", value: git.commitSha.slice(0, 12) },
+    { name: "BUILDKIT_HOST", value: s.buildkitHost },
+    { name: "BERTH_BUILD_REGISTRY_INSECURE", value: String(s.registryInsecure) },
+    { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },
+    { name: "HOME", value: "/workspace" },
+    ...(git.installationId ? (["USERNAME", "PASSWORD"] as const).map((k): k8s.V1EnvVar => ({
+      name: `GIT_${k}`, valueFrom: { secretKeyRef: { name: gitCredentialsSecret(git.installationId!), key: k.toLowerCase() } },
+    })) : []),
+  ];
+  return withHash({
+    apiVersion: "batch/v1", kind: "Job",
+    metadata: jobMeta(r, "build"),
+    spec: {
+      backoffLimit: 0,
+      activeDeadlineSeconds: s.timeoutSeconds,
+      template: {
+        metadata: { labels: podLabels(r, "build") },
+        spec: {
+          restartPolicy: "Never",
+          automountServiceAccountToken: false,
+          enableServiceLinks: false,
+          securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
+          ...(cfg.nodeSelector && Object.keys(cfg.nodeSelector).length ? { nodeSelector: cfg.nodeSelector } : {}),
+          ...(cfg.tolerations?.length ? { tolerations: cfg.tolerations } : {}),
+          containers: [{
+            name: "build", image: s.builderImage, env,
+            workingDir: "/workspace",
+            resources: { limits: resources, requests: resources },
+            terminationMessagePolicy: "FallbackToLogsOnError",
+            securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
+            volumeMounts: [{ name: "workspace", mountPath: "/workspace" }, { name: "tmp", mountPath: "/tmp" }],
+          }],
+          volumes: [{ name: "workspace", emptyDir: { sizeLimit: "4Gi" } }, { name: "tmp", emptyDir: { sizeLimit: "1Gi" } }],
+        },
+      },
+    },
+  }) as k8s.V1Job;
+}
+
+/**
+ * The release command's Job: the new image with the App's pod spec (its environment, governance
+ * variables, limits, placement), running `sh -c <releaseCommand>` once.
+ */
+export function releaseJob(r: ReleaseObject, spec: AppSpec, image: string, cfg: BuildConfig, gov: GovernanceRef | undefined, timeoutSeconds: number): k8s.V1Job {
+  const pod = podSpec(spec, image, "Never", gov, cfg);
+  const container = pod.containers.find((c) => c.name === CONTAINER)!;
+  const { readinessProbe: _probe, ports: _ports, ...rest } = container;
+  return withHash({
+    apiVersion: "batch/v1", kind: "Job",
+    metadata: jobMeta(r, "release"),
+    spec: {
+      backoffLimit: 0,
+      activeDeadlineSeconds: timeoutSeconds,
+      template: {
+        metadata: { labels: podLabels(r, "release") },
+        spec: { ...pod, containers: [{ ...rest, command: ["/bin/sh", "-c", r.spec.releaseCommand!], terminationMessagePolicy: "FallbackToLogsOnError" }] },
+      },
+    },
+  }) as k8s.V1Job;
+}
+
+export type JobOutcome = { done: false } | { done: true; ok: boolean; reason?: string; message?: string };
+
+/** Whether a Job finished, and how (its Complete / Failed conditions). Pure. */
+export function jobOutcome(job: k8s.V1Job | undefined): JobOutcome {
+  const c = (type: string) => job?.status?.conditions?.find((x) => x.type === type && x.status === "True");
+  const complete = c("Complete") ?? c("SuccessCriteriaMet");
+  if (complete) return { done: true, ok: true };
+  const failed = c("Failed") ?? c("FailureTarget");
+  if (failed) return { done: true, ok: false, reason: failed.reason ?? "Failed", message: failed.message ?? "" };
+  return { done: false };
+}
+
+/** What the build program wrote to its termination message (docs/builds.md), or why it cannot be read. */
+export type BuildResult =
+  | { ok: true; image: string; digest: string; tag?: string; stack?: string; commitMessage?: string; cloneMs?: number; buildMs?: number }
+  | { ok: false; step: string; reason: string; message: string };
+
+export function parseBuildResult(message: string | undefined): BuildResult | undefined {
+  if (!message) return undefined;
+  try {
+    const v = JSON.parse(message) as Partial<BuildResult> & Record<string, unknown>;
+    if (v.ok === true && typeof v.image === "string" && /@sha256:[0-9a-f]{64}$/.test(v.image) && typeof v.digest === "string") return v as BuildResult;
+    if (v.ok === false && typeof v.reason === "string" && typeof v.message === "string") return { ok: false, step: typeof v.step === "string" ? v.step : "build", reason: v.reason, message: v.message };
+  } catch { /* not JSON: the last log lines (FallbackToLogsOnError) */ }
+  return undefined;
+}
+
+/** The terminated state of a Job pod's first container. */
+export function terminated(pod: k8s.V1Pod | undefined): k8s.V1ContainerStateTerminated | undefined {
+  return pod?.status?.containerStatuses?.[0]?.state?.terminated;
+}

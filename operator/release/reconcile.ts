@@ -1,0 +1,193 @@
+// The Release reconciler (docs/deployments.md): queued -> building (a build Job) -> releasing (a
+// release command Job) -> deploying. From deploying on the App controller rolls the release out and
+// records how it ended (succeeded, failed, superseded). Level-based: each reconcile reads the
+// Release, its Jobs and their pods from the watch caches and takes the next step. Also keeps the
+// App's history bounded (RELEASE_HISTORY).
+import type * as k8s from "@kubernetes/client-node";
+import { API_VERSION, AppSpec, type ReleaseStatus } from "../../crds/schemas.ts";
+import { governanceDisabled, governanceGeneration } from "../../crds/app.ts";
+import { isFinal, jobName, overtaken, phaseOf, RELEASE_LABEL, RELEASE_STEP_LABEL, releaseRef, releasesToPrune } from "../../crds/release.ts";
+import type { ReleaseObject } from "./builders.ts";
+import { OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/objects.ts";
+import { isConflict } from "../../kube/transport.ts";
+import type { Informer } from "../../kube/informer.ts";
+import type { EventRecorder } from "../../kube/events.ts";
+import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
+import type { ReconcileContext, ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
+import { groupOf, type Access } from "../../kube/rbac.ts";
+import { governanceSecretName, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
+import type { AppObject } from "../app/reconcile.ts";
+import { applyReleaseStatus } from "./status.ts";
+import { buildJob, jobOutcome, parseBuildResult, releaseJob, terminated, type BuildSettings } from "./builders.ts";
+
+const BERTH = groupOf(API_VERSION);
+
+export const RELEASE_CONTROLLER_ACCESS: Access[] = [
+  { group: BERTH, resource: "releases", verbs: ["list", "watch"], why: "The Release controller watches Releases in every workspace namespace" },
+  { group: BERTH, resource: "releases", verbs: ["delete"], why: "It deletes releases beyond the App's history (RELEASE_HISTORY), their Jobs and logs with them" },
+  { group: BERTH, resource: "releases/status", verbs: ["patch"], why: "It records each step of a release in its status (server-side apply of the status subresource)" },
+  { group: BERTH, resource: "releases/finalizers", verbs: ["update"], why: "A release's Jobs carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
+  { group: "batch", resource: "jobs", verbs: ["get", "list", "watch", "create", "patch", "delete"], why: "A release's build and release-command Jobs are created, watched and read back" },
+];
+
+/** The Release a Job or a Job's pod belongs to (its berth.dev/release label). */
+export function releaseOfObject(obj: KubeObject): Request[] {
+  const r = obj.metadata.labels?.[RELEASE_LABEL];
+  return r && obj.metadata.namespace ? [{ namespace: obj.metadata.namespace, name: r }] : [];
+}
+
+/** The App of a Release (its appRef), to wake the App controller when a release moves. */
+export function appOfRelease(obj: KubeObject): Request[] {
+  const app = (obj as ReleaseObject).spec?.appRef?.name;
+  return app && obj.metadata.namespace ? [{ namespace: obj.metadata.namespace, name: app }] : [];
+}
+
+export interface ReleaseReconcilerDeps {
+  client: WritingClient;
+  releases: Informer<ReleaseObject>;
+  apps: Informer<AppObject>;
+  jobs: Informer<KubeObject>;
+  pods: Informer<KubeObject>;
+  /** Builds are off when absent: a release to build fails with BuildsNotConfigured. */
+  build?: BuildSettings | undefined;
+  cfg: BuildConfig;
+  now: () => Date;
+  events?: EventRecorder | undefined;
+}
+
+/** Release command Jobs may run this long. */
+const RELEASE_TIMEOUT_SECONDS = 15 * 60;
+
+export class ReleaseReconciler implements Reconciler {
+  private readonly deps: ReleaseReconcilerDeps;
+  private readonly cache: ReadYourWritesCache;
+
+  constructor(deps: ReleaseReconcilerDeps) {
+    this.deps = deps;
+    this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("Release", deps.releases).track("Job", deps.jobs);
+  }
+
+  async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
+    const r = this.cache.get<ReleaseObject>("Release", namespace, name);
+    if (!r || r.metadata.deletionTimestamp) return;
+    const siblings = this.deps.releases.list(namespace).filter((x) => x.spec?.appRef?.name === r.spec.appRef.name);
+    await this.prune(namespace, siblings);
+    const phase = phaseOf(r);
+    if (isFinal(phase) || phase === "deploying" || phase === "succeeded") return;
+    const app = this.deps.apps.get(namespace, r.spec.appRef.name);
+    if (!app) return; // the App is gone: its releases follow it (owner references)
+    const now = this.deps.now().toISOString();
+
+    if (overtaken(r, siblings)) {
+      await this.write(r, { phase: "cancelled", finishedAt: now }, ctx, "Cancelled", "A newer release is already rolling out or serving");
+      return;
+    }
+    if (phase === "queued") {
+      if (r.spec.image) {
+        await this.write(r, { phase: "deploying", image: r.spec.image, deployStartedAt: now }, ctx, "Deploying", `Deploying ${r.spec.image} again (rollback of ${r.spec.rollbackOf ?? "an earlier release"})`);
+        return;
+      }
+      const build = this.deps.build;
+      if (!build) {
+        await this.write(r, { phase: "build_failed", finishedAt: now, failure: { step: "build", reason: "BuildsNotConfigured", message: "This installation has no builder configured (chart values builder.*): deploy a prebuilt image (spec.image) instead" } }, ctx, "BuildFailed", "Builds are not configured");
+        return;
+      }
+      await this.ensureJob(buildJob(r, build, this.deps.cfg) as KubeObject);
+      await this.write(r, { phase: "building", buildStartedAt: now }, ctx, "Building", `Building commit ${r.spec.git!.commitSha.slice(0, 12)} of ${r.spec.git!.branch}`);
+      return;
+    }
+    if (phase === "building") return this.building(r, app, ctx);
+    if (phase === "releasing") return this.releasing(r, ctx);
+  }
+
+  private async building(r: ReleaseObject, app: AppObject, ctx: ReconcileContext): Promise<void> {
+    const job = this.cache.get<k8s.V1Job & KubeObject>("Job", r.metadata.namespace!, jobName(r.metadata.name!, "build"));
+    if (!job) {
+      if (this.deps.build) await this.ensureJob(buildJob(r, this.deps.build, this.deps.cfg) as KubeObject);
+      return;
+    }
+    const outcome = jobOutcome(job);
+    if (!outcome.done) return;
+    const now = this.deps.now().toISOString();
+    const pod = this.jobPod(r, "build");
+    const result = parseBuildResult(terminated(pod)?.message);
+    if (!outcome.ok || !result?.ok) {
+      const failure = result && !result.ok ? { step: result.step, reason: result.reason, message: result.message }
+        : outcome.ok ? { step: "build", reason: "NoBuildResult", message: "The build finished without reporting an image" }
+        : { step: "build", reason: outcome.reason === "DeadlineExceeded" ? "BuildTimeout" : (outcome.reason ?? "BuildFailed"), message: `${outcome.message ?? ""} ${tail(terminated(pod)?.message)}`.trim() };
+      await this.write(r, { phase: "build_failed", buildFinishedAt: now, finishedAt: now, failure }, ctx, "BuildFailed", `${failure.reason}: ${failure.message}`.slice(0, 1000));
+      return;
+    }
+    const built: Partial<ReleaseStatus> = { image: result.image, buildFinishedAt: now, ...(result.stack ? { stack: result.stack } : {}), ...(result.commitMessage ? { commitMessage: result.commitMessage.slice(0, 4096) } : {}) };
+    if (r.spec.releaseCommand) {
+      const spec = AppSpec.safeParse(app.spec);
+      if (!spec.success) return; // the App controller reports the invalid spec; retried when it changes
+      await this.ensureJob(releaseJob(r, spec.data, result.image, this.deps.cfg, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject);
+      await this.write(r, { ...built, phase: "releasing", releaseStartedAt: now }, ctx, "Releasing", `Built ${result.image}; running the release command`);
+      return;
+    }
+    await this.write(r, { ...built, phase: "deploying", deployStartedAt: now }, ctx, "Deploying", `Built ${result.image}; rolling it out`);
+  }
+
+  private async releasing(r: ReleaseObject, ctx: ReconcileContext): Promise<void> {
+    const job = this.cache.get<k8s.V1Job & KubeObject>("Job", r.metadata.namespace!, jobName(r.metadata.name!, "release"));
+    if (!job) return; // created with the transition to releasing; the watch brings it
+    const outcome = jobOutcome(job);
+    if (!outcome.done) return;
+    const now = this.deps.now().toISOString();
+    if (!outcome.ok) {
+      const t = terminated(this.jobPod(r, "release"));
+      const message = t ? `The release command exited with code ${t.exitCode}${t.message ? `: ${tail(t.message)}` : ""}` : `${outcome.reason ?? "Failed"}: ${outcome.message ?? ""}`;
+      const failure = { step: "release", reason: outcome.reason === "DeadlineExceeded" ? "ReleaseCommandTimeout" : "ReleaseCommandFailed", message };
+      await this.write(r, { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure }, ctx, "ReleaseFailed", message.slice(0, 1000));
+      return;
+    }
+    await this.write(r, { phase: "deploying", releaseFinishedAt: now, deployStartedAt: now }, ctx, "Deploying", "The release command succeeded; rolling out");
+  }
+
+  private jobPod(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod | undefined {
+    return this.deps.pods.list(r.metadata.namespace)
+      .filter((p) => p.metadata.labels?.[RELEASE_LABEL] === r.metadata.name && p.metadata.labels?.[RELEASE_STEP_LABEL] === step)
+      .map((p) => p as k8s.V1Pod)
+      .find((p) => terminated(p)) ?? undefined;
+  }
+
+  private async ensureJob(job: KubeObject): Promise<void> {
+    if (this.cache.get("Job", job.metadata.namespace!, job.metadata.name!)) return;
+    try {
+      await this.cache.applyNew(job);
+    } catch (err) {
+      if (!isConflict(err)) throw err; // already there: the cache lags behind
+    }
+  }
+
+  /** Deletes what is beyond the App's history. */
+  private async prune(namespace: string, siblings: readonly ReleaseObject[]): Promise<void> {
+    for (const name of releasesToPrune(siblings)) {
+      await this.cache.delete(releaseRef(namespace, name), siblings.find((s) => s.metadata.name === name)!);
+    }
+  }
+
+  /** Writes the whole status (server-side apply: what this manager leaves out would be removed). */
+  private async write(r: ReleaseObject, change: Partial<ReleaseStatus>, ctx: ReconcileContext, reason: string, message: string): Promise<void> {
+    const written = await applyReleaseStatus(this.cache, r, change);
+    ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: change.phase }, "release phase changed");
+    const warning = change.phase === "build_failed" || change.phase === "release_failed" || change.phase === "failed";
+    this.deps.events?.event(written, warning ? "Warning" : "Normal", reason, message);
+  }
+}
+
+/**
+ * The App's governance Secret as the App controller keeps it: the release command runs with the
+ * variables the pods get (the App controller provisions them once a build has an image; the
+ * kubelet starts the container when the Secret exists).
+ */
+function governanceRefOf(app: AppObject): GovernanceRef | undefined {
+  if (governanceDisabled(app.metadata.annotations)) return undefined;
+  return { secretName: governanceSecretName(app.metadata.name!), generation: governanceGeneration(app.metadata.annotations) };
+}
+
+/** The last lines of a log-ish message, for a failure a user reads. */
+function tail(message: string | undefined, lines = 15): string {
+  return (message ?? "").trim().split("\n").slice(-lines).join("\n").slice(-2000);
+}
