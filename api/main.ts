@@ -24,6 +24,8 @@ import { ReadYourWritesCache } from "../kube/read-your-writes.ts";
 import { Informer } from "../kube/informer.ts";
 import { API_VERSION } from "../crds/schemas.ts";
 import { appRoutes } from "./apps/routes.ts";
+import { deploymentRoutes } from "./apps/deployment-routes.ts";
+import { DeploymentsService } from "./apps/deployments.ts";
 import { AppsService, type AppObject } from "./apps/service.ts";
 import { MetricsApiUsageReader } from "./apps/metrics.ts";
 import { workspaceRoutes } from "./workspaces/routes.ts";
@@ -42,6 +44,7 @@ export interface Services {
   /** Watch cache of every App; list, search and stats read it. Started by startServices. */
   appCache: Informer<AppObject>;
   apps: AppsService;
+  deployments: DeploymentsService;
   /** Stores, keys, ingestion, configs and templates of the governance layer. */
   governance: Governance;
   /** Verifies gov_sk_ keys on "app-key" routes (given to buildServer). */
@@ -67,6 +70,7 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) }),
+    deployments: new DeploymentsService({ kube, apps, orm, namespaceOf }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };
@@ -98,6 +102,7 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps),
+    ...deploymentRoutes(s.deployments),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),
     // ---- Module routes are added here. ----------------------------------------------------

@@ -1,9 +1,11 @@
 // The API's permissions, from the code that needs them (kube/rbac.ts): the union of what each
 // module declares next to its calls. hack/gen.ts renders them into the chart
 // (templates/api-rbac.yaml); a test fails when the two disagree. The API never touches
-// workloads or Secrets: the operator does.
+// workloads: the operator does. Of Secrets it reads and writes the ones it keeps for services
+// (webhook secrets) and reads Git credentials.
 import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
+import { DEPLOYMENTS_ACCESS } from "./apps/deployments.ts";
 import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
 import { GOVERNANCE_APPS_ACCESS } from "./governance/stores/apps.ts";
@@ -11,6 +13,7 @@ import { NAMESPACE_ENSURER_ACCESS } from "./workspaces/namespaces.ts";
 
 export const API_ACCESS: readonly Access[] = [
   ...APPS_SERVICE_ACCESS,
+  ...DEPLOYMENTS_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
   ...POD_METRICS_ACCESS,
   ...NAMESPACE_ENSURER_ACCESS,

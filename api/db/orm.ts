@@ -9,6 +9,7 @@ import { Migration20261122000000_platform_admin_keys } from "./migrations/Migrat
 import { Migration20261123000000_governance } from "./migrations/Migration20261123000000_governance.ts";
 import { Migration20261124000000_store_version } from "./migrations/Migration20261124000000_store_version.ts";
 import { Migration20261125000000_guard_template_owner } from "./migrations/Migration20261125000000_guard_template_owner.ts";
+import { Migration20261126000000_webhook_deliveries } from "./migrations/Migration20261126000000_webhook_deliveries.ts";
 
 /** The tables MikroORM maps; the governance module's other tables have one raw SQL module each (api/governance/configs/entities.ts). */
 export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate];
@@ -20,6 +21,7 @@ export const MIGRATIONS = [
   { name: "Migration20261123000000_governance", class: Migration20261123000000_governance },
   { name: "Migration20261124000000_store_version", class: Migration20261124000000_store_version },
   { name: "Migration20261125000000_guard_template_owner", class: Migration20261125000000_guard_template_owner },
+  { name: "Migration20261126000000_webhook_deliveries", class: Migration20261126000000_webhook_deliveries },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

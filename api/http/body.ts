@@ -37,7 +37,8 @@ export function isJsonContentType(value: string): boolean {
   return true;
 }
 
-export type JsonBody = { present: false } | { present: true; value: unknown };
+/** The parsed body, and its bytes as received (for signatures over the raw body: webhooks). */
+export type JsonBody = { present: false } | { present: true; value: unknown; raw: Buffer };
 
 /**
  * Reads the request body as JSON. An absent or whitespace-only body is `{ present: false }`;
@@ -67,7 +68,7 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
   }
   if (text.trim() === "") return { present: false };
   try {
-    return { present: true, value: JSON.parse(text) as unknown };
+    return { present: true, value: JSON.parse(text) as unknown, raw };
   } catch (err) {
     const msg = err instanceof SyntaxError ? err.message.slice(0, 200) : "parse error";
     throw new BadRequestError("invalid_json", `The request body is not valid JSON: ${msg}`);

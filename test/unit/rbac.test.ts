@@ -84,10 +84,13 @@ test("the operator may manage its finalizer and status but never an App's spec b
   t.false(allows(OP, "create", "", "namespaces"));
 });
 
-test("the API never touches workloads or Secrets", (t) => {
-  for (const [group, resource] of [["", "secrets"], ["apps", "deployments"], ["", "services"], ["batch", "jobs"]] as const) {
+test("the API never touches workloads; of Secrets it reads and writes single ones by name, never lists, watches or deletes them", (t) => {
+  for (const [group, resource] of [["apps", "deployments"], ["", "services"], ["batch", "jobs"]] as const) {
     for (const verb of ["get", "list", "create", "patch", "delete"] as const) t.false(allows(API, verb, group, resource), `${verb} ${resource}`);
   }
+  for (const verb of ["list", "watch", "delete", "deletecollection"] as const) t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);
+  t.true(allows(API, "create", "berth.dev", "releases"));
+  t.false(allows(API, "patch", "berth.dev", "releases/status"), "a release's status is the operator's");
   t.true(allows(API, "create", "berth.dev", "apps"));
   t.false(allows(API, "patch", "berth.dev", "apps/status"));
   t.false(allows(API, "delete", "", "namespaces"));
