@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import { AppParams } from "./schemas.ts";
-import { DeployBody, Deployment, DeploymentList, WEBHOOK_BODY_LIMIT_BYTES, WebhookOutcome, WebhookSecret, type DeploymentsService } from "./deployments.ts";
+import { DeployBody, Deployment, DeploymentList, GITHUB, GITLAB, WEBHOOK_BODY_LIMIT_BYTES, WebhookOutcome, WebhookSecret, type DeploymentsService } from "./deployments.ts";
 
 const tags = ["Deployments"];
 const DeploymentParams = AppParams.extend({ deploymentId: z.string().min(1).max(253) }).strict();
@@ -52,16 +52,16 @@ export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
       params: AppParams, body: z.object({}).strict().optional(), responses: { 201: WebhookSecret },
       handler: async ({ params }) => ({ status: 201, body: await d.rotateWebhookSecret(params.wsId, params.appId), headers: { "Cache-Control": "no-store" } }),
     }),
-    defineRoute({
-      method: "post", path: "/webhooks/github/:wsId/:appId", operationId: "githubWebhook", tags: ["Webhooks"], auth: "none",
-      summary: "GitHub push webhook",
-      description: "Authenticated by X-Hub-Signature-256 (HMAC-SHA256 of the raw body with the service's webhook secret); 401 otherwise. ping answers pong; a push to the service's branch with autoDeploy on starts a deployment (202 queued); other events, branches, tags and deletions are 202 ignored with the reason; a delivery id seen before is 200 duplicate.",
-      params: AppParams, body: z.record(z.string(), z.unknown()).describe("GitHub's push (or ping) payload, sent as application/json"),
-      bodyLimitBytes: WEBHOOK_BODY_LIMIT_BYTES,
-      responses: { 200: WebhookOutcome, 202: WebhookOutcome },
-      handler: async ({ params, body, rawBody, koa }) => d.githubWebhook(params.wsId, params.appId, {
-        signature: koa.get("X-Hub-Signature-256") || undefined, event: koa.get("X-GitHub-Event") || undefined, delivery: koa.get("X-GitHub-Delivery") || undefined,
-      }, rawBody, body),
-    }),
+    ...([["github", GITHUB, "GitHub push webhook", "Authenticated by X-Hub-Signature-256 (HMAC-SHA256 of the raw body with the service's webhook secret)"],
+      ["gitlab", GITLAB, "GitLab push webhook", "Authenticated by X-Gitlab-Token (the service's webhook secret, compared in constant time); delivery id X-Gitlab-Event-UUID"]] as const)
+      .map(([name, provider, summary, auth]) => defineRoute({
+        method: "post", path: `/webhooks/${name}/:wsId/:appId`, operationId: `${name}Webhook`, tags: ["Webhooks"], auth: "none",
+        summary,
+        description: `${auth}; 401 otherwise. A push to the service's branch with autoDeploy on starts a deployment (202 queued); other events, branches, tags and deletions are 202 ignored with the reason; a delivery id seen before is 200 duplicate; a push for another repository is 422.`,
+        params: AppParams, body: z.record(z.string(), z.unknown()).describe("The provider's push payload, sent as application/json"),
+        bodyLimitBytes: WEBHOOK_BODY_LIMIT_BYTES,
+        responses: { 200: WebhookOutcome, 202: WebhookOutcome },
+        handler: async ({ params, body, rawBody, koa }) => d.webhook(provider, params.wsId, params.appId, (h) => koa.get(h) || undefined, rawBody, body),
+      })),
   ];
 }

@@ -123,11 +123,19 @@ const GithubPush = z.object({
   repository: z.object({ clone_url: z.string().optional(), html_url: z.string().optional(), url: z.string().optional() }).optional(),
 });
 
+const GIT_TIMEOUT_MS = 15_000;
+
 /** A branch's head commit, from git's smart HTTP advertisement (info/refs?service=git-upload-pack). */
 export async function branchHead(repoUrl: string, branch: string, auth?: { username: string; password: string }, signal?: AbortSignal): Promise<string | undefined> {
   const url = `${repoUrl.replace(/\/+$/, "")}/info/refs?service=git-upload-pack`;
   const headers: Record<string, string> = { "User-Agent": "git/berth", ...(auth ? { Authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString("base64")}` } : {}) };
-  const res = await fetch(url, { headers, signal: signal ?? AbortSignal.timeout(10_000), redirect: "follow" });
+  let res: Response;
+  try {
+    res = await fetch(url, { headers, signal: signal ?? AbortSignal.timeout(GIT_TIMEOUT_MS), redirect: "follow" });
+  } catch (err) {
+    const why = err instanceof Error && err.name === "TimeoutError" ? `no answer in ${GIT_TIMEOUT_MS / 1000} s` : `${err instanceof Error ? (err.cause as Error | undefined)?.message ?? err.message : String(err)}`;
+    throw new DomainError(502, "git_unreachable", `The repository ${repoUrl} could not be reached to read ${branch}'s head (${why}): check gitRepoUrl, or deploy a given commitSha.`);
+  }
   if (!res.ok) throw new DomainError(502, "git_unreachable", `The repository answered ${res.status} to a ref listing: check gitRepoUrl and its credentials (gitInstallationId).`);
   return headOf(Buffer.from(await res.arrayBuffer()), branch);
 }
@@ -302,28 +310,28 @@ export class DeploymentsService {
   }
 
   /**
-   * A GitHub delivery: the signature first (an unknown service, one without a secret and a wrong
-   * signature are the same 401, so the endpoint tells nothing to who does not hold the secret),
-   * then the event, the branch and autoDeploy, then the delivery id, once.
+   * A push delivery, from GitHub or GitLab: authenticity first (an unknown service, one without a
+   * secret and a wrong signature or token are the same 401, so the endpoint tells nothing to who
+   * does not hold the secret), then the event, the repository, the branch and autoDeploy, then the
+   * delivery id, once.
    */
-  async githubWebhook(wsId: string, appId: string, h: { signature?: string | undefined; event?: string | undefined; delivery?: string | undefined }, raw: Buffer | undefined, payload: unknown): Promise<{ status: number; body: z.output<typeof WebhookOutcome> }> {
-    const refused = new UnauthorizedError("The delivery's X-Hub-Signature-256 does not match this service's webhook secret (POST .../webhook-secret shows a new one).");
+  async webhook(provider: WebhookProvider, wsId: string, appId: string, headers: (name: string) => string | undefined, raw: Buffer | undefined, payload: unknown): Promise<{ status: number; body: z.output<typeof WebhookOutcome> }> {
+    const refused = new UnauthorizedError(`The delivery's ${provider.proof} does not match this service's webhook secret (POST .../webhook-secret shows a new one).`);
     let target: { ns: string; app: AppObject; spec: AppSpec };
     try { target = await this.#app(wsId, appId); } catch (err) { if (err instanceof DomainError && err.status === 404) throw refused; throw err; }
     const secret = await this.#webhookSecret(target.ns, appId);
-    if (!secret || !raw || !signatureMatches(h.signature, raw, secret)) throw refused;
+    if (!secret || !raw || !provider.authentic(headers, raw, secret)) throw refused;
 
-    if (h.event === "ping") return { status: 200, body: { status: "pong" } };
-    if (h.event !== "push") return { status: 202, body: { status: "ignored", reason: `event ${h.event ?? "(none)"} is not handled: subscribe to push events` } };
-    if (!h.delivery || h.delivery.length > 200) throw new BadRequestError("delivery_id_missing", "A delivery needs its X-GitHub-Delivery header (at most 200 characters).");
-    const push = GithubPush.safeParse(payload);
-    if (!push.success) throw new BadRequestError("invalid_push_payload", `Not a GitHub push payload: ${push.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ").slice(0, 500)}`);
-    const p = push.data;
+    const event = provider.event(headers);
+    if (event === "ping") return { status: 200, body: { status: "pong" } };
+    if (event !== "push") return { status: 202, body: { status: "ignored", reason: `event ${event ?? "(none)"} is not handled: subscribe to push events` } };
+    const delivery = provider.delivery(headers);
+    if (!delivery || delivery.length > 200) throw new BadRequestError("delivery_id_missing", `A delivery needs its ${provider.deliveryHeader} header (at most 200 characters).`);
+    const p = provider.push(payload);
     const { ns, app, spec } = target;
     if (!spec.gitRepoUrl) return { status: 202, body: { status: "ignored", reason: "the service has no gitRepoUrl" } };
-    const repo = p.repository?.clone_url ?? p.repository?.html_url;
-    if (repo && repoIdentity(repo) !== repoIdentity(spec.gitRepoUrl)) {
-      throw new DomainError(422, "repository_mismatch", `The push is for ${repo}, but the service builds ${spec.gitRepoUrl}.`);
+    if (p.repo && repoIdentity(p.repo) !== repoIdentity(spec.gitRepoUrl)) {
+      throw new DomainError(422, "repository_mismatch", `The push is for ${p.repo}, but the service builds ${spec.gitRepoUrl}.`);
     }
     if (!p.ref.startsWith("refs/heads/")) return { status: 202, body: { status: "ignored", reason: `${p.ref} is not a branch` } };
     const branch = p.ref.slice("refs/heads/".length);
@@ -334,17 +342,77 @@ export class DeploymentsService {
     const conn = this.#d.orm.em.getConnection();
     await conn.execute(`delete from webhook_deliveries where received_at < now() - make_interval(days => ?)`, [WEBHOOK_DELIVERY_RETENTION_DAYS]);
     const claimed = await conn.execute<{ delivery_id: string }[]>(
-      `insert into webhook_deliveries (workspace_id, app_id, delivery_id) values (?, ?, ?) on conflict do nothing returning delivery_id`, [wsId, appId, h.delivery]);
-    if (claimed.length === 0) return { status: 200, body: { status: "duplicate", reason: `delivery ${h.delivery} was already handled` } };
+      `insert into webhook_deliveries (workspace_id, app_id, delivery_id) values (?, ?, ?) on conflict do nothing returning delivery_id`, [wsId, appId, delivery]);
+    if (claimed.length === 0) return { status: 200, body: { status: "duplicate", reason: `delivery ${delivery} was already handled` } };
     try {
-      const message = p.head_commit?.id === p.after ? p.head_commit.message : undefined;
-      const release = await this.#create(ns, app, this.#gitFields(spec, p.after, message, h.delivery));
-      await conn.execute(`update webhook_deliveries set release_name = ? where workspace_id = ? and app_id = ? and delivery_id = ?`, [release.metadata.name, wsId, appId, h.delivery]);
+      const release = await this.#create(ns, app, this.#gitFields(spec, p.after, p.message, delivery));
+      await conn.execute(`update webhook_deliveries set release_name = ? where workspace_id = ? and app_id = ? and delivery_id = ?`, [release.metadata.name, wsId, appId, delivery]);
       return { status: 202, body: { status: "queued", deployment: toDeployment(release) } };
     } catch (err) {
       // Not acted on: a redelivery may try again.
-      await conn.execute(`delete from webhook_deliveries where workspace_id = ? and app_id = ? and delivery_id = ?`, [wsId, appId, h.delivery]);
+      await conn.execute(`delete from webhook_deliveries where workspace_id = ? and app_id = ? and delivery_id = ?`, [wsId, appId, delivery]);
       throw err;
     }
   }
 }
+
+/** What a push says, whichever the provider. */
+export interface Push { ref: string; after: string; deleted: boolean; repo: string | undefined; message: string | undefined }
+
+/** How one Git provider signs, names and shapes its deliveries. */
+export interface WebhookProvider {
+  /** What proves the delivery, for the 401's message. */
+  proof: string;
+  deliveryHeader: string;
+  authentic(headers: (name: string) => string | undefined, raw: Buffer, secret: string): boolean;
+  /** "push", "ping", or another event's name. */
+  event(headers: (name: string) => string | undefined): string | undefined;
+  delivery(headers: (name: string) => string | undefined): string | undefined;
+  /** The push, or a 400 invalid_push_payload. */
+  push(payload: unknown): Push;
+}
+
+function parsePush<T extends z.ZodType>(schema: T, payload: unknown, provider: string): z.output<T> {
+  const r = schema.safeParse(payload);
+  if (!r.success) throw new BadRequestError("invalid_push_payload", `Not a ${provider} push payload: ${r.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ").slice(0, 500)}`);
+  return r.data;
+}
+
+/** GitHub: X-Hub-Signature-256 (HMAC-SHA256 of the raw body), X-GitHub-Event, X-GitHub-Delivery. */
+export const GITHUB: WebhookProvider = {
+  proof: "X-Hub-Signature-256", deliveryHeader: "X-GitHub-Delivery",
+  authentic: (h, raw, secret) => signatureMatches(h("X-Hub-Signature-256"), raw, secret),
+  event: (h) => h("X-GitHub-Event"),
+  delivery: (h) => h("X-GitHub-Delivery"),
+  push: (payload) => {
+    const p = parsePush(GithubPush, payload, "GitHub");
+    return { ref: p.ref, after: p.after, deleted: !!p.deleted, repo: p.repository?.clone_url ?? p.repository?.html_url, message: p.head_commit?.id === p.after ? p.head_commit.message : undefined };
+  },
+};
+
+const GitlabPush = z.object({
+  ref: z.string().max(1024),
+  after: z.string().regex(/^[0-9a-f]{40}$/),
+  checkout_sha: z.string().nullable().optional(),
+  project: z.object({ git_http_url: z.string().optional(), web_url: z.string().optional() }).optional(),
+  commits: z.array(z.object({ id: z.string(), message: z.string() })).optional(),
+});
+
+/** Whether GitLab's X-Gitlab-Token is the secret (GitLab sends the secret itself, not a signature), in constant time. */
+export function tokenMatches(given: string | undefined, secret: string): boolean {
+  const a = createHmac("sha256", "berth-webhook-token").update(given ?? "").digest();
+  const b = createHmac("sha256", "berth-webhook-token").update(secret).digest();
+  return timingSafeEqual(a, b) && given !== undefined;
+}
+
+/** GitLab: X-Gitlab-Token (the secret), X-Gitlab-Event ("Push Hook"), X-Gitlab-Event-UUID. */
+export const GITLAB: WebhookProvider = {
+  proof: "X-Gitlab-Token", deliveryHeader: "X-Gitlab-Event-UUID",
+  authentic: (h, _raw, secret) => tokenMatches(h("X-Gitlab-Token"), secret),
+  event: (h) => { const e = h("X-Gitlab-Event"); return e === "Push Hook" ? "push" : e; },
+  delivery: (h) => h("X-Gitlab-Event-UUID") ?? h("Idempotency-Key"),
+  push: (payload) => {
+    const p = parsePush(GitlabPush, payload, "GitLab");
+    return { ref: p.ref, after: p.after, deleted: /^0{40}$/.test(p.after), repo: p.project?.git_http_url ?? p.project?.web_url, message: p.commits?.find((c) => c.id === p.after)?.message };
+  },
+};

@@ -191,3 +191,21 @@ test("a manual deploy builds the branch's head from the Git server; numbers foll
   t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status, 404, "another workspace sees nothing");
   t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status, 404);
 });
+
+test("GitLab: the token is the secret (a wrong one is 401), a Push Hook to the branch starts one deployment, a replay none", async (t) => {
+  await gitApp("labbed");
+  const secret = await secretOf("labbed");
+  const payload = { object_kind: "push", ref: "refs/heads/main", before: "0".repeat(40), after: sha, checkout_sha: sha, project: { git_http_url: `${gitUrl}/site.git` }, commits: [{ id: sha, message: "first version\n" }] };
+  const send = (token: string, delivery: string, event = "Push Hook") => api.fetchJson("POST", `/webhooks/gitlab/${api.workspaceId}/labbed`, {
+    key: null, rawBody: JSON.stringify(payload), headers: { "Content-Type": "application/json", "X-Gitlab-Event": event, "X-Gitlab-Event-UUID": delivery, "X-Gitlab-Token": token },
+  });
+  t.is((await send("wrong", crypto.randomUUID())).status, 401);
+  t.is((await send(`${secret}x`, crypto.randomUUID())).status, 401);
+  const delivery = crypto.randomUUID();
+  const r = await send(secret, delivery);
+  t.is(r.status, 202, r.text);
+  t.like(r.body.deployment, { id: "labbed-1", trigger: "push", gitCommitSha: sha, gitCommitMessage: "first version\n" });
+  t.is((await send(secret, delivery)).body.status, "duplicate");
+  t.is((await send(secret, crypto.randomUUID(), "Tag Push Hook")).body.status, "ignored");
+  t.is((await releases("labbed")).length, 1);
+});
