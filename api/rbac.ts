@@ -1,9 +1,10 @@
 // The API's permissions, from the code that needs them (kube/rbac.ts): the union of what each
 // module declares next to its calls. hack/gen.ts renders them into the chart
 // (templates/api-rbac.yaml); a test fails when the two disagree. The API never touches
-// workloads or Secrets: the operator does.
+// workloads: the operator does. The only Secrets it writes are the services' `<app>-env`.
 import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
+import { ENV_ACCESS } from "./apps/env.ts";
 import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
 import { GOVERNANCE_APPS_ACCESS } from "./governance/stores/apps.ts";
@@ -11,6 +12,7 @@ import { NAMESPACE_ENSURER_ACCESS } from "./workspaces/namespaces.ts";
 
 export const API_ACCESS: readonly Access[] = [
   ...APPS_SERVICE_ACCESS,
+  ...ENV_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
   ...POD_METRICS_ACCESS,
   ...NAMESPACE_ENSURER_ACCESS,
