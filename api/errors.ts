@@ -93,13 +93,19 @@ function join(prefix: string, path: readonly PropertyKey[]): string {
 
 /**
  * Every issue of a zod error as a field error, with the field prefixed by where the input came
- * from. An unknown key is reported once per key, at the key's own path.
+ * from. An unknown key is reported once per key, at the key's own path; an invalid key of a
+ * record, with its own messages, at its path.
  */
 export function fieldErrorsFromZod(error: z.ZodError, prefix: "body" | "query" | "params"): FieldError[] {
   const out: FieldError[] = [];
   for (const issue of error.issues) {
     if (issue.code === "unrecognized_keys") {
       for (const key of issue.keys) out.push({ field: join(prefix, [...issue.path, key]), message: "unknown field" });
+      continue;
+    }
+    if (issue.code === "invalid_key") {
+      // A record's key (e.g. a variable name): its own problems, at the key's path.
+      for (const inner of issue.issues) out.push({ field: join(prefix, issue.path), message: inner.message });
       continue;
     }
     const missing = issue.code === "invalid_type" && /received undefined$/.test(issue.message);

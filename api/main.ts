@@ -27,6 +27,7 @@ import { appRoutes } from "./apps/routes.ts";
 import { deploymentRoutes } from "./apps/deployment-routes.ts";
 import { DeploymentsService } from "./apps/deployments.ts";
 import { AppsService, type AppObject } from "./apps/service.ts";
+import { EnvService } from "./apps/env.ts";
 import { MetricsApiUsageReader } from "./apps/metrics.ts";
 import { workspaceRoutes } from "./workspaces/routes.ts";
 import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
@@ -45,6 +46,8 @@ export interface Services {
   appCache: Informer<AppObject>;
   apps: AppsService;
   deployments: DeploymentsService;
+  /** A service's environment variables (its `<app>-env` Secret). */
+  env: EnvService;
   /** Stores, keys, ingestion, configs and templates of the governance layer. */
   governance: Governance;
   /** Verifies gov_sk_ keys on "app-key" routes (given to buildServer). */
@@ -65,12 +68,14 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
     orm, apps, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
     log: logger.child({ component: "governance" }),
   });
+  const appsService = new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) });
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance,
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
-    apps: new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) }),
+    apps: appsService,
     deployments: new DeploymentsService({ kube, apps, orm, namespaceOf }),
+    env: new EnvService({ apps: appsService, kube }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };
@@ -101,7 +106,7 @@ export function composeRoutes(s: Services): RouteDef[] {
   return [
     ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
     ...apiKeyRoutes({ keys: s.keys }),
-    ...appRoutes(s.apps),
+    ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),

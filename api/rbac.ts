@@ -1,11 +1,12 @@
 // The API's permissions, from the code that needs them (kube/rbac.ts): the union of what each
 // module declares next to its calls. hack/gen.ts renders them into the chart
 // (templates/api-rbac.yaml); a test fails when the two disagree. The API never touches
-// workloads: the operator does. Of Secrets it reads and writes the ones it keeps for services
-// (webhook secrets) and reads Git credentials.
+// workloads: the operator does. The Secrets it writes are the services' own, one at a time by
+// name: `<app>-env` (environment variables) and `<app>-webhook`; it reads Git credentials.
 import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
 import { DEPLOYMENTS_ACCESS } from "./apps/deployments.ts";
+import { ENV_ACCESS } from "./apps/env.ts";
 import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
 import { GOVERNANCE_APPS_ACCESS } from "./governance/stores/apps.ts";
@@ -14,6 +15,7 @@ import { NAMESPACE_ENSURER_ACCESS } from "./workspaces/namespaces.ts";
 export const API_ACCESS: readonly Access[] = [
   ...APPS_SERVICE_ACCESS,
   ...DEPLOYMENTS_ACCESS,
+  ...ENV_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
   ...POD_METRICS_ACCESS,
   ...NAMESPACE_ENSURER_ACCESS,

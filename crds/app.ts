@@ -19,6 +19,12 @@ export const ANNOTATIONS = {
   governanceDisabled: "berth.dev/governance-disabled",
 } as const;
 
+/**
+ * Label of every object Berth writes for an App (children, Secrets): the operator's caches select
+ * on it, so an object without it is invisible to the operator.
+ */
+export const MANAGED_BY = { "app.kubernetes.io/managed-by": "berth" } as const;
+
 /** Finalizer by which the operator drops the App's governance store before the App goes. */
 export const GOVERNANCE_FINALIZER = "berth.dev/governance";
 
@@ -51,4 +57,43 @@ export function appHost(spec: Pick<AppSpec, "slug">, baseDomain: string): string
 /** The App's default URL, https://<slug>.<baseDomain>; undefined for Apps that are not served. */
 export function appUrl(spec: Pick<AppSpec, "slug" | "type">, baseDomain: string): string | undefined {
   return isServed(spec.type) ? `https://${appHost(spec, baseDomain)}` : undefined;
+}
+
+// ---- Environment variables -----------------------------------------------------------------
+// A service's own variables live in one Secret per App, `<app>-env` in its namespace, written by
+// the API (owned by the App, so permanent delete removes it) and mounted by the operator with
+// envFrom. The names below are the operator's own: the API refuses to set them, and the operator
+// gives its own values precedence anyway (see operator/app/builders.ts).
+
+/** The Secret holding an App's environment variables. */
+export function envSecretName(app: string): string {
+  return `${app}-env`;
+}
+
+/**
+ * Annotation of the env Secret: a JSON array of the names whose values may be read back (the
+ * variables set with `secret: false`). Every other variable is secret: its value is never returned.
+ */
+export const ENV_PLAIN_ANNOTATION = "berth.dev/env-plain";
+
+/** Pod template annotation: a hash of the env Secret's data, so that a change of the variables rolls the pods. */
+export const ENV_HASH_ANNOTATION = "berth.dev/env-hash";
+
+/**
+ * Variables the operator sets in every container (PORT from the spec, the two governance
+ * variables from `<app>-governance`). A service can neither set nor override them.
+ */
+export const OPERATOR_ENV_NAMES: readonly string[] = ["PORT", "GOVDB_CONNECTION", "GOVERNANCE_PROJECT"];
+
+/** Names under this prefix are kept for Berth (the toolkit reads BERTH_GOVERNANCE, for one). */
+export const RESERVED_ENV_PREFIX = "BERTH_";
+
+/** POSIX-style variable names: a letter or underscore, then letters, digits and underscores. */
+export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Why `name` cannot be a service's variable, or undefined when it can. */
+export function reservedEnvName(name: string): string | undefined {
+  if (OPERATOR_ENV_NAMES.includes(name)) return `${name} is set by Berth and cannot be set or overridden`;
+  if (name.startsWith(RESERVED_ENV_PREFIX)) return `names starting with ${RESERVED_ENV_PREFIX} are reserved for Berth`;
+  return undefined;
 }

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, COMMIT_SHA, RELEASE_PHASES, RELEASE_TRIGGERS, type ReleaseSpec } from "../../crds/schemas.ts";
 import { appRef } from "../../crds/app.ts";
 import { jobName, newestFirst, phaseOf, releaseName, releaseRef, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
-import { isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
+import { API_FIELD_MANAGER, isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { BadRequestError, ConflictError, DomainError, NotFoundError, UnauthorizedError } from "../errors.ts";
@@ -17,7 +17,7 @@ import type { AppObject } from "./service.ts";
 
 export const DEPLOYMENTS_ACCESS: Access[] = [
   { group: groupOf(API_VERSION), resource: "releases", verbs: ["get", "list", "create"], why: "Deployments are Release resources: listed per service, read, and created by webhooks, manual deploys and rollbacks" },
-  { group: "", resource: "secrets", verbs: ["get", "create", "update"], why: "A service's webhook secret is kept in the Secret <app>-webhook of its workspace namespace" },
+  { group: "", resource: "secrets", verbs: ["get", "create", "patch"], why: "A service's webhook secret is kept in the Secret <app>-webhook of its workspace namespace; Git credentials (git-credentials-<installation>) are read for the branch head" },
   { group: "", resource: "pods", verbs: ["list"], why: "A deployment's build and release-command logs are read from its Job pods" },
   { group: "", resource: "pods/log", verbs: ["get"], why: "A deployment's build and release-command logs are read from its Job pods" },
 ];
@@ -298,7 +298,7 @@ export class DeploymentsService {
       await this.#d.kube.core.createNamespacedSecret({ namespace: ns, body });
     } catch (err) {
       if (!isConflict(err)) throw err;
-      await this.#d.kube.core.replaceNamespacedSecret({ name: body.metadata.name, namespace: ns, body });
+      await this.#d.kube.mergePatch({ apiVersion: "v1", kind: "Secret", namespace: ns, name: body.metadata.name }, { stringData: { secret } }, API_FIELD_MANAGER);
     }
     return { secret, url: `/api/v1/webhooks/github/${wsId}/${appId}` };
   }

@@ -1,12 +1,19 @@
-// Services endpoints (SPEC.md part 4 "Services"): one definition validates and documents each.
+// Services endpoints (SPEC.md part 4 "Services") and a service's environment variables: one
+// definition validates and documents each.
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import type { AppsService } from "./service.ts";
-import { AppParams, CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, Stats, UpdateServiceBody, WsParams } from "./schemas.ts";
+import type { EnvService } from "./env.ts";
+import { AppParams, CreateServiceBody, CreatedService, EnvVar, EnvVarList, EnvVarParams, ListServicesQuery, PipelineState, Service, ServiceList, SetEnvVarBody, Stats, UpdateEnvBody, UpdateServiceBody, WsParams } from "./schemas.ts";
 
 const tags = ["Services"];
 
-export function appRoutes(apps: AppsService): RouteDef[] {
+/** Answers with variables are never cached (they may hold configuration a user considers private). */
+// 409 on every variables route: env_secret_conflict (a Secret of that name the service does not
+// own) or concurrent_update (writes kept conflicting); see docs/api.md.
+const noStore = { "Cache-Control": "no-store" };
+
+export function appRoutes(apps: AppsService, env: EnvService): RouteDef[] {
   return [
     defineRoute({
       method: "get", path: "/workspaces/:wsId/apps", operationId: "listServices", tags, auth: "workspace",
@@ -65,6 +72,44 @@ export function appRoutes(apps: AppsService): RouteDef[] {
       method: "get", path: "/workspaces/:wsId/apps/:appId/pipeline-state", operationId: "getPipelineState", tags, auth: "workspace",
       summary: "Snapshot of every pipeline stage", params: AppParams, responses: { 200: PipelineState },
       handler: async ({ params }) => ({ status: 200, body: await apps.pipelineState(params.wsId, params.appId) }),
+    }),
+    defineRoute({
+      method: "get", path: "/workspaces/:wsId/apps/:appId/env", operationId: "listEnvVars", tags, auth: "workspace",
+      summary: "List a service's environment variables",
+      description: "Every variable, sorted by name. The value of a secret variable is null: it is never returned, only its name.",
+      params: AppParams, responses: { 200: EnvVarList, 409: null },
+      handler: async ({ params }) => ({ status: 200, body: await env.list(params.wsId, params.appId), headers: noStore }),
+    }),
+    defineRoute({
+      method: "patch", path: "/workspaces/:wsId/apps/:appId/env", operationId: "updateEnvVars", tags, auth: "workspace",
+      summary: "Set and unset environment variables",
+      description: "`{\"set\": {\"NAME\": \"value\" | {\"value\", \"secret\"}}, \"unset\": [\"NAME\"]}`: one write, all or nothing; unsetting a name that is not set is not an error. A change of any value rolls the service. Returns every variable.",
+      params: AppParams, body: UpdateEnvBody, responses: { 200: EnvVarList, 409: null },
+      handler: async ({ params, body }) => ({ status: 200, body: await env.update(params.wsId, params.appId, body), headers: noStore }),
+    }),
+    defineRoute({
+      method: "get", path: "/workspaces/:wsId/apps/:appId/env/:name", operationId: "getEnvVar", tags, auth: "workspace",
+      summary: "Get one environment variable", description: "The value of a secret variable is null.",
+      params: EnvVarParams, responses: { 200: EnvVar, 409: null },
+      handler: async ({ params }) => ({ status: 200, body: await env.get(params.wsId, params.appId, params.name), headers: noStore }),
+    }),
+    defineRoute({
+      method: "put", path: "/workspaces/:wsId/apps/:appId/env/:name", operationId: "setEnvVar", tags, auth: "workspace",
+      summary: "Set one environment variable",
+      description: "201 when the variable is new, 200 when it replaced a value. `secret` omitted keeps the current flag; a new variable is secret. A changed value rolls the service.",
+      params: EnvVarParams, body: SetEnvVarBody, responses: { 200: EnvVar, 201: EnvVar, 409: null },
+      handler: async ({ params, body }) => {
+        const { created, variable } = await env.put(params.wsId, params.appId, params.name, body);
+        return created
+          ? { status: 201, body: variable, headers: { ...noStore, Location: `/api/v1/workspaces/${params.wsId}/apps/${params.appId}/env/${params.name}` } }
+          : { status: 200, body: variable, headers: noStore };
+      },
+    }),
+    defineRoute({
+      method: "delete", path: "/workspaces/:wsId/apps/:appId/env/:name", operationId: "deleteEnvVar", tags, auth: "workspace",
+      summary: "Unset one environment variable", description: "404 env_var_not_found when it is not set. Rolls the service.",
+      params: EnvVarParams, responses: { 204: null, 409: null },
+      handler: async ({ params }) => { await env.remove(params.wsId, params.appId, params.name); return { status: 204 }; },
     }),
   ];
 }

@@ -2,6 +2,7 @@
 // App CRD so that the API refuses exactly what the API server would.
 import { z } from "zod";
 import { APP_PHASES, APP_TYPES, fields } from "../../crds/schemas.ts";
+import { ENV_NAME_PATTERN, OPERATOR_ENV_NAMES, RESERVED_ENV_PREFIX, reservedEnvName } from "../../crds/app.ts";
 
 const ts = z.iso.datetime();
 
@@ -125,3 +126,59 @@ export const PipelineState = z.object({
 
 export const WsParams = z.object({ wsId: z.string().min(1).max(64) }).strict();
 export const AppParams = z.object({ wsId: z.string().min(1).max(64), appId: z.string().min(1).max(253) }).strict();
+
+// ---- Environment variables (docs/api.md "Environment variables") ----------------------------
+
+/**
+ * Bounds of a service's variables. A Secret holds at most 1 MiB and a process's environment
+ * shares ARG_MAX (2 MiB on Linux, at most 128 KiB per NAME=value string) with its arguments: the
+ * total stays far below both.
+ */
+export const ENV_LIMITS = {
+  maxVariables: 200,
+  maxNameLength: 128,
+  /** Bytes of one value, UTF-8. */
+  maxValueBytes: 32 * 1024,
+  /** Bytes of every name and value together, UTF-8. */
+  maxTotalBytes: 256 * 1024,
+} as const;
+
+export const EnvName = z.string().min(1).max(ENV_LIMITS.maxNameLength)
+  .regex(ENV_NAME_PATTERN, "must be a POSIX-style name: a letter or _, then letters, digits or _")
+  .superRefine((name, ctx) => {
+    const why = reservedEnvName(name);
+    if (why) ctx.addIssue({ code: "custom", message: why });
+  })
+  .describe(`[A-Za-z_][A-Za-z0-9_]*, at most ${ENV_LIMITS.maxNameLength} characters. Reserved (refused): ${OPERATOR_ENV_NAMES.join(", ")} and names starting with ${RESERVED_ENV_PREFIX}`);
+
+export const EnvValue = z.string()
+  .refine((v) => !v.includes("\u0000"), "must not contain NUL characters (a process environment cannot hold them)")
+  .refine((v) => Buffer.byteLength(v, "utf8") <= ENV_LIMITS.maxValueBytes, `must be at most ${ENV_LIMITS.maxValueBytes} bytes (UTF-8)`)
+  .describe(`Any string without NUL, at most ${ENV_LIMITS.maxValueBytes} bytes (UTF-8); empty is a value`);
+
+const secretFlag = z.boolean().optional()
+  .describe("true: the value is never returned (only its name). Omitted: the variable keeps its current flag; a new variable is secret");
+
+export const SetEnvVarBody = z.object({ value: EnvValue, secret: secretFlag }).strict().meta({ id: "SetEnvVarRequest" });
+export type SetEnvVarBody = z.output<typeof SetEnvVarBody>;
+
+export const UpdateEnvBody = z.object({
+  set: z.record(EnvName, z.union([EnvValue, SetEnvVarBody]))
+    .describe("Variables to set: NAME -> value (a string), or NAME -> {value, secret}").optional(),
+  unset: z.array(EnvName).max(ENV_LIMITS.maxVariables).describe("Names to remove; a name that is not set is ignored").optional(),
+}).strict().superRefine((b, ctx) => {
+  for (const [i, name] of (b.unset ?? []).entries()) {
+    if (b.set && Object.hasOwn(b.set, name)) ctx.addIssue({ code: "custom", path: ["unset", i], message: `${name} is also in set: a name is either set or unset` });
+  }
+}).meta({ id: "UpdateEnvRequest" });
+export type UpdateEnvBody = z.output<typeof UpdateEnvBody>;
+
+export const EnvVar = z.object({
+  name: z.string(),
+  value: z.string().nullable().describe("null for a secret variable: its value is never returned"),
+  secret: z.boolean(),
+}).meta({ id: "EnvVar" });
+
+export const EnvVarList = z.object({ data: z.array(EnvVar).describe("Sorted by name") }).meta({ id: "EnvVarList" });
+
+export const EnvVarParams = z.object({ wsId: z.string().min(1).max(64), appId: z.string().min(1).max(253), name: EnvName }).strict();

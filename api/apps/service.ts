@@ -111,8 +111,8 @@ export class AppsService {
     };
   }
 
-  /** From the cache, falling back to the API server (read-your-writes right after a create). */
-  private async load(wsId: string, appId: string): Promise<AppObject> {
+  /** The service's App, from the cache, falling back to the API server (read-your-writes right after a create); 404 app_not_found. */
+  async load(wsId: string, appId: string): Promise<AppObject> {
     const ns = await this.d.namespaceOf(wsId);
     const app = await this.cache.getOrFetch<AppObject>(appRef(ns, appId));
     if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);

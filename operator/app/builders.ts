@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
-import { ANNOTATIONS, DEFAULT_CPU_TARGET, appHost, isServed } from "../../crds/app.ts";
+import { ANNOTATIONS, DEFAULT_CPU_TARGET, ENV_HASH_ANNOTATION, MANAGED_BY, appHost, isServed } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 export interface BuildConfig {
@@ -24,6 +24,14 @@ export interface Observed { deploymentReplicas?: number | undefined }
 /** The App's governance Secret, when provisioned: its name and the key generation it holds. */
 export interface GovernanceRef { secretName: string; generation: number }
 
+/** The App's own variables (`<app>-env`, written by the API), when that Secret exists: its name and a hash of its data. */
+export interface EnvRef { secretName: string; hash: string }
+
+/** The hash of an env Secret's data stamped on the pod template: a change of any variable rolls the pods. */
+export function envHash(data: Readonly<Record<string, string>> | undefined): string {
+  return createHash("sha256").update(stableJson(data ?? {})).digest("hex").slice(0, 16);
+}
+
 export function governanceSecretName(app: string): string {
   return `${app}-governance`;
 }
@@ -38,7 +46,7 @@ export function buildGovernanceSecret(app: AppRef, v: { connectionString: string
   };
 }
 
-export const MANAGED_BY = { "app.kubernetes.io/managed-by": "berth" } as const;
+export { MANAGED_BY };
 export const HASH_ANNOTATION = "berth.dev/applied-hash";
 export const CONTAINER = "app";
 
@@ -84,12 +92,32 @@ export function desiredReplicas(spec: AppSpec, observed: Observed): number {
   return Math.min(Math.max(current, spec.minReplicas), max);
 }
 
-function podMeta(app: AppRef, gov: GovernanceRef | undefined): k8s.V1ObjectMeta {
-  // The generation on the template rolls the pods when a re-provision changes the key.
-  return { labels: labels(app), ...(gov ? { annotations: { [ANNOTATIONS.governanceGeneration]: String(gov.generation) } } : {}) };
+function podMeta(app: AppRef, gov: GovernanceRef | undefined, env: EnvRef | undefined): k8s.V1ObjectMeta {
+  // The generation on the template rolls the pods when a re-provision changes the key; the env
+  // hash rolls them when the service's variables change.
+  const annotations = {
+    ...(gov ? { [ANNOTATIONS.governanceGeneration]: String(gov.generation) } : {}),
+    ...(env ? { [ENV_HASH_ANNOTATION]: env.hash } : {}),
+  };
+  return { labels: labels(app), ...(Object.keys(annotations).length ? { annotations } : {}) };
 }
 
-export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
+/**
+ * The container's variables, by precedence: Kubernetes lets `env` entries win over `envFrom`, and
+ * among envFrom sources the later one. So PORT (env) wins over everything, and the governance
+ * Secret comes after the service's own Secret: GOVDB_CONNECTION and GOVERNANCE_PROJECT win even if
+ * `<app>-env` were edited by hand to hold them (the API refuses those names in the first place).
+ * The env Secret is optional: a Secret deleted by hand does not stop pods from starting.
+ */
+function envOf(spec: AppSpec, gov: GovernanceRef | undefined, env: EnvRef | undefined): Pick<k8s.V1Container, "env" | "envFrom"> {
+  const envFrom: k8s.V1EnvFromSource[] = [
+    ...(env ? [{ secretRef: { name: env.secretName, optional: true } }] : []),
+    ...(gov ? [{ secretRef: { name: gov.secretName } }] : []),
+  ];
+  return { env: [{ name: "PORT", value: String(spec.port) }], ...(envFrom.length ? { envFrom } : {}) };
+}
+
+export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, env: EnvRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
   const serving = isServed(spec.type);
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
   return {
@@ -103,8 +131,7 @@ export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | 
       name: CONTAINER,
       image,
       ...(serving ? { ports: [{ name: "http", containerPort: spec.port, protocol: "TCP" }] } : {}),
-      env: [{ name: "PORT", value: String(spec.port) }],
-      ...(gov ? { envFrom: [{ secretRef: { name: gov.secretName } }] } : {}),
+      ...envOf(spec, gov, env),
       resources: { limits: resources, requests: resources },
       securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
       volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
@@ -114,7 +141,7 @@ export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | 
   };
 }
 
-export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef): k8s.V1Deployment {
+export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef, env?: EnvRef): k8s.V1Deployment {
   return {
     apiVersion: "apps/v1", kind: "Deployment",
     metadata: meta(app),
@@ -124,7 +151,7 @@ export function buildDeployment(app: AppRef, spec: AppSpec, image: string, obser
       selector: { matchLabels: { [APP_LABEL]: app.name } },
       strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: "25%" } },
       progressDeadlineSeconds: 600,
-      template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Always", gov, cfg) },
+      template: { metadata: podMeta(app, gov, env), spec: podSpec(spec, image, "Always", gov, env, cfg) },
     },
   };
 }
@@ -163,7 +190,7 @@ export function buildHpa(app: AppRef, spec: AppSpec): k8s.V2HorizontalPodAutosca
   };
 }
 
-export function buildCronJob(app: AppRef, spec: AppSpec, image: string, cfg: BuildConfig, gov?: GovernanceRef): k8s.V1CronJob {
+export function buildCronJob(app: AppRef, spec: AppSpec, image: string, cfg: BuildConfig, gov?: GovernanceRef, env?: EnvRef): k8s.V1CronJob {
   return {
     apiVersion: "batch/v1", kind: "CronJob",
     metadata: meta(app),
@@ -176,21 +203,21 @@ export function buildCronJob(app: AppRef, spec: AppSpec, image: string, cfg: Bui
       failedJobsHistoryLimit: 3,
       jobTemplate: {
         metadata: { labels: labels(app) },
-        spec: { backoffLimit: 2, template: { metadata: podMeta(app, gov), spec: podSpec(spec, image, "Never", gov, cfg) } },
+        spec: { backoffLimit: 2, template: { metadata: podMeta(app, gov, env), spec: podSpec(spec, image, "Never", gov, env, cfg) } },
       },
     },
   };
 }
 
 /** Every child the App should have right now. An App with no image yet has none. */
-export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef): KubeObject[] {
+export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef, env?: EnvRef): KubeObject[] {
   const image = spec.image;
   if (!image) return [];
   const out: KubeObject[] = [];
   if (spec.type === "cron") {
-    out.push(buildCronJob(app, spec, image, cfg, gov) as KubeObject);
+    out.push(buildCronJob(app, spec, image, cfg, gov, env) as KubeObject);
   } else {
-    out.push(buildDeployment(app, spec, image, observed, cfg, gov) as KubeObject);
+    out.push(buildDeployment(app, spec, image, observed, cfg, gov, env) as KubeObject);
     if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
     if (isServed(spec.type) && !spec.suspended) {
       out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);

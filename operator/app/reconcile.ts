@@ -7,14 +7,14 @@ import { API_VERSION, APP_LABEL, AppSpec, type AppStatus, type ReleaseStatus } f
 import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
 import type { ReleaseObject } from "../release/builders.ts";
 import { applyReleaseStatus } from "../release/status.ts";
-import { ANNOTATIONS, GOVERNANCE_FINALIZER, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
+import { ANNOTATIONS, GOVERNANCE_FINALIZER, envSecretName, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
 import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import { buildChildren, buildGovernanceSecret, CHILD_KINDS, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type GovernanceRef } from "./builders.ts";
+import { buildChildren, buildGovernanceSecret, CHILD_KINDS, envHash, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type EnvRef, type GovernanceRef } from "./builders.ts";
 import { GovernanceDisabledError, type GovernanceClient } from "./governance.ts";
 import { computeStatus, decideStatusWrite, statusEvents, type StatusInput } from "./status.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
@@ -36,7 +36,7 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
   { group: BERTH, resource: "apps/status", verbs: ["patch"], why: "It writes App status by server-side apply of the status subresource" },
   { group: BERTH, resource: "apps/finalizers", verbs: ["update"], why: "Children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
   ...Object.entries(CHILD_KINDS).map(([kind, c]): Access => ({ group: groupOf(c.apiVersion), resource: c.plural, verbs: CHILD_VERBS, why: `An App's ${kind} is watched, applied and pruned` })),
-  { group: "", resource: "secrets", verbs: CHILD_VERBS, why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT); RBAC cannot narrow list and watch by name or label: the most sensitive grant" },
+  { group: "", resource: "secrets", verbs: CHILD_VERBS, why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT), and the <app>-env Secret the API writes, watched to roll the pods when it changes; RBAC cannot narrow list and watch by name or label: the most sensitive grant" },
   { group: "", resource: "pods", verbs: ["list", "watch"], why: "An App's pods are watched (label-selected) to report a release that cannot start (image pull, crash loop) with its reason" },
 ];
 
@@ -50,7 +50,7 @@ export interface AppReconcilerDeps {
   client: WritingClient;
   apps: Informer<AppObject>;
   children: Record<ChildKind, Informer<KubeObject>>;
-  /** The operator's Secrets (the `<app>-governance` ones). */
+  /** Berth's Secrets: the `<app>-governance` ones the operator writes and the `<app>-env` ones the API writes. */
   secrets: Informer<KubeObject>;
   /** The Apps' pods (labelled as Berth's): a release whose pods cannot start fails with their reason. */
   pods?: Informer<KubeObject> | undefined;
@@ -168,7 +168,7 @@ export class AppReconciler implements Reconciler {
       throw err;
     }
 
-    const desired = buildChildren({ name, namespace, uid }, spec, { deploymentReplicas: o.deployment?.spec?.replicas }, this.deps.cfg, gov.ref);
+    const desired = buildChildren({ name, namespace, uid }, spec, { deploymentReplicas: o.deployment?.spec?.replicas }, this.deps.cfg, gov.ref, this.env(app));
     const children = await this.children(app, desired, ctx);
     if ("foreign" in children) {
       const invalid = `${children.foreign} ${namespace}/${name} already exists and is not owned by this App`;
@@ -318,6 +318,17 @@ export class AppReconciler implements Reconciler {
       }
     }
     return { ref: { secretName, generation }, condition: { ready: true, reason: "Provisioned", message: `Governance store provisioned; key generation ${generation}` } };
+  }
+
+  /**
+   * The App's own variables: the `<app>-env` Secret the API writes, mounted when it exists and is
+   * the App's (one of another owner, e.g. of an App deleted and created again, is never mounted).
+   * Its watch (an owned kind) reconciles the App when it changes; the hash of its data rolls the pods.
+   */
+  private env(app: AppObject): EnvRef | undefined {
+    const secretName = envSecretName(app.metadata.name!);
+    const secret = this.cache.get<KubeObject & { data?: Record<string, string> }>("Secret", app.metadata.namespace!, secretName);
+    return secret && ownedBy(secret, app) ? { secretName, hash: envHash(secret.data) } : undefined;
   }
 
   private async ensureFinalizer(app: AppObject): Promise<void> {

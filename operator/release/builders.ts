@@ -3,6 +3,7 @@
 // Pure: no I/O, no clock; table-tested.
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, type AppSpec } from "../../crds/schemas.ts";
+import { envSecretName } from "../../crds/app.ts";
 import { jobName, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
 import type { KubeObject } from "../../kube/objects.ts";
 import { CONTAINER, MANAGED_BY, podSpec, withHash, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
@@ -103,7 +104,9 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
  * variables, limits, placement), running `sh -c <releaseCommand>` once.
  */
 export function releaseJob(r: ReleaseObject, spec: AppSpec, image: string, cfg: BuildConfig, gov: GovernanceRef | undefined, timeoutSeconds: number): k8s.V1Job {
-  const pod = podSpec(spec, image, "Never", gov, cfg);
+  // The service's variables as its pods get them (the Secret is optional: none set, none mounted).
+  const env = { secretName: envSecretName(r.spec.appRef.name), hash: "" };
+  const pod = podSpec(spec, image, "Never", gov, env, cfg);
   const container = pod.containers.find((c) => c.name === CONTAINER)!;
   const { readinessProbe: _probe, ports: _ports, ...rest } = container;
   return withHash({

@@ -2,6 +2,8 @@
 //   GET  /              a short text: the version (HELLO_VERSION) and the host answering
 //   GET  /healthz       200 "ok"
 //   GET  /burn?ms=N     burns CPU for N ms (default 100, at most 10 s) in slices, answering between them
+//   GET  /env/NAME      the value of the variable NAME when it starts with SAMPLE_ (text), else 404:
+//                       how a test sees that a rollout brought a variable set through Berth's API
 //   POST /chat          {"message": "...", "sessionId"?: "..."} -> {"answer": "..."}; 422 when a guard
 //                       blocked the call. The trace carries the sessionId, so a caller can find it.
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
@@ -20,6 +22,8 @@ export interface HelloOptions {
   version: string;
   /** the governed model, or why there is none (GOVDB_CONNECTION missing): /chat then answers 503 */
   chat: Chat | { unavailable: string };
+  /** The variables GET /env/<name> shows (config.ts: only SAMPLE_*); none when absent. */
+  shown?: Readonly<Record<string, string>>;
   log?: (level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>) => void;
 }
 
@@ -51,6 +55,11 @@ export async function burn(ms: number): Promise<number> {
   }
   if (x === 0) throw new Error("unreachable"); // keeps the loop from being optimised away
   return performance.now() - start;
+}
+
+/** GET /env/<name>'s answer: the value of a shown variable (only SAMPLE_* ones), or undefined (404). */
+export function shownVariable(shown: Readonly<Record<string, string>>, name: string): string | undefined {
+  return name.startsWith("SAMPLE_") && Object.hasOwn(shown, name) ? shown[name] : undefined;
 }
 
 /** The request of a /chat body, or the problem with it. */
@@ -113,8 +122,16 @@ export function helloHandler(o: HelloOptions): RequestListener {
       },
     },
   };
+  const shown = o.shown ?? {};
   return (req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
+    const env = /^\/env\/([^/]+)$/.exec(url.pathname);
+    if (env && (req.method === "GET" || req.method === undefined)) {
+      const value = shownVariable(shown, env[1]!); // names are [A-Za-z0-9_]: nothing to decode
+      if (value === undefined) send(res, 404, { error: "no such variable (only SAMPLE_* variables are shown)" });
+      else send(res, 200, value);
+      return;
+    }
     const route = routes[url.pathname];
     const handler = route?.[req.method ?? "GET"];
     if (!route) { send(res, 404, { error: "not found" }); return; }

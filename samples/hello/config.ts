@@ -10,13 +10,19 @@ const Env = z.object({
   HELLO_VERSION: z.string().min(1).default("1"),
 });
 
+/** Variables that GET /env/<name> may show: only these, so that nothing else of the environment can leak. */
+export const SHOWN_ENV_PREFIX = "SAMPLE_";
+
 export interface Config {
   port: number;
   host: string;
   version: string;
+  /** The SAMPLE_* variables (an empty value included), for GET /env/<name>. */
+  shown: Record<string, string>;
 }
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const e = Env.parse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== "")));
-  return { port: e.PORT, host: e.HOST, version: e.HELLO_VERSION };
+  const shown = Object.fromEntries(Object.entries(env).filter((kv): kv is [string, string] => kv[0].startsWith(SHOWN_ENV_PREFIX) && kv[1] !== undefined));
+  return { port: e.PORT, host: e.HOST, version: e.HELLO_VERSION, shown };
 }

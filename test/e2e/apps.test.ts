@@ -2,10 +2,12 @@
 // kubelet, hack/lib/realnode.sh), created through the REST API, reconciled by the operator under
 // its ServiceAccount, served through the real ingress (Traefik) and reporting traces from inside
 // the pod. Every assertion is about what a user sees: a status that means pods are Ready, answers
-// through the ingress, traces in the governance API, a failure with a reason to act on.
+// through the ingress, traces in the governance API, a variable set through the API read back from
+// the service after its rollout, a failure with a reason to act on.
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
+import { ENV_HASH_ANNOTATION } from "../../crds/app.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import type { RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
@@ -95,6 +97,41 @@ test.serial("/chat inside the pod produces a trace with guard evaluations, visib
   t.true(detail.body.guardEvaluations.length > 0, "guards ran on the trace");
   const other = await api.createWorkspace("other");
   t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}/governance/apps/hello/traces`, { key: other.apiKey })).status, 404, "another workspace sees nothing");
+});
+
+test.serial("a variable set through the API reaches the service by a rollout; unset, it is gone after the next one", async (t) => {
+  const hash = async () => (await k.apps.readNamespacedDeployment({ name: "hello", namespace: api.namespace })).spec?.template.metadata?.annotations?.[ENV_HASH_ANNOTATION];
+  /** Every pod of the App runs the Deployment's current template, Ready: the rollout is over. */
+  const rolledOut = (want: string) => eventually(`the rollout of env hash ${want}`, async () => {
+    const pods = await podsOf("hello");
+    return pods.length > 0 && pods.every((p) => p.metadata?.annotations?.[ENV_HASH_ANNOTATION] === want && isReady(p));
+  }, 180_000, 1000);
+  const greeting = () => viaIngress("hello", "/env/SAMPLE_GREETING");
+  /**
+   * Three answers in a row through the ingress are `want`. Right after a rollout the ingress may
+   * still try the old pod's address for a moment (no answer): that is waited out, never counted.
+   */
+  const steadily = (what: string, want: (a: Answer) => boolean) => eventually(what, async () => {
+    for (let i = 0; i < 3; i++) if (!want(await greeting())) return false;
+    return true;
+  }, 60_000, 1000);
+  const before = await hash();
+  t.is((await greeting()).status, 404, "not set yet");
+
+  const r = await api.fetchJson("PUT", `${apps()}/hello/env/SAMPLE_GREETING`, { body: { value: "Hej från Berth", secret: false } });
+  t.is(r.status, 201, r.text);
+  const set = await eventually("a new pod template", async () => { const h = await hash(); return h && h !== before ? h : undefined; }, 30_000);
+  await rolledOut(set);
+  await phase("hello", "active");
+  await steadily("every answer to carry the variable", (a) => a.status === 200 && a.text === "Hej från Berth");
+  t.deepEqual(await greeting(), { status: 200, text: "Hej från Berth" });
+
+  t.is((await api.fetchJson("DELETE", `${apps()}/hello/env/SAMPLE_GREETING`)).status, 204);
+  const unset = await eventually("another pod template", async () => { const h = await hash(); return h && h !== set ? h : undefined; }, 30_000);
+  await rolledOut(unset);
+  await phase("hello", "active");
+  await steadily("no answer to carry the variable", (a) => a.status === 404);
+  t.is((await greeting()).status, 404, "gone");
 });
 
 test.serial("scaling changes the number of processes answering through the ingress", async (t) => {

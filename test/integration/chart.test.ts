@@ -436,6 +436,9 @@ const allowed: Check[] = [
   ["api", "delete", "apps.berth.dev"],
   ["api", "watch", "apps.berth.dev", { ns: "*" }],
   ["api", "create", "tokenreviews.authentication.k8s.io"],
+  ["api", "get", "secrets"], // a service's <app>-env Secret (its environment variables)
+  ["api", "create", "secrets"],
+  ["api", "patch", "secrets"],
 ];
 const denied: Check[] = [
   ["operator", "delete", "namespaces"],
@@ -462,9 +465,9 @@ const denied: Check[] = [
   ["api", "get", "deployments.apps"],
   ["api", "patch", "deployments.apps"],
   ["api", "create", "deployments.apps"],
-  ["api", "get", "secrets"],
-  ["api", "list", "secrets", { ns: "*" }],
-  ["api", "create", "secrets"],
+  ["api", "list", "secrets", { ns: "*" }], // the variables are read one Secret at a time, never listed or watched
+  ["api", "watch", "secrets", { ns: "*" }],
+  ["api", "delete", "secrets"], // they go with their App (owner reference)
   ["api", "delete", "namespaces"],
   ["api", "list", "namespaces"],
   ["api", "get", "domains.berth.dev"],

@@ -2,8 +2,8 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { governanceDisabled, governanceGeneration } from "../../crds/app.ts";
-import { buildChildren, buildGovernanceSecret, contains, cpuQuantity, desiredReplicas, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
+import { ENV_HASH_ANNOTATION, OPERATOR_ENV_NAMES, governanceDisabled, governanceGeneration, reservedEnvName } from "../../crds/app.ts";
+import { buildChildren, buildGovernanceSecret, contains, cpuQuantity, desiredReplicas, envHash, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };
 const cfg = { baseDomain: "apps.example.com" };
@@ -152,4 +152,49 @@ test("pods go where the configuration places them: nodeSelector and tolerations 
   t.deepEqual(cj.spec.jobTemplate.spec!.template.spec!.nodeSelector, { "berth.dev/node": "real" });
   const plain = buildChildren(ref, spec(), {}, cfg)[0] as k8s.V1Deployment;
   t.false("nodeSelector" in plain.spec!.template.spec! || "tolerations" in plain.spec!.template.spec!);
+});
+
+test("the service's variables: envFrom of <app>-env (optional) before the governance Secret, so that the governance variables win; the hash of its data on the template", (t) => {
+  const gov = { secretName: "shop-governance", generation: 1 };
+  const env = { secretName: "shop-env", hash: envHash({ GREETING: Buffer.from("hej").toString("base64") }) };
+  for (const s of [spec(), spec({ type: "cron", schedule: "@daily" })]) {
+    const [w] = buildChildren(ref, s, {}, cfg, gov, env) as [k8s.V1Deployment | k8s.V1CronJob];
+    const template = w.kind === "CronJob" ? (w as k8s.V1CronJob).spec.jobTemplate.spec!.template : (w as k8s.V1Deployment).spec!.template;
+    const c = template.spec!.containers[0]!;
+    // Kubernetes: env wins over envFrom, and among envFrom sources the later one wins.
+    t.deepEqual(c.envFrom, [{ secretRef: { name: "shop-env", optional: true } }, { secretRef: { name: "shop-governance" } }]);
+    t.deepEqual(c.env, [{ name: "PORT", value: "8080" }]);
+    t.is(template.metadata?.annotations?.[ENV_HASH_ANNOTATION], env.hash);
+    t.is(template.metadata?.annotations?.["berth.dev/governance-generation"], "1");
+  }
+  const [alone] = buildChildren(ref, spec(), {}, cfg, undefined, env) as [k8s.V1Deployment];
+  t.deepEqual(alone.spec!.template.spec!.containers[0]!.envFrom, [{ secretRef: { name: "shop-env", optional: true } }]);
+});
+
+test("a change of a variable changes the pod template (a rollout); the same data, in any order, does not; no env Secret changes nothing", (t) => {
+  const template = (env?: { secretName: string; hash: string }) => (buildChildren(ref, spec(), {}, cfg, undefined, env)[0] as k8s.V1Deployment).spec!.template;
+  const b64 = (s: string) => Buffer.from(s).toString("base64");
+  const a = envHash({ A: b64("1"), B: b64("2") });
+  t.regex(a, /^[a-f0-9]{16}$/);
+  t.is(envHash({ B: b64("2"), A: b64("1") }), a, "key order does not matter");
+  t.not(envHash({ A: b64("1"), B: b64("3") }), a);
+  t.not(envHash({ A: b64("1") }), a);
+  t.is(envHash(undefined), envHash({}));
+  t.notDeepEqual(template({ secretName: "shop-env", hash: a }), template({ secretName: "shop-env", hash: envHash({ A: b64("1") }) }));
+  t.deepEqual(template({ secretName: "shop-env", hash: a }), template({ secretName: "shop-env", hash: envHash({ B: b64("2"), A: b64("1") }) }));
+  const plain = template();
+  t.is(plain.metadata?.annotations, undefined, "an App without variables keeps the template it had: upgrading the operator rolls nothing");
+  t.is(plain.spec!.containers[0]!.envFrom, undefined);
+});
+
+test("every variable the operator sets is reserved: the API refuses to set it", (t) => {
+  const gov = buildGovernanceSecret(ref, { connectionString: "govdb://k@h/d", project: "shop", generation: 1 });
+  const [d] = buildChildren(ref, spec(), {}, cfg) as [k8s.V1Deployment];
+  const set = [...Object.keys(gov.data!), ...d.spec!.template.spec!.containers[0]!.env!.map((e) => e.name)];
+  for (const name of set) {
+    t.true(OPERATOR_ENV_NAMES.includes(name), name);
+    t.truthy(reservedEnvName(name), name);
+  }
+  t.truthy(reservedEnvName("BERTH_GOVERNANCE"), "the toolkit's switch");
+  t.is(reservedEnvName("GREETING"), undefined);
 });

@@ -56,7 +56,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}) {
   });
   apps.put({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", uid: "app-uid", generation: 1, resourceVersion: String(++rv) }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", minReplicas: 3 } });
   return {
-    apps, children, calls,
+    apps, children, secrets, calls,
     reconcile: () => reconciler.reconcile({ namespace: "ns", name: "shop" }, { signal: new AbortController().signal, log: pino({ level: "silent" }) }),
     tick: (ms: number) => { clock += ms; },
     writes: (verb: string) => calls.filter((c) => c.verb === verb),
@@ -158,4 +158,31 @@ test("a create refused with 409 by a foreign object: nothing is written to it, n
   const status = (w.writes("applyStatus").at(-1)!.obj as AppObject).status;
   t.is(status?.phase, "failed");
   t.regex(JSON.stringify(status), /Service ns\/shop already exists and is not owned by this App/);
+});
+
+test("the App's <app>-env Secret is mounted with the hash of its data, and a change of its data changes the Deployment; one the App does not own is never mounted", async (t) => {
+  const template = (c: { obj: KubeObject } | undefined) => (c!.obj as k8s.V1Deployment).spec!.template;
+  const env = (owner: string, data: Record<string, string>): KubeObject & { data: Record<string, string> } => ({
+    apiVersion: "v1", kind: "Secret", metadata: { name: "shop-env", namespace: "ns", ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name: "shop", uid: owner, controller: true }] }, data,
+  });
+  const foreign = world();
+  foreign.secrets.put(env("someone-else", { A: "MQ==" }));
+  await foreign.reconcile();
+  const plain = template(foreign.writes("applyNew").find((c) => c.kind === "Deployment"));
+  t.is(plain.spec!.containers[0]!.envFrom, undefined);
+  t.is(plain.metadata?.annotations, undefined);
+
+  const w = world();
+  w.secrets.put(env("app-uid", { A: "MQ==" }));
+  await w.reconcile();
+  const first = template(w.writes("applyNew").find((c) => c.kind === "Deployment"));
+  t.deepEqual(first.spec!.containers[0]!.envFrom, [{ secretRef: { name: "shop-env", optional: true } }]);
+  const hash = first.metadata?.annotations?.["berth.dev/env-hash"];
+  t.regex(hash ?? "", /^[a-f0-9]{16}$/);
+  await w.catchUp();
+  w.secrets.put(env("app-uid", { A: "Mg==" }));
+  await w.reconcile();
+  const rolled = w.writes("apply").find((c) => c.kind === "Deployment");
+  t.truthy(rolled, "the Deployment is applied again");
+  t.not(template(rolled).metadata?.annotations?.["berth.dev/env-hash"], hash);
 });

@@ -84,11 +84,12 @@ test("the operator may manage its finalizer and status but never an App's spec b
   t.false(allows(OP, "create", "", "namespaces"));
 });
 
-test("the API never touches workloads; of Secrets it reads and writes single ones by name, never lists, watches or deletes them", (t) => {
+test("the API never touches workloads; of Secrets it reads, creates and patches one at a time (a service's <app>-env and <app>-webhook)", (t) => {
   for (const [group, resource] of [["apps", "deployments"], ["", "services"], ["batch", "jobs"]] as const) {
     for (const verb of ["get", "list", "create", "patch", "delete"] as const) t.false(allows(API, verb, group, resource), `${verb} ${resource}`);
   }
-  for (const verb of ["list", "watch", "delete"] as const) t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);
+  for (const verb of ["get", "create", "patch"] as const) t.true(allows(API, verb, "", "secrets"), `${verb} secrets`);
+  for (const verb of ["list", "watch", "update", "delete"] as const) t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);
   t.true(allows(API, "create", "berth.dev", "releases"));
   t.false(allows(API, "patch", "berth.dev", "releases/status"), "a release's status is the operator's");
   t.true(allows(API, "create", "berth.dev", "apps"));

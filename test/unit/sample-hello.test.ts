@@ -4,15 +4,44 @@
 import test from "ava";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { burn, burnMillis, chatRequest, DEFAULT_BURN_MS, MAX_BURN_MS, MAX_MESSAGE_CHARS } from "../../samples/hello/app.ts";
+import { createServer, request } from "node:http";
+import { burn, burnMillis, chatRequest, DEFAULT_BURN_MS, helloHandler, MAX_BURN_MS, MAX_MESSAGE_CHARS, shownVariable } from "../../samples/hello/app.ts";
 import { loadConfig } from "../../samples/hello/config.ts";
 
 test("configuration: PORT 8080, all interfaces and version 1 by default; invalid values are refused", (t) => {
-  t.deepEqual(loadConfig({}), { port: 8080, host: "0.0.0.0", version: "1" });
-  t.deepEqual(loadConfig({ PORT: "9000", HOST: "127.0.0.1", HELLO_VERSION: "2", UNRELATED: "x" }), { port: 9000, host: "127.0.0.1", version: "2" });
-  t.deepEqual(loadConfig({ PORT: "", HELLO_VERSION: "" }), { port: 8080, host: "0.0.0.0", version: "1" }, "empty is unset");
+  t.deepEqual(loadConfig({}), { port: 8080, host: "0.0.0.0", version: "1", shown: {} });
+  t.deepEqual(loadConfig({ PORT: "9000", HOST: "127.0.0.1", HELLO_VERSION: "2", UNRELATED: "x" }), { port: 9000, host: "127.0.0.1", version: "2", shown: {} });
+  t.deepEqual(loadConfig({ PORT: "", HELLO_VERSION: "" }), { port: 8080, host: "0.0.0.0", version: "1", shown: {} }, "empty is unset");
   t.throws(() => loadConfig({ PORT: "eighty" }));
   t.throws(() => loadConfig({ PORT: "70000" }));
+});
+
+test("GET /env/<name> shows SAMPLE_* variables only: the configuration keeps no other, and the handler answers 404 for anything else", async (t) => {
+  const { shown } = loadConfig({ SAMPLE_GREETING: "hej", SAMPLE_EMPTY: "", GOVDB_CONNECTION: "govdb://gov_sk_x@h/db", PATH: "/bin" });
+  t.deepEqual(shown, { SAMPLE_GREETING: "hej", SAMPLE_EMPTY: "" });
+  t.is(shownVariable(shown, "SAMPLE_GREETING"), "hej");
+  t.is(shownVariable(shown, "SAMPLE_EMPTY"), "", "an empty value is a value");
+  t.is(shownVariable(shown, "SAMPLE_MISSING"), undefined);
+  t.is(shownVariable({ ...shown, PATH: "/bin" }, "PATH"), undefined, "never another name, even if given");
+  t.is(shownVariable(shown, "constructor"), undefined);
+
+  const server = createServer(helloHandler({ version: "1", chat: { unavailable: "test" }, shown: { ...shown, GOVDB_CONNECTION: "secret" } }));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  t.teardown(() => server.close());
+  const port = (server.address() as { port: number }).port;
+  const get = (path: string) => new Promise<{ status: number; text: string }>((resolve, reject) => {
+    request({ host: "127.0.0.1", port, path }, (res) => {
+      let text = "";
+      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+    }).on("error", reject).end();
+  });
+  t.deepEqual(await get("/env/SAMPLE_GREETING"), { status: 200, text: "hej" });
+  t.is((await get("/env/SAMPLE_MISSING")).status, 404);
+  const gov = await get("/env/GOVDB_CONNECTION");
+  t.is(gov.status, 404);
+  t.false(gov.text.includes("secret"));
+  t.is((await get("/env/%E0%A4%A")).status, 404, "a malformed name is just not found");
+  t.is((await get("/env/SAMPLE_GREETING/x")).status, 404);
 });
 
 test("/burn's ms: a default, a bound of 10 s, integers only", (t) => {
