@@ -1,9 +1,11 @@
 // Secrets never logged: a journey through the real API server (platform admin key, workspace keys
 // made, used and revoked, an App and its governance store provisioned by the operator's token, app
 // keys, traces with PII and distinctive text in prompts and responses, the reads that return them,
-// and the error paths a careless client takes) with the server's own log stream captured at trace
-// level (below debug), and the process's stdout and stderr besides. No key, token, key digest,
-// prompt or response text may appear in any line.
+// a push webhook's secret and signed deliveries, and the error paths a careless client takes) with
+// the server's own log stream captured at trace level (below debug), and the process's stdout and
+// stderr besides. No key, token, key digest, webhook secret or signature, prompt or response text
+// may appear in any line.
+import { createHmac } from "node:crypto";
 import test from "ava";
 import { hashToken } from "../../api/auth/tokens.ts";
 import { startApi, type ApiResponse, type TestApi } from "../helpers/api.ts";
@@ -117,6 +119,20 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   ok(await api.fetchJson("GET", `${G}/guard-blocks`), 200, "guard blocks");
   ok(await api.fetchJson("GET", `${G}/audit/verify`), 200, "audit");
   ok(await api.fetchJson("GET", `${G}/analytics/summary`), 200, "summary");
+
+  // a push webhook's secret (made, rotated) and the signatures of deliveries, right and wrong
+  const hook = ok(await api.fetchJson("POST", `${W}/apps/journey/webhook-secret`), 201, "webhook secret").body;
+  const rotated = ok(await api.fetchJson("POST", `${W}/apps/journey/webhook-secret`), 201, "rotated webhook secret").body;
+  secrets.push(hook.secret, rotated.secret);
+  const payload = JSON.stringify({ zen: "Keep it logically awesome.", hook_id: 1 });
+  const signature = `sha256=${createHmac("sha256", rotated.secret).update(payload).digest("hex")}`;
+  const forgedSignature = `sha256=${createHmac("sha256", hook.secret).update(payload).digest("hex")}`;
+  secrets.push(signature.slice(7), forgedSignature.slice(7));
+  for (const [sig, status] of [[signature, 200], [forgedSignature, 401]] as const) {
+    ok(await api.fetchJson("POST", rotated.url.replace(/^\/api\/v1/, ""), {
+      key: null, rawBody: payload, headers: { "Content-Type": "application/json", "X-Hub-Signature-256": sig, "X-GitHub-Event": "ping", "X-GitHub-Delivery": crypto.randomUUID() },
+    }), status, "webhook delivery");
+  }
 
   // a fresh store: the old app key stops working, a new one is minted
   ok(await api.fetchJson("POST", `${G}/provision`), 200, "reprovision");
