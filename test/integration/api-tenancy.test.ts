@@ -6,7 +6,9 @@
 // Two workspaces, A (the caller) and B (the victim), each with apps, traces with distinctive text,
 // an extra API key and a guard template. For every route:
 // - with A's workspace key and B's ids (B's workspace; or A's workspace with B's app, trace, key,
-//   deployment or template): 404 (or 403), and no data of B in the answer;
+//   template, and the ids of other path parameters, found or made through the route table's own
+//   collection routes: deployments, environment variables...): 404 (or 403), and no data of B in
+//   the answer (a PUT under a client-chosen name may create A's own resource: 201, undone at once);
 // - read routes with A's own ids answer nothing of B either;
 // - keys of a kind the route does not take are refused (401/403), and a revoked key of a kind it
 //   takes is 401 at once;
@@ -116,38 +118,44 @@ function idFor(name: string, w: Tenant, appId: string): string | undefined {
 const discovered = new Map<string, string>();
 /** Why an id could not be made, by parameter name (for the failure message). */
 const discoveryNotes = new Map<string, string>();
-const missing = (name: string, w: Tenant) => `no id of workspace ${w.label} for path parameter :${name}${discoveryNotes.has(name) ? ` (${discoveryNotes.get(name)})` : ""}: give idFor one, or make its collection's POST work with an EXAMPLES body`;
+const missing = (name: string, w: Tenant) => `no id of workspace ${w.label} for path parameter :${name}${discoveryNotes.has(name) ? ` (${discoveryNotes.get(name)})` : ""}: give idFor one, or make its collection's POST (or the item's PUT) work with an EXAMPLES body`;
 
 /**
- * For every path parameter this test has no id for (a deployment's...): its collection (the same
- * path up to the parameter), made `count` times through the collection's POST route with the
- * tenant's key in each of its apps that takes it, then listed through its GET route: the first
- * (newest) item's id. Ids that are names within an app (`<app>-<n>`) coincide between same-named
- * apps of two workspaces; B makes one more than A, so that B's newest is one that A has not.
+ * For every path parameter this test has no id for (a deployment's, an environment variable's...):
+ * the tenant makes one in each of its apps that takes it, through the route table's own routes
+ * (POST on the collection, the same path up to the parameter; or PUT on the item, under a name of
+ * its own), then lists the collection through its GET route and takes the first (newest) item's id
+ * (its property named like the parameter, else `id`). Ids that are names within an app
+ * (`<app>-<n>`) coincide between same-named apps of two workspaces; B makes one more than A, so that
+ * B's newest is one that A has not.
  */
 async function discoverIds(w: Tenant, count: number): Promise<void> {
   for (const route of routes) {
     for (const [i, name] of pathParamNames(route.path).entries()) {
       if (idFor(name, w, "shared") !== undefined || [...discovered.keys()].some((k) => k.startsWith(`${w.workspaceId}/`) && k.endsWith(`/${name}`))) continue;
       const collection = route.path.slice(0, route.path.indexOf(`/:${name}`));
-      const at = (r: RouteDef) => r.path === collection && pathParamNames(r.path).length === i;
-      const list = routes.find((r) => r.method === "get" && at(r));
-      const create = routes.find((r) => r.method === "post" && at(r));
-      if (!list) continue;
+      const at = (r: RouteDef, path: string) => r.path === path && pathParamNames(r.path).length === pathParamNames(path).length;
+      const list = routes.find((r) => r.method === "get" && at(r, collection));
+      const post = routes.find((r) => r.method === "post" && at(r, collection));
+      const put = routes.find((r) => r.method === "put" && at(r, `${collection}/:${name}`));
+      if (!list || i !== pathParamNames(collection).length) continue;
       for (const appId of Object.keys(w.apps)) {
         const path = pathOf(list, (n) => idFor(n, w, appId));
         if (typeof path !== "string") continue;
-        const body = create ? bodyFor(create) : { error: `no POST ${collection} to make one` };
+        const maker = post ?? put;
+        const body = maker ? bodyFor(maker) : { error: `no POST ${collection} or PUT ${collection}/:${name} to make one` };
         if ("error" in body) discoveryNotes.set(name, body.error);
         else {
-          for (let n = 0; n < count; n++) {
-            const made = await api.fetchJson("POST", path, { key: w.apiKey, ...body });
-            if (made.status >= 300 && !discoveryNotes.has(name)) discoveryNotes.set(name, `POST ${path} answered ${made.status} ${made.body?.code ?? ""}`);
+          for (let n = 0; n < (post ? count : 1); n++) {
+            const target = post ? path : `${path}/${encodeURIComponent(`${w.label}_tenancy`)}`;
+            const made = await api.fetchJson(post ? "POST" : "PUT", target, { key: w.apiKey, ...body });
+            if (made.status >= 300 && !discoveryNotes.has(name)) discoveryNotes.set(name, `${post ? "POST" : "PUT"} ${target} answered ${made.status} ${made.body?.code ?? ""}`);
           }
         }
         const r = await api.fetchJson("GET", path, { key: w.apiKey });
-        const items = (Array.isArray(r.body) ? r.body : r.body?.data) as { id?: unknown }[] | undefined;
-        if (typeof items?.[0]?.id === "string") discovered.set(`${w.workspaceId}/${appId}/${name}`, items[0].id);
+        const items = (Array.isArray(r.body) ? r.body : r.body?.data) as Record<string, unknown>[] | undefined;
+        const id = items?.[0]?.[name] ?? items?.[0]?.id;
+        if (typeof id === "string") discovered.set(`${w.workspaceId}/${appId}/${name}`, id);
       }
     }
   }
@@ -186,16 +194,18 @@ function bodyFor(route: RouteDef): { body?: unknown } | { error: string } {
 }
 
 /** A minimal instance of a JSON Schema: required properties only, the first enum value, the least number allowed. */
-function generate(s: Record<string, unknown>): unknown {
+function generate(s: Record<string, unknown>, defs = (s.$defs ?? {}) as Record<string, Record<string, unknown>>): unknown {
+  const g = (x: unknown) => generate((x ?? {}) as Record<string, unknown>, defs);
+  if (typeof s.$ref === "string") return g(defs[s.$ref.replace("#/$defs/", "")]);
   if (s.const !== undefined) return s.const;
   if (Array.isArray(s.enum)) return s.enum[0];
-  for (const k of ["anyOf", "oneOf", "allOf"]) if (Array.isArray(s[k])) return generate((s[k] as Record<string, unknown>[])[0]!);
+  for (const k of ["anyOf", "oneOf", "allOf"]) if (Array.isArray(s[k])) return g(s[k][0]);
   switch (s.type) {
     case "object": {
-      const props = (s.properties ?? {}) as Record<string, Record<string, unknown>>;
-      return Object.fromEntries(((s.required ?? []) as string[]).map((k) => [k, generate(props[k] ?? {})]));
+      const props = (s.properties ?? {}) as Record<string, unknown>;
+      return Object.fromEntries(((s.required ?? []) as string[]).map((k) => [k, g(props[k])]));
     }
-    case "array": return Array.from({ length: Number(s.minItems ?? 0) }, () => generate((s.items ?? {}) as Record<string, unknown>));
+    case "array": return Array.from({ length: Number(s.minItems ?? 0) }, () => g(s.items));
     case "string": return s.format === "uri" ? "https://example.invalid/x" : "x".repeat(Math.max(1, Number(s.minLength ?? 1)));
     case "integer": case "number": return Number(s.minimum ?? s.exclusiveMinimum ?? 0) + (s.exclusiveMinimum !== undefined ? 1 : 0);
     case "boolean": return false;
@@ -263,7 +273,14 @@ test.serial("A's key on B's ids: 404 (or 403) on every route that takes a worksp
       if (typeof path !== "string") { problems.push({ route: route.operationId, problem: missing(path.missing, B) }); break; }
       const r = await api.fetchJson(route.method.toUpperCase(), path, { key: A.apiKey, ...body });
       calls++;
-      if (r.status !== 404 && r.status !== 403) problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}: ${r.text.slice(0, 200)}` });
+      // a PUT under a name the client chooses may create the caller's own resource of that name (201),
+      // which is no tenancy breach; it must never replace (200) or answer with B's data
+      const createdOwn = route.method === "put" && r.status === 201 && v("wsId") !== B.workspaceId && v("workspaceId") !== B.workspaceId;
+      if (createdOwn) {
+        // undone at once, so that the sweep's DELETE of that name finds nothing of A's either
+        const undo = routes.find((x) => x.method === "delete" && x.path === route.path);
+        if (!undo || (await api.fetchJson("DELETE", path, { key: A.apiKey })).status !== 204) problems.push({ route: `PUT ${path}`, problem: "created A's own resource and no DELETE of the same path removes it" });
+      } else if (r.status !== 404 && r.status !== 403) problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}: ${r.text.slice(0, 200)}` });
       else if (!(r.headers.get("content-type") ?? "").startsWith("application/problem+json")) problems.push({ route: path, problem: "not a problem document" });
       const leaked = leaks(r, path, victimMarkers());
       if (leaked.length > 0) problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `B's data in the answer: ${leaked.join(", ")}` });
@@ -397,7 +414,14 @@ async function snapshot(w: Tenant): Promise<unknown> {
   for (const slug of Object.keys(w.apps)) {
     const G = `${W}/governance/apps/${slug}`;
     const app = await get(`${W}/apps/${slug}`);
+    // every collection of an app the route table lists (deployments, environment variables...)
+    const collections: Record<string, unknown> = {};
+    for (const r of routes.filter((x) => x.method === "get" && x.auth === "workspace" && !x.query && pathParamNames(x.path).length === 2 && pathParamNames(x.path)[1] === "appId")) {
+      const body = await get(pathOf(r, (n) => n === "appId" ? slug : w.workspaceId) as string);
+      if (Array.isArray(body?.data)) collections[r.operationId] = body.data;
+    }
     stores[slug] = {
+      collections,
       app: { name: app.name, status: app.status, image: app.image, deletedAt: app.deletedAt, updatedAt: app.updatedAt },
       traces: (await get(`${G}/traces?limit=100`)).data.map((x: { traceId: string }) => x.traceId),
       config: await get(`${G}/observability-config`),
