@@ -14,6 +14,7 @@ import { ConfigSchema, loadConfig } from "../../api/config.ts";
 import { rulesOf } from "../../kube/rbac.ts";
 import { OPERATOR_ACCESS } from "../../operator/rbac.ts";
 import { API_ACCESS } from "../../api/rbac.ts";
+import { KINDS } from "../../crds/schemas.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { freshDatabase, query } from "../helpers/db.ts";
 import { K8S_VERSION, helm, kubectl, root, run, type Run } from "../helpers/binaries.ts";
@@ -381,7 +382,7 @@ test("the documented CRD upgrade (server-side apply, --force-conflicts) takes ov
   // The documented command itself, against the installed CRDs.
   const real = await kubectl(["apply", "--server-side", "--force-conflicts", "--dry-run=server", "-f", join(chartDir, "crds")]);
   t.is(real.code, 0, real.stderr);
-  t.is(real.stdout.split("\n").filter((l) => l.endsWith("(server dry run)")).length, 3, real.stdout);
+  t.is(real.stdout.split("\n").filter((l) => l.endsWith("(server dry run)")).length, KINDS.length, real.stdout);
 });
 
 /** `kubectl auth can-i` as a ServiceAccount of the chart. */
@@ -424,6 +425,8 @@ const allowed: Check[] = [
   ["operator", "patch", "ingresses.networking.k8s.io"],
   ["operator", "patch", "horizontalpodautoscalers.autoscaling"],
   ["operator", "create", "cronjobs.batch"],
+  ["operator", "create", "jobs.batch"], // a release's build and release-command Jobs
+  ["operator", "patch", "releases.berth.dev", { subresource: "status" }],
   ["operator", "create", "secrets"], // the <app>-governance Secret
   ["operator", "get", "secrets"], // granted (its watch cache of the governance Secrets); see docs/operating.md
   ["operator", "create", "events"],
@@ -434,6 +437,8 @@ const allowed: Check[] = [
   ["api", "patch", "namespaces"],
   ["api", "create", "apps.berth.dev"],
   ["api", "delete", "apps.berth.dev"],
+  ["api", "create", "releases.berth.dev"], // deployments: webhooks, manual deploys, rollbacks
+  ["api", "get", "pods", { subresource: "log" }], // a deployment's build logs
   ["api", "watch", "apps.berth.dev", { ns: "*" }],
   ["api", "create", "tokenreviews.authentication.k8s.io"],
   ["api", "get", "secrets"], // a service's <app>-env Secret (its environment variables)
@@ -450,7 +455,8 @@ const denied: Check[] = [
   ["operator", "update", "apps.berth.dev"], // the spec belongs to the user and the API: only merge patches of its finalizer
   ["operator", "delete", "apps.berth.dev"],
   ["operator", "create", "apps.berth.dev"],
-  ["operator", "create", "jobs.batch"], // nothing builds yet: no grant until a controller needs it
+  ["operator", "get", "pods", { subresource: "log" }], // build logs are read by the API, not the operator
+  ["operator", "update", "releases.berth.dev"], // a release's spec is the API's record: the operator writes status only
   ["operator", "get", "domains.berth.dev"],
   ["operator", "create", "pods"],
   ["operator", "create", "pods", { subresource: "exec" }],
