@@ -1,5 +1,8 @@
 # Berth's own images, berth-api and berth-operator (docs/images.md): one build stage installs the
 # production dependencies, two final targets add each process's code to the same runtime layers.
+# Two more targets: berth-builder, the program of the build Jobs (git, buildctl, Node.js and
+# operator/build/ alone, no node_modules), and berth-python, the Python base image that detected
+# Python apps are built on (docs/builds.md).
 # Build context: the repository root (.dockerignore keeps local state, node_modules, .git and tests
 # out). `node hack/berth-images.ts build --registry "$BERTH_REGISTRY"` runs, per target:
 #
@@ -15,6 +18,7 @@
 # only while `npm ci` runs. The CA bundle, when the machine's TLS needs one, is a build secret:
 # neither it nor npm's cache ends up in a layer.
 ARG BASE=127.0.0.1:5000/berth/node:v1
+ARG DEBIAN=127.0.0.1:5000/berth/debian:v1
 
 FROM ${BASE} AS deps
 USER root
@@ -50,3 +54,34 @@ FROM runtime AS berth-api
 COPY api ./api
 EXPOSE 8080
 ENTRYPOINT ["node", "api/main.ts"]
+
+# Debian packages for the images below: RUN steps reach the machine's apt mirror (berth/debian's
+# sources) through the host's network; the lists and apt's caches stay out of the layers.
+FROM ${BASE} AS builder-tools
+USER root
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null && \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old
+
+# The build Jobs' program (operator/build/main.ts): git (Debian's), buildctl (hack/binaries' build of
+# BuildKit's client, the named build context `buildctl`: hack/berth-images.ts passes a directory
+# holding only that binary), Node.js from berth/node, and the program, which needs no npm package.
+# It runs as 10001 in the Job's emptyDir /workspace; buildkitd is a separate daemon (BUILDKIT_HOST).
+FROM builder-tools AS berth-builder
+COPY --from=buildctl buildctl /usr/local/bin/buildctl
+WORKDIR /app
+COPY package.json ./
+COPY operator/build ./operator/build
+USER 10001:10001
+WORKDIR /workspace
+ENTRYPOINT ["node", "/app/operator/build/main.ts"]
+
+# The Python base image of detected Python apps: berth/debian + Debian's Python 3 with venv and pip
+# (`python` is python3), user and group `python`, 10001. No compiler: packages with C extensions
+# install from wheels only.
+FROM ${DEBIAN} AS berth-python
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-venv python3-pip python-is-python3 ca-certificates >/dev/null && \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old && \
+    groupadd --gid 10001 python && useradd --uid 10001 --gid 10001 --home-dir /home/python --create-home --shell /usr/sbin/nologin python
+ENV PYTHONUNBUFFERED=1
+USER 10001:10001
+CMD ["python3"]

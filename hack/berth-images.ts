@@ -1,9 +1,12 @@
-// Berth's own images, berth/berth-api and berth/berth-operator, built by BuildKit from the
-// repository's Dockerfile (two targets) into the local registry (docs/images.md).
+// Berth's own images, berth/berth-api, berth/berth-operator and berth/berth-builder (the build Jobs'
+// program, docs/builds.md), and the Python base image berth/python that detected Python apps are
+// built on, all built by BuildKit from the repository's Dockerfile (one target each) into the local
+// registry (docs/images.md).
 //
 // Usage: node hack/berth-images.ts build --registry 127.0.0.1:PORT [--addr unix:///...sock] [--json] [--progress]
-//   build   builds what the registry lacks and prints the references, one a line, berth-api's
-//           then berth-operator's (--json: with digests and whether each was built). --addr
+//   build   builds what the registry lacks and prints the references, one a line: berth-api's,
+//           berth-operator's, berth-builder's, berth/python's (--json: with digests and whether
+//           each was built; berth/python is also tagged v1). --addr
 //           defaults to $BERTH_BUILDKIT_ADDR (hack/cluster env); the base berth/node:v1 is built
 //           and pushed first when the registry lacks it.
 //   tags    prints each image's content tag without building (no buildkitd needed)
@@ -17,14 +20,14 @@
 // keeps `npm ci` as long as package.json and the lock are the same).
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
-import { lstat, mkdtemp, readdir, readFile, readlink, rm } from "node:fs/promises";
+import { chmod, copyFile, lstat, mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { tmpdir } from "node:os";
 import { parseArgs } from "node:util";
 import { buildBase, defaultCacheDir, IMAGES, ImageCache, npmPackageDir, pushImages, root } from "./images.ts";
 import type { Digest } from "./lib/oci.ts";
 import { canonicalJson, sha256 } from "./lib/oci.ts";
-import { binPath } from "./lib/pinned.ts";
+import { binPath, pinned } from "./lib/pinned.ts";
 import { Registry } from "./lib/registry.ts";
 
 /** Bump when the way the images are built changes without a change to the files hashed. */
@@ -33,8 +36,11 @@ export const BERTH_RECIPE = 1;
 export const NPM_VERSION = "11.19.1";
 
 export const BERTH_IMAGES = {
-  api: { name: "berth/berth-api", target: "berth-api", code: "api" },
-  operator: { name: "berth/berth-operator", target: "berth-operator", code: "operator" },
+  api: { name: "berth/berth-api", target: "berth-api", code: "api", alias: undefined },
+  operator: { name: "berth/berth-operator", target: "berth-operator", code: "operator", alias: undefined },
+  builder: { name: "berth/berth-builder", target: "berth-builder", code: "operator/build", alias: undefined },
+  /** a base image, not a process of Berth's: also tagged `v1`, the tag the builder's configuration names */
+  python: { name: "berth/python", target: "berth-python", code: undefined, alias: "v1" },
 } as const;
 export type Component = keyof typeof BERTH_IMAGES;
 export const COMPONENTS = Object.keys(BERTH_IMAGES) as Component[];
@@ -143,9 +149,18 @@ export async function fileDigests(dir: string, paths: readonly string[]): Promis
   return out.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
 }
 
-/** The content tag of a component's image: 12 hex digits of a hash of all its inputs. */
-export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string }): string {
-  return sha256(canonicalJson({ recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files })).slice(7, 19);
+/**
+ * The content tag of a component's image: 12 hex digits of a hash of all its inputs. `buildctl`:
+ * the version of the buildctl binary the builder image carries (a named context, not a file of
+ * the repository); absent for the other images, whose tags are as before it existed.
+ */
+export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string; buildctl?: string }): string {
+  return sha256(canonicalJson({ recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files, ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}) })).slice(7, 19);
+}
+
+/** The named contexts a component's target copies from that are not files of the repository, as tag inputs. */
+export function namedInputs(component: Component): { buildctl?: string } {
+  return component === "builder" ? { buildctl: pinned("BUILDKIT_VERSION") } : {};
 }
 
 /** Whether `file` (relative to the context) is `input` or under it. */
@@ -157,7 +172,7 @@ export async function componentTags(baseDigest: string, components: readonly Com
   const inputs = components.map((c) => [c, imageInputs(dockerfile, BERTH_IMAGES[c].target)] as const);
   const all = [...new Set(inputs.flatMap(([, paths]) => paths))].sort();
   const files = await fileDigests(dir, all.filter((p) => !all.some((q) => q !== p && within(p, q))));
-  return Object.fromEntries(inputs.map(([c, paths]) => [c, inputsTag({ files: files.filter(([f]) => paths.some((p) => within(f, p))), baseDigest })])) as Record<Component, string>;
+  return Object.fromEntries(inputs.map(([c, paths]) => [c, inputsTag({ files: files.filter(([f]) => paths.some((p) => within(f, p))), baseDigest, ...namedInputs(c) })])) as Record<Component, string>;
 }
 
 export async function componentTag(component: Component, baseDigest: string, dir = root): Promise<string> {
@@ -200,8 +215,30 @@ async function baseDigest(registry: Registry, o: BuildOptions, log: (l: string) 
   return d;
 }
 
+/**
+ * buildctl for the builder image, alone in a directory of the cache (`buildctl-<version>/buildctl`):
+ * the named build context `buildctl` (a copy of `bin_path buildctl`, made once), never the whole bin/.
+ */
+export async function buildctlContext(cacheDir: string): Promise<string> {
+  const dir = join(cacheDir, `buildctl-${pinned("BUILDKIT_VERSION")}`);
+  if (existsSync(join(dir, "buildctl"))) return dir;
+  const from = binPath("buildctl");
+  if (!existsSync(from)) throw new Error(`${from} is missing: hack/binaries builds it`);
+  const tmp = await mkdtemp(join(cacheDir, "buildctl-tmp-"));
+  await copyFile(from, join(tmp, "buildctl"));
+  await chmod(join(tmp, "buildctl"), 0o755);
+  await rename(tmp, dir).catch(async () => { await rm(tmp, { recursive: true, force: true }); }); // a concurrent build put it there first
+  return dir;
+}
+
+/** BuildKit's `name=` of an image output: the content tag, and the alias tag when the image has one (quoted: a list). */
+export function outputNames(registry: string, component: Component, tag: string): string {
+  const { name, alias } = BERTH_IMAGES[component];
+  return alias ? `"name=${registry}/${name}:${tag},${registry}/${name}:${alias}"` : `name=${registry}/${name}:${tag}`;
+}
+
 /** One `buildctl build` of a target, pushed as registry/name:tag; resolves with the manifest's digest. */
-async function buildctl(o: BuildOptions & { addr: string }, component: Component, tag: string, base: string, npmDir: string): Promise<Digest> {
+async function buildctl(o: BuildOptions & { addr: string }, component: Component, tag: string, base: string, debian: string, npmDir: string, buildctlDir: string): Promise<Digest> {
   const img = BERTH_IMAGES[component];
   const tmp = await mkdtemp(join(tmpdir(), "berth-buildctl-"));
   try {
@@ -209,10 +246,11 @@ async function buildctl(o: BuildOptions & { addr: string }, component: Component
     const ca = process.env.NODE_EXTRA_CA_CERTS;
     const args = [
       "--addr", o.addr, "build", "--frontend", "dockerfile.v0", "--progress", "plain",
-      "--local", `context=${root}`, "--local", `dockerfile=${root}`, "--local", `npm=${npmDir}`,
-      "--opt", `target=${img.target}`, "--opt", `build-arg:BASE=${base}`, "--opt", "context:npm=local:npm",
+      "--local", `context=${root}`, "--local", `dockerfile=${root}`, "--local", `npm=${npmDir}`, "--local", `buildctl=${buildctlDir}`,
+      "--opt", `target=${img.target}`, "--opt", `build-arg:BASE=${base}`, "--opt", `build-arg:DEBIAN=${debian}`,
+      "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl",
       ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),
-      "--output", `type=image,name=${o.registry}/${img.name}:${tag},push=true,registry.insecure=true,oci-mediatypes=true`,
+      "--output", `type=image,${outputNames(o.registry, component, tag)},push=true,registry.insecure=true,oci-mediatypes=true`,
       "--metadata-file", metadata,
     ];
     await new Promise<void>((resolve, reject) => {
@@ -241,6 +279,9 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
   const tags = await componentTags(base, components);
   const wanted = components.map((c) => ({ c, tag: tags[c] }));
   let npm: Promise<string> | undefined; // fetched once, and only when something is built
+  let buildctlDir: Promise<string> | undefined;
+  const debian = await registry.manifestDigest(IMAGES.debian.name, IMAGES.debian.tag);
+  if (!debian) throw new Error(`${registry.host} has no ${IMAGES.debian.name}:${IMAGES.debian.tag} (node hack/images.ts build-base --registry ${registry.host})`);
   return Promise.all(wanted.map(async ({ c, tag }) => {
     const t0 = performance.now();
     const name = BERTH_IMAGES[c].name;
@@ -250,7 +291,8 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
       const addr = o.addr ?? process.env.BERTH_BUILDKIT_ADDR;
       if (!addr) throw new Error("no buildkitd address: pass --addr or set BERTH_BUILDKIT_ADDR (eval \"$(./hack/cluster env)\" with BERTH_REAL_NODE=1)");
       npm ??= npmPackageDir(new ImageCache(o.cacheDir ?? defaultCacheDir()), "npm", NPM_VERSION, "bin/npm-cli.js", log);
-      digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, await npm);
+      buildctlDir ??= buildctlContext(o.cacheDir ?? defaultCacheDir());
+      digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, `${o.registry}/${IMAGES.debian.name}:${IMAGES.debian.tag}@${debian}`, await npm, await buildctlDir);
     }
     const seconds = (performance.now() - t0) / 1000;
     log(`${o.registry}/${name}:${tag}@${digest}: ${have ? "up to date in the registry" : `built and pushed in ${seconds.toFixed(1)} s`}`);
@@ -263,7 +305,7 @@ async function main(argv: string[]): Promise<number> {
     args: argv, allowPositionals: true,
     options: { registry: { type: "string" }, addr: { type: "string" }, json: { type: "boolean" }, progress: { type: "boolean" }, cache: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
-  const usage = () => process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 9).map((l) => l.slice(3)).join("\n") + "\n");
+  const usage = () => process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 12).map((l) => l.slice(3)).join("\n") + "\n");
   const command = positionals[0];
   if (command === "tags") {
     if (!values.registry) { usage(); return 2; }

@@ -32,8 +32,9 @@ grep -q "\"listen\": \"$BERTH_NODE_IP:$pg_port\"" "$BERTH_LOCAL/cluster/node/net
 log "images: base, sample and Berth's own, into $BERTH_REGISTRY"
 node hack/images.ts build-base --registry "$BERTH_REGISTRY" >/dev/null
 sample_image=$(node hack/images.ts build-sample --registry "$BERTH_REGISTRY" | tail -1)
-berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY")   # berth-api's reference, then berth-operator's
-read -r -d '' api_image operator_image <<<"$berth_images" || true   # (read -d '' returns 1 at the end of its input)
+berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY")   # berth-api's reference, berth-operator's, berth-builder's, berth/python's
+# shellcheck disable=SC2034 # builder_image and python_image: for the build Jobs' configuration (docs/builds.md)
+read -r -d '' api_image operator_image builder_image python_image <<<"$berth_images" || true   # (read -d '' returns 1 at the end of its input)
 [[ "$api_image" == */berth/berth-api:* && "$operator_image" == */berth/berth-operator:* ]] ||
   die "hack/berth-images.ts printed no berth-api and berth-operator references: $berth_images"
 

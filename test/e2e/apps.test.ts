@@ -15,12 +15,8 @@ import { viaIngress as ingressRequest, type Answer, type IngressRequest } from "
 import { eventually, kube } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
+import { need } from "../helpers/e2e.ts";
 
-const need = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through ./hack/test (it starts the real node and builds the sample image)`);
-  return v;
-};
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
 const REGISTRY = need("BERTH_REGISTRY");

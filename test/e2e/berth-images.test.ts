@@ -1,4 +1,5 @@
-// Berth's own images (issue 13): berth/berth-api and berth/berth-operator built by BuildKit from
+// Berth's own images (issue 13): berth/berth-api and berth/berth-operator (and, issue 14, the
+// builder berth/berth-builder and the Python base berth/python) built by BuildKit from
 // the repository's Dockerfile (hack/berth-images.ts) into the real node's registry, then installed
 // with the chart on the real node, as ./hack/up does. What is checked is what an operator of
 // Berth relies on: the images are in the registry under their content tags, run as a non-root
@@ -25,12 +26,8 @@ import { freshDatabase, query, type TestDatabase } from "../helpers/db.ts";
 import { keyOf } from "../helpers/governance.ts";
 import { viaIngress, type Answer } from "../helpers/ingress.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
+import { need } from "../helpers/e2e.ts";
 
-const need = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through ./hack/test (it starts the real node, its registry and BuildKit)`);
-  return v;
-};
 const REGISTRY = need("BERTH_REGISTRY");
 const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
 const NODE_NAME = need("BERTH_NODE_NAME");
@@ -80,7 +77,10 @@ async function ownPaths(c: Component): Promise<string[]> {
   return (await ownEntries(c)).map((e) => e.path);
 }
 
-test.serial("the registry has both images under their content tags; a second build finds them and builds nothing", async (t) => {
+/** The processes of Berth that run on the runtime stage (node_modules, /app, NODE_ENV): the API and the operator. */
+const APPS = ["api", "operator"] as const;
+
+test.serial("the registry has every image under its content tag; a second build finds them and builds nothing", async (t) => {
   const base = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
   t.truthy(base);
   for (const c of COMPONENTS) {
@@ -94,7 +94,7 @@ test.serial("the registry has both images under their content tags; a second bui
 });
 
 test.serial("each image runs its process as the non-root user of berth/node, from /app, which that user cannot change", async (t) => {
-  for (const c of COMPONENTS) {
+  for (const c of APPS) {
     const { config } = await inspect(c);
     t.is(config.config.User, `${NODE_UID}:${NODE_UID}`, c);
     t.deepEqual(config.config.Entrypoint, ["node", `${BERTH_IMAGES[c].code}/main.ts`], c);
@@ -121,7 +121,7 @@ function lockPackages(): { prod: string[]; dev: string[] } {
 test.serial("the images carry the production dependencies of the lock and the code that runs, nothing else of the repository or the build", async (t) => {
   const { prod, dev } = lockPackages();
   t.true(dev.includes("app/node_modules/ava") && dev.includes("app/node_modules/typescript"));
-  for (const c of COMPONENTS) {
+  for (const c of APPS) {
     const paths = await ownPaths(c);
     const set = new Set(paths);
     const under = (dir: string) => paths.some((p) => p === dir || p.startsWith(`${dir}/`));
@@ -136,6 +136,24 @@ test.serial("the images carry the production dependencies of the lock and the co
     }
     t.false(paths.some((p) => !p.startsWith("app/node_modules/") && p.endsWith(".test.ts")), `${c} has no tests of ours`);
   }
+});
+
+test.serial("the builder image: the build program as berth/node's user, its code root's, with git and buildctl, no node_modules and no other code; the Python base runs as 10001", async (t) => {
+  const { config } = await inspect("builder");
+  t.is(config.config.User, `${NODE_UID}:${NODE_UID}`);
+  t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
+  t.is(config.config.WorkingDir, "/workspace");
+  const entries = await ownEntries("builder");
+  const paths = new Set(entries.map((e) => e.path));
+  for (const p of ["app/package.json", "app/operator/build/main.ts", "app/operator/build/detect.ts", "usr/local/bin/buildctl", "usr/bin/git"]) t.true(paths.has(p), `the builder has ${p}`);
+  const under = (dir: string) => [...paths].some((p) => p === dir || p.startsWith(`${dir}/`));
+  for (const dir of ["app/node_modules", "app/api", "app/kube", "app/crds", "app/toolkit", "app/operator/app", "app/operator/main.ts", "app/test", "opt/npm", "root/.npm"]) t.false(under(dir), `the builder has no ${dir}`);
+  // (the lists' removal leaves a whiteout of the base's empty lists/partial: no file)
+  t.deepEqual([...paths].filter((p) => p.startsWith("var/lib/apt/lists/") && !p.split("/").at(-1)!.startsWith(".wh.") && !p.endsWith("/lock")), [], "no apt lists");
+  t.deepEqual(entries.filter((e) => e.path.startsWith("app") && (e.uid !== 0 || e.gid !== 0)).map((e) => e.path), [], "its code belongs to root");
+  const python = await inspect("python");
+  t.is(python.config.config.User, `${NODE_UID}:${NODE_UID}`);
+  t.true((await ownPaths("python")).includes("usr/bin/python3"));
 });
 
 // ---- the chart on the real node, with these images ----

@@ -5,8 +5,8 @@ import test from "ava";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, imageInputs, inputsTag, skipped } from "../../hack/berth-images.ts";
-import { root } from "../helpers/binaries.ts";
+import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, imageInputs, inputsTag, namedInputs, outputNames, skipped } from "../../hack/berth-images.ts";
+import { pinned, root } from "../helpers/binaries.ts";
 
 const BASE = "sha256:" + "a".repeat(64);
 
@@ -95,7 +95,7 @@ test("a COPY added to the Dockerfile is a new input of the targets built on its 
 
 test("the repository's Dockerfile: each image's inputs are there, its own code and not the other's; the tags of both at once are those of each alone", async (t) => {
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
-  for (const c of COMPONENTS) {
+  for (const c of ["api", "operator"] as const) {
     const inputs = imageInputs(dockerfile, BERTH_IMAGES[c].target);
     const other = BERTH_IMAGES[c === "api" ? "operator" : "api"].code;
     t.true(inputs.includes(BERTH_IMAGES[c].code) && !inputs.includes(other), `${c}: ${inputs.join(" ")}`);
@@ -104,5 +104,18 @@ test("the repository's Dockerfile: each image's inputs are there, its own code a
   }
   const tags = await componentTags(BASE);
   for (const c of COMPONENTS) t.is(tags[c], await componentTag(c, BASE), c);
-  t.not(tags.api, tags.operator);
+  t.is(new Set(COMPONENTS.map((c) => tags[c])).size, COMPONENTS.length, "each image has its own tag");
+});
+
+test("the builder image is built from operator/build and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python base from no file of the repository", (t) => {
+  const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
+  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/build", "package.json"]);
+  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
+  t.deepEqual(namedInputs("builder"), { buildctl: pinned("BUILDKIT_VERSION") });
+  t.deepEqual(namedInputs("api"), {});
+  const files: [string, string][] = [["operator/build/main.ts", "-sha256:x"]];
+  t.not(inputsTag({ files, baseDigest: BASE, buildctl: "v0.34.2" }), inputsTag({ files, baseDigest: BASE, buildctl: "v0.35.0" }));
+  t.is(inputsTag({ files, baseDigest: BASE }), inputsTag({ files, baseDigest: BASE, buildctl: "" }), "no buildctl: the tag of before");
+  t.is(outputNames("127.0.0.1:5000", "api", "abc"), "name=127.0.0.1:5000/berth/berth-api:abc");
+  t.is(outputNames("127.0.0.1:5000", "python", "abc"), '"name=127.0.0.1:5000/berth/python:abc,127.0.0.1:5000/berth/python:v1"');
 });

@@ -1,0 +1,95 @@
+// The build program's configuration (docs/builds.md, "The contract"): the environment of the build
+// Job's container, read once. The builder image carries no node_modules, so this is checked by
+// hand rather than with zod. A bad value is a ConfigError that names the step it belongs to.
+import type { BaseImages } from "./detect.ts";
+import { STACKS } from "./detect.ts";
+
+export type Step = "clone" | "detect" | "build" | "push";
+
+export interface BuildConfig {
+  repoUrl: string;
+  commit: string;
+  branch: string | undefined;
+  /** relative path of the Dockerfile in the repository; undefined: detect the stack */
+  dockerfile: string | undefined;
+  /** the repository pushed to, without a tag */
+  image: string;
+  tag: string;
+  /** plain HTTP to the registry */
+  insecure: boolean;
+  baseImages: BaseImages;
+  /** from the Job's Secret; only ever passed to git through its environment */
+  credentials: { username: string; password: string } | undefined;
+  /** where the JSON result goes (the container's termination log) */
+  resultFile: string;
+  /** the working directory (an emptyDir) */
+  workspace: string;
+  /** the buildctl binary (on PATH in the builder image) */
+  buildctl: string;
+  /** what git and buildctl inherit: PATH, BUILDKIT_HOST, proxies, CA bundles, TZ, LANG (never the Git credentials) */
+  environment: Record<string, string>;
+}
+
+/** The variables the commands inherit from the container's environment. */
+export const INHERITED = ["PATH", "BUILDKIT_HOST", "LANG", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"];
+
+export class ConfigError extends Error {
+  readonly step: Step;
+  constructor(step: Step, message: string) {
+    super(message);
+    this.step = step;
+  }
+}
+
+/** A repository path without surprises: relative, no "..", no backslashes or NUL. */
+export function safeRelativePath(p: string): boolean {
+  return p !== "" && !p.startsWith("/") && !/[\\\0]/.test(p) && !p.split("/").some((s) => s === "..");
+}
+
+export function parseConfig(env: Readonly<Record<string, string | undefined>>): BuildConfig {
+  const value = (name: string) => { const v = env[name]?.trim(); return v === "" ? undefined : v; };
+  const required = (name: string, step: Step) => { const v = value(name); if (!v) throw new ConfigError(step, `${name} is not set`); return v; };
+
+  const repoUrl = required("BERTH_BUILD_REPO_URL", "clone");
+  let url: URL;
+  try { url = new URL(repoUrl); } catch { throw new ConfigError("clone", `BERTH_BUILD_REPO_URL is not a URL`); }
+  if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError("clone", `BERTH_BUILD_REPO_URL must be an http:// or https:// URL, not ${url.protocol}`);
+  if (url.username || url.password) throw new ConfigError("clone", "BERTH_BUILD_REPO_URL must not carry credentials: they come from GIT_USERNAME and GIT_PASSWORD (a Secret)");
+  const commit = required("BERTH_BUILD_COMMIT", "clone").toLowerCase();
+  if (!/^[0-9a-f]{40}$/.test(commit)) throw new ConfigError("clone", "BERTH_BUILD_COMMIT must be a full commit sha (40 hex digits)");
+  const username = env.GIT_USERNAME ?? "";
+  const password = env.GIT_PASSWORD ?? "";
+
+  const dockerfile = value("BERTH_BUILD_DOCKERFILE")?.replace(/^(\.\/)+/, "");
+  if (dockerfile !== undefined && !safeRelativePath(dockerfile)) throw new ConfigError("detect", "the Dockerfile path must be relative to the repository's root, without ..");
+  let baseImages: BaseImages = {};
+  const basesText = value("BERTH_BUILD_BASE_IMAGES");
+  if (basesText) {
+    let parsed: unknown;
+    try { parsed = JSON.parse(basesText); } catch { throw new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES is not JSON"); }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES must be a JSON object");
+    const entries = Object.entries(parsed as Record<string, unknown>).filter(([k, v]) => (STACKS as readonly string[]).includes(k) && typeof v === "string" && v.trim() !== "");
+    baseImages = Object.fromEntries(entries.map(([k, v]) => [k, (v as string).trim()]));
+  }
+
+  const image = required("BERTH_BUILD_IMAGE", "build");
+  if (/[@\s]/.test(image) || /:[^/]*$/.test(image.replace(/^[^/]*\//, ""))) throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
+  const tag = required("BERTH_BUILD_TAG", "build");
+  if (!/^[\w][\w.-]{0,127}$/.test(tag)) throw new ConfigError("build", "BERTH_BUILD_TAG is not a valid image tag");
+
+  return {
+    repoUrl, commit, branch: value("BERTH_BUILD_BRANCH"), dockerfile, image, tag,
+    insecure: value("BERTH_BUILD_REGISTRY_INSECURE") === "true",
+    baseImages,
+    credentials: username || password ? { username, password } : undefined,
+    resultFile: value("BERTH_BUILD_RESULT_FILE") ?? "/dev/termination-log",
+    workspace: value("BERTH_BUILD_WORKSPACE") ?? "/workspace",
+    buildctl: value("BERTH_BUILDCTL") ?? "buildctl",
+    environment: Object.fromEntries(INHERITED.flatMap((n) => (env[n] === undefined ? [] : [[n, env[n]]]))),
+  };
+}
+
+/** The configuration of this process's environment. */
+export function fromEnvironment(): BuildConfig {
+  return parseConfig(process.env);
+}

@@ -1,0 +1,199 @@
+// The build program (operator/build/main.ts, docs/builds.md) run on the host as a build Job's
+// container runs it: against the real node's buildkitd (BERTH_BUILDKIT_ADDR) and registry
+// (BERTH_REGISTRY), cloning from a Git server over smart HTTP that requires credentials
+// (test/helpers/git-http.ts). A Dockerfile repository and the Node.js and Python samples by
+// detection land in the registry under their tag with the digest the result reports, and the
+// detected images serve their page on PORT as pods on the real node; a failing Dockerfile fails at
+// build, a missing commit at clone, a missing Dockerfile at detect. The builder image itself and
+// the Python base are built by hack/berth-images.ts.
+import test from "ava";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BERTH_IMAGES, buildBerthImages, type BerthImage } from "../../hack/berth-images.ts";
+import { IMAGES } from "../../hack/images.ts";
+import { REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
+import { Registry } from "../../hack/lib/registry.ts";
+import type { BuildResult } from "../../operator/build/main.ts";
+import { binPath, kubectl, root } from "../helpers/binaries.ts";
+import { startGitServer, type GitServer } from "../helpers/git-http.ts";
+import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
+import { need } from "../helpers/e2e.ts";
+
+const REGISTRY = need("BERTH_REGISTRY");
+const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
+const registry = new Registry(REGISTRY);
+const CREDENTIALS = { username: "berth-ci", password: `pw-${uniqueName("secret")}` };
+const ns = uniqueName("e2e-build");
+const k = kube();
+
+let git: GitServer;
+let built: Record<"builder" | "python", BerthImage>;
+const dirs: string[] = [];
+
+test.before(async () => {
+  const images = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder", "python"], log: (l) => console.log(`[berth-images] ${l}`) });
+  built = Object.fromEntries(images.map((i) => [i.component, i])) as typeof built;
+  git = await startGitServer({ auth: CREDENTIALS });
+  await k.core.createNamespace({ body: { metadata: { name: ns } } });
+});
+
+test.after.always(async () => {
+  await git?.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+  await deleteNamespace(k, ns);
+});
+
+interface Run { code: number; stdout: string; result: BuildResult }
+
+/** Runs the build program as the Job would, with the contract's environment; the result read back from BERTH_BUILD_RESULT_FILE. */
+async function runBuilder(repo: string, commit: string, extra: Record<string, string> = {}): Promise<Run> {
+  const ws = mkdtempSync(join(tmpdir(), "berth-builder-ws-"));
+  dirs.push(ws);
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    BERTH_BUILD_REPO_URL: `${git.url}/${repo}.git`, BERTH_BUILD_COMMIT: commit, BERTH_BUILD_BRANCH: "main",
+    BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${ns}/${repo}`, BERTH_BUILD_TAG: commit.slice(0, 12),
+    BUILDKIT_HOST: BUILDKIT, BERTH_BUILD_REGISTRY_INSECURE: "true",
+    BERTH_BUILD_BASE_IMAGES: JSON.stringify({ node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`, python: `${REGISTRY}/${BERTH_IMAGES.python.name}:${BERTH_IMAGES.python.alias}`, static: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}` }),
+    GIT_USERNAME: CREDENTIALS.username, GIT_PASSWORD: CREDENTIALS.password,
+    BERTH_BUILD_RESULT_FILE: join(ws, "termination-log"), BERTH_BUILD_WORKSPACE: ws, BERTH_BUILDCTL: binPath("buildctl"),
+    ...extra,
+  };
+  const child = spawn(process.execPath, [join(root, "operator/build/main.ts")], { env, cwd: ws, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  child.stdout.on("data", (c: Buffer) => { stdout += c.toString(); });
+  child.stderr.on("data", (c: Buffer) => { stdout += c.toString(); });
+  const code = await new Promise<number>((resolve) => child.on("close", (c) => resolve(c ?? -1)));
+  const text = readFileSync(join(ws, "termination-log"), "utf8");
+  if (Buffer.byteLength(text) > 4096) throw new Error("the result is longer than a termination log holds");
+  return { code, stdout, result: JSON.parse(text) as BuildResult };
+}
+
+function noSecrets(t: { false: (v: boolean, m?: string) => void }, run: Run): void {
+  const basic = Buffer.from(`${CREDENTIALS.username}:${CREDENTIALS.password}`).toString("base64");
+  t.false(run.stdout.includes(CREDENTIALS.password) || run.stdout.includes(basic), "the log never shows the credentials");
+  t.false(JSON.stringify(run.result).includes(CREDENTIALS.password), "nor does the result");
+}
+
+/** The image's manifest digest in the registry under its tag equals the result's, and the reference pins it. */
+async function inRegistry(t: { is: (a: unknown, b: unknown, m?: string) => void }, run: Run, repo: string, tag: string): Promise<void> {
+  if (!run.result.ok) throw new Error(`expected a successful build:\n${run.stdout}`);
+  t.is(await registry.manifestDigest(`apps/${ns}/${repo}`, tag), run.result.digest, "the registry has the image under the tag, with the digest of the result");
+  t.is(run.result.image, `${REGISTRY}/apps/${ns}/${repo}@${run.result.digest}`);
+  t.is(run.result.tag, tag);
+}
+
+/** Runs the image as a pod on the real node with PORT=8080 and answers its GET / (through the API server's pod proxy). */
+async function serve(image: string, name: string): Promise<string> {
+  await k.core.createNamespacedPod({ namespace: ns, body: {
+    metadata: { name },
+    spec: {
+      nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+      containers: [{ name: "app", image, env: [{ name: "PORT", value: "8080" }], ports: [{ containerPort: 8080 }],
+        readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 },
+        securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false } }],
+    },
+  } });
+  return eventually(`${name} to answer on PORT`, async () => {
+    const r = await kubectl(["get", "--raw", `/api/v1/namespaces/${ns}/pods/${name}:8080/proxy/`]);
+    return r.code === 0 ? r.stdout : undefined;
+  }, 90_000, 1000);
+}
+
+test.serial("a repository with a Dockerfile (dockerfilePath in a subdirectory): built, pushed, the result has the digest, the commit message and the timings", async (t) => {
+  const sha = git.repo("with-dockerfile", undefined, {
+    "deploy/Dockerfile": `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nWORKDIR /app\nCOPY site/hello.txt ./\nCMD ["node", "-e", "console.log(require('fs').readFileSync('hello.txt', 'utf8'))"]\n`,
+    "site/hello.txt": "hello from a Dockerfile\n",
+  }, "Add the Dockerfile\n\nWith a body that says why.");
+  const run = await runBuilder("with-dockerfile", sha, { BERTH_BUILD_DOCKERFILE: "deploy/Dockerfile" });
+  t.is(run.code, 0, run.stdout);
+  t.like(run.result, { ok: true, stack: "dockerfile", commitMessage: "Add the Dockerfile\n\nWith a body that says why." });
+  await inRegistry(t, run, "with-dockerfile", sha.slice(0, 12));
+  if (run.result.ok) t.true(run.result.cloneMs > 0 && run.result.buildMs > 0);
+  for (const prefix of ["[clone]", "[detect]", "[build]", "[push]", "[result]"]) t.true(run.stdout.includes(prefix), `the log has ${prefix} lines`);
+  t.true(git.requests.some((r) => r.path.endsWith("/git-upload-pack") && r.authorized), "git sent the credentials to the server");
+  noSecrets(t, run);
+});
+
+test.serial("berth/python:v1 is the image of berth/python's content tag", async (t) => {
+  t.is(await registry.manifestDigest(BERTH_IMAGES.python.name, "v1"), built.python.digest);
+});
+
+for (const [stack, sample, start] of [["node", "node-detect", "node server.js"], ["python", "python-detect", "python main.py"]] as const) {
+  test.serial(`the ${sample} sample by detection: the plan is logged, the image is pushed and serves its page on PORT on the real node`, async (t) => {
+    const sha = git.repo(sample, join(root, "samples", sample));
+    const run = await runBuilder(sample, sha);
+    t.is(run.code, 0, run.stdout);
+    t.like(run.result, { ok: true, stack });
+    await inRegistry(t, run, sample, sha.slice(0, 12));
+    t.true(run.stdout.includes(`[detect] detected ${stack}; start command: ${start}`), run.stdout);
+    t.regex(run.stdout, new RegExp(`\\[detect\\] {3}FROM .*berth/${stack}:v1`));
+    noSecrets(t, run);
+    if (run.result.ok) t.regex(await serve(run.result.image, sample), new RegExp(`^Hello from ${sample}, version 1$`, "m"));
+  });
+}
+
+test.serial("a Dockerfile whose RUN fails: ok false at step build, with the failing command's output in the message; exit code 1", async (t) => {
+  const sha = git.repo("failing", undefined, { Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo "the tests fail on purpose" && exit 3\n` });
+  const run = await runBuilder("failing", sha, { BERTH_BUILD_DOCKERFILE: "Dockerfile" });
+  t.is(run.code, 1);
+  t.like(run.result, { ok: false, step: "build", reason: "BuildFailed" });
+  if (!run.result.ok) {
+    t.regex(run.result.message, /exit code: 3/);
+    t.regex(run.result.message, /the tests fail on purpose/);
+  }
+  t.is(await registry.manifestDigest(`apps/${ns}/failing`, sha.slice(0, 12)), undefined, "nothing was pushed");
+});
+
+test.serial("a commit the repository does not have: ok false at step clone (CommitNotFound); a missing Dockerfile: at detect", async (t) => {
+  git.repo("present", undefined, { "index.html": "<p>hi</p>" });
+  const missing = await runBuilder("present", "0123456789abcdef0123456789abcdef01234567");
+  t.is(missing.code, 1);
+  t.like(missing.result, { ok: false, step: "clone", reason: "CommitNotFound" });
+  noSecrets(t, missing);
+  const sha = git.repo("no-dockerfile", undefined, { "README.md": "nothing to build" });
+  const noDockerfile = await runBuilder("no-dockerfile", sha, { BERTH_BUILD_DOCKERFILE: "build/Dockerfile" });
+  t.like(noDockerfile.result, { ok: false, step: "detect", reason: "DockerfileNotFound" });
+  const nothing = await runBuilder("no-dockerfile", sha);
+  t.like(nothing.result, { ok: false, step: "detect", reason: "StackNotDetected" });
+  const wrong = await runBuilder("no-dockerfile", sha, { GIT_PASSWORD: "wrong" });
+  t.like(wrong.result, { ok: false, step: "clone", reason: "AuthenticationFailed" });
+});
+
+test.serial("a static site by detection: served by the static server from the node base", async (t) => {
+  const sha = git.repo("static-site", undefined, { "index.html": "<h1>static, version 1</h1>\n", ".secret": "no" });
+  const run = await runBuilder("static-site", sha);
+  t.is(run.code, 0, run.stdout);
+  t.like(run.result, { ok: true, stack: "static" });
+  if (run.result.ok) t.regex(await serve(run.result.image, "static-site"), /static, version 1/);
+});
+
+test.serial("the builder image: non-root, its entrypoint the build program, with git and buildctl; nothing but operator/build of the code", async (t) => {
+  const manifest = JSON.parse((await registry.getManifest(BERTH_IMAGES.builder.name, built.builder.tag)).bytes.toString()) as { config: { digest: `sha256:${string}` } };
+  const config = JSON.parse((await registry.getBlob(BERTH_IMAGES.builder.name, manifest.config.digest)).toString()) as { config: { User?: string; Entrypoint?: string[]; WorkingDir?: string } };
+  t.is(config.config.User, "10001:10001");
+  t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
+  t.is(config.config.WorkingDir, "/workspace");
+  // In a pod on the real node: the tools answer, as the image's user.
+  await k.core.createNamespacedPod({ namespace: ns, body: {
+    metadata: { name: "builder-tools" },
+    spec: {
+      restartPolicy: "Never", nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+      containers: [{ name: "b", image: built.builder.reference, command: ["/bin/sh", "-c", "id -u; git --version; buildctl --version; node --version; ls /app; ls /app/operator"], securityContext: { runAsNonRoot: true } }],
+    },
+  } });
+  const phase = await eventually("the builder-tools pod to finish", async () => {
+    const p = await k.core.readNamespacedPod({ namespace: ns, name: "builder-tools" });
+    return ["Succeeded", "Failed"].includes(p.status?.phase ?? "") ? p.status!.phase! : undefined;
+  }, 90_000, 1000);
+  const logs = await kubectl(["-n", ns, "logs", "builder-tools"]);
+  t.is(phase, "Succeeded", logs.stdout + logs.stderr);
+  const lines = logs.stdout.trim().split("\n");
+  t.is(lines[0], "10001");
+  t.regex(lines[1] ?? "", /^git version 2\./);
+  t.regex(lines[2] ?? "", /^buildctl github.com\/moby\/buildkit v0\./);
+  t.regex(lines[3] ?? "", /^v24\./);
+  t.deepEqual(lines.slice(4), ["operator", "package.json", "build"], "/app holds package.json and operator/build only");
+});
