@@ -177,8 +177,8 @@ function auditHeadDdl(s: string, t: (table: string) => string): string[] {
        for each statement execute function ${s}.audit_head_advance()`,
     `revoke delete, truncate on ${t("audit_head")} from current_user`,
     `insert into ${t("audit_head")} (one, sequence, hash)
-       select true, sequence, hash from ${t("audit_log")} order by sequence desc limit 1
-       on conflict (one) do nothing`,
+       select true, sequence, hash from ${t("audit_log")} where not exists (select from ${t("audit_head")})
+        order by sequence desc limit 1`,
   ];
 }
 
