@@ -13,12 +13,9 @@ import { viaIngress as ingressRequest, type Answer, type IngressRequest } from "
 import { eventually, kube } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
+import { e2eEnv, lockHostApiPort } from "../helpers/host-api-lock.ts";
 
-const need = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through ./hack/test (it starts the real node and builds the sample image)`);
-  return v;
-};
+const need = e2eEnv;
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
 const REGISTRY = need("BERTH_REGISTRY");
@@ -31,8 +28,10 @@ const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
 let op: RunningOperator;
+let release: (() => void) | undefined;
 
 test.before(async () => {
+  release = await lockHostApiPort(); // test/e2e/shares.test.ts serves on the same port
   // The pods reach this API by a cluster-local name, as they reach the chart's API Service: a
   // Service in the release namespace whose endpoint is the node's side of the bridge to this port.
   api = await startApi({ env: { BERTH_API_PORT: HOST_API_PORT, BERTH_BASE_DOMAIN: DOMAIN, BERTH_GOVERNANCE_HOST: `berth-api-e2e.${RELEASE_NAMESPACE}.svc.cluster.local` } });
@@ -52,7 +51,7 @@ test.before(async () => {
     },
   });
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); });
+test.after.always(async () => { await op?.stop(); await api?.stop(); release?.(); });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 type App = KubeObject & { status?: { phase?: string; observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } };
