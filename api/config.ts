@@ -28,6 +28,17 @@ export const ConfigSchema = z.object({
     .describe("Body size limit of POST /governance/traces"),
   BERTH_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).default(Math.min(4, Math.max(1, availableParallelism() - 1)))
     .describe("Worker threads that run guards and evals on trace ingestion (0: on the main thread); default one per core but one, 1-4"),
+  // Share links and private services (docs/shares.md).
+  BERTH_SHARE_COOKIE_KEY: z.string().min(32, "must be at least 32 characters (e.g. openssl rand -base64 32)").optional()
+    .describe("The key that signs share cookies, sign-in tickets and sign-in state (HMAC-SHA256); every API replica needs the same one. A random key per process when unset (cookies then die with the process)"),
+  BERTH_SHARE_SESSION_SECONDS: z.coerce.number().int().min(60).max(30 * 86400).default(12 * 3600)
+    .describe("How long a share cookie lasts (never past the share's expiresAt)"),
+  BERTH_OIDC_ISSUER_URL: z.url().optional().describe("The organisation's OpenID Connect issuer; requireAuth shares need it. http:// only for a loopback issuer (tests)"),
+  BERTH_OIDC_CLIENT_ID: z.string().min(1).optional(),
+  BERTH_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
+  BERTH_OIDC_REDIRECT_URL: z.url().regex(/\/api\/v1\/auth\/oidc\/callback$/, "must be <the API's public URL>/api/v1/auth/oidc/callback").optional()
+    .describe("The callback registered with the identity provider: <the API's public URL>/api/v1/auth/oidc/callback"),
+  BERTH_OIDC_SCOPES: z.string().default("openid email profile"),
   BERTH_MODEL_PRICES: z.string().optional()
     .transform((raw, ctx) => {
       if (raw === undefined || raw.trim() === "") return undefined;
@@ -42,6 +53,8 @@ export const ConfigSchema = z.object({
     })
     .describe('Extra or overriding model prices, JSON: {"version"?: string, "models": {"<model>": {"prompt": <USD per 1M tokens>, "completion": <USD per 1M tokens>}}}'),
 });
+const OIDC_VARIABLES = ["BERTH_OIDC_ISSUER_URL", "BERTH_OIDC_CLIENT_ID", "BERTH_OIDC_CLIENT_SECRET", "BERTH_OIDC_REDIRECT_URL"] as const;
+
 export type Config = z.output<typeof ConfigSchema>;
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -49,6 +62,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new Error(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  const oidc = OIDC_VARIABLES.filter((k) => parsed.data[k] !== undefined);
+  if (oidc.length > 0 && oidc.length < OIDC_VARIABLES.length) {
+    throw new Error(`invalid configuration:\n  sign-in needs all of ${OIDC_VARIABLES.join(", ")} (missing ${OIDC_VARIABLES.filter((k) => !oidc.includes(k)).join(", ")})`);
   }
   return parsed.data;
 }

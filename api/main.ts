@@ -4,6 +4,7 @@
 //   --migrate-only  run pending committed migrations and exit (the Helm pre-install/upgrade hook)
 // Nothing runs when this module is imported (a script may import composeRoutes to write the
 // OpenAPI document).
+import { randomBytes } from "node:crypto";
 import * as k8s from "@kubernetes/client-node";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { loadConfig, type Config } from "./config.ts";
@@ -30,6 +31,10 @@ import { AppsService, type AppObject } from "./apps/service.ts";
 import { EnvService } from "./apps/env.ts";
 import { MetricsApiUsageReader } from "./apps/metrics.ts";
 import { workspaceRoutes } from "./workspaces/routes.ts";
+import { SharesService, type ShareObject } from "./shares/service.ts";
+import { ForwardAuth } from "./shares/forward-auth.ts";
+import { OidcSignIn } from "./shares/oidc.ts";
+import { shareRoutes } from "./shares/routes.ts";
 import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
 
 /** What the route modules are built from. */
@@ -48,6 +53,12 @@ export interface Services {
   deployments: DeploymentsService;
   /** A service's environment variables (its `<app>-env` Secret). */
   env: EnvService;
+  /** Watch cache of every Share: share links and the edge check of private services read it. Started by startServices. */
+  shareCache: Informer<ShareObject>;
+  shares: SharesService;
+  forwardAuth: ForwardAuth;
+  /** Viewers' sign-in for requireAuth shares; undefined without an identity provider. */
+  signIn: OidcSignIn | undefined;
   /** Stores, keys, ingestion, configs and templates of the governance layer. */
   governance: Governance;
   /** Verifies gov_sk_ keys on "app-key" routes (given to buildServer). */
@@ -62,15 +73,26 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   const kube = new KubeClient(kubeConfig);
   const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);
-  // One read-your-writes cache of Apps for every service: what one writes, the others read back.
-  const apps = new ReadYourWritesCache(kube, API_FIELD_MANAGER).track("App", appCache);
+  const shareCache = new Informer<ShareObject>(kubeConfig, { apiVersion: API_VERSION, kind: "Share", plural: "shares", dropManagedFields: true }, logger.child({ component: "share-cache" }));
+  // One read-your-writes cache of Apps (and Shares) for every service: what one writes, the others read back.
+  const apps = new ReadYourWritesCache(kube, API_FIELD_MANAGER).track("App", appCache).track("Share", shareCache);
+  const shareKey = config.BERTH_SHARE_COOKIE_KEY ? Buffer.from(config.BERTH_SHARE_COOKIE_KEY, "utf8") : randomBytes(32);
+  if (!config.BERTH_SHARE_COOKIE_KEY) logger.warn("BERTH_SHARE_COOKIE_KEY is not set: share cookies are signed with a key of this process only");
+  const signIn = config.BERTH_OIDC_ISSUER_URL && config.BERTH_OIDC_CLIENT_ID && config.BERTH_OIDC_CLIENT_SECRET && config.BERTH_OIDC_REDIRECT_URL
+    ? new OidcSignIn({
+      settings: { issuer: config.BERTH_OIDC_ISSUER_URL, clientId: config.BERTH_OIDC_CLIENT_ID, clientSecret: config.BERTH_OIDC_CLIENT_SECRET, redirectUrl: config.BERTH_OIDC_REDIRECT_URL, scopes: config.BERTH_OIDC_SCOPES },
+      key: shareKey, baseDomain: config.BERTH_BASE_DOMAIN, log: logger.child({ component: "sign-in" }), now: () => new Date(),
+    })
+    : undefined;
   const governance = new Governance({
     orm, apps, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
     log: logger.child({ component: "governance" }),
   });
   const appsService = new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) });
   return {
-    config, orm, logger, kubeConfig, workspaces, kube, appCache, governance,
+    config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
+    shares: new SharesService({ cache: apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
+    forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
@@ -88,17 +110,21 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
  */
 export async function startServices(s: Services): Promise<void> {
   await s.governance.provisioning.upgradeStores();
-  await s.appCache.start();
+  await Promise.all([s.appCache.start(), s.shareCache.start()]);
 }
 
 export async function stopServices(s: Services): Promise<void> {
   await s.appCache.stop();
+  await s.shareCache.stop();
   await s.governance.close();
 }
 
 /** Readiness of the services themselves (the server adds the database). */
 export function serviceReadiness(s: Services): ReadinessCheck[] {
-  return [{ name: "app-cache", check: () => Promise.resolve(s.appCache.synced) }];
+  return [
+    { name: "app-cache", check: () => Promise.resolve(s.appCache.synced) },
+    { name: "share-cache", check: () => Promise.resolve(s.shareCache.synced) },
+  ];
 }
 
 /** Every module's routes. */
@@ -108,6 +134,7 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),
+    ...shareRoutes({ shares: s.shares, forwardAuth: s.forwardAuth, signIn: () => s.signIn }),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),
     // ---- Module routes are added here. ----------------------------------------------------

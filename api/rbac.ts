@@ -7,6 +7,7 @@ import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
 import { DEPLOYMENTS_ACCESS } from "./apps/deployments.ts";
 import { ENV_ACCESS } from "./apps/env.ts";
+import { SHARES_ACCESS } from "./shares/service.ts";
 import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
 import { GOVERNANCE_APPS_ACCESS } from "./governance/stores/apps.ts";
@@ -16,6 +17,7 @@ export const API_ACCESS: readonly Access[] = [
   ...APPS_SERVICE_ACCESS,
   ...DEPLOYMENTS_ACCESS,
   ...ENV_ACCESS,
+  ...SHARES_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
   ...POD_METRICS_ACCESS,
   ...NAMESPACE_ENSURER_ACCESS,

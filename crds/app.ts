@@ -97,3 +97,26 @@ export function reservedEnvName(name: string): string | undefined {
   if (name.startsWith(RESERVED_ENV_PREFIX)) return `names starting with ${RESERVED_ENV_PREFIX} are reserved for Berth`;
   return undefined;
 }
+
+/**
+ * Private services at the edge (docs/shares.md): the ingress asks the API, before each request to
+ * a private App, whether it may pass. The operator points the App's route at
+ * `<forward-auth base URL>/<namespace>/<app>`; the API serves that path.
+ */
+export const FORWARD_AUTH = {
+  /** The API route (relative to /api/v1) the ingress calls. */
+  path: "/forward-auth/:namespace/:appId",
+  /** The query parameter of a share link's first visit: ?berth_share=<token>. */
+  shareParam: "berth_share",
+  /** The query parameter by which the sign-in flow hands a signed-in viewer back to the App's host. */
+  loginParam: "berth_login",
+  /** The cookie, on the App's host only, that carries a viewer's grant after the first visit. */
+  cookie: "berth_share",
+  /** Headers the ingress passes on to the App on an allowed request (set by the API, never by the client). */
+  responseHeaders: ["X-Berth-Share", "X-Berth-User"],
+} as const;
+
+/** The address the ingress calls for the App `name` in `namespace`. */
+export function forwardAuthAddress(baseUrl: string, namespace: string, name: string): string {
+  return `${baseUrl.replace(/\/+$/, "")}/${encodeURIComponent(namespace)}/${encodeURIComponent(name)}`;
+}

@@ -26,6 +26,10 @@ export const OperatorConfigSchema = z.object({
   BERTH_WATCH_NAMESPACE: z.string().optional().describe("Reconcile Apps of this namespace only; all namespaces when unset"),
   BERTH_INGRESS_CLASS: z.string().optional(),
   BERTH_DEFAULT_TLS_SECRET: z.string().optional(),
+  BERTH_FORWARD_AUTH_URL: z.url().optional()
+    .describe("The API's forward-auth endpoint as the ingress controller reaches it (<API>/api/v1/forward-auth); private Apps are guarded by it. Default: BERTH_OPERATOR_API_URL's, else http://berth-api.berth-system.svc.cluster.local/api/v1/forward-auth"),
+  BERTH_SIGN_IN_URL: z.url().optional()
+    .describe("ingress-nginx only: the viewers' sign-in (<API public URL>/api/v1/auth/oidc/login), its auth-signin annotation"),
   BERTH_WORKLOAD_NODE_SELECTOR: json(z.record(z.string().regex(LABEL_KEY), z.string().max(63))).optional()
     .describe("JSON object: the nodeSelector of every App's pods (e.g. the nodes set aside for workloads)"),
   BERTH_WORKLOAD_TOLERATIONS: json(z.array(Toleration).max(32)).optional()

@@ -9,11 +9,11 @@ import type { Informer } from "../kube/informer.ts";
 import { ObjectClient, type KubeObject } from "../kube/objects.ts";
 import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
-import { CHILD_KINDS, MANAGED_BY, type BuildConfig, type ChildKind } from "./app/builders.ts";
+import { CHILD_KINDS, MANAGED_BY, childKinds, type BuildConfig } from "./app/builders.ts";
 import type { ReleaseObject } from "./release/builders.ts";
 import { appOfRelease, releaseOfObject, ReleaseReconciler } from "./release/reconcile.ts";
 import type { BuildSettings } from "./release/builders.ts";
-import { AppReconciler, appOfPod, type AppObject } from "./app/reconcile.ts";
+import { AppReconciler, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
 
 /** The Lease the operator's replicas elect a leader on, in BERTH_LEADER_ELECTION_NAMESPACE. */
@@ -39,13 +39,14 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   const buildConfig: BuildConfig = {
     baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
     nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
+    edge: edgeConfig(cfg),
   };
   const managedBy = Object.entries(MANAGED_BY).map(([k, v]) => `${k}=${v}`).join(",");
   // The operator never reads managedFields: its caches drop them (a third of each object).
   const apps = manager.informer<AppObject>({ apiVersion: API_VERSION, kind: "App", plural: "apps", dropManagedFields: true, ...(namespace ? { namespace } : {}) });
-  const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((kind) => [
+  const children = Object.fromEntries(childKinds(buildConfig).map((kind) => [
     kind, manager.informer<KubeObject>({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, plural: CHILD_KINDS[kind].plural, labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) }),
-  ])) as Record<ChildKind, Informer<KubeObject>>;
+  ])) as AppReconcilerDeps["children"];
 
   const secrets = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
   const pods = manager.informer<KubeObject>({ apiVersion: "v1", kind: "Pod", plural: "pods", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) });
@@ -77,6 +78,23 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   log.info({ identity: cfg.identity, healthPort: manager.healthPort, namespace: namespace ?? "(all)" }, "operator started");
   return { manager, metrics, events, stop: async () => { await manager.stop(); await events.flush(); } };
 }
+
+/**
+ * How private Apps are guarded (docs/shares.md): ingress-nginx's annotations when the ingress
+ * class is nginx, otherwise a Traefik ForwardAuth Middleware; both call the API's forward-auth
+ * endpoint: BERTH_FORWARD_AUTH_URL, or the governance API URL's, or the chart's default Service.
+ */
+export function edgeConfig(cfg: OperatorConfig): BuildConfig["edge"] {
+  const api = cfg.BERTH_OPERATOR_API_URL?.replace(/\/+$/, "") ?? DEFAULT_API_URL;
+  return {
+    controller: cfg.BERTH_INGRESS_CLASS === "nginx" ? "nginx" : "traefik",
+    forwardAuthUrl: cfg.BERTH_FORWARD_AUTH_URL ?? `${api}/api/v1/forward-auth`,
+    signInUrl: cfg.BERTH_SIGN_IN_URL,
+  };
+}
+
+/** The chart's API Service, when nothing else names the API. */
+const DEFAULT_API_URL = "http://berth-api.berth-system.svc.cluster.local";
 
 /** Build settings from the configuration; undefined (builds off) without a builder image, BuildKit and a registry. */
 export function buildSettings(cfg: OperatorConfig): BuildSettings | undefined {

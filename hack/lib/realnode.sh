@@ -406,7 +406,9 @@ EOF
 }
 
 # The ingress controller: Traefik as a process of the node, on :80 inside the namespace (the host
-# reaches it at 127.0.0.1:$INGRESS_PORT), routing Ingresses of its class (the default) to pods.
+# reaches it at 127.0.0.1:$INGRESS_PORT), routing Ingresses of its class (the default) to pods,
+# with its CRD provider on (hack/cluster applies Traefik's CRDs) for the ForwardAuth Middlewares
+# that guard private Apps: an Ingress names one in traefik.ingress.kubernetes.io/router.middlewares.
 node_ingress() {
   kubectl_ apply --server-side -f - >/dev/null <<EOF
 apiVersion: networking.k8s.io/v1
@@ -415,7 +417,7 @@ metadata: { name: traefik, annotations: { ingressclass.kubernetes.io/is-default-
 spec: { controller: traefik.io/ingress-controller }
 EOF
   node_start traefik in env KUBECONFIG="$KUBECONFIG_OUT" "$(bin_path traefik)" \
-    --entryPoints.web.address=:80 --providers.kubernetesingress=true \
+    --entryPoints.web.address=:80 --providers.kubernetesingress=true --providers.kubernetescrd=true \
     --providers.kubernetesingress.ingressendpoint.ip="$NODE_IP" \
     --ping=true --ping.entryPoint=web --log.level=WARN --accesslog=false --global.checknewversion=false --global.sendanonymoususage=false
   wait_for traefik 30 nsexec curl -sf http://127.0.0.1:80/ping

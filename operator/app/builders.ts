@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
-import { ANNOTATIONS, DEFAULT_CPU_TARGET, ENV_HASH_ANNOTATION, MANAGED_BY, appHost, isServed } from "../../crds/app.ts";
+import { ANNOTATIONS, DEFAULT_CPU_TARGET, ENV_HASH_ANNOTATION, FORWARD_AUTH, MANAGED_BY, appHost, forwardAuthAddress, isServed } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 export interface BuildConfig {
@@ -14,7 +14,25 @@ export interface BuildConfig {
   /** Where App pods run: a nodeSelector and tolerations for every pod (configuration, never the App). */
   nodeSelector?: Record<string, string> | undefined;
   tolerations?: k8s.V1Toleration[] | undefined;
+  /**
+   * How private Apps are guarded at the edge (docs/shares.md): the ingress asks the API's
+   * forward-auth endpoint before each request. `traefik`: a ForwardAuth Middleware per App,
+   * referenced by the Ingress; `nginx`: ingress-nginx's auth-url annotations.
+   */
+  edge?: EdgeConfig | undefined;
 }
+
+export interface EdgeConfig {
+  controller: "traefik" | "nginx";
+  /** The API's forward-auth base URL as the ingress controller reaches it: <api>/api/v1/forward-auth. */
+  forwardAuthUrl: string;
+  /** nginx only: where a viewer who must sign in is sent (<API public URL>/api/v1/auth/oidc/login). */
+  signInUrl?: string | undefined;
+}
+
+/** traefik.io/v1alpha1 Middleware: Traefik's own CRD, in the App's namespace. */
+export const MIDDLEWARE_API_VERSION = "traefik.io/v1alpha1";
+export const TRAEFIK_MIDDLEWARES_ANNOTATION = "traefik.ingress.kubernetes.io/router.middlewares";
 
 export interface AppRef { name: string; namespace: string; uid: string }
 
@@ -50,7 +68,7 @@ export { MANAGED_BY };
 export const HASH_ANNOTATION = "berth.dev/applied-hash";
 export const CONTAINER = "app";
 
-export type ChildKind = "Deployment" | "Service" | "Ingress" | "HorizontalPodAutoscaler" | "CronJob";
+export type ChildKind = "Deployment" | "Service" | "Ingress" | "HorizontalPodAutoscaler" | "CronJob" | "Middleware";
 
 export const CHILD_KINDS: Record<ChildKind, { apiVersion: string; plural: string }> = {
   Deployment: { apiVersion: "apps/v1", plural: "deployments" },
@@ -58,7 +76,49 @@ export const CHILD_KINDS: Record<ChildKind, { apiVersion: string; plural: string
   Ingress: { apiVersion: "networking.k8s.io/v1", plural: "ingresses" },
   HorizontalPodAutoscaler: { apiVersion: "autoscaling/v2", plural: "horizontalpodautoscalers" },
   CronJob: { apiVersion: "batch/v1", plural: "cronjobs" },
+  Middleware: { apiVersion: MIDDLEWARE_API_VERSION, plural: "middlewares" },
 };
+
+/** The child kinds the operator manages with this configuration (Middlewares only where Traefik guards private Apps). */
+export function childKinds(cfg: BuildConfig): ChildKind[] {
+  return (Object.keys(CHILD_KINDS) as ChildKind[]).filter((k) => k !== "Middleware" || cfg.edge?.controller === "traefik");
+}
+
+/** How the App's Ingress refers to its ForwardAuth Middleware (named after the App, as every child): <namespace>-<name>@kubernetescrd. */
+export function middlewareRef(app: AppRef): string {
+  return `${app.namespace}-${app.name}@kubernetescrd`;
+}
+
+/**
+ * The App's ForwardAuth Middleware (Traefik): every request to the private App is first sent to
+ * the API's forward-auth endpoint for it; its cookie is passed on to the viewer on a 2xx, and
+ * X-Berth-Share / X-Berth-User go on to the App (clients' own values of them are dropped).
+ */
+export function buildMiddleware(app: AppRef, edge: EdgeConfig): KubeObject {
+  return {
+    apiVersion: MIDDLEWARE_API_VERSION, kind: "Middleware",
+    metadata: meta(app),
+    spec: {
+      forwardAuth: {
+        address: forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
+        trustForwardHeader: false,
+        authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
+        addAuthCookiesToResponse: [FORWARD_AUTH.cookie],
+      },
+    },
+  };
+}
+
+/** The Ingress annotations that guard a private App, per ingress controller. */
+export function edgeAnnotations(app: AppRef, spec: AppSpec, edge: EdgeConfig | undefined): Record<string, string> {
+  if (spec.visibility !== "private" || !edge) return {};
+  if (edge.controller === "traefik") return { [TRAEFIK_MIDDLEWARES_ANNOTATION]: middlewareRef(app) };
+  return {
+    "nginx.ingress.kubernetes.io/auth-url": forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
+    "nginx.ingress.kubernetes.io/auth-response-headers": FORWARD_AUTH.responseHeaders.join(","),
+    ...(edge.signInUrl ? { "nginx.ingress.kubernetes.io/auth-signin": edge.signInUrl, "nginx.ingress.kubernetes.io/auth-signin-redirect-param": "rd" } : {}),
+  };
+}
 
 /** CPU millicores in the API server's canonical form, so live and desired compare equal. */
 export function cpuQuantity(millicores: number): string {
@@ -168,7 +228,7 @@ export function buildIngress(app: AppRef, spec: AppSpec, cfg: BuildConfig): k8s.
   const host = appHost(spec, cfg.baseDomain);
   return {
     apiVersion: "networking.k8s.io/v1", kind: "Ingress",
-    metadata: meta(app, { annotations: { "berth.dev/visibility": spec.visibility } }),
+    metadata: meta(app, { annotations: { "berth.dev/visibility": spec.visibility, ...edgeAnnotations(app, spec, cfg.edge) } }),
     spec: {
       ...(cfg.ingressClassName ? { ingressClassName: cfg.ingressClassName } : {}),
       ...(cfg.defaultTlsSecret ? { tls: [{ hosts: [host], secretName: cfg.defaultTlsSecret }] } : {}),
@@ -220,6 +280,8 @@ export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cf
     out.push(buildDeployment(app, spec, image, observed, cfg, gov, env) as KubeObject);
     if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
     if (isServed(spec.type) && !spec.suspended) {
+      // The Middleware goes first: Traefik refuses to route an Ingress that names a missing one.
+      if (spec.visibility === "private" && cfg.edge?.controller === "traefik") out.push(buildMiddleware(app, cfg.edge));
       out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);
     }
   }

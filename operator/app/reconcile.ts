@@ -49,7 +49,8 @@ export function appOfPod(pod: KubeObject): Request[] {
 export interface AppReconcilerDeps {
   client: WritingClient;
   apps: Informer<AppObject>;
-  children: Record<ChildKind, Informer<KubeObject>>;
+  /** One informer per child kind this configuration manages (builders.childKinds). */
+  children: Partial<Record<ChildKind, Informer<KubeObject>>> & Record<Exclude<ChildKind, "Middleware">, Informer<KubeObject>>;
   /** Berth's Secrets: the `<app>-governance` ones the operator writes and the `<app>-env` ones the API writes. */
   secrets: Informer<KubeObject>;
   /** The Apps' pods (labelled as Berth's): a release whose pods cannot start fails with their reason. */
@@ -115,7 +116,8 @@ export class AppReconciler implements Reconciler {
     this.deps = deps;
     this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("App", deps.apps).track("Secret", deps.secrets);
     if (deps.releases) this.cache.track("Release", deps.releases);
-    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) this.cache.track(kind, deps.children[kind]);
+    // The kinds this configuration manages (a Middleware only where Traefik guards private Apps).
+    for (const [kind, informer] of Object.entries(deps.children)) this.cache.track(kind, informer);
   }
 
   /**
@@ -272,7 +274,7 @@ export class AppReconciler implements Reconciler {
   private async prune(app: AppObject, wanted: ReadonlySet<ChildKind>): Promise<Set<ChildKind>> {
     const namespace = app.metadata.namespace!, name = app.metadata.name!;
     const pruned = new Set<ChildKind>();
-    for (const kind of Object.keys(CHILD_KINDS) as ChildKind[]) {
+    for (const kind of Object.keys(this.deps.children) as ChildKind[]) {
       const obj = this.cache.get(kind, namespace, name);
       if (wanted.has(kind) || !obj || !ownedBy(obj, app)) continue;
       await this.cache.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name }, obj);

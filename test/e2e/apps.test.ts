@@ -16,6 +16,7 @@ import { eventually, kube } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
 import { need } from "../helpers/e2e.ts";
+import { lockHostApiPort } from "../helpers/host-api-lock.ts";
 
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
@@ -29,8 +30,10 @@ const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
 let op: RunningOperator;
+let release: (() => void) | undefined;
 
 test.before(async () => {
+  release = await lockHostApiPort(); // test/e2e/shares.test.ts serves on the same port
   // The pods reach this API by a cluster-local name, as they reach the chart's API Service: a
   // Service in the release namespace whose endpoint is the node's side of the bridge to this port.
   api = await startApi({ env: { BERTH_API_PORT: HOST_API_PORT, BERTH_BASE_DOMAIN: DOMAIN, BERTH_GOVERNANCE_HOST: `berth-api-e2e.${RELEASE_NAMESPACE}.svc.cluster.local` } });
@@ -50,7 +53,7 @@ test.before(async () => {
     },
   });
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); });
+test.after.always(async () => { await op?.stop(); await api?.stop(); release?.(); });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 type App = KubeObject & { status?: { phase?: string; observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } };

@@ -1,9 +1,9 @@
 // Requests through the real node's ingress (Traefik, forwarded to BERTH_INGRESS_URL on the host),
 // as a browser or a script sends them to https://<host> (here plain HTTP on the forwarded port).
 // node:http, because fetch drops a Host header (a forbidden header name).
-import { request } from "node:http";
+import { request, type IncomingHttpHeaders } from "node:http";
 
-export interface Answer { status: number; text: string }
+export interface Answer { status: number; text: string; headers: IncomingHttpHeaders }
 
 export interface IngressRequest {
   method?: string;
@@ -22,7 +22,7 @@ export function viaIngress(ingress: string, host: string, path = "/", opts: Ingr
       headers: { ...opts.headers, Host: host, ...(body ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
     }, (res) => {
       let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
     });
     req.on("timeout", () => req.destroy(new Error(`no answer in ${timeoutMs} ms`))).on("error", reject);
     req.end(body);

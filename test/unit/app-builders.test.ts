@@ -3,7 +3,8 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
 import { ENV_HASH_ANNOTATION, OPERATOR_ENV_NAMES, governanceDisabled, governanceGeneration, reservedEnvName } from "../../crds/app.ts";
-import { buildChildren, buildGovernanceSecret, contains, cpuQuantity, desiredReplicas, envHash, HASH_ANNOTATION, memoryQuantity, upToDate } from "../../operator/app/builders.ts";
+import { buildChildren, buildGovernanceSecret, childKinds, contains, cpuQuantity, desiredReplicas, envHash, HASH_ANNOTATION, memoryQuantity, upToDate, type BuildConfig } from "../../operator/app/builders.ts";
+import type { KubeObject } from "../../kube/client.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };
 const cfg = { baseDomain: "apps.example.com" };
@@ -197,4 +198,50 @@ test("every variable the operator sets is reserved: the API refuses to set it", 
   }
   t.truthy(reservedEnvName("BERTH_GOVERNANCE"), "the toolkit's switch");
   t.is(reservedEnvName("GREETING"), undefined);
+});
+
+// ---- private Apps at the edge (docs/shares.md) ----------------------------------------------
+
+const traefik: BuildConfig = { ...cfg, edge: { controller: "traefik", forwardAuthUrl: "http://berth-api.berth-system.svc/api/v1/forward-auth/" } };
+const nginx: BuildConfig = { ...cfg, ingressClassName: "nginx", edge: { controller: "nginx", forwardAuthUrl: "http://berth-api.berth-system.svc/api/v1/forward-auth", signInUrl: "https://api.example.com/api/v1/auth/oidc/login" } };
+
+test("a private App behind Traefik gets a ForwardAuth Middleware for it, named by its Ingress", (t) => {
+  const children = buildChildren(ref, spec({ visibility: "private" }), {}, traefik);
+  t.deepEqual(children.map((c) => c.kind), ["Deployment", "HorizontalPodAutoscaler", "Middleware", "Service", "Ingress"]);
+  const mw = children.find((c) => c.kind === "Middleware") as KubeObject & { spec: { forwardAuth: Record<string, unknown> } };
+  t.is(mw.apiVersion, "traefik.io/v1alpha1");
+  t.like(mw.metadata, { name: "shop", namespace: "ws1" });
+  t.is(mw.metadata.ownerReferences?.[0]?.uid, ref.uid);
+  t.deepEqual(mw.spec.forwardAuth, {
+    address: "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop", trustForwardHeader: false,
+    authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share"],
+  });
+  const ing = children.find((c) => c.kind === "Ingress")!;
+  t.is(ing.metadata.annotations?.["traefik.ingress.kubernetes.io/router.middlewares"], "ws1-shop@kubernetescrd");
+});
+
+test("a public App passes without any check: no Middleware, no auth annotation", (t) => {
+  for (const c of [traefik, nginx]) {
+    const children = buildChildren(ref, spec({ visibility: "public" }), {}, c);
+    t.false(children.some((o) => o.kind === "Middleware"));
+    const annotations = children.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {};
+    t.deepEqual(Object.keys(annotations).filter((k) => k.includes("auth") || k.includes("middlewares")), []);
+  }
+});
+
+test("a private App behind ingress-nginx gets auth-url, auth-signin and the response headers", (t) => {
+  const children = buildChildren(ref, spec({ visibility: "private" }), {}, nginx);
+  t.false(children.some((o) => o.kind === "Middleware"));
+  t.like(children.find((o) => o.kind === "Ingress")!.metadata.annotations, {
+    "nginx.ingress.kubernetes.io/auth-url": "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop",
+    "nginx.ingress.kubernetes.io/auth-signin": "https://api.example.com/api/v1/auth/oidc/login",
+    "nginx.ingress.kubernetes.io/auth-signin-redirect-param": "rd",
+    "nginx.ingress.kubernetes.io/auth-response-headers": "X-Berth-Share,X-Berth-User",
+  });
+});
+
+test("the Middleware is a managed kind only where Traefik guards private Apps", (t) => {
+  t.true(childKinds(traefik).includes("Middleware"));
+  t.false(childKinds(nginx).includes("Middleware"));
+  t.false(childKinds(cfg).includes("Middleware"));
 });

@@ -1,0 +1,98 @@
+// Benchmark of issue 15: what the forward-auth check of a private service adds per request.
+// Through the real ingress (Traefik on the real node), in one run and interleaved request by
+// request: the same GET to a private App with a share cookie (Traefik asks the API first) and to a
+// public App of the same image (no check). Prints p50/p99 of both and the difference, and the
+// Berth time of the check: the API's forward-auth endpoint called directly over loopback (an upper
+// bound: it includes the client's HTTP) and the decision itself in-process (a cached cookie).
+// Goal: under 1 ms of Berth time at p99, cached decisions included.
+//
+// Run by test/e2e/shares.test.ts (which prints the figures), or by hand with the end-to-end
+// test's environment: BERTH_REAL_NODE=1 ./hack/test test/e2e/shares.test.ts --match '*benchmark*'
+import { request } from "node:http";
+import type { ForwardAuth } from "../../api/shares/forward-auth.ts";
+
+export interface ForwardAuthBenchInput {
+  /** http://127.0.0.1:<port> of the ingress. */
+  ingress: string;
+  privateHost: string;
+  publicHost: string;
+  /** The share cookie (name=value) of the private App. */
+  cookie: string;
+  /** The API's forward-auth URL for the private App (direct calls). */
+  forwardAuthUrl: string;
+  /** The API's decision, in-process. */
+  forwardAuth: ForwardAuth;
+  namespace: string;
+  app: string;
+  requests?: number;
+}
+
+export interface Percentiles { p50: number; p99: number; n: number }
+export interface ForwardAuthBenchResult {
+  public: Percentiles;
+  private: Percentiles;
+  /** private - public, per percentile (ms). */
+  added: { p50: number; p99: number };
+  direct: Percentiles;
+  inProcess: Percentiles;
+}
+
+function pct(samples: number[]): Percentiles {
+  const s = [...samples].sort((a, b) => a - b);
+  const at = (q: number) => s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? Number.NaN;
+  return { p50: at(0.5), p99: at(0.99), n: s.length };
+}
+
+/** One GET, keep-alive; resolves with the milliseconds it took and the status. */
+function timed(agentUrl: string, headers: Record<string, string>): Promise<{ ms: number; status: number }> {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const req = request(agentUrl, { headers, timeout: 10_000 }, (res) => {
+      res.resume().on("end", () => resolve({ ms: Number(process.hrtime.bigint() - t0) / 1e6, status: res.statusCode ?? 0 }));
+    });
+    req.on("error", reject).on("timeout", () => req.destroy(new Error("timeout")));
+    req.end();
+  });
+}
+
+export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<ForwardAuthBenchResult> {
+  const n = i.requests ?? 1000;
+  const pub: number[] = [], priv: number[] = [], direct: number[] = [], inProc: number[] = [];
+  const expect200 = (what: string, r: { status: number }) => { if (r.status !== 200) throw new Error(`${what} answered ${r.status}`); };
+  // Warm-up: connections, Traefik's client to the API, the verified-cookie cache.
+  for (let k = 0; k < 50; k++) {
+    expect200("public", await timed(`${i.ingress}/`, { Host: i.publicHost }));
+    expect200("private", await timed(`${i.ingress}/`, { Host: i.privateHost, Cookie: i.cookie }));
+  }
+  for (let k = 0; k < n; k++) {
+    // Interleaved, alternating which goes first, so both see the same machine.
+    const first = k % 2 === 0;
+    if (first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
+    const p = await timed(`${i.ingress}/`, { Host: i.privateHost, Cookie: i.cookie });
+    expect200("private", p);
+    priv.push(p.ms);
+    if (!first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
+  }
+  for (let k = 0; k < n; k++) {
+    const r = await timed(i.forwardAuthUrl, { "X-Forwarded-Host": i.privateHost, "X-Forwarded-Proto": "http", "X-Forwarded-Uri": "/", "X-Forwarded-Method": "GET", Cookie: i.cookie });
+    expect200("forward-auth", r);
+    direct.push(r.ms);
+  }
+  const req = { namespace: i.namespace, app: i.app, method: "GET", proto: "http", host: i.privateHost, uri: "/", cookie: i.cookie, nginx: false };
+  for (let k = 0; k < n; k++) {
+    const t0 = process.hrtime.bigint();
+    i.forwardAuth.check(req);
+    inProc.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  const pu = pct(pub), pr = pct(priv);
+  return { public: pu, private: pr, added: { p50: pr.p50 - pu.p50, p99: pr.p99 - pu.p99 }, direct: pct(direct), inProcess: pct(inProc) };
+}
+
+export function formatBench(r: ForwardAuthBenchResult): string {
+  const f = (x: number) => `${x.toFixed(3)} ms`;
+  return [
+    `through the ingress (n=${r.private.n} each, interleaved): public p50 ${f(r.public.p50)} p99 ${f(r.public.p99)}; private p50 ${f(r.private.p50)} p99 ${f(r.private.p99)}`,
+    `added by the check: p50 ${f(r.added.p50)}, p99 ${f(r.added.p99)}`,
+    `Berth time: the forward-auth endpoint over loopback p50 ${f(r.direct.p50)} p99 ${f(r.direct.p99)} (client HTTP included); the decision in-process (cached cookie) p50 ${f(r.inProcess.p50)} p99 ${f(r.inProcess.p99)}`,
+  ].join("\n");
+}
