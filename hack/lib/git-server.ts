@@ -22,8 +22,11 @@ import { parseArgs } from "node:util";
 export interface GitServerOptions {
   /** directory of the bare repositories */
   root: string;
-  /** USER:PASSWORD required for repositories named private-* */
+  /** USER:PASSWORD required for repositories named private-* (every repository with `authAll`) */
   credentials?: string;
+  authAll?: boolean;
+  /** Told of every request (tests: what a client sent). */
+  onRequest?: (r: { method: string; path: string; authorized: boolean }) => void;
   log?: (line: string) => void;
 }
 
@@ -59,6 +62,9 @@ function createRepo(dir: string): void {
 function cgi(req: IncomingMessage, res: ServerResponse, root: string, url: URL, user: string | undefined): void {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
+    // no system or user configuration; fetching a reachable sha works in every repository, pushed or copied in
+    GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "uploadpack.allowReachableSHA1InWant", GIT_CONFIG_VALUE_0: "true",
     GIT_PROJECT_ROOT: root,
     GIT_HTTP_EXPORT_ALL: "1",
     GATEWAY_INTERFACE: "CGI/1.1",
@@ -112,10 +118,11 @@ export function gitServer(o: GitServerOptions): Server {
   const log = o.log ?? (() => undefined);
   return createServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://git.local");
+    o.onRequest?.({ method: req.method ?? "", path: url.pathname, authorized: req.headers.authorization !== undefined });
     const target = repoOfPath(url.pathname);
     if (!target) { res.writeHead(404, { "Content-Type": "text/plain" }).end("not a repository path: /<name>.git/...\n"); return; }
     let user: string | undefined;
-    if (target.repo.replace(/^.*\//, "").startsWith("private-")) {
+    if (o.authAll || target.repo.replace(/^.*\//, "").startsWith("private-")) {
       if (!o.credentials || !basicAuthMatches(req.headers.authorization, o.credentials)) {
         res.writeHead(401, { "WWW-Authenticate": 'Basic realm="berth-git"', "Content-Type": "text/plain" }).end("authentication required\n");
         return;

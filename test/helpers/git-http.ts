@@ -1,11 +1,12 @@
-// A minimal Git server over git's smart HTTP for the builder's tests: `git http-backend` (Debian's
-// git) behind a node:http server on 127.0.0.1, as CGI. Repositories are bare directories under a
+// A Git server over git's smart HTTP for the builder's tests: hack/lib/git-server.ts (Debian's
+// `git http-backend` as CGI) on 127.0.0.1 with a temporary root. Repositories are bare directories under a
 // temporary root; `repo()` makes one from a directory of files (one commit) and returns its sha.
 // With `auth`, every request needs HTTP basic credentials (what GIT_USERNAME/GIT_PASSWORD give).
 // Fetching any reachable sha is allowed (uploadpack.allowReachableSHA1InWant), as GitHub does.
-import { execFileSync, spawn } from "node:child_process";
+import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
+import { gitServer } from "../../hack/lib/git-server.ts";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -25,45 +26,9 @@ const GIT_ENV = { GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", GIT_
 export async function startGitServer(opts: { auth?: { username: string; password: string } } = {}): Promise<GitServer> {
   const root = mkdtempSync(join(tmpdir(), "berth-git-"));
   const requests: GitServer["requests"] = [];
-  const expected = opts.auth ? `Basic ${Buffer.from(`${opts.auth.username}:${opts.auth.password}`).toString("base64")}` : undefined;
-  const server: Server = createServer((req, res) => {
-    const url = new URL(req.url ?? "/", "http://x");
-    requests.push({ method: req.method ?? "", path: url.pathname, authorized: req.headers.authorization !== undefined });
-    if (expected && req.headers.authorization !== expected) {
-      res.writeHead(401, { "www-authenticate": 'Basic realm="berth-test"' }).end();
-      return;
-    }
-    const cgi = spawn("git", ["http-backend"], {
-      env: {
-        ...GIT_ENV, PATH: process.env.PATH, GIT_PROJECT_ROOT: root, GIT_HTTP_EXPORT_ALL: "1",
-        GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "uploadpack.allowReachableSHA1InWant", GIT_CONFIG_VALUE_0: "true",
-        REQUEST_METHOD: req.method ?? "GET", PATH_INFO: url.pathname, QUERY_STRING: url.search.slice(1),
-        CONTENT_TYPE: req.headers["content-type"] ?? "", REMOTE_ADDR: "127.0.0.1", REMOTE_USER: opts.auth?.username ?? "",
-        ...(req.headers["content-encoding"] ? { HTTP_CONTENT_ENCODING: req.headers["content-encoding"] } : {}),
-        ...(req.headers["git-protocol"] ? { GIT_PROTOCOL: String(req.headers["git-protocol"]) } : {}),
-      },
-      stdio: ["pipe", "pipe", "ignore"],
-    });
-    req.pipe(cgi.stdin);
-    let head = Buffer.alloc(0);
-    let headersDone = false;
-    cgi.stdout.on("data", (chunk: Buffer) => {
-      if (headersDone) { res.write(chunk); return; }
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      headersDone = true;
-      let status = 200;
-      for (const line of head.subarray(0, end).toString().split("\r\n")) {
-        const i = line.indexOf(":");
-        const [k, v] = [line.slice(0, i).trim(), line.slice(i + 1).trim()];
-        if (k.toLowerCase() === "status") status = Number(v.split(" ")[0]);
-        else res.setHeader(k, v);
-      }
-      res.writeHead(status);
-      res.write(head.subarray(end + 4));
-    });
-    cgi.on("close", () => { if (!headersDone) res.writeHead(500); res.end(); });
+  const server: Server = gitServer({
+    root, authAll: !!opts.auth, onRequest: (r) => requests.push(r),
+    ...(opts.auth ? { credentials: `${opts.auth.username}:${opts.auth.password}` } : {}),
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
