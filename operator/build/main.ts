@@ -235,11 +235,14 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
   let stack: Stack | "dockerfile";
   let input: BuildInput;
   const metadataFile = join(planDir, "metadata.json");
-  if (c.dockerfile) {
-    if (!files.includes(c.dockerfile)) throw new StepError("detect", "DockerfileNotFound", `the commit has no ${c.dockerfile} (the App's dockerfilePath, relative to the repository's root)`);
-    log("detect", `building the repository's ${c.dockerfile}`);
+  // Without dockerfilePath, a Dockerfile at the repository's root is the plan (as Heroku, Render
+  // and Railway do): the repository says how it is built, detection is for those that do not.
+  const dockerfile = c.dockerfile ?? (files.includes("Dockerfile") ? "Dockerfile" : undefined);
+  if (dockerfile) {
+    if (!files.includes(dockerfile)) throw new StepError("detect", "DockerfileNotFound", `the commit has no ${dockerfile} (the App's dockerfilePath, relative to the repository's root)`);
+    log("detect", `building the repository's ${dockerfile}${c.dockerfile ? "" : " (found at the root; set dockerfilePath to build another)"}`);
     stack = "dockerfile";
-    input = { context: src, dockerfileDir: join(src, dirname(c.dockerfile)), dockerfileName: c.dockerfile.split("/").at(-1)!, metadataFile };
+    input = { context: src, dockerfileDir: join(src, dirname(dockerfile)), dockerfileName: dockerfile.split("/").at(-1)!, metadataFile };
   } else {
     const detected = detect(await sourceTree(files, src), c.baseImages);
     if (!detected.ok) throw new StepError("detect", detected.reason, detected.message);
