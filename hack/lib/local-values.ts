@@ -27,7 +27,17 @@ export function parseReference(ref: string): ImageRef {
   return { repository: ref.slice(0, colon), tag: ref.slice(colon + 1) };
 }
 
-export function localValues(input: { api: ImageRef; operator: ImageRef }): Record<string, unknown> {
+/** Builds from Git on the local cluster (docs/builds.md): the builder image, BuildKit and the registry as build pods reach them. */
+export interface LocalBuilder {
+  image: ImageRef;
+  /** tcp://<node ip>:<port>: buildkitd through the node's bridge (BERTH_BUILDKIT_CLUSTER_ADDR) */
+  buildkitHost: string;
+  /** 127.0.0.1:<port>: the registry, as buildkitd (on the host) pushes to it and the node pulls from it */
+  registry: string;
+  baseImages: Partial<Record<"node" | "python" | "go" | "static", string>>;
+}
+
+export function localValues(input: { api: ImageRef; operator: ImageRef; builder?: LocalBuilder }): Record<string, unknown> {
   const onRealNode = { nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })) };
   const image = (ref: ImageRef) => ({ repository: ref.repository, tag: ref.tag, digest: "", pullPolicy: "IfNotPresent" });
   return {
@@ -44,6 +54,12 @@ export function localValues(input: { api: ImageRef; operator: ImageRef }): Recor
       },
       ...onRealNode,
     },
+    ...(input.builder ? {
+      builder: {
+        enabled: true, image: image(input.builder.image), buildkitHost: input.builder.buildkitHost,
+        registry: input.builder.registry, registryInsecure: true, baseImages: input.builder.baseImages,
+      },
+    } : {}),
     api: {
       replicas: 1,
       image: image(input.api),
@@ -54,10 +70,18 @@ export function localValues(input: { api: ImageRef; operator: ImageRef }): Recor
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({ options: { "api-image": { type: "string" }, "operator-image": { type: "string" } } });
+  const { values } = parseArgs({ options: {
+    "api-image": { type: "string" }, "operator-image": { type: "string" },
+    "builder-image": { type: "string" }, "buildkit-host": { type: "string" }, registry: { type: "string" }, "base-image": { type: "string", multiple: true },
+  } });
   if (!values["api-image"] || !values["operator-image"]) {
-    process.stderr.write("usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n");
+    process.stderr.write("usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
+      "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n");
     process.exit(2);
   }
-  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]) }), null, 2) + "\n");
+  const builder: LocalBuilder | undefined = values["builder-image"] && values["buildkit-host"] && values.registry ? {
+    image: parseReference(values["builder-image"]), buildkitHost: values["buildkit-host"], registry: values.registry,
+    baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
+  } : undefined;
+  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]), ...(builder ? { builder } : {}) }), null, 2) + "\n");
 }

@@ -33,7 +33,6 @@ log "images: base, sample and Berth's own, into $BERTH_REGISTRY"
 node hack/images.ts build-base --registry "$BERTH_REGISTRY" >/dev/null
 sample_image=$(node hack/images.ts build-sample --registry "$BERTH_REGISTRY" | tail -1)
 berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY")   # berth-api's reference, berth-operator's, berth-builder's, berth/python's
-# shellcheck disable=SC2034 # builder_image and python_image: for the build Jobs' configuration (docs/builds.md)
 read -r -d '' api_image operator_image builder_image python_image <<<"$berth_images" || true   # (read -d '' returns 1 at the end of its input)
 [[ "$api_image" == */berth/berth-api:* && "$operator_image" == */berth/berth-operator:* ]] ||
   die "hack/berth-images.ts printed no berth-api and berth-operator references: $berth_images"
@@ -76,7 +75,11 @@ EOF
 
 # 4. The release.
 values="$BERTH_LOCAL/berth-values.json"
-node hack/lib/local-values.ts --api-image "$api_image" --operator-image "$operator_image" > "$values.tmp" && mv "$values.tmp" "$values"
+# Builds from Git: the builder image, buildkitd and the registry as build Jobs reach them, the base images detection uses.
+node hack/lib/local-values.ts --api-image "$api_image" --operator-image "$operator_image" \
+  --builder-image "$builder_image" --buildkit-host "$BERTH_BUILDKIT_CLUSTER_ADDR" --registry "$BERTH_REGISTRY" \
+  --base-image "node=$BERTH_REGISTRY/berth/node:v1" --base-image "python=$python_image" --base-image "static=$BERTH_REGISTRY/berth/node:v1" \
+  > "$values.tmp" && mv "$values.tmp" "$values"
 fingerprint=$( { cat "$values"; cd "$BERTH_ROOT" && find charts/berth -type f | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -c1-16)
 state_file="$BERTH_LOCAL/helm-release.state"
 status=$(helm_ status "$RELEASE" -n "$NAMESPACE" -o json 2>/dev/null || true)
@@ -148,6 +151,9 @@ fi
   echo "export BERTH_REGISTRY=$BERTH_REGISTRY"
   echo "export BERTH_SAMPLE_IMAGE=$sample_image"
   echo "export BERTH_BUILDKIT_ADDR=$BERTH_BUILDKIT_ADDR"
+  echo "export BERTH_GIT_URL=$BERTH_GIT_URL"
+  echo "export BERTH_GIT_CLUSTER_URL=$BERTH_GIT_CLUSTER_URL"
+  echo "export BERTH_GIT_CREDENTIALS=$BERTH_GIT_CREDENTIALS"
 } > "$env_file.tmp"
 log "API: $api_url/api/v1 (docs: $api_url/api/v1/docs; also through the ingress: curl -H 'Host: api.berth.local' $BERTH_INGRESS_URL/api/v1/...)"
 log "images: $api_image, $operator_image; Apps are served at <slug>.apps.berth.local through $BERTH_INGRESS_URL (Host header)"

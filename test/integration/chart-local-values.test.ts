@@ -95,3 +95,22 @@ test("the API server accepts every rendered object (server-side dry run), with n
   t.false(/PodSecurity/.test(applied.stderr), applied.stderr);
   t.is(applied.stdout.split("\n").filter((l) => l.endsWith("(server dry run)")).length, rendered.length, applied.stdout);
 });
+
+test("with a builder, the operator's build configuration comes from the values and parses", async (t) => {
+  const file = join(dir, "values-builder.json");
+  writeFileSync(file, JSON.stringify(localValues({
+    api: parseReference(API), operator: parseReference(OPERATOR),
+    builder: { image: parseReference("127.0.0.1:5000/berth/berth-builder:0123"), buildkitHost: "tcp://10.201.0.1:26552", registry: "127.0.0.1:5000", baseImages: { node: "127.0.0.1:5000/berth/node:v1" } },
+  })));
+  const r = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file]);
+  t.is(r.code, 0, r.stderr);
+  const op = (yaml.loadAll(r.stdout) as (Obj | null)[]).find((o) => o?.kind === "Deployment" && o.metadata.name === "berth-operator")!;
+  const env = podSpec(op).containers[0]!.env ?? [];
+  const config = loadOperatorConfig(Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value])));
+  t.like(config, {
+    BERTH_BUILDER_IMAGE: "127.0.0.1:5000/berth/berth-builder:0123", BERTH_BUILDKIT_HOST: "tcp://10.201.0.1:26552",
+    BERTH_BUILD_REGISTRY: "127.0.0.1:5000", BERTH_BUILD_REGISTRY_INSECURE: true, BERTH_BUILD_BASE_IMAGES: { node: "127.0.0.1:5000/berth/node:v1" },
+  });
+  const without = podSpec(find("Deployment", "berth-operator")).containers[0]!.env ?? [];
+  t.false(without.some((e) => e.name.startsWith("BERTH_BUILD")), "builds are off unless configured");
+});
