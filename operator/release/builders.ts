@@ -125,13 +125,20 @@ export function releaseJob(r: ReleaseObject, spec: AppSpec, image: string, cfg: 
 
 export type JobOutcome = { done: false } | { done: true; ok: boolean; reason?: string; message?: string };
 
-/** Whether a Job finished, and how (its Complete / Failed conditions). Pure. */
-export function jobOutcome(job: k8s.V1Job | undefined): JobOutcome {
+/**
+ * Whether a Job finished, and how: its Complete / Failed conditions, or sooner, its one pod's
+ * container terminated (the Jobs run one pod, never restarted and never retried: backoffLimit 0,
+ * restartPolicy Never, so a terminated container is the Job's outcome; the job controller's own
+ * conditions follow a second or more later). Pure.
+ */
+export function jobOutcome(job: k8s.V1Job | undefined, pod?: k8s.V1Pod): JobOutcome {
   const c = (type: string) => job?.status?.conditions?.find((x) => x.type === type && x.status === "True");
   const complete = c("Complete") ?? c("SuccessCriteriaMet");
   if (complete) return { done: true, ok: true };
   const failed = c("Failed") ?? c("FailureTarget");
   if (failed) return { done: true, ok: false, reason: failed.reason ?? "Failed", message: failed.message ?? "" };
+  const t = terminated(pod);
+  if (t) return t.exitCode === 0 ? { done: true, ok: true } : { done: true, ok: false, reason: "Failed", message: `exited with code ${t.exitCode}` };
   return { done: false };
 }
 

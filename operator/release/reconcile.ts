@@ -106,10 +106,10 @@ export class ReleaseReconciler implements Reconciler {
       if (this.deps.build) await this.ensureJob(buildJob(r, this.deps.build, this.deps.cfg) as KubeObject);
       return;
     }
-    const outcome = jobOutcome(job);
+    const pod = this.jobPod(r, "build");
+    const outcome = jobOutcome(job, pod);
     if (!outcome.done) return;
     const now = this.deps.now().toISOString();
-    const pod = this.jobPod(r, "build");
     const result = parseBuildResult(terminated(pod)?.message);
     if (!outcome.ok || !result?.ok) {
       const failure = result && !result.ok ? { step: result.step, reason: result.reason, message: result.message }
@@ -132,11 +132,12 @@ export class ReleaseReconciler implements Reconciler {
   private async releasing(r: ReleaseObject, ctx: ReconcileContext): Promise<void> {
     const job = this.cache.get<k8s.V1Job & KubeObject>("Job", r.metadata.namespace!, jobName(r.metadata.name!, "release"));
     if (!job) return; // created with the transition to releasing; the watch brings it
-    const outcome = jobOutcome(job);
+    const pod = this.jobPod(r, "release");
+    const outcome = jobOutcome(job, pod);
     if (!outcome.done) return;
     const now = this.deps.now().toISOString();
     if (!outcome.ok) {
-      const t = terminated(this.jobPod(r, "release"));
+      const t = terminated(pod);
       const message = t ? `The release command exited with code ${t.exitCode}${t.message ? `: ${tail(t.message)}` : ""}` : `${outcome.reason ?? "Failed"}: ${outcome.message ?? ""}`;
       const failure = { step: "release", reason: outcome.reason === "DeadlineExceeded" ? "ReleaseCommandTimeout" : "ReleaseCommandFailed", message };
       await this.write(r, { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure }, ctx, "ReleaseFailed", message.slice(0, 1000));

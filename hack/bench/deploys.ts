@@ -1,0 +1,195 @@
+// Benchmark of issue 14, run by hand against a cluster with the real node:
+//   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
+//   node hack/bench/deploys.ts [--apps 10] [--rounds 3]
+// Push-to-serving of Git Apps (a Dockerfile on berth/node) for one App and for N pushed at once,
+// each round in a fresh namespace, alternating which goes first:
+// 1. floor: what a person does by hand: `git clone` + checkout of the commit, the same `buildctl
+//    build` (same frontend, same push to the local registry), then the Deployment, Service and
+//    Ingress the operator would write, applied directly, until the ingress answers;
+// 2. berth: the App and its Release created as the API creates them, the operator (a separate
+//    process, the builder image in a build Job on the real node) carrying it to serving.
+// Each side builds its own content (a random line), so neither rides on the other's BuildKit cache
+// beyond the base image. Per deploy: the total, and Berth's steps from the Release's status and
+// the build's result (clone, build+push, the Job's own start and finish, rollout). Prints Berth's
+// overhead (berth - floor of the same round, paired by index) at p50 and p99 (goal: under 2 s).
+import { execFile, spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs, promisify } from "node:util";
+import * as k8s from "@kubernetes/client-node";
+import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
+import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
+import { buildChildren } from "../../operator/app/builders.ts";
+import { buildBerthImages } from "../berth-images.ts";
+import { IMAGES } from "../images.ts";
+import { binPath } from "../lib/pinned.ts";
+
+const run = promisify(execFile);
+const { values } = parseArgs({ options: { apps: { type: "string", default: "10" }, rounds: { type: "string", default: "3" } } });
+const N = Number(values.apps);
+const ROUNDS = Number(values.rounds);
+const need = (n: string) => { const v = process.env[n]; if (!v) throw new Error(`${n} is not set: eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)" first`); return v; };
+const INGRESS = new URL(need("BERTH_INGRESS_URL"));
+const REGISTRY = need("BERTH_REGISTRY");
+const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
+const BUILDKIT_CLUSTER = need("BERTH_BUILDKIT_CLUSTER_ADDR");
+const GIT = need("BERTH_GIT_URL");
+const GIT_CLUSTER = need("BERTH_GIT_CLUSTER_URL");
+const root = join(import.meta.dirname, "../..");
+const kubeconfig = need("KUBECONFIG");
+const kc = loadKubeConfig(kubeconfig);
+const client = new KubeClient(kc);
+const core = kc.makeApiClient(k8s.CoreV1Api);
+const batch = kc.makeApiClient(k8s.BatchV1Api);
+const DOMAIN = "deploys.bench.local";
+const placement = { nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
+const BASE = `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`;
+const work = mkdtempSync(join(tmpdir(), "berth-bench-deploys-"));
+
+const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!; };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** A repository with a Dockerfile serving `marker`, pushed to the Git server; resolves its commit. */
+async function repo(name: string, marker: string): Promise<string> {
+  const dir = join(work, name);
+  await run("git", ["init", "-q", "-b", "main", dir]);
+  writeFileSync(join(dir, "server.js"), `require("node:http").createServer((q, s) => s.end(${JSON.stringify(`${marker}\n`)})).listen(Number(process.env.PORT));\n`);
+  writeFileSync(join(dir, "Dockerfile"), `FROM ${BASE}\nCOPY server.js /app/server.js\nCMD ["node", "/app/server.js"]\n`);
+  const git = (...a: string[]) => run("git", ["-c", "user.email=b@berth.local", "-c", "user.name=bench", ...a], { cwd: dir });
+  await git("add", ".");
+  await git("commit", "-qm", marker);
+  await git("push", "-q", `${GIT}/${name}.git`, "main");
+  return (await git("rev-parse", "HEAD")).stdout.trim();
+}
+
+function answer(host: string): Promise<string> {
+  return new Promise((resolve) => {
+    const req = request({ host: INGRESS.hostname, port: INGRESS.port, path: "/", headers: { Host: host }, timeout: 5000 }, (res) => {
+      let t = ""; res.setEncoding("utf8").on("data", (d: string) => { t += d; }).on("end", () => resolve(res.statusCode === 200 ? t : ""));
+    });
+    req.on("timeout", () => req.destroy()).on("error", () => resolve(""));
+    req.end();
+  });
+}
+
+async function serving(host: string, marker: string, t0: number): Promise<number> {
+  const deadline = t0 + 15 * 60_000;
+  while (Date.now() < deadline) {
+    if ((await answer(host)) === `${marker}\n`) return Date.now() - t0;
+    await sleep(100);
+  }
+  throw new Error(`${host} did not serve ${marker} in 15 minutes`);
+}
+
+async function namespace(prefix: string): Promise<string> {
+  const name = `${prefix}-${Date.now().toString(36)}`;
+  await core.createNamespace({ body: { metadata: { name } } });
+  return name;
+}
+
+async function drop(ns: string): Promise<void> {
+  await core.deleteNamespace({ name: ns }).catch(() => undefined);
+  for (;;) { try { await core.readNamespace({ name: ns }); } catch { return; } await sleep(500); }
+}
+
+interface Sample { total: number; steps?: Record<string, number> }
+
+async function floor(n: number): Promise<Sample[]> {
+  const ns = await namespace("floor");
+  try {
+    const shas = await Promise.all(Array.from({ length: n }, async (_, i) => { const marker = `floor ${ns} ${i} ${Math.random()}`; return { sha: await repo(`${ns}-f${i}`, marker), marker }; }));
+    return await Promise.all(shas.map(async ({ sha, marker: m }, i) => {
+      const t0 = Date.now();
+      const dir = join(work, `${ns}-clone-${i}`);
+      await run("git", ["init", "-q", dir]);
+      await run("git", ["fetch", "-q", "--depth", "1", `${GIT}/${ns}-f${i}.git`, sha], { cwd: dir });
+      await run("git", ["checkout", "-q", "FETCH_HEAD"], { cwd: dir });
+      const tClone = Date.now();
+      const image = `${REGISTRY}/bench/${ns}/f${i}`;
+      const meta = join(dir, "..", `${ns}-meta-${i}.json`);
+      await run(binPath("buildctl"), ["--addr", BUILDKIT, "build", "--frontend", "dockerfile.v0", "--local", `context=${dir}`, "--local", `dockerfile=${dir}`,
+        "--output", `type=image,name=${image}:${sha.slice(0, 12)},push=true,registry.insecure=true,oci-mediatypes=true`, "--metadata-file", meta], { maxBuffer: 64 * 1024 * 1024 });
+      const digest = (JSON.parse(readFileSync(meta, "utf8")) as Record<string, string>)["containerimage.digest"]!;
+      const tBuild = Date.now();
+      const s = AppSpec.parse({ name: `f${i}`, slug: `${ns}-f${i}`, image: `${image}@${digest}`, cpuLimitMillicores: 100, memoryLimitMi: 96, visibility: "public" });
+      const objs = buildChildren({ name: `f${i}`, namespace: ns, uid: "none" }, s, {}, { baseDomain: DOMAIN, ...placement }).map((o) => ({ ...o, metadata: { ...o.metadata, ownerReferences: [] } }));
+      for (const o of objs) await client.apply(o, OPERATOR_FIELD_MANAGER);
+      const total = await serving(`${s.slug}.${DOMAIN}`, m, t0);
+      return { total, steps: { clone: tClone - t0, "build+push": tBuild - tClone, rollout: t0 + total - tBuild } };
+    }));
+  } finally { await drop(ns); }
+}
+
+type Release = { status?: { phase?: string; buildStartedAt?: string; buildFinishedAt?: string; deployStartedAt?: string; deployedAt?: string } };
+
+async function berth(n: number, builderImage: string): Promise<Sample[]> {
+  const ns = await namespace("berth");
+  const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
+    env: {
+      PATH: process.env.PATH, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0",
+      BERTH_BASE_DOMAIN: DOMAIN, BERTH_LOG_LEVEL: "warn",
+      BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify(placement.nodeSelector), BERTH_WORKLOAD_TOLERATIONS: JSON.stringify(placement.tolerations),
+      BERTH_BUILDER_IMAGE: builderImage, BERTH_BUILDKIT_HOST: BUILDKIT_CLUSTER, BERTH_BUILD_REGISTRY: REGISTRY, BERTH_BUILD_REGISTRY_INSECURE: "true",
+      BERTH_BUILD_REPOSITORY_PREFIX: "bench",
+    },
+    stdio: ["ignore", "inherit", "inherit"],
+  });
+  try {
+    const shas = await Promise.all(Array.from({ length: n }, async (_, i) => { const marker = `berth ${ns} ${i} ${Math.random()}`; return { sha: await repo(`${ns}-b${i}`, marker), marker }; }));
+    await sleep(3000); // the operator's caches synced
+    return await Promise.all(shas.map(async ({ sha, marker: m }, i) => {
+      const name = `b${i}`;
+      const t0 = Date.now();
+      // What the API does on a push delivery: the App exists; a Release of the commit.
+      const app = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns },
+        spec: { name, slug: `${ns}-${name}`, gitRepoUrl: `${GIT_CLUSTER}/${ns}-b${i}.git`, cpuLimitMillicores: 100, memoryLimitMi: 96, visibility: "public" } }, "bench");
+      await client.create({ apiVersion: API_VERSION, kind: "Release", metadata: { name: `${name}-1`, namespace: ns, labels: { "berth.dev/app": name },
+        ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name, uid: app.metadata.uid!, controller: false }] },
+        spec: { appRef: { name }, sequence: 1, trigger: "push", git: { repoUrl: `${GIT_CLUSTER}/${ns}-b${i}.git`, branch: "main", commitSha: sha, commitMessage: m } } }, "bench");
+      const total = await serving(`${ns}-${name}.${DOMAIN}`, m, t0);
+      const r = (await client.get<Release & { metadata: Record<string, unknown> }>({ apiVersion: API_VERSION, kind: "Release", namespace: ns, name: `${name}-1` }))!;
+      const pod = (await core.listNamespacedPod({ namespace: ns, labelSelector: `berth.dev/release=${name}-1` })).items[0];
+      const result = JSON.parse(pod?.status?.containerStatuses?.[0]?.state?.terminated?.message ?? "{}") as { cloneMs?: number; buildMs?: number };
+      const at = (x?: string) => (x ? Date.parse(x) - t0 : NaN);
+      const s = r.status ?? {};
+      const job = at(s.buildFinishedAt) - at(s.buildStartedAt);
+      return {
+        total,
+        steps: {
+          "queue (create to Job)": at(s.buildStartedAt), clone: result.cloneMs ?? NaN, "build+push": result.buildMs ?? NaN,
+          "Job start and finish": job - (result.cloneMs ?? 0) - (result.buildMs ?? 0), "rollout": total - at(s.buildFinishedAt),
+        },
+      };
+    }));
+  } finally {
+    op.kill("SIGTERM");
+    await batch.deleteCollectionNamespacedJob({ namespace: ns }).catch(() => undefined);
+    await drop(ns);
+  }
+}
+
+const [builder] = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder"], log: () => {} });
+const show = (label: string, xs: Sample[]) => {
+  const keys = Object.keys(xs[0]?.steps ?? {});
+  console.log(`  ${label.padEnd(6)} total p50 ${q(xs.map((x) => x.total), 0.5)} ms p99 ${q(xs.map((x) => x.total), 0.99)} ms | ${keys.map((k) => `${k} p50 ${Math.round(q(xs.map((x) => x.steps![k]!), 0.5))}`).join(", ")}`);
+};
+try {
+  for (const n of [1, N]) {
+    const overheads: number[] = [];
+    for (let r = 1; r <= ROUNDS; r++) {
+      let f: Sample[], b: Sample[];
+      if (r % 2) { f = await floor(n); b = await berth(n, builder!.reference); } else { b = await berth(n, builder!.reference); f = await floor(n); }
+      const fs = [...f].sort((a, c) => a.total - c.total), bs = [...b].sort((a, c) => a.total - c.total);
+      overheads.push(...bs.map((x, i) => x.total - fs[i]!.total));
+      console.log(`${n} app(s), round ${r}:`);
+      show("floor", f);
+      show("berth", b);
+    }
+    const p99 = q(overheads, 0.99);
+    console.log(`${n} app(s): Berth's overhead per deploy (berth - floor, paired by rank): p50 ${q(overheads, 0.5)} ms, p99 ${p99} ms (goal < 2000 ms: ${p99 < 2000 ? "MET" : "MISSED"})`);
+  }
+} finally {
+  rmSync(work, { recursive: true, force: true });
+}
