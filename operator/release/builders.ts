@@ -53,7 +53,10 @@ const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED
 /** The build Job: unprivileged, no ServiceAccount token, its result in the termination message. */
 export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
   const git = r.spec.git!;
-  const resources = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi` };
+  // The build itself runs in BuildKit: the pod clones, plans and streams the context, so it asks
+  // for little (ten builds at once fit a small node) and may use up to the configured limits.
+  const limits = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi` };
+  const requests = { cpu: `${Math.min(100, s.cpuMillicores)}m`, memory: `${Math.min(256, s.memoryMi)}Mi` };
   const env: k8s.V1EnvVar[] = [
     { name: "BERTH_BUILD_REPO_URL", value: git.repoUrl },
     { name: "BERTH_BUILD_COMMIT", value: git.commitSha },
@@ -87,7 +90,7 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
           containers: [{
             name: "build", image: s.builderImage, env,
             workingDir: "/workspace",
-            resources: { limits: resources, requests: resources },
+            resources: { limits, requests },
             terminationMessagePolicy: "FallbackToLogsOnError",
             securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
             volumeMounts: [{ name: "workspace", mountPath: "/workspace" }, { name: "tmp", mountPath: "/tmp" }],

@@ -73,6 +73,7 @@ test("the build Job: the builder's contract in its environment, unprivileged, no
   const c = pod.containers[0]!;
   t.is(c.image, settings.builderImage);
   t.like(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true });
+  t.deepEqual(c.resources, { limits: { cpu: "1000m", memory: "2048Mi" }, requests: { cpu: "100m", memory: "256Mi" } }, "it asks for little: BuildKit builds");
   t.like(envOf(c), {
     BERTH_BUILD_REPO_URL: "https://git.example/r.git", BERTH_BUILD_COMMIT: SHA, BERTH_BUILD_BRANCH: "main", BERTH_BUILD_DOCKERFILE: "deploy/Dockerfile",
     BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/web", BERTH_BUILD_TAG: SHA.slice(0, 12), BUILDKIT_HOST: "tcp://10.0.0.1:1234",
