@@ -3,7 +3,7 @@
 // Ready (all three). lastTransitionTime moves only on a real transition.
 import type { DomainStatus, TlsStatus } from "../../crds/schemas.ts";
 import type { Verification } from "../../crds/domain.ts";
-import { setConditions, type ConditionInput } from "../../kube/conditions.ts";
+import { conditionTransitions, setConditions, type ConditionInput } from "../../kube/conditions.ts";
 import { stableJson } from "../app/builders.ts";
 
 export interface DomainStatusInput {
@@ -101,11 +101,8 @@ const EVENT_CONDITIONS = ["Verified", "Routed", "CertificateReady"] as const;
  */
 export function domainEvents(prev: DomainStatus | undefined, next: DomainStatus): DomainEvent[] {
   const out: DomainEvent[] = [];
-  for (const type of EVENT_CONDITIONS) {
-    const c = next.conditions?.find((x) => x.type === type);
-    if (!c) continue;
-    const was = prev?.conditions?.find((x) => x.type === type);
-    if (was && was.status === c.status && was.reason === c.reason) continue;
+  for (const { condition: c, was } of conditionTransitions(prev?.conditions, next.conditions, EVENT_CONDITIONS)) {
+    const type = c.type;
     if (!was && c.reason === "Pending") continue;
     if (!was && type === "CertificateReady" && c.reason === "CertificatePending") continue;
     if (!was && type === "Routed" && c.status === "False" && c.reason === "NotVerified") continue;
