@@ -48,11 +48,12 @@ export function computeDomainStatus(i: DomainStatusInput): DomainStatus {
     vc = { type: "Verified", status: "True", reason: i.check.verification.reason, message: i.check.verification.message };
   } else {
     const last = i.check?.verification ?? (oldVerified && oldVerified.reason !== "VerificationExpired" ? { reason: oldVerified.reason, message: oldVerified.message } : undefined);
-    const base = last?.message ?? (oldVerified?.message ?? `Waiting for the first DNS check: create the record CNAME ${i.dnsTarget}`);
-    const tail = expired ? "" : ` Checked again at ${(i.schedule as { at: Date }).at.toISOString()}.`;
+    // The last check's finding, without what this function appended to it before.
+    const core = (last?.message ?? oldVerified?.message ?? `Waiting for the first DNS check: create the record ${i.domain} CNAME ${i.dnsTarget}`)
+      .replace(/ (Checked again at|Automatic checks stopped) .*$/, "").replace(/\.$/, "");
     vc = expired
-      ? { type: "Verified", status: "False", reason: "VerificationExpired", message: `${base.replace(/ Automatic checks stopped.*$/, "")}. Automatic checks stopped 48 hours after the domain was added: fix the record, then POST .../verify.` }
-      : { type: "Verified", status: "False", reason: last?.reason ?? "Pending", message: `${base}.${tail}`.replace(/\.\./g, ".") };
+      ? { type: "Verified", status: "False", reason: "VerificationExpired", message: `${core}. Automatic checks stopped 48 hours after the domain was added: fix the record, then POST .../verify.` }
+      : { type: "Verified", status: "False", reason: last?.reason ?? "Pending", message: `${core}. Checked again at ${(i.schedule as { at: Date }).at.toISOString()}.` };
   }
   const tlsReady = i.tls.status === "active" || i.tls.status === "expiring";
   const conditions = setConditions(old.conditions, [

@@ -123,6 +123,10 @@ test("status: a failed check says why and when the next one is; verification the
   t.deepEqual(domainEvents(undefined, failed).map((e) => [e.type, e.reason]), [["Warning", "RecordNotFound"]]);
   t.deepEqual(domainEvents(failed, computeDomainStatus(base({ old: failed, check: { verification: { verified: false, reason: "RecordNotFound", message: "no record" } } }))), [], "the same failure again tells nothing new");
 
+  const again = computeDomainStatus(base({ old: failed }));
+  t.deepEqual(again, failed, "a reconcile without a check changes nothing (no write)");
+  t.is(again.conditions!.find((c) => c.type === "Verified")!.message, "no record. Checked again at 2026-01-01T00:01:30.000Z.");
+
   const ok = computeDomainStatus(base({ old: failed, now: new Date("2026-01-01T00:02:00Z"), check: { verification: { verified: true, reason: "CnameMatches", message: "cname ok" } } }));
   t.true(ok.verified);
   t.is(ok.verifiedAt, "2026-01-01T00:02:00.000Z");
