@@ -96,7 +96,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     reconciler: new DomainReconciler({
       client, domains, apps, services: children.Service, ingresses: children.Ingress, certificates, secrets,
       dns: new ResolverDnsLookup(cfg.BERTH_DNS_RESOLVER), events, now: () => new Date(),
-      cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressHost: cfg.BERTH_INGRESS_HOST, issuer: cfg.BERTH_DOMAIN_ISSUER, ingressClassName: cfg.BERTH_INGRESS_CLASS, namespace },
+      cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressHost: cfg.BERTH_INGRESS_HOST, issuer: cfg.BERTH_DOMAIN_ISSUER, ingressClassName: cfg.BERTH_INGRESS_CLASS, edge: buildConfig.edge, namespace },
     }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,

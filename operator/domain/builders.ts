@@ -6,12 +6,14 @@ import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
 import { DOMAIN_LABEL, domainChildNames, domainLabelValue, type DomainObject } from "../../crds/domain.ts";
 import type { KubeObject } from "../../kube/objects.ts";
-import { MANAGED_BY, withHash } from "../app/builders.ts";
+import { edgeAnnotations, MANAGED_BY, withHash, type EdgeConfig } from "../app/builders.ts";
 
 export interface DomainConfig {
   /** The ClusterIssuer Certificates are requested from; no Certificate (and no TLS) when unset. */
   issuer?: string | undefined;
   ingressClassName?: string | undefined;
+  /** How private Apps are guarded at the edge: a custom domain's route gets the same check as the App's own host. */
+  edge?: EdgeConfig | undefined;
 }
 
 export const CERTIFICATE_API_VERSION = "cert-manager.io/v1";
@@ -45,7 +47,12 @@ export function buildDomainIngress(d: DomainObject, app: { name: string; spec: A
   return {
     apiVersion: "networking.k8s.io/v1", kind: "Ingress",
     // The App's visibility travels with every route to it, so that edge checks apply to custom domains too.
-    metadata: meta(d, names.ingress, app.name, { annotations: { "berth.dev/visibility": app.spec.visibility } }),
+    // A private service's custom domain passes the same forward-auth check as its default host
+    // (the App's Middleware, or ingress-nginx's auth-url annotations).
+    metadata: meta(d, names.ingress, app.name, { annotations: {
+      "berth.dev/visibility": app.spec.visibility,
+      ...edgeAnnotations({ name: app.name, namespace: d.metadata.namespace!, uid: "" }, app.spec, cfg.edge),
+    } }),
     spec: {
       ...(cfg.ingressClassName ? { ingressClassName: cfg.ingressClassName } : {}),
       ...(cfg.issuer ? { tls: [{ hosts: [d.spec.domain], secretName: names.secret }] } : {}),

@@ -14,12 +14,8 @@ import { TestDns } from "../helpers/dns.ts";
 import { viaIngressTls } from "../helpers/https.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
+import { need } from "../helpers/e2e.ts";
 
-const need = (name: string): string => {
-  const v = process.env[name];
-  if (!v) throw new Error(`${name} is not set: run the end-to-end tests through ./hack/test (it starts the real node, cert-manager and the DNS server)`);
-  return v;
-};
 const TLS_URL = need("BERTH_INGRESS_TLS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
 const RESOLVER = need("BERTH_DNS_RESOLVER");

@@ -170,5 +170,10 @@ test("children: a Service to the target port, an Ingress with the domain and its
   t.is(cert.spec.secretName, "www.example.com-tls");
   for (const o of [svc, ing, cert]) t.like(o.metadata.ownerReferences[0], { kind: "Domain", uid: "u1", controller: true });
   t.is(buildDomainChildren(d, { name: "hello", spec }, {}).length, 2, "no issuer: no Certificate and no TLS");
+  const priv = AppSpec.parse({ name: "Hello", slug: "hello", image: "img", port: 8080, visibility: "private" });
+  const [, guarded] = buildDomainChildren(d, { name: "hello", spec: priv }, { edge: { controller: "traefik", forwardAuthUrl: "http://api/api/v1/forward-auth" } }) as [any, any]; // eslint-disable-line @typescript-eslint/no-explicit-any
+  t.is(guarded.metadata.annotations["traefik.ingress.kubernetes.io/router.middlewares"], "ws-1-hello@kubernetescrd", "a private service's domain passes the same edge check as its own host");
+  const [, open] = buildDomainChildren(d, { name: "hello", spec }, { edge: { controller: "traefik", forwardAuthUrl: "http://api/api/v1/forward-auth" } }) as [any, any]; // eslint-disable-line @typescript-eslint/no-explicit-any
+  t.is(open.metadata.annotations["traefik.ingress.kubernetes.io/router.middlewares"], undefined);
   t.is(domainLabelValue("x".repeat(70)).length <= 63, true);
 });
