@@ -35,6 +35,8 @@ import { SharesService, type ShareObject } from "./shares/service.ts";
 import { ForwardAuth } from "./shares/forward-auth.ts";
 import { OidcSignIn } from "./shares/oidc.ts";
 import { shareRoutes } from "./shares/routes.ts";
+import { DomainsService } from "./domains/service.ts";
+import { domainRoutes } from "./domains/routes.ts";
 import { WorkspaceService, type NamespaceEnsurer } from "./workspaces/service.ts";
 
 /** What the route modules are built from. */
@@ -59,6 +61,7 @@ export interface Services {
   forwardAuth: ForwardAuth;
   /** Viewers' sign-in for requireAuth shares; undefined without an identity provider. */
   signIn: OidcSignIn | undefined;
+  domains: DomainsService;
   /** Stores, keys, ingestion, configs and templates of the governance layer. */
   governance: Governance;
   /** Verifies gov_sk_ keys on "app-key" routes (given to buildServer). */
@@ -98,6 +101,7 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
     apps: appsService,
     deployments: new DeploymentsService({ kube, apps, orm, namespaceOf }),
     env: new EnvService({ apps: appsService, kube }),
+    domains: new DomainsService({ kube, apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };
@@ -135,6 +139,7 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),
     ...shareRoutes({ shares: s.shares, forwardAuth: s.forwardAuth, signIn: () => s.signIn }),
+    ...domainRoutes(s.domains),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),
     // ---- Module routes are added here. ----------------------------------------------------

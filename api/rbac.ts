@@ -8,6 +8,7 @@ import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
 import { DEPLOYMENTS_ACCESS } from "./apps/deployments.ts";
 import { ENV_ACCESS } from "./apps/env.ts";
 import { SHARES_ACCESS } from "./shares/service.ts";
+import { DOMAINS_ACCESS } from "./domains/service.ts";
 import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
 import { GOVERNANCE_APPS_ACCESS } from "./governance/stores/apps.ts";
@@ -18,6 +19,7 @@ export const API_ACCESS: readonly Access[] = [
   ...DEPLOYMENTS_ACCESS,
   ...ENV_ACCESS,
   ...SHARES_ACCESS,
+  ...DOMAINS_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
   ...POD_METRICS_ACCESS,
   ...NAMESPACE_ENSURER_ACCESS,

@@ -233,12 +233,27 @@ export const DomainSpec = z.object({
 });
 export type DomainSpec = z.output<typeof DomainSpec>;
 
-export const TLS_STATUSES = ["pending", "issuing", "active", "failed", "expired"] as const;
+/**
+ * The complete set of a custom domain's TLS states (docs/domains.md), from its cert-manager
+ * Certificate: pending (no certificate requested yet: the domain is not verified or not routed),
+ * issuing (the first certificate is being issued), active (a valid certificate serves), expiring
+ * (it still serves but its renewal is due and has not succeeded yet), failed (issuance failed and
+ * no valid certificate serves; retried by cert-manager with backoff), expired (the certificate's
+ * notAfter has passed).
+ */
+export const TLS_STATUSES = ["pending", "issuing", "active", "expiring", "failed", "expired"] as const;
+export type TlsStatus = (typeof TLS_STATUSES)[number];
 export const DomainStatus = z.object({
   observedGeneration: z.int().min(0).optional(),
   verified: z.boolean().optional(),
   verifiedAt: z.iso.datetime().optional(),
   tlsStatus: z.enum(TLS_STATUSES).optional(),
+  /** The host the domain's CNAME must point at (the platform's ingress host). */
+  dnsTarget: z.string().optional(),
+  lastCheckedAt: z.iso.datetime().optional().describe("When DNS was last checked"),
+  nextCheckAt: z.iso.datetime().optional().describe("When the operator checks DNS again; absent once verified or after 48 hours"),
+  handledVerifyRequest: z.string().max(100).optional().describe("The berth.dev/verify-requested annotation value the last check answered"),
+  certificateNotAfter: z.iso.datetime().optional(),
   conditions: Conditions.optional(),
 });
 export type DomainStatus = z.output<typeof DomainStatus>;

@@ -29,3 +29,19 @@ export function getCondition(list: readonly Condition[] | undefined, type: strin
 export function isTrue(list: readonly Condition[] | undefined, type: string): boolean {
   return getCondition(list, type)?.status === "True";
 }
+
+/**
+ * The conditions of `types` (in that order) whose status or reason differs from the previous
+ * list's, each with the one it replaces: what a status write tells as Events. Pure.
+ */
+export function conditionTransitions(prev: readonly Condition[] | undefined, next: readonly Condition[] | undefined, types: readonly string[]): { condition: Condition; was: Condition | undefined }[] {
+  const out: { condition: Condition; was: Condition | undefined }[] = [];
+  for (const type of types) {
+    const condition = next?.find((x) => x.type === type);
+    if (!condition) continue;
+    const was = prev?.find((x) => x.type === type);
+    if (was && was.status === condition.status && was.reason === condition.reason) continue;
+    out.push({ condition, was });
+  }
+  return out;
+}

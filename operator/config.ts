@@ -45,6 +45,15 @@ export const OperatorConfigSchema = z.object({
   BERTH_BUILD_CPU_MILLICORES: z.coerce.number().int().min(100).max(32000).default(1000),
   BERTH_BUILD_MEMORY_MI: z.coerce.number().int().min(128).max(131072).default(2048),
   BERTH_BUILD_TIMEOUT_SECONDS: z.coerce.number().int().min(60).max(86400).default(1800),
+  // Custom domains (docs/domains.md).
+  BERTH_INGRESS_HOST: z.string().regex(/^[a-z0-9.-]+$/, "must be a host name").default("ingress.berth.local")
+    .describe("The host custom domains must point at (their CNAME target; an apex's A/AAAA records must equal its addresses)"),
+  BERTH_DNS_RESOLVER: z.string().optional()
+    .transform((v) => (v ?? "").split(",").map((s) => s.trim()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[0-9a-fA-F:.]+)(:\d{1,5})?$/, "must be ip or ip:port ([ipv6]:port)")).max(8))
+    .describe("Comma-separated DNS servers that verify custom domains (ip or ip:port); the system's resolvers when unset"),
+  BERTH_DOMAIN_ISSUER: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/).optional()
+    .describe("The cert-manager ClusterIssuer that issues custom domains' certificates; no certificates (HTTP only) when unset"),
   BERTH_OPERATOR_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(8),
   BERTH_OPERATOR_RESYNC_SECONDS: z.coerce.number().int().min(10).default(600),
   BERTH_OPERATOR_HEALTH_HOST: z.string().default("127.0.0.1"),

@@ -15,6 +15,9 @@ import { appOfRelease, releaseOfObject, ReleaseReconciler } from "./release/reco
 import type { BuildSettings } from "./release/builders.ts";
 import { AppReconciler, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
+import { DomainReconciler, domainOfSecret, domainsOfApp, sameDomainClaims } from "./domain/reconcile.ts";
+import { CERTIFICATE_API_VERSION } from "./domain/builders.ts";
+import { ResolverDnsLookup } from "./domain/dns.ts";
 
 /** The Lease the operator's replicas elect a leader on, in BERTH_LEADER_ELECTION_NAMESPACE. */
 export const LEADER_ELECTION_LEASE = "berth-operator";
@@ -70,6 +73,31 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     owned: [jobs],
     watches: [{ informer: pods, map: releaseOfObject }],
     reconciler: new ReleaseReconciler({ client, releases, apps, jobs, pods, build: buildSettings(cfg), cfg: buildConfig, events, now: () => new Date() }),
+    concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
+    resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
+  });
+
+  // Domains are watched in every namespace (the claim rule compares them cluster-wide); only the
+  // watched namespace's are reconciled. Certificates only when an issuer is configured (cert-manager
+  // may not be installed otherwise).
+  const domains = manager.informer<KubeObject>({ apiVersion: API_VERSION, kind: "Domain", plural: "domains", dropManagedFields: true });
+  const certificates = cfg.BERTH_DOMAIN_ISSUER
+    ? manager.informer<KubeObject>({ apiVersion: CERTIFICATE_API_VERSION, kind: "Certificate", plural: "certificates", labelSelector: managedBy, dropManagedFields: true, ...(namespace ? { namespace } : {}) })
+    : undefined;
+  manager.addController({
+    name: "domain",
+    primary: domains,
+    owned: [children.Service, children.Ingress, ...(certificates ? [certificates] : [])],
+    watches: [
+      { informer: apps as unknown as Informer<KubeObject>, map: domainsOfApp(domains) },
+      { informer: secrets, map: domainOfSecret },
+      { informer: domains, map: sameDomainClaims(domains) },
+    ],
+    reconciler: new DomainReconciler({
+      client, domains, apps, services: children.Service, ingresses: children.Ingress, certificates, secrets,
+      dns: new ResolverDnsLookup(cfg.BERTH_DNS_RESOLVER), events, now: () => new Date(),
+      cfg: { baseDomain: cfg.BERTH_BASE_DOMAIN, ingressHost: cfg.BERTH_INGRESS_HOST, issuer: cfg.BERTH_DOMAIN_ISSUER, ingressClassName: cfg.BERTH_INGRESS_CLASS, edge: buildConfig.edge, namespace },
+    }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
   });

@@ -5,12 +5,14 @@ import type { Access } from "../kube/rbac.ts";
 import { EVENT_RECORDER_ACCESS } from "../kube/events.ts";
 import { APP_CONTROLLER_ACCESS } from "./app/reconcile.ts";
 import { RELEASE_CONTROLLER_ACCESS } from "./release/reconcile.ts";
+import { DOMAIN_CONTROLLER_ACCESS } from "./domain/reconcile.ts";
 import { leaderElectionAccess } from "./runtime/leader.ts";
 import { LEADER_ELECTION_LEASE } from "./main.ts";
 
 export const OPERATOR_ACCESS: readonly Access[] = [
   ...APP_CONTROLLER_ACCESS,
   ...RELEASE_CONTROLLER_ACCESS,
+  ...DOMAIN_CONTROLLER_ACCESS,
   ...EVENT_RECORDER_ACCESS,
   ...leaderElectionAccess(LEADER_ELECTION_LEASE),
 ];

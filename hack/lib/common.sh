@@ -12,6 +12,8 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
+# Pebble's challenge test server: a DNS server whose records tests set over HTTP (custom domains).
+PEBBLE_VERSION="${PEBBLE_VERSION:-v2.10.1}"
 NODE_VERSION="${NODE_VERSION:-24}"
 # The real node (hack/cluster --node) and what runs around it. Exact versions known to resolve on
 # the module proxy here (never `latest`; see ../shared/notes/real-node.md).
@@ -41,6 +43,8 @@ bin_path() { # name -> path of the cached binary for the pinned version
     registry) echo "$BERTH_BIN/registry-$REGISTRY_VERSION" ;;
     buildkitd|buildctl) echo "$BERTH_BIN/$1-$BUILDKIT_VERSION" ;;
     traefik) echo "$BERTH_BIN/traefik-$TRAEFIK_VERSION" ;;
+    pebble-challtestsrv) echo "$BERTH_BIN/pebble-challtestsrv-$PEBBLE_VERSION" ;;
+    cert-manager-controller) echo "$BERTH_BIN/cert-manager-controller-$CERT_MANAGER_VERSION" ;;
     metrics-server) echo "$BERTH_BIN/metrics-server-$METRICS_SERVER_VERSION" ;;
     coredns) echo "$BERTH_BIN/coredns-$COREDNS_VERSION" ;;
     etcd) echo "$BERTH_BIN/etcd-$ETCD_VERSION" ;;

@@ -14,6 +14,8 @@ export const REAL_NODE_SELECTOR = { "berth.dev/node": "real" } as const;
 export const REAL_NODE_TOLERATIONS = [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] as const;
 /** The Secret holding DATABASE_URL, created by hack/up before the install (the migration hook reads it). */
 export const DATABASE_SECRET = "berth-database";
+/** The CA ClusterIssuer hack/lib/realnode.sh creates for custom domains' certificates (docs/domains.md). */
+export const DOMAIN_ISSUER = "berth-local-ca";
 /** Host name of the API's Ingress: curl -H "Host: api.berth.local" "$BERTH_INGRESS_URL/api/v1/..." */
 export const API_INGRESS_HOST = "api.berth.local";
 
@@ -51,6 +53,8 @@ export function localValues(input: { api: ImageRef; operator: ImageRef; builder?
         // Apps' pods go to the real node too: kwok's node stays for scale tests.
         workloadNodeSelector: { ...REAL_NODE_SELECTOR },
         workloadTolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })),
+        // custom domains' certificates from the local CA (cert-manager runs with the real node)
+        domainIssuer: DOMAIN_ISSUER,
       },
       ...onRealNode,
     },

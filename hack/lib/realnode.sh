@@ -32,9 +32,16 @@ INGRESS_PORT=$((PORT_BASE + 51))
 # on the host's loopback and, for pods (build Jobs), on the node's side of the bridge.
 BUILDKIT_PORT=$((PORT_BASE + 52))
 GIT_PORT=$((PORT_BASE + 53))
+# Custom domains: Traefik's websecure entrypoint (:443 on the node) on the host's loopback, and the
+# tests' DNS server (Pebble's challenge test server: records set over its management API).
+INGRESS_TLS_PORT=$((PORT_BASE + 54))
+DNS_PORT=$((PORT_BASE + 55))
+DNS_MANAGEMENT_PORT=$((PORT_BASE + 56))
+# The CA ClusterIssuer that issues custom domains' certificates here (selfSigned -> CA -> CA issuer).
+DOMAIN_ISSUER="berth-local-ca"
 # A Berth API run on the host (the tests', hack/up's) is reachable from pods at $NODE_IP:$HOST_API_PORT.
 HOST_API_PORT=$((PORT_BASE + 60))
-NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik)
+NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik cert-manager-controller pebble-challtestsrv)
 KERNEL_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 REAL_NODE_TAINT="berth.dev/real-node"
 
@@ -249,6 +256,7 @@ node_bridge_config() {
   "egress": true,
   "toNode": [
     { "name": "ingress", "listen": "127.0.0.1:$INGRESS_PORT", "target": "127.0.0.1:80" },
+    { "name": "ingress-tls", "listen": "127.0.0.1:$INGRESS_TLS_PORT", "target": "127.0.0.1:443" },
     { "name": "api", "listen": "127.0.0.1:$UP_API_PORT", "target": "$UP_API_CLUSTER_IP:80" }
   ],
   "toHost": [
@@ -337,6 +345,7 @@ node_up() {
   node_dns
   node_metrics
   node_ingress
+  node_tls
   log "real node $NODE_NAME ready in network namespace $NETNS (registry 127.0.0.1:$REGISTRY_PORT, ingress 127.0.0.1:$INGRESS_PORT)"
 }
 
@@ -417,10 +426,51 @@ metadata: { name: traefik, annotations: { ingressclass.kubernetes.io/is-default-
 spec: { controller: traefik.io/ingress-controller }
 EOF
   node_start traefik in env KUBECONFIG="$KUBECONFIG_OUT" "$(bin_path traefik)" \
-    --entryPoints.web.address=:80 --providers.kubernetesingress=true --providers.kubernetescrd=true \
+    --entryPoints.web.address=:80 --entryPoints.websecure.address=:443 --entryPoints.websecure.http.tls=true \
+    --providers.kubernetesingress=true --providers.kubernetescrd=true \
     --providers.kubernetesingress.ingressendpoint.ip="$NODE_IP" \
     --ping=true --ping.entryPoint=web --log.level=WARN --accesslog=false --global.checknewversion=false --global.sendanonymoususage=false
   wait_for traefik 30 nsexec curl -sf http://127.0.0.1:80/ping
+}
+
+# Certificates for custom domains: cert-manager's controller (hack/cert-manager/main.go) as a process
+# of the host, issuing from a CA ClusterIssuer ($DOMAIN_ISSUER: a selfSigned issuer signs the CA
+# Certificate, whose Secret backs the CA issuer); and the DNS server the tests set records in
+# (Pebble's challenge test server on 127.0.0.1:$DNS_PORT, no default answers: a name without
+# records has none).
+node_tls() {
+  node_start cert-manager-controller out "$(bin_path cert-manager-controller)" --kubeconfig "$KUBECONFIG_OUT" \
+    --cluster-resource-namespace cert-manager --v=1
+  node_start pebble-challtestsrv out "$(bin_path pebble-challtestsrv)" -dnsserver "127.0.0.1:$DNS_PORT" \
+    -management "127.0.0.1:$DNS_MANAGEMENT_PORT" -http01 "" -https01 "" -doh "" -tlsalpn01 "" -defaultIPv4 "" -defaultIPv6 ""
+  kubectl_ apply --server-side -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: { name: cert-manager }
+---
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: { name: berth-selfsigned }
+spec: { selfSigned: {} }
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: { name: $DOMAIN_ISSUER, namespace: cert-manager }
+spec:
+  isCA: true
+  commonName: Berth local CA
+  secretName: $DOMAIN_ISSUER
+  duration: 87600h
+  privateKey: { algorithm: ECDSA, size: 256 }
+  issuerRef: { name: berth-selfsigned, kind: ClusterIssuer, group: cert-manager.io }
+---
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: { name: $DOMAIN_ISSUER }
+spec: { ca: { secretName: $DOMAIN_ISSUER } }
+EOF
+  wait_for "the CA ClusterIssuer $DOMAIN_ISSUER" 90 sh -c "'$(bin_path kubectl)' --kubeconfig '$KUBECONFIG_OUT' get clusterissuer $DOMAIN_ISSUER -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True"
+  wait_for "the DNS server" 15 curl -sf -o /dev/null -X POST -d '{"host":"probe.invalid."}' "http://127.0.0.1:$DNS_MANAGEMENT_PORT/clear-a"
 }
 
 # Unmounts what is mounted under the directories (deepest first) and removes the cgroup `name`,
@@ -445,7 +495,7 @@ node_down() {
     done
   fi
   local c
-  for c in traefik metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
+  for c in cert-manager-controller pebble-challtestsrv traefik metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
   # What the kubelet left running: kill the containers' tasks through containerd, then stop it.
   if node_running containerd; then
     local ctr; ctr=(env "$(bin_path ctr)" --address "$RUN/containerd.sock" -n k8s.io)
@@ -463,7 +513,9 @@ node_down() {
 # What tests and hack/up need to know about the node, as shell exports.
 node_env() {
   echo "export BERTH_REGISTRY=127.0.0.1:$REGISTRY_PORT"
-  echo "export BERTH_INGRESS_URL=http://127.0.0.1:$INGRESS_PORT"
+  echo "export BERTH_INGRESS_URL=http://127.0.0.1:$INGRESS_PORT BERTH_INGRESS_TLS_URL=https://127.0.0.1:$INGRESS_TLS_PORT"
+  # custom domains: the DNS server tests set records in, and the ClusterIssuer of their certificates
+  echo "export BERTH_DNS_RESOLVER=127.0.0.1:$DNS_PORT BERTH_DNS_MANAGEMENT_URL=http://127.0.0.1:$DNS_MANAGEMENT_PORT BERTH_DOMAIN_ISSUER=$DOMAIN_ISSUER"
   echo "export BERTH_NODE_IP=$NODE_IP BERTH_NODE_NAME=$NODE_NAME BERTH_HOST_API_PORT=$HOST_API_PORT"
   # git push $BERTH_GIT_URL/<name>.git from the host; Apps name $BERTH_GIT_CLUSTER_URL/<name>.git (what build Jobs reach)
   echo "export BERTH_GIT_URL=http://127.0.0.1:$GIT_PORT BERTH_GIT_CLUSTER_URL=http://$NODE_IP:$GIT_PORT BERTH_GIT_CREDENTIALS=$GIT_CREDENTIALS"

@@ -2,7 +2,7 @@
 // a condition's lastTransitionTime moves only when its status does.
 import type * as k8s from "@kubernetes/client-node";
 import type { AppSpec, AppStatus, Condition } from "../../crds/schemas.ts";
-import { setConditions, type ConditionInput } from "../../kube/conditions.ts";
+import { conditionTransitions, setConditions, type ConditionInput } from "../../kube/conditions.ts";
 import { appUrl } from "../../crds/app.ts";
 import { desiredReplicas, stableJson, type BuildConfig } from "./builders.ts";
 import { phaseOf } from "../../crds/release.ts";
@@ -329,12 +329,8 @@ export interface StatusEvent { type: "Normal" | "Warning"; reason: string; messa
  */
 export function statusEvents(prev: AppStatus | undefined, next: AppStatus): StatusEvent[] {
   const out: StatusEvent[] = [];
-  for (const type of EVENT_CONDITIONS) {
-    const c = next.conditions?.find((x) => x.type === type);
-    if (!c) continue;
-    const was = prev?.conditions?.find((x) => x.type === type);
-    if (was && was.status === c.status && was.reason === c.reason) continue;
-    if (type === "Built" && c.reason === "PrebuiltImage") continue;
+  for (const { condition: c } of conditionTransitions(prev?.conditions, next.conditions, EVENT_CONDITIONS)) {
+    if (c.type === "Built" && c.reason === "PrebuiltImage") continue;
     if (out.some((e) => e.reason === c.reason)) continue;
     out.push({ type: FAILURE_REASONS.has(c.reason) ? "Warning" : "Normal", reason: c.reason, message: c.message });
   }

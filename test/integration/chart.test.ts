@@ -444,6 +444,11 @@ const allowed: Check[] = [
   ["api", "get", "secrets"], // a service's <app>-env Secret (its environment variables)
   ["api", "create", "secrets"],
   ["api", "patch", "secrets"],
+  ["api", "get", "domains.berth.dev"], // custom domains: created, read, annotated (verify now) and deleted
+  ["api", "list", "domains.berth.dev", { ns: "*" }], // one service per domain cluster-wide: other workspaces' claims
+  ["operator", "watch", "domains.berth.dev", { ns: "*" }],
+  ["operator", "patch", "domains.berth.dev", { subresource: "status" }],
+  ["operator", "create", "certificates.cert-manager.io"],
 ];
 const denied: Check[] = [
   ["operator", "delete", "namespaces"],
@@ -476,7 +481,8 @@ const denied: Check[] = [
   ["api", "delete", "secrets"], // they go with their App (owner reference)
   ["api", "delete", "namespaces"],
   ["api", "list", "namespaces"],
-  ["api", "get", "domains.berth.dev"],
+  ["api", "patch", "domains.berth.dev", { subresource: "status" }], // a Domain's status is the operator's
+  ["api", "create", "certificates.cert-manager.io"],
   ["api", "patch", "apps.berth.dev", { subresource: "status" }],
   ["api", "create", "leases.coordination.k8s.io", { ns: "<release>" }],
   ["api", "create", "pods"],

@@ -1,0 +1,43 @@
+// Custom domain endpoints (SPEC.md part 4 "Custom domains"; docs/domains.md): one definition validates and documents each.
+import { z } from "zod";
+import { defineRoute, type RouteDef } from "../http/route.ts";
+import { AppParams } from "../apps/schemas.ts";
+import { AddDomainBody, CustomDomain, CustomDomainList, type DomainsService } from "./service.ts";
+
+const tags = ["Custom domains"];
+const DomainParams = AppParams.extend({ domainId: z.string().min(1).max(253) }).strict();
+
+export function domainRoutes(d: DomainsService): RouteDef[] {
+  return [
+    defineRoute({
+      method: "post", path: "/workspaces/:wsId/apps/:appId/domains", operationId: "addDomain", tags, auth: "workspace",
+      summary: "Add a custom domain",
+      description: "The name is lower-cased and an internationalized name converted to punycode. Refused (422): not a fully qualified name, a wildcard, the platform's base domain or a name under it. 409 domain_taken: another service holds it (a domain belongs to one service in the whole platform). Then point a CNAME at dnsTarget; the domain is checked at once and again with backoff for 48 hours.",
+      params: AppParams, body: AddDomainBody, responses: { 201: CustomDomain },
+      handler: async ({ params, body }) => {
+        const created = await d.add(params.wsId, params.appId, body);
+        return { status: 201, body: created, headers: { Location: `/api/v1/workspaces/${params.wsId}/apps/${params.appId}/domains/${created.id}` } };
+      },
+    }),
+    defineRoute({
+      method: "get", path: "/workspaces/:wsId/apps/:appId/domains", operationId: "listDomains", tags, auth: "workspace",
+      summary: "List a service's custom domains with their verification and TLS status",
+      params: AppParams, responses: { 200: CustomDomainList },
+      handler: async ({ params }) => ({ status: 200, body: await d.list(params.wsId, params.appId) }),
+    }),
+    defineRoute({
+      method: "post", path: "/workspaces/:wsId/apps/:appId/domains/:domainId/verify", operationId: "verifyDomain", tags, auth: "workspace",
+      summary: "Check the domain's DNS now",
+      description: "Returns the domain with the check's outcome (200), or with its current state (202) when the check takes longer than a few seconds. Works after the 48-hour window too.",
+      params: DomainParams, body: z.object({}).strict().optional(), responses: { 200: CustomDomain, 202: CustomDomain },
+      handler: async ({ params }) => d.verify(params.wsId, params.appId, params.domainId),
+    }),
+    defineRoute({
+      method: "delete", path: "/workspaces/:wsId/apps/:appId/domains/:domainId", operationId: "deleteDomain", tags, auth: "workspace",
+      summary: "Remove a custom domain",
+      description: "Removes its route, its certificate and the certificate's Secret.",
+      params: DomainParams, responses: { 204: null },
+      handler: async ({ params }) => { await d.remove(params.wsId, params.appId, params.domainId); return { status: 204 }; },
+    }),
+  ];
+}

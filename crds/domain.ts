@@ -1,0 +1,194 @@
+// What the API and the operator share about custom domains (docs/domains.md): the name rules, the
+// claim rule (one App per domain in the whole cluster), the DNS verification decision, the
+// re-check schedule and the TLS status from a cert-manager Certificate. Pure: no I/O, time passed in.
+import { createHash } from "node:crypto";
+import { domainToASCII } from "node:url";
+import { API_VERSION, FQDN, type DomainSpec, type DomainStatus, type TlsStatus } from "./schemas.ts";
+
+/** A Domain as read from the API server (the clients' object types satisfy it). */
+export interface DomainObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata: {
+    name?: string; namespace?: string; uid?: string; generation?: number; resourceVersion?: string;
+    creationTimestamp?: string | Date; deletionTimestamp?: string | Date;
+    labels?: Record<string, string>; annotations?: Record<string, string>;
+  };
+  spec: DomainSpec;
+  status?: DomainStatus;
+}
+
+export function domainRef(namespace: string, name: string): { apiVersion: string; kind: "Domain"; namespace: string; name: string } {
+  return { apiVersion: API_VERSION, kind: "Domain", namespace, name };
+}
+
+/**
+ * Annotation by which a check is asked for now (POST .../verify writes it; `kubectl annotate` does
+ * the same): its value is an opaque token that the operator copies to status.handledVerifyRequest
+ * once it has checked.
+ */
+export const VERIFY_REQUEST_ANNOTATION = "berth.dev/verify-requested";
+/** Label on a Domain's children (Service, Ingress, Certificate, the certificate's Secret) naming it. */
+export const DOMAIN_LABEL = "berth.dev/domain";
+
+/** DNS propagation can take this long (SPEC.md part 8): unverified domains are re-checked until then. */
+export const VERIFICATION_WINDOW_MS = 48 * 3600_000;
+const MIN_RECHECK_MS = 30_000;
+const MAX_RECHECK_MS = 30 * 60_000;
+
+// ---- names --------------------------------------------------------------------------------------
+
+export type NameCheck = { ok: true; domain: string } | { ok: false; code: string; message: string };
+
+/**
+ * A requested domain as Berth stores it, or why it is refused: surrounding spaces and one trailing
+ * dot dropped, lower-cased, an internationalized name converted to punycode (IDNA, as browsers
+ * do); then a fully qualified name of at least two labels, each at most 63 characters, at most 253
+ * in all, a letter-led top-level label (so no IP address); no wildcard; not the platform's base
+ * domain nor a name under it (those are the Apps' default hosts); not the ingress host.
+ */
+export function checkDomainName(input: string, rules: { baseDomain: string; ingressHost?: string | undefined }): NameCheck {
+  let name = input.trim();
+  if (name.endsWith(".")) name = name.slice(0, -1);
+  if (name.includes("*")) return { ok: false, code: "wildcard_not_supported", message: "Wildcard domains are not supported: add each host (www.example.com, shop.example.com) as its own domain." };
+  if (name.length === 0) return { ok: false, code: "invalid_domain", message: "The domain is empty." };
+  const ascii = domainToASCII(name.toLowerCase());
+  if (!ascii) return { ok: false, code: "invalid_domain", message: `${input} is not a valid domain name.` };
+  if (ascii.length > 253) return { ok: false, code: "invalid_domain", message: `${ascii} is longer than 253 characters.` };
+  const labels = ascii.split(".");
+  if (labels.length < 2) return { ok: false, code: "invalid_domain", message: `${ascii} is not fully qualified: use a name such as www.example.com.` };
+  const long = labels.find((l) => l.length > 63);
+  if (long) return { ok: false, code: "invalid_domain", message: `The label ${long.slice(0, 20)}... is longer than 63 characters.` };
+  if (!new RegExp(FQDN).test(ascii)) return { ok: false, code: "invalid_domain", message: `${ascii} is not a valid domain name: labels are letters, digits and '-' (not first or last), and the last one starts with a letter.` };
+  const base = rules.baseDomain.toLowerCase().replace(/\.$/, "");
+  if (ascii === base || ascii.endsWith(`.${base}`)) {
+    return { ok: false, code: "platform_domain", message: `${ascii} is the platform's own domain (${base}): every service already has <slug>.${base}; add a domain you control.` };
+  }
+  const ingress = rules.ingressHost?.toLowerCase().replace(/\.$/, "");
+  if (ingress && ascii === ingress) return { ok: false, code: "platform_domain", message: `${ascii} is the platform's ingress host: point your domain at it instead.` };
+  return { ok: true, domain: ascii };
+}
+
+// ---- the claim rule -----------------------------------------------------------------------------
+
+const time = (t: string | Date | undefined): number => (t === undefined ? 0 : new Date(t).getTime());
+const alive = (d: DomainObject) => !d.metadata.deletionTimestamp;
+
+/**
+ * Which of the Domains naming one domain holds it: a domain belongs to one App in the whole
+ * cluster, and the first verified claim wins (earliest verifiedAt; then the older Domain; then
+ * the uid, so that every reader picks the same one). Undefined while none is verified.
+ */
+export function claimHolder<D extends DomainObject>(claims: readonly D[]): D | undefined {
+  return claims.filter((d) => alive(d) && d.status?.verified === true)
+    .sort((a, b) => time(a.status?.verifiedAt) - time(b.status?.verifiedAt) || time(a.metadata.creationTimestamp) - time(b.metadata.creationTimestamp) || (a.metadata.uid ?? "").localeCompare(b.metadata.uid ?? ""))[0];
+}
+
+/**
+ * Whether another App's Domain keeps a new claim from being added: a verified claim always, an
+ * unverified one while it is within its 48-hour verification window (after that it no longer
+ * blocks anyone: a claim nobody verified cannot squat a name).
+ */
+export function blocksNewClaim(other: DomainObject, now: Date): boolean {
+  if (!alive(other)) return false;
+  if (other.status?.verified === true) return true;
+  return now.getTime() - time(other.metadata.creationTimestamp) < VERIFICATION_WINDOW_MS;
+}
+
+// ---- verification -------------------------------------------------------------------------------
+
+/** What DNS answered for the domain (the resolver's error codes kept as they are). */
+export interface DnsObservation {
+  /** CNAME targets of the domain; [] when it has none. */
+  cname: readonly string[];
+  /** A and AAAA addresses of the domain (after any CNAME); [] when none. */
+  addresses: readonly string[];
+  /** Addresses of the ingress host. */
+  ingressAddresses: readonly string[];
+  /** A resolver failure other than "no such record" (SERVFAIL, timeout, refused): the answer is unknown. */
+  error?: string | undefined;
+}
+
+export interface Verification { verified: boolean; reason: string; message: string; method?: "cname" | "address" }
+
+const bare = (h: string) => h.toLowerCase().replace(/\.$/, "");
+
+/**
+ * The verification decision. Verified when the domain's CNAME points at the ingress host, or (an
+ * apex, which cannot have a CNAME; or a flattened ALIAS) when it has A/AAAA records and every one
+ * of them is an address of the ingress host.
+ */
+export function decideVerification(domain: string, ingressHost: string, dns: DnsObservation): Verification {
+  const target = bare(ingressHost);
+  if (dns.cname.some((c) => bare(c) === target)) return { verified: true, reason: "CnameMatches", message: `${domain} is a CNAME of ${target}`, method: "cname" };
+  const ingress = new Set(dns.ingressAddresses);
+  if (dns.addresses.length > 0 && ingress.size > 0 && dns.addresses.every((a) => ingress.has(a))) {
+    return { verified: true, reason: "AddressMatches", message: `${domain} resolves to ${[...new Set(dns.addresses)].join(", ")}, the addresses of ${target}`, method: "address" };
+  }
+  if (dns.error) return { verified: false, reason: "DnsError", message: `DNS could not be asked about ${domain} (${dns.error}); it is asked again later` };
+  if (dns.cname.length > 0) return { verified: false, reason: "WrongCnameTarget", message: `${domain} is a CNAME of ${bare(dns.cname[0]!)}, not of ${target}: point it at ${target}` };
+  if (dns.addresses.length > 0) {
+    if (ingress.size === 0) return { verified: false, reason: "IngressHostUnresolved", message: `${domain} has A/AAAA records but the ingress host ${target} does not resolve, so they cannot be compared: use a CNAME to ${target}` };
+    return { verified: false, reason: "WrongAddress", message: `${domain} resolves to ${dns.addresses.join(", ")}, not to ${target} (${[...ingress].join(", ")}): use a CNAME to ${target}, or for an apex A/AAAA records of those addresses` };
+  }
+  return { verified: false, reason: "RecordNotFound", message: `${domain} has no CNAME (nor A/AAAA) record: create the record ${domain} CNAME ${target}` };
+}
+
+/**
+ * When an unverified domain is checked again: after a tenth of its age, at least 30 seconds and
+ * at most 30 minutes apart (about 120 checks in all), until 48 hours after it was added; then
+ * checks stop (only a POST .../verify checks again). `expired` once the window is over.
+ */
+export function nextCheck(createdAt: Date, lastCheckedAt: Date | undefined, now: Date): { at: Date } | { expired: true } {
+  const end = createdAt.getTime() + VERIFICATION_WINDOW_MS;
+  if (now.getTime() >= end) return { expired: true };
+  if (!lastCheckedAt) return { at: now };
+  const age = Math.max(0, lastCheckedAt.getTime() - createdAt.getTime());
+  const delay = Math.min(MAX_RECHECK_MS, Math.max(MIN_RECHECK_MS, Math.round(age / 10)));
+  return { at: new Date(Math.min(lastCheckedAt.getTime() + delay, end)) };
+}
+
+// ---- TLS ----------------------------------------------------------------------------------------
+
+/** What the TLS status reads of a cert-manager Certificate. */
+export interface CertificateView {
+  conditions?: readonly { type: string; status: string; reason?: string | undefined; message?: string | undefined }[] | undefined;
+  notAfter?: string | undefined;
+  renewalTime?: string | undefined;
+  lastFailureTime?: string | undefined;
+}
+
+/**
+ * tlsStatus from the domain's Certificate (TLS_STATUSES). No Certificate: pending. Then by what
+ * serves: a certificate past its notAfter is expired; a Ready one is active, or expiring once its
+ * renewal time has passed (the renewal is due and has not succeeded); not Ready: failed when
+ * cert-manager reports the issuance failed (Issuing False, reason Failed, or a failure time and no
+ * issuance under way), issuing otherwise.
+ */
+export function tlsStatusOf(cert: CertificateView | undefined, now: Date): { status: TlsStatus; message: string } {
+  if (!cert) return { status: "pending", message: "No certificate has been requested yet: the domain must be verified first" };
+  const cond = (t: string) => cert.conditions?.find((c) => c.type === t);
+  const ready = cond("Ready"), issuing = cond("Issuing");
+  const t = now.getTime();
+  if (cert.notAfter && time(cert.notAfter) <= t) return { status: "expired", message: `The certificate expired at ${cert.notAfter}${issuing?.status === "True" ? "; a new one is being issued" : ""}` };
+  if (ready?.status === "True") {
+    if (cert.renewalTime && time(cert.renewalTime) <= t) return { status: "expiring", message: `The certificate is valid until ${cert.notAfter ?? "(unknown)"}; its renewal was due at ${cert.renewalTime} and has not succeeded yet` };
+    return { status: "active", message: `The certificate is valid until ${cert.notAfter ?? "(unknown)"}` };
+  }
+  const failed = (issuing?.status === "False" && issuing.reason === "Failed") || (!!cert.lastFailureTime && issuing?.status !== "True");
+  if (failed) return { status: "failed", message: `Issuance failed: ${issuing?.message ?? ready?.message ?? "see the Certificate's events"}; cert-manager retries with backoff` };
+  return { status: "issuing", message: ready?.message ? `Issuing: ${ready.message}` : "The certificate is being issued" };
+}
+
+const digest = (s: string, n: number) => createHash("sha256").update(s).digest("hex").slice(0, n);
+
+/** Names of a Domain's children: the Certificate and Ingress carry the Domain's name, the Secret <name>-tls, the Service (a DNS label) a hash of it. */
+export function domainChildNames(domainName: string): { ingress: string; certificate: string; secret: string; service: string } {
+  const secret = domainName.length <= 249 ? `${domainName}-tls` : `${domainName.slice(0, 236)}-${digest(domainName, 8)}-tls`;
+  return { ingress: domainName, certificate: domainName, secret, service: `domain-${digest(domainName, 12)}` };
+}
+
+/** The DOMAIN_LABEL value for a Domain: its name, or a hash of it when longer than a label value may be (63). */
+export function domainLabelValue(domainName: string): string {
+  return domainName.length <= 63 ? domainName : `sha256-${digest(domainName, 40)}`;
+}
