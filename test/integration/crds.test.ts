@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as yaml from "js-yaml";
 import * as k8s from "@kubernetes/client-node";
-import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
+import { API_VERSION, KINDS, AppSpec } from "../../crds/schemas.ts";
 import { apiError, deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 
 const k = kube();
@@ -21,7 +21,7 @@ test("every generated CRD is Established and serves its kind", async (t) => {
   const ext = k.kc.makeApiClient(k8s.ApiextensionsV1Api);
   const dir = join(import.meta.dirname, "../../crds/generated");
   const files = readdirSync(dir).filter((f) => f.endsWith(".yaml"));
-  t.is(files.length, 3);
+  t.is(files.length, KINDS.length);
   for (const f of files) {
     const doc = yaml.load(readFileSync(join(dir, f), "utf8")) as { metadata: { name: string } };
     const crd = await ext.readCustomResourceDefinition({ name: doc.metadata.name });
@@ -47,7 +47,8 @@ const refused: [string, Record<string, unknown>, string][] = [
   ["cpuTargetUtilization 101", { cpuTargetUtilization: 101 }, "spec.cpuTargetUtilization"],
   ["an unknown type", { type: "batch" }, "spec.type"],
   ["a slug that is not a DNS label", { slug: "Shop_1" }, "spec.slug"],
-  ["an http git URL", { gitRepoUrl: "http://git.example.com/x.git" }, "spec.gitRepoUrl"],
+  ["a git URL that is not http(s)", { gitRepoUrl: "git@github.com:acme/shop.git" }, "spec.gitRepoUrl"],
+  ["an ssh git URL", { gitRepoUrl: "ssh://git.example.com/x.git" }, "spec.gitRepoUrl"],
   ["a cron app without schedule", { type: "cron" }, "spec.schedule"],
   ["a dockerfile path escaping the repo", { dockerfilePath: "../Dockerfile" }, "spec.dockerfilePath"],
 ];
