@@ -86,7 +86,11 @@ async function serving(host: string, marker: string, t0: number): Promise<number
 async function namespace(prefix: string): Promise<string> {
   const name = `${prefix}-${Date.now().toString(36)}`;
   await core.createNamespace({ body: { metadata: { name } } });
-  return name;
+  // Pods are refused until the ServiceAccount controller has made "default", and the ReplicaSet
+  // controller then backs off for seconds: a side that starts at once would measure that.
+  for (;;) {
+    try { await core.readNamespacedServiceAccount({ name: "default", namespace: name }); return name; } catch { await new Promise((r) => setTimeout(r, 100)); }
+  }
 }
 
 async function drop(ns: string): Promise<void> {

@@ -60,7 +60,11 @@ const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b)
 async function namespace(prefix: string): Promise<string> {
   const name = `${prefix}-${Date.now().toString(36)}`;
   await core.createNamespace({ body: { metadata: { name } } });
-  return name;
+  // Pods are refused until the ServiceAccount controller has made "default", and the ReplicaSet
+  // controller then backs off for seconds: a side that starts at once would measure that.
+  for (;;) {
+    try { await core.readNamespacedServiceAccount({ name: "default", namespace: name }); return name; } catch { await new Promise((r) => setTimeout(r, 100)); }
+  }
 }
 
 async function drop(ns: string): Promise<void> {
