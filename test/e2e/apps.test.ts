@@ -9,51 +9,27 @@ import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { ENV_HASH_ANNOTATION } from "../../crds/app.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
-import type { RunningOperator } from "../../operator/main.ts";
-import { startApi, type TestApi } from "../helpers/api.ts";
+import type { TestApi } from "../helpers/api.ts";
 import { viaIngress as ingressRequest, type Answer, type IngressRequest } from "../helpers/ingress.ts";
 import { eventually, kube } from "../helpers/kube.ts";
-import { startTestOperator } from "../helpers/operator.ts";
-import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
-import { need } from "../helpers/e2e.ts";
-import { lockHostApiPort } from "../helpers/host-api-lock.ts";
+import { need, startOnNode, type OnNode } from "../helpers/e2e.ts";
 
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
 const REGISTRY = need("BERTH_REGISTRY");
-const NODE_IP = need("BERTH_NODE_IP");
 const NODE_NAME = need("BERTH_NODE_NAME");
-const HOST_API_PORT = need("BERTH_HOST_API_PORT");
 const DOMAIN = "apps.e2e.local";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
-let op: RunningOperator;
-let release: (() => void) | undefined;
+let node: OnNode | undefined;
 
 test.before(async () => {
-  release = await lockHostApiPort(); // test/e2e/shares.test.ts serves on the same port
-  // The pods reach this API by a cluster-local name, as they reach the chart's API Service: a
-  // Service in the release namespace whose endpoint is the node's side of the bridge to this port.
-  api = await startApi({ env: { BERTH_API_PORT: HOST_API_PORT, BERTH_BASE_DOMAIN: DOMAIN, BERTH_GOVERNANCE_HOST: `berth-api-e2e.${RELEASE_NAMESPACE}.svc.cluster.local` } });
-  await client.apply({ apiVersion: "v1", kind: "Service", metadata: { name: "berth-api-e2e", namespace: RELEASE_NAMESPACE }, spec: { ports: [{ name: "http", port: 80, protocol: "TCP" }] } }, "test");
-  await client.apply({
-    apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice",
-    metadata: { name: "berth-api-e2e", namespace: RELEASE_NAMESPACE, labels: { "kubernetes.io/service-name": "berth-api-e2e" } },
-    addressType: "IPv4", endpoints: [{ addresses: [NODE_IP], conditions: { ready: true } }], ports: [{ name: "http", port: Number(HOST_API_PORT), protocol: "TCP" }],
-  } as unknown as KubeObject, "test");
-  op = await startTestOperator({
-    namespace: api.namespace, apiUrl: api.url,
-    env: {
-      BERTH_BASE_DOMAIN: DOMAIN, BERTH_OPERATOR_RESYNC_SECONDS: "30",
-      // Berth's configuration keeps workloads on the real node (kwok stays for scale tests).
-      BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify({ "berth.dev/node": "real" }),
-      BERTH_WORKLOAD_TOLERATIONS: JSON.stringify([{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }]),
-    },
-  });
+  node = await startOnNode({ domain: DOMAIN });
+  api = node.api;
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); release?.(); });
+test.after.always(async () => { await node?.stop(); });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 type App = KubeObject & { status?: { phase?: string; observedGeneration?: number; conditions?: { type: string; status: string; reason: string; message: string }[] } };

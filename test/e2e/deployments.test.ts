@@ -13,15 +13,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildBerthImages } from "../../hack/berth-images.ts";
 import { IMAGES } from "../../hack/images.ts";
-import { KubeClient } from "../../kube/client.ts";
-import type { RunningOperator } from "../../operator/main.ts";
-import { startApi, type TestApi } from "../helpers/api.ts";
-import { need } from "../helpers/e2e.ts";
-import { lockHostApiPort } from "../helpers/host-api-lock.ts";
+import type { TestApi } from "../helpers/api.ts";
+import { need, startOnNode, type OnNode } from "../helpers/e2e.ts";
 import { viaIngress } from "../helpers/ingress.ts";
 import { eventually, kube, uniqueName } from "../helpers/kube.ts";
-import { startTestOperator } from "../helpers/operator.ts";
-import { RELEASE_NAMESPACE } from "../helpers/identities.ts";
 
 const INGRESS = need("BERTH_INGRESS_URL");
 const REGISTRY = need("BERTH_REGISTRY");
@@ -29,16 +24,11 @@ const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
 const BUILDKIT_CLUSTER = need("BERTH_BUILDKIT_CLUSTER_ADDR");
 const GIT = need("BERTH_GIT_URL");
 const GIT_CLUSTER = need("BERTH_GIT_CLUSTER_URL");
-const NODE_IP = need("BERTH_NODE_IP");
-/** The one port the node's bridge forwards to an API on the host (test/helpers/host-api-lock.ts: files take turns). */
-const HOST_API_PORT = need("BERTH_HOST_API_PORT");
 const DOMAIN = "builds.e2e.local";
 
 const k = kube();
-const client = new KubeClient(k.kc);
 let api: TestApi;
-let op: RunningOperator;
-let release: (() => void) | undefined;
+let node: OnNode | undefined;
 let dir = "";
 const repo = uniqueName("site");
 let src = "";
@@ -59,32 +49,20 @@ const DOCKERFILE = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nCOP
 
 test.before(async () => {
   const [builder] = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder"], log: (l) => console.log(`[berth-images] ${l}`) });
-  release = await lockHostApiPort(); // the other end-to-end files serve on the same port
-  api = await startApi({ env: { BERTH_API_PORT: HOST_API_PORT, BERTH_BASE_DOMAIN: DOMAIN, BERTH_GOVERNANCE_HOST: `berth-api-e2e.${RELEASE_NAMESPACE}.svc.cluster.local` } });
-  await client.apply({ apiVersion: "v1", kind: "Service", metadata: { name: "berth-api-e2e", namespace: RELEASE_NAMESPACE }, spec: { ports: [{ name: "http", port: 80, protocol: "TCP" }] } }, "test");
-  await client.apply({
-    apiVersion: "discovery.k8s.io/v1", kind: "EndpointSlice",
-    metadata: { name: "berth-api-e2e", namespace: RELEASE_NAMESPACE, labels: { "kubernetes.io/service-name": "berth-api-e2e" } },
-    addressType: "IPv4", endpoints: [{ addresses: [NODE_IP], conditions: { ready: true } }], ports: [{ name: "http", port: Number(HOST_API_PORT), protocol: "TCP" }],
-  } as never, "test");
-  op = await startTestOperator({
-    namespace: api.namespace, apiUrl: api.url,
-    env: {
-      BERTH_BASE_DOMAIN: DOMAIN, BERTH_OPERATOR_RESYNC_SECONDS: "30",
-      BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify({ "berth.dev/node": "real" }),
-      BERTH_WORKLOAD_TOLERATIONS: JSON.stringify([{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }]),
+  node = await startOnNode({
+    domain: DOMAIN,
+    operatorEnv: {
       BERTH_BUILDER_IMAGE: builder!.reference, BERTH_BUILDKIT_HOST: BUILDKIT_CLUSTER, BERTH_BUILD_REGISTRY: REGISTRY, BERTH_BUILD_REGISTRY_INSECURE: "true",
       BERTH_BUILD_BASE_IMAGES: JSON.stringify({ node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}` }),
     },
   });
+  api = node.api;
   dir = mkdtempSync(join(tmpdir(), "berth-e2e-git-"));
   src = join(dir, "src");
   execFileSync("git", ["init", "-q", "-b", "main", src]);
 });
 test.after.always(async () => {
-  await op?.stop();
-  await api?.stop();
-  release?.();
+  await node?.stop();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 

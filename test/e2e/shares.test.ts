@@ -6,13 +6,10 @@
 // public App served with no check. Then the benchmark of the check (hack/bench/forward-auth.ts).
 import test from "ava";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
-import type { RunningOperator } from "../../operator/main.ts";
-import { startApi, type TestApi } from "../helpers/api.ts";
+import type { TestApi } from "../helpers/api.ts";
 import { viaIngress as ingressRequest, type Answer, type IngressRequest } from "../helpers/ingress.ts";
 import { eventually, kube } from "../helpers/kube.ts";
-import { startTestOperator } from "../helpers/operator.ts";
-import { need } from "../helpers/e2e.ts";
-import { lockHostApiPort } from "../helpers/host-api-lock.ts";
+import { need, startOnNode, type OnNode } from "../helpers/e2e.ts";
 import { benchForwardAuth, formatBench } from "../../hack/bench/forward-auth.ts";
 
 const INGRESS = need("BERTH_INGRESS_URL");
@@ -23,24 +20,18 @@ const DOMAIN = "apps.shares-e2e.local";
 
 const client = new KubeClient(kube().kc);
 let api: TestApi;
-let op: RunningOperator;
-let release: (() => void) | undefined;
+let node: OnNode | undefined;
 
 test.before(async () => {
-  release = await lockHostApiPort(); // test/e2e/apps.test.ts serves on the same port
-  api = await startApi({ env: { BERTH_API_PORT: HOST_API_PORT, BERTH_BASE_DOMAIN: DOMAIN, BERTH_SHARE_COOKIE_KEY: "an-e2e-share-cookie-key-of-32-chars-or-more" } });
-  op = await startTestOperator({
-    namespace: api.namespace,
-    env: {
-      BERTH_BASE_DOMAIN: DOMAIN, BERTH_OPERATOR_RESYNC_SECONDS: "30",
-      // Traefik runs in the node's network namespace: it reaches this API over the node's bridge.
-      BERTH_FORWARD_AUTH_URL: `http://${NODE_IP}:${HOST_API_PORT}/api/v1/forward-auth`,
-      BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify({ "berth.dev/node": "real" }),
-      BERTH_WORKLOAD_TOLERATIONS: JSON.stringify([{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }]),
-    },
+  node = await startOnNode({
+    domain: DOMAIN, governance: false,
+    apiEnv: { BERTH_SHARE_COOKIE_KEY: "an-e2e-share-cookie-key-of-32-chars-or-more" },
+    // Traefik runs in the node's network namespace: it reaches this API over the node's bridge.
+    operatorEnv: { BERTH_FORWARD_AUTH_URL: `http://${NODE_IP}:${HOST_API_PORT}/api/v1/forward-auth` },
   });
+  api = node.api;
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); release?.(); });
+test.after.always(async () => { await node?.stop(); });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 const viaIngress = (slug: string, path = "/", opts: IngressRequest = {}): Promise<Answer> => ingressRequest(INGRESS, `${slug}.${DOMAIN}`, path, opts);
