@@ -11,7 +11,7 @@ import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { CHILD_KINDS, MANAGED_BY, childKinds, type BuildConfig } from "./app/builders.ts";
 import type { ReleaseObject } from "./release/builders.ts";
-import { appOfRelease, releaseOfObject, ReleaseReconciler } from "./release/reconcile.ts";
+import { appOfRelease, releaseOfObject, releasesOfApp, ReleaseReconciler } from "./release/reconcile.ts";
 import type { BuildSettings } from "./release/builders.ts";
 import { AppReconciler, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
@@ -71,7 +71,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     name: "release",
     primary: releases as unknown as Informer<KubeObject>,
     owned: [jobs],
-    watches: [{ informer: pods, map: releaseOfObject }],
+    watches: [{ informer: pods, map: releaseOfObject }, { informer: apps as unknown as Informer<KubeObject>, map: releasesOfApp(releases) }],
     reconciler: new ReleaseReconciler({ client, releases, apps, jobs, pods, build: buildSettings(cfg), cfg: buildConfig, events, now: () => new Date() }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,

@@ -36,6 +36,16 @@ export function releaseOfObject(obj: KubeObject): Request[] {
   return r && obj.metadata.namespace ? [{ namespace: obj.metadata.namespace, name: r }] : [];
 }
 
+/**
+ * The releases of an App, to wake the Release controller when the App appears or changes: a
+ * release created right after its App may arrive before the App is in the cache.
+ */
+export function releasesOfApp(releases: Informer<ReleaseObject>): (app: KubeObject) => Request[] {
+  return (app) => app.metadata.namespace
+    ? releases.list(app.metadata.namespace).filter((r) => r.spec?.appRef?.name === app.metadata.name).map((r) => ({ namespace: app.metadata.namespace!, name: r.metadata.name! }))
+    : [];
+}
+
 /** The App of a Release (its appRef), to wake the App controller when a release moves. */
 export function appOfRelease(obj: KubeObject): Request[] {
   const app = (obj as ReleaseObject).spec?.appRef?.name;
@@ -75,7 +85,7 @@ export class ReleaseReconciler implements Reconciler {
     const phase = phaseOf(r);
     if (isFinal(phase) || phase === "deploying" || phase === "succeeded") return;
     const app = this.deps.apps.get(namespace, r.spec.appRef.name);
-    if (!app) return; // the App is gone: its releases follow it (owner references)
+    if (!app) return; // not in the cache yet (its watch brings it: releasesOfApp), or gone: its releases follow it (owner references)
     const now = this.deps.now().toISOString();
 
     if (overtaken(r, siblings)) {

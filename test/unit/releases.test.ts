@@ -6,6 +6,7 @@ import { jobName, overtaken, releasesToPrune, servingRelease } from "../../crds/
 import { AppSpec, type ReleasePhase } from "../../crds/schemas.ts";
 import { buildJob, gitCredentialsSecret, imageRepository, jobOutcome, parseBuildResult, releaseJob, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
 import { computeStatus } from "../../operator/app/status.ts";
+import { releasesOfApp } from "../../operator/release/reconcile.ts";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";
 const IMG = `127.0.0.1:5000/apps/ns/web@sha256:${"a".repeat(64)}`;
@@ -132,4 +133,10 @@ test("a Git App's status tells its releases: building, build_failed with the old
   t.like(ok.pipeline?.build, { status: "succeeded", buildpack: "node", imageTag: IMG, durationSeconds: 42 });
   t.like(ok.pipeline?.source, { lastCommitSha: SHA, lastCommitMessage: "commit 1" });
   t.like(ok.conditions?.find((c) => c.type === "Built"), { status: "True", reason: "Built" });
+});
+
+test("an App's event wakes its releases (a release may reach the cache before its App)", (t) => {
+  const cache = { list: (ns: string) => (ns === "ns" ? [rel(1), rel(2), { ...rel(3), spec: { ...rel(3).spec, appRef: { name: "other" } } }] : []) } as unknown as Parameters<typeof releasesOfApp>[0];
+  t.deepEqual(releasesOfApp(cache)({ metadata: { name: "web", namespace: "ns" } }), [{ namespace: "ns", name: "web-1" }, { namespace: "ns", name: "web-2" }]);
+  t.deepEqual(releasesOfApp(cache)({ metadata: { name: "web", namespace: "elsewhere" } }), []);
 });
