@@ -20,14 +20,14 @@ test("/healthz is 200 while the process serves; /readyz follows the database and
 
   const ready = await api.fetchJson("GET", "/readyz", { key: null });
   t.is(ready.status, 200);
-  t.deepEqual(ready.body, { status: "ready", checks: { "app-cache": true, database: true, flaky: true, steady: true } });
+  t.deepEqual(ready.body, { status: "ready", checks: { "app-cache": true, database: true, flaky: true, "share-cache": true, steady: true } });
 
   flaky = false;
   const notReady = await api.fetchJson("GET", "/readyz", { key: null });
   t.is(notReady.status, 503);
   t.regex(notReady.headers.get("content-type") ?? "", /^application\/problem\+json/);
   t.is(notReady.body.code, "not_ready");
-  t.deepEqual(notReady.body.details, { checks: { "app-cache": true, database: true, flaky: false, steady: true } });
+  t.deepEqual(notReady.body.details, { checks: { "app-cache": true, database: true, flaky: false, "share-cache": true, steady: true } });
   t.is((await api.fetchJson("GET", "/healthz", { key: null })).status, 200, "liveness does not depend on readiness");
 
   flaky = true;

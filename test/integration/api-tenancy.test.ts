@@ -110,6 +110,7 @@ function idFor(name: string, w: Tenant, appId: string): string | undefined {
     case "traceId": return app?.traceId;
     case "keyId": return w.extraKeyId;
     case "id": return w.templateId;
+    case "namespace": return w.namespace; // the edge check names the App by its namespace
     default: return discovered.get(`${w.workspaceId}/${appId}/${name}`);
   }
 }
@@ -171,8 +172,10 @@ function pathOf(route: RouteDef, value: (name: string) => string | undefined): s
   return path;
 }
 
-/** A body the route's schema accepts: a known example, none when it takes none, or one generated from the schema's JSON Schema. */
+/** A body the route's schema accepts: a known example (a function for one that must be new each time), none when it takes none, or one generated from the schema's JSON Schema. */
 const EXAMPLES: Record<string, unknown> = {
+  // a domain belongs to one App in the whole cluster: each add names a new one
+  addDomain: () => ({ domain: `t${crypto.randomUUID().slice(0, 8)}.tenancy.example.com` }),
   createService: { name: "Intruder", slug: "intruder" },
   updateService: { name: "Renamed by A" },
   createApiKey: { name: "intruder" },
@@ -188,7 +191,8 @@ function bodyFor(route: RouteDef): { body?: unknown } | { error: string } {
   if (!route.body) return {};
   const example = Object.hasOwn(EXAMPLES, route.operationId);
   if (!example && bodyOptional(route.body)) return {};
-  const candidate = example ? EXAMPLES[route.operationId] : generate(z.toJSONSchema(route.body, { io: "input", unrepresentable: "any" }));
+  const known = EXAMPLES[route.operationId];
+  const candidate = example ? (typeof known === "function" ? (known as () => unknown)() : known) : generate(z.toJSONSchema(route.body, { io: "input", unrepresentable: "any" }));
   const ok = route.body.safeParse(candidate);
   return ok.success ? { body: candidate } : { error: `${route.operationId}: no valid example body (add one to EXAMPLES): ${ok.error.message}` };
 }
