@@ -99,7 +99,7 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
-    deployments: new DeploymentsService({ kube, apps, orm, namespaceOf }),
+    deployments: new DeploymentsService({ kube, apps: appsService, orm }),
     env: new EnvService({ apps: appsService, kube }),
     domains: new DomainsService({ kube, apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
     appKeyVerifier: governance.keys.verifier(),

@@ -78,3 +78,8 @@ export function jobName(release: string, step: "build" | "release"): string {
   for (const c of full) h = (h * 31 + c.charCodeAt(0)) >>> 0;
   return `${release.slice(0, 63 - step.length - 10).replace(/-+$/, "")}-${h.toString(36).padStart(7, "0").slice(0, 7)}-${step}`.slice(0, 63);
 }
+
+/** The Secret (username, password) of gitInstallationId's repositories, in the App's namespace: read by build Jobs and the API's branch lookup. */
+export function gitCredentialsSecret(installationId: string): string {
+  return `git-credentials-${installationId.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 200)}`;
+}

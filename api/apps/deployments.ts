@@ -7,13 +7,11 @@ import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, COMMIT_SHA, RELEASE_PHASES, RELEASE_TRIGGERS, type ReleaseSpec } from "../../crds/schemas.ts";
-import { appRef } from "../../crds/app.ts";
-import { jobName, newestFirst, phaseOf, releaseName, releaseRef, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
+import { gitCredentialsSecret, jobName, newestFirst, phaseOf, releaseName, releaseRef, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
 import { API_FIELD_MANAGER, isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
-import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { BadRequestError, ConflictError, DomainError, NotFoundError, UnauthorizedError } from "../errors.ts";
-import type { AppObject } from "./service.ts";
+import type { AppObject, AppsService } from "./service.ts";
 
 export const DEPLOYMENTS_ACCESS: Access[] = [
   { group: groupOf(API_VERSION), resource: "releases", verbs: ["get", "list", "create"], why: "Deployments are Release resources: listed per service, read, and created by webhooks, manual deploys and rollbacks" },
@@ -72,15 +70,18 @@ export const WebhookOutcome = z.object({
 
 export interface DeploymentsDeps {
   kube: KubeClient;
-  apps: ReadYourWritesCache;
+  /** The services: a deployment's App is read as GET Service reads it (404 app_not_found alike). */
+  apps: Pick<AppsService, "load">;
   orm: MikroORM;
-  namespaceOf: (workspaceId: string) => Promise<string>;
 }
 
 /** A Release as the client reads it. */
 type ReleaseObject = KubeObject & Pick<ReleaseShape, "spec" | "status">;
 
 const webhookSecretName = (app: string) => `${app}-webhook`;
+
+/** A Secret that does not exist is undefined; any other failure (RBAC, the API server) is one. */
+const absent = (err: unknown): undefined => { if (isNotFound(err)) return undefined; throw err; };
 
 /** The API's view of a Release. */
 export function toDeployment(r: ReleaseObject): Deployment {
@@ -165,9 +166,8 @@ export class DeploymentsService {
   }
 
   async #app(wsId: string, appId: string): Promise<{ ns: string; app: AppObject; spec: AppSpec }> {
-    const ns = await this.#d.namespaceOf(wsId);
-    const app = await this.#d.apps.getOrFetch<AppObject>(appRef(ns, appId));
-    if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+    const app = await this.#d.apps.load(wsId, appId);
+    const ns = app.metadata.namespace!;
     const spec = AppSpec.safeParse(app.spec);
     if (!spec.success) throw new ConflictError("invalid_service", "The service's spec is invalid; fix it first (GET the service for its status).");
     return { ns, app, spec: spec.data };
@@ -276,8 +276,7 @@ export class DeploymentsService {
   // ---- webhooks -------------------------------------------------------------------------------
 
   async #gitCredentials(ns: string, installationId: string): Promise<{ username: string; password: string } | undefined> {
-    const name = `git-credentials-${installationId.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 200)}`;
-    const s = await this.#d.kube.core.readNamespacedSecret({ name, namespace: ns }).catch(() => undefined);
+    const s = await this.#d.kube.core.readNamespacedSecret({ name: gitCredentialsSecret(installationId), namespace: ns }).catch(absent);
     const get = (k: string) => (s?.data?.[k] ? Buffer.from(s.data[k], "base64").toString() : undefined);
     const username = get("username"), password = get("password");
     return username && password ? { username, password } : undefined;
@@ -304,7 +303,7 @@ export class DeploymentsService {
   }
 
   async #webhookSecret(ns: string, appId: string): Promise<string | undefined> {
-    const s = await this.#d.kube.core.readNamespacedSecret({ name: webhookSecretName(appId), namespace: ns }).catch(() => undefined);
+    const s = await this.#d.kube.core.readNamespacedSecret({ name: webhookSecretName(appId), namespace: ns }).catch(absent);
     const v = s?.data?.secret;
     return v ? Buffer.from(v, "base64").toString() : undefined;
   }

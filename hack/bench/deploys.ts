@@ -22,6 +22,7 @@ import * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
+import { benchNamespace, dropNamespace } from "./namespaces.ts";
 import { buildBerthImages } from "../berth-images.ts";
 import { IMAGES } from "../images.ts";
 import { binPath } from "../lib/pinned.ts";
@@ -83,25 +84,10 @@ async function serving(host: string, marker: string, t0: number): Promise<number
   throw new Error(`${host} did not serve ${marker} in 15 minutes`);
 }
 
-async function namespace(prefix: string): Promise<string> {
-  const name = `${prefix}-${Date.now().toString(36)}`;
-  await core.createNamespace({ body: { metadata: { name } } });
-  // Pods are refused until the ServiceAccount controller has made "default", and the ReplicaSet
-  // controller then backs off for seconds: a side that starts at once would measure that.
-  for (;;) {
-    try { await core.readNamespacedServiceAccount({ name: "default", namespace: name }); return name; } catch { await new Promise((r) => setTimeout(r, 100)); }
-  }
-}
-
-async function drop(ns: string): Promise<void> {
-  await core.deleteNamespace({ name: ns }).catch(() => undefined);
-  for (;;) { try { await core.readNamespace({ name: ns }); } catch { return; } await sleep(500); }
-}
-
 interface Sample { total: number; steps?: Record<string, number> }
 
 async function floor(n: number): Promise<Sample[]> {
-  const ns = await namespace("floor");
+  const ns = await benchNamespace(core, "floor");
   try {
     const shas = await Promise.all(Array.from({ length: n }, async (_, i) => { const marker = `floor ${ns} ${i} ${Math.random()}`; return { sha: await repo(`${ns}-f${i}`, marker), marker }; }));
     return await Promise.all(shas.map(async ({ sha, marker: m }, i) => {
@@ -123,13 +109,13 @@ async function floor(n: number): Promise<Sample[]> {
       const total = await serving(`${s.slug}.${DOMAIN}`, m, t0);
       return { total, steps: { clone: tClone - t0, "build+push": tBuild - tClone, rollout: t0 + total - tBuild } };
     }));
-  } finally { await drop(ns); }
+  } finally { await dropNamespace(core, ns); }
 }
 
 type Release = { status?: { phase?: string; buildStartedAt?: string; buildFinishedAt?: string; deployStartedAt?: string; deployedAt?: string } };
 
 async function berth(n: number, builderImage: string): Promise<Sample[]> {
-  const ns = await namespace("berth");
+  const ns = await benchNamespace(core, "berth");
   const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
     env: {
       PATH: process.env.PATH, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0",
@@ -170,7 +156,7 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
   } finally {
     op.kill("SIGTERM");
     await batch.deleteCollectionNamespacedJob({ namespace: ns }).catch(() => undefined);
-    await drop(ns);
+    await dropNamespace(core, ns);
   }
 }
 

@@ -19,6 +19,7 @@ import * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
+import { benchNamespace, dropNamespace } from "./namespaces.ts";
 
 const { values } = parseArgs({ options: { apps: { type: "string", default: "20" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.apps);
@@ -57,26 +58,8 @@ async function serving(host: string, t0: number): Promise<number> {
 
 const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!; };
 
-async function namespace(prefix: string): Promise<string> {
-  const name = `${prefix}-${Date.now().toString(36)}`;
-  await core.createNamespace({ body: { metadata: { name } } });
-  // Pods are refused until the ServiceAccount controller has made "default", and the ReplicaSet
-  // controller then backs off for seconds: a side that starts at once would measure that.
-  for (;;) {
-    try { await core.readNamespacedServiceAccount({ name: "default", namespace: name }); return name; } catch { await new Promise((r) => setTimeout(r, 100)); }
-  }
-}
-
-async function drop(ns: string): Promise<void> {
-  await core.deleteNamespace({ name: ns });
-  while (true) {
-    try { await core.readNamespace({ name: ns }); } catch { return; }
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
-
 async function floor(): Promise<number[]> {
-  const ns = await namespace("floor");
+  const ns = await benchNamespace(core, "floor");
   try {
     return await Promise.all(Array.from({ length: N }, async (_, i) => {
       const s = AppSpec.parse(spec(ns, i));
@@ -86,11 +69,11 @@ async function floor(): Promise<number[]> {
       for (const o of objs) await client.apply(o, OPERATOR_FIELD_MANAGER);
       return serving(`${s.slug}.${DOMAIN}`, t0);
     }));
-  } finally { await drop(ns); }
+  } finally { await dropNamespace(core, ns); }
 }
 
 async function berth(): Promise<number[]> {
-  const ns = await namespace("berth");
+  const ns = await benchNamespace(core, "berth");
   const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
     env: { PATH: process.env.PATH, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_BASE_DOMAIN: DOMAIN, BERTH_LOG_LEVEL: "warn",
       BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify(placement.nodeSelector), BERTH_WORKLOAD_TOLERATIONS: JSON.stringify(placement.tolerations) },
@@ -104,7 +87,7 @@ async function berth(): Promise<number[]> {
       await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `b${i}`, namespace: ns }, spec: s }, "bench");
       return serving(`${s.slug}.${DOMAIN}`, t0);
     }));
-  } finally { op.kill("SIGTERM"); await drop(ns); }
+  } finally { op.kill("SIGTERM"); await dropNamespace(core, ns); }
 }
 
 /** RSS (MiB) of a process and all its descendants. */

@@ -4,7 +4,7 @@
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, type AppSpec } from "../../crds/schemas.ts";
 import { envSecretName } from "../../crds/app.ts";
-import { jobName, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
+import { gitCredentialsSecret, jobName, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
 import type { KubeObject } from "../../kube/objects.ts";
 import { CONTAINER, MANAGED_BY, podSpec, withHash, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
 
@@ -27,11 +27,6 @@ export interface BuildSettings {
   cpuMillicores: number;
   memoryMi: number;
   timeoutSeconds: number;
-}
-
-/** Secret holding the credentials (username, password) of gitInstallationId's repositories, in the App's namespace. */
-export function gitCredentialsSecret(installationId: string): string {
-  return `git-credentials-${installationId.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 200)}`;
 }
 
 /** The repository a release's image is pushed to (without a tag). */

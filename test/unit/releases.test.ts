@@ -2,9 +2,9 @@
 // build result, and what an App's status says about its releases.
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
-import { jobName, overtaken, releasesToPrune, servingRelease } from "../../crds/release.ts";
+import { gitCredentialsSecret, jobName, overtaken, releasesToPrune, servingRelease } from "../../crds/release.ts";
 import { AppSpec, type ReleasePhase } from "../../crds/schemas.ts";
-import { buildJob, gitCredentialsSecret, imageRepository, jobOutcome, parseBuildResult, releaseJob, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
+import { buildJob, imageRepository, jobOutcome, parseBuildResult, releaseJob, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
 import { computeStatus } from "../../operator/app/status.ts";
 import { releasesOfApp } from "../../operator/release/reconcile.ts";
 
