@@ -13,11 +13,39 @@ export const REDACTED_KEYS = [
   "prompt", "response", "input", "output", "blockedContent",
 ] as const;
 
-export const REDACT_PATHS: string[] = [
-  ...REDACTED_KEYS.map((k) => `["${k}"]`),
-  ...REDACTED_KEYS.map((k) => `*["${k}"]`),
-  ...REDACTED_KEYS.map((k) => `*.*["${k}"]`),
-];
+const REDACTED = new Set<string>(REDACTED_KEYS);
+const CENSOR = "[redacted]";
+/** How deep a field is redacted by name: at the top level of a log object, one and two levels down. */
+const REDACT_DEPTH = 3;
+
+function walkable(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== "object") return false;
+  if (Array.isArray(v)) return true;
+  const proto: unknown = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
+}
+
+/**
+ * `obj` with every field named in REDACTED_KEYS censored, down to REDACT_DEPTH levels of plain
+ * objects and arrays. The caller's object is never changed: what changes is copied. It replaces
+ * pino's wildcard redact paths (`*.key`, `*.*.key`), which cost more than the rest of an API
+ * request's logging; pino's own top-level paths stay, as they also cover child loggers' bindings.
+ * Errors and other class instances go to their serializers; the line's final scrub still catches
+ * credentials by shape.
+ */
+export function redactFields<T>(obj: T, depth = REDACT_DEPTH): T {
+  if (!walkable(obj)) return obj;
+  let out: Record<string, unknown> | undefined;
+  for (const k of Object.keys(obj)) {
+    const v = obj[k];
+    const nv = REDACTED.has(k) ? (v === undefined ? v : CENSOR) : depth > 1 ? redactFields(v, depth - 1) : v;
+    if (nv !== v) {
+      out ??= (Array.isArray(obj) ? [...obj] : { ...obj }) as Record<string, unknown>;
+      out[k] = nv;
+    }
+  }
+  return (out ?? obj) as T;
+}
 
 /**
  * Credentials by their shape, wherever they sit in a string: Berth's keys (`ws_sk_`, `pa_sk_`,
@@ -46,9 +74,9 @@ export function createLogger(opts: LoggerOptions): Logger {
     level: opts.level,
     base: opts.base ?? {},
     timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: REDACT_PATHS, censor: "[redacted]" },
+    redact: { paths: REDACTED_KEYS.map((k) => `["${k}"]`), censor: CENSOR },
     serializers: { err: pino.stdSerializers.err },
-    formatters: { level: (label) => ({ level: label }) },
+    formatters: { level: (label) => ({ level: label }), log: (o) => redactFields(o) },
     // the last line of defence, on the serialized line: a key or token anywhere (an error's message
     // or stack, a URL, a value deeper than the redact paths reach) is scrubbed by its shape
     hooks: { streamWrite: scrubTokens },

@@ -40,3 +40,17 @@ test("fields named like secrets or AI payloads are redacted by name, one level d
   const line = JSON.parse(lines[0]!) as Record<string, unknown>;
   t.like(line, { prompt: "[redacted]", trace: { output: "[redacted]" }, headers: { authorization: "[redacted]" }, key: "[redacted]" });
 });
+
+test("redaction by name reaches two levels down, arrays included, and child bindings; the caller's objects are left as they were", (t) => {
+  const { log, lines } = capture();
+  const obj = { a: { b: { secret: "s3" } }, items: [{ token: "t1" }, { name: "ok" }], deep: { b: { c: { password: "p4" } } } };
+  const before = JSON.stringify(obj);
+  log.child({ cookie: "berth_share=abc", requestId: "r1" }).info(obj, "x");
+  const line = JSON.parse(lines[0]!) as Record<string, unknown>;
+  t.like(line, { cookie: "[redacted]", requestId: "r1", a: { b: { secret: "[redacted]" } }, items: [{ token: "[redacted]" }, { name: "ok" }] });
+  t.deepEqual(line.deep, { b: { c: { password: "p4" } } }, "three levels down is past the name rule (the shape scrub still applies)");
+  t.is(JSON.stringify(obj), before);
+  const err = Object.assign(new Error("boom"), { code: "E1" });
+  log.error({ err }, "failed");
+  t.like(JSON.parse(lines[1]!), { err: { message: "boom", code: "E1", type: "Error" } }, "errors still go through their serializer");
+});
