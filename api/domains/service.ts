@@ -6,13 +6,11 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, TLS_STATUSES, WORKSPACE_LABEL } from "../../crds/schemas.ts";
-import { appRef } from "../../crds/app.ts";
 import { blocksNewClaim, checkDomainName, domainRef, VERIFY_REQUEST_ANNOTATION, type DomainObject } from "../../crds/domain.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
-import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, DomainError, NotFoundError } from "../errors.ts";
-import type { AppObject } from "../apps/service.ts";
+import type { AppObject, AppsService } from "../apps/service.ts";
 
 export const DOMAINS_ACCESS: Access[] = [
   { group: groupOf(API_VERSION), resource: "domains", verbs: ["list"], why: "A domain belongs to one service in the whole platform: adding one lists the Domains of every workspace namespace for other claims" },
@@ -48,8 +46,8 @@ export const AddDomainBody = z.object({
 
 export interface DomainsDeps {
   kube: KubeClient;
-  apps: ReadYourWritesCache;
-  namespaceOf: (workspaceId: string) => Promise<string>;
+  /** The service's App, or 404 app_not_found (AppsService.load). */
+  apps: Pick<AppsService, "load">;
   baseDomain: string;
   ingressHost: string;
   /** How long POST .../verify waits for the operator's check. */
@@ -71,9 +69,8 @@ export class DomainsService {
   #now(): Date { return this.#d.now?.() ?? new Date(); }
 
   async #app(wsId: string, appId: string): Promise<{ ns: string; app: AppObject; spec: AppSpec | undefined }> {
-    const ns = await this.#d.namespaceOf(wsId);
-    const app = await this.#d.apps.getOrFetch<AppObject>(appRef(ns, appId));
-    if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+    const app = await this.#d.apps.load(wsId, appId);
+    const ns = app.metadata.namespace!;
     const parsed = AppSpec.safeParse(app.spec);
     return { ns, app, spec: parsed.success ? parsed.data : undefined };
   }

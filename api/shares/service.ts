@@ -4,12 +4,12 @@
 import { randomBytes } from "node:crypto";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, ShareSpec, type ShareStatus } from "../../crds/schemas.ts";
-import { FORWARD_AUTH, appRef, appUrl, isServed } from "../../crds/app.ts";
+import { FORWARD_AUTH, appUrl, isServed } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
-import type { AppObject } from "../apps/service.ts";
+import type { AppObject, AppsService } from "../apps/service.ts";
 import { specOf } from "../apps/service.ts";
 import { mintShareToken, shareTokenHash, type ShareView } from "./grants.ts";
 
@@ -46,7 +46,8 @@ export const ShareList = z.object({ data: z.array(Share) }).meta({ id: "PublicSh
 export interface SharesServiceDeps {
   /** The API's read-your-writes cache, tracking Apps and Shares. */
   cache: ReadYourWritesCache;
-  namespaceOf: (workspaceId: string) => Promise<string>;
+  /** The service's App, or 404 app_not_found (AppsService.load). */
+  apps: Pick<AppsService, "load">;
   baseDomain: string;
   /** Whether viewers can sign in (OIDC configured): requireAuth shares need it. */
   signInConfigured: boolean;
@@ -72,10 +73,8 @@ export class SharesService {
   }
 
   async #app(wsId: string, appId: string): Promise<{ ns: string; app: AppObject }> {
-    const ns = await this.#d.namespaceOf(wsId);
-    const app = await this.#d.cache.getOrFetch<AppObject>(appRef(ns, appId));
-    if (!app || app.metadata.deletionTimestamp) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
-    return { ns, app };
+    const app = await this.#d.apps.load(wsId, appId);
+    return { ns: app.metadata.namespace!, app };
   }
 
   #toShare(s: ShareObject, nowMs: number): Share {
