@@ -32,7 +32,9 @@ export const ConfigSchema = z.object({
     .describe("Worker threads that run guards and evals on trace ingestion (0: on the main thread); default one per core but one, 1-4"),
   // Share links and private services (docs/shares.md).
   BERTH_SHARE_COOKIE_KEY: z.string().min(32, "must be at least 32 characters (e.g. openssl rand -base64 32)").optional()
-    .describe("The key that signs share cookies, sign-in tickets and sign-in state (HMAC-SHA256); every API replica needs the same one. A random key per process when unset (cookies then die with the process)"),
+    .describe("The key that signs share cookies, sign-in tickets and sign-in state (HMAC-SHA256); every API replica needs the same one. Unset: the Secret berth-share-cookie-key in BERTH_NAMESPACE (created with a random key when missing), else a random key per process (cookies then die with the process)"),
+  BERTH_NAMESPACE: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name").optional()
+    .describe("The namespace the API runs in (the chart sets it): the share cookie key's Secret lives there"),
   BERTH_SHARE_SESSION_SECONDS: z.coerce.number().int().min(60).max(30 * 86400).default(12 * 3600)
     .describe("How long a share cookie lasts (never past the share's expiresAt)"),
   BERTH_OIDC_ISSUER_URL: z.url().optional().describe("The organisation's OpenID Connect issuer; requireAuth shares need it. http:// only for a loopback issuer (tests)"),

@@ -34,6 +34,7 @@ import { workspaceRoutes } from "./workspaces/routes.ts";
 import { SharesService, type ShareObject } from "./shares/service.ts";
 import { ForwardAuth } from "./shares/forward-auth.ts";
 import { OidcSignIn } from "./shares/oidc.ts";
+import { resolveShareKey } from "./shares/cookie-key.ts";
 import { shareRoutes } from "./shares/routes.ts";
 import { DomainsService } from "./domains/service.ts";
 import { domainRoutes } from "./domains/routes.ts";
@@ -70,7 +71,11 @@ export interface Services {
   operatorVerifier: OperatorVerifier;
 }
 
-export function buildServices(deps: { config: Config; orm: MikroORM; logger: Logger; kubeConfig: k8s.KubeConfig; namespaces?: NamespaceEnsurer }): Services {
+export function buildServices(deps: {
+  config: Config; orm: MikroORM; logger: Logger; kubeConfig: k8s.KubeConfig; namespaces?: NamespaceEnsurer;
+  /** The share cookie key (resolveShareKey); a random key of this process when absent (scripts). */
+  shareKey?: Buffer;
+}): Services {
   const { config, orm, logger, kubeConfig } = deps;
   const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig), log: logger.child({ component: "workspaces" }) });
   const kube = new KubeClient(kubeConfig);
@@ -79,8 +84,7 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   const shareCache = new Informer<ShareObject>(kubeConfig, { apiVersion: API_VERSION, kind: "Share", plural: "shares", dropManagedFields: true }, logger.child({ component: "share-cache" }));
   // One read-your-writes cache of Apps (and Shares) for every service: what one writes, the others read back.
   const apps = new ReadYourWritesCache(kube, API_FIELD_MANAGER).track("App", appCache).track("Share", shareCache);
-  const shareKey = config.BERTH_SHARE_COOKIE_KEY ? Buffer.from(config.BERTH_SHARE_COOKIE_KEY, "utf8") : randomBytes(32);
-  if (!config.BERTH_SHARE_COOKIE_KEY) logger.warn("BERTH_SHARE_COOKIE_KEY is not set: share cookies are signed with a key of this process only");
+  const shareKey = deps.shareKey ?? (config.BERTH_SHARE_COOKIE_KEY ? Buffer.from(config.BERTH_SHARE_COOKIE_KEY, "utf8") : randomBytes(32));
   const signIn = config.BERTH_OIDC_ISSUER_URL && config.BERTH_OIDC_CLIENT_ID && config.BERTH_OIDC_CLIENT_SECRET && config.BERTH_OIDC_REDIRECT_URL
     ? new OidcSignIn({
       settings: { issuer: config.BERTH_OIDC_ISSUER_URL, clientId: config.BERTH_OIDC_CLIENT_ID, clientSecret: config.BERTH_OIDC_CLIENT_SECRET, redirectUrl: config.BERTH_OIDC_REDIRECT_URL, scopes: config.BERTH_OIDC_SCOPES },
@@ -94,14 +98,14 @@ export function buildServices(deps: { config: Config; orm: MikroORM; logger: Log
   const appsService = new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) });
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
-    shares: new SharesService({ cache: apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
+    shares: new SharesService({ cache: apps, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
     forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
     deployments: new DeploymentsService({ kube, apps: appsService, orm }),
     env: new EnvService({ apps: appsService, kube }),
-    domains: new DomainsService({ kube, apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
+    domains: new DomainsService({ kube, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };
@@ -173,7 +177,8 @@ async function main(argv: string[]): Promise<void> {
     if (argv.includes("--migrate-only")) { await orm.close(); return; } // the Helm migration hook
   }
   const kubeConfig = loadKubeConfig(config.KUBECONFIG);
-  const services = buildServices({ config, orm, logger, kubeConfig });
+  const shareKey = await resolveShareKey({ configured: config.BERTH_SHARE_COOKIE_KEY, namespace: config.BERTH_NAMESPACE, kube: new KubeClient(kubeConfig), log: logger.child({ component: "share-key" }) });
+  const services = buildServices({ config, orm, logger, kubeConfig, shareKey });
   await startServices(services);
   const app = buildServer({
     config, orm, logger,

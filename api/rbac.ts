@@ -8,6 +8,7 @@ import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
 import { DEPLOYMENTS_ACCESS } from "./apps/deployments.ts";
 import { ENV_ACCESS } from "./apps/env.ts";
 import { SHARES_ACCESS } from "./shares/service.ts";
+import { SHARE_KEY_ACCESS } from "./shares/cookie-key.ts";
 import { DOMAINS_ACCESS } from "./domains/service.ts";
 import { POD_METRICS_ACCESS } from "./apps/metrics.ts";
 import { TOKEN_REVIEWER_ACCESS } from "./auth/operator.ts";
@@ -19,6 +20,7 @@ export const API_ACCESS: readonly Access[] = [
   ...DEPLOYMENTS_ACCESS,
   ...ENV_ACCESS,
   ...SHARES_ACCESS,
+  ...SHARE_KEY_ACCESS,
   ...DOMAINS_ACCESS,
   ...GOVERNANCE_APPS_ACCESS,
   ...POD_METRICS_ACCESS,

@@ -15,7 +15,8 @@ import { buildServices, composeRoutes, serviceReadiness, startServices, stopServ
 import { buildServer, listen, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
 import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
 import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
-import { loadKubeConfig } from "../../kube/client.ts";
+import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
+import { resolveShareKey } from "../../api/shares/cookie-key.ts";
 import { adminUrl, freshDatabase, query, type TestDatabase } from "./db.ts";
 import { deleteNamespace, kube } from "./kube.ts";
 import { identity } from "./identities.ts";
@@ -127,7 +128,9 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
     const orm = await openOrm(db.url, { poolMax: 5 });
     cleanup.push(() => orm.close());
     const kubeConfig = loadKubeConfig(config.KUBECONFIG);
-    const services = buildServices({ config, orm, logger, kubeConfig, ...(opts.namespaces ? { namespaces: opts.namespaces } : {}) });
+    // The share cookie key as the API's main() finds it (under the API's identity).
+    const shareKey = await resolveShareKey({ configured: config.BERTH_SHARE_COOKIE_KEY, namespace: config.BERTH_NAMESPACE, kube: new KubeClient(kubeConfig), log: logger });
+    const services = buildServices({ config, orm, logger, kubeConfig, shareKey, ...(opts.namespaces ? { namespaces: opts.namespaces } : {}) });
     await startServices(services);
     cleanup.push(() => stopServices(services));
     const extra = typeof opts.routes === "function" ? opts.routes(services) : opts.routes ?? [];

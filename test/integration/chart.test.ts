@@ -37,6 +37,7 @@ const secondValues = {
     replicas: 3,
     ingress: { enabled: true, className: "nginx", host: "berth.example.com", annotations: { "cert-manager.io/cluster-issuer": "letsencrypt" }, tls: { enabled: true } },
     config: { host: "::" },
+    oidc: { issuerUrl: "https://login.example.com/realms/acme", clientId: "berth", clientSecret: { existingSecret: "berth-oidc", key: "secret" }, redirectUrl: "https://berth.example.com/api/v1/auth/oidc/callback" },
   },
 };
 
@@ -95,7 +96,7 @@ test("the default values render the operator, the API, their RBAC and the migrat
     "Deployment/berth-api", "Deployment/berth-operator",
     "Job/berth-migrations",
     "PodDisruptionBudget/berth-api",
-    "Role/berth-operator-release", "RoleBinding/berth-operator-release",
+    "Role/berth-api-release", "Role/berth-operator-release", "RoleBinding/berth-api-release", "RoleBinding/berth-operator-release",
     "Secret/berth-database", "Secret/berth-migrations-db",
     "Service/berth-api", "Service/berth-operator-metrics",
     "ServiceAccount/berth-api", "ServiceAccount/berth-operator",
@@ -222,13 +223,25 @@ for (const [label, values] of valueSets) {
     const apiVars = Object.keys(ConfigSchema.shape);
     const dbUrl = "postgresql://berth:secret@db.example.com:5432/berth";
     const apic = container(find<k8s.V1Deployment>(objects, "Deployment", "berth-api"), "api");
-    const apiEnv = envOf(apic, (e) => { t.truthy(e.valueFrom?.secretKeyRef); return dbUrl; });
+    const apiEnv = envOf(apic, (e) => {
+      if (e.valueFrom?.fieldRef) { t.is(e.valueFrom.fieldRef.fieldPath, "metadata.namespace"); return NS; }
+      t.truthy(e.valueFrom?.secretKeyRef);
+      return e.name === "BERTH_OIDC_CLIENT_SECRET" ? "an-oidc-client-secret" : dbUrl;
+    });
     for (const name of Object.keys(apiEnv)) t.true(apiVars.includes(name), `API env ${name} is not read by api/config.ts`);
     const apiCfg = loadConfig(apiEnv);
     t.not(apiCfg.BERTH_API_HOST, "127.0.0.1", "the API must listen on every address inside the pod");
     t.true(["0.0.0.0", "::"].includes(apiCfg.BERTH_API_HOST));
     t.is(apiCfg.BERTH_API_PORT, apic.ports?.[0]?.containerPort ?? -1);
     t.is(apiCfg.DATABASE_URL, dbUrl);
+    t.is(apiCfg.BERTH_NAMESPACE, NS, "the share cookie key's Secret lives in the release namespace");
+    t.is(apiCfg.BERTH_SHARE_COOKIE_KEY, undefined, "the key never passes through Helm values");
+    if (label === "second values set") {
+      t.like(apiCfg, { BERTH_OIDC_ISSUER_URL: "https://login.example.com/realms/acme", BERTH_OIDC_CLIENT_ID: "berth", BERTH_OIDC_CLIENT_SECRET: "an-oidc-client-secret", BERTH_OIDC_SCOPES: "openid email profile" });
+      t.deepEqual(apic.env?.find((e) => e.name === "BERTH_OIDC_CLIENT_SECRET")?.valueFrom?.secretKeyRef, { name: "berth-oidc", key: "secret" });
+    } else {
+      t.is(apiCfg.BERTH_OIDC_ISSUER_URL, undefined, "sign-in is off by default");
+    }
 
     const jobc = container(find<k8s.V1Job>(objects, "Job", "berth-migrations"), "migrations");
     const jobEnv = envOf(jobc, () => dbUrl);
@@ -283,6 +296,16 @@ for (const [what, args, path, message] of refusals) {
   });
 }
 
+test("sign-in needs the whole OIDC client: the template names the value that is missing", async (t) => {
+  const base = ["--set", "api.oidc.issuerUrl=https://login.example.com", "--set", "api.oidc.clientId=berth", "--set", "api.oidc.redirectUrl=https://b.example.com/api/v1/auth/oidc/callback"];
+  const r = await template("berth", NS, base);
+  t.not(r.code, 0);
+  t.regex(r.stderr, /api\.oidc\.clientSecret\.existingSecret is required with api\.oidc\.issuerUrl/);
+  const bad = await template("berth", NS, [...base, "--set", "api.oidc.clientSecret.existingSecret=s", "--set", "api.oidc.redirectUrl=https://b.example.com/callback"]);
+  t.not(bad.code, 0);
+  t.true(bad.stderr.includes("at '/api/oidc/redirectUrl'"), bad.stderr);
+});
+
 test("the template refuses both minAvailable and maxUnavailable for the API's PodDisruptionBudget", async (t) => {
   const r = await template("berth", NS, ["--set", "api.podDisruptionBudget.minAvailable=1"]);
   t.not(r.code, 0);
@@ -301,7 +324,8 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
   t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-operator").rules, plain(rulesOf(OPERATOR_ACCESS, "cluster")));
   t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-operator-release").rules, plain(rulesOf(OPERATOR_ACCESS, "release")));
   t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api").rules, plain(rulesOf(API_ACCESS, "cluster")));
-  t.deepEqual(objects.filter((o) => o.kind === "Role").map((o) => o.metadata.name), ["berth-operator-release"], "the API needs nothing namespaced");
+  t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-api-release").rules, plain(rulesOf(API_ACCESS, "release")));
+  t.deepEqual(objects.filter((o) => o.kind === "Role").map((o) => o.metadata.name).sort(), ["berth-api-release", "berth-operator-release"]);
   for (const o of objects.filter((x) => x.kind === "ClusterRole" || x.kind === "Role") as unknown as { metadata: { name: string }; rules: Rule[] }[]) {
     for (const r of o.rules) {
       const values = [...(r.apiGroups ?? []), ...(r.resources ?? []), ...r.verbs];
@@ -313,9 +337,9 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
     t.true(b.roleRef.name.startsWith("berth-"), `${b.metadata?.name} binds ${b.roleRef.name}`);
     t.deepEqual(b.subjects?.map((s) => `${s.kind}:${s.namespace}:${s.name}`), [`ServiceAccount:${NS}:${b.roleRef.name.startsWith("berth-api") ? "berth-api" : "berth-operator"}`]);
   }
-  // Without leader election there is no Lease to write: no Role at all.
+  // Without leader election there is no Lease to write: no operator Role.
   const single = await render("berth", NS, ["--set", "operator.config.leaderElection=false"]);
-  t.deepEqual(single.objects.filter((o) => o.kind === "Role" || o.kind === "RoleBinding"), []);
+  t.deepEqual(single.objects.filter((o) => o.kind === "Role" || o.kind === "RoleBinding").map((o) => `${o.kind}/${o.metadata.name}`).sort(), ["Role/berth-api-release", "RoleBinding/berth-api-release"]);
 });
 
 // ---- the real API server: dry-run of everything, and the RBAC applied for real ----
