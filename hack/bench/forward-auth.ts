@@ -2,13 +2,15 @@
 // Through the real ingress (Traefik on the real node), in one run and interleaved request by
 // request: the same GET to a private App with a share cookie (Traefik asks the API first) and to a
 // public App of the same image (no check). Prints p50/p99 of both and the difference, and the
-// Berth time of the check: the API's forward-auth endpoint called directly over loopback (an upper
-// bound: it includes the client's HTTP) and the decision itself in-process (a cached cookie).
-// Goal: under 1 ms of Berth time at p99, cached decisions included.
+// Berth time of the check: measured inside the API's HTTP server for each check Traefik made during
+// that run (from the request's arrival to its response handed to the socket), the API's endpoint
+// called directly over loopback (an upper bound: it includes the client's HTTP), and the decision
+// itself in-process (a cached cookie). Goal: under 1 ms of Berth time at p99, cached decisions
+// included.
 //
 // Run by test/e2e/shares.test.ts (which prints the figures), or by hand with the end-to-end
 // test's environment: BERTH_REAL_NODE=1 ./hack/test test/e2e/shares.test.ts --match '*benchmark*'
-import { request } from "node:http";
+import { request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { ForwardAuth } from "../../api/shares/forward-auth.ts";
 
 export interface ForwardAuthBenchInput {
@@ -24,6 +26,8 @@ export interface ForwardAuthBenchInput {
   forwardAuth: ForwardAuth;
   namespace: string;
   app: string;
+  /** The API's HTTP server, to time each check inside it. */
+  server: Server;
   requests?: number;
 }
 
@@ -33,6 +37,8 @@ export interface ForwardAuthBenchResult {
   private: Percentiles;
   /** private - public, per percentile (ms). */
   added: { p50: number; p99: number };
+  /** The checks Traefik made during the ingress run, timed inside the API's server. */
+  berth: Percentiles;
   direct: Percentiles;
   inProcess: Percentiles;
 }
@@ -64,6 +70,15 @@ export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<Forwar
     expect200("public", await timed(`${i.ingress}/`, { Host: i.publicHost }));
     expect200("private", await timed(`${i.ingress}/`, { Host: i.privateHost, Cookie: i.cookie }));
   }
+  // Each check timed inside the API: first listener of the request, until the response is written.
+  const berth: number[] = [];
+  const time = (req: IncomingMessage, res: ServerResponse) => {
+    if (!req.url?.startsWith("/api/v1/forward-auth/")) return;
+    const t0 = process.hrtime.bigint();
+    res.once("finish", () => berth.push(Number(process.hrtime.bigint() - t0) / 1e6));
+  };
+  i.server.prependListener("request", time);
+  try {
   for (let k = 0; k < n; k++) {
     // Interleaved, alternating which goes first, so both see the same machine.
     const first = k % 2 === 0;
@@ -72,6 +87,9 @@ export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<Forwar
     expect200("private", p);
     priv.push(p.ms);
     if (!first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
+  }
+  } finally {
+    i.server.off("request", time);
   }
   for (let k = 0; k < n; k++) {
     const r = await timed(i.forwardAuthUrl, { "X-Forwarded-Host": i.privateHost, "X-Forwarded-Proto": "http", "X-Forwarded-Uri": "/", "X-Forwarded-Method": "GET", Cookie: i.cookie });
@@ -85,7 +103,7 @@ export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<Forwar
     inProc.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   const pu = pct(pub), pr = pct(priv);
-  return { public: pu, private: pr, added: { p50: pr.p50 - pu.p50, p99: pr.p99 - pu.p99 }, direct: pct(direct), inProcess: pct(inProc) };
+  return { public: pu, private: pr, added: { p50: pr.p50 - pu.p50, p99: pr.p99 - pu.p99 }, berth: pct(berth), direct: pct(direct), inProcess: pct(inProc) };
 }
 
 export function formatBench(r: ForwardAuthBenchResult): string {
@@ -93,6 +111,7 @@ export function formatBench(r: ForwardAuthBenchResult): string {
   return [
     `through the ingress (n=${r.private.n} each, interleaved): public p50 ${f(r.public.p50)} p99 ${f(r.public.p99)}; private p50 ${f(r.private.p50)} p99 ${f(r.private.p99)}`,
     `added by the check: p50 ${f(r.added.p50)}, p99 ${f(r.added.p99)}`,
-    `Berth time: the forward-auth endpoint over loopback p50 ${f(r.direct.p50)} p99 ${f(r.direct.p99)} (client HTTP included); the decision in-process (cached cookie) p50 ${f(r.inProcess.p50)} p99 ${f(r.inProcess.p99)}`,
+    `Berth time of each check during that run, inside the API's server (n=${r.berth.n}): p50 ${f(r.berth.p50)} p99 ${f(r.berth.p99)}; goal p99 < 1 ms: ${r.berth.p99 < 1 ? "MET" : "MISSED"}`,
+    `the forward-auth endpoint over loopback p50 ${f(r.direct.p50)} p99 ${f(r.direct.p99)} (client HTTP included); the decision in-process (cached cookie) p50 ${f(r.inProcess.p50)} p99 ${f(r.inProcess.p99)}`,
   ].join("\n");
 }

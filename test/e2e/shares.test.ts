@@ -82,16 +82,18 @@ test.serial("with a share link the viewer gets a cookie on the App's host, is se
   t.is((await viaIngress("secret", "/", { headers: { Cookie: tampered } })).status, 403, "a tampered cookie is refused");
 });
 
+// The benchmark of issue 15, small here (every request must pass); by hand with more requests:
+// BERTH_BENCH_REQUESTS=1000 ./hack/test test/e2e/shares.test.ts --match '*benchmark*'
 test.serial("the forward-auth check's added latency through the ingress, against the public App in the same run (benchmark)", async (t) => {
-  const n = Number(process.env.BERTH_BENCH_REQUESTS ?? 500);
+  const n = Number(process.env.BERTH_BENCH_REQUESTS ?? 100);
   const r = await benchForwardAuth({
     ingress: INGRESS, privateHost: `secret.${DOMAIN}`, publicHost: `open.${DOMAIN}`, cookie,
     forwardAuthUrl: `${api.url}/api/v1/forward-auth/${api.namespace}/secret`, forwardAuth: api.services.forwardAuth,
-    namespace: api.namespace, app: "secret", requests: n,
+    namespace: api.namespace, app: "secret", server: api.server.server, requests: n,
   });
   t.log(formatBench(r));
-  // p99 on a shared 2-core machine is noise-bound; the figures are reported, the typical cost is held.
-  t.true(r.inProcess.p50 < 1 && r.direct.p50 < 1, "the check's typical Berth time is under 1 ms");
+  // Figures only (tests never assert on time): every private request passed the check once.
+  t.is(r.berth.n, n, "Traefik asked the API once per request to the private App");
 });
 
 test.serial("revoking the share refuses the viewer's very next request through the ingress", async (t) => {
