@@ -35,6 +35,7 @@ import { SharesService, type ShareObject } from "./shares/service.ts";
 import { ForwardAuth } from "./shares/forward-auth.ts";
 import { OidcSignIn } from "./shares/oidc.ts";
 import { resolveShareKey } from "./shares/cookie-key.ts";
+import { PgTicketLedger } from "./shares/tickets.ts";
 import { shareRoutes } from "./shares/routes.ts";
 import { DomainsService } from "./domains/service.ts";
 import { domainRoutes } from "./domains/routes.ts";
@@ -99,7 +100,7 @@ export function buildServices(deps: {
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
     shares: new SharesService({ cache: apps, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
-    forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
+    forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, tickets: new PgTicketLedger(orm), log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,

@@ -11,6 +11,7 @@ import type { Logger } from "../../kube/logger.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { DomainError } from "../errors.ts";
 import type { OidcSignIn } from "./oidc.ts";
+import type { TicketLedger } from "./tickets.ts";
 import { shareView, type ShareObject } from "./service.ts";
 import {
   cookieValue, decide, grantCookie, grantExpiry, isShareToken, parseGrant, parseTicket, shareLive, sign, tokenMatches, verify, withoutParams,
@@ -44,6 +45,8 @@ export interface ForwardAuthDeps {
   key: Buffer;
   sessionSeconds: number;
   signIn: OidcSignIn | undefined;
+  /** Sign-in tickets already taken, shared by the replicas. */
+  tickets: TicketLedger;
   log: Logger;
   now: () => Date;
 }
@@ -73,8 +76,6 @@ export class EdgeDenied extends DomainError {
 export class ForwardAuth {
   readonly #d: ForwardAuthDeps;
   readonly #verified = new Map<string, Grant>();
-  /** Sign-in tickets already exchanged (jti → expiry in s): a ticket works once. */
-  readonly #usedTickets = new Map<string, number>();
 
   constructor(d: ForwardAuthDeps) {
     this.#d = d;
@@ -109,8 +110,12 @@ export class ForwardAuth {
     }, d.allow ? "share access allowed" : "share access denied");
   }
 
-  /** The decision on one request; throws EdgeDenied (rendered as a problem) when it is refused. */
-  check(req: EdgeRequest): EdgeAnswer {
+  /**
+   * The decision on one request; throws EdgeDenied (rendered as a problem) when it is refused. Only
+   * a sign-in ticket's hand-back waits on anything (the shared ledger of used tickets): a cookie or
+   * a share token is decided from memory.
+   */
+  check(req: EdgeRequest): EdgeAnswer | Promise<EdgeAnswer> {
     const now = this.#d.now();
     const nowMs = now.getTime();
     const hostname = req.host.replace(/:\d+$/, "").toLowerCase();
@@ -152,14 +157,11 @@ export class ForwardAuth {
     return this.#exchange(req, url, d, cookie, "token");
   }
 
-  #ticket(req: EdgeRequest, url: URL, at: { ns: string; app: string; host: string }, value: string, cookieGrant: Grant | undefined, nowMs: number): EdgeAnswer {
+  async #ticket(req: EdgeRequest, url: URL, at: { ns: string; app: string; host: string }, value: string, cookieGrant: Grant | undefined, nowMs: number): Promise<EdgeAnswer> {
     const ticket = parseTicket(verify(this.#d.key, "login", value));
-    const nowS = nowMs / 1000;
-    if (!ticket || ticket.host !== at.host || ticket.exp <= nowS || this.#usedTickets.has(ticket.jti)) {
+    if (!ticket || ticket.host !== at.host || ticket.exp <= nowMs / 1000 || ticket.jti.length > 64 || !(await this.#d.tickets.take(ticket.jti, ticket.exp))) {
       return this.#deny(req, { allow: false, reason: "invalid_grant" }, "sign-in");
     }
-    for (const [jti, exp] of this.#usedTickets) if (exp <= nowS) this.#usedTickets.delete(jti);
-    this.#usedTickets.set(ticket.jti, ticket.exp);
     if (!cookieGrant) return this.#deny(req, { allow: false, reason: "no_grant" }, "sign-in");
     const grant: Grant = { ...cookieGrant, user: ticket.user };
     const d = decide(at, grant, this.#share(grant.ns, grant.share), nowMs);

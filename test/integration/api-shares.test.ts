@@ -9,13 +9,18 @@ import { createHash } from "node:crypto";
 import { createServer } from "node:net";
 import type { AddressInfo } from "node:net";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { KubeClient, type KubeObject } from "../../kube/client.ts";
+import { API_FIELD_MANAGER, KubeClient, type KubeObject } from "../../kube/client.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { kube } from "../helpers/kube.ts";
 import { startOidcProvider, type TestOidcProvider } from "../helpers/oidc.ts";
 import { Browser, type Hop } from "../helpers/browser.ts";
+import { pino } from "pino";
+import { EdgeDenied, ForwardAuth } from "../../api/shares/forward-auth.ts";
+import { PgTicketLedger } from "../../api/shares/tickets.ts";
+import { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 
 const DOMAIN = "apps.shares.test";
+const SHARE_KEY = "a-test-share-cookie-key-of-32-chars-or-more";
 const client = new KubeClient(kube().kc);
 let api: TestApi;
 let idp: TestOidcProvider;
@@ -34,7 +39,7 @@ test.before(async () => {
   idp = await startOidcProvider({ redirectUri: redirect });
   api = await startApi({
     env: {
-      BERTH_API_PORT: String(port), BERTH_BASE_DOMAIN: DOMAIN, BERTH_SHARE_COOKIE_KEY: "a-test-share-cookie-key-of-32-chars-or-more",
+      BERTH_API_PORT: String(port), BERTH_BASE_DOMAIN: DOMAIN, BERTH_SHARE_COOKIE_KEY: SHARE_KEY,
       BERTH_OIDC_ISSUER_URL: idp.issuer, BERTH_OIDC_CLIENT_ID: idp.clientId, BERTH_OIDC_CLIENT_SECRET: idp.clientSecret, BERTH_OIDC_REDIRECT_URL: redirect,
     },
   });
@@ -245,6 +250,14 @@ test.serial("requireAuth: without signing in the viewer is sent to sign in and n
   const ticket = new URL(back!.url).searchParams.get("berth_login")!;
   const replay = await b.request(`http://shop.${DOMAIN}/?berth_login=${ticket}`);
   t.is(replay.status, 403);
+  // ... also on another replica: one with the same key and database, its own memory.
+  const replica = new ForwardAuth({
+    cache: new ReadYourWritesCache(api.services.kube, API_FIELD_MANAGER).track("Share", api.services.shareCache), key: Buffer.from(SHARE_KEY, "utf8"), sessionSeconds: 3600, signIn: undefined,
+    tickets: new PgTicketLedger(api.orm), log: pino({ level: "silent" }), now: () => new Date(),
+  });
+  const cookie = b.cookieHeader(new URL(`http://shop.${DOMAIN}/`));
+  const elsewhere = await Promise.resolve().then(() => replica.check({ namespace: api.namespace, app: "shop", method: "GET", proto: "http", host: `shop.${DOMAIN}`, uri: `/?berth_login=${ticket}`, cookie, nginx: false })).catch((e: unknown) => e);
+  t.true(elsewhere instanceof EdgeDenied && elsewhere.reason === "invalid_grant", "the ticket was already taken on the first replica");
   const forgedTicket = await b.request(`http://shop.${DOMAIN}/?berth_login=${ticket.slice(0, -3)}abc`);
   t.is(forgedTicket.status, 403);
   // Another browser with only the share link still has to sign in.
