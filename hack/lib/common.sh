@@ -12,7 +12,8 @@ ETCD_VERSION="${ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${KWOK_VERSION:-v0.8.0}"
 HELM_VERSION="${HELM_VERSION:-v3.22.0}"
 CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
-# Pebble's challenge test server: a DNS server whose records tests set over HTTP (custom domains).
+# Pebble (a small ACME server: the local ACME CA of custom domains) and its challenge test server
+# (a DNS server whose records tests set over HTTP).
 PEBBLE_VERSION="${PEBBLE_VERSION:-v2.10.1}"
 NODE_VERSION="${NODE_VERSION:-24}"
 # The real node (hack/cluster --node) and what runs around it. Exact versions known to resolve on
@@ -34,6 +35,8 @@ export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+cert_manager_src_hash() { cat "$BERTH_ROOT"/hack/cert-manager/main.go "$BERTH_ROOT"/hack/cert-manager/acmesolver/main.go | sha256sum | cut -c1-8; }
+
 bin_path() { # name -> path of the cached binary for the pinned version
   case "$1" in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubectl|kubelet|kube-proxy) echo "$BERTH_BIN/$1-$K8S_VERSION" ;;
@@ -44,7 +47,9 @@ bin_path() { # name -> path of the cached binary for the pinned version
     buildkitd|buildctl) echo "$BERTH_BIN/$1-$BUILDKIT_VERSION" ;;
     traefik) echo "$BERTH_BIN/traefik-$TRAEFIK_VERSION" ;;
     pebble-challtestsrv) echo "$BERTH_BIN/pebble-challtestsrv-$PEBBLE_VERSION" ;;
-    cert-manager-controller) echo "$BERTH_BIN/cert-manager-controller-$CERT_MANAGER_VERSION" ;;
+    # our mains over cert-manager's packages (hack/cert-manager): keyed by their sources' hash too
+    cert-manager-controller|acmesolver) echo "$BERTH_BIN/$1-$CERT_MANAGER_VERSION-$(cert_manager_src_hash)" ;;
+    pebble) echo "$BERTH_BIN/pebble-$PEBBLE_VERSION" ;;
     metrics-server) echo "$BERTH_BIN/metrics-server-$METRICS_SERVER_VERSION" ;;
     coredns) echo "$BERTH_BIN/coredns-$COREDNS_VERSION" ;;
     etcd) echo "$BERTH_BIN/etcd-$ETCD_VERSION" ;;

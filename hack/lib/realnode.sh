@@ -39,9 +39,15 @@ DNS_PORT=$((PORT_BASE + 55))
 DNS_MANAGEMENT_PORT=$((PORT_BASE + 56))
 # The CA ClusterIssuer that issues custom domains' certificates here (selfSigned -> CA -> CA issuer).
 DOMAIN_ISSUER="berth-local-ca"
+# The local ACME CA: Pebble inside $NETNS (validating HTTP-01 at the ingress's :80 there, resolving
+# names with the tests' DNS server), its ACME and management APIs on the host's loopback; and the
+# ACME ClusterIssuer against it (HTTP-01 through Traefik).
+ACME_PORT=$((PORT_BASE + 61))
+ACME_MANAGEMENT_PORT=$((PORT_BASE + 62))
+ACME_ISSUER="berth-local-acme"
 # A Berth API run on the host (the tests', hack/up's) is reachable from pods at $NODE_IP:$HOST_API_PORT.
 HOST_API_PORT=$((PORT_BASE + 60))
-NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik cert-manager-controller pebble-challtestsrv)
+NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik pebble-challtestsrv pebble cert-manager-controller)
 KERNEL_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 REAL_NODE_TAINT="berth.dev/real-node"
 
@@ -130,7 +136,7 @@ node_network() {
     log "created network namespace $NETNS"
   fi
   nsexec ip link set lo up
-  nsexec ip addr show dev lo | grep -q "$NODE_IP/32" || nsexec ip addr add "$NODE_IP/32" dev lo
+  nsexec ip addr replace "$NODE_IP/32" dev lo   # idempotent (a grep -q under pipefail can fail on SIGPIPE)
   nsexec sysctl -qw net.ipv4.ip_forward=1
   # A route for the service range, so that connections from the node itself pass the route lookup
   # before kube-proxy's DNAT (in OUTPUT) sends them on to a pod; there is no default route.
@@ -257,6 +263,8 @@ node_bridge_config() {
   "toNode": [
     { "name": "ingress", "listen": "127.0.0.1:$INGRESS_PORT", "target": "127.0.0.1:80" },
     { "name": "ingress-tls", "listen": "127.0.0.1:$INGRESS_TLS_PORT", "target": "127.0.0.1:443" },
+    { "name": "acme", "listen": "127.0.0.1:$ACME_PORT", "target": "127.0.0.1:14000" },
+    { "name": "acme-management", "listen": "127.0.0.1:$ACME_MANAGEMENT_PORT", "target": "127.0.0.1:15000" },
     { "name": "api", "listen": "127.0.0.1:$UP_API_PORT", "target": "$UP_API_CLUSTER_IP:80" }
   ],
   "toHost": [
@@ -265,7 +273,8 @@ node_bridge_config() {
     { "name": "berth-api", "listen": "$NODE_IP:$HOST_API_PORT", "target": "127.0.0.1:$HOST_API_PORT" },
     { "name": "postgres", "listen": "$NODE_IP:$UP_PG_PORT", "target": "127.0.0.1:$UP_PG_PORT" },
     { "name": "buildkit", "listen": "$NODE_IP:$BUILDKIT_PORT", "target": "127.0.0.1:$BUILDKIT_PORT" },
-    { "name": "git", "listen": "$NODE_IP:$GIT_PORT", "target": "127.0.0.1:$GIT_PORT" }
+    { "name": "git", "listen": "$NODE_IP:$GIT_PORT", "target": "127.0.0.1:$GIT_PORT" },
+    { "name": "dns", "listen": "127.0.0.1:$DNS_PORT", "target": "127.0.0.1:$DNS_PORT" }
   ]
 }
 EOF
@@ -434,15 +443,32 @@ EOF
 }
 
 # Certificates for custom domains: cert-manager's controller (hack/cert-manager/main.go) as a process
-# of the host, issuing from a CA ClusterIssuer ($DOMAIN_ISSUER: a selfSigned issuer signs the CA
-# Certificate, whose Secret backs the CA issuer); and the DNS server the tests set records in
-# (Pebble's challenge test server on 127.0.0.1:$DNS_PORT, no default answers: a name without
-# records has none).
+# of the host, and two ClusterIssuers:
+# - $DOMAIN_ISSUER, a CA (a selfSigned issuer signs the CA Certificate, whose Secret backs it);
+# - $ACME_ISSUER, ACME against Pebble with HTTP-01 through Traefik: for each challenge cert-manager
+#   runs a solver pod (berth/acmesolver, hack/images.ts) on the node behind an Ingress of class
+#   traefik for the challenge's path; Pebble, inside $NETNS, resolves the domain with the tests' DNS
+#   server (over TCP, bridged to the host) and fetches http://<domain>/.well-known/acme-challenge/<token>
+#   from the address found, port 80: Traefik's web entrypoint.
+# cert-manager first checks each challenge itself: a GET of http://<domain>/.well-known/... from its
+# own process. The domain's address is the node's, which the host does not route to, so the
+# controller's HTTP_PROXY is the ingress's host port: Go's ProxyFromEnvironment sends plain-HTTP
+# requests there (absolute URI, Host the domain) and never proxies loopback (the API server,
+# Pebble); nothing else of the controller speaks plain HTTP.
+# And the DNS server the tests set records in (Pebble's challenge test server on
+# 127.0.0.1:$DNS_PORT, no default answers: a name without records has none).
 node_tls() {
-  node_start cert-manager-controller out "$(bin_path cert-manager-controller)" --kubeconfig "$KUBECONFIG_OUT" \
-    --cluster-resource-namespace cert-manager --v=1
   node_start pebble-challtestsrv out "$(bin_path pebble-challtestsrv)" -dnsserver "127.0.0.1:$DNS_PORT" \
     -management "127.0.0.1:$DNS_MANAGEMENT_PORT" -http01 "" -https01 "" -doh "" -tlsalpn01 "" -defaultIPv4 "" -defaultIPv6 ""
+  wait_for "the DNS server" 15 curl -sf -o /dev/null -X POST -d '{"host":"probe.invalid."}' "http://127.0.0.1:$DNS_MANAGEMENT_PORT/clear-a"
+  node_pebble
+  local solver
+  solver=$(node "$BERTH_ROOT/hack/images.ts" build-acmesolver --binary "$(bin_path acmesolver)" --registry "127.0.0.1:$REGISTRY_PORT" | tail -1)
+  [ -n "$solver" ] || die "hack/images.ts printed no acmesolver reference"
+  node_start cert-manager-controller out env HTTP_PROXY="http://127.0.0.1:$INGRESS_PORT" NO_PROXY="127.0.0.1,localhost" \
+    "$(bin_path cert-manager-controller)" --kubeconfig "$KUBECONFIG_OUT" \
+    --cluster-resource-namespace cert-manager --acme-http01-solver-image "$solver" \
+    --acme-http01-solver-nameservers "127.0.0.1:$DNS_PORT" --v=1
   kubectl_ apply --server-side -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Namespace
@@ -468,9 +494,66 @@ apiVersion: cert-manager.io/v1
 kind: ClusterIssuer
 metadata: { name: $DOMAIN_ISSUER }
 spec: { ca: { secretName: $DOMAIN_ISSUER } }
+---
+apiVersion: cert-manager.io/v1
+kind: ClusterIssuer
+metadata: { name: $ACME_ISSUER }
+spec:
+  acme:
+    server: https://127.0.0.1:$ACME_PORT/dir
+    caBundle: $(base64 -w0 < "$DIR/pki/pebble-ca.crt")
+    privateKeySecretRef: { name: $ACME_ISSUER-account }
+    solvers:
+      - http01:
+          ingress:
+            ingressClassName: traefik
+            serviceType: ClusterIP
+            # the solver pods run on the real node (the kwok nodes run nothing)
+            podTemplate:
+              spec:
+                nodeSelector: { berth.dev/node: real }
+                tolerations: [{ key: $REAL_NODE_TAINT, operator: Exists, effect: NoSchedule }]
 EOF
-  wait_for "the CA ClusterIssuer $DOMAIN_ISSUER" 90 sh -c "'$(bin_path kubectl)' --kubeconfig '$KUBECONFIG_OUT' get clusterissuer $DOMAIN_ISSUER -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True"
-  wait_for "the DNS server" 15 curl -sf -o /dev/null -X POST -d '{"host":"probe.invalid."}' "http://127.0.0.1:$DNS_MANAGEMENT_PORT/clear-a"
+  local i
+  for i in "$DOMAIN_ISSUER" "$ACME_ISSUER"; do
+    wait_for "the ClusterIssuer $i" 90 sh -c "'$(bin_path kubectl)' --kubeconfig '$KUBECONFIG_OUT' get clusterissuer $i -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True"
+  done
+}
+
+# Pebble (a small ACME server for tests) inside $NETNS: its HTTP-01 validations dial port 80 of the
+# domain's address (the node's: Traefik), names are resolved by the tests' DNS server (bridged),
+# and its APIs answer on the host at 127.0.0.1:$ACME_PORT (ACME) and :$ACME_MANAGEMENT_PORT
+# (management: /roots/0 is the root that issues, generated anew at each start). TLS: the module's
+# test certificate (127.0.0.1, localhost), signed by its test CA, copied to $DIR/pki/pebble-ca.crt.
+node_pebble() {
+  local mod
+  mod=$(cd "$BERTH_CACHE/build" && go mod download -json "github.com/letsencrypt/pebble/v2@$PEBBLE_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  [ -f "$mod/test/certs/localhost/cert.pem" ] || die "Pebble $PEBBLE_VERSION has no test certificate"
+  cp "$mod/test/certs/localhost/cert.pem" "$DIR/pki/pebble.crt"
+  cp "$mod/test/certs/localhost/key.pem" "$DIR/pki/pebble.key"
+  cp "$mod/test/certs/pebble.minica.pem" "$DIR/pki/pebble-ca.crt"
+  cat > "$NODE_DIR/pebble.json" <<EOF
+{
+  "pebble": {
+    "listenAddress": "127.0.0.1:14000",
+    "managementListenAddress": "127.0.0.1:15000",
+    "certificate": "$DIR/pki/pebble.crt",
+    "privateKey": "$DIR/pki/pebble.key",
+    "httpPort": 80,
+    "tlsPort": 443,
+    "ocspResponderURL": "",
+    "externalAccountBindingRequired": false,
+    "retryAfter": { "authz": 1, "order": 1 },
+    "keyAlgorithm": "ecdsa",
+    "profiles": { "default": { "description": "90 days, like Let's Encrypt's", "validityPeriod": 7776000 } }
+  }
+}
+EOF
+  # no random sleeps before validations and no rejected nonces (both only slow tests down); every
+  # authorization validated anew (a reused one would skip HTTP-01)
+  node_start pebble in env PEBBLE_VA_NOSLEEP=1 PEBBLE_WFE_NONCEREJECT=0 PEBBLE_AUTHZREUSE=0 \
+    "$(bin_path pebble)" -config "$NODE_DIR/pebble.json" -dnsserver "127.0.0.1:$DNS_PORT"
+  wait_for Pebble 30 curl -sf -o /dev/null --cacert "$DIR/pki/pebble-ca.crt" "https://127.0.0.1:$ACME_PORT/dir"
 }
 
 # Unmounts what is mounted under the directories (deepest first) and removes the cgroup `name`,
@@ -495,7 +578,7 @@ node_down() {
     done
   fi
   local c
-  for c in cert-manager-controller pebble-challtestsrv traefik metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
+  for c in cert-manager-controller pebble pebble-challtestsrv traefik metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
   # What the kubelet left running: kill the containers' tasks through containerd, then stop it.
   if node_running containerd; then
     local ctr; ctr=(env "$(bin_path ctr)" --address "$RUN/containerd.sock" -n k8s.io)
@@ -516,6 +599,8 @@ node_env() {
   echo "export BERTH_INGRESS_URL=http://127.0.0.1:$INGRESS_PORT BERTH_INGRESS_TLS_URL=https://127.0.0.1:$INGRESS_TLS_PORT"
   # custom domains: the DNS server tests set records in, and the ClusterIssuer of their certificates
   echo "export BERTH_DNS_RESOLVER=127.0.0.1:$DNS_PORT BERTH_DNS_MANAGEMENT_URL=http://127.0.0.1:$DNS_MANAGEMENT_PORT BERTH_DOMAIN_ISSUER=$DOMAIN_ISSUER"
+  # the ACME ClusterIssuer (Pebble) and Pebble's management API (https, its CA in the issuer's caBundle)
+  echo "export BERTH_ACME_ISSUER=$ACME_ISSUER BERTH_ACME_MANAGEMENT_URL=https://127.0.0.1:$ACME_MANAGEMENT_PORT"
   echo "export BERTH_NODE_IP=$NODE_IP BERTH_NODE_NAME=$NODE_NAME BERTH_HOST_API_PORT=$HOST_API_PORT"
   # git push $BERTH_GIT_URL/<name>.git from the host; Apps name $BERTH_GIT_CLUSTER_URL/<name>.git (what build Jobs reach)
   echo "export BERTH_GIT_URL=http://127.0.0.1:$GIT_PORT BERTH_GIT_CLUSTER_URL=http://$NODE_IP:$GIT_PORT BERTH_GIT_CREDENTIALS=$GIT_CREDENTIALS"

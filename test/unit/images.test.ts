@@ -12,7 +12,7 @@ import { gunzipSync } from "node:zlib";
 import type { ImageSpec, Layer, TarEntry } from "../../hack/lib/oci.ts";
 import { canonicalJson, entryHeader, extendImage, imageBlobs, layerBytes, LAYER_MTIME, MEDIA_TYPE, mergeEnv, parentDirs, paxRecord, sha256, sortEntries } from "../../hack/lib/oci.ts";
 import { loopbackRegistry, uploadUrl } from "../../hack/lib/registry.ts";
-import { cacheKey, contentTag, debianMirror, sampleAppEntries, treeEntries, withNodeUser } from "../../hack/images.ts";
+import { ACMESOLVER_UID, buildAcmeSolver, cacheKey, contentTag, debianMirror, ImageCache, sampleAppEntries, treeEntries, withNodeUser } from "../../hack/images.ts";
 
 const file = (path: string, text: string, mode = 0o644): TarEntry => ({ path, type: "file", mode, uid: 0, gid: 0, data: Buffer.from(text) });
 
@@ -201,4 +201,28 @@ test("the registry is loopback only; upload locations resolve against it and kee
   for (const bad of ["10.0.0.1:5000", "registry.example:5000", "127.0.0.1", "http://127.0.0.1:5000"]) t.throws(() => loopbackRegistry(bad));
   t.is(uploadUrl("http://127.0.0.1:5000", "/v2/a/blobs/uploads/u1?_state=s", { digest: "sha256:ab" }), "http://127.0.0.1:5000/v2/a/blobs/uploads/u1?_state=s&digest=sha256%3Aab");
   t.is(uploadUrl("http://127.0.0.1:5000", "http://127.0.0.1:5000/v2/a/blobs/uploads/u2", { digest: "sha256:cd" }), "http://127.0.0.1:5000/v2/a/blobs/uploads/u2?digest=sha256%3Acd");
+});
+
+test("the ACME solver's image: the binary as /acmesolver, tagged with the binary's version and hash, run as a non-root user", async (t) => {
+  const dir = await tempDir(t);
+  const bin = join(dir, "acmesolver-v1.21.2-0123abcd");
+  await writeFile(bin, "#!fake solver binary\n", { mode: 0o755 });
+  const built = await buildAcmeSolver(bin, { cacheDir: join(dir, "cache"), log: () => {} });
+  t.is(built.name, "berth/acmesolver");
+  t.is(built.tag, "v1.21.2-0123abcd");
+  const config = JSON.parse(built.image.config.toString()) as { config: { Entrypoint: string[]; User: string } };
+  t.deepEqual(config.config.Entrypoint, ["/acmesolver"]);
+  t.is(config.config.User, `${ACMESOLVER_UID}:${ACMESOLVER_UID}`, "numeric, so that runAsNonRoot can check it");
+  t.not(ACMESOLVER_UID, 0);
+  const layer = built.image.spec.layers[0]!;
+  const listing = await gnuTarList(t, await readFile(new ImageCache(join(dir, "cache")).blobPath(layer.digest)));
+  t.is(listing.length, 1);
+  t.regex(listing[0]!, /^-rwxr-xr-x 0\/0 .* acmesolver$/);
+  const again = await buildAcmeSolver(bin, { cacheDir: join(dir, "cache"), log: () => {} });
+  t.is(again.image.manifestDigest, built.image.manifestDigest, "the same binary gives the same image");
+  await writeFile(bin, "#!another solver\n");
+  t.not((await buildAcmeSolver(bin, { cacheDir: join(dir, "cache"), log: () => {} })).image.manifestDigest, built.image.manifestDigest, "another binary another image");
+  const wrong = join(dir, "solver");
+  await writeFile(wrong, "x");
+  await t.throwsAsync(buildAcmeSolver(wrong, { cacheDir: join(dir, "cache") }), { message: /acmesolver-<version>-<hash>/ });
 });
