@@ -1,5 +1,10 @@
 // Benchmark of issue 4, run by hand (no cluster, no database):
-//   node hack/bench/guards.ts [--iterations 20000] [--warmup 2000]
+//   node hack/bench/guards.ts [--iterations 20000] [--warmup 2000] [--baseline <dir>]
+// --baseline <dir> also loads <dir>/toolkit/src/index.ts, another version of the guards (for
+// example `git archive <rev> toolkit/src | tar -x -C .local/bench-baseline`), and measures it
+// back to back with this one, in alternating rounds on the same texts, printing the ratios of
+// their CPU-time percentiles (this run / baseline): the change's cost, on the same machine at the
+// same moment.
 // Per-call latency of evaluateGuards on a 1 KB prompt with every guard type on (the built-in
 // prompt_injection and sensitive_data guards, plus toxicity, off_topic, custom and a redacting
 // pii_detection template), on one core (Node runs the engine on its one JS thread). Scenarios:
@@ -12,11 +17,13 @@
 // figures leave out the time other processes hold the core, which on a busy shared machine is
 // most of the wall-time tail), and a comparison line against the goal (p99 < 1 ms).
 import { availableParallelism, loadavg } from "node:os";
+import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { evaluateGuards, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
 
-const { values } = parseArgs({ options: { iterations: { type: "string", default: "20000" }, warmup: { type: "string", default: "2000" } } });
+const { values } = parseArgs({ options: { iterations: { type: "string", default: "20000" }, warmup: { type: "string", default: "2000" }, baseline: { type: "string" } } });
 const N = Number(values.iterations);
 const WARMUP = Number(values.warmup);
 const GOAL_P99_MS = 1;
@@ -131,3 +138,35 @@ const line = (what: "wall" | "cpu") => {
   return `worst ${what} p99 ${p99.toFixed(3)} ms (${worst.name}) vs goal p99 < ${GOAL_P99_MS} ms: ${verdict}`;
 };
 console.log(`\ncomparison (1 KB prompt, every guard on, one core): ${line("cpu")}; ${line("wall")}`);
+
+// Back to back with a baseline version of the toolkit: rounds of ROUND calls, alternating, so that
+// both see the same load; CPU time per call.
+if (values.baseline) {
+  type Toolkit = { GuardEngine: typeof GuardEngine; evaluateGuards: typeof evaluateGuards };
+  const base = (await import(pathToFileURL(join(resolve(values.baseline), "toolkit/src/index.ts")).href)) as Toolkit;
+  const baseEngine = new base.GuardEngine(config);
+  const ROUND = 500;
+  const scenarios: Array<[string, string, "input" | "output"]> = [["benign", benign, "input"], ["findings", findings, "input"], ["numbers", numbers, "input"], ["output", findings, "output"]];
+  console.log(`\nback to back with the baseline in ${values.baseline} (${N} calls each, rounds of ${ROUND}, CPU ms per call)`);
+  console.log("scenario   | baseline p50   p99  |   this p50    p99  | ratio p50  p99");
+  for (const [name, text, phase] of scenarios) {
+    const runs = { base: new Float64Array(N), cur: new Float64Array(N) };
+    for (let i = 0; i < WARMUP; i++) {
+      base.evaluateGuards(text, phase, baseEngine);
+      evaluateGuards(text, phase, engine);
+    }
+    for (let done = 0; done < N; done += ROUND) {
+      for (const [which, fn] of [["base", () => base.evaluateGuards(text, phase, baseEngine)], ["cur", () => evaluateGuards(text, phase, engine)]] as const) {
+        for (let i = done; i < Math.min(N, done + ROUND); i++) {
+          const c0 = process.cpuUsage();
+          fn();
+          const c = process.cpuUsage(c0);
+          runs[which][i] = (c.user + c.system) / 1000;
+        }
+      }
+    }
+    const b = stats(runs.base);
+    const c = stats(runs.cur);
+    console.log(`${name.padEnd(10)} | ${ms(b.p50)} ${ms(b.p99)} | ${ms(c.p50)} ${ms(c.p99)} | ${(c.p50 / b.p50).toFixed(2).padStart(5)} ${(c.p99 / b.p99).toFixed(2).padStart(5)}`);
+  }
+}

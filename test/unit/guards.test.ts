@@ -182,14 +182,25 @@ test("adversarial inputs stay linear: no pathological 1 KB text takes more than 
     "base64-like words": ("QUFB".repeat(10) + " ").repeat(25),
     "secret keyword runs": ("password" + "_".repeat(40) + " ").repeat(20),
     "URL credential prefixes": ("http://" + "a".repeat(120) + ":").repeat(8),
+    "violence verbs repeated": "we should " + "kill all the ".repeat(80),
+    "identity adjectives repeated": "you " + "stupid black ".repeat(80) + "x",
+    "group subjects repeated": "muslims ".repeat(150) + "are",
+    "profanity beside groups": "fucking jews shit ".repeat(60),
+    "suffix-like tokens": "tell me ]$. [[x ".repeat(80),
   };
   const cfg: EngineConfigInput = { ...full, guards: { ...full.guards, sensitive_data: { enabled: true } } };
-  evaluateGuards("warm up", "input", cfg);
+  // the first run of a regular expression compiles it (tens of ms on a busy machine): warm every
+  // case once; then the best of three runs, since catastrophic backtracking is slow in every run
+  // and a busy machine (GC, other processes) only in some
+  for (const text of Object.values(cases)) evaluateGuards(text, "input", cfg);
   for (const [what, text] of Object.entries(cases)) {
-    const t0 = performance.now();
-    evaluateGuards(text, "input", cfg);
-    evaluateGuards(text, "output", cfg);
-    const ms = performance.now() - t0;
+    let ms = Infinity;
+    for (let run = 0; run < 3; run++) {
+      const t0 = performance.now();
+      evaluateGuards(text, "input", cfg);
+      evaluateGuards(text, "output", cfg);
+      ms = Math.min(ms, performance.now() - t0);
+    }
     t.true(ms < 50, `${what}: ${ms.toFixed(1)} ms`);
   }
 });

@@ -22,6 +22,7 @@ export const INJECTION_KINDS = [
   "encoded_injection",
   "roleplay_jailbreak",
   "indirect_injection",
+  "adversarial_suffix",
 ] as const;
 export type InjectionKind = (typeof INJECTION_KINDS)[number];
 
@@ -240,6 +241,15 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
     }
   }
 
+  // an optimiser's suffix after the request (its tokens are not words, so no signal above sees it)
+  const suffix = adversarialSuffix(text);
+  const needed = suffix.code ? 5 : 2;
+  const suffixScore = suffix.balanced || suffix.weird < needed ? 0 : suffix.weird > needed ? 0.8 : 0.7;
+  if (suffixScore > 0) {
+    const start = Math.max(0, text.lastIndexOf(suffix.tokens[0]!));
+    hits.push({ kind: "adversarial_suffix", start, end: text.length, score: suffixScore, description: `adversarial suffix: ${suffix.weird} tokens of punctuation and fragments at the end` });
+  }
+
   // talking about injections is not injecting: in a text about them, quoted phrases count at 40%,
   // and so do the names of jailbreaks in a question ("how do I defend against DAN prompts?")
   if (hits.length > 0 && META.test(view.text)) {
@@ -285,3 +295,50 @@ export const injectionDefinition: GuardDefinition<InjectionConfig> = {
   detect: detectInjection,
   confidence: injectionConfidence,
 };
+
+// Adversarial suffixes (Zou et al. 2023, "GCG"): an optimiser appends ~20 tokens of punctuation,
+// code fragments and words of several languages to a request ("... which sorry bere---- ??legt !!
+// lawyer correctedilde]$. [[There"). Ordinary prose, tweets (@names, #tags, &amp;) and a line of
+// code in backticks rarely put more than two such tokens among their last twenty.
+const SUFFIX_SYMBOL = /[[\]{}()<>\\"`|=^$#@~*_;]/;
+const ORDINARY_TOKEN = /^(?:@\w+:?|#\w+|&#?\w+;?|https?:\/\/\S+|www\.\S+|[:;]-?[()DPp]|<3|\d+(?:[.,:/-]\d+)*%?|\w+(?:['’-]\w+)*|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|\w+(?:\.\w+)+|(?:~|\.{1,2})?(?:\/[\w.-]+)+\/?)$/;
+const EMOTICON = /(?<!\S)[:;]-?[()DPp](?!\S)/g;
+const CODE_WORDS = /code|error|exception|function|regex|syntax|compil|python|javascript|typescript|\bjava\b|\brust\b|sql|bash|shell|json|yaml|html|css|\bapi\b|\bbug|traceback|snippet|script|program|latex|\btex\b|markdown|formula|equation/i;
+const CAMEL_NAME = /^(?:Mc|Mac|iP|eB|iO|You[TF]|JavaScript|TypeScript|GitHub|PowerPoint|LinkedIn|WordPress|PlayStation|OpenAI|ChatGPT|DeepMind|McDonald)/;
+
+/** Whether one whitespace-separated token looks like optimiser output rather than a word. */
+function oddToken(token: string): boolean {
+  if (/^[=<>|\\~^]+$/.test(token)) return true;
+  const core = token.replace(/^[(["'“‘]+/, "").replace(/[.,!?:;)\]"'”’]+$/, "");
+  if (core === "") return token.length >= 3 && /[^.!?]/.test(token);
+  if (ORDINARY_TOKEN.test(core)) return !core.startsWith("#") && !core.startsWith("@") && /[a-z][A-Z][a-z]/.test(core) && !CAMEL_NAME.test(core);
+  return SUFFIX_SYMBOL.test(core) || /[^\w\s]{2,}/.test(core) || /\w[^\w\s'’-]+\w/.test(core) || /^[!?]+[A-Za-z]/.test(core);
+}
+
+/** How many of the last twenty tokens of a text's last line look like an adversarial suffix. */
+export function adversarialSuffix(text: string): { weird: number; tokens: string[]; balanced: boolean; code: boolean } {
+  const tail = text.slice(-240);
+  const nl = tail.lastIndexOf("\n");
+  if (text.includes("```")) return { weird: 0, tokens: [], balanced: true, code: true };
+  const line = tail.slice(nl + 1);
+  // only a line whose brackets do not pair up counts (most lines have none): say so before splitting it
+  if (balanced(line.replace(EMOTICON, " "))) return { weird: 0, tokens: [], balanced: true, code: false };
+  const all = line.split(/\s+/).filter(Boolean);
+  const tokens = all.slice(-20);
+  const odd = tokens.filter(oddToken);
+  // a question about code carries code of its own: it must look much stranger to count
+  const brackets = tokens.join(" ").replace(EMOTICON, " ");
+  return { weird: odd.length, tokens: odd, balanced: balanced(brackets), code: CODE_WORDS.test(text) };
+}
+
+/** Whether the brackets of a line pair up, as they do in a line of code and rarely in optimiser output. */
+function balanced(line: string): boolean {
+  const open = "([{";
+  const close = ")]}";
+  const stack: string[] = [];
+  for (const c of line) {
+    if (open.includes(c)) stack.push(c);
+    else if (close.includes(c) && stack.pop() !== open[close.indexOf(c)]) return false;
+  }
+  return stack.length === 0;
+}

@@ -69,10 +69,16 @@ export function wordMatches(text: string): MatchPayload[] {
 }
 
 const YOU = String.raw`(?:you|your|ya|u|ur|yourself|urself)`;
-// Groups that hate speech targets (protected characteristics, HateCheck's targets and more), plural
-// or as "<adjective> people"; "you people", "your kind".
-const GROUP = String.raw`(?:(?:black|white|brown|asian|jewish|muslim|christian|hindu|sikh|gay|lesbian|bisexual|trans|transgender|queer|disabled|deaf|blind|autistic|immigrant|foreign|indian|chinese|mexican|arab|african|latino|hispanic|native|roma|gypsy|old|fat)\s+(?:people|folks|men|women|persons|kids|immigrants|refugees)|muslims|moslems|jews|christians|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|latinos|hispanics|gays|lesbians|homosexuals|transgenders|trannies|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|those people)`;
-const NEGATIVE = String.raw`(?:disgusting|worthless|stupid|dumb|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|animals|vermin|rats|parasites|terrorists|criminals|rapists|a plague|a disease|a cancer|a virus|a burden|freaks|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|thieves|idiots|morons|useless|pathetic|dishonest|a disgrace|retarded|sick|abominations?|an abomination|not human|less than human)`;
+// Identity adjectives ("black", "muslim", "gay") and the plural nouns that hate speech targets
+// (protected characteristics, HateCheck's targets, national origin); "<adjective> people", "you people".
+const GROUP_ADJ = String.raw`(?:black|white|non-?white|brown|asian|jewish|muslim|christian|catholic|hindu|sikh|gay|lesbian|bisexual|trans|transgender|queer|disabled|deaf|blind|autistic|immigrant|foreign|indian|chinese|korean|japanese|pakistani|mexican|arab|african(?: american)?|american|european|russian|polish|romanian|latino|hispanic|native|roma|gypsy|old|fat)`;
+const PEOPLE = String.raw`(?:people|folks|men|women|persons|kids|children|immigrants|refugees|guys|girls|boys)`;
+const GROUP = String.raw`(?:${GROUP_ADJ}\s+${PEOPLE}|muslims|moslems|jews|christians|catholics|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|pakistanis|koreans|turks|russians|americans|europeans|latinos|hispanics|gays?(?: and lesbians)?|lesbians|homosexuals|queers|trans people|transgenders|trannies|lgbtq?\+?(?: people| community)?|autistics|autists|disabled people|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|these people|those people)`;
+// Religions, identities and movements named as a whole ("islam is ...", "destroy islam").
+const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
+// a group named as people, not as the adjective of a cuisine or a language ("chinese food")
+const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|characters|culture|history|government))`;
+const NEGATIVE = String.raw`(?:disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
 interface Pattern {
   category: ToxicityCategory;
   weight: number;
@@ -84,15 +90,25 @@ const r = (src: string) => new RegExp(src, "g");
 
 /** Patterns a word list cannot see (on the lower-cased view). */
 export const TOXICITY_PATTERNS: readonly Pattern[] = [
-  { category: "threat", weight: 0.9, label: "threat of violence", re: r(String.raw`\b(?:i|we)(?:'ll|'m|'d| will| shall| am| are| would| wanna| gonna| want to| going to)?\b[^.!?\n]{0,40}?\b(?:kill|murder|hurt|stab|shoot|beat|punch|strangle|choke|rape|slap|smash|burn|bury)\s+(?:\w+\s+){0,2}?${YOU}\b`) },
+  { category: "threat", weight: 0.9, label: "threat of violence", re: r(String.raw`\b(?:i|we|im|ima|imma)(?:'ll|'m|'d| will| shall| am| are| would| wanna| gonna| want to| going to)?\b[^.!?\n]{0,40}?\b(?:kill|murder|hurt|stab|shoot|beat|punch|strangle|choke|rape|slap|smash|burn|bury)\s+(?:\w+\s+){0,2}?${YOU}\b`) },
   { category: "threat", weight: 0.85, label: "threat", re: r(String.raw`\b(?:know|find|found|find out|found out|get) where ${YOU} (?:live|work|sleep)\b|\b(?:i'll|i will|we'll|we will|gonna) (?:find|hunt) ${YOU}\b|\bmake ${YOU} pay\b|\bwatch ${YOU}r back\b|\b${YOU}(?:'re| are) (?:dead|going to die|gonna die)\b`) },
   { category: "threat", weight: 0.85, label: "wish of harm", re: r(String.raw`\b(?:hope|wish)\s+(?:that\s+)?(?:${YOU}(?: \w+){0,2})\b[^.!?\n]{0,30}?\b(?:die|dies|dead|cancer|suffers?|burn|rot|get hurt|get raped|hit by)\b|\b(?:drop dead(?! (?:gorgeous|beautiful|handsome|sexy|funny|serious))|go die|just die|die already|die in a (?:fire|hole|ditch)|eat shit and die)\b`) },
   { category: "self_harm", weight: 0.9, label: "self-harm encouragement", re: r(String.raw`\b(?:kill|hang|shoot|off|end)\s+(?:yourself|urself|ur self|your ?self)\b|\bkys\b|\bend your (?:own )?life\b|\bdrink bleach\b|\bnobody would miss you\b`) },
-  { category: "hate", weight: 0.85, label: "hatred of a group", re: r(String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can'?t stand|cannot stand|can not stand)\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b`) },
+  { category: "hate", weight: 0.85, label: "hatred of a group", re: r(String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b`) },
   { category: "harassment", weight: 0.75, label: "hatred aimed at someone", re: r(String.raw`\bi\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can'?t stand|cannot stand)\s+(?:you|u|ya|all of you|every one of you|your guts)\b(?!\s+(?:guys|all)?\s*(?:so much|too)?\s*(?:for (?:that|this)|,? ?lol|haha))`) },
-  { category: "hate", weight: 0.85, label: "derogatory generalisation", re: r(String.raw`\b${GROUP}\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most)\s+)*${NEGATIVE}\b`) },
+  { category: "hate", weight: 0.85, label: "derogatory generalisation", re: r(String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}${NEGATIVE}\b`) },
   { category: "hate", weight: 0.85, label: "dehumanising generalisation", re: r(String.raw`\b(?:all|those|these|the|most)\s+(?:\w+\s+){0,2}?(?:are|r)\s+(?:(?:just|nothing but|like|all|filthy|dirty)\s+)*(?:vermin|animals|rats|cockroaches|parasites|subhuman|savages|scum|filth|a disease|a plague|a cancer|trash|dogs|pigs|apes|monkeys)\b`) },
-  { category: "hate", weight: 0.85, label: "eliminationist language", re: r(String.raw`\b(?:people|persons|folks|men|women|immigrants|refugees|foreigners|migrants|muslims|jews|christians|hindus|sikhs|atheists|blacks|whites|asians|arabs|mexicans|africans|gays|lesbians|homosexuals|liberals|conservatives|your kind|their kind|them|they|you|like you)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+)?(?:be\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|lynched|burned|put down|die)\b`) },
+  { category: "hate", weight: 0.85, label: "eliminationist language", re: r(String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b`) },
+  // violence called for against a group, as an order or a wish ("kill all muslims", "destroy islam"),
+  // not a report of it ("why did they kill the jews" has its own subject before the verb)
+  { category: "hate", weight: 0.9, label: "violence against a group", re: r(String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of)\s+(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))\b`) },
+  { category: "threat", weight: 0.8, label: "call to kill", re: r(String.raw`\b(?:kill|burn|shoot|gas|hang|nuke|exterminate)\s+(?:them|em|['’]em)\s+all\b|\b(?<=(?:^|[.!?]\s+))kill (?:them|those \w+|these \w+)\b|\bsend\s+(?:(?:all|the|these|those)\s+){0,2}(?:${GROUP}\s+|them\s+)?(?:all\s+)?to\s+(?:hell|the gas chambers?|the ovens?|concentration camps?)\b`) },
+  { category: "threat", weight: 0.85, label: "wish of death", re: r(String.raw`\b(?:slow |painful )?death to (?:all |the |every )?(?:${GROUP}|people like|you|them|those)\b|\bwish(?:ing)?\s+(?:you|him|her|them)?\s*(?:a\s+)?(?:slow |painful )?death\b|\b(?:hope|wish)\s+(?:he|she|they|him|her|them)\s+(?:\w+\s+){0,2}?(?:dies?|gets? (?:raped|killed|shot|cancer|hit by)|burns? in hell|rots? in hell)\b`) },
+  { category: "threat", weight: 0.7, label: "threat against someone", re: r(String.raw`\b(?:i|we|im|ima|imma)(?:['’]ll|['’]d| will| would| wanna| gonna| want to| going to)?\s+(?:\w+\s+){0,2}?(?:kill|murder|stab|strangle|choke|rape|bury|beat the (?:shit|fuck|hell) out of)\s+(?:her|him|them|every (?:one of them|\w+)|all of them)\b`) },
+  // dehumanising and degrading words fastened to an identity ("korean bitch", "filthy chinese")
+  { category: "hate", weight: 0.85, label: "identity insult", re: r(String.raw`\b${GROUP_ADJ}\s+(?:american\s+)?(?:cunts?|bitch(?:es)?|whores?|sluts?|scum|trash|niggas?|parasites|leeches|vermin|savages|subhumans)\b|\blike (?:the )?(?:animals|vermin|rats|cockroaches|pigs|dogs|savages|parasites) (?:they|you) are\b|\b(?:fucking|filthy|dirty|lowlife|stupid|dumb|ugly|smelly)\s+(?:\w+\s+)?${GROUP_ADJ}\s+(?:monkeys?|apes?|animals?|pigs?|cockroach(?:es)?|vermin|savages?|parasites?|rats?|dogs?)\b`) },
+  { category: "hate", weight: 0.8, label: "insult to a group", re: r(String.raw`\b(?:stupid|dumb|filthy|dirty|disgusting|smelly|lowlife|fucking|fuckin)\s+(?:\w+\s+)?(?:${GROUP}|${GROUP_ADJ}\s+(?:\w+\s+){0,2}?(?:people|women|men|guys?|girls?|boys?|kids|bitch(?:es)?|snitch|dudes?|blokes?|bastards?))\b${NOT_PEOPLE}|\bf+u+c+k+\s+(?:off\s+)?(?:all\s+|the\s+|those\s+|these\s+)?(?:${GROUP}|${CREED})\b`) },
+  { category: "hate", weight: 0.85, label: "denial of humanity", re: r(String.raw`\b(?:${GROUP}|they|these people|those people)\s+(?:are not|aren['’]?t|is not|isn['’]?t|r not)\s+(?:\d+%\s+|fully\s+|even\s+|real\s+)?(?:humans?|people|persons)\b`) },
   { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|subhuman|filthy|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`) },
   { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:what an?|such an?)\s+(?:\w+\s+){0,2}?(?:idiot|moron|imbecile|loser|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|disgrace|failure)\s+(?:you are|you're|u r|ur)\b|\b(?:shit|crap) for brains\b|\bnobody (?:likes|wants|loves) you\b|\beveryone hates you\b`) },
   { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you(?:'re| are)|ur|u r)\s+(?:the|such a|a)\s+(?:dumbest|stupidest|ugliest|worst|most (?:pathetic|stupid|useless|disgusting|worthless)|biggest (?:idiot|loser|moron|failure|joke))\b`) },
@@ -102,8 +118,13 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
   { category: "harassment", weight: 0.8, label: "abuse aimed at someone", re: r(String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bgo to hell\b|\bstfu\b`) },
 ];
 
-// one scan says whether any of the patterns matches (text.ts anyOf); most texts match none
-const PATTERNS_GATE = anyOf(TOXICITY_PATTERNS.map((p) => p.re));
+// one scan per group of patterns says whether any of the group matches (text.ts anyOf); most texts
+// match none, and a text with one finding runs the few patterns of its group, not all of them
+const GATE_GROUP = 6;
+const PATTERN_GROUPS = Array.from({ length: Math.ceil(TOXICITY_PATTERNS.length / GATE_GROUP) }, (_, i) => {
+  const patterns = TOXICITY_PATTERNS.slice(i * GATE_GROUP, (i + 1) * GATE_GROUP);
+  return { gate: anyOf(patterns.map((p) => p.re)), patterns };
+});
 
 // A generalisation negated in its own clause ("I would never say that women are worthless").
 const NEGATED_BEFORE = /\b(?:never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop)\b[^.!?;\n]*$/;
@@ -147,7 +168,19 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     hits.push({ kind: category, start, end, score, description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})` });
   }
   const words = hits.map((h) => [h.start, h.end] as const);
-  for (const p of PATTERNS_GATE.test(view.text) ? TOXICITY_PATTERNS : []) {
+  // profanity or an insult in the same sentence as a group named as a whole ("fucking migrants",
+  // "hindus and muslims are the same shit"): abuse of a group, not emphasis
+  if (hits.some((h) => h.kind === "profanity" || h.kind === "harassment")) {
+    GROUP_MENTION.lastIndex = 0;
+    for (const g of view.text.matchAll(GROUP_MENTION)) {
+      const [gs, ge] = toOriginal(view, g.index, g.index + g[0].length);
+      const near = hits.find((h) => (h.kind === "profanity" || h.kind === "harassment") && sameSentence(text, Math.min(gs, h.start), Math.max(ge, h.end)));
+      if (!near) continue;
+      hits.push({ kind: "hate", start: Math.min(gs, near.start), end: Math.max(ge, near.end), score: 0.65, description: `profanity about a group (${excerpt(text.slice(gs, ge), 30)})` });
+      break;
+    }
+  }
+  for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(view.text) ? g.patterns : []))) {
     p.re.lastIndex = 0;
     for (const m of view.text.matchAll(p.re)) {
       const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
@@ -157,6 +190,13 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
   const out = hits.filter((h) => wanted.has(h.kind) && !(h.kind === "hate" && negatedAt(view, h.start)));
   if (out.length > 0 && MENTION.test(view.text)) discountMentions(text, out);
   return out.sort((a, b) => a.start - b.start);
+}
+
+const GROUP_MENTION = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
+
+/** Whether text[start, end) lies within one sentence (no sentence end or line break inside). */
+function sameSentence(text: string, start: number, end: number): boolean {
+  return end - start <= 160 && !/[.!?\n]/.test(text.slice(start, end).replace(/\.{2,}/g, ","));
 }
 
 /** Whether the clause before an original offset negates what follows. */
