@@ -193,7 +193,7 @@ export class Controller {
     const endTimer = metrics.reconcileDuration.startTimer(labels);
     let result: ReconcileResultLabel;
     try {
-      const log = this.log.child({ key, reconcileId: ++this.reconciles });
+      const log = this.log.child({ object: key, reconcileId: ++this.reconciles });
       const res = await reconciler.reconcile(requestOf(key), { signal: this.abort.signal, log });
       queue.forget(key);
       const after = res?.requeueAfterMs ?? 0;
@@ -204,12 +204,12 @@ export class Controller {
       if (err instanceof TerminalError) {
         queue.forget(key);
         result = "terminal";
-        this.log.error({ key, err }, "reconcile failed with a terminal error; not retrying");
+        this.log.error({ object: key, err }, "reconcile failed with a terminal error; not retrying");
       } else {
         const retries = queue.numRequeues(key);
         queue.addRateLimited(key);
         result = "error";
-        this.log.error({ key, err, retries }, "reconcile failed; retrying with backoff");
+        this.log.error({ object: key, err, retries }, "reconcile failed; retrying with backoff");
       }
     } finally {
       endTimer();

@@ -166,7 +166,7 @@ test("an error retries with growing backoff until success", async (t) => {
   t.true((await counter(h.metrics, "success")) >= 1);
   const errors = h.lines.filter((l) => l.level === 50);
   t.is(errors.length, 4);
-  t.true(errors.every((l) => l.key === `${ns}/${name}` && l.controller === "copy" && (l.err as { message: string }).message.startsWith("transient failure")));
+  t.true(errors.every((l) => l.object === `${ns}/${name}` && l.controller === "copy" && (l.err as { message: string }).message.startsWith("transient failure")));
 });
 
 test("a TerminalError is recorded and not retried", async (t) => {
@@ -182,7 +182,7 @@ test("a TerminalError is recorded and not retried", async (t) => {
   t.is(await counter(h.metrics, "terminal"), 1);
   t.is(await counter(h.metrics, "error"), 0);
   t.is(h.controller.queue.numRequeues(`${ns}/${name}`), 0);
-  t.true(h.lines.some((l) => l.level === 50 && l.key === `${ns}/${name}` && (l.err as { type: string }).type === "TerminalError"));
+  t.true(h.lines.some((l) => l.level === 50 && l.object === `${ns}/${name}` && (l.err as { type: string }).type === "TerminalError"));
   // A new change to the object is looked at again.
   await k.core.patchNamespacedConfigMap({ namespace: ns, name, body: [{ op: "replace", path: "/data/a", value: "c" }] });
   await until("a reconcile after the change", () => calls === 2);
