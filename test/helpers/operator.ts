@@ -1,6 +1,6 @@
 // The operator, in-process, as the chart runs it: under the chart's operator ServiceAccount
 // (helpers/identities.ts), never the admin kubeconfig, so a call its RBAC does not allow fails.
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
 import { identity } from "./identities.ts";
@@ -12,6 +12,8 @@ export interface TestOperatorOptions {
   apiUrl?: string;
   /** More configuration variables. */
   env?: Record<string, string>;
+  /** Where its logs go (default: silent). */
+  logger?: Logger;
 }
 
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {
@@ -21,5 +23,5 @@ export async function startTestOperator(opts: TestOperatorOptions): Promise<Runn
     BERTH_WATCH_NAMESPACE: opts.namespace, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0",
     ...(opts.apiUrl ? { BERTH_OPERATOR_API_URL: opts.apiUrl } : {}),
     ...opts.env,
-  }), pino({ level: "silent" }));
+  }), opts.logger ?? pino({ level: "silent" }));
 }

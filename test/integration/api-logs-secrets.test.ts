@@ -13,6 +13,10 @@ import { identity } from "../helpers/identities.ts";
 import { keyOf } from "../helpers/governance.ts";
 import { deleteNamespace, kube } from "../helpers/kube.ts";
 import { API_VERSION } from "../../crds/schemas.ts";
+import { createLogger } from "../../kube/logger.ts";
+import { KubeClient } from "../../kube/client.ts";
+import { eventually } from "../helpers/kube.ts";
+import { startTestOperator } from "../helpers/operator.ts";
 
 let api: TestApi;
 const out: string[] = [];
@@ -165,5 +169,42 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
       leaks.push(`${what} (${needle.slice(0, 12)}...) in: ${line.slice(0, 300)}`);
     }
   }
+  t.deepEqual(leaks, [], `leaks:\n${leaks.join("\n")}`);
+});
+
+test.serial("the operator's own lines at trace level, through a reconcile that provisions governance, mounts secret variables and rolls on their change, hold no secret", async (t) => {
+  t.timeout(150_000);
+  const lines: string[] = [];
+  // The operator's logger as operator/main.ts makes it, at trace level, into memory.
+  const logger = createLogger({ level: "trace", base: { component: "operator" }, destination: { write: (l: string) => { lines.push(l); } } });
+  const op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url, logger });
+  t.teardown(() => op.stop());
+  const W = `/workspaces/${api.workspaceId}/apps`;
+  const ok = (r: ApiResponse, status: number, what: string) => { t.is(r.status, status, `${what}: ${r.text}`); return r; };
+  const VALUE = "lapis-kestrel-0x5e3c-payload-of-the-env-var";
+  const ROTATED = "garnet-osprey-0x91aa-the-rotated-variable";
+  ok(await api.fetchJson("POST", W, { body: { name: "Vault", slug: "vault", image: "registry.invalid/vault:1" } }), 201, "create app");
+  ok(await api.fetchJson("PUT", `${W}/vault/env/DB_PASSWORD`, { body: { value: VALUE } }), 201, "a secret variable");
+  const hook = ok(await api.fetchJson("POST", `${W}/vault/webhook-secret`), 201, "webhook secret").body;
+
+  const client = new KubeClient(kube().kc); // the test's own reads, as cluster admin
+  const secretData = async (name: string) => (await client.get<{ data?: Record<string, string> } & { metadata: object }>({ apiVersion: "v1", kind: "Secret", namespace: api.namespace, name }))?.data;
+  const conn = await eventually("the operator provisions governance", async () => {
+    const d = await secretData("vault-governance");
+    return d?.GOVDB_CONNECTION ? Buffer.from(d.GOVDB_CONNECTION, "base64").toString("utf8") : undefined;
+  }, 60_000);
+  const template = async () => (await client.get<{ spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } } & { metadata: object }>({ apiVersion: "apps/v1", kind: "Deployment", namespace: api.namespace, name: "vault" }))?.spec?.template?.metadata?.annotations;
+  const before = JSON.stringify(await eventually("the Deployment", template, 60_000));
+  ok(await api.fetchJson("PUT", `${W}/vault/env/DB_PASSWORD`, { body: { value: ROTATED } }), 200, "the variable changed");
+  await eventually("the change rolls the pod template", async () => JSON.stringify(await template()) !== before, 60_000);
+  await op.stop();
+
+  const secrets = new Map<string, string>([
+    [conn, "the governance connection string"], [keyOf(conn), "the app key"], [keyOf(conn).slice(-24), "the end of the app key"], [hashToken(keyOf(conn)), "the app key's digest"],
+    [VALUE, "a secret variable"], [ROTATED, "a secret variable"], [Buffer.from(VALUE).toString("base64"), "a secret variable, base64"],
+    [hook.secret, "the webhook secret"], [(await identity("operator")).token.slice(-40), "the operator's token"],
+  ]);
+  t.true(lines.length >= 10 && lines.some((l) => l.includes("vault")), `the operator logged its work on the App (${lines.length} lines)`);
+  const leaks = [...secrets].flatMap(([needle, what]) => lines.filter((l) => l.includes(needle)).map((l) => `${what} in: ${l.slice(0, 300)}`));
   t.deepEqual(leaks, [], `leaks:\n${leaks.join("\n")}`);
 });
