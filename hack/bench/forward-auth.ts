@@ -46,7 +46,7 @@ export interface ForwardAuthBenchResult {
   inProcess: Percentiles;
 }
 
-function pct(samples: number[]): Percentiles {
+export function pct(samples: number[]): Percentiles {
   const s = [...samples].sort((a, b) => a - b);
   const at = (q: number) => s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)] ?? Number.NaN;
   return { p50: at(0.5), p99: at(0.99), n: s.length };
@@ -64,15 +64,36 @@ function timed(agentUrl: string, headers: Record<string, string>): Promise<{ ms:
   });
 }
 
-export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<ForwardAuthBenchResult> {
-  const n = i.requests ?? 1000;
-  const pub: number[] = [], priv: number[] = [], direct: number[] = [], inProc: number[] = [];
-  const expect200 = (what: string, r: { status: number }) => { if (r.status !== 200) throw new Error(`${what} answered ${r.status}`); };
-  // Warm-up: connections, Traefik's client to the API, the verified-cookie cache.
+const expect200 = (what: string, r: { status: number }) => { if (r.status !== 200) throw new Error(`${what} answered ${r.status}`); };
+
+type IngressPair = Pick<ForwardAuthBenchInput, "ingress" | "privateHost" | "publicHost" | "cookie">;
+
+/** Warm-up: connections, Traefik's client to the API, the verified-cookie cache. */
+export async function warmUp(i: IngressPair): Promise<void> {
   for (let k = 0; k < 50; k++) {
     expect200("public", await timed(`${i.ingress}/`, { Host: i.publicHost }));
     expect200("private", await timed(`${i.ingress}/`, { Host: i.privateHost, Cookie: i.cookie }));
   }
+}
+
+/** n requests to each App through the ingress, interleaved and alternating which goes first, so both see the same machine. */
+export async function interleaved(i: IngressPair, n: number): Promise<{ pub: number[]; priv: number[] }> {
+  const pub: number[] = [], priv: number[] = [];
+  for (let k = 0; k < n; k++) {
+    const first = k % 2 === 0;
+    if (first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
+    const p = await timed(`${i.ingress}/`, { Host: i.privateHost, Cookie: i.cookie });
+    expect200("private", p);
+    priv.push(p.ms);
+    if (!first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
+  }
+  return { pub, priv };
+}
+
+export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<ForwardAuthBenchResult> {
+  const n = i.requests ?? 1000;
+  const direct: number[] = [], inProc: number[] = [];
+  await warmUp(i);
   // Each check timed inside the API: first listener of the request, until the response is written.
   const berth: number[] = [];
   const time = (req: IncomingMessage, res: ServerResponse) => {
@@ -84,16 +105,9 @@ export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<Forwar
   const delay = monitorEventLoopDelay({ resolution: 1 });
   delay.enable();
   const elu0 = performance.eventLoopUtilization();
+  let pub: number[], priv: number[];
   try {
-  for (let k = 0; k < n; k++) {
-    // Interleaved, alternating which goes first, so both see the same machine.
-    const first = k % 2 === 0;
-    if (first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
-    const p = await timed(`${i.ingress}/`, { Host: i.privateHost, Cookie: i.cookie });
-    expect200("private", p);
-    priv.push(p.ms);
-    if (!first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
-  }
+    ({ pub, priv } = await interleaved(i, n));
   } finally {
     i.server.off("request", time);
     delay.disable();

@@ -10,7 +10,13 @@ import type { TestApi } from "../helpers/api.ts";
 import { viaIngress as ingressRequest, type Answer, type IngressRequest } from "../helpers/ingress.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 import { need, startOnNode, type OnNode } from "../helpers/e2e.ts";
-import { benchForwardAuth, formatBench } from "../../hack/bench/forward-auth.ts";
+import { benchForwardAuth, formatBench, interleaved, pct, warmUp } from "../../hack/bench/forward-auth.ts";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const REPO = fileURLToPath(new URL("../..", import.meta.url));
 
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
@@ -114,3 +120,50 @@ test.serial("making the App public removes the check; private again restores it"
   t.pass();
 });
 
+
+// The same measurement with the API in a process of its own, as the chart runs it: the test
+// process also holds the operator and the benchmark's client, which keep its event loop busy and
+// show up in the in-process figures. The in-process server is closed and `node api/main.ts` takes
+// over the port Traefik calls (same database, key and identity); Berth time is the API's own
+// access-log durationMs of each forward-auth request. Figures only.
+test.serial("the check's Berth time with the API in its own process, as in production (benchmark)", async (t) => {
+  t.timeout(170_000);
+  const n = Number(process.env.BERTH_BENCH_REQUESTS ?? 100);
+  const s = await api.fetchJson("POST", `${apps()}/secret/public-shares`, { body: {} });
+  t.is(s.status, 201, s.text);
+  const first = await viaIngress("secret", `/${new URL(s.body.url as string).search}`);
+  t.is(first.status, 302, first.text);
+  const viewer = ([] as string[]).concat(first.headers["set-cookie"] ?? [])[0]!.split(";")[0]!;
+
+  await api.server.close();
+  const lines: string[] = [];
+  const c = api.config;
+  const child = spawn(process.execPath, ["api/main.ts"], {
+    cwd: REPO, stdio: ["ignore", "pipe", "pipe"],
+    env: {
+      PATH: process.env.PATH ?? "", DATABASE_URL: c.DATABASE_URL, KUBECONFIG: c.KUBECONFIG ?? "", BERTH_API_HOST: c.BERTH_API_HOST, BERTH_API_PORT: String(c.BERTH_API_PORT),
+      BERTH_BASE_DOMAIN: c.BERTH_BASE_DOMAIN, BERTH_GOVERNANCE_HOST: c.BERTH_GOVERNANCE_HOST, BERTH_SHARE_COOKIE_KEY: c.BERTH_SHARE_COOKIE_KEY ?? "", BERTH_LOG_LEVEL: "info",
+    },
+  });
+  const exited = once(child, "exit");
+  t.teardown(async () => { if (child.exitCode === null) { child.kill("SIGTERM"); await exited; } });
+  createInterface({ input: child.stdout }).on("line", (l) => lines.push(l));
+  child.stderr.resume();
+  await eventually("the API's own process serves the check", async () => (await viaIngress("secret", "/", { headers: { Cookie: viewer } })).status === 200, 60_000, 500);
+
+  const pair = { ingress: INGRESS, privateHost: `secret.${DOMAIN}`, publicHost: `open.${DOMAIN}`, cookie: viewer };
+  await warmUp(pair);
+  await new Promise((r) => setTimeout(r, 300)); // the warm-up's log lines
+  const from = lines.length;
+  const { pub, priv } = await interleaved(pair, n);
+  await new Promise((r) => setTimeout(r, 200)); // its last log lines
+  const durations = lines.slice(from).map((l) => JSON.parse(l) as { msg?: string; route?: string; durationMs?: number })
+    .filter((l) => l.msg === "request" && l.route?.includes("forward-auth") === true).map((l) => l.durationMs!);
+  const f = (x: number) => `${x.toFixed(3)} ms`;
+  const [pu, pr, b] = [pct(pub), pct(priv), pct(durations)];
+  t.log(`API in its own process, through the ingress (n=${n} each): public p50 ${f(pu.p50)} p99 ${f(pu.p99)}; private p50 ${f(pr.p50)} p99 ${f(pr.p99)}; added p50 ${f(pr.p50 - pu.p50)} p99 ${f(pr.p99 - pu.p99)}`);
+  t.log(`Berth time (the API's access-log durationMs of each check, n=${b.n}): p50 ${f(b.p50)} p99 ${f(b.p99)}; goal p99 < 1 ms: ${b.p99 < 1 ? "MET" : "MISSED"}`);
+  t.is(b.n, n, "the API's own process answered every check once");
+  child.kill("SIGTERM");
+  await exited;
+});
