@@ -4,6 +4,7 @@ import type Koa from "koa";
 import type { z } from "zod";
 import type { EntityManager } from "@mikro-orm/postgresql";
 import type { Logger } from "../../kube/logger.ts";
+import type { LimitClass } from "./limits.ts";
 
 /**
  * Who may call a route.
@@ -105,6 +106,12 @@ export interface RouteDef {
   description?: string;
   tags: string[];
   auth: AuthMode;
+  /**
+   * Which rate-limit budget a call spends (api/http/limits.ts): "api" when omitted, "ingest" for
+   * trace ingestion, "none" for callers limited elsewhere (the ingress's forward-auth checks, the
+   * operator), with the reason next to the route.
+   */
+  rateLimit?: LimitClass;
   /** Path parameters (strings; use z.coerce for numbers). */
   params?: z.ZodType;
   /** Query parameters (strings; use z.coerce). Must be a .strict() object: unknown parameters are refused. */

@@ -6,10 +6,11 @@ import Router, { type RouterMiddleware } from "@koa/router";
 import type Koa from "koa";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
-import { DomainError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import { DomainError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
-import { readJsonBody } from "./body.ts";
+import { PayloadTooLargeError, readJsonBody } from "./body.ts";
 import { requestState } from "./context.ts";
+import { TooManyRequestsError, addressCaller, rateLimitHeaders, type RateLimits } from "./limits.ts";
 import { MethodNotAllowedError } from "./problem.ts";
 import { pathParamNames, type RouteContext, type RouteDef, type RouteResult } from "./route.ts";
 
@@ -20,6 +21,10 @@ export interface RouterDeps {
   orm: MikroORM;
   authenticator: Authenticator;
   bodyLimitBytes: number;
+  /** Per-caller budgets (BERTH_RATE_LIMIT_*). */
+  limits: RateLimits;
+  /** The clock of the limits, in ms (Date.now; tests pass their own). */
+  now: () => number;
   /** Check every response against `responses[status]` (BERTH_VALIDATE_RESPONSES). */
   validateResponses: boolean;
 }
@@ -128,9 +133,32 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const em = deps.orm.em.fork();
     const rawParams: Record<string, string> = { ...ctx.params };
 
-    const caller = await deps.authenticator.authenticate(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+    const bodyLimit = route.bodyLimitBytes ?? deps.bodyLimitBytes;
+    // An announced body over the limit is refused before anything else is done for it.
+    const announced = Number(ctx.get("Content-Length") || 0);
+    if (announced > bodyLimit) throw new PayloadTooLargeError(bodyLimit);
 
-    const body = await readJsonBody(ctx.req, route.bodyLimitBytes ?? deps.bodyLimitBytes);
+    // Rate limits: a key's calls spend its own budget (named by the key's id); a call without a
+    // valid key spends its address's, whether the route is public or the key was refused.
+    const limiter = deps.limits.of(route.rateLimit ?? "api");
+    const policy = route.rateLimit === "ingest" ? "ingest" : "api";
+    const spend = (who: string) => {
+      if (!limiter) return;
+      const d = limiter.take(who, deps.now());
+      for (const [k, v] of Object.entries(rateLimitHeaders(policy, d, limiter.budget))) ctx.set(k, v);
+      if (!d.allowed) throw new TooManyRequestsError(policy, d.retryAfterSeconds);
+    };
+    const address = addressCaller(ctx.req.socket.remoteAddress);
+    let caller;
+    try {
+      caller = await deps.authenticator.authenticate(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+    } catch (err) {
+      if (err instanceof UnauthorizedError) spend(address);
+      throw err;
+    }
+    spend(caller === undefined ? address : caller.kind === "operator" ? `operator:${caller.username}` : `${caller.kind}:${caller.keyId}`);
+
+    const body = await readJsonBody(ctx.req, bodyLimit);
     const errors: FieldError[] = [];
     const params = route.params ? parsePart(route.params, rawParams, "params", errors) : rawParams;
     let query: unknown = undefined;

@@ -81,7 +81,7 @@ test("the generated document names schemas by id and splits request/response var
     { name: "dryRun", in: "query", required: false, schema: { type: "string" } },
   ]);
   const responses = op.responses as Record<string, { content?: Record<string, unknown> }>;
-  t.deepEqual(Object.keys(responses), ["201", "400", "401", "403", "404", "409", "413", "415", "422", "500"]);
+  t.deepEqual(Object.keys(responses), ["201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "431", "500"], "429: every route spends a rate-limit budget unless it says rateLimit: \"none\"");
   t.deepEqual(responses["409"]!.content, { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } });
   t.true(JSON.stringify(op.requestBody).includes("#/components/schemas/ItemInput"));
   t.true(JSON.stringify(responses["201"]).includes("#/components/schemas/Item\""));
