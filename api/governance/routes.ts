@@ -151,6 +151,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       summary: "Submit one trace or a batch",
       description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. One trace object (201 created, 200 duplicate, 422 invalid) or { "traces": [...] } with 1-${MAX_BATCH_SIZE} (200 with one result per item; an invalid item is rejected on its own). Idempotent on traceId. Guards and evals run with the app's observability config. Body limit: BERTH_INGEST_BODY_LIMIT_BYTES (default 1 MiB), 413 above. A project other than the key's is 403 project_mismatch.`,
       body: IngestBody,
+      itemsCheckText: true, // TraceRecord refuses such text item by item: a batch is not refused for one item
       get bodyLimitBytes() { return opts.ingestBodyLimitBytes(); },
       responses: { 201: TraceIngestResult, 200: z.union([TraceIngestResult, TraceBatchResult]), 409: null },
       handler: async ({ body, caller }) => {

@@ -1,7 +1,7 @@
 // REST shapes of the governance module (SPEC.md parts 1, 2 and 4), one zod schema each: the
 // router validates with them and the OpenAPI document is generated from them.
 import { z } from "zod";
-import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec, MAX_BATCH_SIZE, TraceRecord } from "../../toolkit/src/index.ts";
+import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec, MAX_BATCH_SIZE, templateRulesJsonSchema, TraceRecord } from "../../toolkit/src/index.ts";
 import { fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { FieldErrorSchema } from "../http/problem.ts";
 import { AppId } from "../apps/schemas.ts";
@@ -251,14 +251,14 @@ export const CreateGuardTemplateBody = z.object({
   description: templateDescription.optional(),
   guardType: z.enum(GUARD_TYPES),
   config: GuardTemplateConfig.optional().describe("Guard-specific settings; the complete set of keys is in docs/guards.md"),
-}).strict().superRefine(checkTemplate).meta({ id: "CreateGuardTemplateRequest" });
+}).strict().superRefine(checkTemplate).meta({ id: "CreateGuardTemplateRequest", allOf: templateRulesJsonSchema() });
 
 export const ReplaceGuardTemplateBody = z.object({
   name: templateName,
   description: templateDescription.nullable(),
   guardType: z.enum(GUARD_TYPES),
   config: GuardTemplateConfig,
-}).strict().superRefine(checkTemplate).meta({ id: "ReplaceGuardTemplateRequest", description: "A full replacement: every field is required (description may be null)" });
+}).strict().superRefine(checkTemplate).meta({ id: "ReplaceGuardTemplateRequest", description: "A full replacement: every field is required (description may be null)", allOf: templateRulesJsonSchema() });
 
 export const GuardTemplateSchema = z.object({
   id: z.string(),

@@ -118,6 +118,12 @@ export interface RouteDef {
   query?: z.ZodType;
   /** JSON request body. Must be .strict() (unknown fields are refused); checked when the server is built. */
   body?: z.ZodType;
+  /**
+   * The body may hold text PostgreSQL cannot store (NUL, lone surrogates) because the handler
+   * judges each item of a batch itself and rejects such items one by one (trace ingestion). Every
+   * other route refuses it with a 422 before its schemas run.
+   */
+  itemsCheckText?: boolean;
   /** Body size limit of this route in bytes; the server's BERTH_BODY_LIMIT_BYTES when omitted. */
   bodyLimitBytes?: number;
   /** Documented responses: status -> schema of the JSON body, or null for no body (e.g. 204). */

@@ -34,6 +34,8 @@ export interface RouterDeps {
 
 type JsonNode = Record<string, unknown>;
 
+const CONSTRAINT_KEYWORDS = new Set(["if", "then", "else", "not"]);
+
 /** Paths (in JSON Schema) of object schemas that silently drop unknown keys (zod's default). */
 export function nonStrictObjects(schema: z.ZodType): string[] {
   const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any", cycles: "ref", reused: "inline" }) as JsonNode;
@@ -43,7 +45,8 @@ export function nonStrictObjects(schema: z.ZodType): string[] {
     if (!node || typeof node !== "object") return;
     const n = node as JsonNode;
     if (n.properties !== undefined && n.additionalProperties === undefined) out.push(at === "" ? "/" : at);
-    for (const [k, v] of Object.entries(n)) walk(v, `${at}/${k}`);
+    // if/then/else/not only constrain the object they sit in (documented cross-field rules): no object is defined there
+    for (const [k, v] of Object.entries(n)) if (!CONSTRAINT_KEYWORDS.has(k)) walk(v, `${at}/${k}`);
   };
   walk(json, "");
   return out;
@@ -119,6 +122,29 @@ export function bodyOptional(schema: z.ZodType): boolean {
   return schema.safeParse(undefined).success;
 }
 
+export const UNSTORABLE_TEXT = "must be well-formed Unicode text without NUL characters";
+
+/**
+ * Field errors for every string (value or object key) in `value` that PostgreSQL cannot store and
+ * no client means: a NUL character, or a lone surrogate (not well-formed Unicode). At most 20.
+ */
+export function unstorableText(value: unknown, at: string, out: FieldError[] = []): FieldError[] {
+  const bad = (s: string) => !s.isWellFormed() || s.includes("\u0000");
+  const walk = (v: unknown, path: string): void => {
+    if (out.length >= 20) return;
+    if (typeof v === "string") { if (bad(v)) out.push({ field: path, message: UNSTORABLE_TEXT }); return; }
+    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, `${path}[${i}]`)); return; }
+    if (v && typeof v === "object") {
+      for (const [k, x] of Object.entries(v)) {
+        if (bad(k)) { out.push({ field: path, message: `a key ${UNSTORABLE_TEXT}` }); continue; }
+        walk(x, `${path}.${k}`);
+      }
+    }
+  };
+  walk(value, at);
+  return out;
+}
+
 function parsePart(schema: z.ZodType, input: unknown, prefix: "params" | "query" | "body", errors: FieldError[]): unknown {
   const r = schema.safeParse(input);
   if (r.success) return r.data;
@@ -160,6 +186,10 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
 
     const body = await readJsonBody(ctx.req, bodyLimit);
     const errors: FieldError[] = [];
+    // Text PostgreSQL cannot store is refused everywhere (it is never meant), in one place
+    for (const [k, v] of Object.entries(rawParams)) unstorableText(v, `params.${k}`, errors);
+    for (const [k, v] of Object.entries(ctx.query)) unstorableText(v, `query.${k}`, errors);
+    if (body.present && !route.itemsCheckText) unstorableText(body.value, "body", errors);
     const params = route.params ? parsePart(route.params, rawParams, "params", errors) : rawParams;
     let query: unknown = undefined;
     if (route.query) query = parsePart(route.query, { ...ctx.query }, "query", errors);

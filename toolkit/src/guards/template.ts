@@ -91,7 +91,7 @@ export type GuardTemplateConfig = z.output<typeof GuardTemplateConfig>;
 export type GuardTemplateConfigInput = z.input<typeof GuardTemplateConfig>;
 
 /** Keys that only make sense for one guard type. */
-const TYPE_KEYS: Record<string, GuardType> = {
+export const TYPE_KEYS: Readonly<Record<string, GuardType>> = {
   entities: "pii_detection",
   phoneRegions: "pii_detection",
   categories: "toxicity",
@@ -101,6 +101,24 @@ const TYPE_KEYS: Record<string, GuardType> = {
   keywordWeight: "custom",
   decodeBase64: "prompt_injection",
 };
+
+/**
+ * refineTemplate's rules as JSON Schema, for documents that describe a { guardType, config } body
+ * (the API's OpenAPI document): one if/then per guard type.
+ */
+export function templateRulesJsonSchema(): Record<string, unknown>[] {
+  return GUARD_TYPES.map((type) => {
+    const foreign = Object.entries(TYPE_KEYS).filter(([, t]) => t !== type).map(([key]) => ({ required: [key] }));
+    const config: Record<string, unknown> = { not: { anyOf: foreign } };
+    const then: Record<string, unknown> = { properties: { config } };
+    if (type === "custom") {
+      config.anyOf = [{ required: ["patterns"], properties: { patterns: { minItems: 1 } } }, { required: ["keywords"], properties: { keywords: { minItems: 1 } } }];
+      then.required = ["config"];
+    }
+    if (type === "off_topic") config.properties = { action: { not: { const: "redact" } } };
+    return { if: { properties: { guardType: { const: type } }, required: ["guardType"] }, then };
+  });
+}
 
 /** Cross-checks a config against its guard type (used by GuardTemplateSpec and the engine config). */
 export function refineTemplate(t: { guardType: GuardType; config: GuardTemplateConfig }, ctx: z.RefinementCtx, path: PropertyKey[] = []) {
