@@ -6,7 +6,7 @@ import Router, { type RouterMiddleware } from "@koa/router";
 import type Koa from "koa";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
-import { DomainError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import { DomainError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
 import { PayloadTooLargeError, readJsonBody } from "./body.ts";
 import { requestState } from "./context.ts";
@@ -164,8 +164,9 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const announced = Number(ctx.get("Content-Length") || 0);
     if (announced > bodyLimit) throw new PayloadTooLargeError(bodyLimit);
 
-    // Rate limits: a key's calls spend its own budget (named by the key's id); a call without a
-    // valid key spends its address's, whether the route is public or the key was refused.
+    // Rate limits: a key's calls spend its own budget (named by the key's id), whatever the answer
+    // (another workspace's path included); a call without a valid key spends its address's,
+    // whether the route is public or the key was refused (401, or 403 for a key of another kind).
     const limiter = deps.limits.of(route.rateLimit ?? "api");
     const policy = route.rateLimit === "ingest" ? "ingest" : "api";
     const spend = (who: string) => {
@@ -177,12 +178,13 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const address = addressCaller(ctx.req.socket.remoteAddress);
     let caller;
     try {
-      caller = await deps.authenticator.authenticate(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+      caller = await deps.authenticator.identify(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
     } catch (err) {
-      if (err instanceof UnauthorizedError) spend(address);
+      if (err instanceof UnauthorizedError || err instanceof ForbiddenError) spend(address);
       throw err;
     }
     spend(caller === undefined ? address : caller.kind === "operator" ? `operator:${caller.username}` : `${caller.kind}:${caller.keyId}`);
+    if (caller) deps.authenticator.assertScope(caller, rawParams);
 
     const body = await readJsonBody(ctx.req, bodyLimit);
     const errors: FieldError[] = [];

@@ -63,6 +63,8 @@ test("a key over its budget gets 429 with Retry-After; other keys, workspaces an
   t.is((await api.fetchJson("GET", ws, { key: second })).status, 200, "another key of the same workspace has its own budget");
   t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status, 200, "another workspace is unaffected");
   t.is((await api.fetchJson("GET", "/governance/guard-templates", { key: api.adminKey })).status, 200, "a platform admin key has its own budget");
+  for (let i = 0; i < 2; i++) t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: second })).status, 404);
+  t.is((await api.fetchJson("GET", ws, { key: second })).status, 429, "calls on another workspace's path spend the key's budget too");
 
   // Ingestion spends its own budget, per app key.
   const app = await provisionApp(api, (await identity("operator")).token, "limited");
