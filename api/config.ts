@@ -3,6 +3,9 @@ import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ModelPricesConfig } from "./governance/ingest/pricing.ts";
 
+export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 
 export const ConfigSchema = z.object({
@@ -15,6 +18,19 @@ export const ConfigSchema = z.object({
   BERTH_DOMAIN_VERIFY_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000)
     .describe("How long POST .../domains/{id}/verify waits for the operator's DNS check before answering 202"),
   BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
+  // Rate limits and slow clients (docs/api.md "Limits"). Counted by each API replica on its own.
+  BERTH_RATE_LIMIT_API_PER_SECOND: z.coerce.number().min(0).max(100_000).default(50)
+    .describe("Requests per second each key may make to the API (every route but trace ingestion), refilled continuously; requests without a valid key count per client address. 0 turns the limit off"),
+  BERTH_RATE_LIMIT_API_BURST: z.coerce.number().int().min(1).max(1_000_000).default(500)
+    .describe("Requests a key (or address) may make at once before BERTH_RATE_LIMIT_API_PER_SECOND applies"),
+  BERTH_RATE_LIMIT_INGEST_PER_SECOND: z.coerce.number().min(0).max(100_000).default(100)
+    .describe("Requests per second each app key may make to POST /governance/traces and GET /governance/config (a request is one trace or a batch). 0 turns the limit off"),
+  BERTH_RATE_LIMIT_INGEST_BURST: z.coerce.number().int().min(1).max(1_000_000).default(1000)
+    .describe("Ingestion requests an app key may make at once before BERTH_RATE_LIMIT_INGEST_PER_SECOND applies"),
+  BERTH_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(10 * 60_000).default(DEFAULT_HEADERS_TIMEOUT_MS)
+    .describe("A client that has not sent its request's headers this long after it started is cut off (408)"),
+  BERTH_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(60 * 60_000).default(DEFAULT_REQUEST_TIMEOUT_MS)
+    .describe("A client that has not sent its whole request (headers and body) this long after it started is cut off (408); at least BERTH_HEADERS_TIMEOUT_MS"),
   BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   BERTH_DB_DEBUG: bool.default(false),
   BERTH_VALIDATE_RESPONSES: bool.default(false)
@@ -66,6 +82,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new Error(`invalid configuration:\n${lines.join("\n")}`);
+  }
+  if (parsed.data.BERTH_REQUEST_TIMEOUT_MS < parsed.data.BERTH_HEADERS_TIMEOUT_MS) {
+    throw new Error("invalid configuration:\n  BERTH_REQUEST_TIMEOUT_MS must be at least BERTH_HEADERS_TIMEOUT_MS");
   }
   const oidc = OIDC_VARIABLES.filter((k) => parsed.data[k] !== undefined);
   if (oidc.length > 0 && oidc.length < OIDC_VARIABLES.length) {

@@ -190,7 +190,7 @@ async function main(argv: string[]): Promise<void> {
     appKeyVerifier: services.appKeyVerifier,
     operatorVerifier: services.operatorVerifier,
   });
-  const running = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, logger });
+  const running = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS, requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS, logger });
   logger.info({ url: running.url, docs: `${running.url}/api/v1/docs` }, `listening on ${running.url}`);
 
   let stopping = false;

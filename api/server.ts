@@ -1,20 +1,22 @@
 // The Koa application: request context, the single problem+json error middleware, liveness and
 // readiness at the root, every RouteDef under /api/v1 (plus the OpenAPI document and docs page),
 // 404/405 for the rest. `listen` serves it with a graceful shutdown.
+import { randomUUID } from "node:crypto";
 import { once } from "node:events";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import Koa from "koa";
 import Router from "@koa/router";
 import type { MikroORM } from "@mikro-orm/postgresql";
-import type { Config } from "./config.ts";
+import { DEFAULT_HEADERS_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, type Config } from "./config.ts";
 import { DomainError } from "./errors.ts";
 import type { Logger } from "../kube/logger.ts";
 import { Authenticator } from "./auth/authenticate.ts";
 import { ApiKeyService, PlatformAdminKeyService } from "./auth/keys.ts";
 import { requestContext } from "./http/context.ts";
 import { buildOpenApiDocument, openApiRoutes, DEFAULT_INFO, type OpenApiInfo } from "./http/openapi.ts";
-import { problemMiddleware, sendProblem } from "./http/problem.ts";
+import { PROBLEM_MEDIA_TYPE, problemMiddleware, renderProblem, sendProblem } from "./http/problem.ts";
+import { RateLimits } from "./http/limits.ts";
 import { apiRouter, fallback } from "./http/router.ts";
 import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
 
@@ -40,6 +42,8 @@ export interface ServerDeps {
   keys?: ApiKeyService;
   adminKeys?: PlatformAdminKeyService;
   info?: OpenApiInfo;
+  /** The clock of the rate limits, in ms; default Date.now (tests pass their own). */
+  now?: () => number;
 }
 
 interface Lifecycle { draining: boolean }
@@ -107,6 +111,11 @@ export function buildServer(deps: ServerDeps): Koa {
     orm,
     authenticator,
     bodyLimitBytes: config.BERTH_BODY_LIMIT_BYTES,
+    limits: new RateLimits({
+      api: { perSecond: config.BERTH_RATE_LIMIT_API_PER_SECOND, burst: config.BERTH_RATE_LIMIT_API_BURST },
+      ingest: { perSecond: config.BERTH_RATE_LIMIT_INGEST_PER_SECOND, burst: config.BERTH_RATE_LIMIT_INGEST_BURST },
+    }),
+    now: deps.now ?? Date.now,
     validateResponses: config.BERTH_VALIDATE_RESPONSES,
   });
 
@@ -134,8 +143,57 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function listen(app: Koa, opts: { host: string; port: number; shutdownTimeoutMs: number; logger: Logger }): Promise<RunningServer> {
-  const server = app.listen({ host: opts.host, port: opts.port });
+export interface ListenOptions {
+  host: string;
+  port: number;
+  shutdownTimeoutMs: number;
+  logger: Logger;
+  /** BERTH_HEADERS_TIMEOUT_MS: a request whose headers take longer is cut off with a 408. */
+  headersTimeoutMs?: number;
+  /** BERTH_REQUEST_TIMEOUT_MS: a request (headers and body) that takes longer is cut off with a 408. */
+  requestTimeoutMs?: number;
+}
+
+/** Node's answers to a client that broke the protocol or was too slow, as problems. */
+const CLIENT_ERRORS: Record<string, [status: number, code: string, detail: string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, "request_timeout", "The request was not received in time; the connection was closed."],
+  HPE_HEADER_OVERFLOW: [431, "headers_too_large", "The request's headers are too large."],
+};
+
+/**
+ * What the server does when a client breaks the protocol, is too slow or goes away (Node's
+ * 'clientError'): the answer is a problem+json when nothing was written to the connection yet
+ * (as Node's own 400/408/431 would be), and the connection is closed.
+ */
+function onClientError(logger: Logger): (err: NodeJS.ErrnoException, socket: Socket) => void {
+  return (err, socket) => {
+    const code = err.code ?? "";
+    if (code === "ECONNRESET" || code === "EPIPE") { socket.destroy(); return; }
+    const [status, problemCode, detail] = CLIENT_ERRORS[code] ?? [400, "bad_request", "The request is not valid HTTP."];
+    const requestId = randomUUID();
+    logger.info({ code: problemCode, status, requestId }, status === 408 ? "client cut off: request not received in time" : "client error");
+    const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+    if (socket.writable && !inFlight?.headersSent) {
+      const body = JSON.stringify(renderProblem(new DomainError(status, problemCode, detail), { instance: "/", requestId }));
+      socket.write(`HTTP/1.1 ${status} ${status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
+        `Content-Type: ${PROBLEM_MEDIA_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+    }
+    socket.destroy(err);
+  };
+}
+
+export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServer> {
+  const headersTimeout = opts.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const handler = app.callback();
+  const server = createServer({
+    headersTimeout,
+    requestTimeout,
+    // Node checks both timeouts every this often (30 s by default): a tenth of the shorter, 0.1-1 s.
+    connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
+  }, (req, res) => { void handler(req, res); });
+  server.on("clientError", onClientError(opts.logger));
+  server.listen({ host: opts.host, port: opts.port });
   await once(server, "listening");
   const addr = server.address() as AddressInfo;
   const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;

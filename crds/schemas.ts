@@ -21,6 +21,8 @@ export const VISIBILITIES = ["public", "private"] as const;
 
 /** RFC 1123 DNS label: lowercase alphanumerics and '-', starting and ending alphanumeric. */
 export const DNS_LABEL = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/** An RFC 1123 DNS subdomain: the name of most Kubernetes objects (up to 253 characters). */
+export const DNS_SUBDOMAIN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /** A fully qualified domain name of at least two labels, lowercase, no trailing dot. */
 export const FQDN = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\.)+[a-z]([-a-z0-9]{0,61}[a-z0-9])?$";
 

@@ -26,10 +26,19 @@ export function groupVersionPath(apiVersion: string): string {
 /** The API server serves no such kind (its group version, or the kind in it, is not installed). */
 export class UnknownKindError extends Error {}
 
+/**
+ * A name as one segment of a request path: escaped, so that no caller's string can reach another
+ * path or break the request ("." and ".." are no object's name and would).
+ */
+export function pathSegment(name: string): string {
+  if (name === "" || name === "." || name === "..") throw new Error(`not an object name: '${name}'`);
+  return encodeURIComponent(name);
+}
+
 /** The collection path of a resource, in one namespace or across all. */
 export function resourcePath(o: { apiVersion: string; plural: string; namespace?: string | undefined }): string {
   const base = groupVersionPath(o.apiVersion);
-  return o.namespace ? `${base}/namespaces/${o.namespace}/${o.plural}` : `${base}/${o.plural}`;
+  return o.namespace ? `${base}/namespaces/${pathSegment(o.namespace)}/${o.plural}` : `${base}/${o.plural}`;
 }
 
 /** The objects client on transport.ts. client.ts's KubeClient adds client-node's typed APIs to it. */
@@ -64,7 +73,7 @@ export class ObjectClient {
   /** Server-side apply of a Berth resource's status through the status subresource. */
   async applyStatus<T extends KubeObject>(plural: string, obj: T, fieldManager: string): Promise<T> {
     const body = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace }, status: obj.status };
-    const path = `${resourcePath({ apiVersion: `${GROUP}/${VERSION}`, plural, namespace: obj.metadata.namespace })}/${obj.metadata.name}/status`;
+    const path = `${resourcePath({ apiVersion: `${GROUP}/${VERSION}`, plural, namespace: obj.metadata.namespace })}/${pathSegment(obj.metadata.name!)}/status`;
     return this.rest.request<T>("PATCH", path, { query: { fieldManager, force: true }, body, contentType: "application/apply-patch+yaml" });
   }
 
@@ -109,7 +118,7 @@ export class ObjectClient {
   }
 
   private async refPath(ref: ObjectRef): Promise<string> {
-    return `${await this.collectionPath(ref.apiVersion, ref.kind, ref.namespace)}/${ref.name}`;
+    return `${await this.collectionPath(ref.apiVersion, ref.kind, ref.namespace)}/${pathSegment(ref.name)}`;
   }
 
   private async objectPath(obj: KubeObject): Promise<string> {

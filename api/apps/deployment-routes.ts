@@ -1,11 +1,11 @@
 // Deployments and push webhooks (docs/deployments.md): one definition validates and documents each.
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";
-import { AppParams } from "./schemas.ts";
+import { AppParams, ObjectId } from "./schemas.ts";
 import { DeployBody, Deployment, DeploymentList, GITHUB, GITLAB, WEBHOOK_BODY_LIMIT_BYTES, WebhookOutcome, WebhookSecret, type DeploymentsService } from "./deployments.ts";
 
 const tags = ["Deployments"];
-const DeploymentParams = AppParams.extend({ deploymentId: z.string().min(1).max(253) }).strict();
+const DeploymentParams = AppParams.extend({ deploymentId: ObjectId }).strict();
 
 export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
   return [
@@ -19,8 +19,8 @@ export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps/:appId/deployments", operationId: "createDeployment", tags, auth: "workspace",
       summary: "Deploy a commit",
-      description: "Builds and deploys the given commit of the service's repository, or the latest commit of its branch. 409 no_repository for a service that deploys an image.",
-      params: AppParams, body: DeployBody, responses: { 202: Deployment },
+      description: "Builds and deploys the given commit of the service's repository, or the latest commit of its branch. 409 no_repository for a service that deploys an image, branch_not_found, invalid_service or deployment_conflict; 502 git_unreachable when no commitSha is given and the repository cannot be asked for its branch's head.",
+      params: AppParams, body: DeployBody, responses: { 202: Deployment, 409: null, 502: null },
       handler: async ({ params, body }) => {
         const created = await d.deploy(params.wsId, params.appId, body);
         return { status: 202, body: created, headers: { Location: `/api/v1/workspaces/${params.wsId}/apps/${params.appId}/deployments/${created.id}` } };
@@ -41,8 +41,8 @@ export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps/:appId/deployments/:deploymentId/redeploy", operationId: "redeploy", tags, auth: "workspace",
       summary: "Deploy an earlier deployment again (rollback)",
-      description: "A new deployment of the earlier one's image, by digest: no build and no release command.",
-      params: DeploymentParams, body: z.object({}).strict().optional(), responses: { 202: Deployment },
+      description: "A new deployment of the earlier one's image, by digest: no build and no release command. 409 deployment_not_built for a deployment without an image.",
+      params: DeploymentParams, body: z.object({}).strict().optional(), responses: { 202: Deployment, 409: null },
       handler: async ({ params }) => ({ status: 202, body: await d.redeploy(params.wsId, params.appId, params.deploymentId) }),
     }),
     defineRoute({
@@ -60,7 +60,7 @@ export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
         description: `${auth}; 401 otherwise. A push to the service's branch with autoDeploy on starts a deployment (202 queued); other events, branches, tags and deletions are 202 ignored with the reason; a delivery id seen before is 200 duplicate; a push for another repository is 422.`,
         params: AppParams, body: z.record(z.string(), z.unknown()).describe("The provider's push payload, sent as application/json"),
         bodyLimitBytes: WEBHOOK_BODY_LIMIT_BYTES,
-        responses: { 200: WebhookOutcome, 202: WebhookOutcome },
+        responses: { 200: WebhookOutcome, 202: WebhookOutcome, 401: null, 409: null },
         handler: async ({ params, body, rawBody, koa }) => d.webhook(provider, params.wsId, params.appId, (h) => koa.get(h) || undefined, rawBody, body),
       })),
   ];

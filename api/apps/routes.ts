@@ -26,7 +26,7 @@ export function appRoutes(apps: AppsService, env: EnvService): RouteDef[] {
       method: "post", path: "/workspaces/:wsId/apps", operationId: "createService", tags, auth: "workspace",
       summary: "Create a service",
       description: "Creates the App custom resource. The service starts with status `stopped`; it deploys once it has an image. The id is the slug when free.",
-      params: WsParams, body: CreateServiceBody, responses: { 201: CreatedService },
+      params: WsParams, body: CreateServiceBody, responses: { 201: CreatedService, 409: null },
       handler: async ({ params, body }) => {
         const created = await apps.create(params.wsId, body);
         return { status: 201, body: created, headers: { Location: `/api/v1/workspaces/${params.wsId}/apps/${created.id}` } };
@@ -46,7 +46,7 @@ export function appRoutes(apps: AppsService, env: EnvService): RouteDef[] {
       method: "patch", path: "/workspaces/:wsId/apps/:appId", operationId: "updateService", tags, auth: "workspace",
       summary: "Update a service",
       description: "Any subset of the create fields; unspecified fields are unchanged and null clears an optional field. Returns the updated service.",
-      params: AppParams, body: UpdateServiceBody, responses: { 200: Service },
+      params: AppParams, body: UpdateServiceBody, responses: { 200: Service, 409: null },
       handler: async ({ params, body }) => ({ status: 200, body: await apps.update(params.wsId, params.appId, body) }),
     }),
     defineRoute({

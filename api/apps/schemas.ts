@@ -1,7 +1,7 @@
 // REST shapes of services (SPEC.md part 2 "Service"), built from the same field schemas as the
 // App CRD so that the API refuses exactly what the API server would.
 import { z } from "zod";
-import { APP_PHASES, APP_TYPES, fields } from "../../crds/schemas.ts";
+import { APP_PHASES, APP_TYPES, DNS_LABEL, DNS_SUBDOMAIN, fields } from "../../crds/schemas.ts";
 import { ENV_NAME_PATTERN, OPERATOR_ENV_NAMES, RESERVED_ENV_PREFIX, reservedEnvName } from "../../crds/app.ts";
 
 const ts = z.iso.datetime();
@@ -124,8 +124,13 @@ export const PipelineState = z.object({
   overallStatus: ServiceStatus,
 }).meta({ id: "PipelineState" });
 
+/** An app's id: its App's name, a DNS label (the slug it was created with, or that plus a suffix). */
+export const AppId = z.string().min(1).max(63).regex(new RegExp(DNS_LABEL), "must be an app id: lowercase letters, digits and '-'");
+/** The id of an object kept as a Kubernetes object (a deployment, a domain, a share): its name, a DNS subdomain. */
+export const ObjectId = z.string().min(1).max(253).regex(new RegExp(DNS_SUBDOMAIN), "must be a Kubernetes object name: lowercase letters, digits, '-' and '.'");
+
 export const WsParams = z.object({ wsId: z.string().min(1).max(64) }).strict();
-export const AppParams = z.object({ wsId: z.string().min(1).max(64), appId: z.string().min(1).max(253) }).strict();
+export const AppParams = z.object({ wsId: z.string().min(1).max(64), appId: AppId }).strict();
 
 // ---- Environment variables (docs/api.md "Environment variables") ----------------------------
 
@@ -181,4 +186,4 @@ export const EnvVar = z.object({
 
 export const EnvVarList = z.object({ data: z.array(EnvVar).describe("Sorted by name") }).meta({ id: "EnvVarList" });
 
-export const EnvVarParams = z.object({ wsId: z.string().min(1).max(64), appId: z.string().min(1).max(253), name: EnvName }).strict();
+export const EnvVarParams = z.object({ wsId: z.string().min(1).max(64), appId: AppId, name: EnvName }).strict();

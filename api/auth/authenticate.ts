@@ -47,8 +47,11 @@ export class Authenticator {
     return this.#deps.operatorVerifier !== undefined;
   }
 
-  /** The caller of a route with this auth mode; undefined for "none". Throws 401/403/404 domain errors. */
-  async authenticate(mode: AuthMode, req: AuthRequest): Promise<Caller | undefined> {
+  /**
+   * The caller of a route with this auth mode; undefined for "none". Throws 401/403. The router
+   * then spends the caller's rate-limit budget and checks the workspace scope (assertScope).
+   */
+  async identify(mode: AuthMode, req: AuthRequest): Promise<Caller | undefined> {
     if (mode === "none") return undefined;
     const token = bearerToken(req.authorization);
     if (!token) {
@@ -56,14 +59,17 @@ export class Authenticator {
         ? "The Authorization header must be 'Bearer <key>'."
         : "This operation needs an API key: send 'Authorization: Bearer <key>'.");
     }
-    const caller = await this.#verify(mode, token, req);
+    return this.#verify(mode, token, req);
+  }
+
+  /** A workspace-bound caller on another workspace's path: 404 workspace_not_found. */
+  assertScope(caller: Caller, params: Readonly<Record<string, string>>): void {
     for (const name of WORKSPACE_PARAMS) {
-      const wanted = req.params[name];
+      const wanted = params[name];
       if (wanted !== undefined && "workspaceId" in caller && caller.workspaceId !== wanted) {
         throw new NotFoundError("workspace_not_found", `Workspace ${wanted} does not exist.`);
       }
     }
-    return caller;
   }
 
   async #verify(mode: Exclude<AuthMode, "none">, token: string, req: AuthRequest): Promise<Caller> {

@@ -1,11 +1,11 @@
 // Custom domain endpoints (SPEC.md part 4 "Custom domains"; docs/domains.md): one definition validates and documents each.
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";
-import { AppParams } from "../apps/schemas.ts";
+import { AppParams, ObjectId } from "../apps/schemas.ts";
 import { AddDomainBody, CustomDomain, CustomDomainList, type DomainsService } from "./service.ts";
 
 const tags = ["Custom domains"];
-const DomainParams = AppParams.extend({ domainId: z.string().min(1).max(253) }).strict();
+const DomainParams = AppParams.extend({ domainId: ObjectId }).strict();
 
 export function domainRoutes(d: DomainsService): RouteDef[] {
   return [
@@ -13,7 +13,7 @@ export function domainRoutes(d: DomainsService): RouteDef[] {
       method: "post", path: "/workspaces/:wsId/apps/:appId/domains", operationId: "addDomain", tags, auth: "workspace",
       summary: "Add a custom domain",
       description: "The name is lower-cased and an internationalized name converted to punycode. Refused (422): not a fully qualified name, a wildcard, the platform's base domain or a name under it. 409 domain_taken: another service holds it (a domain belongs to one service in the whole platform). Then point a CNAME at dnsTarget; the domain is checked at once and again with backoff for 48 hours.",
-      params: AppParams, body: AddDomainBody, responses: { 201: CustomDomain },
+      params: AppParams, body: AddDomainBody, responses: { 201: CustomDomain, 409: null },
       handler: async ({ params, body }) => {
         const created = await d.add(params.wsId, params.appId, body);
         return { status: 201, body: created, headers: { Location: `/api/v1/workspaces/${params.wsId}/apps/${params.appId}/domains/${created.id}` } };

@@ -37,13 +37,13 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       method: "get", path: `${APP}/traces`, operationId: "listTraces", tags, auth: "workspace",
       summary: "List an app's traces, newest first",
       description: `limit default 20, at most ${MAX_PAGE}; offset default 0. \`project\` equal to the app id matches every trace (a store holds one project), any other value none. \`session_id\` filters exactly. createdAt is the time of the call.`,
-      params: AppParams, query: TracesQuery, responses: { 200: TraceList },
+      params: AppParams, query: TracesQuery, responses: { 200: TraceList, 409: null },
       handler: async ({ params, query }) => ({ status: 200, body: await g.reader.traces(await g.store(params.workspaceId, params.appId), params.appId, query) }),
     }),
     defineRoute({
       method: "get", path: `${APP}/traces/:traceId`, operationId: "getTrace", tags, auth: "workspace",
       summary: "A trace with its prompt, response and guard evaluations",
-      params: TraceParams, responses: { 200: TraceDetail },
+      params: TraceParams, responses: { 200: TraceDetail, 409: null },
       handler: async ({ params }) => {
         const trace = await g.reader.trace(await g.store(params.workspaceId, params.appId), params.traceId);
         if (!trace) throw new NotFoundError("trace_not_found", `No trace ${params.traceId} in ${params.appId}`);
@@ -54,21 +54,21 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       method: "get", path: `${APP}/evals`, operationId: "listEvals", tags, auth: "workspace",
       summary: "List an app's evals, newest first",
       description: `limit default 20, at most ${MAX_PAGE}; offset default 0; trace_id: the evals of one trace (relevance, safety, policy_compliance, latency).`,
-      params: AppParams, query: EvalsQuery, responses: { 200: z.array(Eval) },
+      params: AppParams, query: EvalsQuery, responses: { 200: z.array(Eval), 409: null },
       handler: async ({ params, query }) => ({ status: 200, body: await g.reader.evals(await g.store(params.workspaceId, params.appId), query) }),
     }),
     defineRoute({
       method: "get", path: `${APP}/guard-blocks`, operationId: "listGuardBlocks", tags, auth: "workspace",
       summary: "List an app's guard blocks (blocked and redacted prompts and responses), newest first",
       description: `limit default 20, at most ${MAX_PAGE}; offset default 0; guard_type filters by guard type.`,
-      params: AppParams, query: GuardBlocksQuery, responses: { 200: z.array(GuardBlock) },
+      params: AppParams, query: GuardBlocksQuery, responses: { 200: z.array(GuardBlock), 409: null },
       handler: async ({ params, query }) => ({ status: 200, body: await g.reader.guardBlocks(await g.store(params.workspaceId, params.appId), query) }),
     }),
     defineRoute({
       method: "get", path: `${APP}/audit/verify`, operationId: "verifyAuditTrail", tags, auth: "workspace",
       summary: "Verify an app's audit chain",
       description: "Recomputes every entry's hash (SHA-256 of the previous hash and the entry's canonical content) and names the first entry that does not fit.",
-      params: AppParams, responses: { 200: AuditVerification },
+      params: AppParams, responses: { 200: AuditVerification, 409: null },
       handler: async ({ params }) => ({ status: 200, body: await g.reader.verifyAudit(await g.store(params.workspaceId, params.appId)) }),
     }),
     defineRoute({
@@ -147,10 +147,11 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
 
     // ---- the service's own key (GOVDB_CONNECTION) ---------------------------------------------
     defineRoute({
-      method: "post", path: "/governance/traces", operationId: "ingestTraces", tags: ["Governance ingestion"], auth: "app-key",
+      method: "post", path: "/governance/traces", operationId: "ingestTraces", tags: ["Governance ingestion"], auth: "app-key", rateLimit: "ingest",
       summary: "Submit one trace or a batch",
       description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. One trace object (201 created, 200 duplicate, 422 invalid) or { "traces": [...] } with 1-${MAX_BATCH_SIZE} (200 with one result per item; an invalid item is rejected on its own). Idempotent on traceId. Guards and evals run with the app's observability config. Body limit: BERTH_INGEST_BODY_LIMIT_BYTES (default 1 MiB), 413 above. A project other than the key's is 403 project_mismatch.`,
       body: IngestBody,
+      itemsCheckText: true, // TraceRecord refuses such text item by item: a batch is not refused for one item
       get bodyLimitBytes() { return opts.ingestBodyLimitBytes(); },
       responses: { 201: TraceIngestResult, 200: z.union([TraceIngestResult, TraceBatchResult]), 409: null },
       handler: async ({ body, caller }) => {
@@ -161,7 +162,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       },
     }),
     defineRoute({
-      method: "get", path: "/governance/config", operationId: "getToolkitConfig", tags: ["Governance ingestion"], auth: "app-key",
+      method: "get", path: "/governance/config", operationId: "getToolkitConfig", tags: ["Governance ingestion"], auth: "app-key", rateLimit: "ingest",
       summary: "The app's guards and evals configuration, as the toolkit loads it at boot",
       responses: { 200: ToolkitConfig },
       handler: async ({ caller }) => ({ status: 200, body: await g.toolkitConfig(caller as Extract<typeof caller, { kind: "app" }>) }),
@@ -170,6 +171,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
     // ---- the operator (ServiceAccount token) ------------------------------------------------------
     defineRoute({
       method: "post", path: "/internal/governance/provision", operationId: "internalProvisionGovernance", tags: ["Internal"], auth: "operator",
+      rateLimit: "none", // the operator's own calls: bounded by its work queue's concurrency, never throttled behind a workspace's burst
       summary: "Ensure an App's store and mint its key (the operator only)",
       description: "Creates the store when missing (idempotent), revokes the app's previous keys and mints a new one, returned unmasked for the <app>-governance Secret. 404 when the namespace is no workspace; 409 governance_disabled after a public DELETE .../provision.",
       body: ProvisionInternalBody, responses: { 200: InternalProvisioned, 409: null },
@@ -177,6 +179,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
     }),
     defineRoute({
       method: "delete", path: "/internal/governance/provision", operationId: "internalDeprovisionGovernance", tags: ["Internal"], auth: "operator",
+      rateLimit: "none", // as above: the operator's finalizer
       summary: "Drop an App's store, role, keys and config (the operator's finalizer)",
       description: "Idempotent. A store that belongs to another App of the same name (another uid) is left alone.",
       body: DeprovisionInternalBody, responses: { 204: null },

@@ -1,9 +1,10 @@
 // REST shapes of the governance module (SPEC.md parts 1, 2 and 4), one zod schema each: the
 // router validates with them and the OpenAPI document is generated from them.
 import { z } from "zod";
-import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec, MAX_BATCH_SIZE, TraceRecord } from "../../toolkit/src/index.ts";
+import { EngineConfig, EVAL_TYPES, GUARD_TYPES, GuardTemplateConfig, GuardTemplateSpec, MAX_BATCH_SIZE, templateRulesJsonSchema, TraceRecord } from "../../toolkit/src/index.ts";
 import { fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { FieldErrorSchema } from "../http/problem.ts";
+import { AppId } from "../apps/schemas.ts";
 import { ObservabilityConfig } from "./configs/observability.ts";
 
 const ts = z.iso.datetime();
@@ -25,8 +26,11 @@ export const MAX_FUTURE_SKEW_MS = 60 * 60_000;
 /** A trace as accepted: TraceRecord's output (traceId in lower case). */
 export type TraceInput = z.output<typeof TraceRecord>;
 
+// As documented: an item is a trace (TraceRecord), and an item that is not one does not make the
+// batch invalid: it is rejected on its own, in its result (status rejected, errors).
 const TraceBatch = z.object({
-  traces: z.array(TraceRecord).min(1).max(MAX_BATCH_SIZE).describe(`1-${MAX_BATCH_SIZE} traces; each is accepted or rejected on its own`),
+  traces: z.array(z.union([TraceRecord, z.unknown().describe("Anything else: rejected on its own (its result has status rejected and the errors)")]))
+    .min(1).max(MAX_BATCH_SIZE).describe(`1-${MAX_BATCH_SIZE} traces; each is accepted or rejected on its own`),
 }).strict().describe("A batch of traces");
 
 const Envelope = z.object({
@@ -195,7 +199,7 @@ export const TracesQuery = z.object({
 export const EvalsQuery = z.object({ limit: Limit, offset: Offset, trace_id: z.guid().optional() }).strict();
 export const GuardBlocksQuery = z.object({ limit: Limit, offset: Offset, guard_type: z.enum(GUARD_TYPES).optional() }).strict();
 
-export const AppParams = z.object({ workspaceId: z.string().min(1).max(64), appId: z.string().min(1).max(253) }).strict();
+export const AppParams = z.object({ workspaceId: z.string().min(1).max(64), appId: AppId }).strict();
 export const TraceParams = AppParams.extend({ traceId: z.string().min(1).max(100) }).strict();
 
 // ---------------------------------------------------------------------------------------------
@@ -247,14 +251,14 @@ export const CreateGuardTemplateBody = z.object({
   description: templateDescription.optional(),
   guardType: z.enum(GUARD_TYPES),
   config: GuardTemplateConfig.optional().describe("Guard-specific settings; the complete set of keys is in docs/guards.md"),
-}).strict().superRefine(checkTemplate).meta({ id: "CreateGuardTemplateRequest" });
+}).strict().superRefine(checkTemplate).meta({ id: "CreateGuardTemplateRequest", allOf: templateRulesJsonSchema() });
 
 export const ReplaceGuardTemplateBody = z.object({
   name: templateName,
   description: templateDescription.nullable(),
   guardType: z.enum(GUARD_TYPES),
   config: GuardTemplateConfig,
-}).strict().superRefine(checkTemplate).meta({ id: "ReplaceGuardTemplateRequest", description: "A full replacement: every field is required (description may be null)" });
+}).strict().superRefine(checkTemplate).meta({ id: "ReplaceGuardTemplateRequest", description: "A full replacement: every field is required (description may be null)", allOf: templateRulesJsonSchema() });
 
 export const GuardTemplateSchema = z.object({
   id: z.string(),

@@ -10,6 +10,13 @@ export class PayloadTooLargeError extends DomainError {
   }
 }
 
+/** 408: the request was not received in BERTH_REQUEST_TIMEOUT_MS (the server cut the connection). */
+export class RequestTimeoutError extends DomainError {
+  constructor() {
+    super(408, "request_timeout", "The request was not received in time; the connection was closed.");
+  }
+}
+
 export class UnsupportedMediaTypeError extends DomainError {
   constructor(got: string) {
     super(415, "unsupported_media_type", got === ""
@@ -56,6 +63,7 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
     const type = (err as RawBodyError).type;
     if (type === "entity.too.large") throw new PayloadTooLargeError(limit);
     if (type === "request.size.invalid") throw new BadRequestError("invalid_content_length", "The body's length does not match its Content-Length header.");
+    if (type === "request.aborted" && (req.socket.errored as { code?: string } | null)?.code === "ERR_HTTP_REQUEST_TIMEOUT") throw new RequestTimeoutError();
     if (type === "request.aborted") throw new BadRequestError("request_aborted", "The client aborted the request while sending the body.");
     throw err;
   }

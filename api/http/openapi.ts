@@ -53,6 +53,8 @@ const ERROR_CODES: Record<number, string> = {
   413: "payload_too_large",
   415: "unsupported_media_type",
   422: "validation_failed",
+  429: "rate_limited",
+  431: "headers_too_large: the request line and headers exceed 16 KiB",
   500: "internal",
 };
 
@@ -151,11 +153,18 @@ function parameters(route: RouteDef, c: Components): Json[] {
   return out;
 }
 
+const RATE_LIMIT_HEADERS: Json = {
+  "Retry-After": { required: true, description: "Seconds to wait before the next request of this caller can pass", schema: { type: "integer", minimum: 1 } },
+  "RateLimit-Policy": { description: 'The budget (draft-ietf-httpapi-ratelimit-headers): "api" or "ingest"; q requests at once, w seconds to refill', schema: { type: "string" } },
+  "RateLimit": { description: "What is left of the budget: r requests now, t seconds until it is full", schema: { type: "string" } },
+};
+
 function problemResponse(status: number, extra?: string): Json {
   const codes = ERROR_CODES[status] ?? extra;
   return {
     description: `${STATUS_CODES[status] ?? "Error"}${codes ? ` (${codes})` : ""}`,
     ...(status === 401 ? { headers: { "WWW-Authenticate": { schema: { type: "string" } } } } : {}),
+    ...(status === 429 ? { headers: RATE_LIMIT_HEADERS } : {}),
     content: { [PROBLEM_MEDIA_TYPE]: { schema: { $ref: `${REF_PREFIX}Problem` } } },
   };
 }
@@ -175,10 +184,11 @@ function operation(route: RouteDef, c: Components): Json {
     if (schema) res.content = { [route.produces ?? JSON_MEDIA_TYPE]: { schema: c.convert(schema, "output", route.operationId) } };
     responses[key] = res;
   }
-  const errors = [422, 500];
+  const errors = [422, 431, 500];
   if (route.auth !== "none") errors.push(401, 403);
   if (pathParamNames(route.path).length > 0) errors.push(404);
   if (route.body) errors.push(400, 413, 415);
+  if (route.rateLimit !== "none") errors.push(429);
   for (const status of errors.sort()) responses[String(status)] ??= problemResponse(status);
 
   const op: Json = {

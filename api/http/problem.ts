@@ -6,6 +6,8 @@ import type Koa from "koa";
 import { z } from "zod";
 import { DomainError, type FieldError } from "../errors.ts";
 import { requestState } from "./context.ts";
+import { hasBody } from "./body.ts";
+import { TooManyRequestsError } from "./limits.ts";
 
 export const PROBLEM_TYPE_BASE = "https://berth.dev/problems/";
 export const PROBLEM_MEDIA_TYPE = "application/problem+json";
@@ -65,10 +67,11 @@ export function renderProblem(error: DomainError, at: { instance: string; reques
   return problem;
 }
 
-/** Headers that belong to an error's status: Allow on 405, WWW-Authenticate on 401. */
+/** Headers that belong to an error's status: Allow on 405, WWW-Authenticate on 401, Retry-After on 429. */
 export function problemHeaders(error: DomainError): Record<string, string> {
   const h: Record<string, string> = {};
   if (error instanceof MethodNotAllowedError) h.Allow = error.allow.join(", ");
+  if (error instanceof TooManyRequestsError) h["Retry-After"] = String(error.retryAfterSeconds);
   if (error.status === 401) h["WWW-Authenticate"] = `Bearer realm="berth"`;
   return h;
 }
@@ -77,7 +80,9 @@ export function sendProblem(ctx: Koa.Context, error: DomainError): void {
   const { requestId } = requestState(ctx);
   ctx.status = error.status;
   for (const [k, v] of Object.entries(problemHeaders(error))) ctx.set(k, v);
-  if (error.status === 413) ctx.set("Connection", "close"); // the rest of the upload was not read
+  // The rest of an upload refused before it was read (413, or 401/429 and the like before the
+  // body) is not read either: the connection closes instead of taking it in.
+  if (error.status === 413 || (hasBody(ctx.req) && !ctx.req.complete)) ctx.set("Connection", "close");
   ctx.type = PROBLEM_MEDIA_TYPE;
   ctx.body = JSON.stringify(renderProblem(error, { instance: ctx.path, requestId }));
 }

@@ -4,6 +4,7 @@ import type Koa from "koa";
 import type { z } from "zod";
 import type { EntityManager } from "@mikro-orm/postgresql";
 import type { Logger } from "../../kube/logger.ts";
+import type { LimitClass } from "./limits.ts";
 
 /**
  * Who may call a route.
@@ -105,12 +106,24 @@ export interface RouteDef {
   description?: string;
   tags: string[];
   auth: AuthMode;
+  /**
+   * Which rate-limit budget a call spends (api/http/limits.ts): "api" when omitted, "ingest" for
+   * trace ingestion, "none" for callers limited elsewhere (the ingress's forward-auth checks, the
+   * operator), with the reason next to the route.
+   */
+  rateLimit?: LimitClass;
   /** Path parameters (strings; use z.coerce for numbers). */
   params?: z.ZodType;
   /** Query parameters (strings; use z.coerce). Must be a .strict() object: unknown parameters are refused. */
   query?: z.ZodType;
   /** JSON request body. Must be .strict() (unknown fields are refused); checked when the server is built. */
   body?: z.ZodType;
+  /**
+   * The body may hold text PostgreSQL cannot store (NUL, lone surrogates) because the handler
+   * judges each item of a batch itself and rejects such items one by one (trace ingestion). Every
+   * other route refuses it with a 422 before its schemas run.
+   */
+  itemsCheckText?: boolean;
   /** Body size limit of this route in bytes; the server's BERTH_BODY_LIMIT_BYTES when omitted. */
   bodyLimitBytes?: number;
   /** Documented responses: status -> schema of the JSON body, or null for no body (e.g. 204). */

@@ -6,10 +6,11 @@ import Router, { type RouterMiddleware } from "@koa/router";
 import type Koa from "koa";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
-import { DomainError, NotFoundError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import { DomainError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
-import { readJsonBody } from "./body.ts";
+import { PayloadTooLargeError, readJsonBody } from "./body.ts";
 import { requestState } from "./context.ts";
+import { TooManyRequestsError, addressCaller, rateLimitHeaders, type RateLimits } from "./limits.ts";
 import { MethodNotAllowedError } from "./problem.ts";
 import { pathParamNames, type RouteContext, type RouteDef, type RouteResult } from "./route.ts";
 
@@ -20,6 +21,10 @@ export interface RouterDeps {
   orm: MikroORM;
   authenticator: Authenticator;
   bodyLimitBytes: number;
+  /** Per-caller budgets (BERTH_RATE_LIMIT_*). */
+  limits: RateLimits;
+  /** The clock of the limits, in ms (Date.now; tests pass their own). */
+  now: () => number;
   /** Check every response against `responses[status]` (BERTH_VALIDATE_RESPONSES). */
   validateResponses: boolean;
 }
@@ -28,6 +33,8 @@ export interface RouterDeps {
 // Definition checks (at build time, so a bad route never serves)
 
 type JsonNode = Record<string, unknown>;
+
+const CONSTRAINT_KEYWORDS = new Set(["if", "then", "else", "not"]);
 
 /** Paths (in JSON Schema) of object schemas that silently drop unknown keys (zod's default). */
 export function nonStrictObjects(schema: z.ZodType): string[] {
@@ -38,7 +45,8 @@ export function nonStrictObjects(schema: z.ZodType): string[] {
     if (!node || typeof node !== "object") return;
     const n = node as JsonNode;
     if (n.properties !== undefined && n.additionalProperties === undefined) out.push(at === "" ? "/" : at);
-    for (const [k, v] of Object.entries(n)) walk(v, `${at}/${k}`);
+    // if/then/else/not only constrain the object they sit in (documented cross-field rules): no object is defined there
+    for (const [k, v] of Object.entries(n)) if (!CONSTRAINT_KEYWORDS.has(k)) walk(v, `${at}/${k}`);
   };
   walk(json, "");
   return out;
@@ -114,6 +122,29 @@ export function bodyOptional(schema: z.ZodType): boolean {
   return schema.safeParse(undefined).success;
 }
 
+export const UNSTORABLE_TEXT = "must be well-formed Unicode text without NUL characters";
+
+/**
+ * Field errors for every string (value or object key) in `value` that PostgreSQL cannot store and
+ * no client means: a NUL character, or a lone surrogate (not well-formed Unicode). At most 20.
+ */
+export function unstorableText(value: unknown, at: string, out: FieldError[] = []): FieldError[] {
+  const bad = (s: string) => !s.isWellFormed() || s.includes("\u0000");
+  const walk = (v: unknown, path: string): void => {
+    if (out.length >= 20) return;
+    if (typeof v === "string") { if (bad(v)) out.push({ field: path, message: UNSTORABLE_TEXT }); return; }
+    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, `${path}[${i}]`)); return; }
+    if (v && typeof v === "object") {
+      for (const [k, x] of Object.entries(v)) {
+        if (bad(k)) { out.push({ field: path, message: `a key ${UNSTORABLE_TEXT}` }); continue; }
+        walk(x, `${path}.${k}`);
+      }
+    }
+  };
+  walk(value, at);
+  return out;
+}
+
 function parsePart(schema: z.ZodType, input: unknown, prefix: "params" | "query" | "body", errors: FieldError[]): unknown {
   const r = schema.safeParse(input);
   if (r.success) return r.data;
@@ -128,10 +159,39 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const em = deps.orm.em.fork();
     const rawParams: Record<string, string> = { ...ctx.params };
 
-    const caller = await deps.authenticator.authenticate(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+    const bodyLimit = route.bodyLimitBytes ?? deps.bodyLimitBytes;
+    // An announced body over the limit is refused before anything else is done for it.
+    const announced = Number(ctx.get("Content-Length") || 0);
+    if (announced > bodyLimit) throw new PayloadTooLargeError(bodyLimit);
 
-    const body = await readJsonBody(ctx.req, route.bodyLimitBytes ?? deps.bodyLimitBytes);
+    // Rate limits: a key's calls spend its own budget (named by the key's id), whatever the answer
+    // (another workspace's path included); a call without a valid key spends its address's,
+    // whether the route is public or the key was refused (401, or 403 for a key of another kind).
+    const limiter = deps.limits.of(route.rateLimit ?? "api");
+    const policy = route.rateLimit === "ingest" ? "ingest" : "api";
+    const spend = (who: string) => {
+      if (!limiter) return;
+      const d = limiter.take(who, deps.now());
+      for (const [k, v] of Object.entries(rateLimitHeaders(policy, d, limiter.budget))) ctx.set(k, v);
+      if (!d.allowed) throw new TooManyRequestsError(policy, d.retryAfterSeconds);
+    };
+    const address = addressCaller(ctx.req.socket.remoteAddress);
+    let caller;
+    try {
+      caller = await deps.authenticator.identify(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+    } catch (err) {
+      if (err instanceof UnauthorizedError || err instanceof ForbiddenError) spend(address);
+      throw err;
+    }
+    spend(caller === undefined ? address : caller.kind === "operator" ? `operator:${caller.username}` : `${caller.kind}:${caller.keyId}`);
+    if (caller) deps.authenticator.assertScope(caller, rawParams);
+
+    const body = await readJsonBody(ctx.req, bodyLimit);
     const errors: FieldError[] = [];
+    // Text PostgreSQL cannot store is refused everywhere (it is never meant), in one place
+    for (const [k, v] of Object.entries(rawParams)) unstorableText(v, `params.${k}`, errors);
+    for (const [k, v] of Object.entries(ctx.query)) unstorableText(v, `query.${k}`, errors);
+    if (body.present && !route.itemsCheckText) unstorableText(body.value, "body", errors);
     const params = route.params ? parsePart(route.params, rawParams, "params", errors) : rawParams;
     let query: unknown = undefined;
     if (route.query) query = parsePart(route.query, { ...ctx.query }, "query", errors);

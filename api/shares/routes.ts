@@ -4,14 +4,15 @@ import { z } from "zod";
 import { FORWARD_AUTH } from "../../crds/app.ts";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import { NotFoundError } from "../errors.ts";
-import { AppParams } from "../apps/schemas.ts";
+import { AppId, AppParams, ObjectId } from "../apps/schemas.ts";
+import { DNS_LABEL } from "../../crds/schemas.ts";
 import { CreateShareBody, CreatedShare, ShareList, type SharesService } from "./service.ts";
 import type { ForwardAuth } from "./forward-auth.ts";
 import type { OidcSignIn } from "./oidc.ts";
 
 const tags = ["Public shares"];
-const ShareParams = AppParams.extend({ shareId: z.string().min(1).max(253) }).strict();
-const EdgeParams = z.object({ namespace: z.string().min(1).max(63), appId: z.string().min(1).max(253) }).strict();
+const ShareParams = AppParams.extend({ shareId: ObjectId }).strict();
+const EdgeParams = z.object({ namespace: z.string().min(1).max(63).regex(new RegExp(DNS_LABEL), "must be a namespace name"), appId: AppId }).strict();
 
 export interface ShareRoutesDeps {
   shares: SharesService;
@@ -31,7 +32,7 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
       method: "post", path: "/workspaces/:wsId/apps/:appId/public-shares", operationId: "createPublicShare", tags, auth: "workspace",
       summary: "Create a share link",
       description: "Returns the link (`url`) and its `token` once; only the token's SHA-256 is kept (in the Share resource). Anyone with the link can open the service, also a private one; with requireAuth they must also sign in with a platform account. 409 not_served for a worker or cron service; 409 sign_in_not_configured for requireAuth without an identity provider.",
-      params: AppParams, body: CreateShareBody, responses: { 201: CreatedShare },
+      params: AppParams, body: CreateShareBody, responses: { 201: CreatedShare, 409: null },
       handler: async ({ params, body }) => {
         const created = await d.shares.create(params.wsId, params.appId, body);
         return { status: 201, body: created, headers: { "Cache-Control": "no-store", Location: `/api/v1/workspaces/${params.wsId}/apps/${params.appId}/public-shares/${created.id}` } };
@@ -52,9 +53,12 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
     }),
     defineRoute({
       method: "get", path: FORWARD_AUTH.path, operationId: "forwardAuth", tags: ["Edge"], auth: "none",
+      // Called by the ingress (one address) before every request to a private service of every
+      // workspace: an address budget would throttle all viewers at once. The check is an in-memory decision.
+      rateLimit: "none",
       summary: "Forward-auth check of a private service (called by the ingress)",
       description: "Traefik's ForwardAuth middleware (and ingress-nginx's auth-url) call this before each request to a private service, with X-Forwarded-Host/-Proto/-Uri/-Method (nginx: X-Original-URL, X-Original-Method) and the viewer's Cookie. 200: pass (X-Berth-Share, X-Berth-User for the service); 302: a share token or sign-in ticket taken (Set-Cookie on the service's host, back to the same URL without it) or off to sign in; 401 share_login_required, 403 share_<reason>: refused.",
-      params: EdgeParams, responses: { 200: null, 302: null },
+      params: EdgeParams, responses: { 200: null, 302: null, 401: null, 403: null },
       handler: ({ params, koa }) => {
         const original = koa.get("X-Original-URL");
         let host = koa.get("X-Forwarded-Host"), proto = koa.get("X-Forwarded-Proto"), uri = koa.get("X-Forwarded-Uri");
@@ -74,7 +78,7 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
       method: "get", path: "/auth/oidc/login", operationId: "signInStart", tags: ["Edge"], auth: "none",
       summary: "Start a viewer's sign-in (requireAuth shares)",
       description: "Redirects to the identity provider (authorization code flow, PKCE S256, state and nonce kept in a signed 10-minute cookie). rd: the service URL to return to. 404 sign_in_not_configured without an identity provider.",
-      query: z.object({ rd: z.string().min(1).max(4096) }).strict(), responses: { 302: null },
+      query: z.object({ rd: z.string().min(1).max(4096) }).strict(), responses: { 302: null, 400: null, 404: null, 503: null },
       handler: async ({ query }) => {
         const { location, cookie } = await signIn().login(query.rd);
         return { status: 302, headers: { Location: location, "Set-Cookie": cookie, "Cache-Control": "no-store" } };
@@ -85,7 +89,7 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
       summary: "The identity provider's redirect back (BERTH_OIDC_REDIRECT_URL)",
       description: "Exchanges the code (checking state, nonce, PKCE and the ID token) and sends the viewer back to the service with a one-minute, single-use sign-in ticket.",
       query: z.object({ code: z.string().max(4096).optional(), state: z.string().max(1024).optional(), iss: z.string().max(2048).optional(), error: z.string().max(1024).optional() }).catchall(z.string().max(4096)),
-      responses: { 302: null },
+      responses: { 302: null, 401: null, 403: null, 404: null, 503: null },
       handler: async ({ koa, log }) => {
         const { location, cookie } = await signIn().callback(new URLSearchParams(koa.querystring), koa.get("Cookie") || undefined, log);
         return { status: 302, headers: { Location: location, "Set-Cookie": cookie, "Cache-Control": "no-store" } };

@@ -34,6 +34,8 @@ export interface StartApiOptions {
   namespaces?: NamespaceEnsurer;
   /** Name of the first workspace. */
   workspaceName?: string;
+  /** The clock of the rate limits, in ms (default Date.now): a test moves it instead of waiting. */
+  now?: () => number;
 }
 
 export interface ApiResponse {
@@ -142,8 +144,9 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       adminKeys: services.adminKeys,
       appKeyVerifier: opts.appKeyVerifier ?? services.appKeyVerifier,
       operatorVerifier: services.operatorVerifier,
+      ...(opts.now ? { now: opts.now } : {}),
     });
-    const server = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, logger });
+    const server = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS, requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS, logger });
     cleanup.push(() => server.close());
 
     const k = opts.namespaces ? undefined : kube();

@@ -146,6 +146,19 @@ test("an optional body may be omitted; a route without a body refuses one", asyn
   t.deepEqual(withBody.body.errors, [{ field: "body", message: "this operation takes no request body" }]);
 });
 
+test("text PostgreSQL cannot store (NUL, a lone surrogate) is refused in params, query and body, naming each field", async (t) => {
+  const r = await api.fetchJson("POST", `${probePath()}?limit=7`, { rawBody: '{"name":"a\\u0000b","cpuLimitMillicores":500,"items":[{"n":1,"\\ud800":1}]}', headers: { "Content-Type": "application/json" } });
+  assertProblem(t, r, 422, "validation_failed");
+  t.like(r.body.errors, [{ field: "body.name", message: "must be well-formed Unicode text without NUL characters" }, { field: "body.items[0]", message: "a key must be well-formed Unicode text without NUL characters" }]);
+  const q = await api.fetchJson("POST", `${probePath()}?limit=%00`, { body: good });
+  assertProblem(t, q, 422, "validation_failed");
+  t.is(q.body.errors[0].field, "query.limit");
+  // found by the fuzzer on real routes: a key's name and a trace filter used to reach PostgreSQL and fail with a 500
+  const key = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/api-keys`, { rawBody: '{"name":"a\\u0000"}', headers: { "Content-Type": "application/json" } });
+  assertProblem(t, key, 422, "validation_failed");
+  t.is(key.body.errors[0].field, "body.name");
+});
+
 test("malformed JSON is a 400 invalid_json", async (t) => {
   for (const raw of ['{"name": "web",', "{name: 1}", "nul", '{"a":1}}']) {
     const r = await api.fetchJson("POST", probePath(), { rawBody: raw, headers: { "Content-Type": "application/json" } });

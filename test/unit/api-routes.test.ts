@@ -5,7 +5,7 @@ import { z } from "zod";
 import { isJsonContentType } from "../../api/http/body.ts";
 import { buildOpenApiDocument } from "../../api/http/openapi.ts";
 import { defineRoute, openApiPath, pathParamNames, type RouteDef } from "../../api/http/route.ts";
-import { checkRoutes, nonStrictObjects, responseMismatches } from "../../api/http/router.ts";
+import { checkRoutes, nonStrictObjects, responseMismatches, unstorableText } from "../../api/http/router.ts";
 import { openApiDocument } from "../../api/main.ts";
 
 const ok = () => Promise.resolve({ status: 200, body: {} });
@@ -81,7 +81,7 @@ test("the generated document names schemas by id and splits request/response var
     { name: "dryRun", in: "query", required: false, schema: { type: "string" } },
   ]);
   const responses = op.responses as Record<string, { content?: Record<string, unknown> }>;
-  t.deepEqual(Object.keys(responses), ["201", "400", "401", "403", "404", "409", "413", "415", "422", "500"]);
+  t.deepEqual(Object.keys(responses), ["201", "400", "401", "403", "404", "409", "413", "415", "422", "429", "431", "500"], "429: every route spends a rate-limit budget unless it says rateLimit: \"none\"");
   t.deepEqual(responses["409"]!.content, { "application/problem+json": { schema: { $ref: "#/components/schemas/Problem" } } });
   t.true(JSON.stringify(op.requestBody).includes("#/components/schemas/ItemInput"));
   t.true(JSON.stringify(responses["201"]).includes("#/components/schemas/Item\""));
@@ -106,4 +106,10 @@ test("the whole API's document can be generated without a database or a cluster"
   t.is(doc.openapi, "3.1.0");
   for (const path of ["/workspaces", "/workspaces/{wsId}", "/workspaces/{wsId}/api-keys", "/workspaces/{wsId}/api-keys/{keyId}", "/openapi.json", "/docs"]) t.truthy(doc.paths[path], path);
   t.deepEqual(Object.keys(doc.paths["/workspaces/{wsId}/api-keys"]!).sort(), ["get", "post"]);
+});
+
+test("text PostgreSQL cannot store is found at every depth, keys included", (t) => {
+  t.deepEqual(unstorableText({ a: "fine", b: ["ok", "x\u0000"], c: { "\ud800": 1, d: "\udc00z" } }, "body").map((e) => e.field), ["body.b[1]", "body.c", "body.c.d"]);
+  t.deepEqual(unstorableText({ emoji: "\ud83d\ude00", text: "Grüße" }, "body"), [], "well-formed pairs and any other character are fine");
+  t.is(unstorableText(Array.from({ length: 50 }, () => "\u0000"), "body").length, 20, "at most 20 are reported");
 });

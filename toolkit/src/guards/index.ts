@@ -42,6 +42,7 @@ export {
   SENSITIVITIES,
   SENSITIVITY_THRESHOLDS,
   sensitivityThreshold,
+  templateRulesJsonSchema,
   Topic,
 } from "./template.ts";
 export type { GuardTemplateConfigInput, Sensitivity, TopicInput } from "./template.ts";

@@ -1,7 +1,7 @@
 // Guard templates: the `config` object of a guard template (SPEC.md part 2, "complete set of
 // config keys and values: not shown" -> decided here), as zod schemas the API validates with and
 // the engine resolves. The full table of keys is in docs/guards.md.
-import { isSupportedCountry } from "libphonenumber-js/max";
+import { getCountries, type CountryCode } from "libphonenumber-js/max";
 import { z } from "zod";
 import { PII_KINDS } from "./pii/common.ts";
 import { checkPattern, parsePatternLiteral } from "./regex-safety.ts";
@@ -62,11 +62,10 @@ export const Topic = z.strictObject({
 });
 export type TopicInput = z.input<typeof Topic>;
 
+// An enum (not a string checked by a refinement) so that the documented schema lists the regions.
 export const PhoneRegion = z
-  .string()
-  .regex(/^[A-Z]{2}$/)
-  .refine((r) => isSupportedCountry(r), "not a region libphonenumber knows")
-  .describe("ISO 3166-1 alpha-2 region");
+  .enum(getCountries() as [CountryCode, ...CountryCode[]], { error: "not a region libphonenumber knows" })
+  .describe("ISO 3166-1 alpha-2 region (one libphonenumber knows)");
 
 /**
  * The `config` of a guard template. Common keys: sensitivity, action, allowlist, phases.
@@ -92,7 +91,7 @@ export type GuardTemplateConfig = z.output<typeof GuardTemplateConfig>;
 export type GuardTemplateConfigInput = z.input<typeof GuardTemplateConfig>;
 
 /** Keys that only make sense for one guard type. */
-const TYPE_KEYS: Record<string, GuardType> = {
+export const TYPE_KEYS: Readonly<Record<string, GuardType>> = {
   entities: "pii_detection",
   phoneRegions: "pii_detection",
   categories: "toxicity",
@@ -102,6 +101,24 @@ const TYPE_KEYS: Record<string, GuardType> = {
   keywordWeight: "custom",
   decodeBase64: "prompt_injection",
 };
+
+/**
+ * refineTemplate's rules as JSON Schema, for documents that describe a { guardType, config } body
+ * (the API's OpenAPI document): one if/then per guard type.
+ */
+export function templateRulesJsonSchema(): Record<string, unknown>[] {
+  return GUARD_TYPES.map((type) => {
+    const foreign = Object.entries(TYPE_KEYS).filter(([, t]) => t !== type).map(([key]) => ({ required: [key] }));
+    const config: Record<string, unknown> = { not: { anyOf: foreign } };
+    const then: Record<string, unknown> = { properties: { config } };
+    if (type === "custom") {
+      config.anyOf = [{ required: ["patterns"], properties: { patterns: { minItems: 1 } } }, { required: ["keywords"], properties: { keywords: { minItems: 1 } } }];
+      then.required = ["config"];
+    }
+    if (type === "off_topic") config.properties = { action: { not: { const: "redact" } } };
+    return { if: { properties: { guardType: { const: type } }, required: ["guardType"] }, then };
+  });
+}
 
 /** Cross-checks a config against its guard type (used by GuardTemplateSpec and the engine config). */
 export function refineTemplate(t: { guardType: GuardType; config: GuardTemplateConfig }, ctx: z.RefinementCtx, path: PropertyKey[] = []) {

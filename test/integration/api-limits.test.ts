@@ -1,0 +1,160 @@
+// Limits of the real API server (docs/api.md "Limits"): per-key rate limits with 429 and
+// Retry-After (the limits' clock is the test's, moved by hand: no waiting, no timing asserted),
+// slow clients cut off with a 408 while others are served, and bodies over the limit refused with
+// a 413, announced or streamed.
+import { connect, type Socket } from "node:net";
+import test from "ava";
+import { startApi, type TestApi } from "../helpers/api.ts";
+import { provisionApp } from "../helpers/governance.ts";
+import { identity } from "../helpers/identities.ts";
+
+/** A raw HTTP/1.1 connection to the server: what a careless or hostile client sends. */
+function rawConnection(api: TestApi): { socket: Socket; received: Promise<string> } {
+  const url = new URL(api.url);
+  const socket = connect(Number(url.port), url.hostname);
+  let text = "";
+  socket.setEncoding("utf8");
+  socket.on("data", (d: string) => { text += d; });
+  const received = new Promise<string>((resolve) => {
+    socket.on("close", () => resolve(text));
+    socket.on("error", () => undefined); // a reset after the answer: what was read is kept
+  });
+  return { socket, received };
+}
+
+/** The status and the JSON body of a raw HTTP/1.1 answer. */
+function parseAnswer(raw: string): { status: number; headers: string; body: Record<string, unknown> | undefined } {
+  const [head = "", body = ""] = raw.split("\r\n\r\n", 2);
+  const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
+  let json: Record<string, unknown> | undefined;
+  try { json = JSON.parse(body) as Record<string, unknown>; } catch { json = undefined; }
+  return { status, headers: head, body: json };
+}
+
+test("a key over its budget gets 429 with Retry-After; other keys, workspaces and budgets are unaffected; after Retry-After it passes again", async (t) => {
+  t.timeout(120_000);
+  let now = 1_700_000_000_000;
+  const api = await startApi({
+    now: () => now,
+    env: {
+      BERTH_RATE_LIMIT_API_PER_SECOND: "1", BERTH_RATE_LIMIT_API_BURST: "3",
+      BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0.5", BERTH_RATE_LIMIT_INGEST_BURST: "2",
+    },
+  });
+  t.teardown(() => api.stop());
+  const ws = `/workspaces/${api.workspaceId}`;
+  const second = (await api.services.keys.create(api.orm.em.fork(), api.workspaceId, "second")).secret;
+  const other = await api.createWorkspace("other");
+
+  for (let i = 0; i < 3; i++) {
+    const r = await api.fetchJson("GET", ws);
+    t.is(r.status, 200);
+    t.is(r.headers.get("ratelimit-policy"), '"api";q=3;w=3');
+    t.is(r.headers.get("ratelimit"), `"api";r=${2 - i};t=${i + 1}`);
+  }
+  const limited = await api.fetchJson("GET", ws);
+  t.is(limited.status, 429);
+  t.regex(limited.headers.get("content-type") ?? "", /^application\/problem\+json/);
+  t.is(limited.body.code, "rate_limited");
+  t.is(limited.headers.get("retry-after"), "1");
+  t.is(limited.headers.get("ratelimit"), '"api";r=0;t=3');
+  t.is((await api.fetchJson("POST", `${ws}/apps`, { body: { name: "x", slug: "x", type: "web" } })).status, 429, "every route of the api budget");
+
+  t.is((await api.fetchJson("GET", ws, { key: second })).status, 200, "another key of the same workspace has its own budget");
+  t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status, 200, "another workspace is unaffected");
+  t.is((await api.fetchJson("GET", "/governance/guard-templates", { key: api.adminKey })).status, 200, "a platform admin key has its own budget");
+  for (let i = 0; i < 2; i++) t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: second })).status, 404);
+  t.is((await api.fetchJson("GET", ws, { key: second })).status, 429, "calls on another workspace's path spend the key's budget too");
+
+  // Ingestion spends its own budget, per app key.
+  const app = await provisionApp(api, (await identity("operator")).token, "limited");
+  for (let i = 0; i < 2; i++) {
+    const r = await api.fetchJson("GET", "/governance/config", { key: app.key });
+    t.is(r.status, 200);
+    t.is(r.headers.get("ratelimit-policy"), '"ingest";q=2;w=4');
+  }
+  const ingestLimited = await api.fetchJson("POST", "/governance/traces", { key: app.key, body: {} });
+  t.is(ingestLimited.status, 429, "the ingestion budget is spent before the body is looked at");
+  t.is(ingestLimited.headers.get("retry-after"), "2");
+  t.is(ingestLimited.body.details.policy, "ingest");
+
+  // Requests without a valid key spend their address's budget: public routes and refused keys alike.
+  for (let i = 0; i < 3; i++) t.is((await api.fetchJson("GET", "/openapi.json", { key: null })).status, 200);
+  t.is((await api.fetchJson("GET", "/openapi.json", { key: null })).status, 429);
+  const guessing = await api.fetchJson("GET", ws, { key: "ws_sk_guessedguessedguessedguessedguessedguessedgue" });
+  t.is(guessing.status, 429, "a refused key spends the address's budget, not a key's");
+  t.is((await api.fetchJson("GET", "/healthz", { key: null })).status, 200, "liveness and readiness are never limited");
+
+  now += Number(limited.headers.get("retry-after")) * 1000;
+  t.is((await api.fetchJson("GET", ws)).status, 200, "after Retry-After the key passes again");
+  t.is((await api.fetchJson("GET", ws)).status, 429, "one request per second refilled, no more");
+  now += 2000;
+  t.is((await api.fetchJson("GET", "/governance/config", { key: app.key })).status, 200, "the ingestion budget refilled too");
+  t.is((await api.fetchJson("GET", ws, { key: "ws_sk_guessedguessedguessedguessedguessedguessedgue" })).status, 401);
+});
+
+test("slow clients (headers or body) are cut off with a 408 after the configured time, while other clients are served", async (t) => {
+  t.timeout(60_000);
+  const api = await startApi({ env: { BERTH_HEADERS_TIMEOUT_MS: "1000", BERTH_REQUEST_TIMEOUT_MS: "2000" } });
+  t.teardown(() => api.stop());
+
+  // Slowloris: headers that never end, a byte at a time.
+  const slowHeaders = Array.from({ length: 10 }, () => rawConnection(api));
+  const drips: NodeJS.Timeout[] = [];
+  for (const [i, c] of slowHeaders.entries()) {
+    c.socket.write(`GET /api/v1/workspaces/${api.workspaceId} HTTP/1.1\r\nHost: x\r\n`);
+    drips.push(setInterval(() => { if (c.socket.writable) c.socket.write(`X-Drip-${i}: a\r\n`); }, 100));
+  }
+  // A slow body: complete headers, then a byte at a time of the announced length.
+  const slowBody = rawConnection(api);
+  slowBody.socket.write(`POST /api/v1/workspaces/${api.workspaceId}/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`);
+  drips.push(setInterval(() => { if (slowBody.socket.writable) slowBody.socket.write(" "); }, 100));
+  t.teardown(() => { for (const d of drips) clearInterval(d); });
+
+  // Meanwhile a normal client is served, repeatedly.
+  for (let i = 0; i < 5; i++) t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}`)).status, 200);
+
+  for (const c of slowHeaders) {
+    const answer = parseAnswer(await c.received);
+    t.is(answer.status, 408);
+    t.regex(answer.headers, /content-type: application\/problem\+json/i);
+    t.is(answer.body?.code, "request_timeout");
+  }
+  const body = parseAnswer(await slowBody.received);
+  t.is(body.status, 408, "a body that does not arrive in BERTH_REQUEST_TIMEOUT_MS is cut off");
+  t.is(body.body?.code, "request_timeout");
+  t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}`)).status, 200, "served after the cuts too");
+  t.true(api.logs.some((l) => l.msg === "client cut off: request not received in time"));
+});
+
+test("a body over the limit is refused with 413: at once when announced, and while it streams", async (t) => {
+  t.timeout(60_000);
+  const api = await startApi({ env: { BERTH_BODY_LIMIT_BYTES: "2048" } });
+  t.teardown(() => api.stop());
+  const path = `/api/v1/workspaces/${api.workspaceId}/apps`;
+
+  // Announced: only the headers are sent; the answer comes without the body, before the key is checked.
+  const announced = rawConnection(api);
+  announced.socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n`);
+  const a = parseAnswer(await announced.received);
+  t.is(a.status, 413);
+  t.regex(a.headers, /content-type: application\/problem\+json/i);
+  t.regex(a.headers, /connection: close/i);
+  t.is(a.body?.code, "payload_too_large");
+  t.deepEqual(a.body?.details, { limitBytes: 2048 });
+
+  // Streamed (chunked, no length): refused once the limit is passed, without waiting for the end.
+  const streamed = rawConnection(api);
+  streamed.socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+  const chunk = `{"name":"${"x".repeat(1000)}`;
+  for (let i = 0; i < 3; i++) streamed.socket.write(`${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`);
+  const s = parseAnswer(await streamed.received);
+  t.is(s.status, 413);
+  t.is(s.body?.code, "payload_too_large");
+
+  // The same through fetch, and a body within the limit still works.
+  const big = await api.fetchJson("POST", path.replace("/api/v1", ""), { rawBody: JSON.stringify({ name: "x".repeat(5000) }), headers: { "Content-Type": "application/json" } });
+  t.is(big.status, 413);
+  const ok = await api.fetchJson("POST", path.replace("/api/v1", ""), { body: { name: "small", slug: "small", type: "web", image: "nginx:1.27" } });
+  t.is(ok.status, 201);
+});
