@@ -102,7 +102,12 @@ export async function spawnOperator(opts: OperatorProcessOptions): Promise<NodeP
     ...(opts.identity ? { BERTH_OPERATOR_IDENTITY: opts.identity } : {}),
     ...opts.env,
   });
-  await waitForLog(p, "operator started");
+  try {
+    await waitForLog(p, "operator started");
+  } catch (err) {
+    await p.stop("SIGKILL");
+    throw err;
+  }
   return p;
 }
 
