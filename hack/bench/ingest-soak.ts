@@ -10,7 +10,10 @@
 // heap are sampled every --sample-seconds. Prints, per minute, the rate and memory, and at the end
 // RSS at start (after the first minute: warm-up), at the end and at most, and the least-squares
 // slope of RSS over the run after warm-up in MiB per minute, with a verdict: flat when the
-// growth the slope predicts over the run is under 10 % of the starting RSS.
+// growth the slope predicts over the run is under 10 % of the starting RSS. The API runs with
+// --trace-gc: the live heap after each full GC (per isolate: the main thread, the scoring
+// workers) gets the same summary; it is what a leak would grow, where RSS also holds memory V8
+// keeps after a collection.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { availableParallelism, loadavg } from "node:os";
@@ -68,10 +71,26 @@ function trace() {
   return { traceId: crypto.randomUUID(), input, output, model: "gpt-4o-mini", latency: 300 + (i % 2500), tokens: { prompt: 60, completion: 40, total: 100 }, timestamp: new Date().toISOString(), sessionId: `s-${i % 500}` };
 }
 
+/** Live heap after each full GC (V8's --trace-gc "Mark-Compact ... -> N (M) MB"), per isolate (the main thread, the scoring workers). */
+const liveHeap = new Map<string, { t: number; mb: number }[]>();
+let tGc = performance.now();
+
 async function startServer(url: string, port: number): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [join(root, "api/main.ts")], {
+  const child = spawn(process.execPath, ["--trace-gc", join(root, "api/main.ts")], {
     env: { ...process.env, DATABASE_URL: url, KUBECONFIG, BERTH_API_HOST: "127.0.0.1", BERTH_API_PORT: String(port), BERTH_LOG_LEVEL: "warn" },
-    stdio: ["ignore", "ignore", "inherit"],
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  let rest = "";
+  child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
+    const lines = (rest + chunk).split("\n");
+    rest = lines.pop() ?? "";
+    for (const l of lines) {
+      const m = /^\[\d+:(0x[0-9a-f]+)\].*Mark-Compact.*?-> ([\d.]+) \(/.exec(l);
+      if (!m) continue;
+      const list = liveHeap.get(m[1]!) ?? [];
+      list.push({ t: (performance.now() - tGc) / 1000, mb: Number(m[2]) });
+      liveHeap.set(m[1]!, list);
+    }
   });
   for (let i = 0; i < 300; i++) {
     try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child; } catch { /* not yet */ }
@@ -105,6 +124,8 @@ try {
   let sent = 0;
   let failed = 0;
   const t0 = performance.now();
+  tGc = t0;
+  liveHeap.clear();
   const end = t0 + MINUTES * 60_000;
   const sampler = setInterval(() => {
     samples.push({ t: (performance.now() - t0) / 1000, rss: rssMiB(pid), sent });
@@ -148,6 +169,14 @@ try {
   const flat = Math.abs(perMin * runMin) < 0.1 * start;
   console.log(`\nachieved ${(sent / seconds).toFixed(0)} traces/s (${sent} traces in ${seconds.toFixed(0)} s; offered ${RATE}), ${failed} failed requests, API CPU ${cpuSeconds(pid).toFixed(0)} s`);
   console.log(`API RSS after warm-up ${start.toFixed(0)} MiB, at the end ${endRss.toFixed(0)} MiB, max ${max.toFixed(0)} MiB; slope ${perMin.toFixed(2)} MiB/min over ${runMin.toFixed(1)} min (${(perMin * runMin).toFixed(1)} MiB predicted growth): ${flat ? "FLAT" : perMin > 0 ? "GROWING" : "FALLING"}`);
+  // the live heap after full GCs is what a leak grows; RSS also holds what V8 has not given back
+  for (const [isolate, gcs] of [...liveHeap].sort((a, b) => b[1].length - a[1].length).slice(0, 3)) {
+    const w = gcs.filter((g) => g.t >= Math.min(60, seconds / 5));
+    if (w.length < 2) continue;
+    const per = slope(w.map((g) => g.t / 60), w.map((g) => g.mb));
+    const grow = per * ((w.at(-1)!.t - w[0]!.t) / 60);
+    console.log(`isolate ${isolate}: ${gcs.length} full GCs; live heap after them ${w[0]!.mb.toFixed(0)} MB after warm-up, ${w.at(-1)!.mb.toFixed(0)} MB at the end, max ${Math.max(...w.map((g) => g.mb)).toFixed(0)} MB; slope ${per.toFixed(2)} MB/min (${grow.toFixed(1)} MB predicted): ${Math.abs(grow) < 0.1 * w[0]!.mb ? "FLAT" : grow > 0 ? "GROWING" : "FALLING"}`);
+  }
   console.log(`samples (s, RSS MiB): ${samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 20)) === 0).map((s) => `${s.t.toFixed(0)}:${s.rss.toFixed(0)}`).join(" ")}`);
   console.log(`load average after ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   if (!(await fetch(`http://127.0.0.1:${port}/healthz`)).ok) throw new Error("the API died");
