@@ -6,7 +6,6 @@
 // of its own (helpers/control-plane.ts: etcd, kube-apiserver and the garbage collector, from the
 // binaries and flags of hack/cluster, on free ports) and points KUBECONFIG at it; the operator
 // runs as the real process (`node operator/main.ts`) under the chart's ServiceAccount there.
-import net from "node:net";
 import { readFileSync, writeFileSync } from "node:fs";
 import test from "ava";
 import * as yaml from "js-yaml";
@@ -18,12 +17,12 @@ import { dedicatedControlPlane, type DedicatedControlPlane } from "../helpers/co
 import { identity, RELEASE_NAMESPACE } from "../helpers/identities.ts";
 import { eventually, kube, testNamespace } from "../helpers/kube.ts";
 import { healthPortOf, logLines, spawnOperator, type NodeProcess } from "../helpers/processes.ts";
+import { cuttableProxy, type CuttableProxy } from "../helpers/proxy.ts";
 
 let cp: DedicatedControlPlane;
 let client: KubeClient;
 const running: NodeProcess[] = [];
-const sockets = new Set<net.Socket>();
-const servers: net.Server[] = [];
+const proxies: CuttableProxy[] = [];
 
 test.before(async () => {
   cp = await dedicatedControlPlane();
@@ -32,8 +31,7 @@ test.before(async () => {
 });
 test.after.always(async () => {
   for (const p of running) await p.stop("SIGKILL");
-  for (const s of sockets) s.destroy();
-  for (const s of servers) s.close();
+  for (const p of proxies) await p.close();
   await cp?.stop();
 });
 
@@ -135,6 +133,7 @@ test.serial("etcd compacted while the operator is cut off: its watches get 410 G
   const flood = await testNamespace(kube(), "flood");
   // The operator reaches the API server through a proxy that can be cut.
   const proxy = await cuttableProxy(new URL(cp.server));
+  proxies.push(proxy);
   const id = await identity("operator");
   const kc = yaml.load(readFileSync(id.kubeconfig, "utf8")) as { clusters: { cluster: { server: string } }[] };
   for (const c of kc.clusters) c.cluster.server = `https://127.0.0.1:${proxy.port}`;
@@ -221,18 +220,3 @@ test.serial("two replicas: the leader is killed mid-reconcile, the other takes o
   await setImage(ns, "w0", 9);
   await converged(ns, "a change under the new leader", 120_000, follower);
 });
-
-/** A TCP proxy that can be cut: every connection dropped, new ones refused. */
-async function cuttableProxy(target: URL): Promise<{ port: number; cut(): void; restore(): void }> {
-  let cut = false;
-  const server = net.createServer((c) => {
-    if (cut) { c.destroy(); return; }
-    const up = net.connect(Number(target.port), target.hostname);
-    const close = () => { c.destroy(); up.destroy(); sockets.delete(c); sockets.delete(up); };
-    for (const s of [c, up]) { sockets.add(s); s.on("error", close).on("close", close); }
-    c.pipe(up).pipe(c);
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  servers.push(server);
-  return { port: (server.address() as net.AddressInfo).port, cut() { cut = true; for (const s of sockets) s.destroy(); }, restore() { cut = false; } };
-}
