@@ -1,10 +1,10 @@
 // Mounts RouteDefs under /api/v1. Per request: authenticate (route.auth), read the JSON body,
 // validate params, query and body with the route's zod schemas (every offending field at once),
-// fork the EntityManager, call the handler, optionally check the response against its documented
+// fork the EntityManager (on first use), call the handler, optionally check the response against its documented
 // schema, and write status, headers and body.
 import Router, { type RouterMiddleware } from "@koa/router";
 import type Koa from "koa";
-import type { MikroORM } from "@mikro-orm/postgresql";
+import type { EntityManager, MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
 import { DomainError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
@@ -156,7 +156,9 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
   return async (ctx) => {
     const { requestId, log: requestLog } = requestState(ctx);
     const log = requestLog.child({ operationId: route.operationId });
-    const em = deps.orm.em.fork();
+    // Forked on first use: a route that never touches the database (the edge check) pays nothing for it.
+    let forked: EntityManager | undefined;
+    const em = (): EntityManager => (forked ??= deps.orm.em.fork());
     const rawParams: Record<string, string> = { ...ctx.params };
 
     const bodyLimit = route.bodyLimitBytes ?? deps.bodyLimitBytes;
@@ -178,7 +180,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const address = addressCaller(ctx.req.socket.remoteAddress);
     let caller;
     try {
-      caller = await deps.authenticator.identify(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, em, log });
+      caller = await deps.authenticator.identify(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, get em() { return em(); }, log });
     } catch (err) {
       if (err instanceof UnauthorizedError || err instanceof ForbiddenError) spend(address);
       throw err;
@@ -209,7 +211,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const routeCtx: RouteContext<unknown, unknown, unknown> = {
       params, query, body: parsedBody, rawBody: body.present ? body.raw : undefined,
       principal: caller?.kind === "workspace" ? caller : undefined,
-      caller, em, log, requestId, koa: ctx,
+      caller, get em() { return em(); }, log, requestId, koa: ctx,
     };
     const result = await route.handler(routeCtx);
 
