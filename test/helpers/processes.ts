@@ -3,11 +3,13 @@
 // test can SIGKILL them mid-work and start them again. Their output (JSON log lines) is kept in
 // memory for assertions and failure messages.
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
 import { root } from "./binaries.ts";
 import { identity } from "./identities.ts";
 import { eventually } from "./kube.ts";
+import { freePort } from "../../hack/bench/proc.ts";
+export { freePort };
+
 
 export interface NodeProcess {
   readonly name: string;
@@ -116,13 +118,4 @@ export function healthPortOf(p: NodeProcess): number {
   const line = logLines(p).find((l) => l.msg === "operator started");
   if (typeof line?.healthPort !== "number") throw new Error(`${p.name} has not logged its health port`);
   return line.healthPort;
-}
-
-/** A TCP port on 127.0.0.1 that was free a moment ago. */
-export async function freePort(): Promise<number> {
-  const srv = createServer();
-  await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
-  const port = (srv.address() as { port: number }).port;
-  await new Promise((r) => srv.close(r));
-  return port;
 }

@@ -6,8 +6,6 @@
 // Traefik is test/e2e/shares.test.ts.
 import test from "ava";
 import { createHash } from "node:crypto";
-import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { API_FIELD_MANAGER, KubeClient, type KubeObject } from "../../kube/client.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
@@ -18,20 +16,13 @@ import { pino } from "pino";
 import { EdgeDenied, ForwardAuth } from "../../api/shares/forward-auth.ts";
 import { PgTicketLedger } from "../../api/shares/tickets.ts";
 import { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
+import { freePort } from "../../hack/bench/proc.ts";
 
 const DOMAIN = "apps.shares.test";
 const SHARE_KEY = "a-test-share-cookie-key-of-32-chars-or-more";
 const client = new KubeClient(kube().kc);
 let api: TestApi;
 let idp: TestOidcProvider;
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const port = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
 
 test.before(async () => {
   const port = await freePort();

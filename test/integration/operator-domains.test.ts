@@ -6,7 +6,6 @@
 // real path (HTTPS through the ingress).
 import test, { type ExecutionContext } from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { domainChildNames, VERIFY_REQUEST_ANNOTATION } from "../../crds/domain.ts";
@@ -16,6 +15,7 @@ import { startTestOperator } from "../helpers/operator.ts";
 import { binPath } from "../helpers/binaries.ts";
 import { TestDns } from "../helpers/dns.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
+import { freePort } from "../../hack/bench/proc.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
@@ -28,12 +28,6 @@ let ns = "";
 let op: RunningOperator | undefined;
 let dnsServer: ChildProcess | undefined;
 let dns: TestDns;
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer().listen(0, "127.0.0.1", () => { const p = (s.address() as { port: number }).port; s.close(() => resolve(p)); }).on("error", reject);
-  });
-}
 
 test.before(async () => {
   const [dnsPort, mgmtPort] = [await freePort(), await freePort()];

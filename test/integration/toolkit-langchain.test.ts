@@ -6,8 +6,6 @@
 // path giving the same records as the wrapper, the API down for a while (nothing lost, nothing
 // twice), and the memory bound.
 import test from "ava";
-import { createServer } from "node:net";
-import type { AddressInfo } from "node:net";
 import { AIMessage, AIMessageChunk } from "@langchain/core/messages";
 import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { FakeListChatModel } from "@langchain/core/utils/testing";
@@ -21,6 +19,7 @@ import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
+import { freePort } from "../../hack/bench/proc.ts";
 
 /** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
 class UsageChatModel extends FakeListChatModel {
@@ -47,14 +46,6 @@ let operatorToken: string;
 const connections = new Map<string, string>();
 /** servers started by restart(), closed before api.stop() */
 const restarted: RunningServer[] = [];
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const p = (s.address() as AddressInfo).port;
-  await new Promise<void>((r) => s.close(() => r()));
-  return p;
-}
 
 async function provision(name: string): Promise<string> {
   const { connectionString } = await provisionApp(api, operatorToken, name);
