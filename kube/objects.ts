@@ -13,6 +13,11 @@ export const OPERATOR_FIELD_MANAGER = "berth-operator";
 /** Field manager of the REST API when it writes Apps, Domains and Shares. */
 export const API_FIELD_MANAGER = "berth-api";
 
+/** Whether `obj` has `owner` among its owners (only as its controller with `controller`). */
+export function ownedBy(obj: KubeObject, owner: KubeObject, opts: { controller?: boolean } = {}): boolean {
+  return (obj.metadata.ownerReferences ?? []).some((r) => r.uid === owner.metadata.uid && (!opts.controller || r.controller === true));
+}
+
 export interface ObjectRef { apiVersion: string; kind: string; namespace: string; name: string }
 
 /** A resourceVersion precondition that no stored object matches (etcd revisions stay far below it). */

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { z } from "zod";
 import { API_VERSION, APP_LABEL } from "../../crds/schemas.ts";
 import { ENV_PLAIN_ANNOTATION, MANAGED_BY, envSecretName } from "../../crds/app.ts";
-import { API_FIELD_MANAGER, type KubeObject, type ObjectClient, type ObjectRef } from "../../kube/objects.ts";
+import { API_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectClient, type ObjectRef } from "../../kube/objects.ts";
 import { isConflict } from "../../kube/transport.ts";
 import type { Access } from "../../kube/rbac.ts";
 import { ConflictError, DomainError, NotFoundError } from "../errors.ts";
@@ -186,7 +186,7 @@ export class EnvService {
   /** The App's Secret, read past every cache (the API watches no Secrets), and its variables. */
   private async read(app: AppObject): Promise<{ secret: SecretObject | undefined; vars: Map<string, EnvVarState> }> {
     const secret = await this.d.kube.get<SecretObject>(this.refOf(app));
-    if (secret && !(secret.metadata.ownerReferences ?? []).some((r) => r.controller && r.uid === app.metadata.uid)) {
+    if (secret && !ownedBy(secret, app, { controller: true })) {
       // e.g. the Secret of a deleted App of the same name, not yet collected: never taken over.
       throw new ConflictError("env_secret_conflict", `Secret ${envSecretName(app.metadata.name!)} exists in the workspace and does not belong to this service; retry once it is gone`);
     }

@@ -8,7 +8,7 @@ import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
 import type { ReleaseObject } from "../release/builders.ts";
 import { applyReleaseStatus } from "../release/status.ts";
 import { ANNOTATIONS, GOVERNANCE_FINALIZER, envSecretName, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
-import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
+import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict, isNotFound } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
@@ -83,9 +83,8 @@ const ROLLOUT_RECHECK_MS = 30_000;
 
 const after = (ms: number | undefined): ReconcileResult | undefined => (ms ? { requeueAfterMs: ms } : undefined);
 
-export function ownedBy(obj: KubeObject, app: AppObject): boolean {
-  return (obj.metadata.ownerReferences ?? []).some((r) => r.controller && r.uid === app.metadata.uid);
-}
+/** Whether the App controls `obj` (its controlling ownerReference). */
+const controlledBy = (obj: KubeObject, app: AppObject): boolean => ownedBy(obj, app, { controller: true });
 
 /** Identity of a release: a hash of what runs (the pod template), not of the replica count. */
 export function deploymentIdOf(name: string, children: KubeObject[]): string | undefined {
@@ -232,7 +231,7 @@ export class AppReconciler implements Reconciler {
   private async children(app: AppObject, desired: KubeObject[], ctx: ReconcileContext): Promise<{ converged: KubeObject[] } | { foreign: string }> {
     const live = (kind: string) => this.cache.get(kind, app.metadata.namespace!, app.metadata.name!);
     const cached = desired.map((d) => live(d.kind!));
-    const inTheWay = desired.find((_, i) => cached[i] && !ownedBy(cached[i], app));
+    const inTheWay = desired.find((_, i) => cached[i] && !controlledBy(cached[i], app));
     if (inTheWay) return { foreign: inTheWay.kind! };
     const all = desired.map((_, i) => i);
     const refers = (i: number) => REFERS_TO_A_SIBLING.has(desired[i]!.kind!);
@@ -265,7 +264,7 @@ export class AppReconciler implements Reconciler {
       if (!isConflict(err)) throw err;
       const existing = await this.cache.fetch<KubeObject>(refOf(desired));
       if (!existing) throw err; // deleted in between: retried with backoff
-      if (!ownedBy(existing, app)) return { foreign: existing };
+      if (!controlledBy(existing, app)) return { foreign: existing };
       return { live: upToDate(desired, existing) ? existing : await this.cache.apply(desired) };
     }
   }
@@ -276,7 +275,7 @@ export class AppReconciler implements Reconciler {
     const pruned = new Set<ChildKind>();
     for (const kind of Object.keys(this.deps.children) as ChildKind[]) {
       const obj = this.cache.get(kind, namespace, name);
-      if (wanted.has(kind) || !obj || !ownedBy(obj, app)) continue;
+      if (wanted.has(kind) || !obj || !controlledBy(obj, app)) continue;
       await this.cache.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name }, obj);
       this.deps.events?.event(app, "Normal", "Deleted", `Deleted ${kind} ${name}: the App no longer needs it`);
       pruned.add(kind);
@@ -295,7 +294,7 @@ export class AppReconciler implements Reconciler {
     const secret = this.cache.get("Secret", namespace, secretName);
     if (!governance) return {};
     const removeSecret = async () => {
-      if (!secret || !ownedBy(secret, app)) return;
+      if (!secret || !controlledBy(secret, app)) return;
       await this.cache.delete({ apiVersion: "v1", kind: "Secret", namespace, name: secretName }, secret);
     };
     if (governanceDisabled(app.metadata.annotations)) {
@@ -303,7 +302,7 @@ export class AppReconciler implements Reconciler {
       return { condition: { ready: false, reason: "Disabled", message: "Governance was removed for this App (DELETE .../provision)" } };
     }
     if (!deploys) return { condition: { ready: false, reason: "WaitingForDeployment", message: "Governance is provisioned on the first deployment" } };
-    if (secret && !ownedBy(secret, app)) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
+    if (secret && !controlledBy(secret, app)) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
     await this.ensureFinalizer(app);
     const generation = governanceGeneration(app.metadata.annotations);
     const have = Number(secret?.metadata.annotations?.[ANNOTATIONS.governanceGeneration] ?? 0);
@@ -330,7 +329,7 @@ export class AppReconciler implements Reconciler {
   private env(app: AppObject): EnvRef | undefined {
     const secretName = envSecretName(app.metadata.name!);
     const secret = this.cache.get<KubeObject & { data?: Record<string, string> }>("Secret", app.metadata.namespace!, secretName);
-    return secret && ownedBy(secret, app) ? { secretName, hash: envHash(secret.data) } : undefined;
+    return secret && controlledBy(secret, app) ? { secretName, hash: envHash(secret.data) } : undefined;
   }
 
   private async ensureFinalizer(app: AppObject): Promise<void> {

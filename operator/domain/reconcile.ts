@@ -9,7 +9,7 @@ import {
   checkDomainName, claimHolder, decideVerification, DOMAIN_LABEL, domainChildNames, domainLabelValue, nextCheck, tlsStatusOf,
   VERIFY_REQUEST_ANNOTATION, type CertificateView, type DomainObject,
 } from "../../crds/domain.ts";
-import { OPERATOR_FIELD_MANAGER, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
+import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
@@ -83,7 +83,6 @@ export function sameDomainClaims(domains: Informer<KubeObject>): (obj: KubeObjec
     .map((x) => ({ namespace: x.metadata.namespace!, name: x.metadata.name! }));
 }
 
-const ownedBy = (obj: KubeObject, d: KubeObject) => (obj.metadata.ownerReferences ?? []).some((r) => r.uid === d.metadata.uid);
 
 /** Re-check at least this often while a certificate is in use (renewal time, expiry). */
 const MAX_TLS_RECHECK_MS = 6 * 3600_000;
