@@ -53,16 +53,17 @@ export async function loadShareKey(kube: ObjectClient, namespace: string, log: L
   const where = `${namespace}/${SHARE_KEY_SECRET}`;
   const existing = await kube.get<SecretObject>(ref);
   if (existing) return keyOfSecret(existing, where);
+  const key = randomBytes(KEY_BYTES);
   try {
-    await kube.create(shareKeySecret(namespace, randomBytes(KEY_BYTES)), API_FIELD_MANAGER);
+    await kube.create(shareKeySecret(namespace, key), API_FIELD_MANAGER);
     log.info({ secret: where }, "created the share cookie key");
+    return key;
   } catch (err) {
-    // Another replica created it first: theirs is the key.
     if (!isConflict(err)) throw err;
   }
-  // Read back what is stored, so that every replica signs with the one key that won.
+  // Another replica created it first: theirs is the key every replica signs with.
   const stored = await kube.get<SecretObject>(ref);
-  if (!stored) throw new Error(`Secret ${where} vanished right after it was created`);
+  if (!stored) throw new Error(`Secret ${where} was created by another replica and is gone again`);
   return keyOfSecret(stored, where);
 }
 
