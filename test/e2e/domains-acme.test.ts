@@ -26,7 +26,7 @@ const dns = new TestDns(need("BERTH_DNS_MANAGEMENT_URL"));
 const BASE = "apps.acme.local";
 // its own ingress host (the other domain tests set theirs in the same DNS server), at the node's address
 const INGRESS_HOST = "ingress-acme.e2e.test";
-const INGRESS_ADDRESS = "10.201.0.1";
+const INGRESS_ADDRESS = need("BERTH_NODE_IP"); // the ingress listens on the real node
 const run = randomBytes(3).toString("hex");
 const SHOP = `acme-${run}.example.test`;
 /** The label cert-manager puts on a challenge's solver pod, Service and Ingress. */
