@@ -230,8 +230,14 @@ function victimMarkers(): string[] {
 function leaks(r: ApiResponse, path: string, markers: readonly string[]): string[] {
   const body = r.body && typeof r.body === "object" && "instance" in r.body ? { ...r.body, instance: undefined } : r.body;
   const text = body === undefined ? r.text : JSON.stringify(body);
-  return markers.filter((m) => !path.includes(m) && text.includes(m));
+  return markers.filter((m) => !path.includes(m) && whole(m).test(text));
 }
+
+/**
+ * A marker as a whole id: not part of a longer one. Ids are short and per namespace (B's release
+ * `shared-2` is a prefix of A's share `shared-2f03c…`), so a bare substring test would cry wolf.
+ */
+const whole = (m: string) => new RegExp(`(?<![A-Za-z0-9_-])${m.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?![A-Za-z0-9_-])`);
 
 const keyOfKind = (kind: KeyKind, w: Tenant): string =>
   kind === "workspace" ? w.apiKey : kind === "admin" ? api.adminKey : kind === "app" ? w.apps.shared!.key : operator;
