@@ -18,6 +18,7 @@ import { buildOpenApiDocument, openApiRoutes, DEFAULT_INFO, type OpenApiInfo } f
 import { PROBLEM_MEDIA_TYPE, problemMiddleware, renderProblem, sendProblem } from "./http/problem.ts";
 import { RateLimits } from "./http/limits.ts";
 import { apiRouter, fallback } from "./http/router.ts";
+import { bareDispatcher, type BareDispatch } from "./http/bare.ts";
 import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
 
 export interface ReadinessCheck {
@@ -48,6 +49,8 @@ export interface ServerDeps {
 
 interface Lifecycle { draining: boolean }
 const lifecycles = new WeakMap<Koa, Lifecycle>();
+/** The bare routes' dispatcher of each app (api/http/bare.ts), which `listen` puts before Koa. */
+const bares = new WeakMap<Koa, BareDispatch>();
 
 async function withTimeout(p: Promise<boolean>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
@@ -119,6 +122,9 @@ export function buildServer(deps: ServerDeps): Koa {
     validateResponses: config.BERTH_VALIDATE_RESPONSES,
   });
 
+  const bare = bareDispatcher(routes, { logger, validateResponses: config.BERTH_VALIDATE_RESPONSES, draining: () => lifecycle.draining });
+  if (bare) bares.set(app, bare);
+
   app.use(requestContext(logger));
   app.use(async (ctx, next) => {
     try {
@@ -186,12 +192,13 @@ export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServ
   const headersTimeout = opts.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
   const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const handler = app.callback();
+  const bare = bares.get(app);
   const server = createServer({
     headersTimeout,
     requestTimeout,
     // Node checks both timeouts every this often (30 s by default): a tenth of the shorter, 0.1-1 s.
     connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
-  }, (req, res) => { void handler(req, res); });
+  }, (req, res) => { if (!bare?.(req, res)) void handler(req, res); });
   server.on("clientError", onClientError(opts.logger));
   server.listen({ host: opts.host, port: opts.port });
   await once(server, "listening");

@@ -21,12 +21,15 @@ export function requestState(ctx: Koa.Context): RequestState {
   return s;
 }
 
+/** The request's id: the caller's X-Request-Id when it is a safe token and no credential (it is logged and echoed), else a new one. */
+export function requestIdOf(incoming: string | undefined): string {
+  return incoming !== undefined && SAFE_REQUEST_ID.test(incoming) && scrubTokens(incoming) === incoming ? incoming : randomUUID();
+}
+
 export function requestContext(logger: Logger): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
-    const incoming = ctx.get("X-Request-Id");
-    // a caller's id is kept when it is a safe token and no credential (it is logged and echoed)
-    const requestId = SAFE_REQUEST_ID.test(incoming) && scrubTokens(incoming) === incoming ? incoming : randomUUID();
+    const requestId = requestIdOf(ctx.get("X-Request-Id"));
     const log = logger.child({ requestId });
     (ctx.state as Record<symbol, RequestState>)[STATE] = { requestId, log };
     ctx.set("X-Request-Id", requestId);

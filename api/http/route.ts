@@ -97,6 +97,17 @@ export interface RouteResult {
 
 export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";
 
+/** What a bare route's handler sees of a request (see RouteDef.bare). */
+export interface BareRequest<P = unknown> {
+  params: P;
+  /** A request header's value, "" when absent (as Koa's ctx.get). */
+  header: (name: string) => string;
+  /** The Host header (Koa's ctx.host). */
+  host: string;
+}
+
+export type BareHandler<P = unknown> = (req: BareRequest<P>) => RouteResult | Promise<RouteResult>;
+
 export interface RouteDef {
   method: HttpMethod;
   /** koa-router style, relative to /api/v1, e.g. "/workspaces/:wsId/apps/:appId". */
@@ -133,6 +144,12 @@ export interface RouteDef {
   // The handler is checked against the schemas by defineRoute; stored erased.
   // eslint-disable-next-line @typescript-eslint/no-explicit-any
   handler: (ctx: RouteContext<any, any, any>) => Promise<RouteResult>;
+  /**
+   * Set by defineBareRoute: the route's handler also runs before Koa (api/http/bare.ts) for a
+   * plain GET of its path (params valid, no query, no body), the hot path of the edge. It is the
+   * same function as `handler`, so both answer alike.
+   */
+  bare?: BareHandler;
 }
 
 export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> extends Omit<RouteDef, "params" | "query" | "body" | "handler"> {
@@ -145,6 +162,21 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
 /** Defines a route; the handler's ctx.params/query/body are the parsed outputs of the given schemas. */
 export function defineRoute<P extends z.ZodType = z.ZodNever, Q extends z.ZodType = z.ZodNever, B extends z.ZodType = z.ZodNever>(def: RouteSpec<P, Q, B>): RouteDef {
   return def;
+}
+
+/**
+ * Defines a route that answers from memory, from its path parameters and headers alone: a GET with
+ * auth "none", no rate limit, no query and no body (checkRoutes holds it to that). The server
+ * answers a plain request to it before Koa (api/http/bare.ts: no middleware chain, no router
+ * matching over every route); anything else about the request (a query, a body, invalid params,
+ * another method) goes through Koa as usual, to the same handler.
+ */
+export function defineBareRoute<P extends z.ZodType>(def: Omit<RouteDef, "handler" | "method" | "auth" | "query" | "body" | "params" | "bare"> & { params: P; bare: BareHandler<z.output<P>> }): RouteDef {
+  const bare = def.bare as BareHandler;
+  return {
+    ...def, method: "get", auth: "none", bare,
+    handler: ({ params, koa }) => Promise.resolve(bare({ params, header: (name) => koa.get(name), host: koa.host })),
+  };
 }
 
 /** "/workspaces/:wsId" -> "/workspaces/{wsId}" */

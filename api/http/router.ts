@@ -74,6 +74,9 @@ export function checkRoutes(routes: readonly RouteDef[]): void {
     if (r.auth === "workspace-or-platform-admin" && pathParamNames(r.path).some((n) => (WORKSPACE_PARAMS as readonly string[]).includes(n))) {
       problems.push(`${where}: a workspace-or-platform-admin route cannot name a workspace in its path (a platform admin key is not scoped to one)`);
     }
+    if (r.bare && (r.method !== "get" || r.auth !== "none" || r.rateLimit !== "none" || r.query || r.body)) {
+      problems.push(`${where}: a bare route must be a GET with auth "none", rateLimit "none", no query and no body`);
+    }
     if (r.params) {
       const json = z.toJSONSchema(r.params, { io: "input", unrepresentable: "any" }) as { properties?: Record<string, unknown> };
       const declared = Object.keys(json.properties ?? {}).sort();

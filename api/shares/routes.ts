@@ -2,7 +2,7 @@
 // (docs/shares.md): one definition validates and documents each.
 import { z } from "zod";
 import { FORWARD_AUTH } from "../../crds/app.ts";
-import { defineRoute, type RouteDef } from "../http/route.ts";
+import { defineBareRoute, defineRoute, type RouteDef } from "../http/route.ts";
 import { NotFoundError } from "../errors.ts";
 import { AppId, AppParams, ObjectId } from "../apps/schemas.ts";
 import { DNS_LABEL } from "../../crds/schemas.ts";
@@ -51,27 +51,27 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
       params: ShareParams, responses: { 204: null },
       handler: async ({ params }) => { await d.shares.revoke(params.wsId, params.appId, params.shareId); return { status: 204 }; },
     }),
-    defineRoute({
-      method: "get", path: FORWARD_AUTH.path, operationId: "forwardAuth", tags: ["Edge"], auth: "none",
+    defineBareRoute({
+      path: FORWARD_AUTH.path, operationId: "forwardAuth", tags: ["Edge"],
       // Called by the ingress (one address) before every request to a private service of every
-      // workspace: an address budget would throttle all viewers at once. The check is an in-memory decision.
+      // workspace: an address budget would throttle all viewers at once. The check is an in-memory
+      // decision, answered before Koa (api/http/bare.ts).
       rateLimit: "none",
       summary: "Forward-auth check of a private service (called by the ingress)",
       description: "Traefik's ForwardAuth middleware (and ingress-nginx's auth-url) call this before each request to a private service, with X-Forwarded-Host/-Proto/-Uri/-Method (nginx: X-Original-URL, X-Original-Method) and the viewer's Cookie. 200: pass (X-Berth-Share, X-Berth-User for the service); 302: a share token or sign-in ticket taken (Set-Cookie on the service's host, back to the same URL without it) or off to sign in; 401 share_login_required, 403 share_<reason>: refused.",
       params: EdgeParams, responses: { 200: null, 302: null, 401: null, 403: null },
-      handler: ({ params, koa }) => {
-        const original = koa.get("X-Original-URL");
-        let host = koa.get("X-Forwarded-Host"), proto = koa.get("X-Forwarded-Proto"), uri = koa.get("X-Forwarded-Uri");
+      bare: ({ params, header, host: ownHost }) => {
+        const original = header("X-Original-URL");
+        let host = header("X-Forwarded-Host"), proto = header("X-Forwarded-Proto"), uri = header("X-Forwarded-Uri");
         if (original) {
           try { const u = new URL(original); host ||= u.host; proto ||= u.protocol.replace(":", ""); uri = `${u.pathname}${u.search}`; } catch { /* refused below */ }
         }
-        const answer = d.forwardAuth.check({
+        return d.forwardAuth.check({
           namespace: params.namespace, app: params.appId,
-          method: (koa.get("X-Forwarded-Method") || koa.get("X-Original-Method") || "GET").toUpperCase(),
-          proto: (proto || "http").toLowerCase(), host: host || koa.host, uri: uri || "/",
-          cookie: koa.get("Cookie") || undefined, nginx: !!original,
+          method: (header("X-Forwarded-Method") || header("X-Original-Method") || "GET").toUpperCase(),
+          proto: (proto || "http").toLowerCase(), host: host || ownHost, uri: uri || "/",
+          cookie: header("Cookie") || undefined, nginx: !!original,
         });
-        return Promise.resolve(answer);
       },
     }),
     defineRoute({

@@ -279,3 +279,31 @@ test.serial("every decision is logged, and no line holds a token, a cookie or a 
   t.false(/berth_login=[A-Za-z0-9_-]{10}/.test(all), "no sign-in ticket");
   await api.fetchJson("DELETE", `${shares()}/${s.id}`);
 });
+
+test.serial("the check answers alike before Koa (a plain GET) and through it (the same path with a trailing slash, which only Koa's router takes)", async (t) => {
+  const s = await createShare();
+  const b = browser();
+  await b.navigate(s.url.replace("https:", "http:"));
+  const cookie = `berth_share=${b.cookie(hostOf("shop"), "berth_share")!}`;
+  const check = async (suffix: string, headers: Record<string, string>) => {
+    const r = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop${suffix}`, {
+      redirect: "manual", headers: { "X-Forwarded-Method": "GET", "X-Forwarded-Proto": "http", "X-Forwarded-Host": hostOf("shop"), "X-Forwarded-Uri": "/a?b=1", ...headers },
+    });
+    const text = await r.text();
+    return {
+      status: r.status, share: r.headers.get("x-berth-share"), location: r.headers.get("location"), problemType: r.status >= 400 ? r.headers.get("content-type") : null,
+      setCookie: r.headers.getSetCookie().map((c) => c.replace(/=[^;]+/, "=<value>")), code: text.startsWith("{") ? (JSON.parse(text) as { code: string }).code : undefined,
+    };
+  };
+  const cases: Record<string, string>[] = [
+    {}, { Cookie: cookie }, { Cookie: `${cookie}x` }, { "X-Forwarded-Uri": `/?berth_share=${s.token}` }, { "X-Forwarded-Uri": "/?berth_share=shr_sk_nope" },
+    { "X-Original-URL": `http://${hostOf("shop")}/?berth_share=${s.token}` }, { "X-Forwarded-Method": "POST", "X-Forwarded-Uri": `/?berth_share=${s.token}` },
+  ];
+  for (const headers of cases) {
+    const bare = await check("", headers), koa = await check("/", headers);
+    t.deepEqual(bare, koa, JSON.stringify(headers).replace(s.token, "<token>"));
+  }
+  const routes = api.logs.filter((l) => l.msg === "request" && typeof l.path === "string" && l.path.includes("/forward-auth/")).map((l) => [l.path, l.route]);
+  t.true(routes.some(([p]) => !String(p).endsWith("/")) && routes.every(([, r]) => r === "/api/v1/forward-auth/:namespace/:appId"), "both logged as the route");
+  await api.fetchJson("DELETE", `${shares()}/${s.id}`);
+});
