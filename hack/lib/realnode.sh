@@ -58,6 +58,7 @@ node_deps() {
   command -v ip >/dev/null || missing+=(iproute2)
   command -v iptables >/dev/null || missing+=(iptables)
   pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev pkg-config)
+  command -v debootstrap >/dev/null || missing+=(debootstrap)   # the base images' Debian rootfs (hack/images.ts)
   if [ ${#missing[@]} -gt 0 ]; then
     [ "$(id -u)" = 0 ] || die "the real node needs ${missing[*]} (and root)"
     log "installing ${missing[*]} from Debian"
