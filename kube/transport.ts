@@ -67,6 +67,19 @@ export interface WatchEvent { type: string; object: unknown }
 /** One request as sent and answered (HTTP status, or "error" when no answer came), for metrics. */
 export interface KubeRequestInfo { method: string; path: string; contentType?: string | undefined; status: number | "error" }
 
+/** How often a request is sent when the API server keeps answering "retry after" (client-go: 10). */
+export const RETRY_AFTER_ATTEMPTS = 6;
+/** The longest Retry-After waited for; a longer one is waited for this long. */
+const RETRY_AFTER_MAX_MS = 10_000;
+const NEVER = new AbortController().signal;
+
+/** The wait an answer asks for before the request is sent again: 429 or 5xx with Retry-After in seconds; else undefined. */
+export function retryAfterMs(status: number, header: string | undefined): number | undefined {
+  if (status !== 429 && (status < 500 || status > 599)) return undefined;
+  if (header === undefined || !/^\d{1,6}$/.test(header.trim())) return undefined;
+  return Math.min(Number(header.trim()) * 1000, RETRY_AFTER_MAX_MS);
+}
+
 const TLS_KEYS = ["ca", "cert", "key", "pfx", "passphrase", "servername", "rejectUnauthorized", "ciphers", "crl"] as const;
 
 function queryString(q: Query | undefined): string {
@@ -113,12 +126,23 @@ export class KubeRest {
   }
 
   /** One request; the parsed JSON answer (undefined when empty). Non-2xx answers throw KubeApiError. */
+  /**
+   * One request; the parsed JSON answer (undefined when empty). Non-2xx answers throw KubeApiError.
+   * An answer that asks to be retried (429, or a 5xx, with Retry-After: the API server did not
+   * act on the request, e.g. "storage is (re)initializing" just after a CRD is installed, or its
+   * priority and fairness queues are full) is retried after the time it names, as client-go does,
+   * up to RETRY_AFTER_ATTEMPTS times.
+   */
   async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
-    const res = await this.send(method, path, o, o.timeoutMs ?? 60_000);
-    const text = await readAll(res, o.signal);
-    const status = res.statusCode ?? 0;
-    if (status < 200 || status > 299) throw new KubeApiError(status, parseOr(text), `${method} ${path}`);
-    return (text ? JSON.parse(text) : undefined) as T;
+    for (let attempt = 1; ; attempt++) {
+      const res = await this.send(method, path, o, o.timeoutMs ?? 60_000);
+      const text = await readAll(res, o.signal);
+      const status = res.statusCode ?? 0;
+      if (status >= 200 && status <= 299) return (text ? JSON.parse(text) : undefined) as T;
+      const wait = retryAfterMs(status, res.headers["retry-after"]);
+      if (wait === undefined || attempt >= RETRY_AFTER_ATTEMPTS || o.signal?.aborted) throw new KubeApiError(status, parseOr(text), `${method} ${path}`);
+      await sleep(wait, o.signal ?? NEVER);
+    }
   }
 
   /**

@@ -1,0 +1,60 @@
+// KubeRest's answer to "retry after" (429, or a 5xx, with Retry-After), against a loopback server
+// that answers the way kube-apiserver does while a new CRD's storage initializes.
+import test from "ava";
+import { createServer, type Server } from "node:http";
+import { once } from "node:events";
+import type { AddressInfo } from "node:net";
+import { KubeApiError, KubeRest, RETRY_AFTER_ATTEMPTS, retryAfterMs } from "../../kube/transport.ts";
+
+const initializing = JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: "storage is (re)initializing", reason: "TooManyRequests", details: { retryAfterSeconds: 0 }, code: 429 });
+
+async function apiServer(answers: Array<{ status: number; retryAfter?: string }>): Promise<{ rest: KubeRest; server: Server; seen: string[] }> {
+  const seen: string[] = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.setEncoding("utf8").on("data", (c: string) => { body += c; }).on("end", () => {
+      seen.push(`${req.method} ${req.url} ${body}`);
+      const a = answers.shift() ?? { status: 200 };
+      res.writeHead(a.status, { "Content-Type": "application/json", ...(a.retryAfter !== undefined ? { "Retry-After": a.retryAfter } : {}) });
+      res.end(a.status === 200 ? JSON.stringify({ kind: "List", items: [] }) : initializing);
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const rest = new KubeRest({ getCurrentCluster: () => ({ server: url }), applyToHTTPSOptions: () => Promise.resolve() });
+  return { rest, server, seen };
+}
+
+test("a 429 or 5xx with Retry-After is sent again after that wait (the same body), then answered", async (t) => {
+  const { rest, server, seen } = await apiServer([{ status: 429, retryAfter: "0" }, { status: 503, retryAfter: "0" }]);
+  try {
+    t.deepEqual(await rest.request("POST", "/apis/berth.dev/v1alpha1/domains", { body: { a: 1 } }), { kind: "List", items: [] });
+    t.deepEqual(seen, Array(3).fill(`POST /apis/berth.dev/v1alpha1/domains {"a":1}`));
+  } finally { server.close(); }
+});
+
+test("without Retry-After, or after the last attempt, the answer is the error", async (t) => {
+  const plain = await apiServer([{ status: 429 }]);
+  try {
+    const err = await t.throwsAsync(plain.rest.request("GET", "/x"), { instanceOf: KubeApiError });
+    t.is(err.code, 429);
+    t.is(plain.seen.length, 1);
+  } finally { plain.server.close(); }
+  const always = await apiServer(Array.from({ length: 20 }, () => ({ status: 429, retryAfter: "0" })));
+  try {
+    const err = await t.throwsAsync(always.rest.request("GET", "/x"), { instanceOf: KubeApiError });
+    t.regex(err.message, /429 storage is \(re\)initializing/);
+    t.is(always.seen.length, RETRY_AFTER_ATTEMPTS);
+  } finally { always.server.close(); }
+});
+
+test("retryAfterMs: only 429 and 5xx, only whole seconds, capped", (t) => {
+  t.is(retryAfterMs(429, "1"), 1000);
+  t.is(retryAfterMs(500, " 2 "), 2000);
+  t.is(retryAfterMs(429, "3600"), 10_000);
+  t.is(retryAfterMs(409, "1"), undefined);
+  t.is(retryAfterMs(429, undefined), undefined);
+  t.is(retryAfterMs(429, "Wed, 21 Oct 2026 07:28:00 GMT"), undefined);
+  t.is(retryAfterMs(429, "-1"), undefined);
+});
