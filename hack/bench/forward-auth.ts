@@ -9,7 +9,7 @@
 // included.
 //
 // Run by test/e2e/shares.test.ts (which prints the figures), or by hand with the end-to-end
-// test's environment: BERTH_REAL_NODE=1 ./hack/test test/e2e/shares.test.ts --match '*benchmark*'
+// test's environment: BERTH_BENCH_REQUESTS=1000 ./hack/test test/e2e/shares.test.ts (the whole file: its first tests make the Apps and the cookie)
 import { request, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import type { ForwardAuth } from "../../api/shares/forward-auth.ts";

@@ -89,7 +89,7 @@ test.serial("with a share link the viewer gets a cookie on the App's host, is se
 });
 
 // The benchmark of issue 15, small here (every request must pass); by hand with more requests:
-// BERTH_BENCH_REQUESTS=1000 ./hack/test test/e2e/shares.test.ts --match '*benchmark*'
+// BERTH_BENCH_REQUESTS=1000 ./hack/test test/e2e/shares.test.ts (the whole file: the first two tests make the Apps and the cookie)
 test.serial("the forward-auth check's added latency through the ingress, against the public App in the same run (benchmark)", async (t) => {
   const n = Number(process.env.BERTH_BENCH_REQUESTS ?? 100);
   const r = await benchForwardAuth({
