@@ -1,6 +1,7 @@
 // Load test of issue 17, run by hand (not part of ./hack/test) against the local control plane
 // with kwok (./hack/up, or the test one):
 //   node hack/bench/operator-churn.ts [--apps 5000] [--minutes 10] [--churn 10] [--type web|cron] [--sample-seconds 5]
+// (CHURN_LOG_LEVEL=info shows the operator's own log lines: each App's phase changes)
 // 1. fill:  --apps Apps created (8 at a time) with the operator (a separate process, the flags
 //           hack/up and the chart run it with) running, until every App's generation is observed
 // 2. churn: for --minutes, --churn changes per second, in equal parts: a new App created, an App
@@ -93,7 +94,7 @@ const ns = await benchNamespace(core, "bench-churn");
 await addNodes();
 const port = await freePort();
 const op = spawn(process.execPath, [...NODE_FLAGS, join(root, "operator/main.ts")], {
-  env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: String(port), BERTH_BASE_DOMAIN: "apps.bench.local", BERTH_LOG_LEVEL: "warn" },
+  env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: String(port), BERTH_BASE_DOMAIN: "apps.bench.local", BERTH_LOG_LEVEL: process.env.CHURN_LOG_LEVEL ?? "warn" },
   stdio: ["ignore", "inherit", "inherit"],
 });
 const exited = new Promise((r) => op.once("exit", r));
