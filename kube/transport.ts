@@ -71,7 +71,6 @@ export interface KubeRequestInfo { method: string; path: string; contentType?: s
 export const RETRY_AFTER_ATTEMPTS = 6;
 /** The longest Retry-After waited for; a longer one is waited for this long. */
 const RETRY_AFTER_MAX_MS = 10_000;
-const NEVER = new AbortController().signal;
 
 /** The wait an answer asks for before the request is sent again: 429 or 5xx with Retry-After in seconds; else undefined. */
 export function retryAfterMs(status: number, header: string | undefined): number | undefined {
@@ -125,7 +124,6 @@ export class KubeRest {
     this.server = new URL(server);
   }
 
-  /** One request; the parsed JSON answer (undefined when empty). Non-2xx answers throw KubeApiError. */
   /**
    * One request; the parsed JSON answer (undefined when empty). Non-2xx answers throw KubeApiError.
    * An answer that asks to be retried (429, or a 5xx, with Retry-After: the API server did not
@@ -141,7 +139,7 @@ export class KubeRest {
       if (status >= 200 && status <= 299) return (text ? JSON.parse(text) : undefined) as T;
       const wait = retryAfterMs(status, res.headers["retry-after"]);
       if (wait === undefined || attempt >= RETRY_AFTER_ATTEMPTS || o.signal?.aborted) throw new KubeApiError(status, parseOr(text), `${method} ${path}`);
-      await sleep(wait, o.signal ?? NEVER);
+      await sleep(wait, o.signal);
     }
   }
 
@@ -251,7 +249,7 @@ function proxyAgent(opts: https.RequestOptions): http.Agent | undefined {
 }
 
 /** Waits `ms`, or less when `signal` aborts (never rejects). */
-export async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   await delay(ms, undefined, { signal }).catch(() => undefined);
 }
 

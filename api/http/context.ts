@@ -26,6 +26,13 @@ export function requestIdOf(incoming: string | undefined): string {
   return incoming !== undefined && SAFE_REQUEST_ID.test(incoming) && scrubTokens(incoming) === incoming ? incoming : randomUUID();
 }
 
+/** The one access-log line of a request (an error line for a 5xx), with its duration since `started` (process.hrtime.bigint()). */
+export function logAccess(log: Logger, line: { requestId?: string; method: string; path: string; route: string | undefined; status: number }, started: bigint): void {
+  const entry = { ...line, durationMs: Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100 };
+  if (line.status >= 500) log.error(entry, "request");
+  else log.info(entry, "request");
+}
+
 export function requestContext(logger: Logger): Koa.Middleware {
   return async (ctx, next) => {
     const started = process.hrtime.bigint();
@@ -37,17 +44,8 @@ export function requestContext(logger: Logger): Koa.Middleware {
     try {
       await next();
     } finally {
-      const durationMs = Number(process.hrtime.bigint() - started) / 1e6;
       const matched = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-      const line = {
-        method: ctx.method,
-        path: ctx.path,
-        route: typeof matched === "string" ? matched : undefined,
-        status: ctx.status,
-        durationMs: Math.round(durationMs * 100) / 100,
-      };
-      if (ctx.status >= 500) log.error(line, "request");
-      else log.info(line, "request");
+      logAccess(log, { method: ctx.method, path: ctx.path, route: typeof matched === "string" ? matched : undefined, status: ctx.status }, started);
     }
   };
 }

@@ -6,6 +6,7 @@ import type Koa from "koa";
 import { z } from "zod";
 import { DomainError, type FieldError } from "../errors.ts";
 import { requestState } from "./context.ts";
+import type { Logger } from "../../kube/logger.ts";
 import { hasBody } from "./body.ts";
 import { TooManyRequestsError } from "./limits.ts";
 
@@ -87,16 +88,21 @@ export function sendProblem(ctx: Koa.Context, error: DomainError): void {
   ctx.body = JSON.stringify(renderProblem(error, { instance: ctx.path, requestId }));
 }
 
+/** The error to render for whatever a request threw, logged: an unexpected one as an error with its cause, a 5xx of ours as a warning. */
+export function reportError(err: unknown, log: Logger): DomainError {
+  const { error, internal } = toDomainError(err);
+  if (internal) log.error({ err }, "request failed with an unexpected error");
+  else if (error.status >= 500) log.warn({ code: error.code, err: error.cause ?? error }, error.message);
+  return error;
+}
+
 /** Outermost-but-one middleware (inside the request context): renders whatever is thrown. */
 export function problemMiddleware(): Koa.Middleware {
   return async (ctx, next) => {
     try {
       await next();
     } catch (err) {
-      const { error, internal } = toDomainError(err);
-      const { log } = requestState(ctx);
-      if (internal) log.error({ err }, "request failed with an unexpected error");
-      else if (error.status >= 500) log.warn({ code: error.code, err: error.cause ?? error }, error.message);
+      const error = reportError(err, requestState(ctx).log);
       ctx.remove("Content-Type");
       sendProblem(ctx, error);
     }

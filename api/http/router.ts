@@ -13,6 +13,7 @@ import { requestState } from "./context.ts";
 import { TooManyRequestsError, addressCaller, rateLimitHeaders, type RateLimits } from "./limits.ts";
 import { MethodNotAllowedError } from "./problem.ts";
 import { pathParamNames, type RouteContext, type RouteDef, type RouteResult } from "./route.ts";
+import type { Logger } from "../../kube/logger.ts";
 
 export const API_PREFIX = "/api/v1";
 export const JSON_MEDIA_TYPE = "application/json";
@@ -117,6 +118,21 @@ function isJson(route: RouteDef): boolean {
   return route.produces === undefined || route.produces === JSON_MEDIA_TYPE;
 }
 
+/** Throws ResponseSchemaMismatchError (logged) when a handler's result is not one of the route's documented responses (BERTH_VALIDATE_RESPONSES). */
+export function checkResponse(route: RouteDef, result: RouteResult, log: Logger): void {
+  const reasons = responseMismatches(route, result);
+  if (reasons.length === 0) return;
+  log.error({ status: result.status, reasons }, "response does not match its documented schema");
+  throw new ResponseSchemaMismatchError(route.operationId, result.status, reasons);
+}
+
+/** The bytes and media type a result's body goes out as; undefined when the response has no body. */
+export function encodeBody(route: RouteDef, result: RouteResult): { body: string | Buffer; type: string } | undefined {
+  if (result.body === undefined || result.status === 204 || result.status === 304) return undefined;
+  if (!isJson(route) && (typeof result.body === "string" || Buffer.isBuffer(result.body))) return { body: result.body, type: route.produces! };
+  return { body: JSON.stringify(result.body), type: JSON_MEDIA_TYPE };
+}
+
 // ---------------------------------------------------------------------------------------------
 // Request handling
 
@@ -218,24 +234,14 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     };
     const result = await route.handler(routeCtx);
 
-    if (deps.validateResponses) {
-      const reasons = responseMismatches(route, result);
-      if (reasons.length > 0) {
-        log.error({ status: result.status, reasons }, "response does not match its documented schema");
-        throw new ResponseSchemaMismatchError(route.operationId, result.status, reasons);
-      }
-    }
+    if (deps.validateResponses) checkResponse(route, result, log);
 
     ctx.status = result.status;
     for (const [k, v] of Object.entries(result.headers ?? {})) ctx.set(k, v);
-    if (result.body === undefined || result.status === 204 || result.status === 304) return;
-    if (!isJson(route) && (typeof result.body === "string" || Buffer.isBuffer(result.body))) {
-      ctx.type = route.produces!;
-      ctx.body = result.body;
-    } else {
-      ctx.type = JSON_MEDIA_TYPE;
-      ctx.body = JSON.stringify(result.body);
-    }
+    const encoded = encodeBody(route, result);
+    if (!encoded) return;
+    ctx.type = encoded.type;
+    ctx.body = encoded.body;
   };
 }
 

@@ -303,6 +303,11 @@ test.serial("the check answers alike before Koa (a plain GET) and through it (th
     const bare = await check("", headers), koa = await check("/", headers);
     t.deepEqual(bare, koa, JSON.stringify(headers).replace(s.token, "<token>"));
   }
+  // The plain GET really was answered before Koa: Koa gives a 200 without a body its own text/plain "OK".
+  const plain = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, { headers: { "X-Forwarded-Host": hostOf("shop"), Cookie: cookie } });
+  t.is(plain.status, 200);
+  t.is(plain.headers.get("content-type"), null, "no body and no Content-Type: the bare path answered");
+  t.is(await plain.text(), "");
   const routes = api.logs.filter((l) => l.msg === "request" && typeof l.path === "string" && l.path.includes("/forward-auth/")).map((l) => [l.path, l.route]);
   t.true(routes.some(([p]) => !String(p).endsWith("/")) && routes.every(([, r]) => r === "/api/v1/forward-auth/:namespace/:appId"), "both logged as the route");
   await api.fetchJson("DELETE", `${shares()}/${s.id}`);
