@@ -21,7 +21,8 @@ export interface InformerOptions {
 }
 
 export type InformerEvent = "add" | "update" | "delete";
-export type InformerHandler<T> = (event: InformerEvent, obj: T) => void;
+/** `old` is the object as cached before an update (undefined for add and delete). */
+export type InformerHandler<T> = (event: InformerEvent, obj: T, old?: T) => void;
 
 export interface InformerLogger { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void }
 
@@ -175,7 +176,7 @@ export class Informer<T extends KubeObject> {
     const old = objects.get(obj.metadata.name!);
     if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return;
     objects.set(obj.metadata.name!, obj);
-    this.emit(old ? "update" : "add", obj);
+    this.emit(old ? "update" : "add", obj, old);
   }
 
   private remove(obj: T): void {
@@ -186,11 +187,11 @@ export class Informer<T extends KubeObject> {
     this.emit("delete", obj);
   }
 
-  private emit(event: InformerEvent, obj: T): void {
+  private emit(event: InformerEvent, obj: T, old?: T): void {
     if (this.stopped) return;
     for (const h of this.handlers) {
       // A throwing handler must not break the cache's bookkeeping (or the other handlers).
-      try { h(event, obj); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
+      try { h(event, obj, old); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
     }
   }
 }

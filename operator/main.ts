@@ -7,13 +7,13 @@ import { API_VERSION } from "../crds/schemas.ts";
 import { loadLeanKubeConfig } from "../kube/kubeconfig.ts";
 import type { Informer } from "../kube/informer.ts";
 import { ObjectClient, type KubeObject } from "../kube/objects.ts";
-import { Manager, Metrics, countKubeRequests } from "./runtime/index.ts";
+import { Manager, Metrics, countKubeRequests, specChanged } from "./runtime/index.ts";
 import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
-import { CHILD_KINDS, MANAGED_BY, childKinds, type BuildConfig } from "./app/builders.ts";
+import { CHILD_KINDS, MANAGED_BY, childKinds, type BuildConfig, type ChildKind } from "./app/builders.ts";
 import type { ReleaseObject } from "./release/builders.ts";
 import { appOfRelease, releaseOfObject, releasesOfApp, ReleaseReconciler } from "./release/reconcile.ts";
 import type { BuildSettings } from "./release/builders.ts";
-import { AppReconciler, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
+import { AppReconciler, CHILD_STATUS_READ, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
 import { DomainReconciler, domainOfSecret, domainsOfApp, sameDomainClaims } from "./domain/reconcile.ts";
 import { CERTIFICATE_API_VERSION } from "./domain/builders.ts";
@@ -61,7 +61,9 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   manager.addController({
     name: "app",
     primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
-    owned: [...Object.values(children), secrets],
+    // Only this controller writes App status: its own status writes wake nothing.
+    updates: specChanged,
+    owned: [...Object.entries(children).map(([kind, informer]) => (CHILD_STATUS_READ.has(kind as ChildKind) ? informer : { informer, updates: specChanged })), secrets],
     watches: [{ informer: pods, map: appOfPod }, { informer: releases as unknown as Informer<KubeObject>, map: appOfRelease }],
     reconciler: new AppReconciler({ client, apps, children, secrets, pods, releases, governance, events, now: () => new Date(), cfg: buildConfig }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
@@ -87,7 +89,8 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
   manager.addController({
     name: "domain",
     primary: domains,
-    owned: [children.Service, children.Ingress, ...(certificates ? [certificates] : [])],
+    // The Domain's status reads its Certificate's; of its Service and Ingress only what it wrote.
+    owned: [{ informer: children.Service, updates: specChanged }, { informer: children.Ingress, updates: specChanged }, ...(certificates ? [certificates] : [])],
     watches: [
       { informer: apps as unknown as Informer<KubeObject>, map: domainsOfApp(domains) },
       { informer: secrets, map: domainOfSecret },

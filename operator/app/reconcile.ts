@@ -40,6 +40,14 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
   { group: "", resource: "pods", verbs: ["list", "watch"], why: "An App's pods are watched (label-selected) to report a release that cannot start (image pull, crash loop) with its reason" },
 ];
 
+/**
+ * The child kinds whose status the App's status is computed from (the workload's rollout and
+ * schedule): every update of them may change it. Of the other children (Service, Ingress, HPA,
+ * Middleware) only what the App wrote matters, so an update of their status alone is filtered
+ * (specChanged); an HPA alone rewrites its status every 15 s.
+ */
+export const CHILD_STATUS_READ: ReadonlySet<ChildKind> = new Set<ChildKind>(["Deployment", "CronJob"]);
+
 /** The App a pod belongs to (its berth.dev/app label), for the controller's pod watch. */
 export function appOfPod(pod: KubeObject): Request[] {
   const app = pod.metadata.labels?.[APP_LABEL];

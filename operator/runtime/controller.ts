@@ -3,6 +3,7 @@
 // key again": there are no per-event branches (DESIGN.md §5.1). The queue guarantees one key
 // is never reconciled twice at once; errors retry with per-key exponential backoff; a
 // TerminalError is recorded and not retried; requeueAfterMs asks for another look later.
+import { isDeepStrictEqual } from "node:util";
 import type { Logger } from "pino";
 import type { Informer, KubeObject } from "../../kube/index.ts";
 import type { Metrics, ReconcileResultLabel } from "./metrics.ts";
@@ -27,15 +28,45 @@ export class TerminalError extends Error {
   }
 }
 
+/**
+ * Whether an update of a watched object is worth a reconcile (controller-runtime's predicates).
+ * Adds and deletes always are.
+ */
+export type UpdatePredicate = (old: KubeObject, obj: KubeObject) => boolean;
+
+/**
+ * For a kind whose status the reconciler never reads (an HPA, a Service): an update that changes
+ * only its status (or its resourceVersion) is not worth a reconcile. Anything else is: spec,
+ * labels, annotations, owner references, finalizers, deletion.
+ */
+export const specChanged: UpdatePredicate = (old, obj) => !isDeepStrictEqual(withoutStatus(old), withoutStatus(obj));
+
+function withoutStatus(o: KubeObject): unknown {
+  const { status: _s, metadata, ...rest } = o;
+  const { resourceVersion: _rv, managedFields: _mf, ...meta } = metadata;
+  return { ...rest, metadata: meta };
+}
+
+/** A watched kind, with the updates of it that are worth a reconcile (all when `updates` is unset). */
+export interface WatchSource {
+  informer: Informer<KubeObject>;
+  updates?: UpdatePredicate;
+}
+
 export interface ControllerOptions {
   /** Names the controller in logs and metrics, e.g. "app". */
   name: string;
   /** Events on it enqueue the object's own key. */
   primary: Informer<KubeObject>;
+  /**
+   * Which updates of the primary are worth a reconcile (all when unset). specChanged when only
+   * this controller writes the primary's status: its own status writes then wake nothing.
+   */
+  updates?: UpdatePredicate;
   /** Events enqueue the controlling ownerReference (controller: true) of the primary's kind and group. */
-  owned?: Informer<KubeObject>[];
+  owned?: Array<Informer<KubeObject> | WatchSource>;
   /** Other mappings, e.g. a Domain enqueues its App. */
-  watches?: { informer: Informer<KubeObject>; map: (obj: KubeObject) => Request[] }[];
+  watches?: Array<WatchSource & { map: (obj: KubeObject) => Request[] }>;
   reconciler: Reconciler;
   /** Keys reconciled at once. Default 4. */
   concurrency?: number;
@@ -79,7 +110,7 @@ export class Controller {
   readonly name: string;
   private readonly opts: ControllerOptions;
   private readonly log: Logger;
-  private readonly sources: { informer: Informer<KubeObject>; map: (obj: KubeObject) => Request[] }[];
+  private readonly sources: Array<WatchSource & { map: (obj: KubeObject) => Request[] }>;
   private _queue: WorkQueue;
   private unsubscribe: Array<() => void> = [];
   private workers: Promise<void>[] = [];
@@ -96,8 +127,8 @@ export class Controller {
     this.log = opts.log.child({ controller: opts.name });
     const { primary } = opts;
     this.sources = [
-      { informer: primary, map: (o) => [{ namespace: o.metadata.namespace ?? "", name: o.metadata.name ?? "" }] },
-      ...(opts.owned ?? []).map((informer) => ({ informer, map: (o: KubeObject) => controllerOwner(o, primary.options.apiVersion, primary.options.kind) })),
+      { informer: primary, updates: opts.updates, map: (o) => [{ namespace: o.metadata.namespace ?? "", name: o.metadata.name ?? "" }] },
+      ...(opts.owned ?? []).map((o) => ({ ...("informer" in o ? o : { informer: o }), map: (obj: KubeObject) => controllerOwner(obj, primary.options.apiVersion, primary.options.kind) })),
       ...(opts.watches ?? []),
     ];
     this._queue = this.newQueue();
@@ -114,9 +145,15 @@ export class Controller {
     this.running = true;
     if (this._queue.isShuttingDown) this._queue = this.newQueue();
     this.abort = new AbortController();
-    for (const { informer, map } of this.sources) {
+    const { metrics } = this.opts;
+    for (const { informer, map, updates } of this.sources) {
       const handler = (obj: KubeObject) => { for (const req of map(obj)) this.enqueue(req); };
-      this.unsubscribe.push(informer.on((_event, obj) => handler(obj)));
+      const labels = { controller: this.name, kind: informer.options.kind };
+      this.unsubscribe.push(informer.on((event, obj, old) => {
+        const wanted = event !== "update" || !old || !updates || updates(old, obj);
+        metrics.watchEvents.inc({ ...labels, result: wanted ? "enqueued" : "filtered" });
+        if (wanted) handler(obj);
+      }));
       for (const obj of informer.list()) handler(obj);
     }
     const concurrency = Math.max(1, this.opts.concurrency ?? 4);

@@ -17,6 +17,12 @@ export class Metrics {
   readonly workqueueDepth: Gauge<"controller">;
   /** berth_workqueue_adds_total{controller}: keys added to the queue (after dedupe). */
   readonly workqueueAdds: Counter<"controller">;
+  /**
+   * berth_watch_events_total{controller,kind,result}: the informer events each controller
+   * received, by the kind watched; result "filtered" when its update predicate (specChanged) found
+   * nothing worth a reconcile, else "enqueued" (mapped to keys, which the queue may dedupe).
+   */
+  readonly watchEvents: Counter<"controller" | "kind" | "result">;
   /** berth_leader{identity}: 1 while this process holds the leader Lease. */
   readonly leader: Gauge<"identity">;
   /** berth_kube_requests_total{verb,resource,code}: requests to the API server (see countKubeRequests). */
@@ -32,6 +38,7 @@ export class Metrics {
     });
     this.workqueueDepth = new Gauge({ name: "berth_workqueue_depth", help: "Keys waiting in the work queue.", labelNames: ["controller"], registers });
     this.workqueueAdds = new Counter({ name: "berth_workqueue_adds_total", help: "Keys added to the work queue.", labelNames: ["controller"], registers });
+    this.watchEvents = new Counter({ name: "berth_watch_events_total", help: "Informer events received by each controller, by kind watched and whether they were enqueued or filtered.", labelNames: ["controller", "kind", "result"], registers });
     this.leader = new Gauge({ name: "berth_leader", help: "1 while this process is the elected leader.", labelNames: ["identity"], registers });
     this.kubeRequests = new Counter({ name: "berth_kube_requests_total", help: "Requests to the Kubernetes API server by verb, resource and HTTP status.", labelNames: ["verb", "resource", "code"], registers });
     collectDefaultMetrics({ register: this.registry });

@@ -6,7 +6,7 @@ import test from "ava";
 import { Writable } from "node:stream";
 import { pino } from "pino";
 import { Informer, KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/index.ts";
-import { Controller, Metrics, TerminalError, type ControllerOptions, type Reconciler, type Request } from "../../operator/runtime/index.ts";
+import { Controller, Metrics, TerminalError, specChanged, type ControllerOptions, type Reconciler, type Request } from "../../operator/runtime/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();
@@ -243,4 +243,37 @@ test("stop waits for in-flight reconciles, then aborts them after the timeout", 
   await h.controller.stop({ timeoutMs: 200 });
   t.true(Date.now() - started < 2000);
   t.is(aborted, 1, "the slow reconcile was aborted");
+});
+
+test("an update predicate (specChanged) skips status-only updates and lets the rest through", async (t) => {
+  // A LoadBalancer Service no cloud controller serves: its status is written here, as an HPA's or
+  // an Ingress's is by their controllers, and nothing else touches it.
+  const label = uniqueName("l");
+  const services = new Informer<KubeObject>(k.kc, { apiVersion: "v1", kind: "Service", plural: "services", namespace: ns, labelSelector: `rt-test=${label}` });
+  await services.start();
+  const metrics = new Metrics();
+  const runs: string[] = [];
+  const controller = new Controller({
+    name: "svc", primary: services, updates: specChanged, metrics, log: captureLog().log,
+    reconciler: { reconcile(req) { runs.push(req.name); return Promise.resolve(); } },
+  });
+  controller.start();
+  t.teardown(async () => { await controller.stop({ timeoutMs: 1000 }); await services.stop(); });
+  const events = async (result: string) => (await metrics.watchEvents.get()).values.find((v) => v.labels.kind === "Service" && v.labels.result === result)?.value ?? 0;
+
+  const name = uniqueName("svc");
+  await k.core.createNamespacedService({ namespace: ns, body: {
+    metadata: { name, labels: { "rt-test": label } },
+    spec: { type: "LoadBalancer", allocateLoadBalancerNodePorts: false, selector: { app: name }, ports: [{ port: 80 }] },
+  } });
+  await until("the create to be reconciled", () => runs.length === 1);
+
+  await k.core.patchNamespacedServiceStatus({ namespace: ns, name, body: [{ op: "add", path: "/status/loadBalancer/ingress", value: [{ ip: "192.0.2.10" }] }] });
+  await eventually("the status update to arrive and be filtered", async () => (await events("filtered")) === 1);
+  t.deepEqual(runs, [name], "a status-only update reconciles nothing");
+
+  await k.core.patchNamespacedService({ namespace: ns, name, body: [{ op: "add", path: "/metadata/annotations", value: { "example.com/changed": "1" } }] });
+  await until("the annotation change to be reconciled", () => runs.length === 2);
+  t.is(await events("filtered"), 1);
+  t.true((await events("enqueued")) >= 2, "the create and the annotation change were enqueued");
 });
