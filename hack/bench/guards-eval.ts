@@ -9,17 +9,33 @@
 // totals per guard over the public sources and over every source, and the share of benign
 // trigger-word texts (NotInject) that pass every guard. --misses lists the items each guard got
 // wrong (use it on the dev split: the test split is for reporting, not for tuning).
-import { readdirSync, readFileSync } from "node:fs";
+//
+// --model [--model-threshold 0.5] measures a candidate second layer for toxicity side by side with
+// the lexical one: alt-profanity-check (PyPI, MIT), the one package in the registries here whose
+// trained weights ship inside it (a TF-IDF vocabulary and calibrated linear SVMs, trained on
+// Wikipedia talk comments and the Davidson 2017 tweets, so davidson-2017 is not independent for
+// it). It runs in a virtualenv under ~/.cache/berth (installed once, never in the repository). Printed
+// per source: the lexical layer, the model at the threshold, either of them; then which labelled
+// items only one of the two gets right (listed with --misses).
+import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { defaultObservabilityConfig, engineInput, resolveCustomTemplates } from "../../api/governance/configs/observability.ts";
 import { evaluateGuards, GuardEngine, GuardTemplateSpec } from "../../toolkit/src/index.ts";
+import { cacheRoot } from "../lib/pinned.ts";
 
-const { values } = parseArgs({ options: { split: { type: "string", default: "test" }, misses: { type: "boolean", default: false } } });
+const { values } = parseArgs({ options: {
+  split: { type: "string", default: "test" }, misses: { type: "boolean", default: false },
+  model: { type: "boolean", default: false }, "model-threshold": { type: "string", default: "0.5" },
+} });
 const SPLIT = values.split;
 if (!["test", "dev", "all"].includes(SPLIT)) throw new Error(`--split is test, dev or all, not ${SPLIT}`);
 
 const DIR = join(import.meta.dirname, "../../test/fixtures/guards-eval");
+/** The --model candidate and the scikit-learn its pickled weights load with. */
+const PROFANITY_CHECK = "1.9.1";
+const SCIKIT_LEARN = "1.9.1";
 const GUARDS = ["prompt_injection", "sensitive_data", "toxicity"] as const;
 type Guard = (typeof GUARDS)[number];
 /** Sources whose items we wrote ourselves: reported apart from the public ones. */
@@ -62,6 +78,8 @@ const table = new Map<string, Counts>(); // `${guard}|${source}`
 const misses: string[] = [];
 let benign = 0;
 let benignPassed = 0;
+/** Toxicity as the lexical layer saw each item (for --model). */
+const lexical: Array<{ it: Item; expected: boolean; got: boolean }> = [];
 
 for (const it of items) {
   if (SPLIT !== "all" && it.split !== SPLIT) continue;
@@ -75,6 +93,7 @@ for (const it of items) {
     const expected = it.labels[g];
     if (expected === undefined) continue;
     const got = caught(g);
+    if (g === "toxicity") lexical.push({ it, expected, got });
     const key = `${g}|${it.source}`;
     const c = table.get(key) ?? zero();
     if (expected && got) c.tp++;
@@ -109,3 +128,47 @@ for (const g of GUARDS) {
 }
 if (benign > 0) console.log(`\nNotInject-style benign texts passing every guard: ${benignPassed}/${benign} = ${pct(benignPassed / benign)}`);
 if (misses.length > 0) console.log(`\n${misses.join("\n")}`);
+
+if (values.model) {
+  const threshold = Number(values["model-threshold"]);
+  const probs = profanityCheck(lexical.map((l) => l.it.text));
+  const modes = { lexical: (i: number) => lexical[i]!.got, model: (i: number) => probs[i]! >= threshold, either: (i: number) => lexical[i]!.got || probs[i]! >= threshold };
+  console.log(`\ntoxicity, side by side: the lexical layer, alt-profanity-check ${PROFANITY_CHECK} at ${threshold}, either (split: ${SPLIT})`);
+  for (const [mode, caughtBy] of Object.entries(modes)) {
+    const bySource = new Map<string, Counts>();
+    lexical.forEach(({ it, expected }, i) => {
+      const c = bySource.get(it.source) ?? zero();
+      const got = caughtBy(i);
+      if (expected && got) c.tp++; else if (expected) c.fn++; else if (got) c.fp++; else c.tn++;
+      bySource.set(it.source, c);
+    });
+    console.log(` ${mode}`);
+    const rows = [...bySource].sort(([a], [b]) => a.localeCompare(b));
+    for (const [source, c] of rows) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));
+    console.log(line("= public sources", rows.filter(([src]) => !AUTHORED(src)).reduce((a, [, c]) => add(a, c), zero())));
+  }
+  const only = (label: string, test: (i: number) => boolean) => {
+    const hits = lexical.map((l, i) => ({ ...l, p: probs[i]! })).filter((_, i) => test(i));
+    console.log(`${label}: ${hits.length}`);
+    if (values.misses) for (const h of hits) console.log(`  [${h.p.toFixed(2)}] ${h.it.source} ${JSON.stringify(h.it.text.slice(0, 140))}`);
+  };
+  only("toxic items only the lexical layer catches", (i) => lexical[i]!.expected && modes.lexical(i) && !modes.model(i));
+  only("toxic items only the model catches", (i) => lexical[i]!.expected && !modes.lexical(i) && modes.model(i));
+  only("benign items only the lexical layer flags", (i) => !lexical[i]!.expected && modes.lexical(i) && !modes.model(i));
+  only("benign items only the model flags", (i) => !lexical[i]!.expected && !modes.lexical(i) && modes.model(i));
+}
+
+/** alt-profanity-check's probability that each text is offensive, from its own package in a virtualenv under the cache. */
+function profanityCheck(texts: string[]): number[] {
+  const venv = join(cacheRoot(), `alt-profanity-check-${PROFANITY_CHECK}`);
+  const python = join(venv, "bin/python");
+  if (!existsSync(join(venv, ".berth-installed"))) {
+    console.error(`installing alt-profanity-check ${PROFANITY_CHECK} into ${venv}`);
+    execFileSync("python3", ["-m", "venv", "--clear", venv], { stdio: "inherit" });
+    execFileSync(join(venv, "bin/pip"), ["install", "--quiet", "--disable-pip-version-check", `alt-profanity-check==${PROFANITY_CHECK}`, `scikit-learn==${SCIKIT_LEARN}`], { stdio: "inherit" });
+    writeFileSync(join(venv, ".berth-installed"), "");
+  }
+  const score = "import json, sys, warnings\nwarnings.filterwarnings('ignore')\nfrom profanity_check import predict_prob\nprint(json.dumps([float(p) for p in predict_prob(json.load(sys.stdin))]))";
+  const out = execFileSync(python, ["-c", score], { input: JSON.stringify(texts), maxBuffer: 64 * 2 ** 20 });
+  return JSON.parse(out.toString()) as number[];
+}
