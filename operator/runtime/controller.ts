@@ -205,13 +205,25 @@ export class Controller {
     });
   }
 
+  /**
+   * One resync cycle: the primary's objects at its start are enqueued in slices spread evenly over
+   * the (jittered) period, at most one slice a second, so that a resync of thousands of objects
+   * never floods the queue ahead of real changes. Objects created meanwhile wait for the next cycle
+   * (their own events reconciled them); deleted ones are found gone.
+   */
   private scheduleResync(): void {
-    const period = this.opts.resyncPeriodMs ?? 600_000;
+    const period = (this.opts.resyncPeriodMs ?? 600_000) * (1 + 0.1 * Math.random());
     if (period <= 0) return;
-    this.resyncTimer = setTimeout(() => {
-      for (const obj of this.opts.primary.list()) this.enqueue({ namespace: obj.metadata.namespace ?? "", name: obj.metadata.name ?? "" });
-      this.scheduleResync();
-    }, period * (1 + 0.1 * Math.random()));
+    const requests = this.opts.primary.list().map((o) => ({ namespace: o.metadata.namespace ?? "", name: o.metadata.name ?? "" }));
+    const slices = Math.max(1, Math.min(requests.length, Math.floor(period / 1000)));
+    const perSlice = Math.ceil(requests.length / slices);
+    let slice = 0;
+    const next = () => {
+      for (const req of requests.slice(slice * perSlice, (slice + 1) * perSlice)) this.enqueue(req);
+      if (++slice < slices) this.resyncTimer = setTimeout(next, period / slices);
+      else this.scheduleResync();
+    };
+    this.resyncTimer = setTimeout(next, period / slices);
   }
 
   private async work(queue: WorkQueue): Promise<void> {
