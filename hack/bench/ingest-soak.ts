@@ -13,7 +13,9 @@
 // growth the slope predicts over the run is under 10 % of the starting RSS. The API runs with
 // --trace-gc: the live heap after each full GC (per isolate: the main thread, the scoring
 // workers) gets the same summary; it is what a leak would grow, where RSS also holds memory V8
-// keeps after a collection.
+// keeps after a collection; the heap V8 keeps committed after each full GC is printed too, so RSS
+// can be told apart into V8's heap and the rest (code, buffers, malloc). The API runs with
+// MALLOC_ARENA_MAX=2, as the chart runs it. The RSS verdict is also given for the second half.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { availableParallelism, loadavg } from "node:os";
@@ -71,13 +73,17 @@ function trace() {
   return { traceId: crypto.randomUUID(), input, output, model: "gpt-4o-mini", latency: 300 + (i % 2500), tokens: { prompt: 60, completion: 40, total: 100 }, timestamp: new Date().toISOString(), sessionId: `s-${i % 500}` };
 }
 
-/** Live heap after each full GC (V8's --trace-gc "Mark-Compact ... -> N (M) MB"), per isolate (the main thread, the scoring workers). */
-const liveHeap = new Map<string, { t: number; mb: number }[]>();
+/**
+ * Live heap after each full GC and the heap V8 keeps committed for it (--trace-gc
+ * "Mark-Compact ... -> N (M) MB"), per isolate (the main thread, the scoring workers).
+ */
+const liveHeap = new Map<string, { t: number; mb: number; committed: number }[]>();
 let tGc = performance.now();
 
 async function startServer(url: string, port: number): Promise<ChildProcess> {
   const child = spawn(process.execPath, ["--trace-gc", join(root, "api/main.ts")], {
-    env: { ...process.env, DATABASE_URL: url, KUBECONFIG, BERTH_API_HOST: "127.0.0.1", BERTH_API_PORT: String(port), BERTH_LOG_LEVEL: "warn" },
+    // MALLOC_ARENA_MAX as the chart sets it (docs/operating.md), unless this shell sets another
+    env: { ...process.env, MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2", DATABASE_URL: url, KUBECONFIG, BERTH_API_HOST: "127.0.0.1", BERTH_API_PORT: String(port), BERTH_LOG_LEVEL: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
   });
   let rest = "";
@@ -85,10 +91,10 @@ async function startServer(url: string, port: number): Promise<ChildProcess> {
     const lines = (rest + chunk).split("\n");
     rest = lines.pop() ?? "";
     for (const l of lines) {
-      const m = /^\[\d+:(0x[0-9a-f]+)\].*Mark-Compact.*?-> ([\d.]+) \(/.exec(l);
+      const m = /^\[\d+:(0x[0-9a-f]+)\].*Mark-Compact.*?-> ([\d.]+) \(([\d.]+)\)/.exec(l);
       if (!m) continue;
       const list = liveHeap.get(m[1]!) ?? [];
-      list.push({ t: (performance.now() - tGc) / 1000, mb: Number(m[2]) });
+      list.push({ t: (performance.now() - tGc) / 1000, mb: Number(m[2]), committed: Number(m[3]) });
       liveHeap.set(m[1]!, list);
     }
   });
@@ -167,15 +173,22 @@ try {
   const max = Math.max(...rss);
   const runMin = (warm.at(-1)!.t - warm[0]!.t) / 60;
   const flat = Math.abs(perMin * runMin) < 0.1 * start;
+  // The same over the second half alone: memory that steps up to a plateau grows in the first
+  // half only; a leak grows in both.
+  const late = warm.filter((s) => s.t >= seconds / 2);
+  const lateMin = late.length > 1 ? (late.at(-1)!.t - late[0]!.t) / 60 : 0;
+  const latePerMin = slope(late.map((s) => s.t / 60), late.map((s) => s.rss));
+  const lateFlat = Math.abs(latePerMin * lateMin) < 0.1 * late[0]!.rss;
   console.log(`\nachieved ${(sent / seconds).toFixed(0)} traces/s (${sent} traces in ${seconds.toFixed(0)} s; offered ${RATE}), ${failed} failed requests, API CPU ${cpuSeconds(pid).toFixed(0)} s`);
   console.log(`API RSS after warm-up ${start.toFixed(0)} MiB, at the end ${endRss.toFixed(0)} MiB, max ${max.toFixed(0)} MiB; slope ${perMin.toFixed(2)} MiB/min over ${runMin.toFixed(1)} min (${(perMin * runMin).toFixed(1)} MiB predicted growth): ${flat ? "FLAT" : perMin > 0 ? "GROWING" : "FALLING"}`);
+  console.log(`API RSS over the second half: ${late[0]!.rss.toFixed(0)} → ${late.at(-1)!.rss.toFixed(0)} MiB, max ${Math.max(...late.map((s) => s.rss)).toFixed(0)} MiB; slope ${latePerMin.toFixed(2)} MiB/min over ${lateMin.toFixed(1)} min (${(latePerMin * lateMin).toFixed(1)} MiB predicted growth): ${lateFlat ? "FLAT" : latePerMin > 0 ? "GROWING" : "FALLING"}`);
   // the live heap after full GCs is what a leak grows; RSS also holds what V8 has not given back
   for (const [isolate, gcs] of [...liveHeap].sort((a, b) => b[1].length - a[1].length).slice(0, 3)) {
     const w = gcs.filter((g) => g.t >= Math.min(60, seconds / 5));
     if (w.length < 2) continue;
     const per = slope(w.map((g) => g.t / 60), w.map((g) => g.mb));
     const grow = per * ((w.at(-1)!.t - w[0]!.t) / 60);
-    console.log(`isolate ${isolate}: ${gcs.length} full GCs; live heap after them ${w[0]!.mb.toFixed(0)} MB after warm-up, ${w.at(-1)!.mb.toFixed(0)} MB at the end, max ${Math.max(...w.map((g) => g.mb)).toFixed(0)} MB; slope ${per.toFixed(2)} MB/min (${grow.toFixed(1)} MB predicted): ${Math.abs(grow) < 0.1 * w[0]!.mb ? "FLAT" : grow > 0 ? "GROWING" : "FALLING"}`);
+    console.log(`isolate ${isolate}: ${gcs.length} full GCs; live heap after them ${w[0]!.mb.toFixed(0)} MB after warm-up, ${w.at(-1)!.mb.toFixed(0)} MB at the end, max ${Math.max(...w.map((g) => g.mb)).toFixed(0)} MB; slope ${per.toFixed(2)} MB/min (${grow.toFixed(1)} MB predicted): ${Math.abs(grow) < 0.1 * w[0]!.mb ? "FLAT" : grow > 0 ? "GROWING" : "FALLING"}; heap committed after them ${w[0]!.committed.toFixed(0)} → ${w.at(-1)!.committed.toFixed(0)} MB, max ${Math.max(...w.map((g) => g.committed)).toFixed(0)} MB`);
   }
   console.log(`samples (s, RSS MiB): ${samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 20)) === 0).map((s) => `${s.t.toFixed(0)}:${s.rss.toFixed(0)}`).join(" ")}`);
   console.log(`load average after ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
