@@ -228,6 +228,9 @@ for (const [label, values] of valueSets) {
       t.truthy(e.valueFrom?.secretKeyRef);
       return e.name === "BERTH_OIDC_CLIENT_SECRET" ? "an-oidc-client-secret" : dbUrl;
     });
+    // Besides its own variables, the API's container sets what the C library reads (docs/operating.md "API memory").
+    t.is(apiEnv.MALLOC_ARENA_MAX, "2");
+    delete apiEnv.MALLOC_ARENA_MAX;
     for (const name of Object.keys(apiEnv)) t.true(apiVars.includes(name), `API env ${name} is not read by api/config.ts`);
     const apiCfg = loadConfig(apiEnv);
     t.not(apiCfg.BERTH_API_HOST, "127.0.0.1", "the API must listen on every address inside the pod");
