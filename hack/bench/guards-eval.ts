@@ -74,6 +74,15 @@ console.log(`checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxici
 
 interface Counts { tp: number; fp: number; fn: number; tn: number }
 const zero = (): Counts => ({ tp: 0, fp: 0, fn: 0, tn: 0 });
+/** Counts one item under `key` of `table`: a hit, a miss, a false alarm or a pass. */
+function tally(table: Map<string, Counts>, key: string, expected: boolean, got: boolean): void {
+  const c = table.get(key) ?? zero();
+  if (expected && got) c.tp++;
+  else if (expected) c.fn++;
+  else if (got) c.fp++;
+  else c.tn++;
+  table.set(key, c);
+}
 const table = new Map<string, Counts>(); // `${guard}|${source}`
 const misses: string[] = [];
 let benign = 0;
@@ -94,13 +103,7 @@ for (const it of items) {
     if (expected === undefined) continue;
     const got = caught(g);
     if (g === "toxicity") lexical.push({ it, expected, got });
-    const key = `${g}|${it.source}`;
-    const c = table.get(key) ?? zero();
-    if (expected && got) c.tp++;
-    else if (expected) c.fn++;
-    else if (got) c.fp++;
-    else c.tn++;
-    table.set(key, c);
+    tally(table, `${g}|${it.source}`, expected, got);
     if (values.misses && got !== expected) {
       const v = decision.verdicts.find((_, i) => decision.evaluations[i]?.source === SOURCE_OF[g]);
       misses.push(`${expected ? "MISS" : "FALSE"} ${g} ${it.id} [${v?.confidence ?? 0}] ${JSON.stringify(it.text.slice(0, 160))}${v && v.matches.length > 0 ? ` <- ${v.matches.map((m) => m.description).join("; ").slice(0, 160)}` : ""}`);
@@ -136,12 +139,7 @@ if (values.model) {
   console.log(`\ntoxicity, side by side: the lexical layer, alt-profanity-check ${PROFANITY_CHECK} at ${threshold}, either (split: ${SPLIT})`);
   for (const [mode, caughtBy] of Object.entries(modes)) {
     const bySource = new Map<string, Counts>();
-    lexical.forEach(({ it, expected }, i) => {
-      const c = bySource.get(it.source) ?? zero();
-      const got = caughtBy(i);
-      if (expected && got) c.tp++; else if (expected) c.fn++; else if (got) c.fp++; else c.tn++;
-      bySource.set(it.source, c);
-    });
+    lexical.forEach(({ it, expected }, i) => { tally(bySource, it.source, expected, caughtBy(i)); });
     console.log(` ${mode}`);
     const rows = [...bySource].sort(([a], [b]) => a.localeCompare(b));
     for (const [source, c] of rows) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));

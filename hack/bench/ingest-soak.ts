@@ -28,7 +28,7 @@ import { uncachedApps } from "../../api/governance/stores/apps.ts";
 import { Governance } from "../../api/governance/service.ts";
 import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
-import { slope } from "./series.ts";
+import { trend } from "./series.ts";
 
 const { values } = parseArgs({ options: {
   minutes: { type: "string", default: "10" },
@@ -165,30 +165,24 @@ try {
   const seconds = (performance.now() - t0) / 1000;
   samples.push({ t: seconds, rss: rssMiB(pid), sent });
 
-  const warm = samples.filter((s) => s.t >= Math.min(60, seconds / 5));
-  const rss = warm.map((s) => s.rss);
-  const perMin = slope(warm.map((s) => s.t / 60), rss);
-  const start = rss[0]!;
-  const endRss = rss.at(-1)!;
-  const max = Math.max(...rss);
-  const runMin = (warm.at(-1)!.t - warm[0]!.t) / 60;
-  const flat = Math.abs(perMin * runMin) < 0.1 * start;
+  const warmUp = Math.min(60, seconds / 5);
+  const warm = samples.filter((s) => s.t >= warmUp);
+  /** A series' first, last and largest value with its trend (series.ts: FLAT when the predicted growth is under 10 % of the first value). */
+  const summary = (points: readonly { t: number; y: number }[], unit: string) => {
+    const ys = points.map((p) => p.y);
+    const tr = trend(points.map((p) => p.t / 60), ys);
+    return `${ys[0]!.toFixed(0)} → ${ys.at(-1)!.toFixed(0)} ${unit}, max ${Math.max(...ys).toFixed(0)} ${unit}; slope ${tr.perMin.toFixed(2)} ${unit}/min (${tr.growth.toFixed(1)} ${unit} predicted growth): ${tr.verdict}`;
+  };
+  console.log(`\nachieved ${(sent / seconds).toFixed(0)} traces/s (${sent} traces in ${seconds.toFixed(0)} s; offered ${RATE}), ${failed} failed requests, API CPU ${cpuSeconds(pid).toFixed(0)} s`);
+  console.log(`API RSS from the end of warm-up: ${summary(warm.map((s) => ({ t: s.t, y: s.rss })), "MiB")}`);
   // The same over the second half alone: memory that steps up to a plateau grows in the first
   // half only; a leak grows in both.
-  const late = warm.filter((s) => s.t >= seconds / 2);
-  const lateMin = late.length > 1 ? (late.at(-1)!.t - late[0]!.t) / 60 : 0;
-  const latePerMin = slope(late.map((s) => s.t / 60), late.map((s) => s.rss));
-  const lateFlat = Math.abs(latePerMin * lateMin) < 0.1 * late[0]!.rss;
-  console.log(`\nachieved ${(sent / seconds).toFixed(0)} traces/s (${sent} traces in ${seconds.toFixed(0)} s; offered ${RATE}), ${failed} failed requests, API CPU ${cpuSeconds(pid).toFixed(0)} s`);
-  console.log(`API RSS after warm-up ${start.toFixed(0)} MiB, at the end ${endRss.toFixed(0)} MiB, max ${max.toFixed(0)} MiB; slope ${perMin.toFixed(2)} MiB/min over ${runMin.toFixed(1)} min (${(perMin * runMin).toFixed(1)} MiB predicted growth): ${flat ? "FLAT" : perMin > 0 ? "GROWING" : "FALLING"}`);
-  console.log(`API RSS over the second half: ${late[0]!.rss.toFixed(0)} → ${late.at(-1)!.rss.toFixed(0)} MiB, max ${Math.max(...late.map((s) => s.rss)).toFixed(0)} MiB; slope ${latePerMin.toFixed(2)} MiB/min over ${lateMin.toFixed(1)} min (${(latePerMin * lateMin).toFixed(1)} MiB predicted growth): ${lateFlat ? "FLAT" : latePerMin > 0 ? "GROWING" : "FALLING"}`);
+  console.log(`API RSS over the second half: ${summary(warm.filter((s) => s.t >= seconds / 2).map((s) => ({ t: s.t, y: s.rss })), "MiB")}`);
   // the live heap after full GCs is what a leak grows; RSS also holds what V8 has not given back
   for (const [isolate, gcs] of [...liveHeap].sort((a, b) => b[1].length - a[1].length).slice(0, 3)) {
-    const w = gcs.filter((g) => g.t >= Math.min(60, seconds / 5));
+    const w = gcs.filter((g) => g.t >= warmUp);
     if (w.length < 2) continue;
-    const per = slope(w.map((g) => g.t / 60), w.map((g) => g.mb));
-    const grow = per * ((w.at(-1)!.t - w[0]!.t) / 60);
-    console.log(`isolate ${isolate}: ${gcs.length} full GCs; live heap after them ${w[0]!.mb.toFixed(0)} MB after warm-up, ${w.at(-1)!.mb.toFixed(0)} MB at the end, max ${Math.max(...w.map((g) => g.mb)).toFixed(0)} MB; slope ${per.toFixed(2)} MB/min (${grow.toFixed(1)} MB predicted): ${Math.abs(grow) < 0.1 * w[0]!.mb ? "FLAT" : grow > 0 ? "GROWING" : "FALLING"}; heap committed after them ${w[0]!.committed.toFixed(0)} → ${w.at(-1)!.committed.toFixed(0)} MB, max ${Math.max(...w.map((g) => g.committed)).toFixed(0)} MB`);
+    console.log(`isolate ${isolate}: ${gcs.length} full GCs; live heap after them ${summary(w.map((g) => ({ t: g.t, y: g.mb })), "MB")}; heap committed after them ${summary(w.map((g) => ({ t: g.t, y: g.committed })), "MB")}`);
   }
   console.log(`samples (s, RSS MiB): ${samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 20)) === 0).map((s) => `${s.t.toFixed(0)}:${s.rss.toFixed(0)}`).join(" ")}`);
   console.log(`load average after ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);

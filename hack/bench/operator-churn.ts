@@ -27,7 +27,7 @@ import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
-import { slope } from "./series.ts";
+import { trend } from "./series.ts";
 
 const { values } = parseArgs({ options: {
   apps: { type: "string", default: "5000" },
@@ -85,12 +85,16 @@ interface OperatorMetrics {
   counters: Map<string, number>;
 }
 
+/** One scrape of the operator's /metrics; a failed one (a kept-alive connection the server just closed) is tried again, up to 10 times. */
 async function metrics(port: number): Promise<OperatorMetrics> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  let text: string;
+  for (let i = 0; ; i++) {
+    try { text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(); break; } catch (err) { if (i >= 10) throw err; await sleep(500); }
+  }
   const depth = Number(/^berth_workqueue_depth\{controller="app"\} (\S+)$/m.exec(text)?.[1] ?? NaN);
   const heapMiB = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? NaN) / 2 ** 20;
   const counters = new Map<string, number>();
-  for (const m of text.matchAll(/^(berth_(?:reconcile_total|workqueue_adds_total|kube_requests_total)\{[^}]*\}) (\S+)$/gm)) counters.set(m[1]!, Number(m[2]));
+  for (const m of text.matchAll(/^(berth_(?:reconcile_total|workqueue_adds_total|kube_requests_total|watch_events_total)\{[^}]*\}) (\S+)$/gm)) counters.set(m[1]!, Number(m[2]));
   return { depth, heapMiB, counters };
 }
 
@@ -110,17 +114,18 @@ function activity(from: Map<string, number>, to: Map<string, number>, seconds: n
   }
   const total = [...writes.values()].reduce((a, b) => a + b, 0);
   const by = [...writes].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([l, n]) => `${l} ${n}`).join(", ");
-  return `app reconciles ${rate(reconciles)}, queue adds ${rate(adds)}, writes to the API server ${rate(total)}${by ? `: ${by}` : ""}`;
+  // What woke the App controller: its watch events by kind, and how many of them its update predicates filtered.
+  const events = [...to.keys()].map((k) => [k, /^berth_watch_events_total\{controller="app",kind="(\w+)",result="(\w+)"\}$/.exec(k)] as const)
+    .filter(([k, m]) => m && delta(k) > 0).map(([k, m]) => `${m![1]} ${delta(k)}${m![2] === "filtered" ? " filtered" : ""}`).join(", ");
+  return `app reconciles ${rate(reconciles)}, queue adds ${rate(adds)}, writes to the API server ${rate(total)}${by ? `: ${by}` : ""}${events ? `; app watch events: ${events}` : ""}`;
 }
 
 /** Waits until the App queue is empty (nothing waiting, after `quietMs` of looking) or `limitMs` passed; returns the seconds waited, or undefined at the limit. */
 async function drained(port: number, limitMs: number, quietMs = 10_000): Promise<number | undefined> {
   const start = performance.now();
   let emptySince: number | undefined;
-  let failures = 0;
   while (performance.now() - start < limitMs) {
-    // A scrape can fail now and then (a kept-alive connection the server just closed): look again.
-    const depth = await metrics(port).then((m) => { failures = 0; return m.depth; }, (err: unknown) => { if (++failures > 10) throw err; return NaN; });
+    const { depth } = await metrics(port);
     const now = performance.now();
     if (depth === 0) { emptySince ??= now; if (now - emptySince >= quietMs) return (emptySince - start) / 1000; } else emptySince = undefined;
     await sleep(1000);
@@ -152,11 +157,7 @@ const op = spawn(process.execPath, [...NODE_FLAGS, join(root, "operator/main.ts"
 const exited = new Promise((r) => op.once("exit", r));
 const samples: { t: number; phase: string; rss: number; heap: number; depth: number }[] = [];
 /** The operator's counters at a point in time, with the time (ms of performance.now). */
-const snapshot = async () => {
-  for (let i = 0; ; i++) {
-    try { return { at: performance.now(), counters: (await metrics(port)).counters }; } catch (err) { if (i >= 10) throw err; await sleep(500); }
-  }
-};
+const snapshot = async () => ({ at: performance.now(), counters: (await metrics(port)).counters });
 const since = async (from: { at: number; counters: Map<string, number> }) => { const to = await snapshot(); return { to, text: activity(from.counters, to.counters, (to.at - from.at) / 1000) }; };
 let phase = "fill";
 const t0 = performance.now();
@@ -238,11 +239,8 @@ try {
 
   const churn = samples.filter((s) => s.phase === "churn");
   const report = (label: string, ys: number[], unit: string) => {
-    const per = slope(churn.map((s) => s.t / 60), ys);
-    const start = ys[0]!;
-    const growth = per * (churnS / 60);
-    const flat = Math.abs(growth) < 0.1 * Math.max(start, 1);
-    console.log(`${label}: start ${start.toFixed(1)}${unit}, end ${ys.at(-1)!.toFixed(1)}${unit}, max ${Math.max(...ys).toFixed(1)}${unit}, mean ${(ys.reduce((a, b) => a + b, 0) / ys.length).toFixed(1)}${unit}; slope ${per.toFixed(2)}${unit}/min (${growth.toFixed(1)}${unit} predicted over the churn): ${flat ? "FLAT" : growth > 0 ? "GROWING" : "FALLING"}`);
+    const tr = trend(churn.map((s) => s.t / 60), ys);
+    console.log(`${label}: start ${ys[0]!.toFixed(1)}${unit}, end ${ys.at(-1)!.toFixed(1)}${unit}, max ${Math.max(...ys).toFixed(1)}${unit}, mean ${(ys.reduce((a, b) => a + b, 0) / ys.length).toFixed(1)}${unit}; slope ${tr.perMin.toFixed(2)}${unit}/min (${tr.growth.toFixed(1)}${unit} predicted over the churn): ${tr.verdict}`);
   };
   console.log(`\nchurn: ${ops} changes in ${churnS.toFixed(0)} s (${(ops / churnS).toFixed(1)}/s; ${counts.create} creates, ${counts.update} updates, ${counts.delete} deletes, ${failed} failed); settled (every generation observed) ${settle.toFixed(0)} s after; operator CPU ${cpuSeconds(op.pid!).toFixed(0)} s in all`);
   report("operator RSS", churn.map((s) => s.rss), " MiB");

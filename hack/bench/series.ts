@@ -11,3 +11,20 @@ export function slope(x: readonly number[], y: readonly number[]): number {
   for (let i = 0; i < n; i++) { num += (x[i]! - mx) * (y[i]! - my); den += (x[i]! - mx) ** 2; }
   return den === 0 ? 0 : num / den;
 }
+
+export interface Trend {
+  /** Least-squares slope per minute. */
+  perMin: number;
+  /** The growth that slope predicts from the first sample to the last. */
+  growth: number;
+  /** FLAT when |growth| is under 10 % of the first value (of 1 when it is smaller), else GROWING or FALLING. */
+  verdict: "FLAT" | "GROWING" | "FALLING";
+}
+
+/** The load scripts' verdict on a series sampled at `minutes`. */
+export function trend(minutes: readonly number[], ys: readonly number[]): Trend {
+  const perMin = slope(minutes, ys);
+  const growth = ys.length > 1 ? perMin * (minutes[ys.length - 1]! - minutes[0]!) : 0;
+  const verdict = Math.abs(growth) < 0.1 * Math.max(ys[0] ?? 0, 1) ? "FLAT" : growth > 0 ? "GROWING" : "FALLING";
+  return { perMin, growth, verdict };
+}

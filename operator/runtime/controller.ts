@@ -148,11 +148,12 @@ export class Controller {
     const { metrics } = this.opts;
     for (const { informer, map, updates } of this.sources) {
       const handler = (obj: KubeObject) => { for (const req of map(obj)) this.enqueue(req); };
-      const labels = { controller: this.name, kind: informer.options.kind };
+      const enqueued = metrics.watchEvents.labels(this.name, informer.options.kind, "enqueued");
+      const filtered = metrics.watchEvents.labels(this.name, informer.options.kind, "filtered");
       this.unsubscribe.push(informer.on((event, obj, old) => {
-        const wanted = event !== "update" || !old || !updates || updates(old, obj);
-        metrics.watchEvents.inc({ ...labels, result: wanted ? "enqueued" : "filtered" });
-        if (wanted) handler(obj);
+        if (event === "update" && old && updates && !updates(old, obj)) { filtered.inc(); return; }
+        enqueued.inc();
+        handler(obj);
       }));
       for (const obj of informer.list()) handler(obj);
     }
