@@ -86,9 +86,6 @@ const REFERS_TO_A_SIBLING = new Set(["HorizontalPodAutoscaler", "Ingress"]);
 
 const DEFAULT_COUNTS_DELAY_MS = 5_000;
 
-/** While a rollout is under way, look again at least this often even if no event arrives. */
-const ROLLOUT_RECHECK_MS = 30_000;
-
 const after = (ms: number | undefined): ReconcileResult | undefined => (ms ? { requeueAfterMs: ms } : undefined);
 
 /** Whether the App controls `obj` (its controlling ownerReference). */
@@ -197,7 +194,9 @@ export class AppReconciler implements Reconciler {
     const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition, releases: releaseView });
     const wait = await this.writeStatus(app, status, ctx);
     if (serving) await this.recordRollout(serving, releases, status, ctx);
-    return after(status.phase === "deploying" ? Math.min(wait ?? ROLLOUT_RECHECK_MS, ROLLOUT_RECHECK_MS) : wait);
+    // No timed recheck while a rollout is under way: every input of the status (the Deployment's
+    // conditions, its pods, the releases) is watched, and the controller's resync is the safety net.
+    return after(wait);
   }
 
   /**
