@@ -2,6 +2,7 @@
 // control plane (./hack/up, or the test ones; the template database must be migrated:
 // `node hack/db.ts template <admin-url>`):
 //   node hack/bench/ingest-soak.ts [--minutes 10] [--rate 5000] [--batch 250] [--clients 4] [--sample-seconds 5]
+//     [--node-options=--max-semi-space-size=8]   (the API's Node flags, after "=": they apply to its workers too)
 // Serves the real API (node api/main.ts, a separate process) on a fresh database, provisions an
 // app's store and sends fresh traces through POST /governance/traces at --rate traces/s (the
 // ingestion benchmark's goal, hack/bench/ingest.ts) for --minutes, guards and evals on (the
@@ -36,6 +37,7 @@ const { values } = parseArgs({ options: {
   batch: { type: "string", default: "250" },
   clients: { type: "string", default: "4" },
   "sample-seconds": { type: "string", default: "5" },
+  "node-options": { type: "string", default: "" },
 } });
 const MINUTES = Number(values.minutes);
 const RATE = Number(values.rate);
@@ -81,7 +83,8 @@ const liveHeap = new Map<string, { t: number; mb: number; committed: number }[]>
 let tGc = performance.now();
 
 async function startServer(url: string, port: number): Promise<ChildProcess> {
-  const child = spawn(process.execPath, ["--trace-gc", join(root, "api/main.ts")], {
+  const flags = values["node-options"].split(/\s+/).filter(Boolean);
+  const child = spawn(process.execPath, [...flags, "--trace-gc", join(root, "api/main.ts")], {
     // MALLOC_ARENA_MAX as the chart sets it (docs/operating.md), unless this shell sets another
     env: { ...process.env, MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? "2", DATABASE_URL: url, KUBECONFIG, BERTH_API_HOST: "127.0.0.1", BERTH_API_PORT: String(port), BERTH_LOG_LEVEL: "warn" },
     stdio: ["ignore", "pipe", "inherit"],
@@ -123,7 +126,7 @@ try {
   server = await startServer(url, port);
   const pid = server.pid!;
 
-  console.log(`ingestion soak: ${MINUTES} min at ${RATE} traces/s offered, batches of ${B}, at most ${C} requests in flight, guards and evals on (default config)`);
+  console.log(`ingestion soak: ${MINUTES} min at ${RATE} traces/s offered, batches of ${B}, at most ${C} requests in flight, guards and evals on (default config)${values["node-options"] ? `, API flags ${values["node-options"]}` : ""}`);
   console.log(`node ${process.version}, ${availableParallelism()} cores, load average before ${loadavg().map((l) => l.toFixed(2)).join(" ")}; API, PostgreSQL and this client share the machine`);
 
   const samples: { t: number; rss: number; sent: number }[] = [];
