@@ -10,12 +10,13 @@
 #     --local context=. --local dockerfile=. --opt target=berth-api \
 #     --opt build-arg:BASE="$BERTH_REGISTRY/berth/node:v1" \
 #     --local npm=<npm's package directory> --opt context:npm=local:npm \
+#     --local guard-model=<node hack/guard-model.ts> --opt context:guard-model=local:guard-model \
 #     --secret id=npm-ca,src="$NODE_EXTRA_CA_CERTS" \
 #     --output type=image,name="$BERTH_REGISTRY/berth/berth-api:<tag>",push=true,registry.insecure=true
 #
 # The base is the local berth/node (Node.js 24, user 10001, no npm), so npm comes from the named
 # build context `npm` (the npm package, pinned and cached by hack/berth-images.ts) and is mounted
-# only while `npm ci` runs. The CA bundle, when the machine's TLS needs one, is a build secret:
+# only while `npm ci` runs (onnxruntime-node's binaries for other systems are dropped there). The CA bundle, when the machine's TLS needs one, is a build secret:
 # neither it nor npm's cache ends up in a layer.
 ARG BASE=127.0.0.1:5000/berth/node:v1
 ARG DEBIAN=127.0.0.1:5000/berth/debian:v1
@@ -28,7 +29,8 @@ RUN --mount=type=bind,from=npm,target=/opt/npm \
     --mount=type=cache,id=berth-npm-cache,target=/root/.npm,sharing=locked \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi; \
-    node /opt/npm/bin/npm-cli.js ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error
+    node /opt/npm/bin/npm-cli.js ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && \
+    rm -rf node_modules/onnxruntime-node/bin/napi-v6/darwin node_modules/onnxruntime-node/bin/napi-v6/win32
 
 # What both processes run on: production node_modules, the package manifest ("type": "module"),
 # the shared libraries (kube/, crds/, the toolkit's sources). Owned by root: the code cannot be
@@ -52,6 +54,10 @@ ENTRYPOINT ["node", "operator/main.ts"]
 
 FROM runtime AS berth-api
 COPY api ./api
+# the prompt-injection classifier (docs/guards.md): the named context `guard-model`, the directory
+# hack/guard-model.ts builds (model.onnx, vocab.txt, model.json)
+COPY --from=guard-model model.onnx vocab.txt model.json ./guard-model/
+ENV BERTH_GUARD_MODEL_DIR=/app/guard-model
 EXPOSE 8080
 ENTRYPOINT ["node", "api/main.ts"]
 

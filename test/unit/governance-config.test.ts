@@ -52,7 +52,7 @@ test("a partial update changes only what it names; nested objects merge", (t) =>
   const patch = ObservabilityConfigPatch.parse({ guards: { prompt_injection: { threshold: 0.9 } }, evals: { latency: { max_ms: 20000 } } });
   const { config, errors } = mergeObservability(base, patch);
   t.deepEqual(errors, []);
-  t.deepEqual(config.guards.prompt_injection, { enabled: true, threshold: 0.9 });
+  t.deepEqual(config.guards.prompt_injection, { enabled: true, threshold: 0.9, classifier: false });
   t.deepEqual(config.guards.sensitive_data, base.guards.sensitive_data);
   t.deepEqual(config.evals.latency, { ...base.evals.latency, max_ms: 20000 });
   t.deepEqual(base, defaultObservabilityConfig(), "the input is not mutated");
@@ -74,7 +74,7 @@ test("custom_templates resolve to the template's name and sensitivity threshold,
   const config = { ...defaultObservabilityConfig(), guards: { ...defaultObservabilityConfig().guards, custom_templates: r.entries } };
   t.true(EngineConfig.safeParse(engineInput(config, r.snapshot)).success);
   t.true(anyGuardEnabled(config));
-  t.false(anyGuardEnabled({ ...config, guards: { prompt_injection: { enabled: false, threshold: 1 }, sensitive_data: { enabled: false, threshold: 1 }, custom_templates: [{ ...r.entries[1]!, enabled: false }] } }));
+  t.false(anyGuardEnabled({ ...config, guards: { prompt_injection: { enabled: false, threshold: 1, classifier: false }, sensitive_data: { enabled: false, threshold: 1 }, custom_templates: [{ ...r.entries[1]!, enabled: false }] } }));
 });
 
 const trace = (over: Record<string, unknown> = {}) => ({

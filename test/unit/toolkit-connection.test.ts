@@ -68,8 +68,8 @@ test("loopback hosts", (t) => {
 });
 
 test("readEnv: the two variables and the off switch", (t) => {
-  t.deepEqual(readEnv({}), { connection: undefined, project: undefined, off: false });
-  t.deepEqual(readEnv({ GOVDB_CONNECTION: " x ", GOVERNANCE_PROJECT: "shop", BERTH_GOVERNANCE: "OFF" }), { connection: "x", project: "shop", off: true });
+  t.deepEqual(readEnv({}), { connection: undefined, project: undefined, off: false, guardModelDir: undefined });
+  t.deepEqual(readEnv({ GOVDB_CONNECTION: " x ", GOVERNANCE_PROJECT: "shop", BERTH_GOVERNANCE: "OFF", BERTH_GUARD_MODEL_DIR: "/m" }), { connection: "x", project: "shop", off: true, guardModelDir: "/m" });
   for (const v of ["off", "0", "false", "no", "disabled", "noop"]) t.true(readEnv({ BERTH_GOVERNANCE: v }).off, v);
   for (const v of ["on", "1", "", "true"]) t.false(readEnv({ BERTH_GOVERNANCE: v }).off, v);
   t.is(readEnv({ GOVDB_CONNECTION: "  " }).connection, undefined);

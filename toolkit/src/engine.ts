@@ -7,6 +7,10 @@
 // all verdicts; the decision is then: block if any verdict is block, else redact if any is redact,
 // else allow.
 //
+// The prompt-injection classifier (guards/classifier), when guards.prompt_injection.classifier is
+// on, is the one step that is not pure: evaluateWithClassifier runs the chain, then scores an input
+// the lexical layer let pass with the model it is given and blocks it at the guard's threshold.
+//
 // Pure: no I/O, no clock, no randomness. The compiled form of a config object is memoised by
 // identity, so treat configs as immutable.
 import { z } from "zod";
@@ -24,6 +28,7 @@ import { prepareToxicity, toxicityDefinition } from "./guards/toxicity.ts";
 import type { GuardAction, GuardDefinition, GuardPolicy, GuardResult, GuardType, GuardVerdict, Hit, Phase } from "./guards/types.ts";
 import { GUARD_TYPES } from "./guards/types.ts";
 import { evaluateGuard } from "./guards/verdict.ts";
+import type { TextClassifier } from "./guards/classifier/index.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -48,7 +53,10 @@ export const CustomTemplateRef = z.object({
 });
 
 export const GuardsConfig = z.object({
-  prompt_injection: BuiltinGuard(DEFAULT_THRESHOLDS.prompt_injection).prefault({}),
+  prompt_injection: BuiltinGuard(DEFAULT_THRESHOLDS.prompt_injection)
+    // the model layer (guards/classifier): its score is compared with the same threshold
+    .extend({ classifier: z.boolean().default(false) })
+    .prefault({}),
   sensitive_data: BuiltinGuard(DEFAULT_THRESHOLDS.sensitive_data).prefault({}),
   custom_templates: z.array(CustomTemplateRef).max(100).default([]),
 });
@@ -276,6 +284,48 @@ export class GuardEngine {
     Object.defineProperty(decision, DETECTED, { value: { text, hits: detected } });
     return decision;
   }
+}
+
+/**
+ * `classifier` is the model of guards.prompt_injection.classifier: whether this engine's config
+ * turns it on (then evaluateWithClassifier needs one).
+ */
+export function usesClassifier(engine: GuardEngine): boolean {
+  return engine.config.guards.prompt_injection.enabled && engine.config.guards.prompt_injection.classifier;
+}
+
+/**
+ * The chain's decision (GuardEngine.evaluate), then, for an input the prompt_injection check did
+ * not block and an engine whose config turns the classifier on, the classifier's score: at or
+ * above the guard's threshold it blocks, as one more hit of that check (kind `classifier`), and
+ * the decision becomes block. Below it the decision is the chain's, unchanged. Throws when the
+ * config turns the classifier on and none is given: a guard that is configured never silently
+ * runs without its model.
+ */
+export async function evaluateWithClassifier(engine: GuardEngine, text: string, phase: Phase, classifier: TextClassifier | undefined): Promise<GuardDecision> {
+  const decision = engine.evaluate(text, phase);
+  if (phase !== "input" || !usesClassifier(engine)) return decision;
+  const i = decision.evaluations.findIndex((e) => e.source === "prompt_injection");
+  const evaluation = decision.evaluations[i];
+  const verdict = decision.verdicts[i];
+  if (!evaluation || !verdict || evaluation.result === "block") return decision;
+  if (!classifier) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
+  const score = Math.round((await classifier.score(text)) * 1000) / 1000;
+  const threshold = engine.config.guards.prompt_injection.threshold;
+  if (score < threshold) return decision;
+  const description = `prompt-injection classifier score ${score.toFixed(2)}`;
+  const confidence = Math.max(score, evaluation.confidence);
+  const blocked: GuardDecision = {
+    ...decision,
+    decision: "block",
+    evaluations: decision.evaluations.map((e, k) => (k === i ? { ...e, result: "block", confidence } : e)),
+    verdicts: decision.verdicts.map((v, k) => (k === i ? { ...v, result: "block", confidence, matches: [...v.matches, { kind: "classifier", start: 0, end: text.length, description }] } : v)),
+    blocks: [...decision.blocks, { guardType: "prompt_injection", blockedContent: description, confidence, action: "block", source: "prompt_injection" }],
+  };
+  // the raw hits of the chain stay reusable by the evals (detectedFor)
+  const detected = Object.getOwnPropertyDescriptor(decision, DETECTED);
+  if (detected) Object.defineProperty(blocked, DETECTED, detected);
+  return blocked;
 }
 
 const MAX_DESCRIPTIONS = 5;

@@ -10,10 +10,15 @@ export {
   engineFor,
   EvalsConfig,
   evaluateGuards,
+  evaluateWithClassifier,
   GuardEngine,
   GuardsConfig,
   ResolvedTemplate,
+  usesClassifier,
 } from "./engine.ts";
+// The prompt-injection classifier (needs the optional peer dependency onnxruntime-node to load).
+export { CLASSIFIER_DIR_ENV, ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";
+export type { TextClassifier } from "./guards/classifier/index.ts";
 export type { EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
 
 // The client: configure() once at boot, submit() after each LLM call (SPEC.md part 1, plain path).

@@ -10,6 +10,11 @@ const Threshold = z.number().min(0).max(1).describe("0-1: the confidence at or a
 const DAY_MS = 86_400_000;
 
 const Guard = z.object({ enabled: z.boolean(), threshold: Threshold }).strict();
+const CLASSIFIER_DESCRIPTION = "Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, a few ms of CPU per prompt) and block at the same threshold (docs/guards.md, The classifier)";
+const InjectionGuard = Guard.extend({
+  // stored configs from before the field read as off
+  classifier: z.boolean().default(false).describe(CLASSIFIER_DESCRIPTION),
+}).strict();
 const CustomTemplateEntry = z.object({
   template_id: z.string(),
   template_name: z.string().describe("The template's name when the entry was applied"),
@@ -26,7 +31,7 @@ const Toggle = z.object({ enabled: z.boolean(), threshold: Threshold }).strict()
 
 export const ObservabilityConfig = z.object({
   guards: z.object({
-    prompt_injection: Guard,
+    prompt_injection: InjectionGuard,
     sensitive_data: Guard.describe("The built-in pii_detection guard"),
     custom_templates: z.array(CustomTemplateEntry),
   }).strict(),
@@ -40,13 +45,14 @@ export const ObservabilityConfig = z.object({
 export type ObservabilityConfig = z.output<typeof ObservabilityConfig>;
 
 const GuardPatch = z.object({ enabled: z.boolean().optional(), threshold: Threshold.optional() }).strict();
+const InjectionGuardPatch = GuardPatch.extend({ classifier: z.boolean().optional().describe(CLASSIFIER_DESCRIPTION) }).strict();
 const TogglePatch = z.object({ enabled: z.boolean().optional(), threshold: Threshold.optional() }).strict();
 
 export const MAX_CUSTOM_TEMPLATES = 100;
 
 export const ObservabilityConfigPatch = z.object({
   guards: z.object({
-    prompt_injection: GuardPatch.optional(),
+    prompt_injection: InjectionGuardPatch.optional(),
     sensitive_data: GuardPatch.optional(),
     custom_templates: z.array(z.object({
       template_id: z.string().min(1).max(64).describe("Id of an existing guard template"),

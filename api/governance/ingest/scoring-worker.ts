@@ -8,6 +8,6 @@ const engines = new EngineCache(100);
 
 parentPort!.on("message", (task: { id: number; version: number; config: EngineConfigInput; traces: ScoreInput[] }) => {
   void engines.get(task.version, () => task.config)
-    .then((engine) => parentPort!.postMessage({ id: task.id, results: packScores(scoreTraces(engine, task.traces)) }))
+    .then(async (engine) => parentPort!.postMessage({ id: task.id, results: packScores(await scoreTraces(engine, task.traces)) }))
     .catch((err: unknown) => parentPort!.postMessage({ id: task.id, error: err instanceof Error ? err.message : String(err) }));
 });

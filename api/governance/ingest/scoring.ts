@@ -2,9 +2,12 @@
 // response (phase output), then the evals given those decisions (toolkit runEvals) and their
 // aggregate (aggregateEvalScore). The engine is the bulk of ingestion's CPU, so it can run in a
 // pool of worker threads (BERTH_INGEST_WORKERS) next to the thread that serves HTTP and talks to
-// PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree.
+// PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree. An app
+// whose config turns on guards.prompt_injection.classifier has its prompts scored by the classifier
+// too (each thread loads it once, from BERTH_GUARD_MODEL_DIR), as the LangChain wrapper does before
+// the call: both paths give the same guard blocks.
 import { Worker } from "node:worker_threads";
-import { aggregateEvalScore, GuardEngine, runEvals, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../../toolkit/src/index.ts";
+import { aggregateEvalScore, evaluateWithClassifier, GuardEngine, runEvals, sharedInjectionClassifier, usesClassifier, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../../toolkit/src/index.ts";
 import type { Logger } from "../../../kube/logger.ts";
 
 export interface ScoreInput {
@@ -35,18 +38,24 @@ export interface ScoreResult {
   decisionJson: string;
 }
 
-/** Scores traces with a compiled engine (pure). */
-export function scoreTraces(engine: GuardEngine, traces: readonly ScoreInput[]): ScoreResult[] {
-  return traces.map((t) => {
-    const input = engine.evaluate(t.input, "input");
+/**
+ * Scores traces with a compiled engine: pure unless the engine's config turns the classifier on,
+ * when each prompt the lexical layer lets pass is scored by this thread's classifier too.
+ */
+export async function scoreTraces(engine: GuardEngine, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
+  const classifier = usesClassifier(engine) ? await sharedInjectionClassifier() : undefined;
+  const out: ScoreResult[] = [];
+  for (const t of traces) {
+    const input = classifier ? await evaluateWithClassifier(engine, t.input, "input", classifier) : engine.evaluate(t.input, "input");
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
     const guardBlocked = input.decision === "block" || output.decision === "block";
-    return {
+    out.push({
       blocks: { input: input.blocks, output: output.blocks }, evals, evalScore: aggregateEvalScore(evals), guardBlocked,
       evaluationsJson: JSON.stringify(evaluationsOf(input, output)), decisionJson: JSON.stringify(guardDecisionOf({ guardBlocked, input, output })),
-    };
-  });
+    });
+  }
+  return out;
 }
 
 /**
@@ -156,7 +165,7 @@ export class InProcessScorer implements Scorer {
   readonly #engines = new EngineCache();
 
   async score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
-    return scoreTraces(await this.#engines.get(version, () => config), traces);
+    return await scoreTraces(await this.#engines.get(version, () => config), traces);
   }
 
   close(): Promise<void> {

@@ -1,5 +1,6 @@
 // The only place the toolkit reads the environment (DESIGN.md §5.7): the two variables injected
-// into every governed service (SPEC.md part 1) and the switch that turns governance off.
+// into every governed service (SPEC.md part 1), the switch that turns governance off, and where the
+// prompt-injection classifier's files are (BERTH_GUARD_MODEL_DIR).
 import { GovdbConnectionError } from "./errors.ts";
 import type { GovdbConnection } from "./connection.ts";
 import { parseConnection } from "./connection.ts";
@@ -11,6 +12,8 @@ export interface GovernanceEnv {
   project: string | undefined;
   /** BERTH_GOVERNANCE=off (also 0, false, no, disabled, noop): run without governance */
   off: boolean;
+  /** BERTH_GUARD_MODEL_DIR: the classifier's directory, undefined for the package's own model/ */
+  guardModelDir: string | undefined;
 }
 
 const OFF = new Set(["off", "0", "false", "no", "disabled", "noop"]);
@@ -26,6 +29,7 @@ export function readEnv(env: Record<string, string | undefined> = process.env): 
     connection: value("GOVDB_CONNECTION"),
     project: value("GOVERNANCE_PROJECT"),
     off: mode !== undefined && OFF.has(mode.toLowerCase()),
+    guardModelDir: value("BERTH_GUARD_MODEL_DIR"),
   };
 }
 

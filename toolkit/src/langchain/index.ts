@@ -19,6 +19,8 @@ import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { RunnableBinding } from "@langchain/core/runnables";
 import { randomUUID } from "node:crypto";
 import type { GuardDecision, GuardEngine } from "../engine.ts";
+import { evaluateWithClassifier, usesClassifier } from "../engine.ts";
+import { sharedInjectionClassifier } from "../guards/classifier/index.ts";
 import { GuardBlockedError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
 import { governance as processGovernance } from "../client/index.ts";
@@ -166,7 +168,9 @@ class GovernedCall {
     const messages = typeof input === "string" ? undefined : toMessages(input);
     const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
-    const decision = engine.evaluate(text, "input");
+    // with guards.prompt_injection.classifier on, the classifier scores the prompt too, as ingestion
+    // does (same blocks on both paths); a classifier that cannot load fails the call (closed)
+    const decision = usesClassifier(engine) ? await evaluateWithClassifier(engine, text, "input", await sharedInjectionClassifier()) : engine.evaluate(text, "input");
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
       throw new GuardBlockedError("input", decision, state.traceId);

