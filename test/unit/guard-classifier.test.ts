@@ -38,14 +38,17 @@ test("the tokenizer gives the reference implementation's ids", (t) => {
   for (const [text, ids] of GOLDEN) t.deepEqual(encode(text, vocab), [vocab.cls, ...ids, vocab.sep], JSON.stringify(text));
 });
 
-test("the tokenizer: normalisation, punctuation as words, and the 512-position cut", (t) => {
+test("the tokenizer: normalisation, punctuation as words, and a long text cut to its two ends", (t) => {
   t.is(normalise("Ça\tVA\u200b?"), "ca va?");
   t.deepEqual(preTokenise("don't stop-now!"), ["don", "'", "t", "stop", "-", "now", "!"]);
-  const long = encode("word ".repeat(2000), vocab);
+  const word = (w: string) => vocab.ids.get(w)!;
+  const long = encode(`first ${"word ".repeat(2000)}last`, vocab);
   t.is(long.length, 512);
-  t.is(long[0], vocab.cls);
-  t.is(long.at(-1), vocab.sep);
-  t.is(encode("word ".repeat(2000), vocab, 16).length, 16);
+  t.deepEqual([long[0], long[1], long[2], long.at(-2), long.at(-1)], [vocab.cls, word("first"), word("word"), word("last"), vocab.sep]);
+  const ids = (...ws: string[]) => [vocab.cls, ...ws.map(word), vocab.sep];
+  t.deepEqual(encode("a b c d e f g h", vocab, 7), ids("a", "b", "f", "g", "h"), "room 5: the first 2 and the last 3");
+  t.deepEqual(encode("a b c d e f g h", vocab, 8), ids("a", "b", "c", "f", "g", "h"));
+  t.deepEqual(encode("a b c d e f", vocab, 8), ids("a", "b", "c", "d", "e", "f"), "what fits is kept whole");
   t.throws(() => parseVocabulary("a\nb\n"), { message: /no \[CLS\] token/ });
 });
 

@@ -82,17 +82,14 @@ function wordPieces(word: string, vocab: Vocabulary, out: number[]): void {
 }
 
 /**
- * The model's input ids for a text: [CLS], the first `maxTokens - 2` word pieces, [SEP] (longer
- * texts are cut, as the encoder has `maxTokens` positions).
+ * The model's input ids for a text: [CLS], its word pieces, [SEP]. When there are more pieces than
+ * `maxTokens - 2`, the first half and the last half of that many: an override or a suffix sits at
+ * one end of a prompt, and the encoder's cost grows with the square of the length.
  */
 export function encode(text: string, vocab: Vocabulary, maxTokens = 512): number[] {
-  const ids = [vocab.cls];
-  const limit = maxTokens - 1;
-  for (const word of preTokenise(normalise(text))) {
-    wordPieces(word, vocab, ids);
-    if (ids.length >= limit) break;
-  }
-  ids.length = Math.min(ids.length, limit);
-  ids.push(vocab.sep);
-  return ids;
+  const pieces: number[] = [];
+  for (const word of preTokenise(normalise(text))) wordPieces(word, vocab, pieces);
+  const room = maxTokens - 2;
+  const kept = pieces.length <= room ? pieces : [...pieces.slice(0, room >> 1), ...pieces.slice(pieces.length - (room - (room >> 1)))];
+  return [vocab.cls, ...kept, vocab.sep];
 }
