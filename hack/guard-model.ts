@@ -38,10 +38,25 @@ export function guardModelDir(): string {
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   console.error(`building the guard classifier into ${dir}`);
-  execFileSync(python, [GUARD_MODEL_PY, "build", tmp], { input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }), stdio: ["pipe", 2, 2] });
-  renameSync(tmp, dir);
-  // the builds of earlier inputs are of no further use
-  for (const old of readdirSync(join(cacheRoot(), "guard-model"))) if (join(cacheRoot(), "guard-model", old) !== dir) rmSync(join(cacheRoot(), "guard-model", old), { recursive: true, force: true });
+  try {
+    execFileSync(python, [GUARD_MODEL_PY, "build", tmp], { input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }), stdio: ["pipe", 2, 2] });
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  } finally {
+    rmSync(`${tmp}.work`, { recursive: true, force: true }); // the script's scratch (removed by it when it succeeds)
+  }
+  try {
+    renameSync(tmp, dir);
+  } catch (err) {
+    // a concurrent build of the same inputs got there first: its result is this one's
+    rmSync(tmp, { recursive: true, force: true });
+    if (!existsSync(join(dir, "model.json"))) throw err;
+  }
+  // the builds of earlier inputs are of no further use (a build under way elsewhere, *.tmp-<pid>, is left alone)
+  for (const old of readdirSync(join(cacheRoot(), "guard-model"))) {
+    if (/^[0-9a-f]{16}$/.test(old) && join(cacheRoot(), "guard-model", old) !== dir) rmSync(join(cacheRoot(), "guard-model", old), { recursive: true, force: true });
+  }
   return dir;
 }
 

@@ -16,7 +16,7 @@ import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-wr
 import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
 import { buildChildren, buildGovernanceSecret, CHILD_KINDS, envHash, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type EnvRef, type GovernanceRef } from "./builders.ts";
 import { GovernanceDisabledError, type GovernanceClient } from "./governance.ts";
-import { computeStatus, decideStatusWrite, statusEvents, type StatusInput } from "./status.ts";
+import { computeStatus, decideStatusWrite, podFailure, statusEvents, type StatusInput } from "./status.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 
 export type AppObject = KubeObject & { spec: unknown; status?: AppStatus };
@@ -87,6 +87,8 @@ const REFERS_TO_A_SIBLING = new Set(["HorizontalPodAutoscaler", "Ingress"]);
 const DEFAULT_COUNTS_DELAY_MS = 5_000;
 
 const after = (ms: number | undefined): ReconcileResult | undefined => (ms ? { requeueAfterMs: ms } : undefined);
+/** After a crash-loop hold ends, how much later to look (the clock of the pod's startedAt is the kubelet's). */
+const CRASH_RECHECK_MARGIN_MS = 500;
 
 /** Whether the App controls `obj` (its controlling ownerReference). */
 const controlledBy = (obj: KubeObject, app: AppObject): boolean => ownedBy(obj, app, { controller: true });
@@ -196,7 +198,12 @@ export class AppReconciler implements Reconciler {
     if (serving) await this.recordRollout(serving, releases, status, ctx);
     // No timed recheck while a rollout is under way: every input of the status (the Deployment's
     // conditions, its pods, the releases) is watched, and the controller's resync is the safety net.
-    return after(wait);
+    // One exception: a container that crashed and runs again counts as crash-looping until it has
+    // run for CRASH_STABLE_MS, and nothing is observed when that time passes: look again then.
+    const now = this.deps.now().getTime();
+    const held = spec.image ? podFailure(pods, spec.image, new Date(now))?.until : undefined;
+    const recheck = held ? Math.max(1, held.getTime() - now + CRASH_RECHECK_MARGIN_MS) : undefined;
+    return after(wait === undefined ? recheck : recheck === undefined ? wait : Math.min(wait, recheck));
   }
 
   /**

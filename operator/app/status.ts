@@ -49,10 +49,20 @@ const POD_FAILURES: Record<string, string> = {
 };
 
 /**
- * Why the current release cannot start, from its pods: a pod running the App's image with a
- * container waiting in one of POD_FAILURES (a crash loop once it restarted). Pure.
+ * How long a container that has crashed (restarted at least twice) must run before it counts as
+ * started rather than as crash-looping. Between back-offs a crashing container runs again (for a
+ * worker without a readiness probe, running is ready), and without this hold the App's phase
+ * would move between failed and deploying or active at every restart.
  */
-export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string): { reason: string; message: string } | undefined {
+export const CRASH_STABLE_MS = 60_000;
+
+/**
+ * Why the current release cannot start, from its pods: a pod running the App's image with a
+ * container waiting in one of POD_FAILURES (a crash loop once it restarted), or, given `now`, a
+ * container that crashed and has run again for less than CRASH_STABLE_MS: then `until` is when it
+ * stops counting as crash-looping (the reconciler looks again then). Pure.
+ */
+export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string, now?: Date): { reason: string; message: string; until?: Date } | undefined {
   for (const pod of pods ?? []) {
     if (pod.metadata?.deletionTimestamp) continue;
     for (const c of pod.status?.containerStatuses ?? []) {
@@ -63,13 +73,26 @@ export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string
       // Between back-offs a crashing container shows as terminated or briefly running, not waiting:
       // one that is not ready and has restarted twice is in a crash loop all the same.
       const exited = c.state?.terminated ?? c.lastState?.terminated;
-      if ((!reason || !(reason in POD_FAILURES)) && !c.ready && c.restartCount >= 2 && exited) {
-        reason = "CrashLoopBackOff";
-        detail = `: it exited with code ${exited.exitCode}${exited.reason ? ` (${exited.reason})` : ""} and was restarted ${c.restartCount} times`;
+      const crashed = exited && c.restartCount >= 2 ? `: it exited with code ${exited.exitCode}${exited.reason ? ` (${exited.reason})` : ""} and was restarted ${c.restartCount} times` : undefined;
+      let until: Date | undefined;
+      if ((!reason || !(reason in POD_FAILURES)) && crashed) {
+        const started = c.state?.running?.startedAt ? new Date(c.state.running.startedAt).getTime() : undefined;
+        if (!c.ready && !c.state?.running) {
+          reason = "CrashLoopBackOff";
+          detail = crashed;
+        } else if (now && started !== undefined && now.getTime() - started < CRASH_STABLE_MS) {
+          // running again, but not yet for long enough to count as started
+          reason = "CrashLoopBackOff";
+          detail = `${crashed}; it has been running again for ${Math.max(0, Math.round((now.getTime() - started) / 1000))} s`;
+          until = new Date(started + CRASH_STABLE_MS);
+        } else if (!c.ready) {
+          reason = "CrashLoopBackOff";
+          detail = crashed;
+        }
       }
       if (!reason || !(reason in POD_FAILURES)) continue;
       if (reason === "CrashLoopBackOff" && c.restartCount < 1) continue;
-      return { reason, message: `Pod ${pod.metadata?.name ?? ""} container ${c.name} is ${reason}${detail}. ${POD_FAILURES[reason]!}` };
+      return { reason, message: `Pod ${pod.metadata?.name ?? ""} container ${c.name} is ${reason}${detail}. ${POD_FAILURES[reason]!}`, ...(until ? { until } : {}) };
     }
   }
   return undefined;
@@ -183,7 +206,8 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
 
   // A release whose pods cannot start fails now, with their reason; one that did not progress in
   // time fails with the Deployment's.
-  const stuck = rollout === "succeeded" && ready >= want ? undefined : podFailure(input.pods, spec.image);
+  const crashing = podFailure(input.pods, spec.image, now);
+  const stuck = rollout === "succeeded" && ready >= want && !crashing?.until ? undefined : crashing;
   const rolloutNow: Rollout = stuck ? "failed" : rollout;
   const healthy = rolloutNow === "succeeded" && ready >= want;
   // A newer release than the one serving: still on its way (deploying) or failed before it could serve.

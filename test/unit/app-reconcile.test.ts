@@ -5,7 +5,7 @@
 import test from "ava";
 import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
-import { API_VERSION } from "../../crds/schemas.ts";
+import { API_VERSION, APP_LABEL } from "../../crds/schemas.ts";
 import type { Informer, InformerEvent } from "../../kube/informer.ts";
 import type { KubeObject, ObjectClient } from "../../kube/objects.ts";
 import { KubeApiError } from "../../kube/transport.ts";
@@ -32,6 +32,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
   const apps = new FakeInformer<AppObject>();
   const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((k) => [k, new FakeInformer<KubeObject>()])) as Record<ChildKind, FakeInformer<KubeObject>>;
   const secrets = new FakeInformer<KubeObject>();
+  const podInformer = new FakeInformer<KubeObject>();
   const client = {
     apply: (o: KubeObject) => { calls.push({ verb: "apply", kind: o.kind!, obj: o }); return Promise.resolve(stamp(o)); },
     applyNew: (o: KubeObject) => {
@@ -54,6 +55,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
   const reconciler = new AppReconciler({
     client, apps: apps as unknown as Informer<AppObject>, children: children as unknown as Record<ChildKind, Informer<KubeObject>>,
     secrets: secrets as unknown as Informer<KubeObject>, cfg: { baseDomain: "apps.test" }, now: () => new Date(clock), countsDelayMs: 5000,
+    pods: podInformer as unknown as Informer<KubeObject>,
   });
   apps.put({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", uid: "app-uid", generation: 1, resourceVersion: String(++rv) }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", minReplicas: 3 } });
   return {
@@ -71,6 +73,13 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
       const last = calls.filter((c) => c.verb === "applyStatus").at(-1);
       if (last) apps.put({ ...apps.get("ns", "shop")!, status: (last.obj as AppObject).status, metadata: { ...apps.get("ns", "shop")!.metadata, resourceVersion: String(++rv) } });
       return Promise.resolve();
+    },
+    /** A pod of the App whose container crashed `restarts` times and runs again since `startedAgoMs`. */
+    crashedPod: (restarts: number, startedAgoMs: number) => {
+      podInformer.put({ apiVersion: "v1", kind: "Pod", metadata: { name: "shop-1", namespace: "ns", labels: { [APP_LABEL]: "shop" }, resourceVersion: String(++rv) },
+        spec: { containers: [{ name: "app", image: "r/shop:1" }] },
+        status: { containerStatuses: [{ name: "app", image: "r/shop:1", imageID: "", ready: true, restartCount: restarts,
+          state: { running: { startedAt: new Date(clock - startedAgoMs) } }, lastState: { terminated: { exitCode: 1, reason: "Error" } } }] } });
     },
     /** The deployment controller reports pods: `ready` of 3. */
     pods: (ready: number) => {
@@ -193,4 +202,23 @@ test("an App deleted between the cache read and its status write is not a failur
   // (the churn benchmark met it: a delete landing while the App's reconcile ran)
   await t.notThrowsAsync(w.reconcile());
   t.is(w.writes("applyStatus").length, 1, "the status write was tried once");
+});
+
+test("a container that crashed and runs again is a crash loop until it has run a minute; the App is looked at again then, not before", async (t) => {
+  const w = world();
+  await w.reconcile();
+  await w.catchUp();
+  w.pods(3);
+  w.crashedPod(3, 10_000);
+  const held = await w.reconcile();
+  await w.catchUp();
+  const status = (w.writes("applyStatus").at(-1)?.obj as AppObject).status!;
+  t.is(status.phase, "failed", "running again for 10 s after 3 restarts: still a crash loop, not active");
+  t.regex(status.conditions!.find((c) => c.type === "Ready")!.message, /restarted 3 times; it has been running again for 10 s/);
+  t.is(held?.requeueAfterMs, 50_000 + 500, "looked at again when the minute is up");
+  w.tick(50_500);
+  const settled = await w.reconcile();
+  await w.catchUp();
+  t.is((w.writes("applyStatus").at(-1)?.obj as AppObject).status!.phase, "active", "up for a minute: started");
+  t.is(settled?.requeueAfterMs, undefined, "and no timer any more");
 });

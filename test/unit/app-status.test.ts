@@ -2,7 +2,7 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { computeStatus, decideStatusWrite, onlyCountsChanged, podFailure, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
+import { computeStatus, CRASH_STABLE_MS, decideStatusWrite, onlyCountsChanged, podFailure, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
 
 const cfg = { baseDomain: "apps.example.com" };
 const now = new Date("2026-11-21T10:00:00Z");
@@ -201,4 +201,23 @@ test("podFailure: between back-offs a crashing container (terminated or running,
   t.regex(f!.message, /exited with code 0 \(Completed\) and was restarted 3 times/);
   const recovered = { ...between, status: { containerStatuses: [{ ...between.status!.containerStatuses![0]!, ready: true, state: { running: {} } }] } };
   t.is(podFailure([recovered], "r/shop:1"), undefined, "a container that came back and is ready");
+});
+
+test("podFailure with the time: a container that crashed and runs again (even ready, as a worker without a probe) is a crash loop for a minute, then started", (t) => {
+  const running = (startedAgoMs: number, restartCount = 3): k8s.V1Pod => ({ metadata: { name: "w-1" }, spec: { containers: [{ name: "app", image: "r/shop:1" }] },
+    status: { containerStatuses: [{ name: "app", image: "r/shop:1", imageID: "", ready: true, restartCount,
+      state: { running: { startedAt: new Date(now.getTime() - startedAgoMs) } }, lastState: { terminated: { exitCode: 1, reason: "Error" } } }] } });
+  const f = podFailure([running(5_000)], "r/shop:1", now);
+  t.is(f?.reason, "CrashLoopBackOff");
+  t.regex(f!.message, /exited with code 1 \(Error\) and was restarted 3 times; it has been running again for 5 s/);
+  t.deepEqual(f?.until, new Date(now.getTime() + CRASH_STABLE_MS - 5_000));
+  t.is(podFailure([running(CRASH_STABLE_MS)], "r/shop:1", now), undefined, "up for a minute: started");
+  t.is(podFailure([running(5_000, 1)], "r/shop:1", now), undefined, "one restart is no crash loop");
+  t.is(podFailure([running(5_000)], "r/shop:1"), undefined, "without the time, a ready container is no failure (as before)");
+  const ready = { observedGeneration: 2, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 };
+  const s = computeStatus({ generation: 2, spec: spec(), old: undefined, now, cfg, deployment: dep(1, ready), pods: [running(5_000)] });
+  t.is(s.phase, "failed", "the rollout looks complete, but its container is crash-looping");
+  t.like(cond(s, "Ready"), { status: "False", reason: "CrashLoopBackOff" });
+  const later2 = computeStatus({ generation: 2, spec: spec(), old: s, now: new Date(now.getTime() + CRASH_STABLE_MS), cfg, deployment: dep(1, ready), pods: [running(5_000 + CRASH_STABLE_MS)] });
+  t.is(later2.phase, "active");
 });
