@@ -16,8 +16,9 @@
 #
 # The base is the local berth/node (Node.js 24, user 10001, no npm), so npm comes from the named
 # build context `npm` (the npm package, pinned and cached by hack/berth-images.ts) and is mounted
-# only while `npm ci` runs (onnxruntime-node's binaries for other systems are dropped there). The CA bundle, when the machine's TLS needs one, is a build secret:
-# neither it nor npm's cache ends up in a layer.
+# only while `npm ci` runs (onnxruntime-node's binaries for other systems are dropped there). The
+# CA bundle, when the machine's TLS needs one, is a build secret: neither it nor npm's cache ends
+# up in a layer.
 ARG BASE=127.0.0.1:5000/berth/node:v1
 ARG DEBIAN=127.0.0.1:5000/berth/debian:v1
 

@@ -257,9 +257,10 @@ async function buildctl(o: BuildOptions & { addr: string }, component: Component
     const args = [
       "--addr", o.addr, "build", "--frontend", "dockerfile.v0", "--progress", "plain",
       "--local", `context=${root}`, "--local", `dockerfile=${root}`, "--local", `npm=${npmDir}`, "--local", `buildctl=${buildctlDir}`,
-      "--local", `guard-model=${guardModelDir()}`,
       "--opt", `target=${img.target}`, "--opt", `build-arg:BASE=${base}`, "--opt", `build-arg:DEBIAN=${debian}`,
-      "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl", "--opt", "context:guard-model=local:guard-model",
+      "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl",
+      // the classifier's files, which only the API's target copies (and whose digest is in its tag)
+      ...(component === "api" ? ["--local", `guard-model=${guardModelDir()}`, "--opt", "context:guard-model=local:guard-model"] : []),
       ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),
       "--output", `type=image,${outputNames(o.registry, component, tag)},push=true,registry.insecure=true,oci-mediatypes=true`,
       "--metadata-file", metadata,

@@ -16,7 +16,7 @@ the dev split finds for precision >= 0.95 is reported, for information.
       writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
       mask -> score in [0, 1]), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
       trained, the sha256 of the graph)
-  guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...], "workDir": DIR}
+  guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...]}
       prints {"guards": {guard: {"probs", "threshold", "trainN"}}, "latency": {...}, "model": {...}}
       for `node hack/bench/guards-eval.ts --model minilm` (prompt_injection and toxicity heads)
 """
@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -163,11 +164,16 @@ class Encoder:
         return v / (np.linalg.norm(v) + 1e-12)
 
 
+def regression():
+    """The classifier on the pooled vectors (every head, and the cross-validation, use this one)."""
+    return LogisticRegression(C=4, max_iter=5000, class_weight="balanced")
+
+
 def threshold_on_dev(x, y):
     """The lowest threshold at which 5-fold cross-validated precision on the training items is
     >= 0.95 (0.5 if even the top scores do not reach it)."""
     folds = StratifiedKFold(5, shuffle=True, random_state=0)
-    p = cross_val_predict(LogisticRegression(C=4, max_iter=5000, class_weight="balanced"), x, y, cv=folds, method="predict_proba")[:, 1]
+    p = cross_val_predict(regression(), x, y, cv=folds, method="predict_proba")[:, 1]
     for t in np.arange(0.3, 0.96, 0.05):
         hit = p >= t
         if hit.sum() and (y[hit].mean() >= 0.95):
@@ -179,14 +185,13 @@ def latency(encoder, texts, calls=200):
     """Per-call wall time of the int8 encoder on 1 KB texts, one thread, after a warm-up."""
     for t in texts:
         encoder.pooled(t)
-    times, tokens = [], []
+    times = []
     for i in range(calls):
-        t = texts[i % len(texts)]
         start = time.perf_counter()
-        encoder.pooled(t)
+        encoder.pooled(texts[i % len(texts)])
         times.append((time.perf_counter() - start) * 1000)
-        tokens.append(len(encoder.feed(t)["input_ids"][0]))
     times.sort()
+    tokens = [len(encoder.feed(t)["input_ids"][0]) for t in texts]
     return {"calls": calls, "tokens_mean": float(np.mean(tokens)), "p50_ms": times[calls // 2], "p99_ms": times[int(calls * 0.99) - 1], "max_ms": times[-1]}
 
 
@@ -216,14 +221,15 @@ def encoder_files(directory, work, layers, head_weights=None):
 def measure(req):
     items, layers = req["items"], int(req["layers"])
     directory = model_dir()
-    fp32, int8 = encoder_files(directory, req["workDir"], layers)
-    encoder = Encoder(int8, tokenizer_of(directory))
+    with tempfile.TemporaryDirectory() as work:
+        fp32, int8 = encoder_files(directory, work, layers)
+        encoder = Encoder(int8, tokenizer_of(directory))  # the session holds the graph: the files can go
+        out = {"guards": {}, "model": {"layers": layers, "int8_bytes": os.path.getsize(int8), "fp32_bytes": os.path.getsize(fp32)}}
     x = np.stack([encoder.pooled(it["text"]) for it in items])
-    out = {"guards": {}, "model": {"layers": layers, "int8_bytes": os.path.getsize(int8), "fp32_bytes": os.path.getsize(fp32)}}
     for guard in GUARDS:
         train = training_set(items, guard, req["trainGpl"])
         y = np.array([items[i]["labels"][guard] for i in train])
-        clf = LogisticRegression(C=4, max_iter=5000, class_weight="balanced").fit(x[train], y)
+        clf = regression().fit(x[train], y)
         out["guards"][guard] = {"probs": clf.predict_proba(x)[:, 1].tolist(), "threshold": threshold_on_dev(x[train], y), "trainN": len(train)}
     out["latency"] = latency(encoder, req["latencyTexts"])
     json.dump(out, sys.stdout)
@@ -233,19 +239,19 @@ def build(req, out_dir):
     """The shipped classifier: the int8 encoder with the prompt_injection head in one graph."""
     items, layers = req["items"], int(req["layers"])
     directory = model_dir()
-    work = out_dir + ".work"
-    _, int8 = encoder_files(directory, work, layers)
-    encoder = Encoder(int8, tokenizer_of(directory))
     guard = "prompt_injection"
     train = training_set(items, guard, False)
-    x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
     y = np.array([items[i]["labels"][guard] for i in train])
-    clf = LogisticRegression(C=4, max_iter=5000, class_weight="balanced").fit(x, y)
-    _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
     os.makedirs(out_dir, exist_ok=True)
-    shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
+    with tempfile.TemporaryDirectory() as work:
+        # the head is trained on what the int8 encoder gives, then written into the same graph
+        _, int8 = encoder_files(directory, work, layers)
+        encoder = Encoder(int8, tokenizer_of(directory))
+        x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
+        clf = regression().fit(x, y)
+        _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
+        shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
-    shutil.rmtree(work)
     with open(os.path.join(out_dir, "model.onnx"), "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     sources = {}

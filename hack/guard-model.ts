@@ -43,8 +43,6 @@ export function guardModelDir(): string {
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
-  } finally {
-    rmSync(`${tmp}.work`, { recursive: true, force: true }); // the script's scratch (removed by it when it succeeds)
   }
   try {
     renameSync(tmp, dir);

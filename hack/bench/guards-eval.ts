@@ -26,11 +26,9 @@
 // Printed per source: the lexical layer, the model at the threshold, either of them; then which
 // labelled items only one of the two gets right (listed with --misses).
 import { execFileSync } from "node:child_process";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { defaultObservabilityConfig, engineInput, resolveCustomTemplates } from "../../api/governance/configs/observability.ts";
 import { evaluateGuards, evaluateWithClassifier, GuardEngine, GuardTemplateSpec, loadInjectionClassifier } from "../../toolkit/src/index.ts";
-import { cacheRoot } from "../lib/pinned.ts";
 import { AUTHORED, EVAL_GUARDS, loadEvalSet, type EvalGuard, type EvalItem } from "../lib/guards-eval-set.ts";
 import { GUARD_MODEL_PY, guardModelDir, guardModelPython } from "../guard-model.ts";
 import { pythonVenv } from "../lib/python.ts";
@@ -50,9 +48,6 @@ const PROFANITY_CHECK = "1.9.1";
 const SCIKIT_LEARN = "1.9.1";
 
 const items = loadEvalSet();
-type Item = EvalItem;
-type Guard = EvalGuard;
-const GUARDS = EVAL_GUARDS;
 
 // The default configuration, as the API builds it for an app that lists one toxicity template.
 const TOX_ID = "00000000-0000-4000-8000-000000000016";
@@ -64,7 +59,7 @@ const prompt_injection = { ...base.guards.prompt_injection, classifier: values.c
 const engine = new GuardEngine(engineInput({ ...base, guards: { ...base.guards, prompt_injection, custom_templates: resolved.entries } }, resolved.snapshot));
 // --classifier: the shipped classifier (hack/guard-model.ts builds it), through the toolkit's own runtime
 const classifier = values.classifier ? await loadInjectionClassifier(guardModelDir()) : undefined;
-const SOURCE_OF: Record<Guard, string> = { prompt_injection: "prompt_injection", sensitive_data: "sensitive_data", toxicity: `template:${TOX_ID}` };
+const SOURCE_OF: Record<EvalGuard, string> = { prompt_injection: "prompt_injection", sensitive_data: "sensitive_data", toxicity: `template:${TOX_ID}` };
 console.log(`checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}${classifier ? ` + the prompt-injection classifier (${classifier.info.sha256.slice(0, 12)})` : ""}; split: ${SPLIT}`);
 
 interface Counts { tp: number; fp: number; fn: number; tn: number }
@@ -83,17 +78,17 @@ const misses: string[] = [];
 let benign = 0;
 let benignPassed = 0;
 /** Each guard's labelled items as the lexical layer saw them (for --model). */
-const lexical = new Map<Guard, Array<{ it: Item; expected: boolean; got: boolean }>>(GUARDS.map((g) => [g, []]));
+const lexical = new Map<EvalGuard, Array<{ it: EvalItem; expected: boolean; got: boolean }>>(EVAL_GUARDS.map((g) => [g, []]));
 
 for (const it of items) {
   if (SPLIT !== "all" && it.split !== SPLIT) continue;
   const decision = classifier ? await evaluateWithClassifier(engine, it.text, "input", classifier) : evaluateGuards(it.text, "input", engine);
-  const caught = (g: Guard) => decision.evaluations.some((e) => e.source === SOURCE_OF[g] && e.result !== "pass");
+  const caught = (g: EvalGuard) => decision.evaluations.some((e) => e.source === SOURCE_OF[g] && e.result !== "pass");
   if (it.source === "notinject") {
     benign++;
-    if (GUARDS.every((g) => !caught(g))) benignPassed++;
+    if (EVAL_GUARDS.every((g) => !caught(g))) benignPassed++;
   }
-  for (const g of GUARDS) {
+  for (const g of EVAL_GUARDS) {
     const expected = it.labels[g];
     if (expected === undefined) continue;
     const got = caught(g);
@@ -116,7 +111,7 @@ function line(name: string, c: Counts): string {
 }
 const add = (a: Counts, b: Counts): Counts => ({ tp: a.tp + b.tp, fp: a.fp + b.fp, fn: a.fn + b.fn, tn: a.tn + b.tn });
 
-for (const g of GUARDS) {
+for (const g of EVAL_GUARDS) {
   console.log(`\n${g}`);
   const rows = [...table.entries()].filter(([k]) => k.startsWith(`${g}|`)).map(([k, c]) => [k.slice(g.length + 1), c] as const).sort(([a], [b]) => a.localeCompare(b));
   for (const [source, c] of rows) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));
@@ -129,7 +124,7 @@ if (misses.length > 0) console.log(`\n${misses.join("\n")}`);
 
 if (values.model !== undefined) {
   const scored = values.model === "minilm" ? minilm() : { toxicity: { probs: profanityCheck(lexical.get("toxicity")!.map((l) => l.it.text)), threshold: 0.5, label: `alt-profanity-check ${PROFANITY_CHECK}` } };
-  for (const [guard, model] of Object.entries(scored) as Array<[Guard, { probs: number[]; threshold: number; label: string }]>) {
+  for (const [guard, model] of Object.entries(scored) as Array<[EvalGuard, { probs: number[]; threshold: number; label: string }]>) {
     const rows = lexical.get(guard)!;
     const threshold = values["model-threshold"] === undefined ? model.threshold : Number(values["model-threshold"]);
     const modes = { lexical: (i: number) => rows[i]!.got, model: (i: number) => model.probs[i]! >= threshold, either: (i: number) => rows[i]!.got || model.probs[i]! >= threshold };
@@ -158,7 +153,7 @@ if (values.model !== undefined) {
  * The minilm candidate (hack/guard-model.py measure): trained on the dev split of every item, it
  * scores the items of this run's split per guard and times its encoder on 1 KB texts.
  */
-function minilm(): Partial<Record<Guard, { probs: number[]; threshold: number; label: string }>> {
+function minilm(): Partial<Record<EvalGuard, { probs: number[]; threshold: number; label: string }>> {
   const python = guardModelPython();
   const layers = Number(values.layers);
   if (!Number.isInteger(layers) || layers < 1 || layers > 6) throw new Error(`--layers is 1 to 6, not ${values.layers}`);
@@ -169,7 +164,7 @@ function minilm(): Partial<Record<Guard, { probs: number[]; threshold: number; l
     text = text === "" ? benign[i]! : `${text} ${benign[i]!}`;
     if (text.length >= 1024) { latencyTexts.push(text.slice(0, 1024)); text = ""; }
   }
-  const request = { items: items.map(({ text, split, source, labels }) => ({ text, split, source, labels })), layers, trainGpl: values["train-gpl"], latencyTexts, workDir: join(cacheRoot(), "guards-minilm-work") };
+  const request = { items: items.map(({ text, split, source, labels }) => ({ text, split, source, labels })), layers, trainGpl: values["train-gpl"], latencyTexts };
   const out = JSON.parse(execFileSync(python, [GUARD_MODEL_PY, "measure"], { input: JSON.stringify(request), maxBuffer: 256 * 2 ** 20, stdio: ["pipe", "pipe", "inherit"] }).toString()) as {
     guards: Record<"prompt_injection" | "toxicity", { probs: number[]; threshold: number; trainN: number }>;
     latency: { calls: number; tokens_mean: number; p50_ms: number; p99_ms: number; max_ms: number };
@@ -178,7 +173,7 @@ function minilm(): Partial<Record<Guard, { probs: number[]; threshold: number; l
   const l = out.latency;
   console.log(`\nminilm: the first ${layers} of 6 layers of all-MiniLM-L6-v2, int8 (${(out.model.int8_bytes / 2 ** 20).toFixed(1)} MiB), one thread: ${l.calls} calls on 1 KB texts (${l.tokens_mean.toFixed(0)} tokens): p50 ${l.p50_ms.toFixed(2)} ms, p99 ${l.p99_ms.toFixed(2)} ms, max ${l.max_ms.toFixed(2)} ms (budget: p99 < 10 ms)`);
   const index = new Map(items.map((it, i) => [it.id, i]));
-  const result: Partial<Record<Guard, { probs: number[]; threshold: number; label: string }>> = {};
+  const result: Partial<Record<EvalGuard, { probs: number[]; threshold: number; label: string }>> = {};
   for (const guard of ["prompt_injection", "toxicity"] as const) {
     const g = out.guards[guard];
     result[guard] = { probs: lexical.get(guard)!.map((l) => g.probs[index.get(l.it.id)!]!), threshold: g.threshold, label: `minilm-l${layers} + logistic regression (trained on ${g.trainN} dev items${values["train-gpl"] ? ", GPL sources included" : ""}, threshold chosen on dev)` };

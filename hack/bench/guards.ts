@@ -32,6 +32,8 @@ const { values } = parseArgs({ options: { iterations: { type: "string", default:
 const N = Number(values.iterations);
 const WARMUP = Number(values.warmup);
 const GOAL_P99_MS = 1;
+/** The classifier's own budget (issue 16): p99 per 1 KB on one core. */
+const CLASSIFIER_BUDGET_P99_MS = 10;
 
 const config: EngineConfigInput = {
   guards: {
@@ -99,19 +101,35 @@ function stats(times: Float64Array): Stats {
   return { p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: sorted[sorted.length - 1]!, mean: sorted.reduce((s, x) => s + x, 0) / sorted.length };
 }
 
-function measure(name: string, fn: () => unknown): { name: string; wall: Stats; cpu: Stats } {
-  for (let i = 0; i < WARMUP; i++) fn();
-  const wall = new Float64Array(N);
-  const cpu = new Float64Array(N);
-  for (let i = 0; i < N; i++) {
+/**
+ * Wall and process CPU time per call of `fn` (awaited when it returns a promise: the classifier
+ * runs on onnxruntime's thread, and process CPU counts every thread).
+ */
+async function measure(name: string, fn: () => unknown, calls = N, warmup = WARMUP): Promise<{ name: string; wall: Stats; cpu: Stats }> {
+  for (let i = 0; i < warmup; i++) {
+    const r = fn();
+    if (r instanceof Promise) await r;
+  }
+  const wall = new Float64Array(calls);
+  const cpu = new Float64Array(calls);
+  for (let i = 0; i < calls; i++) {
     const c0 = process.cpuUsage();
     const t0 = performance.now();
-    fn();
+    const r = fn();
+    if (r instanceof Promise) await r;
     wall[i] = performance.now() - t0;
     const c = process.cpuUsage(c0);
     cpu[i] = (c.user + c.system) / 1000;
   }
   return { name, wall: stats(wall), cpu: stats(cpu) };
+}
+
+/** The comparison of a scenario's worst p99 with a goal. */
+function versus(rows: readonly { name: string; wall: Stats; cpu: Stats }[], what: "wall" | "cpu", goalMs: number): string {
+  const worst = rows.reduce((a, b) => (b[what].p99 > a[what].p99 ? b : a));
+  const p99 = worst[what].p99;
+  const verdict = p99 < goalMs ? `MET (${(goalMs / p99).toFixed(1)}x headroom)` : `MISSED (${(p99 / goalMs).toFixed(1)}x over)`;
+  return `worst ${what} p99 ${p99.toFixed(3)} ms (${worst.name}) vs goal p99 < ${goalMs} ms: ${verdict}`;
 }
 
 const engine = new GuardEngine(config);
@@ -121,11 +139,11 @@ console.log(`guards benchmark: ${engine.checks.length} checks (${engine.checks.m
 console.log(`findings decision: ${decisionIn.decision}, ${decisionIn.blocks.length} blocks, evaluations ${decisionIn.evaluations.map((e) => `${e.source}=${e.result}`).join(" ")}`);
 
 const results = [
-  measure("benign", () => evaluateGuards(benign, "input", engine)),
-  measure("findings", () => evaluateGuards(findings, "input", engine)),
-  measure("numbers", () => evaluateGuards(numbers, "input", engine)),
-  measure("output", () => evaluateGuards(findings, "output", engine)),
-  measure("evals", () => runEvals({ input: findings, output: benign, latencyMs: 1800 }, engine, { input: decisionIn, output: decisionOut })),
+  await measure("benign", () => evaluateGuards(benign, "input", engine)),
+  await measure("findings", () => evaluateGuards(findings, "input", engine)),
+  await measure("numbers", () => evaluateGuards(numbers, "input", engine)),
+  await measure("output", () => evaluateGuards(findings, "output", engine)),
+  await measure("evals", () => runEvals({ input: findings, output: benign, latencyMs: 1800 }, engine, { input: decisionIn, output: decisionOut })),
 ];
 
 const ms = (x: number) => x.toFixed(3).padStart(7);
@@ -136,46 +154,24 @@ for (const r of results) {
 }
 
 const guarded = results.filter((r) => r.name !== "evals");
-const line = (what: "wall" | "cpu") => {
-  const worst = guarded.reduce((a, b) => (b[what].p99 > a[what].p99 ? b : a));
-  const p99 = worst[what].p99;
-  const verdict = p99 < GOAL_P99_MS ? `MET (${(GOAL_P99_MS / p99).toFixed(1)}x headroom)` : `MISSED (${(p99 / GOAL_P99_MS).toFixed(1)}x over)`;
-  return `worst ${what} p99 ${p99.toFixed(3)} ms (${worst.name}) vs goal p99 < ${GOAL_P99_MS} ms: ${verdict}`;
-};
-console.log(`\ncomparison (1 KB prompt, every guard on, one core): ${line("cpu")}; ${line("wall")}`);
+console.log(`\ncomparison (1 KB prompt, every guard on, one core): ${versus(guarded, "cpu", GOAL_P99_MS)}; ${versus(guarded, "wall", GOAL_P99_MS)}`);
 
 if (values.classifier) {
   const CALLS = Math.min(N, 2000);
   const classifier = await loadInjectionClassifier(guardModelDir());
   const withModel = new GuardEngine({ ...config, guards: { ...config.guards, prompt_injection: { enabled: true, threshold: 0.7, classifier: true } } });
   const short = "What is the status of my order from last Tuesday? It still says preparing.";
-  /** Per-call wall and process CPU time (the model runs on onnxruntime's thread: CPU counts every thread). */
-  const measureAsync = async (name: string, fn: () => Promise<unknown>) => {
-    for (let i = 0; i < Math.min(WARMUP, 200); i++) await fn();
-    const wall = new Float64Array(CALLS);
-    const cpu = new Float64Array(CALLS);
-    for (let i = 0; i < CALLS; i++) {
-      const c0 = process.cpuUsage();
-      const t0 = performance.now();
-      await fn();
-      wall[i] = performance.now() - t0;
-      const c = process.cpuUsage(c0);
-      cpu[i] = (c.user + c.system) / 1000;
-    }
-    return { name, wall: stats(wall), cpu: stats(cpu) };
-  };
+  const warmup = Math.min(WARMUP, 200);
   const rows = [
-    await measureAsync(`model, ${short.length} chars`, () => classifier.score(short)),
-    await measureAsync("model, benign 1 KB", () => classifier.score(benign)),
-    await measureAsync("model, findings 1 KB", () => classifier.score(findings)),
-    await measureAsync("chain + model, benign 1 KB", () => evaluateWithClassifier(withModel, benign, "input", classifier)),
+    await measure(`model, ${short.length} chars`, () => classifier.score(short), CALLS, warmup),
+    await measure("model, benign 1 KB", () => classifier.score(benign), CALLS, warmup),
+    await measure("model, findings 1 KB", () => classifier.score(findings), CALLS, warmup),
+    await measure("chain + model, benign 1 KB", () => evaluateWithClassifier(withModel, benign, "input", classifier), CALLS, warmup),
   ];
   console.log(`\nthe prompt-injection classifier (${classifier.info.encoder.name}, ${classifier.info.encoder.layers} of ${classifier.info.encoder.of} layers, ${classifier.info.encoder.quantisation}), ${CALLS} calls each`);
   console.log("scenario                    |  wall p50   p90     p99     max   |  cpu p50   p90     p99     max");
   for (const r of rows) console.log(`${r.name.padEnd(27)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`);
-  const worst = rows.slice(1, 3).reduce((a, b) => (b.cpu.p99 > a.cpu.p99 ? b : a));
-  const BUDGET = 10;
-  console.log(`comparison (classifier, 1 KB, one core): worst cpu p99 ${worst.cpu.p99.toFixed(3)} ms (${worst.name}) vs budget p99 < ${BUDGET} ms: ${worst.cpu.p99 < BUDGET ? `MET (${(BUDGET / worst.cpu.p99).toFixed(1)}x headroom)` : `MISSED (${(worst.cpu.p99 / BUDGET).toFixed(1)}x over)`}`);
+  console.log(`comparison (classifier, 1 KB, one core): ${versus(rows.slice(1, 3), "cpu", CLASSIFIER_BUDGET_P99_MS)}`);
   await classifier.close();
 }
 

@@ -193,16 +193,17 @@ export class AppReconciler implements Reconciler {
     if (pruned.has("CronJob")) cronJob = undefined;
 
     const pods = this.deps.pods?.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === name) as k8s.V1Pod[] | undefined;
-    const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition, releases: releaseView });
+    const now = this.deps.now();
+    const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition, releases: releaseView }, now);
     const wait = await this.writeStatus(app, status, ctx);
     if (serving) await this.recordRollout(serving, releases, status, ctx);
     // No timed recheck while a rollout is under way: every input of the status (the Deployment's
     // conditions, its pods, the releases) is watched, and the controller's resync is the safety net.
     // One exception: a container that crashed and runs again counts as crash-looping until it has
     // run for CRASH_STABLE_MS, and nothing is observed when that time passes: look again then.
-    const now = this.deps.now().getTime();
-    const held = spec.image ? podFailure(pods, spec.image, new Date(now))?.until : undefined;
-    const recheck = held ? Math.max(1, held.getTime() - now + CRASH_RECHECK_MARGIN_MS) : undefined;
+    // (the same `now` as the status's, so that both see the same side of the minute)
+    const held = spec.image ? podFailure(pods, spec.image, now)?.until : undefined;
+    const recheck = held ? Math.max(1, held.getTime() - now.getTime() + CRASH_RECHECK_MARGIN_MS) : undefined;
     return after(wait === undefined ? recheck : recheck === undefined ? wait : Math.min(wait, recheck));
   }
 
@@ -363,8 +364,8 @@ export class AppReconciler implements Reconciler {
     ctx.log.debug("governance store dropped; finalizer released");
   }
 
-  private status(app: AppObject, input: Omit<StatusInput, "old" | "now" | "cfg">): AppStatus {
-    return computeStatus({ ...input, old: app.status, now: this.deps.now(), cfg: this.deps.cfg });
+  private status(app: AppObject, input: Omit<StatusInput, "old" | "now" | "cfg">, now = this.deps.now()): AppStatus {
+    return computeStatus({ ...input, old: app.status, now, cfg: this.deps.cfg });
   }
 
   /**

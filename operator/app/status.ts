@@ -77,10 +77,7 @@ export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string
       let until: Date | undefined;
       if ((!reason || !(reason in POD_FAILURES)) && crashed) {
         const started = c.state?.running?.startedAt ? new Date(c.state.running.startedAt).getTime() : undefined;
-        if (!c.ready && !c.state?.running) {
-          reason = "CrashLoopBackOff";
-          detail = crashed;
-        } else if (now && started !== undefined && now.getTime() - started < CRASH_STABLE_MS) {
+        if (now && started !== undefined && now.getTime() - started < CRASH_STABLE_MS) {
           // running again, but not yet for long enough to count as started
           reason = "CrashLoopBackOff";
           detail = `${crashed}; it has been running again for ${Math.max(0, Math.round((now.getTime() - started) / 1000))} s`;

@@ -310,9 +310,9 @@ export async function evaluateWithClassifier(engine: GuardEngine, text: string, 
   const verdict = decision.verdicts[i];
   if (!evaluation || !verdict || evaluation.result === "block") return decision;
   if (!classifier) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
-  const score = Math.round((await classifier.score(text)) * 1000) / 1000;
-  const threshold = engine.config.guards.prompt_injection.threshold;
-  if (score < threshold) return decision;
+  const raw = await classifier.score(text);
+  if (raw < engine.config.guards.prompt_injection.threshold) return decision;
+  const score = Math.round(raw * 1000) / 1000;
   const description = `prompt-injection classifier score ${score.toFixed(2)}`;
   const confidence = Math.max(score, evaluation.confidence);
   const blocked: GuardDecision = {

@@ -17,7 +17,7 @@ export {
   usesClassifier,
 } from "./engine.ts";
 // The prompt-injection classifier (needs the optional peer dependency onnxruntime-node to load).
-export { CLASSIFIER_DIR_ENV, ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";
+export { ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";
 export type { TextClassifier } from "./guards/classifier/index.ts";
 export type { EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
 

@@ -13,9 +13,6 @@ import type * as Ort from "onnxruntime-node";
 import { readEnv } from "../../client/config.ts";
 import { encode, parseVocabulary, type Vocabulary } from "./wordpiece.ts";
 
-/** The variable that says where the classifier's files are (read in client/config.ts). */
-export const CLASSIFIER_DIR_ENV = "BERTH_GUARD_MODEL_DIR";
-
 /** model.json: what the classifier is and how it was made (hack/guard-model.py writes it). */
 export const ClassifierInfo = z.object({
   guard: z.literal("prompt_injection"),
