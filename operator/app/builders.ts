@@ -177,6 +177,22 @@ function envOf(spec: AppSpec, gov: GovernanceRef | undefined, env: EnvRef | unde
   return { env: [{ name: "PORT", value: String(spec.port) }], ...(envFrom.length ? { envFrom } : {}) };
 }
 
+/**
+ * How the kubelet tells that a serving container takes traffic: its port accepts connections.
+ * The kubelet runs a readiness probe once as soon as the container runs, then every period. A
+ * server still starting misses that first try and, probed every 10 s alone, would wait up to 10 s
+ * for the next: a deploy served 10 s late (most single-app rounds of hack/bench/deploys.ts were).
+ * So a startup probe tries every second until the port opens (the readiness probe is off until
+ * then, and runs at once when it passes), and the readiness probe then checks every 10 s for the
+ * container's life. A server that has not opened its port within STARTUP_SECONDS, as long as
+ * a rollout may take to progress (progressDeadlineSeconds), is restarted.
+ */
+export const STARTUP_SECONDS = 600;
+const SERVING_PROBES: Pick<k8s.V1Container, "startupProbe" | "readinessProbe"> = {
+  startupProbe: { tcpSocket: { port: "http" }, periodSeconds: 1, failureThreshold: STARTUP_SECONDS },
+  readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 10 },
+};
+
 export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, env: EnvRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
   const serving = isServed(spec.type);
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
@@ -195,7 +211,7 @@ export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | 
       resources: { limits: resources, requests: resources },
       securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
       volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
-      ...(serving ? { readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 10 } } : {}),
+      ...(serving ? SERVING_PROBES : {}),
     }],
     volumes: [{ name: "tmp", emptyDir: { sizeLimit: "256Mi" } }],
   };
@@ -210,7 +226,7 @@ export function buildDeployment(app: AppRef, spec: AppSpec, image: string, obser
       revisionHistoryLimit: 5,
       selector: { matchLabels: { [APP_LABEL]: app.name } },
       strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 0, maxSurge: "25%" } },
-      progressDeadlineSeconds: 600,
+      progressDeadlineSeconds: STARTUP_SECONDS,
       template: { metadata: podMeta(app, gov, env), spec: podSpec(spec, image, "Always", gov, env, cfg) },
     },
   };

@@ -106,7 +106,7 @@ export function releaseJob(r: ReleaseObject, spec: AppSpec, image: string, cfg: 
   const env = { secretName: envSecretName(r.spec.appRef.name), hash: "" };
   const pod = podSpec(spec, image, "Never", gov, env, cfg);
   const container = pod.containers.find((c) => c.name === CONTAINER)!;
-  const { readinessProbe: _probe, ports: _ports, ...rest } = container;
+  const { readinessProbe: _ready, startupProbe: _started, ports: _ports, ...rest } = container;
   return withHash({
     apiVersion: "batch/v1", kind: "Job",
     metadata: jobMeta(r, "release"),

@@ -139,12 +139,13 @@ test.serial("a field dropped from the desired state is removed from the child", 
   const before = (await deployment("flip"))?.spec?.template.spec?.containers[0];
   t.is(before?.ports?.[0]?.name, "http");
   t.truthy(before?.readinessProbe);
-  // A worker is not served: no port, no readiness probe, no Service, no Ingress.
+  t.truthy(before?.startupProbe);
+  // A worker is not served: no port, no probes, no Service, no Ingress.
   await patchApp("flip", { type: "worker" });
   await phase("flip", "active");
   const after = await eventually("the port and probe to go", async () => {
     const c = (await deployment("flip"))?.spec?.template.spec?.containers[0];
-    return c && !c.ports && !c.readinessProbe ? c : undefined;
+    return c && !c.ports && !c.readinessProbe && !c.startupProbe ? c : undefined;
   });
   t.is(after.image, "registry.invalid/flip:1");
   t.falsy(await child("Service", "v1", "flip"));

@@ -3,7 +3,7 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
 import { ENV_HASH_ANNOTATION, OPERATOR_ENV_NAMES, governanceDisabled, governanceGeneration, reservedEnvName } from "../../crds/app.ts";
-import { buildChildren, buildGovernanceSecret, childKinds, contains, cpuQuantity, desiredReplicas, envHash, HASH_ANNOTATION, memoryQuantity, upToDate, type BuildConfig } from "../../operator/app/builders.ts";
+import { buildChildren, buildGovernanceSecret, childKinds, contains, cpuQuantity, desiredReplicas, envHash, HASH_ANNOTATION, memoryQuantity, STARTUP_SECONDS, upToDate, type BuildConfig } from "../../operator/app/builders.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };
@@ -45,6 +45,20 @@ test("the Deployment carries limits, requests and secure pod defaults", (t) => {
   t.true(c.securityContext?.readOnlyRootFilesystem);
   t.deepEqual(c.securityContext?.capabilities?.drop, ["ALL"]);
   t.false(pod.automountServiceAccountToken);
+});
+
+test("a served container is probed on its port: every second until it opens (startup), then every 10 s (readiness); a worker is not probed", (t) => {
+  const container = (s: Partial<AppSpecInput>) => (buildChildren(ref, spec(s), {}, cfg)[0] as k8s.V1Deployment).spec!.template.spec!.containers[0]!;
+  for (const type of ["web", "api"] as const) {
+    const c = container({ type });
+    t.deepEqual(c.startupProbe, { tcpSocket: { port: "http" }, periodSeconds: 1, failureThreshold: STARTUP_SECONDS }, type);
+    t.deepEqual(c.readinessProbe, { tcpSocket: { port: "http" }, periodSeconds: 10 }, type);
+  }
+  const d = buildChildren(ref, spec(), {}, cfg)[0] as k8s.V1Deployment;
+  t.is(d.spec?.progressDeadlineSeconds, STARTUP_SECONDS, "a server gets as long to open its port as the rollout has to progress");
+  const w = container({ type: "worker" });
+  t.is(w.startupProbe, undefined);
+  t.is(w.readinessProbe, undefined);
 });
 
 test("the Ingress routes <slug>.<baseDomain> to the Service", (t) => {

@@ -96,6 +96,7 @@ test("the release command's Job: the new image, the App's environment and limits
   t.deepEqual(c.command, ["/bin/sh", "-c", "npm run migrate"]);
   t.deepEqual(c.envFrom, [{ secretRef: { name: "web-env", optional: true } }, { secretRef: { name: "web-governance" } }], "the service's variables, then governance's, which win");
   t.is(c.readinessProbe, undefined);
+  t.is(c.startupProbe, undefined);
   t.is(job.spec!.template.spec!.restartPolicy, "Never");
   t.is(job.spec?.activeDeadlineSeconds, 900);
 });
