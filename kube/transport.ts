@@ -149,11 +149,23 @@ export class KubeRest {
    * and resolves quietly once `signal` aborts.
    */
   async watch(path: string, query: Query, onEvent: (e: WatchEvent) => void, signal: AbortSignal): Promise<void> {
-    let res: http.IncomingMessage;
     // No data for longer than the server's own timeout means a connection that died silently.
     const idleMs = typeof query.timeoutSeconds === "number" ? (query.timeoutSeconds + 30) * 1000 : 0;
+    await this.lines(path, { ...query, watch: true }, (line) => { if (line.trim()) onEvent(JSON.parse(line) as WatchEvent); }, signal, { idleMs, what: "watch" });
+  }
+
+  /**
+   * A streamed GET read line by line (a watch, a followed log): calls `onLine` for every line
+   * (without its newline; a last unterminated line when the stream ends) and resolves when the
+   * server ends the stream, rejects when the connection fails, the answer is not 200 (KubeApiError)
+   * or `onLine` throws, and resolves quietly once `signal` aborts. A line longer than `maxLine`
+   * characters is skipped whole (`onLine` never sees part of one).
+   */
+  async lines(path: string, query: Query, onLine: (line: string) => void, signal: AbortSignal, o: { idleMs?: number; maxLine?: number; what?: string } = {}): Promise<void> {
+    const what = o.what ?? "GET";
+    let res: http.IncomingMessage;
     try {
-      res = await this.send("GET", path, { query: { ...query, watch: true }, signal }, idleMs);
+      res = await this.send("GET", path, { query, signal }, o.idleMs ?? 0);
     } catch (err) {
       if (signal.aborted) return;
       throw err;
@@ -161,10 +173,12 @@ export class KubeRest {
     const status = res.statusCode ?? 0;
     if (status !== 200) {
       const text = await readAll(res, signal).catch(() => "");
-      throw new KubeApiError(status, parseOr(text), `watch ${path}`);
+      throw new KubeApiError(status, parseOr(text), `${what} ${path}`);
     }
+    const maxLine = o.maxLine ?? Infinity;
     await new Promise<void>((resolve, reject) => {
       let buffered = "";
+      let skipping = false;
       let failed = false;
       const fail = (err: unknown) => { if (failed) return; failed = true; res.destroy(); if (signal.aborted) resolve(); else reject(err instanceof Error ? err : new Error(String(err))); };
       const onAbort = () => { res.destroy(); resolve(); };
@@ -176,14 +190,20 @@ export class KubeRest {
         while (!failed && (nl = buffered.indexOf("\n")) >= 0) {
           const line = buffered.slice(0, nl);
           buffered = buffered.slice(nl + 1);
-          if (!line.trim()) continue;
-          try { onEvent(JSON.parse(line) as WatchEvent); } catch (err) { fail(err); }
+          if (skipping) { skipping = false; continue; }
+          if (line.length > maxLine) continue;
+          try { onLine(line); } catch (err) { fail(err); }
         }
+        if (buffered.length > maxLine) { buffered = ""; skipping = true; }
       });
-      res.on("end", () => { signal.removeEventListener("abort", onAbort); if (!failed) resolve(); });
-      res.on("aborted", () => fail(new Error(`watch ${path}: connection closed`)));
+      res.on("end", () => {
+        signal.removeEventListener("abort", onAbort);
+        if (!failed && buffered && !skipping) { try { onLine(buffered); } catch (err) { fail(err); return; } }
+        if (!failed) resolve();
+      });
+      res.on("aborted", () => fail(new Error(`${what} ${path}: connection closed`)));
       res.on("error", fail);
-      res.on("close", () => { signal.removeEventListener("abort", onAbort); if (!res.complete) fail(new Error(`watch ${path}: connection closed`)); });
+      res.on("close", () => { signal.removeEventListener("abort", onAbort); if (!res.complete) fail(new Error(`${what} ${path}: connection closed`)); });
     });
   }
 

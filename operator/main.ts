@@ -12,6 +12,7 @@ import { loadOperatorConfig, type OperatorConfig } from "./config.ts";
 import { CHILD_KINDS, MANAGED_BY, childKinds, type BuildConfig, type ChildKind } from "./app/builders.ts";
 import type { ReleaseObject } from "./release/builders.ts";
 import { appOfRelease, releaseOfObject, releasesOfApp, ReleaseReconciler } from "./release/reconcile.ts";
+import { BuildLogs } from "./release/build-log.ts";
 import type { BuildSettings } from "./release/builders.ts";
 import { AppReconciler, CHILD_STATUS_READ, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
@@ -69,12 +70,15 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
   });
-  manager.addController({
+  // The release controller reads build results off the logs of running build pods and is woken
+  // when one is printed.
+  const buildLogs = new BuildLogs(manager.rest, (req) => releaseController.enqueue(req));
+  const releaseController = manager.addController({
     name: "release",
     primary: releases as unknown as Informer<KubeObject>,
     owned: [jobs],
     watches: [{ informer: pods, map: releaseOfObject }, { informer: apps as unknown as Informer<KubeObject>, map: releasesOfApp(releases) }],
-    reconciler: new ReleaseReconciler({ client, releases, apps, jobs, pods, build: buildSettings(cfg), cfg: buildConfig, events, now: () => new Date() }),
+    reconciler: new ReleaseReconciler({ client, releases, apps, jobs, pods, buildLogs, metrics, build: buildSettings(cfg), cfg: buildConfig, events, now: () => new Date() }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,
   });
@@ -107,7 +111,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
 
   await manager.start();
   log.info({ identity: cfg.identity, healthPort: manager.healthPort, namespace: namespace ?? "(all)" }, "operator started");
-  return { manager, metrics, events, stop: async () => { await manager.stop(); await events.flush(); } };
+  return { manager, metrics, events, stop: async () => { await manager.stop(); buildLogs.stop(); await events.flush(); } };
 }
 
 /**

@@ -6,6 +6,13 @@ import { STACKS } from "./detect.ts";
 
 export type Step = "clone" | "detect" | "build" | "push";
 
+/**
+ * The build program's last log line is this prefix and the result's JSON, the same as its
+ * termination message: the operator reads it off the followed log, before the kubelet reports the
+ * container's exit (operator/release/build-log.ts).
+ */
+export const RESULT_LINE_PREFIX = "[result] ";
+
 export interface BuildConfig {
   repoUrl: string;
   commit: string;

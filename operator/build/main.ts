@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { BuildConfig, Step } from "./config.ts";
-import { ConfigError, fromEnvironment } from "./config.ts";
+import { ConfigError, fromEnvironment, RESULT_LINE_PREFIX } from "./config.ts";
 import type { Plan, SourceTree, Stack } from "./detect.ts";
 import { detect, DETECT_READS } from "./detect.ts";
 
@@ -292,6 +292,7 @@ async function main(): Promise<number> {
   const json = resultJson(result);
   if (result.ok) stdoutLog("result", `ok: ${result.image} (${result.stack}; clone ${result.cloneMs} ms, build ${result.buildMs} ms)`);
   else for (const l of `failed at ${result.step}: ${result.reason}: ${result.message}`.split("\n")) stdoutLog("result", l);
+  process.stdout.write(`${RESULT_LINE_PREFIX}${json}\n`);
   try {
     await writeFile(resultFile, json);
   } catch (err) {

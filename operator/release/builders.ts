@@ -140,7 +140,9 @@ export function jobOutcome(job: k8s.V1Job | undefined, pod?: k8s.V1Pod): JobOutc
   return { done: false };
 }
 
-/** What the build program wrote to its termination message (docs/builds.md), or why it cannot be read. */
+export { RESULT_LINE_PREFIX } from "../build/config.ts";
+
+/** What the build program wrote to its termination message and its last log line (docs/builds.md), or why it cannot be read. */
 export type BuildResult =
   | { ok: true; image: string; digest: string; tag?: string; stack?: string; commitMessage?: string; cloneMs?: number; buildMs?: number }
   | { ok: false; step: string; reason: string; message: string };

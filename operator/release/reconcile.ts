@@ -19,6 +19,8 @@ import { governanceSecretName, type BuildConfig, type GovernanceRef } from "../a
 import type { AppObject } from "../app/reconcile.ts";
 import { applyReleaseStatus } from "./status.ts";
 import { buildJob, jobOutcome, parseBuildResult, releaseJob, terminated, type BuildSettings } from "./builders.ts";
+import type { BuildLogs } from "./build-log.ts";
+import type { Metrics } from "../runtime/metrics.ts";
 
 const BERTH = groupOf(API_VERSION);
 
@@ -28,6 +30,7 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
   { group: BERTH, resource: "releases/status", verbs: ["patch"], why: "It records each step of a release in its status (server-side apply of the status subresource)" },
   { group: BERTH, resource: "releases/finalizers", verbs: ["update"], why: "A release's Jobs carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
   { group: "batch", resource: "jobs", verbs: ["get", "list", "watch", "create", "patch", "delete"], why: "A release's build and release-command Jobs are created, watched and read back" },
+  { group: "", resource: "pods/log", verbs: ["get"], why: "A running build pod's log is followed for the result its last line carries, before the kubelet reports the exit (BuildLogs)" },
 ];
 
 /** The Release a Job or a Job's pod belongs to (its berth.dev/release label). */
@@ -58,6 +61,10 @@ export interface ReleaseReconcilerDeps {
   apps: Informer<AppObject>;
   jobs: Informer<KubeObject>;
   pods: Informer<KubeObject>;
+  /** Results read off running build pods' logs; without it, only the pods' exits tell. */
+  buildLogs?: BuildLogs | undefined;
+  /** Counts where build outcomes were read (berth_build_results_total). */
+  metrics?: Pick<Metrics, "buildResults"> | undefined;
   /** Builds are off when absent: a release to build fails with BuildsNotConfigured. */
   build?: BuildSettings | undefined;
   cfg: BuildConfig;
@@ -117,10 +124,21 @@ export class ReleaseReconciler implements Reconciler {
       return;
     }
     const pod = this.jobPod(r, "build");
-    const outcome = jobOutcome(job, pod);
-    if (!outcome.done) return;
+    let outcome = jobOutcome(job, pod);
+    let result = parseBuildResult(terminated(pod)?.message);
+    const running = this.runningPod(r, "build");
+    let source: "exit" | "log" = "exit";
+    if (!outcome.done) {
+      // The result may be on the log before the exit is reported (build-log.ts).
+      const printed = running && this.deps.buildLogs?.result(running, { namespace: r.metadata.namespace!, name: r.metadata.name! });
+      if (!printed) return;
+      outcome = { done: true, ok: printed.ok };
+      result = printed;
+      source = "log";
+    }
+    this.deps.metrics?.buildResults.inc({ source });
+    this.deps.buildLogs?.forget((running ?? pod)?.metadata?.uid); // the stream, should it still be open
     const now = this.deps.now().toISOString();
-    const result = parseBuildResult(terminated(pod)?.message);
     if (!outcome.ok || !result?.ok) {
       const failure = result && !result.ok ? { step: result.step, reason: result.reason, message: result.message }
         : outcome.ok ? { step: "build", reason: "NoBuildResult", message: "The build finished without reporting an image" }
@@ -156,11 +174,20 @@ export class ReleaseReconciler implements Reconciler {
     await this.write(r, { phase: "deploying", releaseFinishedAt: now, deployStartedAt: now }, ctx, "Deploying", "The release command succeeded; rolling out");
   }
 
-  private jobPod(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod | undefined {
+  private stepPods(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod[] {
     return this.deps.pods.list(r.metadata.namespace)
       .filter((p) => p.metadata.labels?.[RELEASE_LABEL] === r.metadata.name && p.metadata.labels?.[RELEASE_STEP_LABEL] === step)
-      .map((p) => p as k8s.V1Pod)
-      .find((p) => terminated(p)) ?? undefined;
+      .map((p) => p as k8s.V1Pod);
+  }
+
+  /** The Job's pod whose container has terminated. */
+  private jobPod(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod | undefined {
+    return this.stepPods(r, step).find((p) => terminated(p));
+  }
+
+  /** The Job's pod whose container runs. */
+  private runningPod(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod | undefined {
+    return this.stepPods(r, step).find((p) => p.status?.containerStatuses?.[0]?.state?.running);
   }
 
   private async ensureJob(job: KubeObject): Promise<void> {

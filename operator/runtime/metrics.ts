@@ -27,6 +27,8 @@ export class Metrics {
   readonly leader: Gauge<"identity">;
   /** berth_kube_requests_total{verb,resource,code}: requests to the API server (see countKubeRequests). */
   readonly kubeRequests: Counter<"verb" | "resource" | "code">;
+  /** berth_build_results_total{source}: build outcomes taken, from the build log's last line ("log") or the pod's exit ("exit"). */
+  readonly buildResults: Counter<"source">;
 
   constructor() {
     const registers = [this.registry = new Registry()];
@@ -41,6 +43,7 @@ export class Metrics {
     this.watchEvents = new Counter({ name: "berth_watch_events_total", help: "Informer events received by each controller, by kind watched and whether they were enqueued or filtered.", labelNames: ["controller", "kind", "result"], registers });
     this.leader = new Gauge({ name: "berth_leader", help: "1 while this process is the elected leader.", labelNames: ["identity"], registers });
     this.kubeRequests = new Counter({ name: "berth_kube_requests_total", help: "Requests to the Kubernetes API server by verb, resource and HTTP status.", labelNames: ["verb", "resource", "code"], registers });
+    this.buildResults = new Counter({ name: "berth_build_results_total", help: "Build outcomes taken by the release controller, by where they were read: the build log's last line or the pod's exit.", labelNames: ["source"], registers });
     collectDefaultMetrics({ register: this.registry });
   }
 }

@@ -16,6 +16,7 @@ import { IMAGES } from "../../hack/images.ts";
 import { REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
 import { Registry } from "../../hack/lib/registry.ts";
 import type { BuildResult } from "../../operator/build/main.ts";
+import { resultOfLine } from "../../operator/release/build-log.ts";
 import { binPath, kubectl, root } from "../helpers/binaries.ts";
 import { startGitServer, type GitServer } from "../helpers/git-http.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
@@ -113,6 +114,7 @@ test.serial("a repository with a Dockerfile (dockerfilePath in a subdirectory): 
   await inRegistry(t, run, "with-dockerfile", sha.slice(0, 12));
   if (run.result.ok) t.true(run.result.cloneMs > 0 && run.result.buildMs > 0);
   for (const prefix of ["[clone]", "[detect]", "[build]", "[push]", "[result]"]) t.true(run.stdout.includes(prefix), `the log has ${prefix} lines`);
+  t.deepEqual(resultOfLine(run.stdout.trimEnd().split("\n").at(-1)!), run.result as unknown, "the log's last line carries the termination message's result");
   t.true(git.requests.some((r) => r.path.endsWith("/git-upload-pack") && r.authorized), "git sent the credentials to the server");
   noSecrets(t, run);
 });
@@ -144,6 +146,7 @@ test.serial("a Dockerfile whose RUN fails: ok false at step build, with the fail
     t.regex(run.result.message, /exit code: 3/);
     t.regex(run.result.message, /the tests fail on purpose/);
   }
+  t.deepEqual(resultOfLine(run.stdout.trimEnd().split("\n").at(-1)!), run.result as unknown, "a failure's result ends the log too");
   t.is(await registry.manifestDigest(`apps/${ns}/failing`, sha.slice(0, 12)), undefined, "nothing was pushed");
 });
 

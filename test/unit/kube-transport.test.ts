@@ -58,3 +58,33 @@ test("retryAfterMs: only 429 and 5xx, only whole seconds, capped", (t) => {
   t.is(retryAfterMs(429, "Wed, 21 Oct 2026 07:28:00 GMT"), undefined);
   t.is(retryAfterMs(429, "-1"), undefined);
 });
+
+test("lines: a stream read line by line, however the chunks fall; an overlong line skipped whole; the last unterminated line kept", async (t) => {
+  const long = "x".repeat(100);
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { "Content-Type": "text/plain" });
+    const chunks = ["fir", "st\nsec", `ond\n${long.slice(0, 45)}`, `${long.slice(45)}\nthird\n\n`, "last"];
+    const next = () => { const c = chunks.shift(); if (c === undefined) { res.end(); return; } res.write(c); setTimeout(next, 5); };
+    next();
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const rest = new KubeRest({ getCurrentCluster: () => ({ server: url }), applyToHTTPSOptions: () => Promise.resolve() });
+  try {
+    const got: string[] = [];
+    await rest.lines("/log", { follow: true }, (l) => got.push(l), new AbortController().signal, { maxLine: 40 });
+    t.deepEqual(got, ["first", "second", "third", "", "last"]);
+  } finally { server.close(); }
+});
+
+test("lines: a non-200 answer is a KubeApiError; an abort resolves quietly", async (t) => {
+  const { rest, server } = await apiServer([{ status: 400 }]);
+  try {
+    const err = await t.throwsAsync(rest.lines("/log", {}, () => {}, new AbortController().signal), { instanceOf: KubeApiError });
+    t.is(err?.code, 400);
+    const aborted = new AbortController();
+    aborted.abort();
+    await t.notThrowsAsync(rest.lines("/log", {}, () => {}, aborted.signal));
+  } finally { server.close(); }
+});

@@ -4,9 +4,10 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { gitCredentialsSecret, jobName, overtaken, releasesToPrune, servingRelease } from "../../crds/release.ts";
 import { AppSpec, type ReleasePhase } from "../../crds/schemas.ts";
-import { buildJob, imageRepository, jobOutcome, parseBuildResult, releaseJob, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
+import { buildJob, imageRepository, jobOutcome, parseBuildResult, releaseJob, RESULT_LINE_PREFIX, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
 import { computeStatus } from "../../operator/app/status.ts";
 import { releasesOfApp } from "../../operator/release/reconcile.ts";
+import { resultOfLine } from "../../operator/release/build-log.ts";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";
 const IMG = `127.0.0.1:5000/apps/ns/web@sha256:${"a".repeat(64)}`;
@@ -140,4 +141,14 @@ test("an App's event wakes its releases (a release may reach the cache before it
   const cache = { list: (ns: string) => (ns === "ns" ? [rel(1), rel(2), { ...rel(3), spec: { ...rel(3).spec, appRef: { name: "other" } } }] : []) } as unknown as Parameters<typeof releasesOfApp>[0];
   t.deepEqual(releasesOfApp(cache)({ metadata: { name: "web", namespace: "ns" } }), [{ namespace: "ns", name: "web-1" }, { namespace: "ns", name: "web-2" }]);
   t.deepEqual(releasesOfApp(cache)({ metadata: { name: "web", namespace: "elsewhere" } }), []);
+});
+
+test("a build log's result line: only a whole line with the prefix and the result's JSON", (t) => {
+  const ok = { ok: true, image: `r/x@sha256:${"0".repeat(64)}`, digest: `sha256:${"0".repeat(64)}` };
+  t.deepEqual(resultOfLine(`${RESULT_LINE_PREFIX}${JSON.stringify(ok)}`), ok);
+  t.deepEqual(resultOfLine(`${RESULT_LINE_PREFIX}${JSON.stringify(ok)}\r`), ok);
+  t.deepEqual(resultOfLine(`[result] ${JSON.stringify({ ok: false, step: "clone", reason: "CommitNotFound", message: "no" })}`), { ok: false, step: "clone", reason: "CommitNotFound", message: "no" });
+  t.is(resultOfLine(`[build] #5 ${RESULT_LINE_PREFIX}${JSON.stringify(ok)}`), undefined, "a build step's output");
+  t.is(resultOfLine("[result] ok: r/x@sha256:… (dockerfile)"), undefined, "the line for people");
+  t.is(resultOfLine(`${RESULT_LINE_PREFIX}${JSON.stringify({ ...ok, image: "r/x:latest" })}`), undefined, "an image not pinned by digest");
 });
