@@ -453,6 +453,7 @@ const allowed: Check[] = [
   ["operator", "patch", "horizontalpodautoscalers.autoscaling"],
   ["operator", "create", "cronjobs.batch"],
   ["operator", "create", "jobs.batch"], // a release's build and release-command Jobs
+  ["operator", "get", "pods", { subresource: "log" }], // a running build pod's log, for the result on its last line
   ["operator", "patch", "releases.berth.dev", { subresource: "status" }],
   ["operator", "create", "secrets"], // the <app>-governance Secret
   ["operator", "get", "secrets"], // granted (its watch cache of the governance Secrets); see docs/operating.md
@@ -487,7 +488,6 @@ const denied: Check[] = [
   ["operator", "update", "apps.berth.dev"], // the spec belongs to the user and the API: only merge patches of its finalizer
   ["operator", "delete", "apps.berth.dev"],
   ["operator", "create", "apps.berth.dev"],
-  ["operator", "get", "pods", { subresource: "log" }], // build logs are read by the API, not the operator
   ["operator", "update", "releases.berth.dev"], // a release's spec is the API's record: the operator writes status only
   ["operator", "get", "domains.berth.dev"],
   ["operator", "create", "pods"],
