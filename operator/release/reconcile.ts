@@ -123,10 +123,11 @@ export class ReleaseReconciler implements Reconciler {
       if (this.deps.build) await this.ensureJob(buildJob(r, this.deps.build, this.deps.cfg) as KubeObject);
       return;
     }
-    const pod = this.jobPod(r, "build");
+    const pods = this.stepPods(r, "build");
+    const pod = pods.find((p) => terminated(p));
+    const running = pods.find((p) => p.status?.containerStatuses?.[0]?.state?.running);
     let outcome = jobOutcome(job, pod);
     let result = parseBuildResult(terminated(pod)?.message);
-    const running = this.runningPod(r, "build");
     let source: "exit" | "log" = "exit";
     if (!outcome.done) {
       // The result may be on the log before the exit is reported (build-log.ts).
@@ -185,10 +186,6 @@ export class ReleaseReconciler implements Reconciler {
     return this.stepPods(r, step).find((p) => terminated(p));
   }
 
-  /** The Job's pod whose container runs. */
-  private runningPod(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod | undefined {
-    return this.stepPods(r, step).find((p) => p.status?.containerStatuses?.[0]?.state?.running);
-  }
 
   private async ensureJob(job: KubeObject): Promise<void> {
     if (this.cache.get("Job", job.metadata.namespace!, job.metadata.name!)) return;
