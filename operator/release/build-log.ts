@@ -28,12 +28,14 @@ export class BuildLogs {
   private readonly rest: KubeRest;
   private readonly wake: (req: Request) => void;
   private readonly follows = new Map<string, Follow>();
+  private readonly resultTtlMs: number;
   private stopped = false;
 
   /** `wake`: enqueues the release whose build printed its result. */
-  constructor(rest: KubeRest, wake: (req: Request) => void) {
+  constructor(rest: KubeRest, wake: (req: Request) => void, options: { resultTtlMs?: number } = {}) {
     this.rest = rest;
     this.wake = wake;
+    this.resultTtlMs = options.resultTtlMs ?? RESULT_TTL_MS;
   }
 
   /**
@@ -57,8 +59,10 @@ export class BuildLogs {
       f.result = r;
       this.wake(release);
     }, f.abort.signal, { maxLine: MAX_LINE, what: "follow" }).then(() => {
-      // The container exited (the stream's end): keep a result for the reconciler, else nothing to keep.
-      if (f.result) { f.expiry = setTimeout(() => this.forget(uid), RESULT_TTL_MS); f.expiry.unref(); } else if (this.follows.get(uid) === f) this.follows.delete(uid);
+      // The container exited (the stream's end): keep a result for the reconciler, else nothing to
+      // keep. A follow already forgotten (and perhaps followed anew) is no longer this one's to time.
+      if (this.follows.get(uid) !== f) return;
+      if (f.result) { f.expiry = setTimeout(() => this.forget(uid), this.resultTtlMs); f.expiry.unref(); } else this.follows.delete(uid);
     }, () => {
       // Refused or cut (the pod went, the node is unreachable): the pod's status tells instead;
       // the next pass may follow again.

@@ -66,6 +66,25 @@ test("the result line is read while the build pod runs, under the operator's RBA
   } finally { logs.stop(); }
 });
 
+test("a result forgotten and its pod followed anew: the first stream's end does not time out the second", async (t) => {
+  const id = await identity("operator");
+  const woken: Request[] = [];
+  const logs = new BuildLogs(new KubeRest(loadKubeConfig(id.kubeconfig)), (r) => woken.push(r), { resultTtlMs: 500 });
+  const release = { namespace: ns, name: "again-1" };
+  try {
+    const pod = await printer("again-1-build", [`[result] ${JSON.stringify(RESULT)}`]);
+    logs.result(pod, release);
+    await eventually("the result to be read", () => Promise.resolve(woken.length > 0), 60_000);
+    logs.forget(pod.metadata!.uid); // ends the first stream
+    logs.result(pod, release); // the pod still runs: followed again
+    t.is(logs.size, 1);
+    await eventually("the result to be read again", () => Promise.resolve(woken.length > 1), 60_000);
+    await new Promise((r) => setTimeout(r, 1500)); // three times the first stream's would-be expiry
+    t.is(logs.size, 1, "the second follow is still there");
+    t.deepEqual(logs.result(pod, release), RESULT as unknown);
+  } finally { logs.stop(); }
+});
+
 test("a pod whose log never carries a result gives none, and a pod not yet running is not followed", async (t) => {
   const id = await identity("operator");
   const woken: Request[] = [];
