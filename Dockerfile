@@ -72,13 +72,20 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
 # The build Jobs' program (operator/build/main.ts): git (Debian's), buildctl (hack/binaries' build of
 # BuildKit's client, the named build context `buildctl`: hack/berth-images.ts passes a directory
 # holding only that binary), Node.js from berth/node, and the program, which needs no npm package.
-# It runs as 10001 in the Job's emptyDir /workspace; buildkitd is a separate daemon (BUILDKIT_HOST).
+# It runs as 10001 and writes only to /workspace (its own, in the container's writable layer, which
+# the Job bounds by ephemeral storage) and /tmp; buildkitd is a separate daemon (BUILDKIT_HOST).
+# Node.js's compile cache (its modules with their types stripped, and V8's code for them) is filled
+# here, as 10001 (the cache is kept per user): loading the program then costs a quarter of the CPU,
+# which ten builds starting at once on a small node feel (docs/builds.md).
 FROM builder-tools AS berth-builder
 COPY --from=buildctl buildctl /usr/local/bin/buildctl
 WORKDIR /app
 COPY package.json ./
 COPY operator/build ./operator/build
+RUN install -d -o 10001 -g 10001 /app/compile-cache /workspace && chmod 1777 /tmp
 USER 10001:10001
+ENV NODE_COMPILE_CACHE=/app/compile-cache
+RUN node --input-type=module -e "await import('/app/operator/build/main.ts')" && test -n "$(ls -A /app/compile-cache)"
 WORKDIR /workspace
 ENTRYPOINT ["node", "/app/operator/build/main.ts"]
 

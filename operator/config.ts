@@ -44,6 +44,7 @@ export const OperatorConfigSchema = z.object({
     .describe("JSON object: the base image of each detected stack (node, python, go, static)"),
   BERTH_BUILD_CPU_MILLICORES: z.coerce.number().int().min(100).max(32000).default(1000),
   BERTH_BUILD_MEMORY_MI: z.coerce.number().int().min(128).max(131072).default(2048),
+  BERTH_BUILD_STORAGE_MI: z.coerce.number().int().min(512).max(1048576).default(5120),
   BERTH_BUILD_TIMEOUT_SECONDS: z.coerce.number().int().min(60).max(86400).default(1800),
   // Custom domains (docs/domains.md).
   BERTH_INGRESS_HOST: z.string().regex(/^[a-z0-9.-]+$/, "must be a host name").default("ingress.berth.local")

@@ -26,6 +26,8 @@ export interface BuildSettings {
   baseImages: Partial<Record<string, string>>;
   cpuMillicores: number;
   memoryMi: number;
+  /** The local disk a build may fill: its clone, git's and the program's files (ephemeral storage). */
+  storageMi: number;
   timeoutSeconds: number;
 }
 
@@ -45,13 +47,19 @@ function jobMeta(r: ReleaseObject, step: "build" | "release"): k8s.V1ObjectMeta 
 
 const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED_BY, [RELEASE_LABEL]: r.metadata.name!, [RELEASE_STEP_LABEL]: step });
 
-/** The build Job: unprivileged, no ServiceAccount token, its result in the termination message. */
+/**
+ * The build Job: unprivileged, no ServiceAccount token, its result in the termination message.
+ * No volumes: the program writes its clone to the container's own writable layer (as 10001, only
+ * /workspace and /tmp are its to write), bounded by an ephemeral-storage limit. A pod without
+ * volumes starts sooner: the kubelet checks a pod's mounts every 300 ms before starting it, and ten
+ * build pods starting at once on a small node spend that wait and more (docs/builds.md).
+ */
 export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
   const git = r.spec.git!;
   // The build itself runs in BuildKit: the pod clones, plans and streams the context, so it asks
   // for little (ten builds at once fit a small node) and may use up to the configured limits.
-  const limits = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi` };
-  const requests = { cpu: `${Math.min(100, s.cpuMillicores)}m`, memory: `${Math.min(256, s.memoryMi)}Mi` };
+  const limits = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi`, "ephemeral-storage": `${s.storageMi}Mi` };
+  const requests = { cpu: `${Math.min(100, s.cpuMillicores)}m`, memory: `${Math.min(256, s.memoryMi)}Mi`, "ephemeral-storage": `${Math.min(1024, s.storageMi)}Mi` };
   const env: k8s.V1EnvVar[] = [
     { name: "BERTH_BUILD_REPO_URL", value: git.repoUrl },
     { name: "BERTH_BUILD_COMMIT", value: git.commitSha },
@@ -87,10 +95,8 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
             workingDir: "/workspace",
             resources: { limits, requests },
             terminationMessagePolicy: "FallbackToLogsOnError",
-            securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
-            volumeMounts: [{ name: "workspace", mountPath: "/workspace" }, { name: "tmp", mountPath: "/tmp" }],
+            securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: false, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
           }],
-          volumes: [{ name: "workspace", emptyDir: { sizeLimit: "4Gi" } }, { name: "tmp", emptyDir: { sizeLimit: "1Gi" } }],
         },
       },
     },

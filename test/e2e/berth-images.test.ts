@@ -151,7 +151,13 @@ test.serial("the builder image: the build program as berth/node's user, its code
   for (const dir of ["app/node_modules", "app/api", "app/kube", "app/crds", "app/toolkit", "app/operator/app", "app/operator/main.ts", "app/test", "opt/npm", "root/.npm"]) t.false(under(dir), `the builder has no ${dir}`);
   // (the lists' removal leaves a whiteout of the base's empty lists/partial: no file)
   t.deepEqual([...paths].filter((p) => p.startsWith("var/lib/apt/lists/") && !p.split("/").at(-1)!.startsWith(".wh.") && !p.endsWith("/lock")), [], "no apt lists");
-  t.deepEqual(entries.filter((e) => e.path.startsWith("app") && (e.uid !== 0 || e.gid !== 0)).map((e) => e.path), [], "its code belongs to root");
+  const cache = (p: string) => p === "app/compile-cache" || p.startsWith("app/compile-cache/");
+  t.deepEqual(entries.filter((e) => e.path.startsWith("app") && !cache(e.path) && (e.uid !== 0 || e.gid !== 0)).map((e) => e.path), [], "its code belongs to root");
+  // Node.js's compile cache, filled as the user the program runs as (the cache is kept per user)
+  t.true(config.config.Env?.includes("NODE_COMPILE_CACHE=/app/compile-cache"));
+  const cached = entries.filter((e) => cache(e.path) && e.path.split("/").length === 4);
+  t.true(cached.length >= 2 * 3, `the cache holds main.ts, config.ts and detect.ts, stripped and compiled (${cached.length} entries)`);
+  t.deepEqual(entries.filter((e) => cache(e.path) || e.path === "workspace").map((e) => `${e.uid}/${e.gid}`).filter((o) => o !== `${NODE_UID}/${NODE_UID}`), [], "the cache and /workspace are the user's");
   const python = await inspect("python");
   t.is(python.config.config.User, `${NODE_UID}:${NODE_UID}`);
   t.true((await ownPaths("python")).includes("usr/bin/python3"));

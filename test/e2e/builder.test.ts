@@ -198,5 +198,5 @@ test.serial("the builder image: non-root, its entrypoint the build program, with
   t.regex(lines[1] ?? "", /^git version 2\./);
   t.regex(lines[2] ?? "", /^buildctl github.com\/moby\/buildkit v0\./);
   t.regex(lines[3] ?? "", /^v24\./);
-  t.deepEqual(lines.slice(4), ["operator", "package.json", "build"], "/app holds package.json and operator/build only");
+  t.deepEqual(lines.slice(4), ["compile-cache", "operator", "package.json", "build"], "/app holds Node.js's compile cache, package.json and operator/build only");
 });

@@ -57,7 +57,7 @@ test("Job names stay valid label values (63) and distinct per step", (t) => {
 
 const settings: BuildSettings = {
   builderImage: "reg/berth/berth-builder:t", registry: "127.0.0.1:5000", repositoryPrefix: "apps", registryInsecure: true,
-  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, timeoutSeconds: 600,
+  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600,
 };
 const cfg = { baseDomain: "apps.test", nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "t", operator: "Exists", effect: "NoSchedule" }] };
 const envOf = (c: k8s.V1Container) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
@@ -74,8 +74,12 @@ test("the build Job: the builder's contract in its environment, unprivileged, no
   t.is(pod.restartPolicy, "Never");
   const c = pod.containers[0]!;
   t.is(c.image, settings.builderImage);
-  t.like(c.securityContext, { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true });
-  t.deepEqual(c.resources, { limits: { cpu: "1000m", memory: "2048Mi" }, requests: { cpu: "100m", memory: "256Mi" } }, "it asks for little: BuildKit builds");
+  t.like(c.securityContext, { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ["ALL"] } });
+  t.like(pod.securityContext, { runAsNonRoot: true, runAsUser: 10001, seccompProfile: { type: "RuntimeDefault" } });
+  t.deepEqual(c.resources, { limits: { cpu: "1000m", memory: "2048Mi", "ephemeral-storage": "5120Mi" }, requests: { cpu: "100m", memory: "256Mi", "ephemeral-storage": "1024Mi" } },
+    "it asks for little (BuildKit builds); its clone's disk is bounded");
+  t.is(pod.volumes, undefined, "no volumes: the pod starts without the kubelet's wait for mounts");
+  t.is(c.volumeMounts, undefined);
   t.like(envOf(c), {
     BERTH_BUILD_REPO_URL: "https://git.example/r.git", BERTH_BUILD_COMMIT: SHA, BERTH_BUILD_BRANCH: "main", BERTH_BUILD_DOCKERFILE: "deploy/Dockerfile",
     BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/web", BERTH_BUILD_TAG: SHA.slice(0, 12), BUILDKIT_HOST: "tcp://10.0.0.1:1234",
