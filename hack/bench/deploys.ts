@@ -87,8 +87,39 @@ async function serving(host: string, marker: string, t0: number): Promise<number
 
 interface Sample { total: number; steps?: Record<string, number> }
 
+/** When a pod was first seen, bound to the node, seen running and seen ready (this process's clock). */
+interface PodTime { uid?: string; added: number; bound?: number; running?: number; ready?: number }
+interface PodTimes { build(release: string): PodTime | undefined; app(app: string): PodTime | undefined; stop(): void }
+
+/**
+ * Watches a namespace's pods: a build pod's start splits between the job controller, the
+ * scheduler and the node; a rollout's between the Deployment's pod, the node, the pod's probes and
+ * the ingress.
+ */
+async function podTimes(ns: string): Promise<PodTimes> {
+  const seen = new Map<string, PodTime>();
+  const watch = await new k8s.Watch(kc).watch(`/api/v1/namespaces/${ns}/pods`, {}, (_type: string, p: k8s.V1Pod) => {
+    const l = p.metadata?.labels ?? {};
+    const key = l["berth.dev/release-step"] === "build" ? `build/${l["berth.dev/release"]}` : l["berth.dev/app"] ? `app/${l["berth.dev/app"]}` : undefined;
+    if (!key || (seen.has(key) && p.metadata?.uid !== seen.get(key)!.uid)) return; // the first pod of each
+    const now = Date.now();
+    const e: PodTime = seen.get(key) ?? { uid: p.metadata?.uid, added: now };
+    seen.set(key, e);
+    if (p.spec?.nodeName && !e.bound) e.bound = now;
+    if (p.status?.containerStatuses?.[0]?.state?.running && !e.running) e.running = now;
+    if (p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") && !e.ready) e.ready = now;
+  }, () => undefined);
+  return { build: (r) => seen.get(`build/${r}`), app: (a) => seen.get(`app/${a}`), stop: () => watch.abort() };
+}
+
+/** A rollout's steps from its start (`from`, ms after t0) to serving at `total`. */
+function rolloutSteps(p: PodTime | undefined, from: number, rel: (x?: number) => number, total: number): Record<string, number> {
+  return { "(to pod": rel(p?.added) - from, "pod to running": rel(p?.running) - rel(p?.added), "to ready": rel(p?.ready) - rel(p?.running), "to serving)": total - rel(p?.ready) };
+}
+
 async function floor(n: number): Promise<Sample[]> {
   const ns = await benchNamespace(core, "floor");
+  const pods = await podTimes(ns);
   try {
     const shas = await Promise.all(Array.from({ length: n }, async (_, i) => { const marker = `floor ${ns} ${i} ${Math.random()}`; return { sha: await repo(`${ns}-f${i}`, marker), marker }; }));
     return await Promise.all(shas.map(async ({ sha, marker: m }, i) => {
@@ -108,9 +139,26 @@ async function floor(n: number): Promise<Sample[]> {
       const objs = buildChildren({ name: `f${i}`, namespace: ns, uid: "none" }, s, {}, { baseDomain: DOMAIN, ...placement }).map((o) => ({ ...o, metadata: { ...o.metadata, ownerReferences: [] } }));
       for (const o of objs) await client.apply(o, OPERATOR_FIELD_MANAGER);
       const total = await serving(`${s.slug}.${DOMAIN}`, m, t0);
-      return { total, steps: { clone: tClone - t0, "build+push": tBuild - tClone, rollout: t0 + total - tBuild } };
+      const rel = (x?: number) => (x ? x - t0 : NaN);
+      return { total, steps: { clone: tClone - t0, "build+push": tBuild - tClone, rollout: t0 + total - tBuild, ...rolloutSteps(pods.app(`f${i}`), tBuild - t0, rel, total) } };
     }));
-  } finally { await dropNamespace(core, ns); }
+  } finally { pods.stop(); await dropNamespace(core, ns); }
+}
+
+/** The machine's busy CPU time so far (all cores, ms), from /proc/stat. */
+function machineCpuMs(): number {
+  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const idle = f[3]! + (f[4] ?? 0);
+  return ((f.slice(0, 8).reduce((a, b) => a + b, 0) - idle) * 1000) / 100;
+}
+
+/** A process's CPU time so far (user + system), from /proc (in USER_HZ ticks, 100 a second on Linux). */
+function operatorCpuMs(pid: number | undefined): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Math.round(((Number(f[11]) + Number(f[12])) * 1000) / 100);
+  } catch { return NaN; }
 }
 
 type Release = { status?: { phase?: string; buildStartedAt?: string; buildFinishedAt?: string; deployStartedAt?: string; deployedAt?: string } };
@@ -127,8 +175,10 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
     },
     stdio: ["ignore", "inherit", "inherit"],
   });
+  let pods: PodTimes | undefined;
   try {
     const shas = await Promise.all(Array.from({ length: n }, async (_, i) => { const marker = `berth ${ns} ${i} ${Math.random()}`; return { sha: await repo(`${ns}-b${i}`, marker), marker }; }));
+    pods = await podTimes(ns);
     await sleep(3000); // the operator's caches synced
     return await Promise.all(shas.map(async ({ sha, marker: m }, i) => {
       const name = `b${i}`;
@@ -150,15 +200,23 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
       // exit seen (its last line to the operator's record of the outcome).
       const log = pod ? await core.readNamespacedPodLog({ namespace: ns, name: pod.metadata!.name!, timestamps: true }) : "";
       const stamps = log.split("\n").filter(Boolean).map((l) => Date.parse(l.slice(0, l.indexOf(" "))) - t0);
+      const w = pods!.build(`${name}-1`);
+      const a = pods!.app(name);
+      const rel = (x?: number) => (x ? x - t0 : NaN);
       return {
         total,
         steps: {
-          "queue (create to Job)": at(s.buildStartedAt), "pod start": (stamps[0] ?? NaN) - at(s.buildStartedAt), clone: result.cloneMs ?? NaN, "build+push": result.buildMs ?? NaN,
+          "queue (create to Job)": at(s.buildStartedAt), "pod start": (stamps[0] ?? NaN) - at(s.buildStartedAt),
+          "(Job to pod": rel(w?.added) - at(s.buildStartedAt), "to bound": rel(w?.bound) - rel(w?.added), "to running": rel(w?.running) - rel(w?.bound), "to first line)": (stamps[0] ?? NaN) - rel(w?.running),
+          clone: result.cloneMs ?? NaN, "build+push": result.buildMs ?? NaN,
           "exit seen": at(s.buildFinishedAt) - (stamps.at(-1) ?? NaN), "rollout": total - at(s.buildFinishedAt),
+          ...rolloutSteps(a, at(s.buildFinishedAt), rel, total),
         },
       };
     }));
   } finally {
+    pods?.stop();
+    console.log(`  berth  the operator's CPU over the round: ${operatorCpuMs(op.pid)} ms (${n} deploy(s))`);
     op.kill("SIGTERM");
     await batch.deleteCollectionNamespacedJob({ namespace: ns }).catch(() => undefined);
     await dropNamespace(core, ns);
@@ -178,12 +236,16 @@ try {
     const overheads: number[] = [];
     for (let r = 1; r <= ROUNDS; r++) {
       let f: Sample[], b: Sample[];
-      if (r % 2) { f = await floor(n); b = await berth(n, builder!.reference); } else { b = await berth(n, builder!.reference); f = await floor(n); }
+      // The machine's CPU each side used (the whole node: control plane, runtime, BuildKit, Berth)
+      const cpu = { floor: 0, berth: 0 };
+      const measured = async <T,>(side: keyof typeof cpu, fn: () => Promise<T>) => { const c0 = machineCpuMs(); const out = await fn(); cpu[side] = machineCpuMs() - c0; return out; };
+      if (r % 2) { f = await measured("floor", () => floor(n)); b = await measured("berth", () => berth(n, builder!.reference)); } else { b = await measured("berth", () => berth(n, builder!.reference)); f = await measured("floor", () => floor(n)); }
       const fs = [...f].sort((a, c) => a.total - c.total), bs = [...b].sort((a, c) => a.total - c.total);
       overheads.push(...bs.map((x, i) => x.total - fs[i]!.total));
       console.log(`${n} app(s), round ${r}:`);
       show("floor", f);
       show("berth", b);
+      console.log(`  CPU busy on the machine (all cores): floor ${Math.round(cpu.floor)} ms, berth ${Math.round(cpu.berth)} ms; berth's extra per deploy ${Math.round((cpu.berth - cpu.floor) / n)} ms`);
     }
     const p99 = q(overheads, 0.99);
     console.log(`${n} app(s): Berth's overhead per deploy (berth - floor, paired by rank): p50 ${q(overheads, 0.5)} ms, p99 ${p99} ms (goal < 2000 ms: ${p99 < 2000 ? "MET" : "MISSED"})`);
