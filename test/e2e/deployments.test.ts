@@ -94,6 +94,22 @@ async function deployment(id: string, want: string, timeoutMs = 240_000): Promis
 
 const page = async () => (await viaIngress(INGRESS, `site.${DOMAIN}`, "/")).text;
 
+/**
+ * Waits until a rollout has taken the replaced release out of rotation: every pod of the App runs
+ * `image` or is terminating (no longer a ready endpoint), and the ingress answers `text` five times
+ * in a row (its endpoints caught up). Until then a request may still reach the replaced pod.
+ */
+async function servesOnly(image: string, text: string): Promise<void> {
+  await eventually("the replaced release's pods to be terminating", async () => {
+    const pods = (await k.core.listNamespacedPod({ namespace: api.namespace, labelSelector: "berth.dev/app=site" })).items;
+    return pods.some((p) => p.spec?.containers[0]?.image === image) && pods.every((p) => p.spec?.containers[0]?.image === image || p.metadata?.deletionTimestamp) ? true : undefined;
+  }, 120_000, 500);
+  await eventually(`the ingress to answer only ${JSON.stringify(text)}`, async () => {
+    for (let i = 0; i < 5; i++) if ((await page()) !== text) return undefined;
+    return true;
+  }, 60_000, 500);
+}
+
 test.serial("a signed push builds, releases and rolls out the commit: the ingress answers with its content, and the record and pipeline say so", async (t) => {
   t.timeout(360_000); // a cold build of the first commit on a loaded 2-core machine
   firstSha = commit("first version", { "server.js": SERVER("v1"), Dockerfile: DOCKERFILE });
@@ -124,8 +140,10 @@ test.serial("a second push rolls a new release and the answer changes; the first
   const sha = commit("second version", { "server.js": SERVER("v2") });
   const r = await deliver(sha, "second version");
   t.is(r.status, 202, r.text);
-  await deployment(r.body.deployment.id as string, "succeeded");
+  const done = await deployment(r.body.deployment.id as string, "succeeded");
   await eventually("the ingress to serve v2", async () => (await page()) === "site v2\n", 60_000, 500);
+  // (the next tests check that v2 keeps answering: the v1 pod must have drained first)
+  await servesOnly(done.image as string, "site v2\n");
   t.is((await api.fetchJson("GET", `${apps()}/site/deployments/${first}`)).body.status, "superseded");
 });
 
