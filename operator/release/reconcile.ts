@@ -137,25 +137,29 @@ export class ReleaseReconciler implements Reconciler {
       result = printed;
       source = "log";
     }
-    this.deps.metrics?.buildResults.inc({ source });
-    this.deps.buildLogs?.forget((running ?? pod)?.metadata?.uid); // the stream, should it still be open
     const now = this.deps.now().toISOString();
+    let next: { change: Partial<ReleaseStatus>; reason: string; message: string };
     if (!outcome.ok || !result?.ok) {
       const failure = result && !result.ok ? { step: result.step, reason: result.reason, message: result.message }
         : outcome.ok ? { step: "build", reason: "NoBuildResult", message: "The build finished without reporting an image" }
         : { step: "build", reason: outcome.reason === "DeadlineExceeded" ? "BuildTimeout" : (outcome.reason ?? "BuildFailed"), message: `${outcome.message ?? ""} ${tail(terminated(pod)?.message)}`.trim() };
-      await this.write(r, { phase: "build_failed", buildFinishedAt: now, finishedAt: now, failure }, ctx, "BuildFailed", `${failure.reason}: ${failure.message}`.slice(0, 1000));
-      return;
+      next = { change: { phase: "build_failed", buildFinishedAt: now, finishedAt: now, failure }, reason: "BuildFailed", message: `${failure.reason}: ${failure.message}`.slice(0, 1000) };
+    } else {
+      const built: Partial<ReleaseStatus> = { image: result.image, buildFinishedAt: now, ...(result.stack ? { stack: result.stack } : {}), ...(result.commitMessage ? { commitMessage: result.commitMessage.slice(0, 4096) } : {}) };
+      if (r.spec.releaseCommand) {
+        const spec = AppSpec.safeParse(app.spec);
+        if (!spec.success) return; // the App controller reports the invalid spec; retried when it changes
+        await this.ensureJob(releaseJob(r, spec.data, result.image, this.deps.cfg, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject);
+        next = { change: { ...built, phase: "releasing", releaseStartedAt: now }, reason: "Releasing", message: `Built ${result.image}; running the release command` };
+      } else {
+        next = { change: { ...built, phase: "deploying", deployStartedAt: now }, reason: "Deploying", message: `Built ${result.image}; rolling it out` };
+      }
     }
-    const built: Partial<ReleaseStatus> = { image: result.image, buildFinishedAt: now, ...(result.stack ? { stack: result.stack } : {}), ...(result.commitMessage ? { commitMessage: result.commitMessage.slice(0, 4096) } : {}) };
-    if (r.spec.releaseCommand) {
-      const spec = AppSpec.safeParse(app.spec);
-      if (!spec.success) return; // the App controller reports the invalid spec; retried when it changes
-      await this.ensureJob(releaseJob(r, spec.data, result.image, this.deps.cfg, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject);
-      await this.write(r, { ...built, phase: "releasing", releaseStartedAt: now }, ctx, "Releasing", `Built ${result.image}; running the release command`);
-      return;
-    }
-    await this.write(r, { ...built, phase: "deploying", deployStartedAt: now }, ctx, "Deploying", `Built ${result.image}; rolling it out`);
+    await this.write(r, next.change, ctx, next.reason, next.message);
+    // Once the outcome is recorded (a failed write is retried with the result still kept): counted
+    // once, and the log's stream, should it still be open, ended.
+    this.deps.metrics?.buildResults.inc({ source });
+    this.deps.buildLogs?.forget((running ?? pod)?.metadata?.uid);
   }
 
   private async releasing(r: ReleaseObject, ctx: ReconcileContext): Promise<void> {
