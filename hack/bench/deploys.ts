@@ -24,6 +24,8 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { cpuSeconds, machineTicks } from "./proc.ts";
+import { quantile } from "./series.ts";
 import { buildBerthImages } from "../berth-images.ts";
 import { IMAGES } from "../images.ts";
 import { binPath } from "../lib/pinned.ts";
@@ -50,7 +52,7 @@ const placement = { nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ 
 const BASE = `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`;
 const work = mkdtempSync(join(tmpdir(), "berth-bench-deploys-"));
 
-const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!; };
+const q = quantile;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A repository with a Dockerfile serving `marker`, pushed to the Git server; resolves its commit. */
@@ -145,22 +147,6 @@ async function floor(n: number): Promise<Sample[]> {
   } finally { pods.stop(); await dropNamespace(core, ns); }
 }
 
-/** The machine's busy CPU time so far (all cores, ms), from /proc/stat. */
-function machineCpuMs(): number {
-  const f = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const idle = f[3]! + (f[4] ?? 0);
-  return ((f.slice(0, 8).reduce((a, b) => a + b, 0) - idle) * 1000) / 100;
-}
-
-/** A process's CPU time so far (user + system), from /proc (in USER_HZ ticks, 100 a second on Linux). */
-function operatorCpuMs(pid: number | undefined): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Math.round(((Number(f[11]) + Number(f[12])) * 1000) / 100);
-  } catch { return NaN; }
-}
-
 type Release = { status?: { phase?: string; buildStartedAt?: string; buildFinishedAt?: string; deployStartedAt?: string; deployedAt?: string } };
 
 async function berth(n: number, builderImage: string): Promise<Sample[]> {
@@ -216,7 +202,7 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
     }));
   } finally {
     pods?.stop();
-    console.log(`  berth  the operator's CPU over the round: ${operatorCpuMs(op.pid)} ms (${n} deploy(s))`);
+    console.log(`  berth  the operator's CPU over the round: ${op.pid ? Math.round(cpuSeconds(op.pid) * 1000) : NaN} ms (${n} deploy(s))`);
     op.kill("SIGTERM");
     await batch.deleteCollectionNamespacedJob({ namespace: ns }).catch(() => undefined);
     await dropNamespace(core, ns);
@@ -238,7 +224,7 @@ try {
       let f: Sample[], b: Sample[];
       // The machine's CPU each side used (the whole node: control plane, runtime, BuildKit, Berth)
       const cpu = { floor: 0, berth: 0 };
-      const measured = async <T,>(side: keyof typeof cpu, fn: () => Promise<T>) => { const c0 = machineCpuMs(); const out = await fn(); cpu[side] = machineCpuMs() - c0; return out; };
+      const measured = async <T,>(side: keyof typeof cpu, fn: () => Promise<T>) => { const c0 = machineTicks().busy; const out = await fn(); cpu[side] = (machineTicks().busy - c0) * 10; return out; };
       if (r % 2) { f = await measured("floor", () => floor(n)); b = await measured("berth", () => berth(n, builder!.reference)); } else { b = await measured("berth", () => berth(n, builder!.reference)); f = await measured("floor", () => floor(n)); }
       const fs = [...f].sort((a, c) => a.total - c.total), bs = [...b].sort((a, c) => a.total - c.total);
       overheads.push(...bs.map((x, i) => x.total - fs[i]!.total));

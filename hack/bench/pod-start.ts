@@ -10,6 +10,7 @@ import * as k8s from "@kubernetes/client-node";
 import { loadKubeConfig } from "../../kube/client.ts";
 import { buildBerthImages } from "../berth-images.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { quantile } from "./series.ts";
 
 const { values } = parseArgs({ options: { pods: { type: "string", default: "10" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.pods);
@@ -19,7 +20,7 @@ const kc = loadKubeConfig(need("KUBECONFIG"));
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const placement = { nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!; };
+const q = quantile;
 
 const [builder] = await buildBerthImages({ registry: need("BERTH_REGISTRY"), addr: need("BERTH_BUILDKIT_ADDR"), components: ["builder"], log: () => {} });
 const image = builder!.reference;

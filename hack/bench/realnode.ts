@@ -20,6 +20,7 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { quantile } from "./series.ts";
 
 const { values } = parseArgs({ options: { apps: { type: "string", default: "20" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.apps);
@@ -56,7 +57,7 @@ async function serving(host: string, t0: number): Promise<number> {
   throw new Error(`${host} was not served in 10 minutes`);
 }
 
-const q = (xs: number[], p: number) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!; };
+const q = quantile;
 
 async function floor(): Promise<number[]> {
   const ns = await benchNamespace(core, "floor");

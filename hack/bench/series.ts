@@ -1,5 +1,11 @@
 // Small statistics over sampled series, for the load scripts.
 
+/** The p-quantile (0 < p <= 1) of xs by the nearest-rank method: a value of xs. */
+export function quantile(xs: readonly number[], p: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]!;
+}
+
 /** Least-squares slope of y over x (units of y per unit of x); 0 with fewer than two points. */
 export function slope(x: readonly number[], y: readonly number[]): number {
   const n = Math.min(x.length, y.length);
