@@ -12,7 +12,8 @@
 // beyond the base image. Per deploy: the total, and Berth's steps from the Release's status and
 // the build's result and log (queue, the build pod's start, clone, build+push, the pod's exit seen
 // by the operator, rollout). Prints Berth's overhead (berth - floor of the same round, paired by
-// rank) at p50 and p99 (goal: under 2 s). Installs Berth's CRDs first (the cluster has none).
+// rank) at p50 and p99 (goal: under 2 s), and where the machine's CPU went: busy time per side,
+// Berth's extra by process and its extra API writes. Installs Berth's CRDs first (the cluster has none).
 import { execFile, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
@@ -24,7 +25,7 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
-import { cpuSeconds, machineTicks } from "./proc.ts";
+import { cpuByProcessName, cpuSeconds, machineTicks } from "./proc.ts";
 import { quantile } from "./series.ts";
 import { buildBerthImages } from "../berth-images.ts";
 import { IMAGES } from "../images.ts";
@@ -53,6 +54,21 @@ const BASE = `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`;
 const work = mkdtempSync(join(tmpdir(), "berth-bench-deploys-"));
 
 const q = quantile;
+
+/** The API server's count of writes so far, by verb, resource and subresource (and the code when not 2xx); reads and watches left out. */
+async function apiWrites(): Promise<Map<string, number>> {
+  const { stdout } = await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "get", "--raw", "/metrics"], { maxBuffer: 256 * 1024 * 1024 });
+  const out = new Map<string, number>();
+  for (const line of stdout.split("\n")) {
+    if (!line.startsWith("apiserver_request_total{")) continue;
+    const label = (k: string) => new RegExp(`[{,]${k}="([^"]*)"`).exec(line)?.[1] ?? "";
+    const verb = label("verb"), sub = label("subresource"), code = label("code");
+    if (["GET", "LIST", "WATCH"].includes(verb)) continue;
+    const key = `${verb} ${label("resource")}${sub ? `/${sub}` : ""}${code.startsWith("2") ? "" : ` ${code}`}`;
+    out.set(key, (out.get(key) ?? 0) + Number(line.slice(line.lastIndexOf(" ") + 1)));
+  }
+  return out;
+}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** A repository with a Dockerfile serving `marker`, pushed to the Git server; resolves its commit. */
@@ -224,7 +240,17 @@ try {
       let f: Sample[], b: Sample[];
       // The machine's CPU each side used (the whole node: control plane, runtime, BuildKit, Berth)
       const cpu = { floor: 0, berth: 0 };
-      const measured = async <T,>(side: keyof typeof cpu, fn: () => Promise<T>) => { const c0 = machineTicks().busy; const out = await fn(); cpu[side] = (machineTicks().busy - c0) * 10; return out; };
+      // and where: by process, and the API server's writes
+      const byName = { floor: new Map<string, number>(), berth: new Map<string, number>() };
+      const writes = { floor: new Map<string, number>(), berth: new Map<string, number>() };
+      const measured = async <T,>(side: keyof typeof cpu, fn: () => Promise<T>) => {
+        const c0 = machineTicks().busy, p0 = cpuByProcessName(), w0 = await apiWrites();
+        const out = await fn();
+        cpu[side] = (machineTicks().busy - c0) * 10;
+        for (const [name, s] of cpuByProcessName()) byName[side].set(name, s - (p0.get(name) ?? 0));
+        for (const [k, v] of await apiWrites()) writes[side].set(k, v - (w0.get(k) ?? 0));
+        return out;
+      };
       if (r % 2) { f = await measured("floor", () => floor(n)); b = await measured("berth", () => berth(n, builder!.reference)); } else { b = await measured("berth", () => berth(n, builder!.reference)); f = await measured("floor", () => floor(n)); }
       const fs = [...f].sort((a, c) => a.total - c.total), bs = [...b].sort((a, c) => a.total - c.total);
       overheads.push(...bs.map((x, i) => x.total - fs[i]!.total));
@@ -232,6 +258,12 @@ try {
       show("floor", f);
       show("berth", b);
       console.log(`  CPU busy on the machine (all cores): floor ${Math.round(cpu.floor)} ms, berth ${Math.round(cpu.berth)} ms; berth's extra per deploy ${Math.round((cpu.berth - cpu.floor) / n)} ms`);
+      const extra = <K,>(m: { floor: Map<K, number>; berth: Map<K, number> }, scale: number, min: number) =>
+        [...new Set([...m.floor.keys(), ...m.berth.keys()])].map((k) => [k, ((m.berth.get(k) ?? 0) - (m.floor.get(k) ?? 0)) * scale / n] as const)
+          .filter(([, v]) => Math.abs(v) >= min).sort((a, c) => c[1] - a[1]);
+      const byProcess = extra(byName, 1000, 10), byWrite = extra(writes, 1, 0.5);
+      console.log(`  berth's extra CPU per deploy by process (ms; a process counts the children it reaped): ${byProcess.map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}`);
+      console.log(`  berth's extra API writes per deploy: ${byWrite.reduce((a, [, v]) => a + v, 0).toFixed(1)} (${byWrite.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ")})`);
     }
     const p99 = q(overheads, 0.99);
     console.log(`${n} app(s): Berth's overhead per deploy (berth - floor, paired by rank): p50 ${q(overheads, 0.5)} ms, p99 ${p99} ms (goal < 2000 ms: ${p99 < 2000 ? "MET" : "MISSED"})`);

@@ -70,3 +70,22 @@ export async function freePort(): Promise<number> {
   await new Promise((r) => srv.close(r));
   return port;
 }
+
+/**
+ * CPU seconds of every process on the machine by name, each counting the children it has reaped
+ * (a container's shim counts its runc calls; whoever reaps a shim counts the shim). The difference
+ * of two readings shows where the machine's CPU went between them, short-lived processes included.
+ */
+export function cpuByProcessName(): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const s = stat(`/proc/${pid}/stat`);
+      // kernel workers are named after what they last did (kworker/u8:1-events_unbound): one entry
+      const name = s.name.startsWith("kworker/") ? "kworker" : s.name;
+      out.set(name, (out.get(name) ?? 0) + s.cpu + s.childrenCpu);
+    } catch { /* the process ended */ }
+  }
+  return out;
+}
