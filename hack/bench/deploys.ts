@@ -75,7 +75,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function repo(name: string, marker: string): Promise<string> {
   const dir = join(work, name);
   await run("git", ["init", "-q", "-b", "main", dir]);
-  writeFileSync(join(dir, "server.js"), `require("node:http").createServer((q, s) => s.end(${JSON.stringify(`${marker}\n`)})).listen(Number(process.env.PORT));\n`);
+  writeFileSync(join(dir, "server.js"), `require("node:http").createServer((q, s) => s.end(${JSON.stringify(`${marker}\n`)})).listen(Number(process.env.PORT));\nprocess.on("SIGTERM", () => process.exit(0));\n`);
   writeFileSync(join(dir, "Dockerfile"), `FROM ${BASE}\nCOPY server.js /app/server.js\nCMD ["node", "/app/server.js"]\n`);
   const git = (...a: string[]) => run("git", ["-c", "user.email=b@berth.local", "-c", "user.name=bench", ...a], { cwd: dir });
   await git("add", ".");
