@@ -1,5 +1,6 @@
 # Berth's own images, berth-api and berth-operator (docs/images.md): one build stage installs the
-# production dependencies, two final targets add each process's code to the same runtime layers.
+# production dependencies (a second one prunes what only the API uses), two final targets add each
+# process's code to them.
 # Two more targets: berth-builder, the program of the build Jobs (git, buildctl, Node.js and
 # operator/build/ alone, no node_modules), and berth-python, the Python base image that detected
 # Python apps are built on (docs/builds.md).
@@ -16,13 +17,14 @@
 #
 # The base is the local berth/node (Node.js 24, user 10001, no npm), so npm comes from the named
 # build context `npm` (the npm package, pinned and cached by hack/berth-images.ts) and is mounted
-# only while `npm ci` runs (onnxruntime-node's binaries for other systems are dropped there). The
+# only while npm runs (onnxruntime-node's binaries for other systems are dropped there). The
 # CA bundle, when the machine's TLS needs one, is a build secret: neither it nor npm's cache ends
 # up in a layer.
 ARG BASE=127.0.0.1:5000/berth/node:v1
 ARG DEBIAN=127.0.0.1:5000/berth/debian:v1
 
 FROM ${BASE} AS deps
+ARG TARGETARCH
 USER root
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -31,13 +33,35 @@ RUN --mount=type=bind,from=npm,target=/opt/npm \
     --mount=type=secret,id=npm-ca,target=/run/secrets/npm-ca \
     if [ -s /run/secrets/npm-ca ]; then export NODE_EXTRA_CA_CERTS=/run/secrets/npm-ca; fi; \
     node /opt/npm/bin/npm-cli.js ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error && \
-    rm -rf node_modules/onnxruntime-node/bin/napi-v6/darwin node_modules/onnxruntime-node/bin/napi-v6/win32
+    ort=node_modules/onnxruntime-node/bin/napi-v6 && keep=$([ "$TARGETARCH" = arm64 ] && echo arm64 || echo x64) && \
+    rm -rf "$ort/darwin" "$ort/win32" && find "$ort/linux" -mindepth 1 -maxdepth 1 ! -name "$keep" -exec rm -rf {} + && \
+    test -d "$ort/linux/$keep"
 
-# What both processes run on: production node_modules, the package manifest ("type": "module"),
-# the shared libraries (kube/, crds/, the toolkit's sources). Owned by root: the code cannot be
-# changed by the process that runs it (berth/node's user is 10001, and BuildKit creates a WORKDIR
-# as the current USER: root here, the process's user only at the end).
-FROM ${BASE} AS runtime
+# The operator's: the same less the guard classifier's runtime (onnxruntime-node) and what only it
+# depends on, pruned by npm from the lock (offline: npm ci has just filled the cache).
+FROM deps AS deps-operator
+RUN --mount=type=bind,from=npm,target=/opt/npm \
+    --mount=type=cache,id=berth-npm-cache,target=/root/.npm,sharing=locked \
+    node /opt/npm/bin/npm-cli.js uninstall onnxruntime-node --no-save --omit=dev --offline --ignore-scripts --no-audit --no-fund --loglevel=error && \
+    test ! -e node_modules/onnxruntime-node && test ! -e node_modules/onnxruntime-common
+
+# What each process runs on: its production node_modules, the package manifest ("type": "module"),
+# the shared libraries (kube/, crds/; the API also the toolkit's sources), then its own code. Owned
+# by root: the code cannot be changed by the process that runs it (berth/node's user is 10001, and
+# BuildKit creates a WORKDIR as the current USER: root here, the process's user only at the end).
+FROM ${BASE} AS berth-operator
+USER root
+WORKDIR /app
+ENV NODE_ENV=production
+COPY --from=deps-operator /app/node_modules ./node_modules
+COPY package.json ./
+COPY crds ./crds
+COPY kube ./kube
+COPY operator ./operator
+USER 10001:10001
+ENTRYPOINT ["node", "operator/main.ts"]
+
+FROM ${BASE} AS berth-api
 USER root
 WORKDIR /app
 ENV NODE_ENV=production
@@ -47,18 +71,12 @@ COPY toolkit/package.json ./toolkit/
 COPY toolkit/src ./toolkit/src
 COPY crds ./crds
 COPY kube ./kube
-USER 10001:10001
-
-FROM runtime AS berth-operator
-COPY operator ./operator
-ENTRYPOINT ["node", "operator/main.ts"]
-
-FROM runtime AS berth-api
 COPY api ./api
 # the prompt-injection classifier (docs/guards.md): the named context `guard-model`, the directory
 # hack/guard-model.ts builds (model.onnx, vocab.txt, model.json)
 COPY --from=guard-model model.onnx vocab.txt model.json ./guard-model/
 ENV BERTH_GUARD_MODEL_DIR=/app/guard-model
+USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["node", "api/main.ts"]
 

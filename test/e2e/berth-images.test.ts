@@ -110,26 +110,61 @@ test.serial("each image runs its process as the non-root user of berth/node, fro
 });
 
 /** node_modules/<name> of the lock: what `npm ci --omit=dev` installs, and what only development needs. */
-function lockPackages(): { prod: string[]; dev: string[] } {
-  const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as { packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean }> };
+/** What only the API uses: the guard classifier's runtime. The operator's image goes without it. */
+const API_ONLY = ["onnxruntime-node"];
+
+/**
+ * The lock's packages as image paths: the production ones (what `npm ci --omit=dev` installs), the
+ * development ones, and the production ones the operator needs: those that a root dependency
+ * other than API_ONLY's reaches, resolved as Node.js does (the nearest node_modules up the path).
+ */
+function lockPackages(): { prod: string[]; dev: string[]; operator: string[] } {
+  type Pkg = { dev?: boolean; optional?: boolean; devOptional?: boolean; dependencies?: Record<string, string> };
+  const lock = JSON.parse(readFileSync(join(root, "package-lock.json"), "utf8")) as { packages: Record<string, Pkg> };
   const entries = Object.entries(lock.packages).filter(([p]) => p.startsWith("node_modules/"));
-  return {
-    prod: entries.filter(([, v]) => !v.dev && !v.optional && !v.devOptional).map(([p]) => `app/${p}`),
-    dev: entries.filter(([, v]) => v.dev).map(([p]) => `app/${p}`),
+  const prod = entries.filter(([, v]) => !v.dev && !v.optional && !v.devOptional).map(([p]) => p);
+  const resolve = (from: string, name: string): string | undefined => {
+    for (let dir = from; ; dir = dir.slice(0, Math.max(0, dir.lastIndexOf("/node_modules/")))) {
+      const at = `${dir ? `${dir}/` : ""}node_modules/${name}`;
+      if (lock.packages[at]) return at;
+      if (!dir) return undefined;
+    }
   };
+  const reached = new Set<string>();
+  const visit = (path: string) => {
+    if (reached.has(path)) return;
+    reached.add(path);
+    for (const d of Object.keys(lock.packages[path]?.dependencies ?? {})) { const at = resolve(path, d); if (at) visit(at); }
+  };
+  for (const d of Object.keys(lock.packages[""]!.dependencies ?? {})) if (!API_ONLY.includes(d)) visit(resolve("", d)!);
+  const app = (p: string) => `app/${p}`;
+  return { prod: prod.map(app), dev: entries.filter(([, v]) => v.dev).map(([p]) => app(p)), operator: prod.filter((p) => reached.has(p)).map(app) };
 }
 
 test.serial("the images carry the production dependencies of the lock and the code that runs, nothing else of the repository or the build", async (t) => {
-  const { prod, dev } = lockPackages();
+  const { prod, dev, operator } = lockPackages();
   t.true(dev.includes("app/node_modules/ava") && dev.includes("app/node_modules/typescript"));
+  const apiOnly = prod.filter((p) => !operator.includes(p));
+  t.true(apiOnly.includes("app/node_modules/onnxruntime-node") && apiOnly.includes("app/node_modules/onnxruntime-common"), apiOnly.join(" "));
+  t.true(operator.includes("app/node_modules/@kubernetes/client-node") && operator.includes("app/node_modules/zod"));
   for (const c of APPS) {
     const paths = await ownPaths(c);
     const set = new Set(paths);
     const under = (dir: string) => paths.some((p) => p === dir || p.startsWith(`${dir}/`));
-    t.deepEqual(prod.filter((p) => !set.has(p)), [], `${c}: every production dependency is there`);
+    const wanted = c === "api" ? prod : operator;
+    t.deepEqual(wanted.filter((p) => !set.has(p)), [], `${c}: every production dependency it uses is there`);
     t.deepEqual(dev.filter((p) => under(p)), [], `${c}: no devDependency is there`);
-    for (const p of ["app/package.json", `app/${BERTH_IMAGES[c].code}/main.ts`, "app/kube/client.ts", "app/crds/schemas.ts", "app/toolkit/package.json", "app/toolkit/src/index.ts"]) {
-      t.true(set.has(p), `${c} has ${p}`);
+    for (const p of ["app/package.json", `app/${BERTH_IMAGES[c].code}/main.ts`, "app/kube/client.ts", "app/crds/schemas.ts"]) t.true(set.has(p), `${c} has ${p}`);
+    if (c === "api") {
+      for (const p of ["app/toolkit/package.json", "app/toolkit/src/index.ts"]) t.true(set.has(p), `api has ${p}`);
+      // the classifier's native runtime for this machine's architecture only
+      const ort = "app/node_modules/onnxruntime-node/bin/napi-v6";
+      const arch = process.arch === "arm64" ? "arm64" : "x64";
+      t.true(set.has(`${ort}/linux/${arch}/onnxruntime_binding.node`), `api has onnxruntime-node's linux/${arch} binding`);
+      t.deepEqual(paths.filter((p) => p.startsWith(`${ort}/`) && !p.startsWith(`${ort}/linux/${arch}`) && p !== `${ort}/linux`), [], "api has no other system's onnxruntime binaries");
+    } else {
+      t.deepEqual(apiOnly.filter((p) => under(p)), [], "operator has none of what only the API uses");
+      t.false(under("app/toolkit"), "operator has no toolkit");
     }
     const other = c === "api" ? "operator" : "api";
     for (const dir of [`app/${other}`, "app/test", "app/hack", "app/docs", "app/charts", "app/samples", "app/.git", "app/.local", "root/.npm", "opt/npm", "run/secrets"]) {
