@@ -24,6 +24,11 @@ export interface BuildConfig {
   tag: string;
   /** plain HTTP to the registry */
   insecure: boolean;
+  /**
+   * The registry cache of this App (repository:tag), imported before and exported after the build
+   * (BuildKit's `type=registry`, mode=max); undefined: buildkitd's own cache only.
+   */
+  cacheRef: string | undefined;
   baseImages: BaseImages;
   /** from the Job's Secret; only ever passed to git through its environment */
   credentials: { username: string; password: string } | undefined;
@@ -83,10 +88,15 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
   if (/[@\s]/.test(image) || /:[^/]*$/.test(image.replace(/^[^/]*\//, ""))) throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
   const tag = required("BERTH_BUILD_TAG", "build");
   if (!/^[\w][\w.-]{0,127}$/.test(tag)) throw new ConfigError("build", "BERTH_BUILD_TAG is not a valid image tag");
+  const cacheRef = value("BERTH_BUILD_CACHE_REF");
+  if (cacheRef !== undefined && (/[\s@,="]/.test(cacheRef) || !/^[^:]+:[\w][\w.-]{0,127}$/.test(cacheRef.replace(/^[^/]*\//, "")))) {
+    throw new ConfigError("build", "BERTH_BUILD_CACHE_REF must be a repository and a tag (e.g. 127.0.0.1:5000/apps/ns/app:buildcache), without a digest or commas");
+  }
 
   return {
     repoUrl, commit, branch: value("BERTH_BUILD_BRANCH"), dockerfile, image, tag,
     insecure: value("BERTH_BUILD_REGISTRY_INSECURE") === "true",
+    cacheRef,
     baseImages,
     credentials: username || password ? { username, password } : undefined,
     resultFile: value("BERTH_BUILD_RESULT_FILE") ?? "/dev/termination-log",

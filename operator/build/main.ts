@@ -114,14 +114,24 @@ export interface BuildInput {
   metadataFile: string;
 }
 
-/** `buildctl build`'s arguments (BUILDKIT_HOST in the environment names the daemon). */
-export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure">, input: BuildInput): string[] {
-  const output = [`type=image`, `name=${c.image}:${c.tag}`, "push=true", "oci-mediatypes=true", ...(c.insecure ? ["registry.insecure=true"] : [])].join(",");
+/**
+ * `buildctl build`'s arguments (BUILDKIT_HOST in the environment names the daemon). With a cache
+ * ref: the App's registry cache is imported (a missing one is not an error: BuildKit goes on
+ * without it) and exported with every step (mode=max, as an OCI image manifest, which any registry
+ * stores); a failed export is ignored, since the image is already pushed by then.
+ */
+export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef">, input: BuildInput): string[] {
+  const insecure = c.insecure ? ["registry.insecure=true"] : [];
+  const output = [`type=image`, `name=${c.image}:${c.tag}`, "push=true", "oci-mediatypes=true", ...insecure].join(",");
+  const cache = c.cacheRef ? [
+    "--import-cache", ["type=registry", `ref=${c.cacheRef}`, ...insecure].join(","),
+    "--export-cache", ["type=registry", `ref=${c.cacheRef}`, "mode=max", "oci-mediatypes=true", "image-manifest=true", "ignore-error=true", ...insecure].join(","),
+  ] : [];
   return [
     "build", "--frontend", "dockerfile.v0", "--progress", "plain",
     "--local", `context=${input.context}`, "--local", `dockerfile=${input.dockerfileDir}`,
     "--opt", `filename=${input.dockerfileName}`,
-    "--output", output, "--metadata-file", input.metadataFile,
+    "--output", output, ...cache, "--metadata-file", input.metadataFile,
   ];
 }
 

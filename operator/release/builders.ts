@@ -29,7 +29,12 @@ export interface BuildSettings {
   /** The local disk a build may fill: its clone, git's and the program's files (ephemeral storage). */
   storageMi: number;
   timeoutSeconds: number;
+  /** "registry": each App's build cache is also kept in the registry, next to its images (docs/builds.md, Caching). */
+  cache: "local" | "registry";
 }
+
+/** The tag of an App's registry build cache, in its image repository. */
+export const BUILD_CACHE_TAG = "buildcache";
 
 /** The repository a release's image is pushed to (without a tag). */
 export function imageRepository(s: BuildSettings, namespace: string, app: string): string {
@@ -67,6 +72,7 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
     ...(r.spec.dockerfilePath ? [{ name: "BERTH_BUILD_DOCKERFILE", value: r.spec.dockerfilePath }] : []),
     { name: "BERTH_BUILD_IMAGE", value: imageRepository(s, r.metadata.namespace!, r.spec.appRef.name) },
     { name: "BERTH_BUILD_TAG", value: git.commitSha.slice(0, 12) },
+    ...(s.cache === "registry" ? [{ name: "BERTH_BUILD_CACHE_REF", value: `${imageRepository(s, r.metadata.namespace!, r.spec.appRef.name)}:${BUILD_CACHE_TAG}` }] : []),
     { name: "BUILDKIT_HOST", value: s.buildkitHost },
     { name: "BERTH_BUILD_REGISTRY_INSECURE", value: String(s.registryInsecure) },
     { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },

@@ -165,6 +165,27 @@ test.serial("a commit the repository does not have: ok false at step clone (Comm
   t.like(wrong.result, { ok: false, step: "clone", reason: "AuthenticationFailed" });
 });
 
+test.serial("the registry cache: a build exports its App's cache next to its images (an OCI manifest of BuildKit's cache config), the next one imports it", async (t) => {
+  const from = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nWORKDIR /app\nRUN echo ${uniqueName("layer")} > stamp\nCOPY page.txt ./\nCMD ["node", "-e", "console.log(1)"]\n`;
+  const first = git.repo("cached", undefined, { Dockerfile: from, "page.txt": "one\n" }, "One");
+  const ref = `${REGISTRY}/apps/${ns}/cached:buildcache`;
+  const run1 = await runBuilder("cached", first, { BERTH_BUILD_CACHE_REF: ref });
+  t.is(run1.code, 0, run1.stdout);
+  await inRegistry(t, run1, "cached", first.slice(0, 12));
+  t.regex(run1.stdout, /exporting cache to registry/);
+  const cache = await registry.getManifest(`apps/${ns}/cached`, "buildcache");
+  t.is((JSON.parse(cache.bytes.toString()) as { config: { mediaType: string } }).config.mediaType, "application/vnd.buildkit.cacheconfig.v0", "the cache, not an image, under the cache tag");
+  t.is(await registry.manifestDigest(`apps/${ns}/with-dockerfile`, "buildcache"), undefined, "without a cache ref, no registry cache");
+
+  // the App's next commit (a repository of its own here: the helper makes one per commit)
+  const second = git.repo("cached-next", undefined, { Dockerfile: from, "page.txt": "two\n" }, "Two");
+  const run2 = await runBuilder("cached-next", second, { BERTH_BUILD_CACHE_REF: ref });
+  t.is(run2.code, 0, run2.stdout);
+  await inRegistry(t, run2, "cached-next", second.slice(0, 12));
+  t.true(run2.stdout.includes(`importing cache manifest from ${ref}`), run2.stdout);
+  noSecrets(t, run2);
+});
+
 test.serial("a static site by detection: served by the static server from the node base", async (t) => {
   const sha = git.repo("static-site", undefined, { "index.html": "<h1>static, version 1</h1>\n", ".secret": "no" });
   const run = await runBuilder("static-site", sha);

@@ -110,7 +110,13 @@ test("with a builder, the operator's build configuration comes from the values a
   t.like(config, {
     BERTH_BUILDER_IMAGE: "127.0.0.1:5000/berth/berth-builder:0123", BERTH_BUILDKIT_HOST: "tcp://10.201.0.1:26552",
     BERTH_BUILD_REGISTRY: "127.0.0.1:5000", BERTH_BUILD_REGISTRY_INSECURE: true, BERTH_BUILD_BASE_IMAGES: { node: "127.0.0.1:5000/berth/node:v1" },
+    BERTH_BUILD_CACHE: "local",
   });
+  const registryCache = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file, "--set", "builder.cache=registry"]);
+  t.is(registryCache.code, 0, registryCache.stderr);
+  const op2 = (yaml.loadAll(registryCache.stdout) as (Obj | null)[]).find((o) => o?.kind === "Deployment" && o.metadata.name === "berth-operator")!;
+  const env2 = podSpec(op2).containers[0]!.env ?? [];
+  t.is(loadOperatorConfig(Object.fromEntries(env2.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]))).BERTH_BUILD_CACHE, "registry");
   const without = podSpec(find("Deployment", "berth-operator")).containers[0]!.env ?? [];
   t.false(without.some((e) => e.name.startsWith("BERTH_BUILD")), "builds are off unless configured");
 });

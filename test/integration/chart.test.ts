@@ -288,6 +288,7 @@ const refusals: [string, string[], string, RegExp][] = [
   ["operator concurrency 65", ["--set", "operator.config.concurrency=65"], "/operator/config/concurrency", /maximum/],
   ["an unknown value", ["--set", "api.replica=3"], "/api", /additional properties 'replica' not allowed/],
   ["an unknown log level", ["--set", "config.logLevel=verbose"], "/config/logLevel", /one of/],
+  ["a build cache that is neither local nor registry", ["--set", "builder.cache=s3"], "/builder/cache", /one of 'local', 'registry'/],
 ];
 for (const [what, args, path, message] of refusals) {
   test(`the values schema refuses ${what}, naming ${path}`, async (t) => {

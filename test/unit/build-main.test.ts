@@ -29,6 +29,12 @@ test("the configuration: the contract's variables, defaults for the optional one
   t.deepEqual(c.environment, { PATH: "/usr/bin", BUILDKIT_HOST: "tcp://10.0.0.1:1234" }, "only what the commands need is inherited: no BERTH_ or GIT_ variable");
   t.like(parseConfig({ ...ENV, BERTH_BUILD_DOCKERFILE: "./docker/Dockerfile.prod", BERTH_BUILD_REGISTRY_INSECURE: "", GIT_USERNAME: undefined, GIT_PASSWORD: undefined }), { dockerfile: "docker/Dockerfile.prod", insecure: false, credentials: undefined });
   t.like(parseConfig({ ...ENV, GIT_USERNAME: undefined }), { credentials: { username: "", password: "hunter2-secret" } }, "a token alone is a password");
+  t.is(c.cacheRef, undefined);
+  t.is(parseConfig({ ...ENV, BERTH_BUILD_CACHE_REF: "127.0.0.1:5000/apps/ns/app:buildcache" }).cacheRef, "127.0.0.1:5000/apps/ns/app:buildcache");
+  t.is(parseConfig({ ...ENV, BERTH_BUILD_CACHE_REF: "app:buildcache" }).cacheRef, "app:buildcache");
+  for (const bad of ["127.0.0.1:5000/apps/app", "reg/app@sha256:00", "reg/app:cache,mode=min", "reg/app:a b", "reg/app:-x"]) {
+    t.like(configError({ ...ENV, BERTH_BUILD_CACHE_REF: bad }), { step: "build" }, bad);
+  }
 });
 
 test("a bad configuration names its step and what is wrong", (t) => {
@@ -85,6 +91,14 @@ test("buildctl: the dockerfile frontend, the checkout as context, a push with th
     "--metadata-file", "/ws/plan/metadata.json",
   ]);
   t.false(buildctlArgs({ ...c, insecure: false }, input).join(" ").includes("insecure"));
+  t.false(buildctlArgs(c, input).some((a) => a.includes("cache")), "no cache ref: buildkitd's own cache only");
+  const ref = "127.0.0.1:5000/apps/ns/app:buildcache";
+  const cached = buildctlArgs({ ...c, cacheRef: ref }, input);
+  t.deepEqual(cached.slice(cached.indexOf("--import-cache"), cached.indexOf("--metadata-file")), [
+    "--import-cache", `type=registry,ref=${ref},registry.insecure=true`,
+    "--export-cache", `type=registry,ref=${ref},mode=max,oci-mediatypes=true,image-manifest=true,ignore-error=true,registry.insecure=true`,
+  ]);
+  t.false(buildctlArgs({ ...c, cacheRef: ref, insecure: false }, input).join(" ").includes("insecure"));
   const env = buildctlEnv({ ...c.environment, GIT_CONFIG_VALUE_0: "Authorization: Basic x" }, "/ws/home");
   t.deepEqual(env, { PATH: "/usr/bin", BUILDKIT_HOST: "tcp://10.0.0.1:1234", HOME: "/ws/home", DOCKER_CONFIG: "/ws/home/.docker" });
   t.false(JSON.stringify(buildctlArgs(c, input)).includes("hunter2"));

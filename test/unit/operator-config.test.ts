@@ -23,3 +23,9 @@ const refused: [string, Record<string, string>, RegExp][] = [
 for (const [what, env, message] of refused) {
   test(`the configuration refuses ${what}`, (t) => { t.throws(() => loadOperatorConfig(env), { message }); });
 }
+
+test("the build cache: buildkitd's own by default, or the registry; nothing else", (t) => {
+  t.is(loadOperatorConfig({}).BERTH_BUILD_CACHE, "local");
+  t.is(loadOperatorConfig({ BERTH_BUILD_CACHE: "registry" }).BERTH_BUILD_CACHE, "registry");
+  t.throws(() => loadOperatorConfig({ BERTH_BUILD_CACHE: "s3" }), { message: /BERTH_BUILD_CACHE/ });
+});

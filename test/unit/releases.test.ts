@@ -57,7 +57,7 @@ test("Job names stay valid label values (63) and distinct per step", (t) => {
 
 const settings: BuildSettings = {
   builderImage: "reg/berth/berth-builder:t", registry: "127.0.0.1:5000", repositoryPrefix: "apps", registryInsecure: true,
-  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600,
+  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600, cache: "local",
 };
 const cfg = { baseDomain: "apps.test", nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "t", operator: "Exists", effect: "NoSchedule" }] };
 const envOf = (c: k8s.V1Container) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
@@ -90,6 +90,9 @@ test("the build Job: the builder's contract in its environment, unprivileged, no
   const priv = buildJob(rel(4, "queued", { git: { ...rel(4).spec.git!, installationId: "12345" } }), settings, cfg).spec!.template.spec!.containers[0]!;
   t.deepEqual(priv.env?.find((e) => e.name === "GIT_PASSWORD")?.valueFrom, { secretKeyRef: { name: gitCredentialsSecret("12345"), key: "password" } });
   t.is(imageRepository({ ...settings, repositoryPrefix: "" }, "ns", "web"), "127.0.0.1:5000/ns/web");
+  t.false("BERTH_BUILD_CACHE_REF" in envOf(c), "the local cache: buildkitd's own, nothing for the program to do");
+  const cached = buildJob(rel(3, "queued"), { ...settings, cache: "registry" }, cfg).spec!.template.spec!.containers[0]!;
+  t.is(envOf(cached).BERTH_BUILD_CACHE_REF, "127.0.0.1:5000/apps/ns/web:buildcache", "the registry cache: one per App, next to its images");
 });
 
 test("the release command's Job: the new image, the App's environment and limits, sh -c the command, no probes", (t) => {
