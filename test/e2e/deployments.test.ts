@@ -1,7 +1,8 @@
 // From git push to a running release (issue 14), on the real node: a repository pushed to the
 // local Git server, a signed GitHub push delivery to the API, the operator's build Job (the
 // builder image, BuildKit through the node's bridge, the local registry), the release command
-// Job, the rollout, and the answer through the ingress. Every assertion is what a user sees: the
+// Job, the rollout, and the answer through the ingress; the registry build cache is on (each build
+// imports and exports the App's cache). Every assertion is what a user sees: the
 // deployment record and pipeline state at each step, the page the pushed commit serves, a failed
 // build or release command that leaves the previous release serving, and a rollback without a
 // build.
@@ -13,6 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildBerthImages } from "../../hack/berth-images.ts";
 import { IMAGES } from "../../hack/images.ts";
+import { Registry } from "../../hack/lib/registry.ts";
 import type { TestApi } from "../helpers/api.ts";
 import { need, startOnNode, type OnNode } from "../helpers/e2e.ts";
 import { viaIngress } from "../helpers/ingress.ts";
@@ -56,6 +58,7 @@ test.before(async () => {
     operatorEnv: {
       BERTH_BUILDER_IMAGE: builder!.reference, BERTH_BUILDKIT_HOST: BUILDKIT_CLUSTER, BERTH_BUILD_REGISTRY: REGISTRY, BERTH_BUILD_REGISTRY_INSECURE: "true",
       BERTH_BUILD_BASE_IMAGES: JSON.stringify({ node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}` }),
+      BERTH_BUILD_CACHE: "registry",
     },
   });
   api = node.api;
@@ -135,6 +138,7 @@ test.serial("a signed push builds, releases and rolls out the commit: the ingres
   const svc = (await api.fetchJson("GET", `${apps()}/site`)).body;
   t.like(svc.latestDeployment, { id: first, status: "succeeded", gitCommitSha: firstSha, gitCommitMessage: "first version" });
   t.truthy((await k.core.readNamespacedSecret({ name: "site-governance", namespace: api.namespace })).data?.GOVDB_CONNECTION, "governance provisioned on the first deployment");
+  t.truthy(await new Registry(REGISTRY).manifestDigest(`apps/${api.namespace}/site`, "buildcache"), "the App's build cache, exported next to its images");
 });
 
 test.serial("a second push rolls a new release and the answer changes; the first is superseded", async (t) => {
@@ -147,6 +151,8 @@ test.serial("a second push rolls a new release and the answer changes; the first
   // (the next tests check that v2 keeps answering: the v1 pod must have drained first)
   await servesOnly(done.image as string, "site v2\n");
   t.is((await api.fetchJson("GET", `${apps()}/site/deployments/${first}`)).body.status, "superseded");
+  const logs = await api.fetchJson("GET", `${apps()}/site/deployments/${r.body.deployment.id as string}/logs`);
+  t.true(logs.text.includes(`importing cache manifest from ${REGISTRY}/apps/${api.namespace}/site:buildcache`), logs.text);
 });
 
 test.serial("a Dockerfile that fails: build_failed with the reason, and the previous release still answers", async (t) => {
