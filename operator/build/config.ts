@@ -58,6 +58,17 @@ export function safeRelativePath(p: string): boolean {
   return p !== "" && !p.startsWith("/") && !/[\\\0]/.test(p) && !p.split("/").some((s) => s === "..");
 }
 
+/**
+ * An image repository without a tag or digest ("host[:port]/path"), as buildctl's CSV options take
+ * it: no "@", no ":" after the host, and none of the CSV's own characters (",", "=", quotes) or spaces.
+ */
+function isRepository(r: string): boolean {
+  return !/[@\s,="]/.test(r) && !/:/.test(r.replace(/^[^/]*\//, ""));
+}
+
+/** An image tag (the OCI distribution spec's grammar). */
+const isTag = (t: string): boolean => /^[\w][\w.-]{0,127}$/.test(t);
+
 export function parseConfig(env: Readonly<Record<string, string | undefined>>): BuildConfig {
   const value = (name: string) => { const v = env[name]?.trim(); return v === "" ? undefined : v; };
   const required = (name: string, step: Step) => { const v = value(name); if (!v) throw new ConfigError(step, `${name} is not set`); return v; };
@@ -85,12 +96,13 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
   }
 
   const image = required("BERTH_BUILD_IMAGE", "build");
-  if (/[@\s]/.test(image) || /:[^/]*$/.test(image.replace(/^[^/]*\//, ""))) throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
+  if (!isRepository(image)) throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
   const tag = required("BERTH_BUILD_TAG", "build");
-  if (!/^[\w][\w.-]{0,127}$/.test(tag)) throw new ConfigError("build", "BERTH_BUILD_TAG is not a valid image tag");
+  if (!isTag(tag)) throw new ConfigError("build", "BERTH_BUILD_TAG is not a valid image tag");
   const cacheRef = value("BERTH_BUILD_CACHE_REF");
-  if (cacheRef !== undefined && (/[\s@,="]/.test(cacheRef) || !/^[^:]+:[\w][\w.-]{0,127}$/.test(cacheRef.replace(/^[^/]*\//, "")))) {
-    throw new ConfigError("build", "BERTH_BUILD_CACHE_REF must be a repository and a tag (e.g. 127.0.0.1:5000/apps/ns/app:buildcache), without a digest or commas");
+  const cacheTagAt = cacheRef?.lastIndexOf(":") ?? -1;
+  if (cacheRef !== undefined && !(cacheTagAt > 0 && isRepository(cacheRef.slice(0, cacheTagAt)) && isTag(cacheRef.slice(cacheTagAt + 1)) && cacheRef.lastIndexOf("/") < cacheTagAt)) {
+    throw new ConfigError("build", "BERTH_BUILD_CACHE_REF must be a repository and a tag (e.g. 127.0.0.1:5000/apps/ns/app:buildcache), without a digest");
   }
 
   return {

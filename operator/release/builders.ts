@@ -61,6 +61,7 @@ const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED
  */
 export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
   const git = r.spec.git!;
+  const repository = imageRepository(s, r.metadata.namespace!, r.spec.appRef.name);
   // The build itself runs in BuildKit: the pod clones, plans and streams the context, so it asks
   // for little (ten builds at once fit a small node) and may use up to the configured limits.
   const limits = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi`, "ephemeral-storage": `${s.storageMi}Mi` };
@@ -70,9 +71,9 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
     { name: "BERTH_BUILD_COMMIT", value: git.commitSha },
     { name: "BERTH_BUILD_BRANCH", value: git.branch },
     ...(r.spec.dockerfilePath ? [{ name: "BERTH_BUILD_DOCKERFILE", value: r.spec.dockerfilePath }] : []),
-    { name: "BERTH_BUILD_IMAGE", value: imageRepository(s, r.metadata.namespace!, r.spec.appRef.name) },
+    { name: "BERTH_BUILD_IMAGE", value: repository },
     { name: "BERTH_BUILD_TAG", value: git.commitSha.slice(0, 12) },
-    ...(s.cache === "registry" ? [{ name: "BERTH_BUILD_CACHE_REF", value: `${imageRepository(s, r.metadata.namespace!, r.spec.appRef.name)}:${BUILD_CACHE_TAG}` }] : []),
+    ...(s.cache === "registry" ? [{ name: "BERTH_BUILD_CACHE_REF", value: `${repository}:${BUILD_CACHE_TAG}` }] : []),
     { name: "BUILDKIT_HOST", value: s.buildkitHost },
     { name: "BERTH_BUILD_REGISTRY_INSECURE", value: String(s.registryInsecure) },
     { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },

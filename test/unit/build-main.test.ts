@@ -32,7 +32,7 @@ test("the configuration: the contract's variables, defaults for the optional one
   t.is(c.cacheRef, undefined);
   t.is(parseConfig({ ...ENV, BERTH_BUILD_CACHE_REF: "127.0.0.1:5000/apps/ns/app:buildcache" }).cacheRef, "127.0.0.1:5000/apps/ns/app:buildcache");
   t.is(parseConfig({ ...ENV, BERTH_BUILD_CACHE_REF: "app:buildcache" }).cacheRef, "app:buildcache");
-  for (const bad of ["127.0.0.1:5000/apps/app", "reg/app@sha256:00", "reg/app:cache,mode=min", "reg/app:a b", "reg/app:-x"]) {
+  for (const bad of ["127.0.0.1:5000/apps/app", "reg/app@sha256:00", "reg/app:cache,mode=min", "reg/a,b:cache", "reg/app:a b", "reg/app:-x", ":cache", "reg/app"]) {
     t.like(configError({ ...ENV, BERTH_BUILD_CACHE_REF: bad }), { step: "build" }, bad);
   }
 });
@@ -50,6 +50,7 @@ test("a bad configuration names its step and what is wrong", (t) => {
   t.like(configError({ ...ENV, BERTH_BUILD_BASE_IMAGES: "[]" }), { step: "detect" });
   t.like(configError({ ...ENV, BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/app:v1" }), { step: "build" });
   t.like(configError({ ...ENV, BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/app@sha256:00" }), { step: "build" });
+  t.like(configError({ ...ENV, BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/a,push=false" }), { step: "build" }, "nothing that would change buildctl's output options");
   t.like(configError({ ...ENV, BERTH_BUILD_TAG: "a b" }), { step: "build" });
   t.is(configError({ ...ENV, BERTH_BUILD_IMAGE: "registry.example.com:443/apps/ns/app" }), undefined, "a registry's port is not a tag");
   t.true(safeRelativePath("a/b/Dockerfile"));
