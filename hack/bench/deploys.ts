@@ -21,10 +21,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs, promisify } from "node:util";
 import * as k8s from "@kubernetes/client-node";
-import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
+import { RELEASE_LABEL, RELEASE_STEP_LABEL } from "../../crds/release.ts";
+import { API_VERSION, APP_LABEL, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { need, placement } from "./on-node.ts";
 import { cpuByProcessName, cpuSeconds, machineTicks } from "./proc.ts";
 import { quantile } from "./series.ts";
 import { buildBerthImages } from "../berth-images.ts";
@@ -35,7 +37,6 @@ const run = promisify(execFile);
 const { values } = parseArgs({ options: { apps: { type: "string", default: "10" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.apps);
 const ROUNDS = Number(values.rounds);
-const need = (n: string) => { const v = process.env[n]; if (!v) throw new Error(`${n} is not set: eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)" first`); return v; };
 const INGRESS = new URL(need("BERTH_INGRESS_URL"));
 const REGISTRY = need("BERTH_REGISTRY");
 const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
@@ -49,11 +50,9 @@ const client = new KubeClient(kc);
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const batch = kc.makeApiClient(k8s.BatchV1Api);
 const DOMAIN = "deploys.bench.local";
-const placement = { nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
 const BASE = `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`;
 const work = mkdtempSync(join(tmpdir(), "berth-bench-deploys-"));
 
-const q = quantile;
 
 /** The API server's count of writes so far, by verb, resource and subresource (and the code when not 2xx); reads and watches left out. */
 async function apiWrites(): Promise<Map<string, number>> {
@@ -118,7 +117,7 @@ async function podTimes(ns: string): Promise<PodTimes> {
   const seen = new Map<string, PodTime>();
   const watch = await new k8s.Watch(kc).watch(`/api/v1/namespaces/${ns}/pods`, {}, (_type: string, p: k8s.V1Pod) => {
     const l = p.metadata?.labels ?? {};
-    const key = l["berth.dev/release-step"] === "build" ? `build/${l["berth.dev/release"]}` : l["berth.dev/app"] ? `app/${l["berth.dev/app"]}` : undefined;
+    const key = l[RELEASE_STEP_LABEL] === "build" ? `build/${l[RELEASE_LABEL]}` : l[APP_LABEL] ? `app/${l[APP_LABEL]}` : undefined;
     if (!key || (seen.has(key) && p.metadata?.uid !== seen.get(key)!.uid)) return; // the first pod of each
     const now = Date.now();
     const e: PodTime = seen.get(key) ?? { uid: p.metadata?.uid, added: now };
@@ -188,12 +187,12 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
       // What the API does on a push delivery: the App exists; a Release of the commit.
       const app = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns },
         spec: { name, slug: `${ns}-${name}`, gitRepoUrl: `${GIT_CLUSTER}/${ns}-b${i}.git`, cpuLimitMillicores: 100, memoryLimitMi: 96, visibility: "public" } }, "bench");
-      await client.create({ apiVersion: API_VERSION, kind: "Release", metadata: { name: `${name}-1`, namespace: ns, labels: { "berth.dev/app": name },
+      await client.create({ apiVersion: API_VERSION, kind: "Release", metadata: { name: `${name}-1`, namespace: ns, labels: { [APP_LABEL]: name },
         ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name, uid: app.metadata.uid!, controller: false }] },
         spec: { appRef: { name }, sequence: 1, trigger: "push", git: { repoUrl: `${GIT_CLUSTER}/${ns}-b${i}.git`, branch: "main", commitSha: sha, commitMessage: m } } }, "bench");
       const total = await serving(`${ns}-${name}.${DOMAIN}`, m, t0);
       const r = (await client.get<Release & { metadata: Record<string, unknown> }>({ apiVersion: API_VERSION, kind: "Release", namespace: ns, name: `${name}-1` }))!;
-      const pod = (await core.listNamespacedPod({ namespace: ns, labelSelector: `berth.dev/release=${name}-1` })).items[0];
+      const pod = (await core.listNamespacedPod({ namespace: ns, labelSelector: `${RELEASE_LABEL}=${name}-1` })).items[0];
       const result = JSON.parse(pod?.status?.containerStatuses?.[0]?.state?.terminated?.message ?? "{}") as { cloneMs?: number; buildMs?: number };
       const at = (x?: string) => (x ? Date.parse(x) - t0 : NaN);
       const s = r.status ?? {};
@@ -231,7 +230,7 @@ for (const args of [["apply", "--server-side", "--force-conflicts", "-f", join(r
 const [builder] = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder"], log: () => {} });
 const show = (label: string, xs: Sample[]) => {
   const keys = Object.keys(xs[0]?.steps ?? {});
-  console.log(`  ${label.padEnd(6)} total p50 ${q(xs.map((x) => x.total), 0.5)} ms p99 ${q(xs.map((x) => x.total), 0.99)} ms | ${keys.map((k) => `${k} p50 ${Math.round(q(xs.map((x) => x.steps![k]!), 0.5))}`).join(", ")}`);
+  console.log(`  ${label.padEnd(6)} total p50 ${quantile(xs.map((x) => x.total), 0.5)} ms p99 ${quantile(xs.map((x) => x.total), 0.99)} ms | ${keys.map((k) => `${k} p50 ${Math.round(quantile(xs.map((x) => x.steps![k]!), 0.5))}`).join(", ")}`);
 };
 try {
   for (const n of [1, N]) {
@@ -265,8 +264,8 @@ try {
       console.log(`  berth's extra CPU per deploy by process (ms; a process counts the children it reaped): ${byProcess.map(([k, v]) => `${k} ${Math.round(v)}`).join(", ")}`);
       console.log(`  berth's extra API writes per deploy: ${byWrite.reduce((a, [, v]) => a + v, 0).toFixed(1)} (${byWrite.map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ")})`);
     }
-    const p99 = q(overheads, 0.99);
-    console.log(`${n} app(s): Berth's overhead per deploy (berth - floor, paired by rank): p50 ${q(overheads, 0.5)} ms, p99 ${p99} ms (goal < 2000 ms: ${p99 < 2000 ? "MET" : "MISSED"})`);
+    const p99 = quantile(overheads, 0.99);
+    console.log(`${n} app(s): Berth's overhead per deploy (berth - floor, paired by rank): p50 ${quantile(overheads, 0.5)} ms, p99 ${p99} ms (goal < 2000 ms: ${p99 < 2000 ? "MET" : "MISSED"})`);
   }
 } finally {
   rmSync(work, { recursive: true, force: true });

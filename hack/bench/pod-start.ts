@@ -10,17 +10,15 @@ import * as k8s from "@kubernetes/client-node";
 import { loadKubeConfig } from "../../kube/client.ts";
 import { buildBerthImages } from "../berth-images.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { need, placement } from "./on-node.ts";
 import { quantile } from "./series.ts";
 
 const { values } = parseArgs({ options: { pods: { type: "string", default: "10" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.pods);
 const ROUNDS = Number(values.rounds);
-const need = (n: string) => { const v = process.env[n]; if (!v) throw new Error(`${n} is not set: eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)" first`); return v; };
 const kc = loadKubeConfig(need("KUBECONFIG"));
 const core = kc.makeApiClient(k8s.CoreV1Api);
-const placement = { nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const q = quantile;
 
 const [builder] = await buildBerthImages({ registry: need("BERTH_REGISTRY"), addr: need("BERTH_BUILDKIT_ADDR"), components: ["builder"], log: () => {} });
 const image = builder!.reference;
@@ -72,8 +70,8 @@ try {
     for (const [label, v] of order) {
       const xs = await once(ns, label, v, N);
       all.get(label)!.push(...xs);
-      console.log(`round ${r} ${label.padEnd(40)} p50 ${q(xs, 0.5)} ms, max ${Math.max(...xs)} ms`);
+      console.log(`round ${r} ${label.padEnd(40)} p50 ${quantile(xs, 0.5)} ms, max ${Math.max(...xs)} ms`);
     }
   }
-  for (const [label, xs] of all) console.log(`${N} pods at once, ${label.padEnd(40)} p50 ${q(xs, 0.5)} ms, p99 ${q(xs, 0.99)} ms`);
+  for (const [label, xs] of all) console.log(`${N} pods at once, ${label.padEnd(40)} p50 ${quantile(xs, 0.5)} ms, p99 ${quantile(xs, 0.99)} ms`);
 } finally { await dropNamespace(core, ns); }

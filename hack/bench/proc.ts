@@ -31,20 +31,27 @@ export function threadCpuSeconds(pid: number): Map<string, number> {
   return out;
 }
 
+/** Every process on the machine now, by pid (those that end while it is read are left out). */
+function processes(): Map<number, Stat> {
+  const out = new Map<number, Stat>();
+  for (const pid of readdirSync("/proc")) {
+    if (!/^\d+$/.test(pid)) continue;
+    try { out.set(Number(pid), stat(`/proc/${pid}/stat`)); } catch { /* the process ended */ }
+  }
+  return out;
+}
+
 /**
  * CPU seconds of every PostgreSQL process on the machine (postmaster, backends, background
  * workers), including the processes that have exited: the postmaster's reaped children's time.
  */
 export function postgresCpuSeconds(): number {
+  const all = processes();
   let sum = 0;
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const s = stat(`/proc/${pid}/stat`);
-      if (s.name !== "postgres") continue;
-      sum += s.cpu;
-      if (stat(`/proc/${s.ppid}/stat`).name !== "postgres") sum += s.childrenCpu; // the postmaster
-    } catch { /* the process ended */ }
+  for (const s of all.values()) {
+    if (s.name !== "postgres") continue;
+    sum += s.cpu;
+    if (all.get(s.ppid)?.name !== "postgres") sum += s.childrenCpu; // the postmaster
   }
   return sum;
 }
@@ -78,14 +85,10 @@ export async function freePort(): Promise<number> {
  */
 export function cpuByProcessName(): Map<string, number> {
   const out = new Map<string, number>();
-  for (const pid of readdirSync("/proc")) {
-    if (!/^\d+$/.test(pid)) continue;
-    try {
-      const s = stat(`/proc/${pid}/stat`);
-      // kernel workers are named after what they last did (kworker/u8:1-events_unbound): one entry
-      const name = s.name.startsWith("kworker/") ? "kworker" : s.name;
-      out.set(name, (out.get(name) ?? 0) + s.cpu + s.childrenCpu);
-    } catch { /* the process ended */ }
+  for (const s of processes().values()) {
+    // kernel workers are named after what they last did (kworker/u8:1-events_unbound): one entry
+    const name = s.name.startsWith("kworker/") ? "kworker" : s.name;
+    out.set(name, (out.get(name) ?? 0) + s.cpu + s.childrenCpu);
   }
   return out;
 }

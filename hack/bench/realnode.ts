@@ -20,12 +20,12 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
+import { need, placement } from "./on-node.ts";
 import { quantile } from "./series.ts";
 
 const { values } = parseArgs({ options: { apps: { type: "string", default: "20" }, rounds: { type: "string", default: "3" } } });
 const N = Number(values.apps);
 const ROUNDS = Number(values.rounds);
-const need = (n: string) => { const v = process.env[n]; if (!v) throw new Error(`${n} is not set: eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)" first`); return v; };
 const INGRESS = new URL(need("BERTH_INGRESS_URL"));
 const REGISTRY = need("BERTH_REGISTRY");
 const root = join(import.meta.dirname, "../..");
@@ -34,7 +34,6 @@ const kc = loadKubeConfig(kubeconfig);
 const client = new KubeClient(kc);
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const DOMAIN = "apps.bench.local";
-const placement = { nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
 const cfg = { baseDomain: DOMAIN, ...placement };
 
 const sample = process.env.BERTH_SAMPLE_IMAGE ?? execFileSync(process.execPath, [join(root, "hack/images.ts"), "build-sample", "--registry", REGISTRY], { encoding: "utf8" }).trim().split("\n").at(-1)!;
@@ -57,7 +56,6 @@ async function serving(host: string, t0: number): Promise<number> {
   throw new Error(`${host} was not served in 10 minutes`);
 }
 
-const q = quantile;
 
 async function floor(): Promise<number[]> {
   const ns = await benchNamespace(core, "floor");
@@ -130,9 +128,9 @@ for (let r = 1; r <= ROUNDS; r++) {
   let f: number[], b: number[];
   if (r % 2) { f = await floor(); b = await berth(); } else { b = await berth(); f = await floor(); }
   rows.push({ round: r, floor: f, berth: b });
-  console.log(`round ${r}: floor p50 ${q(f, 0.5)} ms p99 ${q(f, 0.99)} ms | berth p50 ${q(b, 0.5)} ms p99 ${q(b, 0.99)} ms | ratio p99 ${(q(b, 0.99) / q(f, 0.99)).toFixed(2)}`);
+  console.log(`round ${r}: floor p50 ${quantile(f, 0.5)} ms p99 ${quantile(f, 0.99)} ms | berth p50 ${quantile(b, 0.5)} ms p99 ${quantile(b, 0.99)} ms | ratio p99 ${(quantile(b, 0.99) / quantile(f, 0.99)).toFixed(2)}`);
 }
-const ratios = rows.map((x) => q(x.berth, 0.99) / q(x.floor, 0.99)).sort((a, b) => a - b);
+const ratios = rows.map((x) => quantile(x.berth, 0.99) / quantile(x.floor, 0.99)).sort((a, b) => a - b);
 const median = ratios[Math.floor(ratios.length / 2)]!;
 console.log(`create->serving, ${N} Apps of ${sample}: p99 ratio berth/floor, median of ${ROUNDS} rounds: ${median.toFixed(2)} (goal <= 1.3: ${median <= 1.3 ? "MET" : "MISSED"})`);
 await new Promise((r) => setTimeout(r, 20_000)); // at rest
