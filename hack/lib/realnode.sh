@@ -428,6 +428,10 @@ EOF
 # reaches it at 127.0.0.1:$INGRESS_PORT), routing Ingresses of its class (the default) to pods,
 # with its CRD provider on (hack/cluster applies Traefik's CRDs) for the ForwardAuth Middlewares
 # that guard private Apps: an Ingress names one in traefik.ingress.kubernetes.io/router.middlewares.
+# Like Traefik in a pod, it resolves names with the cluster's DNS (a ForwardAuth address such as
+# http://berth-api.berth-system.svc, as the chart writes it): its own mount namespace has the node's
+# pod-style resolv.conf bound over /etc/resolv.conf, the host's stays as it is (and the mount goes
+# with the process).
 node_ingress() {
   kubectl_ apply --server-side -f - >/dev/null <<EOF
 apiVersion: networking.k8s.io/v1
@@ -435,7 +439,10 @@ kind: IngressClass
 metadata: { name: traefik, annotations: { ingressclass.kubernetes.io/is-default-class: "true" } }
 spec: { controller: traefik.io/ingress-controller }
 EOF
-  node_start traefik in env KUBECONFIG="$KUBECONFIG_OUT" "$(bin_path traefik)" \
+  printf 'nameserver %s\nsearch svc.cluster.local cluster.local\noptions ndots:5\n' "$CLUSTER_DNS" > "$NODE_DIR/traefik-resolv.conf"
+  node_start traefik in unshare --mount --propagation private \
+    sh -c 'mount --bind "$1" /etc/resolv.conf && shift && exec "$@"' sh "$NODE_DIR/traefik-resolv.conf" \
+    env KUBECONFIG="$KUBECONFIG_OUT" "$(bin_path traefik)" \
     --entryPoints.web.address=:80 --entryPoints.websecure.address=:443 --entryPoints.websecure.http.tls=true \
     --providers.kubernetesingress=true --providers.kubernetescrd=true \
     --providers.kubernetesingress.ingressendpoint.ip="$NODE_IP" \

@@ -7,7 +7,8 @@
 // migration hook migrates an empty database with the API image; the API and the operator run Ready
 // on the real node under the chart's ServiceAccounts, the API answers through its Service, and its
 // CLI works inside the pod. Then `helm upgrade` rolls the API under traffic: a script's traces and
-// an App's /chat traces sent during the roll are all accepted and stored.
+// an App's /chat traces sent during the roll are all accepted and stored. Last, a private App is
+// guarded at the ingress by that API at the address the chart gives the operator.
 import test from "ava";
 import { execFileSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -210,6 +211,8 @@ let db: TestDatabase | undefined;
 let dir = "";
 /** The platform admin key minted by the CLI in the API pod (the install test). */
 let adminKey = "";
+/** The workspace's key (the upgrade test makes the workspace). */
+let wsKey = "";
 const API_HOST = `${release}.berth.local`;
 const BASE_DOMAIN = `${release}.e2e.local`;
 /** The workspace the upgrade test creates through this release's API (ws + 10 characters of a-z, 2-7). */
@@ -314,7 +317,7 @@ test.serial("helm upgrade rolls the API to a new pod without a failed request or
   // A workspace and an App of the sample image, through this release's API; this release's operator runs it.
   const ws = await callApi<{ apiKey: { key: string } }>("POST", "/workspaces", adminKey, { name: "upgrade", id: WORKSPACE_ID });
   t.is(ws.status, 201, ws.text);
-  const wsKey = ws.body!.apiKey.key;
+  wsKey = ws.body!.apiKey.key;
   const created = await callApi("POST", `/workspaces/${WORKSPACE_ID}/apps`, wsKey, { name: "Hello", slug: "hello", image: SAMPLE, port: 8080, visibility: "public" });
   t.is(created.status, 201, created.text);
   await eventually("hello to be active", async () => (await callApi("GET", `/workspaces/${WORKSPACE_ID}/apps/hello`, wsKey)).body?.status === "active", 180_000, 1000);
@@ -394,4 +397,31 @@ test.serial("helm upgrade rolls the API to a new pod without a failed request or
   }, 60_000, 2000);
   const probes = prompts.map((p) => Number(/upgrade probe (\d+)/.exec(p ?? "")?.[1] ?? -1)).sort((a, b) => a - b);
   t.deepEqual(probes, chats.map((c) => c.i), "one trace per /chat, none lost and none twice");
+});
+
+test.serial("a private App is guarded at the ingress by this release's API at the chart's own address: refused without a share, served with one", async (t) => {
+  t.truthy(wsKey, "the upgrade test made the workspace");
+  const apps = `/workspaces/${WORKSPACE_ID}/apps`;
+  const created = await callApi("POST", apps, wsKey, { name: "Private", slug: "private", image: SAMPLE, port: 8080, cpuLimitMillicores: 100, memoryLimitMi: 128 });
+  t.is(created.status, 201, created.text);
+  await eventually("private to be active", async () => (await callApi("GET", `${apps}/private`, wsKey)).body?.status === "active", 180_000, 1000);
+  // Private by default. The ingress controller calls the API by its Service's cluster DNS name, as
+  // the chart configures the operator (no BERTH_FORWARD_AUTH_URL): Traefik resolves it as a pod does.
+  const mw = await client.get<KubeObject & { spec: { forwardAuth: { address: string } } }>({ apiVersion: "traefik.io/v1alpha1", kind: "Middleware", namespace: WORKSPACE_NAMESPACE, name: "private" });
+  t.is(mw?.spec.forwardAuth.address, `http://${release}-api.${ns}.svc:80/api/v1/forward-auth/${WORKSPACE_NAMESPACE}/private`);
+  const host = `private.${BASE_DOMAIN}`;
+  const refused = await eventually("the private App's route, guarded by the API", async () => {
+    const x = await viaIngress(INGRESS, host, "/");
+    return x.status === 403 ? x : undefined;
+  }, 60_000, 500).catch(async (err: Error) => { t.log(`last answer: ${JSON.stringify(await viaIngress(INGRESS, host, "/"))}`); throw err; });
+  t.is((JSON.parse(refused.text) as { code: string }).code, "share_no_grant");
+  const share = await callApi<{ url: string }>("POST", `${apps}/private/public-shares`, wsKey, {});
+  t.is(share.status, 201, share.text);
+  const first = await viaIngress(INGRESS, host, `/${new URL(share.body!.url).search}`);
+  t.is(first.status, 302, first.text);
+  const cookie = ([] as string[]).concat(first.headers["set-cookie"] ?? [])[0]?.split(";")[0] ?? "";
+  t.regex(cookie, /^berth_share=/);
+  const served = await viaIngress(INGRESS, host, "/", { headers: { Cookie: cookie } });
+  t.is(served.status, 200, served.text);
+  t.regex(served.text, /^Hello from Berth's sample service/);
 });
