@@ -114,6 +114,11 @@ export const FORWARD_AUTH = {
   cookie: "berth_share",
   /** Headers the ingress passes on to the App on an allowed request (set by the API, never by the client). */
   responseHeaders: ["X-Berth-Share", "X-Berth-User"],
+  /**
+   * The most of the API's answer the ingress reads (Traefik's maxResponseBodySize): a refusal is a
+   * problem+json of a few hundred bytes, an allowed request's answer is empty.
+   */
+  maxResponseBytes: 64 * 1024,
 } as const;
 
 /** The address the ingress calls for the App `name` in `namespace`. */

@@ -104,6 +104,7 @@ export function buildMiddleware(app: AppRef, edge: EdgeConfig): KubeObject {
         trustForwardHeader: false,
         authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
         addAuthCookiesToResponse: [FORWARD_AUTH.cookie],
+        maxResponseBodySize: FORWARD_AUTH.maxResponseBytes,
       },
     },
   };

@@ -229,6 +229,7 @@ test("a private App behind Traefik gets a ForwardAuth Middleware for it, named b
   t.deepEqual(mw.spec.forwardAuth, {
     address: "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop", trustForwardHeader: false,
     authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share"],
+    maxResponseBodySize: 65536,
   });
   const ing = children.find((c) => c.kind === "Ingress")!;
   t.is(ing.metadata.annotations?.["traefik.ingress.kubernetes.io/router.middlewares"], "ws1-shop@kubernetescrd");
