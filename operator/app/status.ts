@@ -95,6 +95,23 @@ export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string
   return undefined;
 }
 
+/**
+ * Why the current release is still waiting, from its pods: a pod of the App's image that the
+ * scheduler cannot place yet (no node has room for its requests, or none matches its placement).
+ * Not a failure: room may come (a replaced pod finishing its grace period, a new node), and the
+ * Deployment's progress deadline fails the release if it never does. Pure.
+ */
+export function podWaiting(pods: readonly k8s.V1Pod[] | undefined, image: string): { reason: string; message: string } | undefined {
+  for (const pod of pods ?? []) {
+    if (pod.metadata?.deletionTimestamp || pod.spec?.nodeName) continue;
+    if (!pod.spec?.containers.some((c) => c.image === image)) continue;
+    const scheduled = pod.status?.conditions?.find((c) => c.type === "PodScheduled");
+    if (scheduled?.status !== "False" || scheduled.reason !== "Unschedulable") continue;
+    return { reason: "Unschedulable", message: `Pod ${pod.metadata?.name ?? ""} is waiting for a node with room for it${scheduled.message ? `: ${scheduled.message}` : ""}` };
+  }
+  return undefined;
+}
+
 type Rollout = "none" | "in_progress" | "succeeded" | "failed";
 
 /** kubectl rollout status, as a pure function. */
@@ -211,10 +228,13 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   const ahead = rel.newest && rel.newest !== serving ? RELEASE_BUILD[phaseOf(rel.newest)]?.phase : undefined;
   const phase = rolloutNow === "failed" ? "failed" : ahead === "build_failed" ? "build_failed" : healthy && ahead !== "deploying" ? "active" : "deploying";
   const failure = stuck ?? { reason: "ProgressDeadlineExceeded", message: "The rollout did not progress in time" };
-  const deployed = cond("Deployed", rolloutNow === "succeeded", rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : "RollingOut",
-    rolloutNow === "succeeded" ? "The latest release is rolled out" : rolloutNow === "failed" ? failure.message : `Rolling out: ${ready}/${want} replicas ready`, generation);
-  const readyCond = cond("Ready", healthy, healthy ? "Available" : rolloutNow === "failed" ? failure.reason : "RollingOut",
-    rolloutNow === "failed" ? `${failure.message} (${ready}/${want} replicas ready)` : `${ready}/${want} replicas ready`, generation);
+  // Still rolling out: say so, and why when a pod waits for the scheduler.
+  const waiting = rolloutNow === "in_progress" ? podWaiting(input.pods, spec.image) : undefined;
+  const rolling = waiting ? { reason: waiting.reason, note: `. ${waiting.message}` } : { reason: "RollingOut", note: "" };
+  const deployed = cond("Deployed", rolloutNow === "succeeded", rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : rolling.reason,
+    rolloutNow === "succeeded" ? "The latest release is rolled out" : rolloutNow === "failed" ? failure.message : `Rolling out: ${ready}/${want} replicas ready${rolling.note}`, generation);
+  const readyCond = cond("Ready", healthy, healthy ? "Available" : rolloutNow === "failed" ? failure.reason : rolling.reason,
+    rolloutNow === "failed" ? `${failure.message} (${ready}/${want} replicas ready)` : `${ready}/${want} replicas ready${rolling.note}`, generation);
   return {
     ...base, phase, ...(url ? { url } : {}),
     conditions: setConditions(prevConditions, [built, deployed, readyCond], now),
@@ -335,7 +355,7 @@ export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, 
 }
 
 /** Reasons that tell a user something is wrong and needs them: recorded as Warning Events. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", ...Object.keys(POD_FAILURES)]);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", "Unschedulable", ...Object.keys(POD_FAILURES)]);
 
 /** The conditions whose transitions are recorded as Events, in the order they are told. */
 const EVENT_CONDITIONS = ["GovernanceReady", "Built", "Deployed", "Ready"] as const;

@@ -151,6 +151,27 @@ test.serial("an image that cannot be pulled turns the App failed with a reason a
   await phase("hello", "active");
 });
 
+test.serial("a release asking for more CPU than any node has waits for the scheduler and says why; the previous release keeps serving", async (t) => {
+  const before = (await api.fetchJson("GET", `${apps()}/hello`)).body as { cpuLimitMillicores: number };
+  t.true(before.cpuLimitMillicores < 2000);
+  t.is((await api.fetchJson("PATCH", `${apps()}/hello`, { body: { cpuLimitMillicores: 8000 } })).status, 200);
+  try {
+    const ready = await eventually("the scheduler's refusal as the Ready reason", async () => {
+      const cr = await appCr("hello");
+      const c = cr?.status?.conditions?.find((x) => x.type === "Ready");
+      return cr?.status?.observedGeneration === cr?.metadata.generation && c?.reason === "Unschedulable" ? c : undefined;
+    }, 60_000);
+    t.regex(ready.message, /^\d+\/\d+ replicas ready\. Pod hello-[a-z0-9-]+ is waiting for a node with room for it: .*Insufficient cpu/);
+    t.is((await api.fetchJson("GET", `${apps()}/hello`)).body?.status, "deploying", "waiting is not failing: room may come");
+    const events = (await k.core.listNamespacedEvent({ namespace: api.namespace, fieldSelector: "involvedObject.kind=App,involvedObject.name=hello,reason=Unschedulable" })).items;
+    t.is(events[0]?.type, "Warning", "kubectl describe app tells it");
+    t.is((await viaIngress("hello")).status, 200, "the running release keeps serving");
+  } finally {
+    t.is((await api.fetchJson("PATCH", `${apps()}/hello`, { body: { cpuLimitMillicores: before.cpuLimitMillicores } })).status, 200);
+  }
+  await phase("hello", "active");
+});
+
 test.serial("a container that keeps exiting turns the App failed with CrashLoopBackOff", async (t) => {
   // The Node.js base image runs `node` with no script: with no terminal it exits at once, again and again.
   const r = await api.fetchJson("POST", apps(), { body: { name: "Crash", slug: "crash", image: `${REGISTRY}/berth/node:v1`, type: "worker" } });

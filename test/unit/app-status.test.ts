@@ -2,7 +2,7 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
-import { computeStatus, CRASH_STABLE_MS, decideStatusWrite, onlyCountsChanged, podFailure, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
+import { computeStatus, CRASH_STABLE_MS, decideStatusWrite, onlyCountsChanged, podFailure, podWaiting, rolloutState, statusEqual, statusEvents } from "../../operator/app/status.ts";
 
 const cfg = { baseDomain: "apps.example.com" };
 const now = new Date("2026-11-21T10:00:00Z");
@@ -191,6 +191,42 @@ test("a release whose pods cannot pull fails at once with the pods' reason; the 
   // Once the pods run, the same release is active.
   const fixed = computeStatus({ generation: 2, spec: spec(), old: s, now: later, cfg, deployment: dep(1, { observedGeneration: 2, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 }), pods: [pod("shop-1", "r/shop:1")] });
   t.is(fixed.phase, "active");
+});
+
+// ---- a release whose pods wait for the scheduler (podWaiting) ----
+
+const SCHEDULER = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) didn't match Pod's node affinity/selector.";
+const pending = (name: string, image: string, scheduled?: Partial<k8s.V1PodCondition>): k8s.V1Pod => ({
+  metadata: { name },
+  spec: { containers: [{ name: "app", image }] },
+  status: { phase: "Pending", conditions: [{ type: "PodScheduled", status: "False", reason: "Unschedulable", message: SCHEDULER, ...scheduled }] },
+});
+
+test("podWaiting: a pod of the App's image the scheduler cannot place, with the scheduler's reason; nothing for placed, old, terminating or merely new pods", (t) => {
+  t.deepEqual(podWaiting([pending("shop-2", "r/shop:1")], "r/shop:1"), { reason: "Unschedulable", message: `Pod shop-2 is waiting for a node with room for it: ${SCHEDULER}` });
+  t.is(podWaiting([pending("shop-2", "r/shop:0")], "r/shop:1"), undefined, "the previous release's pod");
+  t.is(podWaiting([{ ...pending("shop-2", "r/shop:1"), metadata: { name: "shop-2", deletionTimestamp: now } }], "r/shop:1"), undefined, "terminating");
+  t.is(podWaiting([pending("shop-2", "r/shop:1", { status: "True", reason: undefined, message: undefined })], "r/shop:1"), undefined, "scheduled");
+  t.is(podWaiting([pending("shop-2", "r/shop:1", { reason: "SchedulingGated" })], "r/shop:1"), undefined, "gated, not refused");
+  t.is(podWaiting([{ ...pending("shop-2", "r/shop:1"), spec: { nodeName: "n1", containers: [{ name: "app", image: "r/shop:1" }] } }], "r/shop:1"), undefined, "bound to a node");
+  t.is(podWaiting([pod("shop-1", "r/shop:1")], "r/shop:1"), undefined, "no conditions yet");
+  t.is(podWaiting(undefined, "r/shop:1"), undefined);
+});
+
+test("a rollout whose new pod waits for the scheduler says why, as a Warning, and stays deploying; once placed and ready the App is active", (t) => {
+  const rolling = dep(1, { observedGeneration: 2, replicas: 2, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 });
+  const before = computeStatus({ generation: 2, spec: spec(), old: undefined, now, cfg, deployment: rolling, pods: [pod("shop-1", "r/shop:0")] });
+  t.like(cond(before, "Deployed"), { status: "False", reason: "RollingOut", message: "Rolling out: 1/1 replicas ready" });
+  const s = computeStatus({ generation: 2, spec: spec(), old: before, now, cfg, deployment: rolling, pods: [pod("shop-1", "r/shop:0"), pending("shop-2", "r/shop:1")] });
+  t.is(s.phase, "deploying");
+  t.like(cond(s, "Deployed"), { status: "False", reason: "Unschedulable", message: `Rolling out: 1/1 replicas ready. Pod shop-2 is waiting for a node with room for it: ${SCHEDULER}` });
+  t.like(cond(s, "Ready"), { status: "False", reason: "Unschedulable" });
+  t.is(s.pipeline?.deploy?.status, "in_progress");
+  t.deepEqual(statusEvents(before, s), [{ type: "Warning", reason: "Unschedulable", message: cond(s, "Deployed")!.message }]);
+  t.false(onlyCountsChanged(before, s), "a transition: written at once");
+  const placed = computeStatus({ generation: 2, spec: spec(), old: s, now: later, cfg, deployment: dep(1, { observedGeneration: 2, replicas: 1, updatedReplicas: 1, readyReplicas: 1, availableReplicas: 1 }), pods: [pod("shop-2", "r/shop:1")] });
+  t.is(placed.phase, "active");
+  t.like(cond(placed, "Deployed"), { status: "True", reason: "RolloutComplete" });
 });
 
 test("podFailure: between back-offs a crashing container (terminated or running, not ready, restarted twice) is still a crash loop", (t) => {
