@@ -2,8 +2,8 @@
 # production dependencies (a second one prunes what only the API uses), two final targets add each
 # process's code to them.
 # Two more targets: berth-builder, the program of the build Jobs (git, buildctl, Node.js and
-# operator/build/ alone, no node_modules), and berth-python, the Python base image that detected
-# Python apps are built on (docs/builds.md).
+# operator/build/ alone, no node_modules), and berth-python and berth-go, the base images that
+# detected Python and Go apps are built on (docs/builds.md).
 # Build context: the repository root (.dockerignore keeps local state, node_modules, .git and tests
 # out). `node hack/berth-images.ts build --registry "$BERTH_REGISTRY"` runs, per target:
 #
@@ -117,3 +117,21 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
 ENV PYTHONUNBUFFERED=1
 USER 10001:10001
 CMD ["python3"]
+
+# The Go base image of detected Go apps: berth/debian + this machine's Go toolchain (the named build
+# context `go`: hack/berth-images.ts passes `go env GOROOT`, and Go's version is in the image's
+# tag) at /usr/local/go without its tests and documentation, CA certificates for module downloads,
+# user and group `go`, 10001. GOTOOLCHAIN is local, as in the official golang images: a go.mod that
+# asks for a newer Go fails its build with Go's own message instead of fetching another toolchain.
+FROM ${DEBIAN} AS berth-go
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ca-certificates >/dev/null && \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old && \
+    groupadd --gid 10001 go && useradd --uid 10001 --gid 10001 --home-dir /home/go --create-home --shell /usr/sbin/nologin go
+COPY --from=go bin /usr/local/go/bin
+COPY --from=go pkg /usr/local/go/pkg
+COPY --from=go src /usr/local/go/src
+COPY --from=go lib /usr/local/go/lib
+COPY --from=go go.env VERSION /usr/local/go/
+ENV PATH=/usr/local/go/bin:$PATH GOTOOLCHAIN=local
+USER 10001:10001
+CMD ["go", "version"]

@@ -1,12 +1,12 @@
 // Berth's own images, berth/berth-api, berth/berth-operator and berth/berth-builder (the build Jobs'
-// program, docs/builds.md), and the Python base image berth/python that detected Python apps are
-// built on, all built by BuildKit from the repository's Dockerfile (one target each) into the local
+// program, docs/builds.md), and the base images berth/python and berth/go that detected Python and
+// Go apps are built on, all built by BuildKit from the repository's Dockerfile (one target each) into the local
 // registry (docs/images.md).
 //
 // Usage: node hack/berth-images.ts build --registry 127.0.0.1:PORT [--addr unix:///...sock] [--json] [--progress]
 //   build   builds what the registry lacks and prints the references, one a line: berth-api's,
-//           berth-operator's, berth-builder's, berth/python's (--json: with digests and whether
-//           each was built; berth/python is also tagged v1). --addr
+//           berth-operator's, berth-builder's, berth/python's, berth/go's (--json: with digests and
+//           whether each was built; the base images are also tagged v1). --addr
 //           defaults to $BERTH_BUILDKIT_ADDR (hack/cluster env); the base berth/node:v1 is built
 //           and pushed first when the registry lacks it.
 //   tags    prints each image's content tag without building (no buildkitd needed)
@@ -14,11 +14,12 @@
 // An image's tag is a content hash of everything it is built from: the Dockerfile and
 // .dockerignore, every path its target's stages COPY from the build context (read from the
 // Dockerfile itself: package.json and the lock, kube/, crds/, the toolkit, and api/ or operator/),
-// npm's version and the base image's digest. A tag the registry
+// npm's version and the base image's digest (and what named contexts bring: buildctl's version, the
+// guard classifier's digest, Go's version). A tag the registry
 // already has is not built again (a HEAD per image), so a second run takes well under a second;
 // a changed file rebuilds only from its COPY on (BuildKit's cache under the cluster's directory
 // keeps `npm ci` as long as package.json and the lock are the same).
-import { execFile } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { chmod, copyFile, lstat, mkdtemp, readdir, readFile, readlink, rename, rm } from "node:fs/promises";
 import { join } from "node:path";
@@ -42,6 +43,7 @@ export const BERTH_IMAGES = {
   builder: { name: "berth/berth-builder", target: "berth-builder", code: "operator/build", alias: undefined },
   /** a base image, not a process of Berth's: also tagged `v1`, the tag the builder's configuration names */
   python: { name: "berth/python", target: "berth-python", code: undefined, alias: "v1" },
+  go: { name: "berth/go", target: "berth-go", code: undefined, alias: "v1" },
 } as const;
 export type Component = keyof typeof BERTH_IMAGES;
 export const COMPONENTS = Object.keys(BERTH_IMAGES) as Component[];
@@ -155,20 +157,38 @@ export async function fileDigests(dir: string, paths: readonly string[]): Promis
  * the version of the buildctl binary the builder image carries (a named context, not a file of
  * the repository); absent for the other images, whose tags are as before it existed.
  */
-export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string; buildctl?: string; guardModel?: string }): string {
+export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string } & NamedInputs): string {
   return sha256(canonicalJson({
     recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files,
     ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}), ...(inputs.guardModel ? { guardModel: inputs.guardModel } : {}),
+    ...(inputs.go ? { go: inputs.go } : {}),
   })).slice(7, 19);
+}
+
+/** What a target's named contexts bring, as tag inputs. */
+export interface NamedInputs { buildctl?: string; guardModel?: string; go?: string }
+
+/** This machine's Go toolchain, the named context `go` of berth/go: its GOROOT and version (go1.x.y). */
+export function goToolchain(): { root: string; version: string } {
+  let out: string;
+  try {
+    out = execFileSync("go", ["env", "GOROOT", "GOVERSION"], { encoding: "utf8", env: { ...process.env, GOTOOLCHAIN: "local" } });
+  } catch (err) {
+    throw new Error("berth/go is built from this machine's Go toolchain, and `go env` failed: install Go (the hack scripts need it too)", { cause: err });
+  }
+  const [goroot, version] = out.trim().split("\n");
+  if (!goroot || !version || !existsSync(join(goroot, "bin/go"))) throw new Error(`go env gave no usable GOROOT (${JSON.stringify(out)})`);
+  return { root: goroot, version };
 }
 
 /**
  * The named contexts a component's target copies from that are not files of the repository, as tag
  * inputs: buildctl's version for the builder, the guard classifier's graph digest (model.json's
- * sha256, built first when missing) for the API.
+ * sha256, built first when missing) for the API, the Go toolchain's version for berth/go.
  */
-export function namedInputs(component: Component): { buildctl?: string; guardModel?: string } {
+export function namedInputs(component: Component): NamedInputs {
   if (component === "builder") return { buildctl: pinned("BUILDKIT_VERSION") };
+  if (component === "go") return { go: goToolchain().version };
   if (component === "api") return { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 };
   return {};
 }
@@ -261,6 +281,8 @@ async function buildctl(o: BuildOptions & { addr: string }, component: Component
       "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl",
       // the classifier's files, which only the API's target copies (and whose digest is in its tag)
       ...(component === "api" ? ["--local", `guard-model=${guardModelDir()}`, "--opt", "context:guard-model=local:guard-model"] : []),
+      // the Go toolchain, which only berth/go copies (its version is in the tag)
+      ...(component === "go" ? ["--local", `go=${goToolchain().root}`, "--opt", "context:go=local:go"] : []),
       ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),
       "--output", `type=image,${outputNames(o.registry, component, tag)},push=true,registry.insecure=true,oci-mediatypes=true`,
       "--metadata-file", metadata,

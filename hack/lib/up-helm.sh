@@ -32,8 +32,8 @@ grep -q "\"listen\": \"$BERTH_NODE_IP:$pg_port\"" "$BERTH_LOCAL/cluster/node/net
 log "images: base, sample and Berth's own, into $BERTH_REGISTRY"
 node hack/images.ts build-base --registry "$BERTH_REGISTRY" >/dev/null
 sample_image=$(node hack/images.ts build-sample --registry "$BERTH_REGISTRY" | tail -1)
-berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY")   # berth-api's reference, berth-operator's, berth-builder's, berth/python's
-read -r -d '' api_image operator_image builder_image python_image <<<"$berth_images" || true   # (read -d '' returns 1 at the end of its input)
+berth_images=$(node hack/berth-images.ts build --registry "$BERTH_REGISTRY")   # berth-api's reference, berth-operator's, berth-builder's, berth/python's, berth/go's
+read -r -d '' api_image operator_image builder_image python_image go_image <<<"$berth_images" || true   # (read -d '' returns 1 at the end of its input)
 [[ "$api_image" == */berth/berth-api:* && "$operator_image" == */berth/berth-operator:* ]] ||
   die "hack/berth-images.ts printed no berth-api and berth-operator references: $berth_images"
 
@@ -78,7 +78,7 @@ values="$BERTH_LOCAL/berth-values.json"
 # Builds from Git: the builder image, buildkitd and the registry as build Jobs reach them, the base images detection uses.
 node hack/lib/local-values.ts --api-image "$api_image" --operator-image "$operator_image" \
   --builder-image "$builder_image" --buildkit-host "$BERTH_BUILDKIT_CLUSTER_ADDR" --registry "$BERTH_REGISTRY" \
-  --base-image "node=$BERTH_REGISTRY/berth/node:v1" --base-image "python=$python_image" --base-image "static=$BERTH_REGISTRY/berth/node:v1" \
+  --base-image "node=$BERTH_REGISTRY/berth/node:v1" --base-image "python=$python_image" --base-image "go=$go_image" --base-image "static=$BERTH_REGISTRY/berth/node:v1" \
   > "$values.tmp" && mv "$values.tmp" "$values"
 fingerprint=$( { cat "$values"; cd "$BERTH_ROOT" && find charts/berth -type f | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -c1-16)
 state_file="$BERTH_LOCAL/helm-release.state"

@@ -1,5 +1,5 @@
 // Berth's own images (issue 13): berth/berth-api and berth/berth-operator (and, issue 14, the
-// builder berth/berth-builder and the Python base berth/python) built by BuildKit from
+// builder berth/berth-builder and the Python and Go bases berth/python and berth/go) built by BuildKit from
 // the repository's Dockerfile (hack/berth-images.ts) into the real node's registry, then installed
 // with the chart on the real node, as ./hack/up does. What is checked is what an operator of
 // Berth relies on: the images are in the registry under their content tags, run as a non-root
@@ -175,7 +175,7 @@ test.serial("the images carry the production dependencies of the lock and the co
   }
 });
 
-test.serial("the builder image: the build program as berth/node's user, its code root's, with git and buildctl, no node_modules and no other code; the Python base runs as 10001", async (t) => {
+test.serial("the builder image: the build program as berth/node's user, its code root's, with git and buildctl, no node_modules and no other code; the Python and Go bases run as 10001", async (t) => {
   const { config } = await inspect("builder");
   t.is(config.config.User, `${NODE_UID}:${NODE_UID}`);
   t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
@@ -197,6 +197,14 @@ test.serial("the builder image: the build program as berth/node's user, its code
   const python = await inspect("python");
   t.is(python.config.config.User, `${NODE_UID}:${NODE_UID}`);
   t.true((await ownPaths("python")).includes("usr/bin/python3"));
+  // the Go base: this machine's toolchain at /usr/local/go, on the PATH, never fetching another one
+  const go = await inspect("go");
+  t.is(go.config.config.User, `${NODE_UID}:${NODE_UID}`);
+  t.true(go.config.config.Env?.some((e) => /^PATH=\/usr\/local\/go\/bin:/.test(e)), JSON.stringify(go.config.config.Env));
+  t.true(go.config.config.Env?.includes("GOTOOLCHAIN=local"));
+  const goPaths = new Set(await ownPaths("go"));
+  for (const p of ["usr/local/go/bin/go", "usr/local/go/pkg/tool/linux_amd64/compile", "usr/local/go/src/fmt/print.go", "usr/local/go/VERSION", "etc/ssl/certs/ca-certificates.crt"]) t.true(goPaths.has(p), `berth/go has ${p}`);
+  t.false([...goPaths].some((p) => p.startsWith("usr/local/go/test/")), "without Go's own tests");
 });
 
 // ---- the chart on the real node, with these images ----

@@ -1,11 +1,11 @@
 // The build program (operator/build/main.ts, docs/builds.md) run on the host as a build Job's
 // container runs it: against the real node's buildkitd (BERTH_BUILDKIT_ADDR) and registry
 // (BERTH_REGISTRY), cloning from a Git server over smart HTTP that requires credentials
-// (test/helpers/git-http.ts). A Dockerfile repository and the Node.js and Python samples by
+// (test/helpers/git-http.ts). A Dockerfile repository and the Node.js, Python and Go samples by
 // detection land in the registry under their tag with the digest the result reports, and the
 // detected images serve their page on PORT as pods on the real node; a failing Dockerfile fails at
 // build, a missing commit at clone, a missing Dockerfile at detect. The builder image itself and
-// the Python base are built by hack/berth-images.ts.
+// the Python and Go bases are built by hack/berth-images.ts.
 import test from "ava";
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
@@ -30,11 +30,11 @@ const ns = uniqueName("e2e-build");
 const k = kube();
 
 let git: GitServer;
-let built: Record<"builder" | "python", BerthImage>;
+let built: Record<"builder" | "python" | "go", BerthImage>;
 const dirs: string[] = [];
 
 test.before(async () => {
-  const images = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder", "python"], log: (l) => console.log(`[berth-images] ${l}`) });
+  const images = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder", "python", "go"], log: (l) => console.log(`[berth-images] ${l}`) });
   built = Object.fromEntries(images.map((i) => [i.component, i])) as typeof built;
   git = await startGitServer({ auth: CREDENTIALS });
   await k.core.createNamespace({ body: { metadata: { name: ns } } });
@@ -57,7 +57,7 @@ async function runBuilder(repo: string, commit: string, extra: Record<string, st
     BERTH_BUILD_REPO_URL: `${git.url}/${repo}.git`, BERTH_BUILD_COMMIT: commit, BERTH_BUILD_BRANCH: "main",
     BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${ns}/${repo}`, BERTH_BUILD_TAG: commit.slice(0, 12),
     BUILDKIT_HOST: BUILDKIT, BERTH_BUILD_REGISTRY_INSECURE: "true",
-    BERTH_BUILD_BASE_IMAGES: JSON.stringify({ node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`, python: `${REGISTRY}/${BERTH_IMAGES.python.name}:${BERTH_IMAGES.python.alias}`, static: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}` }),
+    BERTH_BUILD_BASE_IMAGES: JSON.stringify({ node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`, python: `${REGISTRY}/${BERTH_IMAGES.python.name}:${BERTH_IMAGES.python.alias}`, go: `${REGISTRY}/${BERTH_IMAGES.go.name}:${BERTH_IMAGES.go.alias}`, static: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}` }),
     GIT_USERNAME: CREDENTIALS.username, GIT_PASSWORD: CREDENTIALS.password,
     BERTH_BUILD_RESULT_FILE: join(ws, "termination-log"), BERTH_BUILD_WORKSPACE: ws, BERTH_BUILDCTL: binPath("buildctl"),
     ...extra,
@@ -119,11 +119,12 @@ test.serial("a repository with a Dockerfile (dockerfilePath in a subdirectory): 
   noSecrets(t, run);
 });
 
-test.serial("berth/python:v1 is the image of berth/python's content tag", async (t) => {
+test.serial("berth/python:v1 and berth/go:v1 are the images of their content tags", async (t) => {
   t.is(await registry.manifestDigest(BERTH_IMAGES.python.name, "v1"), built.python.digest);
+  t.is(await registry.manifestDigest(BERTH_IMAGES.go.name, "v1"), built.go.digest);
 });
 
-for (const [stack, sample, start] of [["node", "node-detect", "node server.js"], ["python", "python-detect", "python main.py"]] as const) {
+for (const [stack, sample, start] of [["node", "node-detect", "node server.js"], ["python", "python-detect", "python main.py"], ["go", "go-detect", "/app/server"]] as const) {
   test.serial(`the ${sample} sample by detection: the plan is logged, the image is pushed and serves its page on PORT on the real node`, async (t) => {
     const sha = git.repo(sample, join(root, "samples", sample));
     const run = await runBuilder(sample, sha);

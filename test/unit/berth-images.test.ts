@@ -2,10 +2,11 @@
 // built from (the paths the Dockerfile's stages copy from the build context, read from the
 // Dockerfile), as .dockerignore leaves them in the build context, and of the base image's digest.
 import test from "ava";
+import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, imageInputs, inputsTag, namedInputs, outputNames, skipped } from "../../hack/berth-images.ts";
+import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, goToolchain, imageInputs, inputsTag, namedInputs, outputNames, skipped } from "../../hack/berth-images.ts";
 import { pinned, root } from "../helpers/binaries.ts";
 import { guardModelDir } from "../../hack/guard-model.ts";
 
@@ -110,16 +111,20 @@ test("the repository's Dockerfile: each image's inputs are there, its own code a
   t.is(new Set(COMPONENTS.map((c) => tags[c])).size, COMPONENTS.length, "each image has its own tag");
 });
 
-test("the builder image is built from operator/build and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python base from no file of the repository", (t) => {
+test("the builder image is built from operator/build and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", (t) => {
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/build", "package.json"]);
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
+  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.go.target), ["Dockerfile", ".dockerignore"], "the toolchain is the named context go, not the repository's");
+  t.deepEqual(namedInputs("go"), { go: execFileSync("go", ["env", "GOVERSION"], { encoding: "utf8", env: { ...process.env, GOTOOLCHAIN: "local" } }).trim() });
+  t.regex(goToolchain().version, /^go1\.\d+/);
   t.deepEqual(namedInputs("builder"), { buildctl: pinned("BUILDKIT_VERSION") });
   t.deepEqual(namedInputs("api"), { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 });
   t.deepEqual(namedInputs("operator"), {});
   const files: [string, string][] = [["operator/build/main.ts", "-sha256:x"]];
   t.not(inputsTag({ files, baseDigest: BASE, guardModel: "a" }), inputsTag({ files, baseDigest: BASE, guardModel: "b" }));
   t.not(inputsTag({ files, baseDigest: BASE, buildctl: "v0.34.2" }), inputsTag({ files, baseDigest: BASE, buildctl: "v0.35.0" }));
+  t.not(inputsTag({ files, baseDigest: BASE, go: "go1.26.8" }), inputsTag({ files, baseDigest: BASE, go: "go1.27.3" }));
   t.is(inputsTag({ files, baseDigest: BASE }), inputsTag({ files, baseDigest: BASE, buildctl: "" }), "no buildctl: the tag of before");
   t.is(outputNames("127.0.0.1:5000", "api", "abc"), "name=127.0.0.1:5000/berth/berth-api:abc");
   t.is(outputNames("127.0.0.1:5000", "python", "abc"), '"name=127.0.0.1:5000/berth/python:abc,127.0.0.1:5000/berth/python:v1"');

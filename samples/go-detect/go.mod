@@ -1,0 +1,3 @@
+module example.com/go-detect
+
+go 1.22
