@@ -170,6 +170,28 @@ export function parseBuildResult(message: string | undefined): BuildResult | und
   return undefined;
 }
 
+/** The runtime's words when an image has no /bin/sh to run `sh -c` with (runc; crun says "executable file not found"). */
+const NO_SHELL = /exec: "\/bin\/sh": stat \/bin\/sh: no such file or directory|"\/bin\/sh": executable file not found/;
+
+/**
+ * Why a release command's Job failed, as the deployment records it: its exit code and the end of
+ * its output; an image without a shell (a release command runs as `/bin/sh -c`) is said in words a
+ * user can act on, not the runtime's. Pure.
+ */
+export function releaseFailure(outcome: Extract<JobOutcome, { done: true }>, t: k8s.V1ContainerStateTerminated | undefined): { reason: string; message: string } {
+  if (outcome.reason === "DeadlineExceeded") return { reason: "ReleaseCommandTimeout", message: `${outcome.reason}: ${outcome.message ?? ""}` };
+  if (t && NO_SHELL.test(t.message ?? "")) {
+    return { reason: "ReleaseCommandNoShell", message: "The release command cannot run: the image has no shell (/bin/sh), and a release command runs as /bin/sh -c <releaseCommand>. Images that detection builds for Go apps hold the binary alone: build the service from a Dockerfile (dockerfilePath) whose image has /bin/sh, or remove the release command" };
+  }
+  const message = t ? `The release command exited with code ${t.exitCode}${t.message ? `: ${tail(t.message)}` : ""}` : `${outcome.reason ?? "Failed"}: ${outcome.message ?? ""}`;
+  return { reason: "ReleaseCommandFailed", message };
+}
+
+/** The last lines of a container's output (at most 2,000 characters). */
+export function tail(message: string | undefined, lines = 15): string {
+  return (message ?? "").trim().split("\n").slice(-lines).join("\n").slice(-2000);
+}
+
 /** The terminated state of a Job pod's first container. */
 export function terminated(pod: k8s.V1Pod | undefined): k8s.V1ContainerStateTerminated | undefined {
   return pod?.status?.containerStatuses?.[0]?.state?.terminated;

@@ -18,7 +18,7 @@ import { groupOf, type Access } from "../../kube/rbac.ts";
 import { governanceSecretName, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
 import type { AppObject } from "../app/reconcile.ts";
 import { applyReleaseStatus } from "./status.ts";
-import { buildJob, jobOutcome, parseBuildResult, releaseJob, terminated, type BuildSettings } from "./builders.ts";
+import { buildJob, jobOutcome, parseBuildResult, releaseFailure, releaseJob, tail, terminated, type BuildSettings } from "./builders.ts";
 import type { BuildLogs } from "./build-log.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 
@@ -170,9 +170,8 @@ export class ReleaseReconciler implements Reconciler {
     if (!outcome.done) return;
     const now = this.deps.now().toISOString();
     if (!outcome.ok) {
-      const t = terminated(pod);
-      const message = t ? `The release command exited with code ${t.exitCode}${t.message ? `: ${tail(t.message)}` : ""}` : `${outcome.reason ?? "Failed"}: ${outcome.message ?? ""}`;
-      const failure = { step: "release", reason: outcome.reason === "DeadlineExceeded" ? "ReleaseCommandTimeout" : "ReleaseCommandFailed", message };
+      const { reason, message } = releaseFailure(outcome, terminated(pod));
+      const failure = { step: "release", reason, message };
       await this.write(r, { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure }, ctx, "ReleaseFailed", message.slice(0, 1000));
       return;
     }
@@ -224,9 +223,4 @@ export class ReleaseReconciler implements Reconciler {
 function governanceRefOf(app: AppObject): GovernanceRef | undefined {
   if (governanceDisabled(app.metadata.annotations)) return undefined;
   return { secretName: governanceSecretName(app.metadata.name!), generation: governanceGeneration(app.metadata.annotations) };
-}
-
-/** The last lines of a log-ish message, for a failure a user reads. */
-function tail(message: string | undefined, lines = 15): string {
-  return (message ?? "").trim().split("\n").slice(-lines).join("\n").slice(-2000);
 }

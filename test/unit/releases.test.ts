@@ -4,7 +4,7 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { gitCredentialsSecret, jobName, overtaken, releasesToPrune, servingRelease } from "../../crds/release.ts";
 import { AppSpec, type ReleasePhase } from "../../crds/schemas.ts";
-import { buildJob, imageRepository, jobOutcome, parseBuildResult, releaseJob, RESULT_LINE_PREFIX, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
+import { buildJob, imageRepository, jobOutcome, parseBuildResult, releaseFailure, releaseJob, RESULT_LINE_PREFIX, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
 import { computeStatus } from "../../operator/app/status.ts";
 import { releasesOfApp } from "../../operator/release/reconcile.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
@@ -118,6 +118,23 @@ test("a Job's outcome from its conditions; the build result from the termination
   t.is(parseBuildResult(JSON.stringify({ ok: true, image: "reg/x:latest", digest: "x" })), undefined, "an image not pinned by digest is no result");
   t.is(parseBuildResult("Error: something\nat line"), undefined);
   t.is(parseBuildResult(undefined), undefined);
+});
+
+test("a release command's failure: its exit code and last lines; an image without a shell in words a user can act on; a timeout", (t) => {
+  const failed = { done: true, ok: false, reason: "Failed", message: "exited with code 3" } as const;
+  const lines = Array.from({ length: 20 }, (_, i) => `line ${i + 1}`).join("\n");
+  t.deepEqual(releaseFailure(failed, { exitCode: 3, message: `${lines}\n` }), { reason: "ReleaseCommandFailed", message: `The release command exited with code 3: ${Array.from({ length: 15 }, (_, i) => `line ${i + 6}`).join("\n")}` });
+  t.deepEqual(releaseFailure(failed, { exitCode: 1 }), { reason: "ReleaseCommandFailed", message: "The release command exited with code 1" });
+  // what runc says when the image (a Go app's, by detection: FROM scratch) has no /bin/sh
+  const runc = 'failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create failed: unable to start container process: error during container init: exec: "/bin/sh": stat /bin/sh: no such file or directory';
+  const noShell = releaseFailure(failed, { exitCode: 128, message: runc });
+  t.is(noShell.reason, "ReleaseCommandNoShell");
+  t.regex(noShell.message, /^The release command cannot run: the image has no shell \(\/bin\/sh\).*Dockerfile \(dockerfilePath\)/);
+  t.is(releaseFailure(failed, { exitCode: 127, message: "sh: 1: migrate: not found" }).reason, "ReleaseCommandFailed", "a command the shell cannot find is the command's failure");
+  t.deepEqual(releaseFailure({ done: true, ok: false, reason: "DeadlineExceeded", message: "Job was active longer than specified deadline" }, { exitCode: 137 }),
+    { reason: "ReleaseCommandTimeout", message: "DeadlineExceeded: Job was active longer than specified deadline" });
+  t.deepEqual(releaseFailure({ done: true, ok: false, reason: "BackoffLimitExceeded", message: "Job has reached the specified backoff limit" }, undefined),
+    { reason: "ReleaseCommandFailed", message: "BackoffLimitExceeded: Job has reached the specified backoff limit" });
 });
 
 test("a Git App's status tells its releases: building, build_failed with the old one serving, the commit in latestDeployment", (t) => {
