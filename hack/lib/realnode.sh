@@ -384,6 +384,11 @@ EOF
 }
 
 # Cluster DNS: CoreDNS as a process of the node (no image needed), behind the kube-dns Service.
+# Names outside the cluster go to the local DNS server (Pebble's challenge test server, the one
+# Pebble resolves with; over TCP, as the bridge carries it): it answers only the records set through
+# its management API, so pods resolve no public name (nothing outside the machine is reachable),
+# and a custom domain whose CNAME was set there verifies from the operator's pod as it would
+# against public DNS (docs/domains.md).
 node_dns() {
   cat > "$NODE_DIR/Corefile" <<EOF
 .:53 {
@@ -393,6 +398,9 @@ node_dns() {
         kubeconfig $KUBECONFIG_OUT
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
+    }
+    forward . 127.0.0.1:$DNS_PORT {
+        force_tcp
     }
     cache 5
 }

@@ -27,6 +27,8 @@ import { helm, kubectl, root } from "../helpers/binaries.ts";
 import { freshDatabase, query, type TestDatabase } from "../helpers/db.ts";
 import { keyOf } from "../helpers/governance.ts";
 import { viaIngress, type Answer } from "../helpers/ingress.ts";
+import { viaIngressTls } from "../helpers/https.ts";
+import { TestDns } from "../helpers/dns.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { need } from "../helpers/e2e.ts";
 
@@ -37,6 +39,9 @@ const NODE_NAME = need("BERTH_NODE_NAME");
 const NODE_PG = need("BERTH_NODE_PG_ADDR");
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
+const TLS_URL = need("BERTH_INGRESS_TLS_URL");
+const DOMAIN_ISSUER = need("BERTH_DOMAIN_ISSUER");
+const dns = new TestDns(need("BERTH_DNS_MANAGEMENT_URL"));
 
 const registry = new Registry(REGISTRY);
 let images: Record<Component, BerthImage>;
@@ -432,4 +437,32 @@ test.serial("a private App is guarded at the ingress by this release's API at th
   const served = await viaIngress(INGRESS, host, "/", { headers: { Cookie: cookie } });
   t.is(served.status, 200, served.text);
   t.regex(served.text, /^Hello from Berth's sample service/);
+});
+
+test.serial("a custom domain is verified by this release's operator through the cluster's DNS, as ./hack/up runs it, and served over HTTPS with the local CA's certificate", async (t) => {
+  t.truthy(wsKey, "the upgrade test made the workspace and the public App hello");
+  const domains = `/workspaces/${WORKSPACE_ID}/apps/hello/domains`;
+  const domain = `shop-${release}.example.test`;
+  // The operator runs as a pod: it asks the cluster DNS, which sends names outside the cluster to
+  // the local DNS server, where the record is set as a customer would set it at their DNS host.
+  const added = await callApi<{ dnsTarget: string; verified: boolean }>("POST", domains, wsKey, { domain });
+  t.is(added.status, 201, added.text);
+  t.false(added.body!.verified);
+  try {
+    await dns.setCname(domain, added.body!.dnsTarget);
+    const verified = await eventually("the domain to verify", async () => {
+      const r = await callApi<{ verified: boolean; verification: { reason: string } }>("POST", `${domains}/${domain}/verify`, wsKey);
+      return r.body?.verified ? r.body : undefined;
+    }, 30_000, 1000);
+    t.is(verified.verification.reason, "CnameMatches");
+    const issuer = await k.core.readNamespacedSecret({ namespace: "cert-manager", name: DOMAIN_ISSUER });
+    const ca = Buffer.from(issuer.data!["ca.crt"] ?? issuer.data!["tls.crt"]!, "base64").toString();
+    const res = await eventually("the domain served over HTTPS", async () => {
+      try { const r = await viaIngressTls(TLS_URL, domain, ca); return r.status === 200 ? r : undefined; } catch { return undefined; }
+    }, 120_000, 500);
+    t.regex(res.text, /^Hello from Berth's sample service/);
+    t.regex(res.certificate.subjectaltname ?? "", new RegExp(`DNS:${domain.replace(/\./g, "\\.")}`));
+  } finally {
+    await dns.clearCname(domain).catch(() => undefined);
+  }
 });
