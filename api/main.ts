@@ -104,7 +104,7 @@ export function buildServices(deps: {
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
-    deployments: new DeploymentsService({ kube, apps: appsService, orm }),
+    deployments: new DeploymentsService({ kube, apps: appsService, orm, publicUrl: config.BERTH_PUBLIC_URL }),
     env: new EnvService({ apps: appsService, kube }),
     domains: new DomainsService({ kube, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
     appKeyVerifier: governance.keys.verifier(),

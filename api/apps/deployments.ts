@@ -59,7 +59,8 @@ export const DeployBody = z.object({
 
 export const WebhookSecret = z.object({
   secret: z.string().describe("Shown once: the HMAC key to configure in GitHub (Settings → Webhooks → Secret)"),
-  url: z.string().describe("The payload URL, relative to the API's base URL"),
+  url: z.string().describe("GitHub's payload URL: absolute when the API knows its public URL (BERTH_PUBLIC_URL), else a path on the API's host"),
+  gitlabUrl: z.string().describe("GitLab's webhook URL, the same way"),
 }).meta({ id: "WebhookSecret" });
 
 export const WebhookOutcome = z.object({
@@ -73,6 +74,8 @@ export interface DeploymentsDeps {
   /** The services: a deployment's App is read as GET Service reads it (404 app_not_found alike). */
   apps: Pick<AppsService, "load">;
   orm: MikroORM;
+  /** The API's public origin (BERTH_PUBLIC_URL): webhook URLs are given absolute under it. */
+  publicUrl?: string | undefined;
 }
 
 /** A Release as the client reads it. */
@@ -283,7 +286,7 @@ export class DeploymentsService {
   }
 
   /** POST .../webhook-secret: a new secret (the old one stops working), shown once. */
-  async rotateWebhookSecret(wsId: string, appId: string): Promise<{ secret: string; url: string }> {
+  async rotateWebhookSecret(wsId: string, appId: string): Promise<z.infer<typeof WebhookSecret>> {
     const { ns, app } = await this.#app(wsId, appId);
     const secret = randomBytes(32).toString("base64url");
     const body = {
@@ -299,7 +302,8 @@ export class DeploymentsService {
       if (!isConflict(err)) throw err;
       await this.#d.kube.mergePatch({ apiVersion: "v1", kind: "Secret", namespace: ns, name: body.metadata.name }, { stringData: { secret } }, API_FIELD_MANAGER);
     }
-    return { secret, url: `/api/v1/webhooks/github/${wsId}/${appId}` };
+    const base = `${this.#d.publicUrl ?? ""}/api/v1/webhooks`;
+    return { secret, url: `${base}/github/${wsId}/${appId}`, gitlabUrl: `${base}/gitlab/${wsId}/${appId}` };
   }
 
   async #webhookSecret(ns: string, appId: string): Promise<string | undefined> {

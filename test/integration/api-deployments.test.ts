@@ -118,6 +118,28 @@ test("a signed push to the branch starts one deployment; a replay of the deliver
   t.regex(logs.text, /not started yet|==> build/);
 });
 
+test("the webhook secret's URLs: paths on the API's host by default, absolute under BERTH_PUBLIC_URL; GitHub's and GitLab's", async (t) => {
+  await gitApp("urls");
+  const rel = await api.fetchJson("POST", `${apps()}/urls/webhook-secret`);
+  t.is(rel.status, 201, rel.text);
+  t.like(rel.body, { url: `/api/v1/webhooks/github/${api.workspaceId}/urls`, gitlabUrl: `/api/v1/webhooks/gitlab/${api.workspaceId}/urls` });
+  // the path is the one deliveries are received at
+  const pong = await api.fetchJson("POST", (rel.body.url as string).replace(/^\/api\/v1/, ""), {
+    key: null, rawBody: Buffer.from("{}"),
+    headers: { "Content-Type": "application/json", "X-GitHub-Event": "ping", "X-GitHub-Delivery": crypto.randomUUID(), "X-Hub-Signature-256": `sha256=${createHmac("sha256", rel.body.secret as string).update("{}").digest("hex")}` },
+  });
+  t.is(pong.status, 200, pong.text);
+  const pub = await startApi({ env: { BERTH_PUBLIC_URL: "https://berth.example.com/" } });
+  try {
+    const r = await pub.fetchJson("POST", `/workspaces/${pub.workspaceId}/apps`, { body: { name: "urls", slug: "urls", gitRepoUrl: `${gitUrl}/site.git` } });
+    t.is(r.status, 201, r.text);
+    const abs = await pub.fetchJson("POST", `/workspaces/${pub.workspaceId}/apps/urls/webhook-secret`);
+    t.like(abs.body, { url: `https://berth.example.com/api/v1/webhooks/github/${pub.workspaceId}/urls`, gitlabUrl: `https://berth.example.com/api/v1/webhooks/gitlab/${pub.workspaceId}/urls` });
+  } finally {
+    await pub.stop();
+  }
+});
+
 test("refused deliveries: a bad or missing signature and an unknown service are the same 401, and start nothing", async (t) => {
   await gitApp("guarded");
   const secret = await secretOf("guarded");

@@ -240,10 +240,12 @@ for (const [label, values] of valueSets) {
     t.is(apiCfg.BERTH_NAMESPACE, NS, "the share cookie key's Secret lives in the release namespace");
     t.is(apiCfg.BERTH_SHARE_COOKIE_KEY, undefined, "the key never passes through Helm values");
     if (label === "second values set") {
+      t.is(apiCfg.BERTH_PUBLIC_URL, "https://berth.example.com", "the public URL from the API's Ingress, https with its TLS");
       t.like(apiCfg, { BERTH_OIDC_ISSUER_URL: "https://login.example.com/realms/acme", BERTH_OIDC_CLIENT_ID: "berth", BERTH_OIDC_CLIENT_SECRET: "an-oidc-client-secret", BERTH_OIDC_SCOPES: "openid email profile" });
       t.deepEqual(apic.env?.find((e) => e.name === "BERTH_OIDC_CLIENT_SECRET")?.valueFrom?.secretKeyRef, { name: "berth-oidc", key: "secret" });
     } else {
       t.is(apiCfg.BERTH_OIDC_ISSUER_URL, undefined, "sign-in is off by default");
+      t.is(apiCfg.BERTH_PUBLIC_URL, undefined, "no Ingress, no public URL: webhook URLs are paths");
     }
 
     const jobc = container(find<k8s.V1Job>(objects, "Job", "berth-migrations"), "migrations");
