@@ -168,8 +168,11 @@ export function inputsTag(inputs: { files: readonly [string, string][]; baseDige
 /** What a target's named contexts bring, as tag inputs. */
 export interface NamedInputs { buildctl?: string; guardModel?: string; go?: string }
 
-/** This machine's Go toolchain, the named context `go` of berth/go: its GOROOT and version (go1.x.y). */
+let toolchain: { root: string; version: string } | undefined;
+
+/** This machine's Go toolchain, the named context `go` of berth/go: its GOROOT and version (go1.x.y); `go env` runs once. */
 export function goToolchain(): { root: string; version: string } {
+  if (toolchain) return toolchain;
   let out: string;
   try {
     out = execFileSync("go", ["env", "GOROOT", "GOVERSION"], { encoding: "utf8", env: { ...process.env, GOTOOLCHAIN: "local" } });
@@ -178,7 +181,8 @@ export function goToolchain(): { root: string; version: string } {
   }
   const [goroot, version] = out.trim().split("\n");
   if (!goroot || !version || !existsSync(join(goroot, "bin/go"))) throw new Error(`go env gave no usable GOROOT (${JSON.stringify(out)})`);
-  return { root: goroot, version };
+  toolchain = { root: goroot, version };
+  return toolchain;
 }
 
 /**

@@ -101,7 +101,7 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
   if (!isTag(tag)) throw new ConfigError("build", "BERTH_BUILD_TAG is not a valid image tag");
   const cacheRef = value("BERTH_BUILD_CACHE_REF");
   const cacheTagAt = cacheRef?.lastIndexOf(":") ?? -1;
-  if (cacheRef !== undefined && !(cacheTagAt > 0 && isRepository(cacheRef.slice(0, cacheTagAt)) && isTag(cacheRef.slice(cacheTagAt + 1)) && cacheRef.lastIndexOf("/") < cacheTagAt)) {
+  if (cacheRef !== undefined && !(cacheTagAt > 0 && isRepository(cacheRef.slice(0, cacheTagAt)) && isTag(cacheRef.slice(cacheTagAt + 1)))) {
     throw new ConfigError("build", "BERTH_BUILD_CACHE_REF must be a repository and a tag (e.g. 127.0.0.1:5000/apps/ns/app:buildcache), without a digest");
   }
 
