@@ -15,9 +15,9 @@ export const ConfigSchema = z.object({
   BERTH_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local").describe("Apps are served at <slug>.<baseDomain>"),
   BERTH_INGRESS_HOST: z.string().regex(/^[a-z0-9.-]+$/, "must be a host name").default("ingress.berth.local").describe("Where customers point their CNAME records"),
-  BERTH_PUBLIC_URL: z.url({ protocol: /^https?$/ }).refine((v) => { const u = URL.parse(v); return !!u && u.pathname === "/" && !u.search && !u.hash && !u.username; }, "must be an origin: http(s)://host[:port], no path").optional()
-    .transform((v) => v?.replace(/\/$/, ""))
-    .describe("The API's public origin as users and Git hosts reach it (https://api.example.com): webhook payload URLs are given under it. Unset: they are paths relative to it"),
+  BERTH_PUBLIC_URL: z.url({ protocol: /^https?$/ }).refine((v) => { const u = URL.parse(v); return !!u && !u.search && !u.hash && !u.username && !u.password; }, "must be http(s)://host[:port][/path], without a query, fragment or credentials").optional()
+    .transform((v) => v?.replace(/\/+$/, ""))
+    .describe("The API's public URL as users and Git hosts reach it, without /api/v1 (https://api.example.com, or with the path its Ingress serves it under): webhook payload URLs are given under it. Unset: they are paths on the API's host"),
   BERTH_DOMAIN_VERIFY_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000)
     .describe("How long POST .../domains/{id}/verify waits for the operator's DNS check before answering 202"),
   BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),

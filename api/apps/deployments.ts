@@ -74,7 +74,7 @@ export interface DeploymentsDeps {
   /** The services: a deployment's App is read as GET Service reads it (404 app_not_found alike). */
   apps: Pick<AppsService, "load">;
   orm: MikroORM;
-  /** The API's public origin (BERTH_PUBLIC_URL): webhook URLs are given absolute under it. */
+  /** The API's public URL (BERTH_PUBLIC_URL, without /api/v1): webhook URLs are given absolute under it. */
   publicUrl?: string | undefined;
 }
 

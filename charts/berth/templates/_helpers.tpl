@@ -29,6 +29,15 @@ named after it too, so two releases in one cluster need different release names.
 {{- define "berth.operator.fullname" -}}{{ include "berth.componentName" (list . "operator") }}{{- end }}
 {{- define "berth.api.fullname" -}}{{ include "berth.componentName" (list . "api") }}{{- end }}
 
+{{/* The API's public URL (BERTH_PUBLIC_URL, without /api/v1): api.config.publicUrl, else from the
+API's Ingress (https with its TLS, its host and path), else empty. */}}
+{{- define "berth.api.publicUrl" -}}
+{{- $api := .Values.api -}}
+{{- if $api.config.publicUrl -}}{{ trimSuffix "/" $api.config.publicUrl }}
+{{- else if and $api.ingress.enabled $api.ingress.host -}}{{ ternary "https" "http" $api.ingress.tls.enabled }}://{{ $api.ingress.host }}{{ trimSuffix "/" $api.ingress.path }}
+{{- end -}}
+{{- end }}
+
 {{- define "berth.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
