@@ -27,7 +27,7 @@ import { helm, kubectl, root } from "../helpers/binaries.ts";
 import { freshDatabase, query, type TestDatabase } from "../helpers/db.ts";
 import { keyOf } from "../helpers/governance.ts";
 import { viaIngress, type Answer } from "../helpers/ingress.ts";
-import { viaIngressTls } from "../helpers/https.ts";
+import { issuerCa, viaIngressTls } from "../helpers/https.ts";
 import { TestDns } from "../helpers/dns.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { need } from "../helpers/e2e.ts";
@@ -455,8 +455,7 @@ test.serial("a custom domain is verified by this release's operator through the 
       return r.body?.verified ? r.body : undefined;
     }, 30_000, 1000);
     t.is(verified.verification.reason, "CnameMatches");
-    const issuer = await k.core.readNamespacedSecret({ namespace: "cert-manager", name: DOMAIN_ISSUER });
-    const ca = Buffer.from(issuer.data!["ca.crt"] ?? issuer.data!["tls.crt"]!, "base64").toString();
+    const ca = await issuerCa(k.core, DOMAIN_ISSUER);
     const res = await eventually("the domain served over HTTPS", async () => {
       try { const r = await viaIngressTls(TLS_URL, domain, ca); return r.status === 200 ? r : undefined; } catch { return undefined; }
     }, 120_000, 500);

@@ -11,7 +11,7 @@ import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import type { RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { TestDns } from "../helpers/dns.ts";
-import { viaIngressTls } from "../helpers/https.ts";
+import { issuerCa, viaIngressTls } from "../helpers/https.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { need } from "../helpers/e2e.ts";
@@ -46,8 +46,7 @@ test.before(async () => {
     },
   });
   await dns.addA(INGRESS_HOST, [INGRESS_ADDRESS]);
-  const secret = await k.core.readNamespacedSecret({ namespace: "cert-manager", name: ISSUER });
-  ca = Buffer.from(secret.data!["ca.crt"] ?? secret.data!["tls.crt"]!, "base64").toString();
+  ca = await issuerCa(k.core, ISSUER);
 });
 test.after.always(async () => {
   await op?.stop(); await api?.stop();

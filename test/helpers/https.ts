@@ -3,6 +3,13 @@
 // name, and the server's certificate is verified against `ca` for that name.
 import { request } from "node:https";
 import type { PeerCertificate, TLSSocket } from "node:tls";
+import type { CoreV1Api } from "@kubernetes/client-node";
+
+/** The CA certificate of the local CA ClusterIssuer (BERTH_DOMAIN_ISSUER): its Secret in cert-manager's namespace. */
+export async function issuerCa(core: CoreV1Api, issuer: string): Promise<string> {
+  const secret = await core.readNamespacedSecret({ namespace: "cert-manager", name: issuer });
+  return Buffer.from(secret.data!["ca.crt"] ?? secret.data!["tls.crt"]!, "base64").toString();
+}
 
 export interface HttpsAnswer { status: number; text: string; certificate: PeerCertificate }
 
