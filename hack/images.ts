@@ -29,6 +29,7 @@ import { canonicalJson, comparePaths, DEFAULT_PATH, extendImage, imageBlobs, ima
 import { cacheRoot } from "./lib/pinned.ts";
 import type { PushResult } from "./lib/registry.ts";
 import { fileBlob, Registry } from "./lib/registry.ts";
+import { systemPackageHint } from "./lib/system-packages.ts";
 
 const execFileAsync = promisify(execFile);
 export const root = join(import.meta.dirname, "..");
@@ -284,7 +285,7 @@ export async function buildPause(o: BuildOptions = {}): Promise<BuiltImage> {
       try {
         await execFileAsync("gcc", [...PAUSE_CFLAGS, "-o", bin, sourcePath]);
       } catch (err) {
-        throw new Error(`gcc failed (the static C library comes from libc6-dev: apt-get install libc6-dev): ${(err as { stderr?: string }).stderr ?? String(err)}`, { cause: err });
+        throw new Error(`gcc failed (the static C library comes from ${systemPackageHint("libc6-dev")}): ${(err as { stderr?: string }).stderr ?? String(err)}`, { cause: err });
       }
       return { ...await writeLayer([{ path: "pause", type: "file", mode: 0o755, uid: 0, gid: 0, data: await readFile(bin) }], out), extra: { gcc } };
     } finally {
@@ -436,7 +437,7 @@ export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { 
   let layer = await cache.cachedLayer(key);
   if (!layer) {
     if (process.getuid?.() !== 0) throw new Error("building berth/debian runs debootstrap, which needs root (once: the rootfs is cached)");
-    try { execFileSync("debootstrap", ["--version"], { stdio: "ignore" }); } catch { throw new Error("debootstrap is missing: apt-get install debootstrap"); }
+    try { execFileSync("debootstrap", ["--version"], { stdio: "ignore" }); } catch { throw new Error(`debootstrap is missing: it comes from ${systemPackageHint("debootstrap")}`); }
     const mirror = o.mirror ?? machineMirror();
     layer = await timed(log, `built the Debian ${DEBIAN_SUITE} rootfs from ${mirror}`, () => cache.layer(key, `debootstrap --variant=minbase ${DEBIAN_SUITE} (${mirror}), slimmed`, async (out) => {
       const dir = await cache.tmpDir(`debootstrap-${process.pid}`); // the pid: removeLeftoverTargets keeps a running build's

@@ -58,3 +58,5 @@ bin_path() { # name -> path of the cached binary for the pinned version
     *) die "unknown binary $1" ;;
   esac
 }
+
+source "$BERTH_ROOT/hack/lib/system.sh"

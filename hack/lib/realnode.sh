@@ -54,17 +54,8 @@ REAL_NODE_TAINT="berth.dev/real-node"
 node_enabled() { [ "${BERTH_REAL_NODE:-0}" = 1 ]; }
 
 node_deps() {
-  local missing=()
-  command -v ip >/dev/null || missing+=(iproute2)
-  command -v iptables >/dev/null || missing+=(iptables)
-  pkg-config --exists libseccomp 2>/dev/null || missing+=(libseccomp-dev pkg-config)
-  command -v debootstrap >/dev/null || missing+=(debootstrap)   # the base images' Debian rootfs (hack/images.ts)
-  if [ ${#missing[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || die "the real node needs ${missing[*]} (and root)"
-    log "installing ${missing[*]} from Debian"
-    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
   [ "$(id -u)" = 0 ] || die "the real node needs root (network namespaces, cgroups, mounts)"
+  ensure_system_packages   # hack/lib/system-packages.txt (./hack/test and ./hack/up did it first)
   source "$BERTH_ROOT/hack/lib/node.sh"; ensure_node   # netbridge.ts needs Node.js 24
   "$BERTH_ROOT/hack/binaries" node
 }
