@@ -2,9 +2,14 @@
 import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ModelPricesConfig } from "./governance/ingest/pricing.ts";
+import { parseCidrList } from "./http/outbound.ts";
 
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+const cidrList = z.string().default("").transform((raw, ctx) => {
+  try { return parseCidrList(raw); } catch (err) { ctx.addIssue({ code: "custom", message: (err as Error).message }); return z.NEVER; }
+});
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 
@@ -18,6 +23,11 @@ export const ConfigSchema = z.object({
   BERTH_PUBLIC_URL: z.url({ protocol: /^https?$/ }).refine((v) => { const u = URL.parse(v); return !!u && !u.search && !u.hash && !u.username && !u.password; }, "must be http(s)://host[:port][/path], without a query, fragment or credentials").optional()
     .transform((v) => v?.replace(/\/+$/, ""))
     .describe("The API's public URL as users and Git hosts reach it, without /api/v1 (https://api.example.com, or with the path its Ingress serves it under): webhook payload URLs are given under it. Unset: they are paths on the API's host"),
+  // Requests to user-chosen URLs (api/http/outbound.ts, docs/security.md)
+  BERTH_OUTBOUND_ALLOW: cidrList
+    .describe("Comma-separated CIDRs that user-chosen URLs (a service's gitRepoUrl, read for its branch head) may reach although they are loopback, link-local, private or otherwise refused: a Git server on the cluster's own network. Empty: only public addresses"),
+  BERTH_OUTBOUND_DENY: cidrList
+    .describe("Comma-separated CIDRs refused to user-chosen URLs on top of the built-in private and special ranges: the cluster's pod and Service ranges where they are public addresses"),
   BERTH_DOMAIN_VERIFY_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000)
     .describe("How long POST .../domains/{id}/verify waits for the operator's DNS check before answering 202"),
   BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),

@@ -18,6 +18,7 @@ import { Governance } from "./governance/service.ts";
 import { governanceRoutes } from "./governance/routes.ts";
 import { analyticsRoutes } from "./governance/reads/analytics/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
+import { Outbound, OutboundPolicy } from "./http/outbound.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
 import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
@@ -104,7 +105,10 @@ export function buildServices(deps: {
     keys: new ApiKeyService({ log: logger }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
-    deployments: new DeploymentsService({ kube, apps: appsService, orm, publicUrl: config.BERTH_PUBLIC_URL }),
+    deployments: new DeploymentsService({
+      kube, apps: appsService, orm, publicUrl: config.BERTH_PUBLIC_URL, log: logger.child({ component: "deployments" }),
+      outbound: new Outbound(new OutboundPolicy({ allow: config.BERTH_OUTBOUND_ALLOW, deny: config.BERTH_OUTBOUND_DENY })),
+    }),
     env: new EnvService({ apps: appsService, kube }),
     domains: new DomainsService({ kube, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
     appKeyVerifier: governance.keys.verifier(),

@@ -9,8 +9,10 @@ import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, COMMIT_SHA, RELEASE_PHASES, RELEASE_TRIGGERS, type ReleaseSpec } from "../../crds/schemas.ts";
 import { gitCredentialsSecret, jobName, newestFirst, phaseOf, releaseName, releaseRef, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
 import { API_FIELD_MANAGER, isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
+import type { Logger } from "../../kube/logger.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { BadRequestError, ConflictError, DomainError, NotFoundError, UnauthorizedError } from "../errors.ts";
+import { OutboundError, type Outbound, type OutboundResponse } from "../http/outbound.ts";
 import type { AppObject, AppsService } from "./service.ts";
 
 export const DEPLOYMENTS_ACCESS: Access[] = [
@@ -76,6 +78,9 @@ export interface DeploymentsDeps {
   orm: MikroORM;
   /** The API's public URL (BERTH_PUBLIC_URL, without /api/v1): webhook URLs are given absolute under it. */
   publicUrl?: string | undefined;
+  /** How the branch head is read from a user's gitRepoUrl (api/http/outbound.ts). */
+  outbound: Outbound;
+  log?: Logger;
 }
 
 /** A Release as the client reads it. */
@@ -128,20 +133,29 @@ const GithubPush = z.object({
 });
 
 const GIT_TIMEOUT_MS = 15_000;
+/** A ref advertisement larger than this is refused (a repository with tens of thousands of refs is a few MiB). */
+export const GIT_REFS_LIMIT_BYTES = 8 * 1024 * 1024;
 
-/** A branch's head commit, from git's smart HTTP advertisement (info/refs?service=git-upload-pack). */
-export async function branchHead(repoUrl: string, branch: string, auth?: { username: string; password: string }, signal?: AbortSignal): Promise<string | undefined> {
+/**
+ * A branch's head commit, from git's smart HTTP advertisement (info/refs?service=git-upload-pack),
+ * fetched through the outbound policy. Every failure is the same 502 to the user: what the API
+ * found at the URL (a status, a socket error, a refused address) goes to the log only.
+ */
+export async function branchHead(outbound: Outbound, repoUrl: string, branch: string, auth?: { username: string; password: string }, log?: Logger): Promise<string | undefined> {
   const url = `${repoUrl.replace(/\/+$/, "")}/info/refs?service=git-upload-pack`;
   const headers: Record<string, string> = { "User-Agent": "git/berth", ...(auth ? { Authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString("base64")}` } : {}) };
-  let res: Response;
+  const unreachable = (detail: string) => {
+    log?.info({ repoUrl, detail }, "a branch head could not be read");
+    return new DomainError(502, "git_unreachable", `The branch ${branch} could not be read from the repository (no answer, an address the platform does not reach, or no Git server over HTTP(S) there): check gitRepoUrl and its credentials (gitInstallationId), or deploy a given commitSha.`);
+  };
+  let res: OutboundResponse;
   try {
-    res = await fetch(url, { headers, signal: signal ?? AbortSignal.timeout(GIT_TIMEOUT_MS), redirect: "follow" });
+    res = await outbound.get(url, { headers, timeoutMs: GIT_TIMEOUT_MS, maxBytes: GIT_REFS_LIMIT_BYTES });
   } catch (err) {
-    const why = err instanceof Error && err.name === "TimeoutError" ? `no answer in ${GIT_TIMEOUT_MS / 1000} s` : `${err instanceof Error ? (err.cause as Error | undefined)?.message ?? err.message : String(err)}`;
-    throw new DomainError(502, "git_unreachable", `The repository ${repoUrl} could not be reached to read ${branch}'s head (${why}): check gitRepoUrl, or deploy a given commitSha.`);
+    throw unreachable(err instanceof OutboundError ? err.detail : String(err));
   }
-  if (!res.ok) throw new DomainError(502, "git_unreachable", `The repository answered ${res.status} to a ref listing: check gitRepoUrl and its credentials (gitInstallationId).`);
-  return headOf(Buffer.from(await res.arrayBuffer()), branch);
+  if (res.status < 200 || res.status > 299) throw unreachable(`the server answered ${res.status}`);
+  return headOf(res.body, branch);
 }
 
 /** The sha of refs/heads/<branch> in a pkt-line ref advertisement. Pure. */
@@ -239,7 +253,7 @@ export class DeploymentsService {
     let sha = body?.commitSha;
     if (!sha) {
       const auth = spec.gitInstallationId ? await this.#gitCredentials(ns, spec.gitInstallationId) : undefined;
-      sha = await branchHead(spec.gitRepoUrl, spec.gitBranch, auth);
+      sha = await branchHead(this.#d.outbound, spec.gitRepoUrl, spec.gitBranch, auth, this.#d.log);
       if (!sha) throw new ConflictError("branch_not_found", `The repository has no branch ${spec.gitBranch}: push it first.`);
     }
     return toDeployment(await this.#create(ns, app, this.#gitFields(spec, sha, body?.commitMessage)));

@@ -39,7 +39,7 @@ export interface LocalBuilder {
   baseImages: Partial<Record<"node" | "python" | "go" | "static", string>>;
 }
 
-export function localValues(input: { api: ImageRef; operator: ImageRef; builder?: LocalBuilder }): Record<string, unknown> {
+export function localValues(input: { api: ImageRef; operator: ImageRef; builder?: LocalBuilder; gitUrl?: string }): Record<string, unknown> {
   const onRealNode = { nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })) };
   const image = (ref: ImageRef) => ({ repository: ref.repository, tag: ref.tag, digest: "", pullPolicy: "IfNotPresent" });
   return {
@@ -68,6 +68,8 @@ export function localValues(input: { api: ImageRef; operator: ImageRef; builder?
       replicas: 1,
       image: image(input.api),
       ingress: { enabled: true, host: API_INGRESS_HOST },
+      // the local Git server is on the node's private address: the API may read branch heads there
+      ...(input.gitUrl ? { config: { outbound: { allow: [`${new URL(input.gitUrl).hostname}/32`] } } } : {}),
       ...onRealNode,
     },
   };
@@ -77,15 +79,17 @@ if (import.meta.main) {
   const { values } = parseArgs({ options: {
     "api-image": { type: "string" }, "operator-image": { type: "string" },
     "builder-image": { type: "string" }, "buildkit-host": { type: "string" }, registry: { type: "string" }, "base-image": { type: "string", multiple: true },
+    "git-url": { type: "string" },
   } });
   if (!values["api-image"] || !values["operator-image"]) {
     process.stderr.write("usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
-      "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n");
+      "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n" +
+      "         [--git-url http://IP:PORT (the local Git server as pods reach it)]\n");
     process.exit(2);
   }
   const builder: LocalBuilder | undefined = values["builder-image"] && values["buildkit-host"] && values.registry ? {
     image: parseReference(values["builder-image"]), buildkitHost: values["buildkit-host"], registry: values.registry,
     baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
   } : undefined;
-  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]), ...(builder ? { builder } : {}) }), null, 2) + "\n");
+  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]), ...(builder ? { builder } : {}), ...(values["git-url"] ? { gitUrl: values["git-url"] } : {}) }), null, 2) + "\n");
 }

@@ -31,7 +31,8 @@ let sha = "";
 const sh = async (cwd: string, ...args: string[]) => (await promisify(execFile)("git", ["-c", "user.email=t@berth.local", "-c", "user.name=t", ...args], { cwd })).stdout.trim();
 
 test.before(async () => {
-  api = await startApi();
+  // the Git server listens on loopback: allow-listed, as ./hack/up allow-lists its own
+  api = await startApi({ env: { BERTH_OUTBOUND_ALLOW: "127.0.0.1/32" } });
   dir = mkdtempSync(join(tmpdir(), "berth-git-"));
   git = gitServer({ root: join(dir, "repos") });
   await new Promise<void>((r) => git.listen(0, "127.0.0.1", r));
@@ -212,6 +213,31 @@ test("a manual deploy builds the branch's head from the Git server; numbers foll
   const other = await api.createWorkspace("other");
   t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status, 404, "another workspace sees nothing");
   t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status, 404);
+});
+
+test("a gitRepoUrl at an address the platform does not reach (loopback, the API server) is never fetched; the answer tells nothing of it", async (t) => {
+  // the same repository deploys from the API above, which allow-lists loopback ("byhand"); this one does not
+  const closed = await startApi();
+  t.teardown(() => closed.stop());
+  const ws = `/workspaces/${closed.workspaceId}/apps`;
+  let hits = 0;
+  const count = (req: { url?: string }) => { if (req.url?.includes("/info/refs")) hits++; };
+  git.on("request", count);
+  t.teardown(() => { git.off("request", count); });
+  const server = new URL(k.kc.getCurrentCluster()!.server);
+  for (const [slug, repo] of [["loopback", `${gitUrl}/site.git`], ["apiserver", `https://127.0.0.1:${server.port}/api`], ["metadata", "http://169.254.169.254/latest"]] as const) {
+    t.is((await closed.fetchJson("POST", ws, { body: { name: slug, slug, gitRepoUrl: repo, autoDeploy: false } })).status, 201);
+    const r = await closed.fetchJson("POST", `${ws}/${slug}/deployments`);
+    t.is(r.status, 502, r.text);
+    t.is(r.body.code, "git_unreachable");
+    t.notRegex(r.text, /127\.0\.0\.1|169\.254|refused|ECONN|\b40[0-9]\b/, "nothing of what is at the address reaches the caller");
+    t.true(closed.logs.some((l) => l.repoUrl === repo && /refused address/.test(String(l.detail))), `${slug}: the log says why`);
+  }
+  t.is(hits, 0, "the Git server saw no request from the closed API");
+  const allowed = await api.fetchJson("POST", apps(), { body: { name: "reach", slug: "reach", gitRepoUrl: `${gitUrl}/site.git`, autoDeploy: false } });
+  t.is(allowed.status, 201);
+  t.is((await api.fetchJson("POST", `${apps()}/reach/deployments`)).status, 202, "allow-listed, the same repository is read");
+  t.true(hits > 0);
 });
 
 test("GitLab: the token is the secret (a wrong one is 401), a Push Hook to the branch starts one deployment, a replay none", async (t) => {

@@ -10,6 +10,7 @@ import { join } from "node:path";
 import * as yaml from "js-yaml";
 import type * as k8s from "@kubernetes/client-node";
 import { loadOperatorConfig } from "../../operator/config.ts";
+import { loadConfig } from "../../api/config.ts";
 import { API_INGRESS_HOST, DATABASE_SECRET, localValues, parseReference, REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
 import { NODE_UID } from "../../hack/images.ts";
 import { K8S_VERSION, helm, kubectl, root } from "../helpers/binaries.ts";
@@ -119,4 +120,16 @@ test("with a builder, the operator's build configuration comes from the values a
   t.is(loadOperatorConfig(Object.fromEntries(env2.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]))).BERTH_BUILD_CACHE, "registry");
   const without = podSpec(find("Deployment", "berth-operator")).containers[0]!.env ?? [];
   t.false(without.some((e) => e.name.startsWith("BERTH_BUILD")), "builds are off unless configured");
+});
+
+test("the API may read branch heads from the local Git server on the node's private address, and from nothing else private", async (t) => {
+  const file = join(dir, "values-git.json");
+  writeFileSync(file, JSON.stringify(localValues({ api: parseReference(API), operator: parseReference(OPERATOR), gitUrl: "http://10.201.0.1:26553" })));
+  const r = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file]);
+  t.is(r.code, 0, r.stderr);
+  const api = (yaml.loadAll(r.stdout) as (Obj | null)[]).find((o) => o?.kind === "Deployment" && o.metadata.name === "berth-api")!;
+  const env = Object.fromEntries((podSpec(api).containers[0]!.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+  const config = loadConfig({ ...env, DATABASE_URL: "postgres://u:p@db:5432/berth" });
+  t.deepEqual(config.BERTH_OUTBOUND_ALLOW, ["10.201.0.1/32"]);
+  t.deepEqual(config.BERTH_OUTBOUND_DENY, []);
 });

@@ -36,7 +36,7 @@ const secondValues = {
   api: {
     replicas: 3,
     ingress: { enabled: true, className: "nginx", host: "berth.example.com", annotations: { "cert-manager.io/cluster-issuer": "letsencrypt" }, tls: { enabled: true } },
-    config: { host: "::" },
+    config: { host: "::", outbound: { allow: ["10.20.0.15/32", "fd00:1::/64"], deny: ["203.0.113.0/24"] } },
     oidc: { issuerUrl: "https://login.example.com/realms/acme", clientId: "berth", clientSecret: { existingSecret: "berth-oidc", key: "secret" }, redirectUrl: "https://berth.example.com/api/v1/auth/oidc/callback" },
   },
 };
@@ -241,11 +241,13 @@ for (const [label, values] of valueSets) {
     t.is(apiCfg.BERTH_SHARE_COOKIE_KEY, undefined, "the key never passes through Helm values");
     if (label === "second values set") {
       t.is(apiCfg.BERTH_PUBLIC_URL, "https://berth.example.com", "the public URL from the API's Ingress, https with its TLS");
+      t.deepEqual([apiCfg.BERTH_OUTBOUND_ALLOW, apiCfg.BERTH_OUTBOUND_DENY], [["10.20.0.15/32", "fd00:1::/64"], ["203.0.113.0/24"]]);
       t.like(apiCfg, { BERTH_OIDC_ISSUER_URL: "https://login.example.com/realms/acme", BERTH_OIDC_CLIENT_ID: "berth", BERTH_OIDC_CLIENT_SECRET: "an-oidc-client-secret", BERTH_OIDC_SCOPES: "openid email profile" });
       t.deepEqual(apic.env?.find((e) => e.name === "BERTH_OIDC_CLIENT_SECRET")?.valueFrom?.secretKeyRef, { name: "berth-oidc", key: "secret" });
     } else {
       t.is(apiCfg.BERTH_OIDC_ISSUER_URL, undefined, "sign-in is off by default");
       t.is(apiCfg.BERTH_PUBLIC_URL, undefined, "no Ingress, no public URL: webhook URLs are paths");
+      t.deepEqual([apiCfg.BERTH_OUTBOUND_ALLOW, apiCfg.BERTH_OUTBOUND_DENY], [[], []], "only public addresses by default");
     }
 
     const jobc = container(find<k8s.V1Job>(objects, "Job", "berth-migrations"), "migrations");
