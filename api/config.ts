@@ -3,6 +3,7 @@ import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ModelPricesConfig } from "./governance/ingest/pricing.ts";
 import { parseCidrList } from "./http/outbound.ts";
+import { ReservedSlugsVariable } from "../crds/app.ts";
 
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
@@ -19,6 +20,7 @@ export const ConfigSchema = z.object({
   BERTH_API_HOST: z.string().default("127.0.0.1"),
   BERTH_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local").describe("Apps are served at <slug>.<baseDomain>"),
+  BERTH_RESERVED_SLUGS: ReservedSlugsVariable,
   BERTH_INGRESS_HOST: z.string().regex(/^[a-z0-9.-]+$/, "must be a host name").default("ingress.berth.local").describe("Where customers point their CNAME records"),
   BERTH_PUBLIC_URL: z.url({ protocol: /^https?$/ }).refine((v) => { const u = URL.parse(v); return !!u && !u.search && !u.hash && !u.username && !u.password; }, "must be http(s)://host[:port][/path], without a query, fragment or credentials").optional()
     .transform((v) => v?.replace(/\/+$/, ""))

@@ -97,7 +97,14 @@ export function buildServices(deps: {
     orm, apps, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
     log: logger.child({ component: "governance" }),
   });
-  const appsService = new AppsService({ apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })) });
+  const appsService = new AppsService({
+    apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })),
+    hosts: {
+      reservedSlugs: config.BERTH_RESERVED_SLUGS,
+      platformHosts: [config.BERTH_INGRESS_HOST, config.BERTH_PUBLIC_URL ? new URL(config.BERTH_PUBLIC_URL).hostname : undefined],
+      ownsNamespace: (ns) => workspaces.ownsNamespace(ns),
+    },
+  });
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
     shares: new SharesService({ cache: apps, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),

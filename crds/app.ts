@@ -1,7 +1,8 @@
 // What the API, the operator and kubectl users share about an App beyond its schema: the
 // annotations and finalizer through which they talk, the defaults that are not CRD defaults, and
 // the rule of the default URL. One definition each; both processes import them from here.
-import { API_VERSION, type AppSpec } from "./schemas.ts";
+import { z } from "zod";
+import { API_VERSION, DNS_LABEL, type AppSpec } from "./schemas.ts";
 
 /** The reference of the App `name` in `namespace`, for reads and writes of it. */
 export function appRef(namespace: string, name: string): { apiVersion: string; kind: "App"; namespace: string; name: string } {
@@ -52,6 +53,44 @@ export function isServed(type: AppSpec["type"]): boolean {
 /** The App's default host: `<slug>.<baseDomain>`. */
 export function appHost(spec: Pick<AppSpec, "slug">, baseDomain: string): string {
   return `${spec.slug}.${baseDomain}`;
+}
+
+// ---- Hosts: one App per host in the whole platform ------------------------------------------
+// Slugs are unique per workspace (the App's name is its slug), but the host <slug>.<baseDomain> is
+// shared by every workspace: the first App to hold it keeps it. The API refuses a second one
+// (409 host_taken); the operator routes only the holder (an App applied with kubectl that would
+// take a held host is refused with reason HostTaken). Every App holds its host whatever its type,
+// so that a worker cannot be turned into a web App to take a host another App was given.
+
+/** Slugs no App may have by default: names a platform keeps for itself (BERTH_RESERVED_SLUGS). */
+export const DEFAULT_RESERVED_SLUGS: readonly string[] = ["api", "www", "admin", "auth"];
+
+/** BERTH_RESERVED_SLUGS, read alike by the API and the operator: comma-separated DNS labels. */
+export const ReservedSlugsVariable = z.string().default(DEFAULT_RESERVED_SLUGS.join(","))
+  .transform((v) => v.split(",").map((x) => x.trim()).filter(Boolean))
+  .refine((l) => l.every((x) => new RegExp(DNS_LABEL).test(x)), "must be comma-separated DNS labels")
+  .describe("Comma-separated slugs no service may take (their hosts <slug>.<baseDomain> are the platform's); the API's and the ingress's own hosts are refused too");
+
+/** Why a slug may not be used: its host is reserved (a reserved slug, or one of the platform's own hosts). Pure. */
+export function reservedHostReason(slug: string, o: { baseDomain: string; reservedSlugs: readonly string[]; platformHosts: readonly (string | undefined)[] }): string | undefined {
+  if (o.reservedSlugs.includes(slug)) return `${slug} is reserved by the platform (BERTH_RESERVED_SLUGS): choose another slug`;
+  const host = appHost({ slug }, o.baseDomain);
+  if (o.platformHosts.some((h) => h?.toLowerCase() === host)) return `${host} is one of the platform's own hosts: choose another slug`;
+  return undefined;
+}
+
+type HostClaim = { metadata: { name?: string; namespace?: string; uid?: string; creationTimestamp?: Date | string; deletionTimestamp?: Date | string }; spec?: unknown };
+
+const slugOf = (a: HostClaim): string | undefined => (a.spec as { slug?: unknown } | undefined)?.slug as string | undefined;
+const createdAt = (a: HostClaim): number => (a.metadata.creationTimestamp ? new Date(a.metadata.creationTimestamp).getTime() : Number.MAX_SAFE_INTEGER);
+
+/**
+ * The App that holds the host of `slug`: of the Apps with that slug that are not being deleted,
+ * the first created (then the smaller uid, so every reader picks the same one). Pure.
+ */
+export function hostHolder<A extends HostClaim>(apps: readonly A[], slug: string): A | undefined {
+  return apps.filter((a) => !a.metadata.deletionTimestamp && slugOf(a) === slug)
+    .sort((a, b) => createdAt(a) - createdAt(b) || (a.metadata.uid ?? "").localeCompare(b.metadata.uid ?? ""))[0];
 }
 
 /** The App's default URL, https://<slug>.<baseDomain>; undefined for Apps that are not served. */

@@ -55,16 +55,20 @@ export class ReadYourWritesCache {
     return this.client.get<T>(ref);
   }
 
-  /** The namespace's objects of `kind`: the cache's, as last written here, plus those written here that it does not show yet. */
-  list<T extends KubeObject>(kind: string, namespace: string): T[] {
+  /**
+   * The namespace's objects of `kind` (every namespace's when none is given): the cache's, as last
+   * written here, plus those written here that it does not show yet.
+   */
+  list<T extends KubeObject>(kind: string, namespace?: string): T[] {
     const listed = this.informer(kind).list(namespace) as T[];
-    const names = new Set(listed.map((o) => o.metadata.name));
+    const id = (o: KubeObject) => `${o.metadata.namespace ?? ""}/${o.metadata.name ?? ""}`;
+    const ids = new Set(listed.map(id));
     const out: T[] = [];
     for (const o of listed) {
-      const latest = this.recent.latest(kind, namespace, o.metadata.name!, o);
+      const latest = this.recent.latest(kind, o.metadata.namespace ?? "", o.metadata.name!, o);
       if (latest) out.push(latest);
     }
-    for (const o of this.recent.written<T>(kind, namespace)) if (!names.has(o.metadata.name)) out.push(o);
+    for (const o of this.recent.written<T>(kind, namespace)) if (!ids.has(id(o))) out.push(o);
     return out;
   }
 

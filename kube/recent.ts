@@ -92,8 +92,8 @@ export class RecentWrites {
   }
 
   /** The objects of a kind in a namespace whose last write this process remembers (the cache may not show them yet). */
-  written<T extends KubeObject>(kind: string, namespace: string): T[] {
-    const prefix = keyOf(kind, namespace, "");
+  written<T extends KubeObject>(kind: string, namespace?: string): T[] {
+    const prefix = namespace === undefined ? `${kind}/` : keyOf(kind, namespace, "");
     const now = this.now();
     const out: T[] = [];
     for (const [key, entry] of this.entries) if (entry.obj && key.startsWith(prefix) && now - entry.at <= this.ttlMs) out.push(entry.obj as T);

@@ -1,6 +1,7 @@
 // The operator's configuration, parsed once with zod. Nothing else in operator/ reads process.env.
 import { hostname } from "node:os";
 import { z } from "zod";
+import { ReservedSlugsVariable } from "../crds/app.ts";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 
@@ -23,6 +24,11 @@ export const OperatorConfigSchema = z.object({
   KUBERNETES_SERVICE_HOST: z.string().optional().describe("Set by the kubelet: the API server's address for the in-cluster config"),
   KUBERNETES_SERVICE_PORT: z.string().optional().describe("Set by the kubelet: the API server's port for the in-cluster config"),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local"),
+  BERTH_RESERVED_SLUGS: ReservedSlugsVariable,
+  BERTH_PLATFORM_HOSTS: z.string().optional()
+    .transform((v) => (v ?? "").split(",").map((s) => s.trim().toLowerCase()).filter(Boolean))
+    .pipe(z.array(z.string().regex(/^[a-z0-9.-]+$/, "must be host names")).max(16))
+    .describe("Comma-separated hosts of the platform itself (the API's public host): no App is routed at them; BERTH_INGRESS_HOST is one too"),
   BERTH_WATCH_NAMESPACE: z.string().optional().describe("Reconcile Apps of this namespace only; all namespaces when unset"),
   BERTH_INGRESS_CLASS: z.string().optional(),
   BERTH_DEFAULT_TLS_SECRET: z.string().optional(),

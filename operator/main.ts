@@ -14,7 +14,7 @@ import type { ReleaseObject } from "./release/builders.ts";
 import { appOfRelease, releaseOfObject, releasesOfApp, ReleaseReconciler } from "./release/reconcile.ts";
 import { BuildLogs } from "./release/build-log.ts";
 import type { BuildSettings } from "./release/builders.ts";
-import { AppReconciler, CHILD_STATUS_READ, appOfPod, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
+import { AppReconciler, CHILD_STATUS_READ, appOfPod, sameSlugApps, type AppObject, type AppReconcilerDeps } from "./app/reconcile.ts";
 import { HttpGovernanceClient } from "./app/governance.ts";
 import { DomainReconciler, domainOfSecret, domainsOfApp, sameDomainClaims } from "./domain/reconcile.ts";
 import { CERTIFICATE_API_VERSION } from "./domain/builders.ts";
@@ -44,6 +44,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     baseDomain: cfg.BERTH_BASE_DOMAIN, ingressClassName: cfg.BERTH_INGRESS_CLASS, defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
     nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
     edge: edgeConfig(cfg),
+    reservedSlugs: cfg.BERTH_RESERVED_SLUGS, platformHosts: [cfg.BERTH_INGRESS_HOST, ...cfg.BERTH_PLATFORM_HOSTS],
   };
   const managedBy = Object.entries(MANAGED_BY).map(([k, v]) => `${k}=${v}`).join(",");
   // The operator never reads managedFields: its caches drop them (a third of each object).
@@ -65,7 +66,10 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     // Only this controller writes App status: its own status writes wake nothing.
     updates: specChanged,
     owned: [...Object.entries(children).map(([kind, informer]) => (CHILD_STATUS_READ.has(kind as ChildKind) ? informer : { informer, updates: specChanged })), secrets],
-    watches: [{ informer: pods, map: appOfPod }, { informer: releases as unknown as Informer<KubeObject>, map: appOfRelease }],
+    watches: [
+      { informer: pods, map: appOfPod }, { informer: releases as unknown as Informer<KubeObject>, map: appOfRelease },
+      { informer: apps as unknown as Informer<KubeObject>, updates: specChanged, map: sameSlugApps(apps) },
+    ],
     reconciler: new AppReconciler({ client, apps, children, secrets, pods, releases, governance, events, now: () => new Date(), cfg: buildConfig }),
     concurrency: cfg.BERTH_OPERATOR_CONCURRENCY,
     resyncPeriodMs: cfg.BERTH_OPERATOR_RESYNC_SECONDS * 1000,

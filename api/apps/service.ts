@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
-import { DEFAULT_CPU_TARGET, appRef, appUrl } from "../../crds/app.ts";
+import { DEFAULT_CPU_TARGET, appHost, appRef, appUrl, reservedHostReason } from "../../crds/app.ts";
 import { errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube/client.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import type { UsageReader } from "./metrics.ts";
@@ -20,6 +20,12 @@ export interface AppsServiceDeps {
   /** The namespace of a workspace (workspaces map 1:1 to namespaces). */
   namespaceOf: (workspaceId: string) => Promise<string>;
   baseDomain: string;
+  /**
+   * Hosts are claimed in the whole platform (crds/app.ts "Hosts"): the slugs the platform keeps,
+   * its own hosts (the API's, the ingress's), and whether a namespace is one of this
+   * installation's workspaces (an App elsewhere belongs to no workspace of ours).
+   */
+  hosts?: { reservedSlugs: readonly string[]; platformHosts: readonly (string | undefined)[]; ownsNamespace: (namespace: string) => Promise<boolean> };
   /** The governance stage of pipeline-state (`harbor`); reported as not provisioned when absent. */
   governance?: GovernanceStatusReader;
   /** The runtime's CPU and memory (the resource metrics API); null in pipeline-state when absent. */
@@ -126,6 +132,7 @@ export class AppsService {
     const spec = dropNulls(body);
     checkSpec(spec);
     this.assertSlugFree(ns, body.slug, undefined);
+    await this.assertHostFree(ns, body.slug);
     // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
     // Free means the server holds no App of that name: one this API just deleted may still be
     // there (terminating, held by a finalizer) though it reads as gone.
@@ -147,7 +154,10 @@ export class AppsService {
       const current = await this.load(wsId, appId);
       const merged = dropNulls({ ...current.spec, ...patch });
       checkSpec(merged);
-      if (patch.slug) this.assertSlugFree(current.metadata.namespace!, patch.slug, appId);
+      if (patch.slug && patch.slug !== specOf(current).slug) {
+        this.assertSlugFree(current.metadata.namespace!, patch.slug, appId);
+        await this.assertHostFree(current.metadata.namespace!, patch.slug);
+      }
       const specPatch = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
       try {
         const updated = await this.cache.mergePatch<AppObject>(appRef(current.metadata.namespace!, appId),
@@ -185,6 +195,24 @@ export class AppsService {
   private assertSlugFree(ns: string, slug: string, self: string | undefined): void {
     const clash = this.visible(ns).find((a) => specOf(a).slug === slug && a.metadata.name !== self);
     if (clash) throw new ConflictError("slug_taken", `A service with slug ${slug} already exists in this workspace`);
+  }
+
+  /**
+   * 422 for a reserved host, 409 host_taken when an App of another of this installation's
+   * workspaces has the slug (and so the host): the first App to hold a host keeps it. Two creates
+   * racing past this check are settled by the operator, which routes only the first created.
+   */
+  private async assertHostFree(ns: string, slug: string): Promise<void> {
+    const h = this.d.hosts;
+    if (!h) return;
+    const reserved = reservedHostReason(slug, { baseDomain: this.d.baseDomain, reservedSlugs: h.reservedSlugs, platformHosts: h.platformHosts });
+    if (reserved) throw new ValidationError([{ field: "slug", message: reserved }]);
+    for (const other of this.cache.list<AppObject>("App")) {
+      if (other.metadata.namespace === ns || other.metadata.deletionTimestamp || specOf(other).slug !== slug) continue;
+      if (await h.ownsNamespace(other.metadata.namespace!)) {
+        throw new ConflictError("host_taken", `${appHost({ slug }, this.d.baseDomain)} is held by a service of another workspace: a host belongs to one service in the whole platform; choose another slug`);
+      }
+    }
   }
 
   private mapInvalid(err: unknown): Error {

@@ -117,6 +117,14 @@ export class WorkspaceService {
     return ws.namespace;
   }
 
+  /** Whether a namespace is one of this installation's workspaces (remembered once it is). */
+  async ownsNamespace(namespace: string): Promise<boolean> {
+    for (const ns of this.#namespaceCache.values()) if (ns === namespace) return true;
+    const row = await this.#orm.em.fork().findOne(Workspace, { namespace });
+    if (row) this.#namespaceCache.set(row.id, row.namespace);
+    return !!row;
+  }
+
   async #ensureNamespace(row: Workspace): Promise<void> {
     try {
       await this.#namespaces.ensure(row.namespace, workspaceLabels(row.id));

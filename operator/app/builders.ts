@@ -20,6 +20,9 @@ export interface BuildConfig {
    * referenced by the Ingress; `nginx`: ingress-nginx's auth-url annotations.
    */
   edge?: EdgeConfig | undefined;
+  /** Slugs no App may take, and the platform's own hosts (crds/app.ts "Hosts"). */
+  reservedSlugs?: readonly string[] | undefined;
+  platformHosts?: readonly string[] | undefined;
 }
 
 export interface EdgeConfig {

@@ -7,7 +7,7 @@ import { API_VERSION, APP_LABEL, AppSpec, type AppStatus, type ReleaseStatus } f
 import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
 import type { ReleaseObject } from "../release/builders.ts";
 import { applyReleaseStatus } from "../release/status.ts";
-import { ANNOTATIONS, GOVERNANCE_FINALIZER, envSecretName, governanceDisabled, governanceGeneration } from "../../crds/app.ts";
+import { ANNOTATIONS, GOVERNANCE_FINALIZER, appHost, envSecretName, governanceDisabled, governanceGeneration, hostHolder, reservedHostReason } from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict, isNotFound } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
@@ -47,6 +47,19 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
  * (specChanged); an HPA alone rewrites its status every 15 s.
  */
 export const CHILD_STATUS_READ: ReadonlySet<ChildKind> = new Set<ChildKind>(["Deployment", "CronJob"]);
+
+/**
+ * The other Apps with an App's slug, for the controller's App watch: when one is created, changed
+ * or deleted, the holder of their host may change.
+ */
+export function sameSlugApps(apps: Informer<AppObject>): (app: KubeObject) => Request[] {
+  return (app) => {
+    const slug = (app as AppObject & { spec?: { slug?: unknown } }).spec?.slug;
+    if (typeof slug !== "string") return [];
+    return apps.list().filter((a) => a.metadata.uid !== app.metadata.uid && (a.spec as { slug?: unknown } | undefined)?.slug === slug)
+      .map((a) => ({ namespace: a.metadata.namespace!, name: a.metadata.name! }));
+  };
+}
 
 /** The App a pod belongs to (its berth.dev/app label), for the controller's pod watch. */
 export function appOfPod(pod: KubeObject): Request[] {
@@ -156,6 +169,13 @@ export class AppReconciler implements Reconciler {
   private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const { app, generation } = o;
     const namespace = app.metadata.namespace!, name = app.metadata.name!, uid = app.metadata.uid!;
+    const host = this.hostRefusal(app, o.spec);
+    if (host) {
+      // Never routed: an Ingress it may have had (before an older App with its host was seen) goes;
+      // what runs stays as it was until the App has a host of its own.
+      await this.prune(app, new Set((Object.keys(CHILD_KINDS) as ChildKind[]).filter((k) => k !== "Ingress" && k !== "Middleware")));
+      return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid: host.message, invalidReason: host.reason }), ctx));
+    }
     // A Git App runs the image of its serving release; a prebuilt spec.image always wins.
     const releases = newestFirst((this.deps.releases?.list(namespace) ?? []).filter((r) => r.spec?.appRef?.name === name));
     const serving = o.spec.image ? undefined : servingRelease(releases);
@@ -205,6 +225,22 @@ export class AppReconciler implements Reconciler {
     const held = spec.image ? podFailure(pods, spec.image, now)?.until : undefined;
     const recheck = held ? Math.max(1, held.getTime() - now.getTime() + CRASH_RECHECK_MARGIN_MS) : undefined;
     return after(wait === undefined ? recheck : recheck === undefined ? wait : Math.min(wait, recheck));
+  }
+
+  /**
+   * Why the App may not have its host <slug>.<baseDomain>: reserved by the platform, or held by
+   * an App created before it (in any namespace this operator watches). Every App holds its host,
+   * served or not (crds/app.ts "Hosts").
+   */
+  private hostRefusal(app: AppObject, spec: AppSpec): { reason: "HostReserved" | "HostTaken"; message: string } | undefined {
+    const { cfg } = this.deps;
+    const reserved = reservedHostReason(spec.slug, { baseDomain: cfg.baseDomain, reservedSlugs: cfg.reservedSlugs ?? [], platformHosts: cfg.platformHosts ?? [] });
+    if (reserved) return { reason: "HostReserved", message: reserved };
+    const holder = hostHolder([...this.deps.apps.list(), app], spec.slug);
+    if (holder && holder.metadata.uid !== app.metadata.uid) {
+      return { reason: "HostTaken", message: `${appHost(spec, cfg.baseDomain)} is held by an App created before this one (a host belongs to one App in the whole platform): change spec.slug` };
+    }
+    return undefined;
   }
 
   /**

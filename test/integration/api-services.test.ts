@@ -110,7 +110,7 @@ test.serial("PATCH checks the merged spec: maxReplicas below the stored minRepli
   t.is((await api.fetchJson("GET", `${apps()}/storefront`)).body.maxReplicas, 6, "nothing stored changed");
 });
 
-test.serial("slugs are unique per workspace: 409 on create and on PATCH", async (t) => {
+test.serial("slugs are unique per workspace (409 slug_taken on create and on PATCH), and their hosts in the platform", async (t) => {
   const dup = await create({ name: "Again", slug: "shop" });
   t.is(dup.status, 409);
   t.is(dup.body.code, "slug_taken");
@@ -118,7 +118,8 @@ test.serial("slugs are unique per workspace: 409 on create and on PATCH", async 
   t.is(rename.status, 409);
   const other = await api.createWorkspace("other");
   const elsewhere = await api.fetchJson("POST", `/workspaces/${other.workspaceId}/apps`, { body: { name: "Shop", slug: "shop" }, key: other.apiKey });
-  t.is(elsewhere.status, 201, "the same slug is free in another workspace");
+  t.is(elsewhere.status, 409, "another workspace cannot take the same host (docs/security.md \"Hosts\")");
+  t.is(elsewhere.body.code, "host_taken");
 });
 
 test.serial("list: pagination, filters, search and meta", async (t) => {

@@ -18,7 +18,7 @@
 // Afterwards B's data is exactly as before.
 import test from "ava";
 import { z } from "zod";
-import { API_VERSION } from "../../crds/schemas.ts";
+import { API_VERSION, WORKSPACE_LABEL } from "../../crds/schemas.ts";
 import { WORKSPACE_PARAMS } from "../../api/auth/authenticate.ts";
 import { composeRoutes } from "../../api/main.ts";
 import { allRoutes } from "../../api/server.ts";
@@ -58,11 +58,22 @@ let before: unknown;
 
 const marker = (label: string) => `${label}-zebra-7713`;
 
-/** An app through the API ("shared" built from a Git repository, the others from an image), its store provisioned as the operator does, one trace. */
+/**
+ * An app through the API ("shared" built from a Git repository, the others from an image), its
+ * store provisioned as the operator does, one trace. Both workspaces have an app whose id is
+ * "shared"; a host belongs to one service in the whole platform, so the second is applied as
+ * kubectl would apply it (the id "shared", a slug of its own).
+ */
 async function createApp(w: TestWorkspace, label: string, slug: string): Promise<Tenant["apps"][string]> {
   const source = slug === "shared" ? { gitRepoUrl: `https://git.example.invalid/${label.toLowerCase()}/shop.git` } : { image: "registry.invalid/shop:1" };
-  const r = await api.fetchJson("POST", `/workspaces/${w.workspaceId}/apps`, { key: w.apiKey, body: { name: `${label} ${slug} service`, slug, ...source } });
-  if (r.status !== 201) throw new Error(`create ${slug}: ${r.text}`);
+  const body = { name: `${label} ${slug} service`, slug, ...source };
+  const taken = slug === "shared" && label !== "Alfa";
+  if (taken) {
+    await api.services.kube.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: slug, namespace: w.namespace, labels: { [WORKSPACE_LABEL]: w.workspaceId } }, spec: { ...body, slug: `${slug}-${label.toLowerCase()}` } }, "kubectl");
+  } else {
+    const r = await api.fetchJson("POST", `/workspaces/${w.workspaceId}/apps`, { key: w.apiKey, body });
+    if (r.status !== 201) throw new Error(`create ${slug}: ${r.text}`);
+  }
   const app = await api.services.kube.get({ apiVersion: API_VERSION, kind: "App", namespace: w.namespace, name: slug });
   const p = await api.fetchJson("POST", "/internal/governance/provision", { key: operator, body: { namespace: w.namespace, appName: slug, appUid: app!.metadata.uid, generation: 1 } });
   if (p.status !== 200) throw new Error(`provision ${slug}: ${p.text}`);

@@ -204,3 +204,32 @@ test.serial("deleting an App removes everything it owns", async (t) => {
   await eventually("pods of shop to go", async () => (await k.core.listNamespacedPod({ namespace: ns, labelSelector: "berth.dev/app=shop" })).items.length === 0, 60_000);
   t.is((await k.apps.listNamespacedReplicaSet({ namespace: ns, labelSelector: "berth.dev/app=shop" })).items.filter((r) => !r.metadata?.deletionTimestamp).length, 0);
 });
+
+// A host belongs to the first App that holds it (crds/app.ts "Hosts"). The API refuses a second
+// one; kubectl does not go through the API, so the operator settles it.
+test.serial("an App applied with another App's host is not routed (HostTaken); it is once the holder goes", async (t) => {
+  const ingress = (name: string) => child<k8s.V1Ingress>("Ingress", "networking.k8s.io/v1", name);
+  await createApp("holder", { name: "Holder", slug: "dup", image: "registry.invalid/shop:1" });
+  await phase("holder", "active");
+  await createApp("squatter", { name: "Squatter", slug: "dup", image: "registry.invalid/shop:1" });
+  const refused = await phase("squatter", "failed");
+  t.like(refused.status?.conditions?.find((c) => c.type === "Ready"), { status: "False", reason: "HostTaken" });
+  t.is(await ingress("squatter"), undefined, "no second Ingress for dup.apps.test.local");
+  t.is((await ingress("holder"))?.spec?.rules?.[0]?.host, "dup.apps.test.local");
+  const told = await eventually("the squatter's Warning", async () => (await eventsOf("squatter")).find((e) => e.type === "Warning" && e.reason === "HostTaken"));
+  t.regex(told.message ?? "", /dup\.apps\.test\.local is held by an App created before this one/);
+  // The rule is who came first, not a blanket refusal: once the holder is gone, the same App is routed.
+  await client.delete(ref("holder"));
+  await phase("squatter", "active");
+  t.is((await eventually("the squatter's Ingress", () => ingress("squatter")))?.spec?.rules?.[0]?.host, "dup.apps.test.local");
+  await client.delete(ref("squatter"));
+});
+
+test.serial("an App with a reserved slug is never routed (HostReserved)", async (t) => {
+  await createApp("www-site", { name: "WWW", slug: "www", image: "registry.invalid/shop:1" });
+  const refused = await phase("www-site", "failed");
+  t.like(refused.status?.conditions?.find((c) => c.type === "Ready"), { status: "False", reason: "HostReserved" });
+  t.is(await child("Ingress", "networking.k8s.io/v1", "www-site"), undefined);
+  t.is(await deployment("www-site"), undefined);
+  await client.delete(ref("www-site"));
+});
