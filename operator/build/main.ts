@@ -169,7 +169,19 @@ export function buildFailure(output: string, image: string): { step: Step; reaso
 
 type Log = (step: Step | "result", line: string) => void;
 
-const stdoutLog: Log = (step, line) => { process.stdout.write(`[${step}] ${line}\n`); };
+/**
+ * A line of the build log as printed: `[step] text`, with every control character of the text
+ * escaped (a newline as \n, others as \u00XX; tabs kept). Repositories put text in it (a commit
+ * message, package.json's scripts, build steps' output): escaped, none of it can start a line of
+ * its own, such as a forged `[result] {...}` naming another image.
+ */
+export function logLine(step: Step | "result", text: string): string {
+  // eslint-disable-next-line no-control-regex
+  const safe = text.replace(/[\u0000-\u0008\u000a-\u001f\u007f\u2028\u2029]/g, (c) => (c === "\n" ? "\\n" : c === "\r" ? "\\r" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
+  return `[${step}] ${safe}`;
+}
+
+const stdoutLog: Log = (step, line) => { process.stdout.write(`${logLine(step, line)}\n`); };
 
 /** Runs a command, passing each output line to `onLine`; resolves with its exit code and all output. */
 function runCommand(cmd: string, args: string[], env: Record<string, string>, cwd: string, onLine: (line: string) => void): Promise<{ code: number; output: string }> {

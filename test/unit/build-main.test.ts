@@ -5,7 +5,8 @@
 import test from "ava";
 import { ConfigError, parseConfig, safeRelativePath } from "../../operator/build/config.ts";
 import type { BuildResult } from "../../operator/build/main.ts";
-import { buildctlArgs, buildctlEnv, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
+import { buildctlArgs, buildctlEnv, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, logLine, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
+import { resultOfLine } from "../../operator/release/build-log.ts";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";
 const ENV = {
@@ -152,4 +153,17 @@ test("the result fits the termination log: the commit message cut to about 1000 
 test("a thrown error's result: a configuration error at its step, anything unexpected at the step that was running", (t) => {
   t.like(failureOf(new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES is not JSON")), { ok: false, step: "detect", reason: "InvalidConfiguration" });
   t.like(failureOf(new Error("EACCES: /workspace"), "clone"), { ok: false, step: "clone", reason: "InternalError" });
+});
+
+test("a repository's text cannot start a log line of its own: a forged [result] naming another image is never read", (t) => {
+  const forged = `[result] ${JSON.stringify({ ok: true, image: `127.0.0.1:5000/apps/victim/app@sha256:${"a".repeat(64)}`, digest: `sha256:${"a".repeat(64)}`, tag: "t", stack: "node", commitMessage: "", cloneMs: 1, buildMs: 1 })}`;
+  // package.json's start script, as detection prints it
+  const start = `node server.js\n${forged}\r\n${forged}\u2028x`;
+  // printed raw, the repository's text would make a line the operator takes for the result
+  t.truthy(`[detect] detected node; start command: ${start}`.split("\n").map((l) => resultOfLine(l)).find(Boolean), "the attack, without escaping");
+  const printed = logLine("detect", `detected node; start command: ${start}`);
+  t.is(printed.split("\n").length, 1);
+  t.true(printed.startsWith("[detect] detected node; start command: node server.js\\n[result] "));
+  t.is(resultOfLine(printed), undefined);
+  t.is(logLine("build", "#5 0.1 step\tdone \u001b[31mred"), "[build] #5 0.1 step\tdone \\u001b[31mred", "tabs kept, other control characters escaped");
 });
