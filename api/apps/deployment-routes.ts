@@ -19,7 +19,7 @@ export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps/:appId/deployments", operationId: "createDeployment", tags, auth: "workspace",
       summary: "Deploy a commit",
-      description: "Builds and deploys the given commit of the service's repository, or the latest commit of its branch. 409 no_repository for a service that deploys an image, branch_not_found, invalid_service or deployment_conflict; 502 git_unreachable when no commitSha is given and the repository cannot be asked for its branch's head.",
+      description: "Builds and deploys the given commit of the service's repository, or the latest commit of its branch. 409 no_repository for a service that deploys an image, service_suspended for a soft-deleted one (resume it first), branch_not_found, invalid_service or deployment_conflict; 502 git_unreachable when no commitSha is given and the repository cannot be asked for its branch's head.",
       params: AppParams, body: DeployBody, responses: { 202: Deployment, 409: null, 502: null },
       handler: async ({ params, body }) => {
         const created = await d.deploy(params.wsId, params.appId, body);
@@ -41,7 +41,7 @@ export function deploymentRoutes(d: DeploymentsService): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps/:appId/deployments/:deploymentId/redeploy", operationId: "redeploy", tags, auth: "workspace",
       summary: "Deploy an earlier deployment again (rollback)",
-      description: "A new deployment of the earlier one's image, by digest: no build and no release command. 409 deployment_not_built for a deployment without an image.",
+      description: "A new deployment of the earlier one's image, by digest: no build and no release command. 409 deployment_not_built for a deployment without an image, service_suspended for a soft-deleted service.",
       params: DeploymentParams, body: z.object({}).strict().optional(), responses: { 202: Deployment, 409: null },
       handler: async ({ params }) => ({ status: 202, body: await d.redeploy(params.wsId, params.appId, params.deploymentId) }),
     }),

@@ -175,6 +175,14 @@ export function headOf(advertisement: Buffer, branch: string): string | undefine
   return undefined;
 }
 
+/** The phases after which a pushed commit may be deployed again by a webhook. */
+const RETRYABLE_PHASES: ReadonlySet<string> = new Set(["build_failed", "release_failed", "failed", "cancelled"]);
+
+/** A soft-deleted service runs nothing, so it deploys nothing: 409 until it is resumed. */
+function refuseSuspended(spec: AppSpec): void {
+  if (spec.suspended) throw new ConflictError("service_suspended", "The service is soft-deleted: resume it (POST .../resume) before deploying.");
+}
+
 export class DeploymentsService {
   readonly #d: DeploymentsDeps;
 
@@ -249,6 +257,7 @@ export class DeploymentsService {
   /** POST .../deployments: a build of the given commit, or of the branch's latest one. */
   async deploy(wsId: string, appId: string, body: { commitSha?: string | undefined; commitMessage?: string | undefined } | undefined): Promise<Deployment> {
     const { ns, app, spec } = await this.#app(wsId, appId);
+    refuseSuspended(spec);
     if (!spec.gitRepoUrl) throw new ConflictError("no_repository", "The service has no gitRepoUrl: it deploys its image (PATCH image to change it).");
     let sha = body?.commitSha;
     if (!sha) {
@@ -266,7 +275,8 @@ export class DeploymentsService {
     if (!image || !/@sha256:[0-9a-f]{64}$/.test(image)) {
       throw new ConflictError("deployment_not_built", `Deployment ${id} has no built image (it is ${phaseOf(release)}): only a deployment that was built can be deployed again.`);
     }
-    const { app } = await this.#app(wsId, appId);
+    const { app, spec } = await this.#app(wsId, appId);
+    refuseSuspended(spec);
     return toDeployment(await this.#create(ns, app, { trigger: "rollback", image, rollbackOf: id }));
   }
 
@@ -346,6 +356,7 @@ export class DeploymentsService {
     if (!delivery || delivery.length > 200) throw new BadRequestError("delivery_id_missing", `A delivery needs its ${provider.deliveryHeader} header (at most 200 characters).`);
     const p = provider.push(payload);
     const { ns, app, spec } = target;
+    if (spec.suspended) return { status: 202, body: { status: "ignored", reason: "the service is soft-deleted: resume it to deploy again" } };
     if (!spec.gitRepoUrl) return { status: 202, body: { status: "ignored", reason: "the service has no gitRepoUrl" } };
     if (p.repo && repoIdentity(p.repo) !== repoIdentity(spec.gitRepoUrl)) {
       throw new DomainError(422, "repository_mismatch", `The push is for ${p.repo}, but the service builds ${spec.gitRepoUrl}.`);
@@ -355,6 +366,12 @@ export class DeploymentsService {
     if (p.deleted || /^0{40}$/.test(p.after)) return { status: 202, body: { status: "ignored", reason: `branch ${branch} was deleted` } };
     if (branch !== spec.gitBranch) return { status: 202, body: { status: "ignored", reason: `the push is to ${branch}; the service deploys ${spec.gitBranch}` } };
     if (!spec.autoDeploy) return { status: 202, body: { status: "ignored", reason: "autoDeploy is off: deploy with POST .../deployments" } };
+
+    // A push of a commit that has a release already (queued, built, serving or replaced) is not
+    // deployed again: a captured signed delivery re-sent under a new id cannot roll the service
+    // back. A commit whose release failed or was cancelled may be pushed again.
+    const again = (await this.#releases(ns, appId)).find((r) => r.spec.git?.commitSha === p.after && !RETRYABLE_PHASES.has(phaseOf(r)));
+    if (again) return { status: 202, body: { status: "ignored", reason: `commit ${p.after.slice(0, 12)} has a deployment already (${again.metadata.name}, ${phaseOf(again)}): deploy it again with POST .../deployments` } };
 
     const conn = this.#d.orm.em.getConnection();
     await conn.execute(`delete from webhook_deliveries where received_at < now() - make_interval(days => ?)`, [WEBHOOK_DELIVERY_RETENTION_DAYS]);

@@ -17,7 +17,7 @@ import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { gitServer } from "../../hack/lib/git-server.ts";
 import { headOf, repoIdentity, signatureMatches } from "../../api/apps/deployments.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
-import { kube } from "../helpers/kube.ts";
+import { eventually, kube } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
@@ -117,6 +117,42 @@ test("a signed push to the branch starts one deployment; a replay of the deliver
   const logs = await api.fetchJson("GET", `${apps()}/hooked/deployments/hooked-1/logs`);
   t.is(logs.status, 200);
   t.regex(logs.text, /not started yet|==> build/);
+});
+
+test("a captured push re-sent under a new delivery id does not deploy its commit again; a failed commit may be pushed again", async (t) => {
+  await gitApp("replayed");
+  const secret = await secretOf("replayed");
+  t.is((await deliver("replayed", push("main", sha), { secret })).body.status, "queued");
+  const replay = await deliver("replayed", push("main", sha), { secret, delivery: crypto.randomUUID() });
+  t.is(replay.status, 202, replay.text);
+  t.is(replay.body.status, "ignored");
+  t.regex(replay.body.reason, /has a deployment already \(replayed-1, queued\)/);
+  t.is((await releases("replayed")).length, 1);
+  // the same delivery after the release failed: a retry is a deployment (what the rule lets through)
+  const [r1] = await releases("replayed");
+  await client.applyStatus("releases", { apiVersion: API_VERSION, kind: "Release", metadata: { name: r1!.metadata.name!, namespace: api.namespace }, status: { phase: "build_failed" } }, "test");
+  const retry = await eventually("a push after the failure to deploy", async () => {
+    const r = await deliver("replayed", push("main", sha), { secret, delivery: crypto.randomUUID() });
+    return r.body.status === "queued" ? r : undefined;
+  });
+  t.like(retry.body.deployment, { id: "replayed-2", gitCommitSha: sha });
+});
+
+test("a soft-deleted service deploys nothing (409 service_suspended; pushes ignored) until it is resumed", async (t) => {
+  await gitApp("sleeper");
+  const secret = await secretOf("sleeper");
+  t.is((await api.fetchJson("DELETE", `${apps()}/sleeper`)).status, 204);
+  const manual = await api.fetchJson("POST", `${apps()}/sleeper/deployments`, { body: { commitSha: sha } });
+  t.is(manual.status, 409, manual.text);
+  t.is(manual.body.code, "service_suspended");
+  const pushed = await deliver("sleeper", push("main", sha), { secret });
+  t.is(pushed.status, 202);
+  t.is(pushed.body.status, "ignored");
+  t.regex(pushed.body.reason, /soft-deleted/);
+  t.deepEqual(await releases("sleeper"), []);
+  t.is((await api.fetchJson("POST", `${apps()}/sleeper/resume`)).status, 200);
+  const resumed = await api.fetchJson("POST", `${apps()}/sleeper/deployments`, { body: { commitSha: sha } });
+  t.is(resumed.status, 202, resumed.text);
 });
 
 test("the webhook secret's URLs: paths on the API's host by default, absolute under BERTH_PUBLIC_URL; GitHub's and GitLab's", async (t) => {
