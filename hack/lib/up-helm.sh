@@ -131,11 +131,12 @@ if [ -f "$ws_file" ]; then
   [ -n "$ns" ] && kubectl_ get namespace "$ns" >/dev/null 2>&1 && ws_ok=true
 fi
 if ! $ws_ok; then
-  # Idempotent with an id: a retry finishes a workspace whose namespace is gone and mints a key.
-  ws_json=$(curl -sf -X POST -H "Authorization: Bearer $BERTH_ADMIN_KEY" -H "Content-Type: application/json" \
-    -d '{"name":"local","id":"wslocalberth"}' "$api_url/api/v1/workspaces") || die "POST $api_url/api/v1/workspaces failed"
-  BERTH_WORKSPACE_ID=$(json_field "$ws_json" id)
-  BERTH_API_KEY=$(json_field "$ws_json" apiKey.key)
+  # The API's CLI in its pod, idempotent with an id: it re-creates a namespace that is gone and
+  # mints a fresh key (POST /workspaces mints no key for a workspace that exists).
+  ws_json=$(kubectl_ -n "$NAMESPACE" exec "deploy/$RELEASE-api" -c api -- node api/cli.ts workspace create --name local --id wslocalberth) \
+    || die "the API's CLI could not create the local workspace: $ws_json"
+  BERTH_WORKSPACE_ID=$(json_field "$ws_json" workspaceId)
+  BERTH_API_KEY=$(json_field "$ws_json" apiKey)
   printf 'BERTH_WORKSPACE_ID=%s\nBERTH_API_KEY=%s\n' "$BERTH_WORKSPACE_ID" "$BERTH_API_KEY" > "$ws_file"; chmod 600 "$ws_file"
   log "workspace $BERTH_WORKSPACE_ID ready with a fresh key"
 fi

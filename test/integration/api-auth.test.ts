@@ -177,9 +177,18 @@ test("a platform admin creates a workspace: real labelled namespace, first key, 
   t.is(mine.status, 200);
   t.is(mine.body.name, "Payments");
 
+  // a retry of a create that succeeded: no second key for an existing workspace
   const retry = await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "Payments", id: r.body.id } });
-  t.is(retry.status, 200);
-  t.is(retry.body.id, r.body.id);
+  t.is(retry.status, 409, retry.text);
+  t.is(retry.body.code, "workspace_exists");
+  t.is(retry.body.apiKey, undefined);
+  t.deepEqual((await api.fetchJson("GET", `/workspaces/${r.body.id}/api-keys`, { key: r.body.apiKey.key })).body.data.map((k: { name: string }) => k.name), ["initial"]);
+  // a create interrupted before its first key (the row, no key): the retry finishes it
+  const half = await api.services.workspaces.create(api.orm.em.fork(), { name: "Half" });
+  t.teardown(() => k.core.deleteNamespace({ name: half.workspace.namespace }).then(() => undefined, () => undefined));
+  const finished = await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "Half", id: half.workspace.id } });
+  t.is(finished.status, 200, finished.text);
+  t.regex(finished.body.apiKey.key, KEY_FORMAT);
   const clash = await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "Other", id: r.body.id } });
   t.is(clash.status, 409);
   t.is(clash.body.code, "workspace_exists");
