@@ -1,26 +1,24 @@
 // Allowlists: strings and patterns that must never trigger a guard. An entry is a literal
 // (matched case-insensitively) or a "/pattern/flags" regular expression (checked for safety).
 import type { Hit } from "./types.ts";
-import { compilePattern, parsePatternLiteral } from "./regex-safety.ts";
+import { compilePattern, parsePatternLiteral, type Pattern } from "./regex-safety.ts";
 
 export interface CompiledAllowlist {
   literals: string[];
-  patterns: RegExp[];
-  /** the same patterns anchored, to test a hit's own text */
-  anchored: RegExp[];
+  /** user patterns, run in linear time (regex-safety.ts) */
+  patterns: Pattern[];
 }
 
-export const EMPTY_ALLOWLIST: CompiledAllowlist = { literals: [], patterns: [], anchored: [] };
+export const EMPTY_ALLOWLIST: CompiledAllowlist = { literals: [], patterns: [] };
 
 /** Compiles allowlist entries. Throws on an unsafe or invalid pattern (the schema refuses those first). */
 export function compileAllowlist(entries: readonly string[] | undefined): CompiledAllowlist {
   if (!entries || entries.length === 0) return EMPTY_ALLOWLIST;
-  const out: CompiledAllowlist = { literals: [], patterns: [], anchored: [] };
+  const out: CompiledAllowlist = { literals: [], patterns: [] };
   for (const entry of entries) {
     const lit = parsePatternLiteral(entry);
     if (lit) {
       out.patterns.push(compilePattern(lit.source, lit.flags));
-      out.anchored.push(new RegExp(`^(?:${lit.source})$`, lit.flags));
     } else if (entry.trim()) {
       out.literals.push(entry.toLowerCase());
     }
@@ -37,12 +35,7 @@ export function allowlistSpans(text: string, allowlist: CompiledAllowlist): Arra
       for (let at = lower.indexOf(lit); at >= 0; at = lower.indexOf(lit, at + 1)) spans.push([at, at + lit.length]);
     }
   }
-  for (const re of allowlist.patterns) {
-    re.lastIndex = 0;
-    for (const m of text.matchAll(re)) {
-      if (m[0].length > 0) spans.push([m.index, m.index + m[0].length]);
-    }
-  }
+  for (const p of allowlist.patterns) spans.push(...p.matches(text));
   return spans;
 }
 
@@ -58,6 +51,6 @@ export function applyAllowlist(hits: Hit[], text: string, allowlist: CompiledAll
     if (spans.some(([s, e]) => s <= hit.start && hit.end <= e)) return false;
     const own = text.slice(hit.start, hit.end);
     if (allowlist.literals.includes(own.toLowerCase())) return false;
-    return !allowlist.anchored.some((re) => re.test(own));
+    return !allowlist.patterns.some((p) => p.matchesWhole(own));
   });
 }

@@ -2,7 +2,7 @@
 // Confidence is the highest weight of a hit. Descriptions name the pattern or keyword, never the
 // matched text (a custom pattern may well be looking for an internal secret format).
 import type { GuardDefinition, Hit } from "./types.ts";
-import { compilePattern } from "./regex-safety.ts";
+import { compilePattern, type Pattern } from "./regex-safety.ts";
 
 export interface CustomPattern {
   pattern: string;
@@ -22,7 +22,7 @@ export interface CustomConfig {
 }
 
 interface Compiled {
-  patterns: Array<{ re: RegExp; name: string; weight: number; kind: string }>;
+  patterns: Array<{ re: Pattern; name: string; weight: number; kind: string }>;
   keywords: RegExp | null;
   keywordList: string[];
 }
@@ -62,11 +62,7 @@ export function detectCustom(text: string, config: CustomConfig): Hit[] {
   const c = compileCustom(config);
   const hits: Hit[] = [];
   for (const p of c.patterns) {
-    p.re.lastIndex = 0;
-    for (const m of text.matchAll(p.re)) {
-      if (m[0].length === 0) continue;
-      hits.push({ kind: p.kind, start: m.index, end: m.index + m[0].length, score: p.weight, description: `custom pattern "${p.name}"` });
-    }
+    for (const [start, end] of p.re.matches(text)) hits.push({ kind: p.kind, start, end, score: p.weight, description: `custom pattern "${p.name}"` });
   }
   if (c.keywords) {
     c.keywords.lastIndex = 0;
