@@ -153,6 +153,8 @@ export const FORWARD_AUTH = {
   cookie: "berth_share",
   /** Headers the ingress passes on to the App on an allowed request (set by the API, never by the client). */
   responseHeaders: ["X-Berth-Share", "X-Berth-User"],
+  /** The client's headers the check is given (Traefik's authRequestHeaders): the viewer's cookies only. */
+  requestHeaders: ["Cookie"],
   /**
    * The most of the API's answer the ingress reads (Traefik's maxResponseBodySize): a refusal is a
    * problem+json of a few hundred bytes, an allowed request's answer is empty.

@@ -93,30 +93,40 @@ export function middlewareRef(app: AppRef): string {
 }
 
 /**
- * The App's ForwardAuth Middleware (Traefik): every request to the private App is first sent to
- * the API's forward-auth endpoint for it; its cookie is passed on to the viewer on a 2xx, and
- * X-Berth-Share / X-Berth-User go on to the App (clients' own values of them are dropped).
+ * The App's Middleware (Traefik), on every served App's route: X-Berth-Share and X-Berth-User
+ * reach an App only as Berth sets them, so an App may trust them (docs/shares.md).
+ * - private: ForwardAuth. Every request is first sent to the API's forward-auth endpoint for the
+ *   App, with only the viewer's Cookie of the client's headers (plus Traefik's own X-Forwarded-*),
+ *   so a client's X-Original-URL or X-Forwarded-* never reach the check; the cookie it sets is
+ *   passed on to the viewer on a 2xx; the two headers are deleted from the request and set from
+ *   the check's answer.
+ * - public: the two headers are deleted from every request (a client sends its own otherwise).
  */
-export function buildMiddleware(app: AppRef, edge: EdgeConfig): KubeObject {
+export function buildMiddleware(app: AppRef, spec: Pick<AppSpec, "visibility">, edge: EdgeConfig): KubeObject {
   return {
     apiVersion: MIDDLEWARE_API_VERSION, kind: "Middleware",
     metadata: meta(app),
-    spec: {
-      forwardAuth: {
-        address: forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
-        trustForwardHeader: false,
-        authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
-        addAuthCookiesToResponse: [FORWARD_AUTH.cookie],
-        maxResponseBodySize: FORWARD_AUTH.maxResponseBytes,
-      },
-    },
+    spec: spec.visibility === "private"
+      ? {
+        forwardAuth: {
+          address: forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
+          trustForwardHeader: false,
+          authRequestHeaders: [...FORWARD_AUTH.requestHeaders],
+          authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
+          addAuthCookiesToResponse: [FORWARD_AUTH.cookie],
+          maxResponseBodySize: FORWARD_AUTH.maxResponseBytes,
+        },
+      }
+      // an empty value removes the header (Traefik's headers middleware)
+      : { headers: { customRequestHeaders: Object.fromEntries(FORWARD_AUTH.responseHeaders.map((h) => [h, ""])) } },
   };
 }
 
 /** The Ingress annotations that guard a private App, per ingress controller. */
 export function edgeAnnotations(app: AppRef, spec: AppSpec, edge: EdgeConfig | undefined): Record<string, string> {
-  if (spec.visibility !== "private" || !edge) return {};
+  if (!edge) return {};
   if (edge.controller === "traefik") return { [TRAEFIK_MIDDLEWARES_ANNOTATION]: middlewareRef(app) };
+  if (spec.visibility !== "private") return {};
   return {
     "nginx.ingress.kubernetes.io/auth-url": forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
     "nginx.ingress.kubernetes.io/auth-response-headers": FORWARD_AUTH.responseHeaders.join(","),
@@ -301,7 +311,7 @@ export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cf
     if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
     if (isServed(spec.type) && !spec.suspended) {
       // The Middleware goes first: Traefik refuses to route an Ingress that names a missing one.
-      if (spec.visibility === "private" && cfg.edge?.controller === "traefik") out.push(buildMiddleware(app, cfg.edge));
+      if (cfg.edge?.controller === "traefik") out.push(buildMiddleware(app, spec, cfg.edge));
       out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);
     }
   }

@@ -96,6 +96,10 @@ export function helloHandler(o: HelloOptions): RequestListener {
   const routes: Record<string, Record<string, (req: IncomingMessage, res: ServerResponse, url: URL) => Promise<void> | void>> = {
     "/": { GET: (_req, res) => send(res, 200, `Hello from Berth's sample service, version ${o.version}, answered by ${host}\n`) },
     "/healthz": { GET: (_req, res) => send(res, 200, "ok\n") },
+    // What Berth's edge tells the service about the viewer (docs/shares.md): set only by Berth.
+    "/whoami": {
+      GET: (req, res) => send(res, 200, { user: req.headers["x-berth-user"] ?? null, share: req.headers["x-berth-share"] ?? null, via: req.headers["x-sample-probe"] ?? null }),
+    },
     "/burn": {
       GET: async (_req, res, url) => {
         const ms = burnMillis(url.searchParams.get("ms"));

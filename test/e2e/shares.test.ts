@@ -58,13 +58,20 @@ test.serial("a private App is refused through the ingress without a share, and a
   await Promise.all([active("secret"), active("open")]);
   const mw = await client.get<KubeObject & { spec: { forwardAuth: { address: string } } }>({ apiVersion: "traefik.io/v1alpha1", kind: "Middleware", namespace: api.namespace, name: "secret" });
   t.is(mw?.spec.forwardAuth.address, `http://${NODE_IP}:${HOST_API_PORT}/api/v1/forward-auth/${api.namespace}/secret`);
-  t.falsy(await client.get({ apiVersion: "traefik.io/v1alpha1", kind: "Middleware", namespace: api.namespace, name: "open" }), "no check for a public App");
+  const openMw = await client.get<KubeObject & { spec: Record<string, unknown> }>({ apiVersion: "traefik.io/v1alpha1", kind: "Middleware", namespace: api.namespace, name: "open" });
+  t.deepEqual(Object.keys(openMw?.spec ?? {}), ["headers"], "no check for a public App: only its X-Berth-* headers are dropped");
   const refused = await eventually("the private App's route, guarded", async () => { const x = await viaIngress("secret"); return x.status === 403 ? x : undefined; }, 60_000, 500);
   t.is(JSON.parse(refused.text).code, "share_no_grant");
   t.notRegex(refused.text, HELLO);
   const open = await eventually("the public App served", async () => { const x = await viaIngress("open"); return x.status === 200 ? x : undefined; }, 60_000, 500);
   t.regex(open.text, HELLO);
   t.is((await viaIngress("secret", "/?berth_share=shr_sk_" + "x".repeat(43))).status, 403, "a forged token is refused");
+  // A client's own X-Berth-* headers never reach an App, public ones included: an App may trust them.
+  const forged = { "X-Berth-User": "ceo@corp.example", "X-Berth-Share": "shr_forged", "X-Sample-Probe": "passed" };
+  const whoami = await viaIngress("open", "/whoami", { headers: forged });
+  t.is(whoami.status, 200, whoami.text);
+  t.deepEqual(JSON.parse(whoami.text), { user: null, share: null, via: "passed" }, "the probe header passes, Berth's are removed");
+  t.is((await viaIngress("secret", "/whoami", { headers: { ...forged, "X-Original-URL": `http://open.${DOMAIN}/` } })).status, 403, "nor does a client's X-Original-URL change what is checked");
   t.is((await viaIngress("secret", "/", { headers: { Cookie: "berth_share=eyJ4IjoxfQ.AAAA" } })).status, 403, "a forged cookie is refused");
 });
 
@@ -84,6 +91,8 @@ test.serial("with a share link the viewer gets a cookie on the App's host, is se
   t.is(served.status, 200, served.text);
   t.regex(served.text, HELLO);
   for (let i = 0; i < 5; i++) t.regex((await viaIngress("secret", "/", { headers: { Cookie: cookie } })).text, HELLO);
+  const seen = await viaIngress("secret", "/whoami", { headers: { Cookie: cookie, "X-Berth-User": "ceo@corp.example", "X-Berth-Share": "shr_forged" } });
+  t.deepEqual(JSON.parse(seen.text), { user: null, share: shareId, via: null }, "the App sees the share Berth checked, and no viewer (no sign-in)");
   const tampered = cookie.slice(0, -2) + (cookie.endsWith("AA") ? "BB" : "AA");
   t.is((await viaIngress("secret", "/", { headers: { Cookie: tampered } })).status, 403, "a tampered cookie is refused");
 });
@@ -114,7 +123,7 @@ test.serial("revoking the share refuses the viewer's very next request through t
 test.serial("making the App public removes the check; private again restores it", async (t) => {
   t.is((await api.fetchJson("PATCH", `${apps()}/secret`, { body: { visibility: "public" } })).status, 200);
   await eventually("served without a share", async () => (await viaIngress("secret")).status === 200, 60_000, 500);
-  t.falsy(await client.get({ apiVersion: "traefik.io/v1alpha1", kind: "Middleware", namespace: api.namespace, name: "secret" }));
+  t.deepEqual(Object.keys((await client.get<KubeObject & { spec: Record<string, unknown> }>({ apiVersion: "traefik.io/v1alpha1", kind: "Middleware", namespace: api.namespace, name: "secret" }))?.spec ?? {}), ["headers"]);
   t.is((await api.fetchJson("PATCH", `${apps()}/secret`, { body: { visibility: "private" } })).status, 200);
   await eventually("guarded again", async () => (await viaIngress("secret")).status === 403, 60_000, 500);
   t.pass();

@@ -228,20 +228,24 @@ test("a private App behind Traefik gets a ForwardAuth Middleware for it, named b
   t.is(mw.metadata.ownerReferences?.[0]?.uid, ref.uid);
   t.deepEqual(mw.spec.forwardAuth, {
     address: "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop", trustForwardHeader: false,
-    authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share"],
+    authRequestHeaders: ["Cookie"], authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share"],
     maxResponseBodySize: 65536,
   });
   const ing = children.find((c) => c.kind === "Ingress")!;
   t.is(ing.metadata.annotations?.["traefik.ingress.kubernetes.io/router.middlewares"], "ws1-shop@kubernetescrd");
 });
 
-test("a public App passes without any check: no Middleware, no auth annotation", (t) => {
-  for (const c of [traefik, nginx]) {
-    const children = buildChildren(ref, spec({ visibility: "public" }), {}, c);
-    t.false(children.some((o) => o.kind === "Middleware"));
-    const annotations = children.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {};
-    t.deepEqual(Object.keys(annotations).filter((k) => k.includes("auth") || k.includes("middlewares")), []);
-  }
+test("a public App passes without any check, but clients' own X-Berth-* headers are removed (Traefik)", (t) => {
+  const children = buildChildren(ref, spec({ visibility: "public" }), {}, traefik);
+  t.deepEqual(children.map((c) => c.kind), ["Deployment", "HorizontalPodAutoscaler", "Middleware", "Service", "Ingress"]);
+  const mw = children.find((c) => c.kind === "Middleware") as KubeObject & { spec: Record<string, unknown> };
+  t.deepEqual(mw.spec, { headers: { customRequestHeaders: { "X-Berth-Share": "", "X-Berth-User": "" } } });
+  const annotations = children.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {};
+  t.is(annotations["traefik.ingress.kubernetes.io/router.middlewares"], "ws1-shop@kubernetescrd");
+  t.deepEqual(Object.keys(annotations).filter((k) => k.includes("auth")), []);
+  const viaNginx = buildChildren(ref, spec({ visibility: "public" }), {}, nginx);
+  t.false(viaNginx.some((o) => o.kind === "Middleware"));
+  t.deepEqual(Object.keys(viaNginx.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {}).filter((k) => k.includes("auth")), []);
 });
 
 test("a private App behind ingress-nginx gets auth-url, auth-signin and the response headers", (t) => {

@@ -174,6 +174,6 @@ test("children: a Service to the target port, an Ingress with the domain and its
   const [, guarded] = buildDomainChildren(d, { name: "hello", spec: priv }, { edge: { controller: "traefik", forwardAuthUrl: "http://api/api/v1/forward-auth" } }) as [any, any]; // eslint-disable-line @typescript-eslint/no-explicit-any
   t.is(guarded.metadata.annotations["traefik.ingress.kubernetes.io/router.middlewares"], "ws-1-hello@kubernetescrd", "a private service's domain passes the same edge check as its own host");
   const [, open] = buildDomainChildren(d, { name: "hello", spec }, { edge: { controller: "traefik", forwardAuthUrl: "http://api/api/v1/forward-auth" } }) as [any, any]; // eslint-disable-line @typescript-eslint/no-explicit-any
-  t.is(open.metadata.annotations["traefik.ingress.kubernetes.io/router.middlewares"], undefined);
+  t.is(open.metadata.annotations["traefik.ingress.kubernetes.io/router.middlewares"], "ws-1-hello@kubernetescrd", "a public service's domain drops clients' X-Berth-* headers as its own host does");
   t.is(domainLabelValue("x".repeat(70)).length <= 63, true);
 });
