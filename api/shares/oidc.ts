@@ -26,6 +26,16 @@ export interface OidcSettings {
   scopes: string;
 }
 
+/**
+ * Who signed in, as the App is told (X-Berth-User): the email only when the identity provider
+ * says it verified it (email_verified: true), else the subject prefixed by the issuer (an
+ * unverified email could be anybody's, and a bare subject could collide with another issuer's).
+ */
+export function viewerOf(claims: { iss: string; sub: string; email?: unknown; email_verified?: unknown }): Viewer {
+  const verified = typeof claims.email === "string" && claims.email_verified === true;
+  return { sub: `${claims.iss}#${claims.sub}`, ...(verified ? { email: claims.email as string } : {}) };
+}
+
 export interface OidcSignInDeps {
   settings: OidcSettings;
   key: Buffer;
@@ -130,7 +140,7 @@ export class OidcSignIn {
       throw new UnauthorizedError("The sign-in could not be completed: open the share link again.");
     }
     if (!claims?.sub) throw new UnauthorizedError("The identity provider named no user.");
-    const user: Viewer = { sub: claims.sub, ...(typeof claims.email === "string" ? { email: claims.email } : {}) };
+    const user = viewerOf(claims);
     const rd = new URL(state.rd);
     const ticket = sign(this.#d.key, "login", { host: rd.hostname, user, exp: nowS + TICKET_TTL_SECONDS, jti: newNonce() });
     rd.searchParams.set(FORWARD_AUTH.loginParam, ticket);

@@ -59,7 +59,8 @@ export async function startOidcProvider(opts: { redirectUri: string; clientId?: 
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   holder.provider = new Provider(issuer, {
     clients: [{ client_id: clientId, client_secret: clientSecret, redirect_uris: [opts.redirectUri], grant_types: ["authorization_code"], response_types: ["code"], token_endpoint_auth_method: "client_secret_basic" }],
-    findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: true }) }),
+    // A login starting with "unverified-" has an email its provider did not verify.
+    findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: !id.startsWith("unverified-") }) }),
     claims: { openid: ["sub"], email: ["email", "email_verified"] },
     features: { devInteractions: { enabled: false } },
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },

@@ -256,6 +256,19 @@ test.serial("requireAuth: without signing in the viewer is sent to sign in and n
   await api.fetchJson("DELETE", `${shares()}/${s.id}`);
 });
 
+test.serial("an email the identity provider did not verify is never the viewer's name: the App is told issuer#subject", async (t) => {
+  const s = await createShare({ requireAuth: true });
+  const b = browser();
+  const hops = await b.navigate(s.url.replace("https:", "http:"));
+  const form = last(hops);
+  const action = new URL(/action="([^"]+)"/.exec(form.text)![1]!, form.url);
+  const after = await b.navigate(action, { method: "POST", body: "login=unverified-mallory", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+  t.is(last(after).status, 200);
+  t.notRegex(last(after).text, /user=unverified-mallory@example\.com/, "the unverified email is not passed on");
+  t.true(last(after).text.includes(`user=${idp.issuer}#unverified-mallory`), last(after).text);
+  await api.fetchJson("DELETE", `${shares()}/${s.id}`);
+});
+
 test.serial("a callback that was not started here, or with a wrong state, is refused", async (t) => {
   const r = await fetch(`${api.url}/api/v1/auth/oidc/callback?code=x&state=y`, { redirect: "manual" });
   t.is(r.status, 401);

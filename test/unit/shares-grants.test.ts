@@ -1,6 +1,7 @@
 // The pure parts of share links (api/shares/grants.ts): tokens and their hashes, signed values
 // (forged, tampered, swapped between purposes), the cookie, and the decision with time passed in.
 import test from "ava";
+import { viewerOf } from "../../api/shares/oidc.ts";
 import { createHash } from "node:crypto";
 import {
   cookieValue, decide, grantCookie, grantExpiry, isShareToken, mintShareToken, parseGrant, parseTicket, shareLive, shareTokenHash, sign, tokenMatches, verify, withoutParams,
@@ -106,4 +107,11 @@ test("the cookie is host-only, HttpOnly, SameSite=Lax, and Secure over https", (
 test("the viewer is sent back without the token or ticket, everything else kept", (t) => {
   t.is(withoutParams(new URL("https://a.example/p?x=1&berth_share=t&y=2"), ["berth_share", "berth_login"]), "https://a.example/p?x=1&y=2");
   t.is(withoutParams(new URL("https://a.example/?berth_login=t"), ["berth_share", "berth_login"]), "https://a.example/");
+});
+
+test("the signed-in viewer: the email only when the provider verified it, else issuer#subject", (t) => {
+  const iss = "https://login.example.com";
+  t.deepEqual(viewerOf({ iss, sub: "u1", email: "a@corp.example", email_verified: true }), { sub: `${iss}#u1`, email: "a@corp.example" });
+  for (const email_verified of [false, "true", undefined]) t.deepEqual(viewerOf({ iss, sub: "u1", email: "ceo@corp.example", email_verified }), { sub: `${iss}#u1` }, String(email_verified));
+  t.deepEqual(viewerOf({ iss, sub: "u1", email_verified: true }), { sub: `${iss}#u1` });
 });
