@@ -76,8 +76,8 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       summary: "An app's guards and evals configuration (defaults when never set)",
       params: AppParams, responses: { 200: ObservabilityConfigSchema },
       handler: async ({ params }) => {
-        await g.requireApp(params.workspaceId, params.appId);
-        return { status: 200, body: (await g.configs.get(params.workspaceId, params.appId)).config };
+        const app = await g.requireApp(params.workspaceId, params.appId);
+        return { status: 200, body: (await g.configs.get(params.workspaceId, params.appId, app.createdAt)).config };
       },
     }),
     defineRoute({
@@ -86,8 +86,8 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       description: "Only the fields given change; nested objects merge; guards.custom_templates replaces the list and each entry must name an existing guard template, whose configuration is kept with the app's config (deleting or replacing the template later does not change the app). Ingestion applies the new config at once; the toolkit inside the service reads it at its next start. Returns the whole updated config.",
       params: AppParams, body: ObservabilityConfigPatch, responses: { 200: ObservabilityConfigSchema },
       handler: async ({ params, body, em }) => {
-        await g.requireApp(params.workspaceId, params.appId);
-        return { status: 200, body: (await g.configs.update(em, params.workspaceId, params.appId, body)).config };
+        const app = await g.requireApp(params.workspaceId, params.appId);
+        return { status: 200, body: (await g.configs.update(em, params.workspaceId, params.appId, body, app.createdAt)).config };
       },
     }),
     defineRoute({

@@ -5,7 +5,7 @@ import type { MikroORM } from "@mikro-orm/postgresql";
 import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
 import type { Logger } from "../../kube/logger.ts";
-import { appAnnotator, appLookup, type AppLookup, type AppStore } from "./stores/apps.ts";
+import { appAnnotator, appLookup, type AppLookup, type AppRef, type AppStore } from "./stores/apps.ts";
 import { EngineConfig } from "../../toolkit/src/index.ts";
 import { ObservabilityConfigService } from "./configs/app-configs.ts";
 import { GovernanceDb } from "./stores/db.ts";
@@ -67,8 +67,10 @@ export class Governance {
   }
 
   /** 404 app_not_found unless the App exists in the workspace. */
-  async requireApp(workspaceId: string, appId: string): Promise<void> {
-    if (!(await this.apps(workspaceId, appId))) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+  async requireApp(workspaceId: string, appId: string): Promise<AppRef> {
+    const app = await this.apps(workspaceId, appId);
+    if (!app) throw new NotFoundError("app_not_found", `No service ${appId} in this workspace`);
+    return app;
   }
 
   /** The store of an existing App; 404 when governance is not provisioned (or switched off). */

@@ -289,3 +289,28 @@ test.serial("a new App with the name of a deleted one gets a fresh store, never 
   const n = await query<{ n: string }>(api.db.url, `select count(*) as n from "gov_${api.workspaceId}_phoenix".traces`);
   t.is(Number(n[0]!.n), 0);
 });
+
+test.serial("an App deleted before its store existed leaves no config to a later App of the same id", async (t) => {
+  const cfg = `${ws()}/ember/observability-config`;
+  const first = await createApp("ember");
+  const put = await api.fetchJson("PUT", cfg, { body: { guards: { prompt_injection: { enabled: false, threshold: 0.33 } } } });
+  t.is(put.status, 200, put.text);
+  await client.delete({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "ember" });
+  let second: KubeObject | undefined;
+  for (let i = 0; i < 50 && !second; i++) {
+    try { second = await createApp("ember"); } catch { await new Promise((r) => setTimeout(r, 100)); }
+  }
+  t.not(second!.metadata.uid, first.metadata.uid);
+  // the earlier App's row is still there (nothing removed it: the App had no store, so no finalizer) ...
+  t.is((await query(api.db.url, `select 1 from governance_app_configs where app_id = 'ember'`)).length, 1);
+  // ... and it is not the new App's: the defaults, through the API and once the store is made
+  const read = await api.fetchJson("GET", cfg);
+  t.is(read.status, 200, read.text);
+  t.true(read.body.guards.prompt_injection.enabled);
+  t.not(read.body.guards.prompt_injection.threshold, 0.33);
+  t.is((await provision(second!)).status, 200);
+  t.is((await query(api.db.url, `select 1 from governance_app_configs where app_id = 'ember'`)).length, 0, "provisioning removed it");
+  // the new App's own config is its own
+  t.is((await api.fetchJson("PUT", cfg, { body: { guards: { prompt_injection: { threshold: 0.5 } } } })).body.guards.prompt_injection.threshold, 0.5);
+  t.like((await api.fetchJson("GET", cfg)).body.guards.prompt_injection, { enabled: true, threshold: 0.5 });
+});

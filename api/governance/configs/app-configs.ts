@@ -51,9 +51,14 @@ export class ObservabilityConfigService {
     this.#now = deps.now ?? (() => new Date());
   }
 
-  async get(workspaceId: string, appId: string): Promise<AppConfigState> {
+  /**
+   * The app's config, or the defaults. `since`: the App's creation; a config last written before
+   * it belongs to an earlier App of the same id (permanently deleted before its store existed,
+   * which would have removed it) and is not this App's.
+   */
+  async get(workspaceId: string, appId: string, since?: Date): Promise<AppConfigState> {
     const pool = await this.#db.pool();
-    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP}`, [workspaceId, appId]);
+    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} and ($3::timestamptz is null or updated_at >= $3)`, [workspaceId, appId, since ?? null]);
     return rows[0] ? stateOf(rows[0]) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
   }
 
@@ -72,12 +77,13 @@ export class ObservabilityConfigService {
    * A partial update (observability.ts); 422 with every offending field, nothing stored then.
    * `em` resolves the guard templates the patch names (guard-templates.ts).
    */
-  async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch): Promise<AppConfigState> {
+  async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch, since?: Date): Promise<AppConfigState> {
     const entries = patch.guards?.custom_templates;
     const resolved = entries ? await this.#templates.resolve(em, workspaceId, entries.map((e) => e.template_id)) : undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#db.tx(async (c) => {
+          if (since) await removeStaleAppConfig(c, workspaceId, appId, since);
           const { rows } = await c.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} for update`, [workspaceId, appId]);
           const row = rows[0];
           const current = row ? stateOf(row) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
@@ -110,6 +116,11 @@ export class ObservabilityConfigService {
       }
     }
   }
+}
+
+/** Removes a config last written before the App was created: an earlier App's of the same id. */
+export async function removeStaleAppConfig(c: Client, workspaceId: string, appId: string, appCreatedAt: Date): Promise<void> {
+  await c.query(`delete from governance_app_configs ${BY_APP} and updated_at < $3`, [workspaceId, appId, appCreatedAt]);
 }
 
 /** Removes an app's config inside the caller's transaction (an App's permanent deletion). */

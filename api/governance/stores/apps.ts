@@ -19,6 +19,8 @@ export interface AppRef {
   name: string;
   uid: string | undefined;
   annotations: Record<string, string>;
+  /** when the App was created: anything of an app id written before belongs to an earlier App of that id */
+  createdAt: Date | undefined;
 }
 
 /** The App `appId` of a workspace; undefined when there is none (or it is being deleted). */
@@ -46,7 +48,8 @@ export function appLookup(deps: { apps: AppStore; namespaceOf: (workspaceId: str
     const namespace = await deps.namespaceOf(workspaceId);
     const app = await deps.apps.getOrFetch(appRef(namespace, appId));
     if (!app || app.metadata.deletionTimestamp) return undefined;
-    return { namespace, name: appId, uid: app.metadata.uid, annotations: app.metadata.annotations ?? {} };
+    const created = app.metadata.creationTimestamp;
+    return { namespace, name: appId, uid: app.metadata.uid, annotations: app.metadata.annotations ?? {}, createdAt: created ? new Date(created) : undefined };
   };
 }
 

@@ -22,7 +22,7 @@ import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
 import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
 import { dropStoreSql, STORE_TEMPLATE_VERSION, storeDdl } from "./store-sql.ts";
-import { removeAppConfig } from "../configs/app-configs.ts";
+import { removeAppConfig, removeStaleAppConfig } from "../configs/app-configs.ts";
 import { mintAppKey, revokeAppKeys } from "../keys/app-keys.ts";
 
 /** active: the store exists; disabled: de-provisioned through the public DELETE, no store */
@@ -94,8 +94,11 @@ export class ProvisioningService {
   async provisionForOperator(req: ProvisionRequest): Promise<Provisioned> {
     const workspaceId = await this.#workspaceOf(req.namespace);
     if (workspaceId === undefined) throw new NotFoundError("workspace_not_found", `Namespace ${req.namespace} is not a Berth workspace.`);
+    const app = await this.#d.apps(workspaceId, req.appName);
     const { project, key } = await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, req.appName);
+      // a config an earlier App of this id left (deleted before it had a store) is not this App's
+      if (app?.uid === req.appUid && app.createdAt) await removeStaleAppConfig(c, workspaceId, req.appName, app.createdAt);
       const row = await this.#lockedProject(c, workspaceId, req.appName);
       const sameApp = !row || row.appUid === null || row.appUid === req.appUid;
       if (row && row.status === "disabled" && sameApp) {
