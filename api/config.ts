@@ -35,13 +35,17 @@ export const ConfigSchema = z.object({
   BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   // Rate limits and slow clients (docs/api.md "Limits"). Counted by each API replica on its own.
   BERTH_RATE_LIMIT_API_PER_SECOND: z.coerce.number().min(0).max(100_000).default(50)
-    .describe("Requests per second each key may make to the API (every route but trace ingestion), refilled continuously; requests without a valid key count per client address. 0 turns the limit off"),
+    .describe("Requests per second each workspace (all its keys together), platform admin key and app key may make to the API (every route but trace ingestion), refilled continuously; requests without a valid key count per client address (BERTH_TRUSTED_PROXIES). 0 turns the limit off"),
   BERTH_RATE_LIMIT_API_BURST: z.coerce.number().int().min(1).max(1_000_000).default(500)
     .describe("Requests a key (or address) may make at once before BERTH_RATE_LIMIT_API_PER_SECOND applies"),
   BERTH_RATE_LIMIT_INGEST_PER_SECOND: z.coerce.number().min(0).max(100_000).default(100)
     .describe("Requests per second each app key may make to POST /governance/traces and GET /governance/config (a request is one trace or a batch). 0 turns the limit off"),
   BERTH_RATE_LIMIT_INGEST_BURST: z.coerce.number().int().min(1).max(1_000_000).default(1000)
     .describe("Ingestion requests an app key may make at once before BERTH_RATE_LIMIT_INGEST_PER_SECOND applies"),
+  BERTH_TRUSTED_PROXIES: cidrList
+    .describe("Comma-separated CIDRs of the proxies in front of the API (the ingress controller): from a peer in them, the client's address is read from X-Forwarded-For (the rightmost hop that is not a trusted proxy), so that callers without a key get a budget each rather than one for everybody behind the proxy. Empty: the socket's peer"),
+  BERTH_MAX_KEYS_PER_WORKSPACE: z.coerce.number().int().min(1).max(10_000).default(50)
+    .describe("Workspace API keys a workspace may hold at once (revoked ones do not count): all of them share the workspace's rate-limit budget"),
   BERTH_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(10 * 60_000).default(DEFAULT_HEADERS_TIMEOUT_MS)
     .describe("A client that has not sent its request's headers this long after it started is cut off (408)"),
   BERTH_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(60 * 60_000).default(DEFAULT_REQUEST_TIMEOUT_MS)

@@ -109,7 +109,7 @@ export function buildServices(deps: {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
     shares: new SharesService({ cache: apps, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
     forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, tickets: new PgTicketLedger(orm), log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
-    keys: new ApiKeyService({ log: logger }),
+    keys: new ApiKeyService({ log: logger, maxPerWorkspace: config.BERTH_MAX_KEYS_PER_WORKSPACE }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
     deployments: new DeploymentsService({

@@ -17,6 +17,7 @@ import { requestContext } from "./http/context.ts";
 import { buildOpenApiDocument, openApiRoutes, DEFAULT_INFO, type OpenApiInfo } from "./http/openapi.ts";
 import { PROBLEM_MEDIA_TYPE, problemMiddleware, renderProblem, sendProblem } from "./http/problem.ts";
 import { RateLimits } from "./http/limits.ts";
+import { cidrMatcher } from "./http/outbound.ts";
 import { apiRouter, fallback } from "./http/router.ts";
 import { bareDispatcher, type BareDispatch } from "./http/bare.ts";
 import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
@@ -120,6 +121,7 @@ export function buildServer(deps: ServerDeps): Koa {
     }),
     now: deps.now ?? Date.now,
     validateResponses: config.BERTH_VALIDATE_RESPONSES,
+    trustedProxy: config.BERTH_TRUSTED_PROXIES.length ? cidrMatcher(config.BERTH_TRUSTED_PROXIES) : undefined,
   });
 
   const bare = bareDispatcher(routes, { logger, validateResponses: config.BERTH_VALIDATE_RESPONSES, draining: () => lifecycle.draining });

@@ -55,15 +55,21 @@ export interface KeyServiceOptions {
 export class ApiKeyService {
   readonly #now: () => Date;
   readonly #log: Logger | undefined;
+  readonly #max: number | undefined;
 
-  constructor(opts: KeyServiceOptions = {}) {
+  /** `maxPerWorkspace`: the most keys not revoked a workspace may hold (BERTH_MAX_KEYS_PER_WORKSPACE); none for the CLI. */
+  constructor(opts: KeyServiceOptions & { maxPerWorkspace?: number } = {}) {
     this.#now = opts.now ?? (() => new Date());
     this.#log = opts.log;
+    this.#max = opts.maxPerWorkspace;
   }
 
   async create(em: EntityManager, workspaceId: string, name: string): Promise<CreatedKey<WorkspaceKeyView>> {
     const ws = await em.findOne(Workspace, { id: workspaceId });
     if (!ws) throw new NotFoundError("workspace_not_found", `Workspace ${workspaceId} does not exist.`);
+    if (this.#max !== undefined && await em.count(ApiKey, { workspace: workspaceId, revokedAt: null }) >= this.#max) {
+      throw new ConflictError("key_limit_reached", `The workspace holds ${this.#max} keys, the most it may (BERTH_MAX_KEYS_PER_WORKSPACE): revoke one first. All of a workspace's keys share one rate-limit budget.`);
+    }
     const secret = mintToken(WORKSPACE_KEY_PREFIX);
     const row = em.create(ApiKey, {
       id: randomUUID(), workspace: ws, name, prefix: displayPrefix(secret), hash: hashToken(secret),

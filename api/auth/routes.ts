@@ -47,8 +47,9 @@ export function apiKeyRoutes(deps: { keys: ApiKeyService }): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/api-keys", operationId: "createApiKey", tags: ["api-keys"], auth: "workspace",
       summary: "Create an API key; its secret is in this response only",
+      description: "409 key_limit_reached when the workspace holds BERTH_MAX_KEYS_PER_WORKSPACE keys that are not revoked (50 by default): all of a workspace's keys share one rate-limit budget, so more keys buy no more requests.",
       params: WorkspaceParams, body: CreateApiKeyRequest,
-      responses: { 201: CreatedApiKeySchema },
+      responses: { 201: CreatedApiKeySchema, 409: null },
       handler: async ({ params, body, em }) => {
         const { key, secret } = await keys.create(em, params.wsId, body.name);
         return {

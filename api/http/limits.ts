@@ -4,7 +4,7 @@
 // is full again. Callers are named by the router: "<kind>:<key id>" for a key (never the key
 // itself), "addr:<address>" for a request without a valid key. docs/api.md "Rate limits" has the
 // decisions (budgets, headers, per-replica counting).
-import { isIPv6 } from "node:net";
+import { isIP, isIPv6 } from "node:net";
 import { DomainError } from "../errors.ts";
 
 /** A budget: `burst` requests at once, refilled at `perSecond`. perSecond 0 turns the limit off. */
@@ -103,6 +103,29 @@ export function addressCaller(address: string | undefined): string {
   const t = tail === "" ? [] : tail.split(":");
   const groups = address.includes("::") ? [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t] : h;
   return `addr:${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(":")}::/64`;
+}
+
+/**
+ * The client's address: the socket's peer, or, when that peer is a trusted proxy (the ingress
+ * controller), the address X-Forwarded-For names, read from the right past every trusted hop (a
+ * client can prepend anything to the header, but not past the proxy that appended its address).
+ */
+export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trusted: ((address: string) => boolean) | undefined): string | undefined {
+  const bare = (a: string) => a.trim().replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, "$1");
+  if (!peer || !trusted || !forwardedFor || !trusted(bare(peer))) return peer;
+  const hops = forwardedFor.split(",").map(bare).filter(Boolean);
+  for (let i = hops.length - 1; i >= 0; i--) {
+    if (!isIP(hops[i]!)) return peer; // a malformed hop: the proxy's own word stands
+    if (!trusted(hops[i]!)) return hops[i];
+  }
+  return hops[0] ?? peer;
+}
+
+/** The budget a caller spends: a workspace's keys share one, other keys have their own, operators theirs. */
+export function budgetName(caller: { kind: string; keyId?: string; workspaceId?: string; username?: string }): string {
+  if (caller.kind === "workspace") return `workspace:${caller.workspaceId}`;
+  if (caller.kind === "operator") return `operator:${caller.username}`;
+  return `${caller.kind}:${caller.keyId}`;
 }
 
 /** The RateLimit-Policy and RateLimit header fields (draft-ietf-httpapi-ratelimit-headers-10). */

@@ -65,6 +65,15 @@ function blockList(entries: readonly string[]): BlockList {
   return list;
 }
 
+/** Whether an address lies in one of the CIDRs (a parsed list: parseCidrList). */
+export function cidrMatcher(entries: readonly string[]): (address: string) => boolean {
+  const list = blockList(entries);
+  return (address) => {
+    const v = isIP(address);
+    return v !== 0 && list.check(address, v === 4 ? "ipv4" : "ipv6");
+  };
+}
+
 /** The IPv4 address an IPv6 one carries (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96, 6to4 2002::/16), if any. */
 export function embeddedIpv4(address: string): string | undefined {
   if (isIP(address) !== 6) return undefined;

@@ -10,7 +10,7 @@ import { DomainError, ForbiddenError, NotFoundError, UnauthorizedError, Validati
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
 import { PayloadTooLargeError, readJsonBody } from "./body.ts";
 import { requestState } from "./context.ts";
-import { TooManyRequestsError, addressCaller, rateLimitHeaders, type RateLimits } from "./limits.ts";
+import { TooManyRequestsError, addressCaller, budgetName, clientAddress, rateLimitHeaders, type RateLimits } from "./limits.ts";
 import { MethodNotAllowedError } from "./problem.ts";
 import { pathParamNames, type RouteContext, type RouteDef, type RouteResult } from "./route.ts";
 import type { Logger } from "../../kube/logger.ts";
@@ -26,6 +26,8 @@ export interface RouterDeps {
   limits: RateLimits;
   /** The clock of the limits, in ms (Date.now; tests pass their own). */
   now: () => number;
+  /** Whether a peer is a trusted proxy whose X-Forwarded-For names the client (BERTH_TRUSTED_PROXIES). */
+  trustedProxy?: ((address: string) => boolean) | undefined;
   /** Check every response against `responses[status]` (BERTH_VALIDATE_RESPONSES). */
   validateResponses: boolean;
 }
@@ -196,7 +198,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
       for (const [k, v] of Object.entries(rateLimitHeaders(policy, d, limiter.budget))) ctx.set(k, v);
       if (!d.allowed) throw new TooManyRequestsError(policy, d.retryAfterSeconds);
     };
-    const address = addressCaller(ctx.req.socket.remoteAddress);
+    const address = addressCaller(clientAddress(ctx.req.socket.remoteAddress, ctx.get("X-Forwarded-For") || undefined, deps.trustedProxy));
     let caller;
     try {
       caller = await deps.authenticator.identify(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, get em() { return em(); }, log });
@@ -204,7 +206,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
       if (err instanceof UnauthorizedError || err instanceof ForbiddenError) spend(address);
       throw err;
     }
-    spend(caller === undefined ? address : caller.kind === "operator" ? `operator:${caller.username}` : `${caller.kind}:${caller.keyId}`);
+    spend(caller === undefined ? address : budgetName(caller));
     if (caller) deps.authenticator.assertScope(caller, rawParams);
 
     const body = await readJsonBody(ctx.req, bodyLimit);

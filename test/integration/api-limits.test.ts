@@ -31,7 +31,7 @@ function parseAnswer(raw: string): { status: number; headers: string; body: Reco
   return { status, headers: head, body: json };
 }
 
-test("a key over its budget gets 429 with Retry-After; other keys, workspaces and budgets are unaffected; after Retry-After it passes again", async (t) => {
+test("a workspace over its budget gets 429 with Retry-After, all its keys together; other workspaces and budgets are unaffected; after Retry-After it passes again", async (t) => {
   t.timeout(120_000);
   let now = 1_700_000_000_000;
   const api = await startApi({
@@ -60,11 +60,11 @@ test("a key over its budget gets 429 with Retry-After; other keys, workspaces an
   t.is(limited.headers.get("ratelimit"), '"api";r=0;t=3');
   t.is((await api.fetchJson("POST", `${ws}/apps`, { body: { name: "x", slug: "x", type: "web" } })).status, 429, "every route of the api budget");
 
-  t.is((await api.fetchJson("GET", ws, { key: second })).status, 200, "another key of the same workspace has its own budget");
+  t.is((await api.fetchJson("GET", ws, { key: second })).status, 429, "another key of the same workspace shares its budget: minting keys buys no requests");
   t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status, 200, "another workspace is unaffected");
   t.is((await api.fetchJson("GET", "/governance/guard-templates", { key: api.adminKey })).status, 200, "a platform admin key has its own budget");
-  for (let i = 0; i < 2; i++) t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: second })).status, 404);
-  t.is((await api.fetchJson("GET", ws, { key: second })).status, 429, "calls on another workspace's path spend the key's budget too");
+  for (let i = 0; i < 2; i++) t.is((await api.fetchJson("GET", ws, { key: other.apiKey })).status, 404);
+  t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status, 429, "calls on another workspace's path spend the caller's own budget");
 
   // Ingestion spends its own budget, per app key.
   const app = await provisionApp(api, (await identity("operator")).token, "limited");
@@ -91,6 +91,42 @@ test("a key over its budget gets 429 with Retry-After; other keys, workspaces an
   now += 2000;
   t.is((await api.fetchJson("GET", "/governance/config", { key: app.key })).status, 200, "the ingestion budget refilled too");
   t.is((await api.fetchJson("GET", ws, { key: "ws_sk_guessedguessedguessedguessedguessedguessedgue" })).status, 401);
+});
+
+test("behind trusted proxies each client has its own budget (X-Forwarded-For); without them every client behind the proxy shares one", async (t) => {
+  t.timeout(60_000);
+  const now = 1_700_000_000_000;
+  const env = { BERTH_RATE_LIMIT_API_PER_SECOND: "1", BERTH_RATE_LIMIT_API_BURST: "2" };
+  // The test's client stands for the ingress controller: its peer address is 127.0.0.1.
+  const anon = (api: TestApi, forwardedFor: string) => api.fetchJson("GET", "/openapi.json", { key: null, headers: { "X-Forwarded-For": forwardedFor } });
+  const shared = await startApi({ now: () => now, env });
+  t.teardown(() => shared.stop());
+  for (let i = 0; i < 2; i++) t.is((await anon(shared, "203.0.113.7")).status, 200);
+  t.is((await anon(shared, "203.0.113.8")).status, 429, "without trusted proxies: one noisy client locks out every other behind the ingress");
+  const behind = await startApi({ now: () => now, env: { ...env, BERTH_TRUSTED_PROXIES: "127.0.0.0/8" } });
+  t.teardown(() => behind.stop());
+  for (let i = 0; i < 2; i++) t.is((await anon(behind, "203.0.113.7")).status, 200);
+  t.is((await anon(behind, "203.0.113.7")).status, 429);
+  t.is((await anon(behind, "198.51.100.1, 203.0.113.7")).status, 429, "an address a client prepends does not move it to another budget");
+  t.is((await anon(behind, "203.0.113.8")).status, 200, "another client behind the proxy is served");
+});
+
+test("a workspace holds at most BERTH_MAX_KEYS_PER_WORKSPACE keys (409 key_limit_reached); revoking one makes room", async (t) => {
+  const api = await startApi({ env: { BERTH_MAX_KEYS_PER_WORKSPACE: "3" } });
+  t.teardown(() => api.stop());
+  const keys = `/workspaces/${api.workspaceId}/api-keys`;
+  const made = [];
+  for (let i = 0; i < 2; i++) {
+    const r = await api.fetchJson("POST", keys, { body: { name: `k${i}` } });
+    t.is(r.status, 201, r.text);
+    made.push(r.body.id as string);
+  }
+  const over = await api.fetchJson("POST", keys, { body: { name: "one too many" } });
+  t.is(over.status, 409, over.text);
+  t.is(over.body.code, "key_limit_reached");
+  t.regex(over.body.detail, /3 keys/);
+  t.is((await api.fetchJson("DELETE", `${keys}/${made[0]}`)).status, 204);
+  t.is((await api.fetchJson("POST", keys, { body: { name: "room again" } })).status, 201);
 });
 
 test("slow clients (headers or body) are cut off with a 408 after the configured time, while other clients are served", async (t) => {

@@ -1,7 +1,7 @@
 // Rate limits (pure, time passed in): the token bucket of a caller, its independence from other
 // callers, the headers, the bounded memory, and the addresses that name callers without a key.
 import test from "ava";
-import { RateLimiter, RateLimits, addressCaller, rateLimitHeaders } from "../../api/http/limits.ts";
+import { RateLimiter, RateLimits, addressCaller, budgetName, clientAddress, rateLimitHeaders } from "../../api/http/limits.ts";
 
 test("a caller gets its burst at once, then one request per interval; Retry-After says when", (t) => {
   const l = new RateLimiter({ perSecond: 2, burst: 3 });
@@ -85,4 +85,19 @@ test("callers without a key are named by their address; IPv6 by its /64", (t) =>
   t.is(addressCaller("2001:db8::1"), "addr:2001:db8:0:0::/64");
   t.is(addressCaller("::1"), "addr:0:0:0:0::/64");
   t.is(addressCaller(undefined), "addr:unknown");
+});
+
+test("the client's address: the peer's, or behind a trusted proxy the rightmost hop of X-Forwarded-For that is not one", (t) => {
+  const trusted = (a: string) => a.startsWith("10.") || a === "127.0.0.1";
+  t.is(clientAddress("203.0.113.9", "198.51.100.1", trusted), "203.0.113.9", "an untrusted peer's header is ignored");
+  t.is(clientAddress("10.0.0.5", "198.51.100.1", trusted), "198.51.100.1");
+  t.is(clientAddress("::ffff:10.0.0.5", "198.51.100.1", trusted), "198.51.100.1", "an IPv4-mapped peer");
+  t.is(clientAddress("10.0.0.5", "1.2.3.4, 198.51.100.1, 10.0.0.9", trusted), "198.51.100.1", "prepended hops and trusted hops are passed over");
+  t.is(clientAddress("10.0.0.5", "10.0.0.7, 10.0.0.9", trusted), "10.0.0.7", "all trusted: the first");
+  t.is(clientAddress("10.0.0.5", "not-an-ip", trusted), "10.0.0.5", "a malformed hop: the proxy's own address");
+  t.is(clientAddress("10.0.0.5", undefined, trusted), "10.0.0.5");
+  t.is(clientAddress("10.0.0.5", "198.51.100.1", undefined), "10.0.0.5", "no trusted proxies configured");
+  t.is(budgetName({ kind: "workspace", keyId: "k1", workspaceId: "ws1" }), "workspace:ws1");
+  t.is(budgetName({ kind: "app", keyId: "k2" }), "app:k2");
+  t.is(budgetName({ kind: "operator", username: "system:serviceaccount:berth-system:berth-operator" }), "operator:system:serviceaccount:berth-system:berth-operator");
 });
