@@ -117,7 +117,10 @@ export function buildServices(deps: {
       outbound: new Outbound(new OutboundPolicy({ allow: config.BERTH_OUTBOUND_ALLOW, deny: config.BERTH_OUTBOUND_DENY })),
     }),
     env: new EnvService({ apps: appsService, kube }),
-    domains: new DomainsService({ kube, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS }),
+    domains: new DomainsService({
+      kube, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS,
+      platformHosts: config.BERTH_PUBLIC_URL ? [new URL(config.BERTH_PUBLIC_URL).hostname] : [],
+    }),
     appKeyVerifier: governance.keys.verifier(),
     operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
   };

@@ -85,14 +85,30 @@ export function claimHolder<D extends DomainObject>(claims: readonly D[]): D | u
 }
 
 /**
- * Whether another App's Domain keeps a new claim from being added: a verified claim always, an
- * unverified one while it is within its 48-hour verification window (after that it no longer
- * blocks anyone: a claim nobody verified cannot squat a name).
+ * Whether another App's Domain keeps a new claim from being added: only a verified one. An
+ * unverified claim blocks nobody: verification needs the claim's own TXT record, which only who
+ * controls the domain's DNS can create, so a squatter's claim can neither verify nor keep the real
+ * owner out (it expires after its 48-hour window).
  */
-export function blocksNewClaim(other: DomainObject, now: Date): boolean {
-  if (!alive(other)) return false;
-  if (other.status?.verified === true) return true;
-  return now.getTime() - time(other.metadata.creationTimestamp) < VERIFICATION_WINDOW_MS;
+export function blocksNewClaim(other: DomainObject): boolean {
+  return alive(other) && other.status?.verified === true;
+}
+
+// ---- ownership: a TXT record per claim ------------------------------------------------------------
+
+/** The name of a claim's TXT record: `_berth-challenge.<domain>`. */
+export function challengeHost(domain: string): string {
+  return `_berth-challenge.${domain}`;
+}
+
+/**
+ * The value a claim's TXT record must hold: derived from the Domain's uid, which the API server
+ * chose at random when the claim was made. Another claim of the same domain (a squatter's, or one
+ * made after a customer left) has another uid and so another value: finding the TXT record of
+ * an earlier claim, or the CNAME a departed customer left dangling, proves nothing for it.
+ */
+export function challengeToken(uid: string): string {
+  return `berth-verify-${createHash("sha256").update(`berth-challenge:${uid}`).digest("hex").slice(0, 32)}`;
 }
 
 // ---- verification -------------------------------------------------------------------------------
@@ -105,6 +121,8 @@ export interface DnsObservation {
   addresses: readonly string[];
   /** Addresses of the ingress host. */
   ingressAddresses: readonly string[];
+  /** Values of the TXT records at `_berth-challenge.<domain>` (each record's strings joined). */
+  txt: readonly string[];
   /** A resolver failure other than "no such record" (SERVFAIL, timeout, refused): the answer is unknown. */
   error?: string | undefined;
 }
@@ -114,17 +132,29 @@ export interface Verification { verified: boolean; reason: string; message: stri
 const bare = (h: string) => h.toLowerCase().replace(/\.$/, "");
 
 /**
- * The verification decision. Verified when the domain's CNAME points at the ingress host, or (an
- * apex, which cannot have a CNAME; or a flattened ALIAS) when it has A/AAAA records and every one
- * of them is an address of the ingress host.
+ * The verification decision: the domain must point at the ingress and its DNS must hold this
+ * claim's TXT record (`token`: challengeToken of the Domain's uid). Pointing: the domain's CNAME
+ * is the ingress host, or (an apex, which cannot have a CNAME; or a flattened ALIAS) it has A/AAAA
+ * records and every one of them is an address of the ingress host. Pointing alone proves only
+ * where traffic goes, not who claims the domain.
  */
-export function decideVerification(domain: string, ingressHost: string, dns: DnsObservation): Verification {
+export function decideVerification(domain: string, ingressHost: string, dns: DnsObservation, token: string): Verification {
   const target = bare(ingressHost);
-  if (dns.cname.some((c) => bare(c) === target)) return { verified: true, reason: "CnameMatches", message: `${domain} is a CNAME of ${target}`, method: "cname" };
+  const proof = `the TXT record ${challengeHost(domain)} with the value ${token}`;
+  const owned = dns.txt.includes(token);
   const ingress = new Set(dns.ingressAddresses);
-  if (dns.addresses.length > 0 && ingress.size > 0 && dns.addresses.every((a) => ingress.has(a))) {
-    return { verified: true, reason: "AddressMatches", message: `${domain} resolves to ${[...new Set(dns.addresses)].join(", ")}, the addresses of ${target}`, method: "address" };
-  }
+  const points: Verification | undefined = dns.cname.some((c) => bare(c) === target)
+    ? { verified: true, reason: "CnameMatches", message: `${domain} is a CNAME of ${target}`, method: "cname" }
+    : dns.addresses.length > 0 && ingress.size > 0 && dns.addresses.every((a) => ingress.has(a))
+      ? { verified: true, reason: "AddressMatches", message: `${domain} resolves to ${[...new Set(dns.addresses)].join(", ")}, the addresses of ${target}`, method: "address" }
+      : undefined;
+  if (points && owned) return { ...points, message: `${points.message}, and ${proof} proves this claim` };
+  if (points) return { verified: false, reason: "ChallengeNotFound", message: `${points.message}, but this claim is not proven: create ${proof}` };
+  const failed = pointingFailure(domain, target, dns, ingress);
+  return { ...failed, message: `${failed.message}${owned ? "" : `; and create ${proof}`}` };
+}
+
+function pointingFailure(domain: string, target: string, dns: DnsObservation, ingress: ReadonlySet<string>): Verification {
   if (dns.error) return { verified: false, reason: "DnsError", message: `DNS could not be asked about ${domain} (${dns.error}); it is asked again later` };
   if (dns.cname.length > 0) return { verified: false, reason: "WrongCnameTarget", message: `${domain} is a CNAME of ${bare(dns.cname[0]!)}, not of ${target}: point it at ${target}` };
   if (dns.addresses.length > 0) {

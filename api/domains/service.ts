@@ -6,7 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, TLS_STATUSES, WORKSPACE_LABEL } from "../../crds/schemas.ts";
-import { blocksNewClaim, checkDomainName, domainRef, VERIFY_REQUEST_ANNOTATION, type DomainObject } from "../../crds/domain.ts";
+import { blocksNewClaim, challengeHost, challengeToken, checkDomainName, domainRef, VERIFY_REQUEST_ANNOTATION, type DomainObject } from "../../crds/domain.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, DomainError, NotFoundError } from "../errors.ts";
@@ -26,6 +26,10 @@ export const CustomDomain = z.object({
   createdAt: z.string(),
   verifiedAt: z.string().nullable(),
   dnsTarget: z.string().describe("Point a CNAME record for the domain at this host"),
+  challenge: z.object({
+    name: z.string().describe("_berth-challenge.<domain>"),
+    value: z.string().describe("This claim's own value: another claim of the same domain has another"),
+  }).describe("The TXT record that proves this workspace controls the domain's DNS; the domain verifies once it exists and the domain points at dnsTarget"),
   verification: z.object({
     status: z.enum(["pending", "verified", "failed", "expired", "claimed", "invalid"]).describe("pending: not checked yet; failed: the last check did not find the record (checked again at nextCheckAt); expired: 48 hours passed, automatic checks stopped; claimed: another service holds the domain"),
     reason: z.string(),
@@ -50,6 +54,8 @@ export interface DomainsDeps {
   apps: Pick<AppsService, "load">;
   baseDomain: string;
   ingressHost: string;
+  /** The platform's own hosts (the API's public host): never a custom domain. */
+  platformHosts?: readonly string[];
   /** How long POST .../verify waits for the operator's check. */
   verifyWaitMs: number;
   now?: () => Date;
@@ -86,9 +92,10 @@ export class DomainsService {
       verified: s.verified === true, tlsStatus: s.tlsStatus ?? "pending",
       createdAt: new Date(d.metadata.creationTimestamp ?? 0).toISOString(), verifiedAt: s.verifiedAt ?? null,
       dnsTarget: s.dnsTarget ?? this.#d.ingressHost,
+      challenge: { name: challengeHost(d.spec.domain), value: challengeToken(d.metadata.uid!) },
       verification: {
         status: vstatus, reason: v?.reason ?? "Pending",
-        message: v?.message ?? `Waiting for the first DNS check: create the record ${d.spec.domain} CNAME ${this.#d.ingressHost}`,
+        message: v?.message ?? `Waiting for the first DNS check: create the records ${d.spec.domain} CNAME ${this.#d.ingressHost} and ${challengeHost(d.spec.domain)} TXT ${challengeToken(d.metadata.uid!)}`,
         lastCheckedAt: s.lastCheckedAt ?? null, nextCheckAt: s.nextCheckAt ?? null,
       },
       tls: { message: cond("CertificateReady")?.message ?? "No certificate has been requested yet: the domain must be verified first", expiresAt: s.certificateNotAfter ?? null },
@@ -109,12 +116,14 @@ export class DomainsService {
     const check = checkDomainName(body.domain, { baseDomain: this.#d.baseDomain, ingressHost: this.#d.ingressHost });
     if (!check.ok) throw new DomainError(422, check.code, check.message, { fieldErrors: [{ field: "body.domain", message: check.message }] });
     const domain = check.domain;
+    if (this.#d.platformHosts?.includes(domain)) {
+      throw new DomainError(422, "domain_reserved", `${domain} is one of the platform's own hosts`, { fieldErrors: [{ field: "body.domain", message: "is one of the platform's own hosts" }] });
+    }
     const claims = (await this.#d.kube.list<Domain>(API_VERSION, "Domain")).items.filter((d) => d.spec?.domain === domain);
     const mine = claims.find((d) => d.metadata.namespace === ns && d.spec.appRef?.name === appId && !d.metadata.deletionTimestamp);
     if (mine) throw new ConflictError("domain_exists", `${domain} is already a domain of this service`, { details: { id: mine.metadata.name } });
-    const now = this.#now();
-    if (claims.some((d) => blocksNewClaim(d, now))) {
-      throw new ConflictError("domain_taken", `${domain} is claimed by another service: a domain belongs to one service in the whole platform (a verified claim, or one still within its 48-hour verification window).`);
+    if (claims.some((d) => blocksNewClaim(d))) {
+      throw new ConflictError("domain_taken", `${domain} is verified for another service: a domain belongs to one service in the whole platform.`);
     }
     const obj: Domain = {
       apiVersion: API_VERSION, kind: "Domain",

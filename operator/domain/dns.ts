@@ -1,8 +1,9 @@
-// The DNS side of domain verification: what the configured resolver answers about a domain and
-// about the ingress host (node:dns's Resolver, servers from BERTH_DNS_RESOLVER or the system's).
+// The DNS side of domain verification: what the configured resolver answers about a domain, its
+// claim's TXT record (_berth-challenge.<domain>) and the ingress host (node:dns's Resolver,
+// servers from BERTH_DNS_RESOLVER or the system's).
 // The decision itself is pure (crds/domain.ts decideVerification).
 import { Resolver } from "node:dns/promises";
-import type { DnsObservation } from "../../crds/domain.ts";
+import { challengeHost, type DnsObservation } from "../../crds/domain.ts";
 
 export interface DnsLookup {
   observe(domain: string, ingressHost: string): Promise<DnsObservation>;
@@ -31,13 +32,15 @@ export class ResolverDnsLookup implements DnsLookup {
 
   async observe(domain: string, ingressHost: string): Promise<DnsObservation> {
     const r = this.resolver;
-    const [cname, a, aaaa, ia, iaaaa] = await Promise.all([
+    const [cname, a, aaaa, ia, iaaaa, txt] = await Promise.all([
       this.ask(() => r.resolveCname(domain)), this.ask(() => r.resolve4(domain)), this.ask(() => r.resolve6(domain)),
       this.ask(() => r.resolve4(ingressHost)), this.ask(() => r.resolve6(ingressHost)),
+      // a TXT record is one or more strings of at most 255 bytes: joined, as RFC 7208 reads them
+      this.ask(async () => (await r.resolveTxt(challengeHost(domain))).map((chunks) => chunks.join(""))),
     ]);
-    const error = cname.error ?? a.error ?? aaaa.error;
+    const error = cname.error ?? a.error ?? aaaa.error ?? txt.error;
     return {
-      cname: cname.values, addresses: [...a.values, ...aaaa.values], ingressAddresses: [...ia.values, ...iaaaa.values],
+      cname: cname.values, addresses: [...a.values, ...aaaa.values], ingressAddresses: [...ia.values, ...iaaaa.values], txt: txt.values,
       ...(error ? { error } : {}),
     };
   }

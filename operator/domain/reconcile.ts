@@ -6,7 +6,7 @@
 import { API_VERSION, AppSpec, type DomainStatus } from "../../crds/schemas.ts";
 import { isServed } from "../../crds/app.ts";
 import {
-  checkDomainName, claimHolder, decideVerification, DOMAIN_LABEL, domainChildNames, domainLabelValue, nextCheck, tlsStatusOf,
+  challengeToken, checkDomainName, claimHolder, decideVerification, DOMAIN_LABEL, domainChildNames, domainLabelValue, nextCheck, tlsStatusOf,
   VERIFY_REQUEST_ANNOTATION, type CertificateView, type DomainObject,
 } from "../../crds/domain.ts";
 import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
@@ -133,7 +133,7 @@ export class DomainReconciler implements Reconciler {
     let check: { verification: ReturnType<typeof decideVerification> } | undefined;
     if (!invalid && !claimedElsewhere && !wasVerified && (request || ("at" in due && due.at.getTime() <= now.getTime()))) {
       const observed = await this.deps.dns.observe(domain, cfg.ingressHost);
-      check = { verification: decideVerification(domain, cfg.ingressHost, observed) };
+      check = { verification: decideVerification(domain, cfg.ingressHost, observed, challengeToken(d.metadata.uid!)) };
       ctx.log.debug({ domain, verified: check.verification.verified, reason: check.verification.reason }, "DNS checked");
     }
     const verified = wasVerified || (check?.verification.verified ?? false);

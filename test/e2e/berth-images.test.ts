@@ -445,11 +445,12 @@ test.serial("a custom domain is verified by this release's operator through the 
   const domain = `shop-${release}.example.test`;
   // The operator runs as a pod: it asks the cluster DNS, which sends names outside the cluster to
   // the local DNS server, where the record is set as a customer would set it at their DNS host.
-  const added = await callApi<{ dnsTarget: string; verified: boolean }>("POST", domains, wsKey, { domain });
+  const added = await callApi<{ dnsTarget: string; verified: boolean; challenge: { name: string; value: string } }>("POST", domains, wsKey, { domain });
   t.is(added.status, 201, added.text);
   t.false(added.body!.verified);
   try {
     await dns.setCname(domain, added.body!.dnsTarget);
+    await dns.setTxt(added.body!.challenge.name, added.body!.challenge.value);
     const verified = await eventually("the domain to verify", async () => {
       const r = await callApi<{ verified: boolean; verification: { reason: string } }>("POST", `${domains}/${domain}/verify`, wsKey);
       return r.body?.verified ? r.body : undefined;
@@ -463,5 +464,6 @@ test.serial("a custom domain is verified by this release's operator through the 
     t.regex(res.certificate.subjectaltname ?? "", new RegExp(`DNS:${domain.replace(/\./g, "\\.")}`));
   } finally {
     await dns.clearCname(domain).catch(() => undefined);
+    await dns.clearTxt(`_berth-challenge.${domain}`).catch(() => undefined);
   }
 });

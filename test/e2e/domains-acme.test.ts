@@ -69,6 +69,7 @@ test.before(async () => {
 test.after.always(async () => {
   await op?.stop(); await api?.stop();
   await dns.clearCname(SHOP).catch(() => undefined);
+  await dns.clearTxt(`_berth-challenge.${SHOP}`).catch(() => undefined);
   await dns.clearA(INGRESS_HOST).catch(() => undefined);
 });
 
@@ -90,6 +91,7 @@ test.serial("a verified domain gets its certificate from the ACME issuer by HTTP
   t.is(added.status, 201, added.text);
   t.like(added.body, { id: SHOP, verified: false, tlsStatus: "pending", dnsTarget: INGRESS_HOST });
   await dns.setCname(SHOP, INGRESS_HOST);
+  await dns.setTxt(added.body.challenge.name, added.body.challenge.value);
   const ok = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
   t.is(ok.status, 200, ok.text);
   t.like(ok.body, { verified: true, verification: { status: "verified", reason: "CnameMatches" } });

@@ -27,6 +27,7 @@ const INGRESS_ADDRESS = need("BERTH_NODE_IP"); // the ingress listens on the rea
 const run = randomBytes(3).toString("hex");
 const SHOP = `shop-${run}.example.test`;
 const APEX = `apex-${run}.test`;
+const LATE = `late-${run}.example.test`;
 
 const k = kube();
 const client = new KubeClient(k.kc);
@@ -35,7 +36,7 @@ let op: RunningOperator;
 let ca: string;
 
 test.before(async () => {
-  api = await startApi({ env: { BERTH_BASE_DOMAIN: BASE, BERTH_INGRESS_HOST: INGRESS_HOST, BERTH_DOMAIN_VERIFY_WAIT_MS: "20000" } });
+  api = await startApi({ env: { BERTH_BASE_DOMAIN: BASE, BERTH_INGRESS_HOST: INGRESS_HOST, BERTH_DOMAIN_VERIFY_WAIT_MS: "20000", BERTH_PUBLIC_URL: `https://console-${run}.example.test` } });
   op = await startTestOperator({
     namespace: api.namespace,
     env: {
@@ -50,7 +51,9 @@ test.before(async () => {
 });
 test.after.always(async () => {
   await op?.stop(); await api?.stop();
-  for (const h of [SHOP, APEX]) { await dns.clearCname(h).catch(() => undefined); await dns.clearA(h).catch(() => undefined); }
+  for (const h of [SHOP, APEX, LATE]) {
+    await dns.clearCname(h).catch(() => undefined); await dns.clearA(h).catch(() => undefined); await dns.clearTxt(`_berth-challenge.${h}`).catch(() => undefined);
+  }
 });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
@@ -70,6 +73,8 @@ test.serial("a domain is added, refused verification without a record, verified 
   const added = await api.fetchJson("POST", domains(), { body: { domain: `  ${SHOP.toUpperCase()}. ` } });
   t.is(added.status, 201, added.text);
   t.like(added.body, { id: SHOP, domain: SHOP, targetPort: 8080, verified: false, tlsStatus: "pending", dnsTarget: INGRESS_HOST });
+  t.is(added.body.challenge.name, `_berth-challenge.${SHOP}`);
+  t.regex(added.body.challenge.value, /^berth-verify-[0-9a-f]{32}$/);
   t.is(added.headers.get("location"), `/api/v1${domains()}/${SHOP}`);
 
   const failed = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
@@ -79,6 +84,9 @@ test.serial("a domain is added, refused verification without a record, verified 
   t.truthy(failed.body.verification.nextCheckAt, "the operator checks again later");
 
   await dns.setCname(SHOP, INGRESS_HOST);
+  const pointing = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
+  t.like(pointing.body, { verified: false, verification: { reason: "ChallengeNotFound" } }, "pointing at the ingress alone proves nothing");
+  await dns.setTxt(added.body.challenge.name, added.body.challenge.value);
   const ok = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
   t.is(ok.status, 200, ok.text);
   t.like(ok.body, { verified: true, verification: { status: "verified", reason: "CnameMatches", nextCheckAt: null } });
@@ -102,7 +110,9 @@ test.serial("a domain is added, refused verification without a record, verified 
 });
 
 test.serial("an apex is verified by A records equal to the ingress host's addresses", async (t) => {
-  t.is((await api.fetchJson("POST", domains(), { body: { domain: APEX } })).status, 201);
+  const added = await api.fetchJson("POST", domains(), { body: { domain: APEX } });
+  t.is(added.status, 201);
+  await dns.setTxt(added.body.challenge.name, added.body.challenge.value);
   await dns.addA(APEX, ["10.9.9.9"]);
   const wrong = await api.fetchJson("POST", `${domains()}/${APEX}/verify`);
   t.like(wrong.body, { verified: false, verification: { reason: "WrongAddress" } });
@@ -128,10 +138,30 @@ test.serial("another workspace cannot claim the domain; bad names are refused wi
     t.is(r.headers.get("content-type"), "application/problem+json");
     t.true(r.text.includes(code), `${name}: ${r.text}`);
   }
+  const own = await api.fetchJson("POST", domains(), { body: { domain: `console-${run}.example.test` } });
+  t.is(own.status, 422, "the API's own public host is never a custom domain");
+  t.is(own.body.code, "domain_reserved");
   const missing = await api.fetchJson("POST", domains(), { body: {} });
   t.is(missing.status, 422, "domain is required");
   t.is((await api.fetchJson("POST", domains(), { body: { domain: "x.example.test", targetPort: 70000 } })).status, 422);
   t.is((await api.fetchJson("POST", `${domains()}/nope.example.test/verify`)).status, 404);
+});
+
+test.serial("a claim made before the owner set DNS keeps nobody out: the owner claims and verifies with its own TXT record", async (t) => {
+  const squatter = await api.createWorkspace("squatter");
+  t.is((await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps`, { key: squatter.apiKey, body: { name: "Squat", slug: `squat-${run}`, image: SAMPLE, port: 8080 } })).status, 201);
+  const early = await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps/squat-${run}/domains`, { key: squatter.apiKey, body: { domain: LATE } });
+  t.is(early.status, 201, early.text);
+  const owner = await api.fetchJson("POST", domains(), { body: { domain: LATE } });
+  t.is(owner.status, 201, `an unverified claim blocks nobody: ${owner.text}`);
+  t.not(owner.body.challenge.value, early.body.challenge.value, "each claim has its own value");
+  await dns.setCname(LATE, INGRESS_HOST);
+  await dns.setTxt(owner.body.challenge.name, owner.body.challenge.value);
+  const ok = await api.fetchJson("POST", `${domains()}/${LATE}/verify`);
+  t.like(ok.body, { verified: true, verification: { reason: "CnameMatches" } });
+  // now verified, it is the owner's: a new claim by anyone else is refused
+  t.is((await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps/squat-${run}/domains`, { key: squatter.apiKey, body: { domain: LATE } })).status, 409);
+  t.is((await api.fetchJson("DELETE", `${domains()}/${LATE}`)).status, 204);
 });
 
 test.serial("delete removes the route, the Certificate and its Secret", async (t) => {

@@ -16,4 +16,6 @@ export class TestDns {
   clearCname(host: string): Promise<void> { return this.post("/clear-cname", { host: fqdn(host) }); }
   addA(host: string, addresses: string[]): Promise<void> { return this.post("/add-a", { host: fqdn(host), addresses }); }
   clearA(host: string): Promise<void> { return this.post("/clear-a", { host: fqdn(host) }); }
+  setTxt(host: string, value: string): Promise<void> { return this.post("/set-txt", { host: fqdn(host), value }); }
+  clearTxt(host: string): Promise<void> { return this.post("/clear-txt", { host: fqdn(host) }); }
 }

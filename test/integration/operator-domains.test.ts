@@ -8,7 +8,7 @@ import test, { type ExecutionContext } from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
-import { domainChildNames, VERIFY_REQUEST_ANNOTATION } from "../../crds/domain.ts";
+import { challengeHost, challengeToken, domainChildNames, VERIFY_REQUEST_ANNOTATION } from "../../crds/domain.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import type { RunningOperator } from "../../operator/main.ts";
 import { startTestOperator } from "../helpers/operator.ts";
@@ -68,6 +68,13 @@ test.serial("a Domain without a record is checked at once and told what to creat
   t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress), "not routed before verification");
 
   await dns.setCname(D, INGRESS_HOST);
+  await requestVerify(D, "t0");
+  const pointing = await eventually("the requested check", async () => { const d = await getDomain(D); return d?.status?.handledVerifyRequest === "t0" ? d : undefined; });
+  t.false(pointing.status?.verified, "pointing at the ingress proves nothing alone (a dangling CNAME points there for anyone)");
+  t.is(cond(pointing, "Verified")?.reason, "ChallengeNotFound");
+  t.regex(cond(pointing, "Verified")!.message, new RegExp(`${challengeHost(D).replace(/\./g, "\\.")} with the value ${challengeToken(pointing.metadata.uid!)}`));
+  t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress));
+  await dns.setTxt(challengeHost(D), challengeToken(pointing.metadata.uid!));
   await requestVerify(D, "t1");
   const ok = await eventually("the requested check", async () => { const d = await getDomain(D); return d?.status?.handledVerifyRequest === "t1" ? d : undefined; });
   t.true(ok.status?.verified);

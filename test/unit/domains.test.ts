@@ -2,7 +2,7 @@
 // verification decision, the re-check schedule, tlsStatus from a Certificate, the Domain's status
 // and Events, and the children's desired state.
 import test from "ava";
-import { blocksNewClaim, checkDomainName, claimHolder, decideVerification, domainChildNames, domainLabelValue, nextCheck, tlsStatusOf, VERIFICATION_WINDOW_MS, type DomainObject } from "../../crds/domain.ts";
+import { blocksNewClaim, challengeToken, checkDomainName, claimHolder, decideVerification, domainChildNames, domainLabelValue, nextCheck, tlsStatusOf, VERIFICATION_WINDOW_MS, type DomainObject } from "../../crds/domain.ts";
 import { TLS_STATUSES, AppSpec } from "../../crds/schemas.ts";
 import { computeDomainStatus, domainEvents, type DomainStatusInput } from "../../operator/domain/status.ts";
 import { buildDomainChildren } from "../../operator/domain/builders.ts";
@@ -49,30 +49,45 @@ test("the first verified claim holds the domain; unverified and deleted claims h
   t.is(claimHolder([dom({ uid: "z", verified: true, verifiedAt: same, created: "2025-12-01T00:00:00Z" }), dom({ uid: "y", verified: true, verifiedAt: same, created: "2025-12-02T00:00:00Z" })])?.metadata.uid, "z", "a tie goes to the older Domain");
 });
 
-test("a new claim is blocked by a verified claim, or an unverified one within its 48 hours", (t) => {
-  const created = new Date("2026-01-01T00:00:00Z");
-  const at = (ms: number) => new Date(created.getTime() + ms);
-  t.true(blocksNewClaim(dom({ uid: "a", verified: true }), at(100 * 3600_000)));
-  t.true(blocksNewClaim(dom({ uid: "a" }), at(VERIFICATION_WINDOW_MS - 1)));
-  t.false(blocksNewClaim(dom({ uid: "a" }), at(VERIFICATION_WINDOW_MS)));
-  t.false(blocksNewClaim(dom({ uid: "a", verified: true, deleting: true }), at(0)));
+test("a new claim is blocked only by a verified claim: an unverified one, however new, keeps nobody out", (t) => {
+  t.true(blocksNewClaim(dom({ uid: "a", verified: true })));
+  t.false(blocksNewClaim(dom({ uid: "a" })), "a squatter's claim, made before the owner set DNS");
+  t.false(blocksNewClaim(dom({ uid: "a", verified: false })));
+  t.false(blocksNewClaim(dom({ uid: "a", verified: true, deleting: true })));
 });
 
 const ING = "ingress.berth.example";
-const obs = (o: Partial<{ cname: string[]; addresses: string[]; ingressAddresses: string[]; error: string }>) => ({ cname: [], addresses: [], ingressAddresses: ["10.0.0.1"], ...o });
+const TOKEN = challengeToken("uid-of-this-claim");
+const obs = (o: Partial<{ cname: string[]; addresses: string[]; ingressAddresses: string[]; txt: string[]; error: string }>) => ({ cname: [], addresses: [], ingressAddresses: ["10.0.0.1"], txt: [TOKEN], ...o });
 
 test("verification: a CNAME to the ingress host, or only the ingress host's addresses", (t) => {
-  t.like(decideVerification("www.example.com", ING, obs({ cname: ["Ingress.Berth.Example."], addresses: ["10.0.0.1"] })), { verified: true, method: "cname", reason: "CnameMatches" });
-  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1"] })), { verified: true, method: "address" });
-  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1", "fd00::1"], ingressAddresses: ["10.0.0.1", "fd00::1"] })), { verified: true });
-  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1", "10.9.9.9"] })), { verified: false, reason: "WrongAddress" }, "every address must be the ingress's");
-  t.like(decideVerification("www.example.com", ING, obs({ cname: ["elsewhere.example.net"], addresses: ["10.9.9.9"] })), { verified: false, reason: "WrongCnameTarget" });
-  t.like(decideVerification("www.example.com", ING, obs({ cname: ["alias.example.net"], addresses: ["10.0.0.1"] })), { verified: true, method: "address" }, "a chain that ends at the ingress's addresses");
-  const none = decideVerification("www.example.com", ING, obs({}));
+  t.like(decideVerification("www.example.com", ING, obs({ cname: ["Ingress.Berth.Example."], addresses: ["10.0.0.1"] }), TOKEN), { verified: true, method: "cname", reason: "CnameMatches" });
+  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1"] }), TOKEN), { verified: true, method: "address" });
+  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1", "fd00::1"], ingressAddresses: ["10.0.0.1", "fd00::1"] }), TOKEN), { verified: true });
+  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1", "10.9.9.9"] }), TOKEN), { verified: false, reason: "WrongAddress" }, "every address must be the ingress's");
+  t.like(decideVerification("www.example.com", ING, obs({ cname: ["elsewhere.example.net"], addresses: ["10.9.9.9"] }), TOKEN), { verified: false, reason: "WrongCnameTarget" });
+  t.like(decideVerification("www.example.com", ING, obs({ cname: ["alias.example.net"], addresses: ["10.0.0.1"] }), TOKEN), { verified: true, method: "address" }, "a chain that ends at the ingress's addresses");
+  const none = decideVerification("www.example.com", ING, obs({ txt: [] }), TOKEN);
   t.like(none, { verified: false, reason: "RecordNotFound" });
-  t.regex(none.message, /www\.example\.com CNAME ingress\.berth\.example/);
-  t.like(decideVerification("www.example.com", ING, obs({ error: "ETIMEOUT" })), { verified: false, reason: "DnsError" });
-  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1"], ingressAddresses: [] })), { verified: false, reason: "IngressHostUnresolved" });
+  t.regex(none.message, /www\.example\.com CNAME ingress\.berth\.example; and create the TXT record _berth-challenge\.www\.example\.com with the value berth-verify-[0-9a-f]{32}/);
+  t.like(decideVerification("www.example.com", ING, obs({ error: "ETIMEOUT" }), TOKEN), { verified: false, reason: "DnsError" });
+  t.like(decideVerification("example.com", ING, obs({ addresses: ["10.0.0.1"], ingressAddresses: [] }), TOKEN), { verified: false, reason: "IngressHostUnresolved" });
+});
+
+test("ownership: pointing at the ingress proves nothing without this claim's own TXT record", (t) => {
+  // a CNAME left dangling by a customer who has gone: it points at the ingress for anyone
+  const dangling = decideVerification("shop.example.com", ING, obs({ cname: [ING], txt: [] }), TOKEN);
+  t.like(dangling, { verified: false, reason: "ChallengeNotFound" });
+  t.regex(dangling.message, /is a CNAME of ingress\.berth\.example, but this claim is not proven: create the TXT record _berth-challenge\.shop\.example\.com/);
+  // the record of another claim (the departed customer's, or the owner's own claim) is not this claim's
+  const other = challengeToken("uid-of-another-claim");
+  t.not(other, TOKEN);
+  t.like(decideVerification("shop.example.com", ING, obs({ cname: [ING], txt: [other, "v=spf1 -all"] }), TOKEN), { verified: false, reason: "ChallengeNotFound" });
+  const proven = decideVerification("shop.example.com", ING, obs({ cname: [ING], txt: ["v=spf1 -all", TOKEN] }), TOKEN);
+  t.like(proven, { verified: true, reason: "CnameMatches" });
+  t.regex(proven.message, /proves this claim/);
+  t.regex(TOKEN, /^berth-verify-[0-9a-f]{32}$/);
+  t.is(challengeToken("uid-of-this-claim"), TOKEN, "the same claim, the same value");
 });
 
 test("the re-check schedule: a tenth of the age, 30 s to 30 min apart, stopping at 48 hours", (t) => {
