@@ -11,6 +11,7 @@ import { Migration20261124000000_store_version } from "./migrations/Migration202
 import { Migration20261125000000_guard_template_owner } from "./migrations/Migration20261125000000_guard_template_owner.ts";
 import { Migration20261126000000_webhook_deliveries } from "./migrations/Migration20261126000000_webhook_deliveries.ts";
 import { Migration20261127000000_sign_in_tickets } from "./migrations/Migration20261127000000_sign_in_tickets.ts";
+import { Migration20261128000000_audit_restarts } from "./migrations/Migration20261128000000_audit_restarts.ts";
 
 /** The tables MikroORM maps; the governance module's other tables have one raw SQL module each (api/governance/configs/entities.ts). */
 export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate];
@@ -24,6 +25,7 @@ export const MIGRATIONS = [
   { name: "Migration20261125000000_guard_template_owner", class: Migration20261125000000_guard_template_owner },
   { name: "Migration20261126000000_webhook_deliveries", class: Migration20261126000000_webhook_deliveries },
   { name: "Migration20261127000000_sign_in_tickets", class: Migration20261127000000_sign_in_tickets },
+  { name: "Migration20261128000000_audit_restarts", class: Migration20261128000000_audit_restarts },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

@@ -23,6 +23,11 @@ function templateBody(t: TemplateView): z.input<typeof GuardTemplateSchema> {
 }
 
 /** Who a template call acts for: the key's workspace, or the platform (null) for a platform admin key. */
+/** Who restarted an app's audit chain, as governance_audit_restarts records it: the workspace key's id. */
+function actorOf(principal: { keyId: string } | undefined): string {
+  return principal ? `key:${principal.keyId}` : "unknown";
+}
+
 function templateOwner(caller: Caller | undefined): TemplateOwner {
   if (caller?.kind === "workspace") return caller.workspaceId;
   if (caller?.kind === "platform-admin") return null;
@@ -67,9 +72,12 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
     defineRoute({
       method: "get", path: `${APP}/audit/verify`, operationId: "verifyAuditTrail", tags, auth: "workspace",
       summary: "Verify an app's audit chain",
-      description: "Recomputes every entry's hash (SHA-256 of the previous hash and the entry's canonical content) and names the first entry that does not fit.",
+      description: "Recomputes every entry's hash (SHA-256 of the previous hash and the entry's canonical content) and names the first entry that does not fit. `restarts` lists every time the app's chain began again with its store (POST or DELETE .../provision, a new App of the same id), with the length and head of the chain that went: a chain that began again is never reported as the whole history.",
       params: AppParams, responses: { 200: AuditVerification, 409: null },
-      handler: async ({ params }) => ({ status: 200, body: await g.reader.verifyAudit(await g.store(params.workspaceId, params.appId)) }),
+      handler: async ({ params }) => {
+        const chain = await g.reader.verifyAudit(await g.store(params.workspaceId, params.appId));
+        return { status: 200, body: { ...chain, restarts: await g.provisioning.restarts(params.workspaceId, params.appId) } };
+      },
     }),
     defineRoute({
       method: "get", path: `${APP}/observability-config`, operationId: "getObservabilityConfig", tags, auth: "workspace",
@@ -93,16 +101,16 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
     defineRoute({
       method: "post", path: `${APP}/provision`, operationId: "provisionGovernance", tags, auth: "workspace",
       summary: "Force a fresh governance store",
-      description: "Drops the app's store with all its traces, evals, guard blocks and audit trail, creates an empty one, revokes the app's keys and asks the operator (App annotation berth.dev/governance-generation) to mint a new key and update the app's GOVDB_CONNECTION. Also turns governance back on after DELETE. The credential in the answer is masked.",
+      description: "Drops the app's store with all its traces, evals, guard blocks and audit trail (the chain's length and head are recorded first: audit/verify lists the restart), creates an empty one, revokes the app's keys and asks the operator (App annotation berth.dev/governance-generation) to mint a new key and update the app's GOVDB_CONNECTION. Also turns governance back on after DELETE. The credential in the answer is masked.",
       params: AppParams, body: z.object({}).strict().optional(), responses: { 200: ProvisioningResult, 503: null },
-      handler: async ({ params }) => ({ status: 200, body: await g.provisioning.reprovision(params.workspaceId, params.appId) }),
+      handler: async ({ params, principal }) => ({ status: 200, body: await g.provisioning.reprovision(params.workspaceId, params.appId, actorOf(principal)) }),
     }),
     defineRoute({
       method: "delete", path: `${APP}/provision`, operationId: "deprovisionGovernance", tags, auth: "workspace",
       summary: "Remove the governance integration",
       description: "Permanently deletes the app's store (traces, evals, guard blocks, audit trail), revokes its keys and switches governance off (App annotation berth.dev/governance-disabled: the operator removes GOVDB_CONNECTION and GOVERNANCE_PROJECT). The observability config is kept. POST .../provision turns it back on.",
       params: AppParams, responses: { 204: null, 503: null },
-      handler: async ({ params }) => { await g.provisioning.disable(params.workspaceId, params.appId); return { status: 204 }; },
+      handler: async ({ params, principal }) => { await g.provisioning.disable(params.workspaceId, params.appId, actorOf(principal)); return { status: 204 }; },
     }),
 
     // ---- guard templates (a workspace's own, or the platform's) --------------------------------

@@ -220,6 +220,13 @@ export const AuditVerification = z.object({
     reason: z.string(),
   }).strict().nullable(),
   headHash: z.string().nullable().describe("The hash of the last entry when the chain is valid: record it elsewhere to detect a rewrite of the whole chain"),
+  restarts: z.array(z.object({
+    at: z.string().describe("When the chain began again"),
+    reason: z.enum(["reprovisioned", "disabled", "replaced_by_new_app", "app_deleted"]).describe("reprovisioned: POST .../provision; disabled: DELETE .../provision; replaced_by_new_app: a new App of the same id; app_deleted: the App was deleted"),
+    actor: z.string().describe("key:<workspace key id>, or operator"),
+    previousEntries: z.int().describe("How many entries the chain that went had"),
+    previousHeadHash: z.string().nullable().describe("The hash of its last entry"),
+  }).strict()).describe("Every time this app's chain began again, oldest first: the entries above are only those since the last one"),
 }).strict().meta({ id: "AuditVerification" });
 
 export const ObservabilityConfigSchema = ObservabilityConfig;

@@ -4,6 +4,7 @@
 import test from "ava";
 import pg from "pg";
 import { canonicalJson, entryHash, GENESIS_HASH } from "../../api/governance/audit.ts";
+import { AUDIT_PAGE_BYTES } from "../../api/governance/reads/reader.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
@@ -36,13 +37,13 @@ test.serial("an empty chain verifies; so does a chain built by concurrent batche
   const key = await provisionKey("chain");
   const empty = await verify("chain");
   t.is(empty.status, 200, empty.text);
-  t.deepEqual(empty.body, { valid: true, entries: 0, firstBrokenLink: null, headHash: null });
+  t.deepEqual(empty.body, { valid: true, entries: 0, firstBrokenLink: null, headHash: null, restarts: [] });
 
   const batches = Array.from({ length: 8 }, (_, b) => ({ traces: Array.from({ length: 25 }, (_, i) => trace(b * 25 + i)) }));
   const results = await Promise.all(batches.map((body) => api.fetchJson("POST", "/governance/traces", { key, body })));
   for (const r of results) t.is(r.body.created, 25, r.text);
   const v = await verify("chain");
-  t.deepEqual(v.body, { valid: true, entries: 200, firstBrokenLink: null, headHash: v.body.headHash });
+  t.deepEqual(v.body, { valid: true, entries: 200, firstBrokenLink: null, headHash: v.body.headHash, restarts: [] });
   t.regex(v.body.headHash, /^[0-9a-f]{64}$/);
   const seq = await query<{ sequence: string }>(api.db.url, `select sequence from ${schema("chain")}.audit_log order by sequence`);
   t.deepEqual(seq.map((r) => Number(r.sequence)), Array.from({ length: 200 }, (_, i) => i + 1));
@@ -87,7 +88,7 @@ test.serial("a row changed behind the API's back (triggers off, as superuser) is
   await su.query("commit");
   const v = await verify("chain");
   t.is(v.status, 200);
-  t.deepEqual(v.body, { valid: false, entries: 200, firstBrokenLink: { sequence: 57, traceId: target!.trace_id, reason: "the entry's content does not match its hash" }, headHash: null });
+  t.deepEqual(v.body, { valid: false, entries: 200, firstBrokenLink: { sequence: 57, traceId: target!.trace_id, reason: "the entry's content does not match its hash" }, headHash: null, restarts: [] });
 });
 
 test.serial("a deleted entry and a forged hash are named too", async (t) => {
@@ -119,4 +120,41 @@ test.serial("a deleted entry and a forged hash are named too", async (t) => {
   await su.query("commit");
   const v2 = await verify("forged");
   t.deepEqual(v2.body.firstBrokenLink, { sequence: 3, traceId: v2.body.firstBrokenLink.traceId, reason: "prev_hash does not match the previous entry's hash" });
+});
+
+test.serial("a re-provisioned store's chain begins again, and verification says when, by whom and what went", async (t) => {
+  const key = await provisionKey("phoenix");
+  await api.fetchJson("POST", "/governance/traces", { key, body: { traces: Array.from({ length: 5 }, (_, i) => trace(i)) } });
+  const before = await verify("phoenix");
+  t.like(before.body, { valid: true, entries: 5, restarts: [] });
+  const reprovisioned = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/governance/apps/phoenix/provision`);
+  t.is(reprovisioned.status, 200, reprovisioned.text);
+  const after = await verify("phoenix");
+  // the chain alone looks whole: an empty, valid chain; the restart is what tells the story
+  t.like(after.body, { valid: true, entries: 0, headHash: null });
+  t.is(after.body.restarts.length, 1);
+  t.like(after.body.restarts[0], { reason: "reprovisioned", actor: `key:${api.apiKeyId}`, previousEntries: 5, previousHeadHash: before.body.headHash });
+  t.regex(after.body.restarts[0].at, /^\d{4}-\d\d-\d\dT/);
+  // the record is outside the store: switching governance off and on again keeps it, and adds none for an empty chain
+  t.is((await api.fetchJson("DELETE", `/workspaces/${api.workspaceId}/governance/apps/phoenix/provision`)).status, 204);
+  t.is((await api.fetchJson("POST", `/workspaces/${api.workspaceId}/governance/apps/phoenix/provision`)).status, 200);
+  t.is((await verify("phoenix")).body.restarts.length, 1);
+});
+
+test.serial("verification reads large entries in pages of bounded size, not a thousand at a time", async (t) => {
+  t.timeout(120_000);
+  const key = await provisionKey("bulky");
+  const big = "invoice line ".repeat(70_000); // about 0.9 MB, under the 1 MiB body limit
+  for (let i = 0; i < 24; i++) {
+    const r = await api.fetchJson("POST", "/governance/traces", { key, body: { ...trace(i), input: `${i} ${big}` } });
+    t.is(r.status, 201, r.text.slice(0, 200));
+  }
+  const pages: { rows: number; bytes: number }[] = [];
+  const g = api.services.governance;
+  const v = await g.reader.verifyAudit(await g.store(api.workspaceId, "bulky"), (rows, bytes) => pages.push({ rows, bytes }));
+  t.like(v, { valid: true, entries: 24 });
+  t.is(pages.reduce((n, p) => n + p.rows, 0), 24);
+  t.true(pages.length > 2, JSON.stringify(pages));
+  // a page never holds more than the budget and one entry (a page of 1000 would have held all 22 MB)
+  for (const p of pages) t.true(p.bytes <= AUDIT_PAGE_BYTES + 1024 * 1024, JSON.stringify(pages));
 });

@@ -12,9 +12,6 @@ export interface StoreRef { schema: string; role: string }
 type Row = Record<string, unknown>;
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-/** Audit entries read per statement by verifyChain. */
-const AUDIT_PAGE = 1_000;
-
 const LIST_COLUMNS = `trace_id, session_id, model, prompt_tokens, completion_tokens, total_tokens, latency_ms, guard_blocked, eval_score, ${isoSql("created_at")} as created_at`;
 
 function listItem(r: Row): z.input<typeof TraceListItem> {
@@ -91,8 +88,8 @@ export class StoreReader {
   }
 
 
-  async verifyAudit(store: StoreRef): Promise<ChainVerification> {
-    return this.#db.appTx(store.role, (c) => verifyChain(c, store.schema), { readOnly: true, repeatableRead: true });
+  async verifyAudit(store: StoreRef, onPage?: (rows: number, bytes: number) => void): Promise<ChainVerification> {
+    return this.#db.appTx(store.role, (c) => verifyChain(c, store.schema, onPage), { readOnly: true, repeatableRead: true });
   }
 
   async lastEvalAt(store: StoreRef): Promise<string | null> {
@@ -104,19 +101,34 @@ export class StoreReader {
   }
 }
 
-/** Reads one app's chain in order, page by page, inside the caller's (read-only) transaction. */
-async function verifyChain(client: Client, schema: string): Promise<ChainVerification> {
+/** A page of the chain holds about this many bytes of entries (prompts and responses) at most. */
+export const AUDIT_PAGE_BYTES = 8 * 1024 * 1024;
+const AUDIT_PAGE_MAX_ROWS = 1000;
+const AUDIT_FIRST_PAGE_ROWS = 4;
+
+/**
+ * Reads one app's chain in order, page by page, inside the caller's (read-only) transaction, in
+ * bounded memory: entries may carry a prompt and a response of up to the ingestion body limit
+ * (1 MiB) each, so a page's length follows the size of the entries read so far, to hold about
+ * AUDIT_PAGE_BYTES (a first page of 4 entries, then budget / the average entry, 1 to 1000).
+ * `onPage` sees each page's length and bytes (tests).
+ */
+async function verifyChain(client: Client, schema: string, onPage?: (rows: number, bytes: number) => void): Promise<ChainVerification> {
   const { rows: [head] } = await client.query<{ sequence: string; hash: string }>(`select sequence, hash from ${ident(schema)}.audit_head`);
   const v = new ChainVerifier(head ? { sequence: Number(head.sequence), hash: head.hash } : null);
   let after = 0;
+  let limit = AUDIT_FIRST_PAGE_ROWS;
+  let seenRows = 0, seenBytes = 0;
   for (;;) {
     const { rows } = await client.query<{
       sequence: string; trace_id: string; workspace_id: string; app_id: string; model: string; prompt: string; response: string;
       guard_decision: unknown; called_at: string; recorded_at: string; prev_hash: string; hash: string;
     }>(`select sequence, trace_id, workspace_id, app_id, model, prompt, response, guard_decision,
               ${isoSql("called_at")} as called_at, ${isoSql("recorded_at")} as recorded_at, prev_hash, hash
-         from ${ident(schema)}.audit_log where sequence > $1 order by sequence limit ${AUDIT_PAGE}`, [after]);
+         from ${ident(schema)}.audit_log where sequence > $1 order by sequence limit ${limit}`, [after]);
+    let bytes = 0;
     for (const r of rows) {
+      bytes += r.prompt.length + r.response.length + 512;
       const e: StoredEntry = {
         sequence: Number(r.sequence), traceId: r.trace_id, workspaceId: r.workspace_id, appId: r.app_id, model: r.model,
         prompt: r.prompt, response: r.response, guardDecision: r.guard_decision, calledAt: r.called_at, recordedAt: r.recorded_at,
@@ -124,8 +136,12 @@ async function verifyChain(client: Client, schema: string): Promise<ChainVerific
       };
       v.push(e);
     }
-    if (rows.length < AUDIT_PAGE) break;
+    onPage?.(rows.length, bytes);
+    if (rows.length < limit) break;
     after = Number(rows[rows.length - 1]!.sequence);
+    seenRows += rows.length;
+    seenBytes += bytes;
+    limit = Math.max(1, Math.min(AUDIT_PAGE_MAX_ROWS, Math.floor(AUDIT_PAGE_BYTES / Math.max(1, seenBytes / seenRows))));
   }
   return v.result();
 }

@@ -20,7 +20,7 @@ import { GOVERNANCE_DISABLED_CODE, type DeprovisionRequest, type Provisioned, ty
 import { type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
-import { LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
+import { ident, LOCK_CLASS, storeNames, type StoreNames } from "./names.ts";
 import { dropStoreSql, STORE_TEMPLATE_VERSION, storeDdl } from "./store-sql.ts";
 import { removeAppConfig, removeStaleAppConfig } from "../configs/app-configs.ts";
 import { mintAppKey, revokeAppKeys } from "../keys/app-keys.ts";
@@ -68,6 +68,27 @@ function projectOf(r: Record<string, unknown>): ProjectRow {
   };
 }
 
+/** Why an app's audit chain began again (governance_audit_restarts.reason). */
+export type RestartReason = "reprovisioned" | "disabled" | "replaced_by_new_app" | "app_deleted";
+
+/** A restart of an app's audit chain, as verification reports it. */
+export interface AuditRestart { at: string; reason: RestartReason; actor: string; previousEntries: number; previousHeadHash: string | null }
+
+/**
+ * Records, in the caller's transaction and before the store is dropped, how long its audit chain
+ * was and where it ended (the store's audit_head). Nothing is recorded when there is no store, or
+ * a store whose chain is empty.
+ */
+async function recordRestart(c: Client, workspaceId: string, appId: string, names: StoreNames, reason: RestartReason, actor: string): Promise<void> {
+  const { rows: [table] } = await c.query<{ t: string | null }>(`select to_regclass($1)::text as t`, [`${ident(names.schema)}.audit_head`]);
+  if (!table?.t) return;
+  const { rows: [head] } = await c.query<{ sequence: string; hash: string }>(`select sequence, hash from ${ident(names.schema)}.audit_head`);
+  if (!head || Number(head.sequence) === 0) return;
+  await c.query(
+    `insert into governance_audit_restarts (id, workspace_id, app_id, reason, actor, previous_entries, previous_head_hash) values ($1, $2, $3, $4, $5, $6, $7)`,
+    [randomUUID(), workspaceId, appId, reason, actor.slice(0, 200), Number(head.sequence), head.hash]);
+}
+
 export class ProvisioningService {
   readonly #d: ProvisioningDeps;
   readonly #now: () => Date;
@@ -75,6 +96,15 @@ export class ProvisioningService {
   constructor(deps: ProvisioningDeps) {
     this.#d = deps;
     this.#now = deps.now ?? (() => new Date());
+  }
+
+  /** Every restart of an app's audit chain, oldest first. */
+  async restarts(workspaceId: string, appId: string): Promise<AuditRestart[]> {
+    const pool = await this.#d.db.pool();
+    const { rows } = await pool.query<{ at: string; reason: RestartReason; actor: string; previous_entries: string; previous_head_hash: string | null }>(
+      `select ${isoSql("restarted_at")} as at, reason, actor, previous_entries, previous_head_hash from governance_audit_restarts
+        where workspace_id = $1 and app_id = $2 order by restarted_at, id`, [workspaceId, appId]);
+    return rows.map((r) => ({ at: r.at, reason: r.reason, actor: r.actor, previousEntries: Number(r.previous_entries), previousHeadHash: r.previous_head_hash }));
   }
 
   /** The project of an app (any status); undefined when never provisioned. */
@@ -107,6 +137,7 @@ export class ProvisioningService {
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName);
       if (row && !sameApp) {
         this.#d.log.info({ workspaceId, appId: req.appName }, "a new App of the same name: replacing the old store");
+        await recordRestart(c, workspaceId, req.appName, names, "replaced_by_new_app", "operator");
         await runAll(c, dropStoreSql(names));
       }
       await runAll(c, storeDdl(names, await this.#d.db.serverVersion()));
@@ -137,7 +168,9 @@ export class ProvisioningService {
         this.#d.log.info({ workspaceId, appId: req.appName }, "de-provisioning skipped: the store belongs to another App of the same name");
         return;
       }
-      await runAll(c, dropStoreSql(row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName)));
+      const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName);
+      await recordRestart(c, workspaceId, req.appName, names, "app_deleted", "operator");
+      await runAll(c, dropStoreSql(names));
       await c.query(`delete from governance_projects where workspace_id = $1 and app_id = $2`, [workspaceId, req.appName]); // keys cascade
       await removeAppConfig(c, workspaceId, req.appName);
     });
@@ -151,12 +184,13 @@ export class ProvisioningService {
    * audit trail, is dropped), the app's keys revoked, the generation incremented and the App
    * annotated so that the operator mints a key and rewrites the Secret.
    */
-  async reprovision(workspaceId: string, appId: string): Promise<PublicProvisioned> {
+  async reprovision(workspaceId: string, appId: string, actor: string): Promise<PublicProvisioned> {
     const app = await this.#requireApp(workspaceId, appId);
     const project = await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, appId);
       const row = await this.#lockedProject(c, workspaceId, appId);
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, appId);
+      await recordRestart(c, workspaceId, appId, names, "reprovisioned", actor);
       await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion())]);
       const generation = Math.max(row?.generation ?? 1, governanceGeneration(app.annotations)) + 1;
       const project = await this.#upsertProject(c, { workspaceId, appId, appUid: app.uid ?? row?.appUid ?? null, names, generation, fresh: true });
@@ -169,12 +203,13 @@ export class ProvisioningService {
   }
 
   /** DELETE .../provision: drops the store, revokes the keys, marks the project disabled and tells the operator. */
-  async disable(workspaceId: string, appId: string): Promise<void> {
+  async disable(workspaceId: string, appId: string, actor: string): Promise<void> {
     const app = await this.#requireApp(workspaceId, appId);
     await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, appId);
       const row = await this.#lockedProject(c, workspaceId, appId);
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, appId);
+      await recordRestart(c, workspaceId, appId, names, "disabled", actor);
       await runAll(c, dropStoreSql(names));
       const now = this.#now();
       if (row) {
