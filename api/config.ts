@@ -30,8 +30,8 @@ export const ConfigSchema = z.object({
     .describe("Comma-separated CIDRs that user-chosen URLs (a service's gitRepoUrl, read for its branch head) may reach although they are loopback, link-local, private or otherwise refused: a Git server on the cluster's own network. Empty: only public addresses"),
   BERTH_OUTBOUND_DENY: cidrList
     .describe("Comma-separated CIDRs refused to user-chosen URLs on top of the built-in private and special ranges: the cluster's pod and Service ranges where they are public addresses"),
-  BERTH_DOMAIN_VERIFY_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(10_000)
-    .describe("How long POST .../domains/{id}/verify waits for the operator's DNS check before answering 202"),
+  BERTH_DOMAIN_VERIFY_WAIT_MS: z.coerce.number().int().min(0).max(60_000).default(0)
+    .describe("How long POST .../domains/{id}/verify waits for the operator's DNS check before answering 202 with the current state and Retry-After. 0 (the default): at once, so that no request is held while DNS is asked"),
   BERTH_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024),
   // Rate limits and slow clients (docs/api.md "Limits"). Counted by each API replica on its own.
   BERTH_RATE_LIMIT_API_PER_SECOND: z.coerce.number().min(0).max(100_000).default(50)

@@ -7,6 +7,9 @@ import { AddDomainBody, CustomDomain, CustomDomainList, type DomainsService } fr
 const tags = ["Custom domains"];
 const DomainParams = AppParams.extend({ domainId: ObjectId }).strict();
 
+/** When a 202 from verify suggests asking again: a check takes a DNS round trip or two. */
+const VERIFY_RETRY_AFTER_SECONDS = 2;
+
 export function domainRoutes(d: DomainsService): RouteDef[] {
   return [
     defineRoute({
@@ -28,9 +31,12 @@ export function domainRoutes(d: DomainsService): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps/:appId/domains/:domainId/verify", operationId: "verifyDomain", tags, auth: "workspace",
       summary: "Check the domain's DNS now",
-      description: "Returns the domain with the check's outcome (200), or with its current state (202) when the check takes longer than a few seconds. Works after the 48-hour window too.",
+      description: "Asks the operator to check the domain's DNS now. 202 with the domain's current state and Retry-After (seconds): GET the domain after it for the outcome (verification.lastCheckedAt moves). With BERTH_DOMAIN_VERIFY_WAIT_MS set, the answer waits that long for the check and is 200 with its outcome when it came in time. Works after the 48-hour window too.",
       params: DomainParams, body: z.object({}).strict().optional(), responses: { 200: CustomDomain, 202: CustomDomain },
-      handler: async ({ params }) => d.verify(params.wsId, params.appId, params.domainId),
+      handler: async ({ params }) => {
+        const r = await d.verify(params.wsId, params.appId, params.domainId);
+        return r.status === 202 ? { ...r, headers: { "Retry-After": String(VERIFY_RETRY_AFTER_SECONDS) } } : r;
+      },
     }),
     defineRoute({
       method: "delete", path: "/workspaces/:wsId/apps/:appId/domains/:domainId", operationId: "deleteDomain", tags, auth: "workspace",
