@@ -61,6 +61,8 @@ export const ConfigSchema = z.object({
     .describe("Host (and port) of this API as services reach it: the host part of GOVDB_CONNECTION. The toolkit speaks HTTP to a loopback host, HTTPS otherwise"),
   BERTH_OPERATOR_USERNAME: z.string().min(1).default("system:serviceaccount:berth-system:berth-operator")
     .describe("The Kubernetes user (from a TokenReview) allowed to call /internal/governance/*: the operator's ServiceAccount"),
+  BERTH_OPERATOR_TOKEN_AUDIENCE: z.string().regex(/^[A-Za-z0-9._:/-]{1,253}$/, "must be an audience name").optional()
+    .describe("The audience the operator's token must be issued for (the chart gives the operator a projected token for berth-api); the TokenReview names it. Unset: the ServiceAccount's default token, of the cluster's audience"),
   BERTH_INGEST_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(1024 * 1024)
     .describe("Body size limit of POST /governance/traces"),
   BERTH_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).default(Math.min(4, Math.max(1, availableParallelism() - 1)))

@@ -122,7 +122,7 @@ export function buildServices(deps: {
       platformHosts: config.BERTH_PUBLIC_URL ? [new URL(config.BERTH_PUBLIC_URL).hostname] : [],
     }),
     appKeyVerifier: governance.keys.verifier(),
-    operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig), username: config.BERTH_OPERATOR_USERNAME }),
+    operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig, config.BERTH_OPERATOR_TOKEN_AUDIENCE), username: config.BERTH_OPERATOR_USERNAME, audience: config.BERTH_OPERATOR_TOKEN_AUDIENCE }),
   };
 }
 

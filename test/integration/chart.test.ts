@@ -219,6 +219,12 @@ for (const [label, values] of valueSets) {
     t.is(opCfg.identity, "berth-operator-5d9c-x2x7q", "the leader identity is the pod name");
     t.true(opCfg.BERTH_LEADER_ELECTION);
     t.is(opCfg.KUBECONFIG, undefined, "in-cluster configuration");
+    // the operator presents a projected token for the API's audience, and the API asks for that audience
+    t.is(opCfg.BERTH_OPERATOR_TOKEN_FILE, "/var/run/secrets/berth/api-token");
+    const opPod = find<k8s.V1Deployment>(objects, "Deployment", "berth-operator").spec!.template.spec!;
+    const projected = opPod.volumes?.find((v) => v.name === "api-token")?.projected?.sources?.[0]?.serviceAccountToken;
+    t.like(projected, { audience: "berth-api", path: "api-token" });
+    t.true(opc.volumeMounts?.some((m) => m.name === "api-token" && m.mountPath === "/var/run/secrets/berth" && m.readOnly === true));
 
     const apiVars = Object.keys(ConfigSchema.shape);
     const dbUrl = "postgresql://berth:secret@db.example.com:5432/berth";
@@ -239,6 +245,7 @@ for (const [label, values] of valueSets) {
     t.is(apiCfg.DATABASE_URL, dbUrl);
     t.is(apiCfg.BERTH_NAMESPACE, NS, "the share cookie key's Secret lives in the release namespace");
     t.is(apiCfg.BERTH_SHARE_COOKIE_KEY, undefined, "the key never passes through Helm values");
+    t.is(apiCfg.BERTH_OPERATOR_TOKEN_AUDIENCE, "berth-api");
     if (label === "second values set") {
       t.is(apiCfg.BERTH_PUBLIC_URL, "https://berth.example.com", "the public URL from the API's Ingress, https with its TLS");
       t.deepEqual([apiCfg.BERTH_OUTBOUND_ALLOW, apiCfg.BERTH_OUTBOUND_DENY], [["10.20.0.15/32", "fd00:1::/64"], ["203.0.113.0/24"]]);

@@ -113,22 +113,44 @@ test("ingestion body: shape errors", (t) => {
   t.true(issues(trace({ metadata: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`k${i}`, i])) })).some(([p, m]) => p === "metadata" && m === "at most 32 keys"));
 });
 
+/** A JWT-shaped token with these claims (unsigned: the TokenReview is what verifies a token). */
+const jwt = (claims: Record<string, unknown>, tag = "") => `${Buffer.from('{"alg":"RS256"}').toString("base64url")}.${Buffer.from(JSON.stringify(claims)).toString("base64url")}.sig${tag}`;
+
 test("operator verifier: the configured user only, positive reviews cached 60 s by token digest", async (t) => {
   let calls = 0;
   let clock = 0;
-  const users: Record<string, string> = { good: "system:serviceaccount:berth-system:berth-operator", other: "system:serviceaccount:x:y" };
-  const verify = operatorVerifier({ review: (tok) => { calls++; return Promise.resolve(users[tok]); }, username: users.good!, now: () => clock });
+  const op = "system:serviceaccount:berth-system:berth-operator";
+  const good = jwt({ sub: op }), forged = jwt({ sub: op }, "forged"), other = jwt({ sub: "system:serviceaccount:x:y" });
+  const users: Record<string, string> = { [good]: op, [other]: "system:serviceaccount:x:y" };
+  const verify = operatorVerifier({ review: (tok) => { calls++; return Promise.resolve(users[tok]); }, username: op, now: () => clock });
   const log = pino({ level: "silent" });
-  t.deepEqual(await verify("good", { log }), { ok: true, principal: { kind: "operator", username: users.good! } });
-  await verify("good", { log });
+  t.deepEqual(await verify(good, { log }), { ok: true, principal: { kind: "operator", username: op } });
+  await verify(good, { log });
   t.is(calls, 1, "cached");
   clock = 60_001;
-  await verify("good", { log });
+  await verify(good, { log });
   t.is(calls, 2, "expired after 60 s");
-  t.deepEqual(await verify("other", { log }), { ok: false, reason: "forbidden" });
-  t.deepEqual(await verify("nobody", { log }), { ok: false, reason: "unauthenticated" });
-  await verify("nobody", { log });
-  t.is(calls, 5, "negative reviews are not cached");
+  // a token that claims to be the operator's is reviewed; the review decides
+  t.deepEqual(await verify(forged, { log }), { ok: false, reason: "unauthenticated" });
+  await verify(forged, { log });
+  t.is(calls, 4, "negative reviews are not cached");
+  // anything else is refused without asking the API server: no oracle for other tokens
+  t.deepEqual(await verify(other, { log }), { ok: false, reason: "forbidden" });
+  t.deepEqual(await verify("not-a-token", { log }), { ok: false, reason: "unauthenticated" });
+  t.deepEqual(await verify(`ws_sk_${"A".repeat(43)}`, { log }), { ok: false, reason: "unauthenticated" });
+  t.is(calls, 4, "no review for a token of another subject or no JWT at all");
   const failing = operatorVerifier({ review: () => Promise.reject(new Error("down")), username: "u" });
-  await t.throwsAsync(failing("x", { log }), { message: /could not be verified/ });
+  await t.throwsAsync(failing(jwt({ sub: "u" }), { log }), { message: /could not be verified/ });
+});
+
+test("operator verifier with an audience: a token for another audience is refused without a review", async (t) => {
+  let calls = 0;
+  const op = "system:serviceaccount:berth-system:berth-operator";
+  const verify = operatorVerifier({ review: () => { calls++; return Promise.resolve(op); }, username: op, audience: "berth-api" });
+  const log = pino({ level: "silent" });
+  t.deepEqual(await verify(jwt({ sub: op, aud: ["https://kubernetes.default.svc.cluster.local"] }), { log }), { ok: false, reason: "forbidden" });
+  t.is(calls, 0);
+  t.true((await verify(jwt({ sub: op, aud: ["berth-api"] }), { log })).ok);
+  t.true((await verify(jwt({ sub: op, aud: "berth-api" }), { log })).ok, "aud as a single string");
+  t.is(calls, 2);
 });
