@@ -21,6 +21,9 @@ export const ConfigSchema = z.object({
   BERTH_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local").describe("Apps are served at <slug>.<baseDomain>"),
   BERTH_RESERVED_SLUGS: ReservedSlugsVariable,
+  BERTH_BUILD_REGISTRY: z.string().regex(/^[a-z0-9.-]+(:\d+)?$/, "must be host[:port]").optional()
+    .describe("The registry builds push to (the operator's BERTH_BUILD_REGISTRY): a service's image under <registry>/<BERTH_BUILD_REPOSITORY_PREFIX>/ must be its own workspace's build"),
+  BERTH_BUILD_REPOSITORY_PREFIX: z.string().regex(/^[a-z0-9._/-]*$/).default("apps").describe("Built images are <registry>/<prefix>/<namespace>/<app>:<commit>"),
   BERTH_INGRESS_HOST: z.string().regex(/^[a-z0-9.-]+$/, "must be a host name").default("ingress.berth.local").describe("Where customers point their CNAME records"),
   BERTH_PUBLIC_URL: z.url({ protocol: /^https?$/ }).refine((v) => { const u = URL.parse(v); return !!u && !u.search && !u.hash && !u.username && !u.password; }, "must be http(s)://host[:port][/path], without a query, fragment or credentials").optional()
     .transform((v) => v?.replace(/\/+$/, ""))

@@ -104,6 +104,7 @@ export function buildServices(deps: {
       platformHosts: [config.BERTH_INGRESS_HOST, config.BERTH_PUBLIC_URL ? new URL(config.BERTH_PUBLIC_URL).hostname : undefined],
       ownsNamespace: (ns) => workspaces.ownsNamespace(ns),
     },
+    buildArea: { registry: config.BERTH_BUILD_REGISTRY, prefix: config.BERTH_BUILD_REPOSITORY_PREFIX },
   });
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,

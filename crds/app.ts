@@ -93,6 +93,24 @@ export function hostHolder<A extends HostClaim>(apps: readonly A[], slug: string
     .sort((a, b) => createdAt(a) - createdAt(b) || (a.metadata.uid ?? "").localeCompare(b.metadata.uid ?? ""))[0];
 }
 
+// ---- Built images: each workspace's own ---------------------------------------------------------
+// Builds push to <registry>/<prefix>/<namespace>/<app>; that path is predictable, so without a
+// rule a workspace could run (and so read) another's images by naming them as its image. The
+// platform's other images in that registry (the base images, berth/...) stay open to all.
+
+/** BERTH_BUILD_REGISTRY and BERTH_BUILD_REPOSITORY_PREFIX, as both the API and the operator read them. */
+export interface BuildArea { registry?: string | undefined; prefix: string }
+
+/** Why `image` may not run in `namespace`: it is another namespace's build. Pure. */
+export function foreignBuildImage(image: string, namespace: string, area: BuildArea): string | undefined {
+  if (!area.registry) return undefined;
+  const root = [area.registry.toLowerCase(), ...area.prefix.split("/").filter(Boolean)].join("/") + "/";
+  const ref = image.toLowerCase();
+  if (!ref.startsWith(root)) return undefined;
+  if (ref.startsWith(`${root}${namespace}/`)) return undefined;
+  return `${image} is another workspace's build (${root}<namespace>/... belongs to that workspace): a service runs its own builds, or images from elsewhere`;
+}
+
 /** The App's default URL, https://<slug>.<baseDomain>; undefined for Apps that are not served. */
 export function appUrl(spec: Pick<AppSpec, "slug" | "type">, baseDomain: string): string | undefined {
   return isServed(spec.type) ? `https://${appHost(spec, baseDomain)}` : undefined;

@@ -45,6 +45,7 @@ export async function startOperator(cfg: OperatorConfig, log: Logger): Promise<R
     nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
     edge: edgeConfig(cfg),
     reservedSlugs: cfg.BERTH_RESERVED_SLUGS, platformHosts: [cfg.BERTH_INGRESS_HOST, ...cfg.BERTH_PLATFORM_HOSTS],
+    buildArea: { registry: cfg.BERTH_BUILD_REGISTRY, prefix: cfg.BERTH_BUILD_REPOSITORY_PREFIX },
   };
   const managedBy = Object.entries(MANAGED_BY).map(([k, v]) => `${k}=${v}`).join(",");
   // The operator never reads managedFields: its caches drop them (a third of each object).

@@ -3,7 +3,7 @@
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";
 import { API_VERSION, AppSpec, DEFAULTS, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
-import { DEFAULT_CPU_TARGET, appHost, appRef, appUrl, reservedHostReason } from "../../crds/app.ts";
+import { DEFAULT_CPU_TARGET, appHost, appRef, appUrl, foreignBuildImage, reservedHostReason, type BuildArea } from "../../crds/app.ts";
 import { errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube/client.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import type { UsageReader } from "./metrics.ts";
@@ -26,6 +26,8 @@ export interface AppsServiceDeps {
    * installation's workspaces (an App elsewhere belongs to no workspace of ours).
    */
   hosts?: { reservedSlugs: readonly string[]; platformHosts: readonly (string | undefined)[]; ownsNamespace: (namespace: string) => Promise<boolean> };
+  /** Where builds push (crds/app.ts "Built images"): another workspace's builds are refused as an image. */
+  buildArea?: BuildArea;
   /** The governance stage of pipeline-state (`harbor`); reported as not provisioned when absent. */
   governance?: GovernanceStatusReader;
   /** The runtime's CPU and memory (the resource metrics API); null in pipeline-state when absent. */
@@ -131,6 +133,7 @@ export class AppsService {
     const ns = await this.d.namespaceOf(wsId);
     const spec = dropNulls(body);
     checkSpec(spec);
+    this.assertOwnImage(ns, spec.image);
     this.assertSlugFree(ns, body.slug, undefined);
     await this.assertHostFree(ns, body.slug);
     // The App's name (the service id) is its slug when free; slugs can change later, names cannot.
@@ -154,6 +157,7 @@ export class AppsService {
       const current = await this.load(wsId, appId);
       const merged = dropNulls({ ...current.spec, ...patch });
       checkSpec(merged);
+      if (patch.image) this.assertOwnImage(current.metadata.namespace!, patch.image);
       if (patch.slug && patch.slug !== specOf(current).slug) {
         this.assertSlugFree(current.metadata.namespace!, patch.slug, appId);
         await this.assertHostFree(current.metadata.namespace!, patch.slug);
@@ -213,6 +217,13 @@ export class AppsService {
         throw new ConflictError("host_taken", `${appHost({ slug }, this.d.baseDomain)} is held by a service of another workspace: a host belongs to one service in the whole platform; choose another slug`);
       }
     }
+  }
+
+  /** 422 on image for another workspace's build. */
+  private assertOwnImage(ns: string, image: unknown): void {
+    if (typeof image !== "string" || !this.d.buildArea) return;
+    const foreign = foreignBuildImage(image, ns, this.d.buildArea);
+    if (foreign) throw new ValidationError([{ field: "body.image", message: foreign }]);
   }
 
   private mapInvalid(err: unknown): Error {

@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
-import { ANNOTATIONS, DEFAULT_CPU_TARGET, ENV_HASH_ANNOTATION, FORWARD_AUTH, MANAGED_BY, appHost, forwardAuthAddress, isServed } from "../../crds/app.ts";
+import { ANNOTATIONS, DEFAULT_CPU_TARGET, ENV_HASH_ANNOTATION, FORWARD_AUTH, MANAGED_BY, appHost, forwardAuthAddress, isServed, type BuildArea } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 export interface BuildConfig {
@@ -20,6 +20,8 @@ export interface BuildConfig {
    * referenced by the Ingress; `nginx`: ingress-nginx's auth-url annotations.
    */
   edge?: EdgeConfig | undefined;
+  /** Where builds push: another namespace's builds are refused as an App's image (crds/app.ts "Built images"). */
+  buildArea?: BuildArea | undefined;
   /** Slugs no App may take, and the platform's own hosts (crds/app.ts "Hosts"). */
   reservedSlugs?: readonly string[] | undefined;
   platformHosts?: readonly string[] | undefined;

@@ -7,7 +7,7 @@ import { API_VERSION, APP_LABEL, AppSpec, type AppStatus, type ReleaseStatus } f
 import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
 import type { ReleaseObject } from "../release/builders.ts";
 import { applyReleaseStatus } from "../release/status.ts";
-import { ANNOTATIONS, GOVERNANCE_FINALIZER, appHost, envSecretName, governanceDisabled, governanceGeneration, hostHolder, reservedHostReason } from "../../crds/app.ts";
+import { ANNOTATIONS, GOVERNANCE_FINALIZER, appHost, envSecretName, foreignBuildImage, governanceDisabled, governanceGeneration, hostHolder, reservedHostReason } from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict, isNotFound } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
@@ -169,6 +169,9 @@ export class AppReconciler implements Reconciler {
   private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const { app, generation } = o;
     const namespace = app.metadata.namespace!, name = app.metadata.name!, uid = app.metadata.uid!;
+    // a prebuilt image that is another namespace's build never runs here (what runs stays as it was)
+    const foreign = o.spec.image && this.deps.cfg.buildArea ? foreignBuildImage(o.spec.image, namespace, this.deps.cfg.buildArea) : undefined;
+    if (foreign) return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid: foreign, invalidReason: "ImageNotAllowed" }), ctx));
     const host = this.hostRefusal(app, o.spec);
     if (host) {
       // Never routed: an Ingress it may have had (before an older App with its host was seen) goes;

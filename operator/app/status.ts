@@ -355,7 +355,7 @@ export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, 
 }
 
 /** Reasons that tell a user something is wrong and needs them: recorded as Warning Events. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "HostTaken", "HostReserved", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", "Unschedulable", ...Object.keys(POD_FAILURES)]);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "HostTaken", "HostReserved", "ImageNotAllowed", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", "Unschedulable", ...Object.keys(POD_FAILURES)]);
 
 /** The conditions whose transitions are recorded as Events, in the order they are told. */
 const EVENT_CONDITIONS = ["GovernanceReady", "Built", "Deployed", "Ready"] as const;

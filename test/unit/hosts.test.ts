@@ -1,7 +1,7 @@
 // crds/app.ts "Hosts": which App holds <slug>.<baseDomain> (the first created, whatever its
 // namespace or type), and which slugs are the platform's.
 import test from "ava";
-import { DEFAULT_RESERVED_SLUGS, hostHolder, reservedHostReason, ReservedSlugsVariable } from "../../crds/app.ts";
+import { DEFAULT_RESERVED_SLUGS, foreignBuildImage, hostHolder, reservedHostReason, ReservedSlugsVariable } from "../../crds/app.ts";
 
 const app = (name: string, slug: string | undefined, created: string, o: { uid?: string; deleting?: boolean; namespace?: string } = {}) => ({
   metadata: { name, namespace: o.namespace ?? "ws-a", uid: o.uid ?? name, creationTimestamp: created, ...(o.deleting ? { deletionTimestamp: "2026-11-26T10:00:00Z" } : {}) },
@@ -30,4 +30,16 @@ test("reserved: the configured slugs and the platform's own hosts under the base
   t.deepEqual(ReservedSlugsVariable.parse(" status, dashboard ,"), ["status", "dashboard"]);
   t.deepEqual(ReservedSlugsVariable.parse(""), []);
   t.false(ReservedSlugsVariable.safeParse("Not_A_Label").success);
+});
+
+test("built images: another namespace's build is refused as an image; the platform's other images are open", (t) => {
+  const area = { registry: "registry.example.com:5000", prefix: "apps" };
+  t.regex(foreignBuildImage("registry.example.com:5000/apps/berth-wsaaaa/shop:0123456789ab", "berth-wsbbbb", area)!, /another workspace's build/);
+  t.regex(foreignBuildImage("Registry.Example.com:5000/apps/berth-wsaaaa/shop@sha256:00", "berth-wsbbbb", area)!, /another workspace's build/, "case does not hide it");
+  t.is(foreignBuildImage("registry.example.com:5000/apps/berth-wsbbbb/web:1", "berth-wsbbbb", area), undefined, "its own build");
+  t.is(foreignBuildImage("registry.example.com:5000/berth/node:v1", "berth-wsbbbb", area), undefined, "a base image of the platform");
+  t.is(foreignBuildImage("ghcr.io/acme/shop:1", "berth-wsbbbb", area), undefined);
+  t.is(foreignBuildImage("registry.example.com:5000/apps/berth-wsaaaa/shop:1", "berth-wsbbbb", { prefix: "apps" }), undefined, "no builds configured");
+  t.regex(foreignBuildImage("r:1/team/builds/berth-wsaaaa/x:1", "berth-wsbbbb", { registry: "r:1", prefix: "team/builds" })!, /r:1\/team\/builds\//);
+  t.regex(foreignBuildImage("r:1/berth-wsaaaa/x:1", "berth-wsbbbb", { registry: "r:1", prefix: "" })!, /another/, "an empty prefix");
 });
