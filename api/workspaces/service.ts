@@ -27,8 +27,17 @@ export function namespaceFor(workspaceId: string): string {
   return `berth-${workspaceId}`;
 }
 
+/**
+ * A workspace namespace's labels: the workspace, Berth's, and the "restricted" Pod Security
+ * Standard enforced by the API server's admission: whatever runs there (Apps' pods, build and
+ * release Jobs, and anything a workspace's own kubectl creates) runs as non-root, without
+ * privilege escalation, capabilities or host namespaces, under the RuntimeDefault seccomp profile.
+ */
 export function workspaceLabels(workspaceId: string): Record<string, string> {
-  return { [WORKSPACE_LABEL]: workspaceId, "app.kubernetes.io/managed-by": "berth" };
+  return {
+    [WORKSPACE_LABEL]: workspaceId, "app.kubernetes.io/managed-by": "berth",
+    "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted",
+  };
 }
 
 export interface WorkspaceView {

@@ -8,7 +8,7 @@ import { defineRoute } from "../../api/http/route.ts";
 import { createLogger } from "../../kube/logger.ts";
 import { buildServer } from "../../api/server.ts";
 import { query } from "../helpers/db.ts";
-import { kube } from "../helpers/kube.ts";
+import { deleteNamespace, kube, testNamespace } from "../helpers/kube.ts";
 import { startApi, type ApiResponse, type TestApi, type TestWorkspace } from "../helpers/api.ts";
 
 let api: TestApi;
@@ -172,6 +172,18 @@ test("a platform admin creates a workspace: real labelled namespace, first key, 
   t.teardown(() => k.core.deleteNamespace({ name: r.body.namespace }).then(() => undefined, () => undefined));
   const ns = await k.core.readNamespace({ name: r.body.namespace });
   t.is(ns.metadata?.labels?.["berth.dev/workspace"], r.body.id);
+  t.is(ns.metadata?.labels?.["pod-security.kubernetes.io/enforce"], "restricted");
+  // what a workspace's own kubectl could create there: a privileged pod is refused by the API
+  // server; the same pod is admitted in a namespace without the label (the protection off)
+  const privileged = (namespace: string) => k.core.createNamespacedPod({ namespace, dryRun: "All", body: {
+    metadata: { name: "escape" }, spec: { containers: [{ name: "c", image: "registry.invalid/x:1", securityContext: { privileged: true } }] },
+  } });
+  const refused = await privileged(r.body.namespace).then(() => undefined, (e: unknown) => e as { code?: number; body?: unknown });
+  t.is(refused?.code, 403, "refused by Pod Security admission");
+  t.regex(JSON.stringify(refused?.body), /violates PodSecurity "restricted/);
+  const plain = await testNamespace(k, "no-pss");
+  t.teardown(() => deleteNamespace(k, plain));
+  await t.notThrowsAsync(privileged(plain));
 
   const mine = await api.fetchJson("GET", `/workspaces/${r.body.id}`, { key: r.body.apiKey.key });
   t.is(mine.status, 200);
