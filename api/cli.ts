@@ -62,7 +62,7 @@ async function run(command: string, flags: Flags, config: Config, orm: MikroORM)
   switch (command) {
     case "workspace create": {
       const name = checkName(required(flags, "name"));
-      const workspaces = new WorkspaceService({ orm, namespaces: new KubeNamespaceEnsurer(loadKubeConfig(config.KUBECONFIG)), log });
+      const workspaces = new WorkspaceService({ orm, namespaces: new KubeNamespaceEnsurer(loadKubeConfig(config.KUBECONFIG), { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS }), log });
       const { workspace, created } = await workspaces.create(em, { name, id: flags.id });
       const { key, secret } = await keys.create(em, workspace.id, "initial");
       return { workspaceId: workspace.id, name: workspace.name, namespace: workspace.namespace, created, apiKey: secret, apiKeyId: key.id };

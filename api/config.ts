@@ -12,6 +12,30 @@ const cidrList = z.string().default("").transform((raw, ctx) => {
   try { return parseCidrList(raw); } catch (err) { ctx.addIssue({ code: "custom", message: (err as Error).message }); return z.NEVER; }
 });
 
+/** A JSON value of an environment variable, parsed with `schema`; `fallback` when unset. */
+function jsonVariable<T extends z.ZodType>(schema: T, fallback: z.output<T>) {
+  return z.string().optional().transform((raw, ctx): z.output<T> => {
+    if (raw === undefined || raw.trim() === "") return fallback;
+    let json: unknown;
+    try { json = JSON.parse(raw); } catch { ctx.addIssue({ code: "custom", message: "must be JSON" }); return z.NEVER; }
+    const parsed = schema.safeParse(json);
+    if (!parsed.success) {
+      for (const i of parsed.error.issues) ctx.addIssue({ code: "custom", message: `${i.path.join(".") || "(root)"}: ${i.message}` });
+      return z.NEVER;
+    }
+    return parsed.data;
+  });
+}
+
+const Quantities = z.record(z.string().regex(/^[a-z0-9./-]+$/i, "must be a resource name"), z.string().regex(/^[0-9]+(\.[0-9]+)?([mkMGTPE]i?|[KMGTPE]i)?$/, "must be a quantity"));
+
+/** Each workspace's capacity by default (docs/security.md "Capacity"). */
+export const DEFAULT_WORKSPACE_QUOTA: Record<string, string> = {
+  "count/apps.berth.dev": "100", "count/shares.berth.dev": "1000", "count/domains.berth.dev": "100",
+  pods: "200", "requests.cpu": "20", "requests.memory": "40Gi", "limits.cpu": "40", "limits.memory": "80Gi",
+};
+export const DEFAULT_WORKSPACE_LIMITS = { default: { cpu: "500m", memory: "512Mi" }, defaultRequest: { cpu: "50m", memory: "64Mi" } };
+
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 
 export const ConfigSchema = z.object({
@@ -45,6 +69,10 @@ export const ConfigSchema = z.object({
     .describe("Requests per second each app key may make to POST /governance/traces and GET /governance/config (a request is one trace or a batch). 0 turns the limit off"),
   BERTH_RATE_LIMIT_INGEST_BURST: z.coerce.number().int().min(1).max(1_000_000).default(1000)
     .describe("Ingestion requests an app key may make at once before BERTH_RATE_LIMIT_INGEST_PER_SECOND applies"),
+  BERTH_WORKSPACE_QUOTA: jsonVariable(Quantities, DEFAULT_WORKSPACE_QUOTA)
+    .describe('JSON object: the hard limits of the ResourceQuota "berth-workspace" in every workspace namespace (services, shares and domains counted as count/apps.berth.dev and so on; pods; requests and limits of CPU and memory). Default: 100 services, 1000 shares, 100 domains, 200 pods, 20 CPUs and 40Gi requested, 40 CPUs and 80Gi limits'),
+  BERTH_WORKSPACE_LIMITS: jsonVariable(z.object({ default: Quantities.optional(), defaultRequest: Quantities.optional() }).strict(), DEFAULT_WORKSPACE_LIMITS)
+    .describe('JSON object {"default", "defaultRequest"}: the container defaults of the LimitRange "berth-workspace" (what a pod a workspace creates without resources gets, so that the quota can count it). Default: limits 500m and 512Mi, requests 50m and 64Mi'),
   BERTH_TRUSTED_PROXIES: cidrList
     .describe("Comma-separated CIDRs of the proxies in front of the API (the ingress controller): from a peer in them, the client's address is read from X-Forwarded-For (the rightmost hop that is not a trusted proxy), so that callers without a key get a budget each rather than one for everybody behind the proxy. Empty: the socket's peer"),
   BERTH_MAX_KEYS_PER_WORKSPACE: z.coerce.number().int().min(1).max(10_000).default(50)

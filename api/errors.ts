@@ -113,3 +113,17 @@ export function fieldErrorsFromZod(error: z.ZodError, prefix: "body" | "query" |
   }
   return out;
 }
+
+/**
+ * A write the API server refused for the workspace's ResourceQuota (403 "exceeded quota"), as a
+ * 409 quota_exceeded naming the limit; undefined for any other error.
+ */
+export function quotaExceeded(err: unknown, what: string): ConflictError | undefined {
+  const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: unknown };
+  if ((e?.code ?? e?.statusCode) !== 403) return undefined;
+  let message = typeof e.body === "string" ? e.body : JSON.stringify(e.body ?? e.message ?? "");
+  try { message = (JSON.parse(message) as { message?: string }).message ?? message; } catch { /* not JSON */ }
+  const m = /exceeded quota: [^,]+, requested: ([^,]+), used: ([^,]+), limited: ([^,"]+)/.exec(message);
+  if (!m) return undefined;
+  return new ConflictError("quota_exceeded", `The workspace is at its limit of ${what} (${m[3]!.trim()}; used: ${m[2]!.trim()}): remove some first, or ask the platform team for a larger quota.`, { details: { limited: m[3]!.trim(), used: m[2]!.trim() } });
+}

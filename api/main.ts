@@ -79,7 +79,8 @@ export function buildServices(deps: {
   shareKey?: Buffer;
 }): Services {
   const { config, orm, logger, kubeConfig } = deps;
-  const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig), log: logger.child({ component: "workspaces" }) });
+  const capacity = { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS };
+  const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig, capacity), log: logger.child({ component: "workspaces" }) });
   const kube = new KubeClient(kubeConfig);
   const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);

@@ -25,7 +25,7 @@ export function appRoutes(apps: AppsService, env: EnvService): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps", operationId: "createService", tags, auth: "workspace",
       summary: "Create a service",
-      description: "Creates the App custom resource. The service starts with status `stopped`; it deploys once it has an image. The id is the slug when free.",
+      description: "Creates the App custom resource. The service starts with status `stopped`; it deploys once it has an image. The id is the slug when free. 409 slug_taken (this workspace), host_taken (another workspace's service has the host), quota_exceeded (the workspace holds its quota of services, BERTH_WORKSPACE_QUOTA); 422 on slug for a reserved name, on image for another workspace's build.",
       params: WsParams, body: CreateServiceBody, responses: { 201: CreatedService, 409: null },
       handler: async ({ params, body }) => {
         const created = await apps.create(params.wsId, body);

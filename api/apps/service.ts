@@ -8,7 +8,7 @@ import { errorMessage, isConflict, isInvalid, type KubeObject } from "../../kube
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import type { UsageReader } from "./metrics.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
-import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod } from "../errors.ts";
+import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod, quotaExceeded } from "../errors.ts";
 import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
 
 export type AppObject = KubeObject & { spec: Record<string, unknown>; status?: AppStatus };
@@ -147,7 +147,7 @@ export class AppsService {
       created = await this.cache.create(obj);
     } catch (err) {
       if (isConflict(err)) throw new ConflictError("slug_taken", `A service with slug ${body.slug} already exists in this workspace`);
-      throw this.mapInvalid(err);
+      throw quotaExceeded(err, "services") ?? this.mapInvalid(err);
     }
     return this.created(created);
   }

@@ -9,7 +9,7 @@ import { API_VERSION, APP_LABEL, AppSpec, TLS_STATUSES, WORKSPACE_LABEL } from "
 import { blocksNewClaim, challengeHost, challengeToken, checkDomainName, domainRef, VERIFY_REQUEST_ANNOTATION, type DomainObject } from "../../crds/domain.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
-import { ConflictError, DomainError, NotFoundError } from "../errors.ts";
+import { ConflictError, DomainError, NotFoundError, quotaExceeded } from "../errors.ts";
 import type { AppObject, AppsService } from "../apps/service.ts";
 
 export const DOMAINS_ACCESS: Access[] = [
@@ -138,7 +138,7 @@ export class DomainsService {
     } catch (err) {
       // A Domain of that name left in the namespace (an expired claim of another service here, or one being deleted).
       if (isConflict(err)) throw new ConflictError("domain_taken", `${domain} is still held in this workspace by another service's Domain (it may be being deleted): remove it there, or retry in a moment.`);
-      throw err;
+      throw quotaExceeded(err, "custom domains") ?? err;
     }
   }
 

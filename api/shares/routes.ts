@@ -31,7 +31,7 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
     defineRoute({
       method: "post", path: "/workspaces/:wsId/apps/:appId/public-shares", operationId: "createPublicShare", tags, auth: "workspace",
       summary: "Create a share link",
-      description: "Returns the link (`url`) and its `token` once; only the token's SHA-256 is kept (in the Share resource). Anyone with the link can open the service, also a private one; with requireAuth they must also sign in with a platform account. 409 not_served for a worker or cron service; 409 sign_in_not_configured for requireAuth without an identity provider.",
+      description: "Returns the link (`url`) and its `token` once; only the token's SHA-256 is kept (in the Share resource). Anyone with the link can open the service, also a private one; with requireAuth they must also sign in with a platform account. 409 not_served for a worker or cron service; 409 sign_in_not_configured for requireAuth without an identity provider; 409 quota_exceeded when the workspace holds its quota of shares (BERTH_WORKSPACE_QUOTA).",
       params: AppParams, body: CreateShareBody, responses: { 201: CreatedShare, 409: null },
       handler: async ({ params, body }) => {
         const created = await d.shares.create(params.wsId, params.appId, body);

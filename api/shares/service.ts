@@ -8,7 +8,7 @@ import { FORWARD_AUTH, appUrl, isServed } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
-import { ConflictError, NotFoundError, ValidationError } from "../errors.ts";
+import { ConflictError, NotFoundError, ValidationError, quotaExceeded } from "../errors.ts";
 import type { AppObject, AppsService } from "../apps/service.ts";
 import { specOf } from "../apps/service.ts";
 import { mintShareToken, shareTokenHash, type ShareView } from "./grants.ts";
@@ -107,7 +107,12 @@ export class SharesService {
       },
       spec: { appRef: { name: appId }, requireAuth, tokenHash: shareTokenHash(token), ...(expiresAt ? { expiresAt: expiresAt.toISOString().replace(/\.\d{3}Z$/, "Z") } : {}) },
     };
-    const created = await this.#d.cache.create<ShareObject>(obj);
+    let created: ShareObject;
+    try {
+      created = await this.#d.cache.create<ShareObject>(obj);
+    } catch (err) {
+      throw quotaExceeded(err, "shares") ?? err;
+    }
     const url = new URL(appUrl(spec, this.#d.baseDomain)!);
     url.searchParams.set(FORWARD_AUTH.shareParam, token);
     return { ...this.#toShare(created, now.getTime()), token, url: url.href };

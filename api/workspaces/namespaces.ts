@@ -1,8 +1,10 @@
 // The real NamespaceEnsurer: creates the namespace; when it already exists (409), checks it is not
-// terminating nor another workspace's, and merge-patches the missing labels.
+// terminating nor another workspace's, and merge-patches the missing labels. Then the workspace's
+// capacity: a ResourceQuota and a LimitRange, applied server-side (docs/security.md "Capacity").
 import * as k8s from "@kubernetes/client-node";
 import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
-import { statusCode } from "../../kube/client.ts";
+import { API_FIELD_MANAGER, statusCode } from "../../kube/client.ts";
+import { ObjectClient, type KubeObject } from "../../kube/objects.ts";
 import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
 import type { Access } from "../../kube/rbac.ts";
@@ -10,16 +12,53 @@ import type { Access } from "../../kube/rbac.ts";
 /** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
 export const NAMESPACE_ENSURER_ACCESS: Access[] = [
   { group: "", resource: "namespaces", verbs: ["get", "create", "patch"], why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists" },
+  { group: "", resource: "resourcequotas", verbs: ["get", "create", "patch"], why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply" },
+  { group: "", resource: "limitranges", verbs: ["get", "create", "patch"], why: "A workspace's namespace gets its LimitRange (berth-workspace) by server-side apply" },
 ];
+
+/** The capacity of each workspace (BERTH_WORKSPACE_QUOTA, BERTH_WORKSPACE_LIMITS): a ResourceQuota's hard limits and a LimitRange's container defaults. */
+export interface WorkspaceCapacity {
+  quota: Record<string, string>;
+  limits: { default?: Record<string, string> | undefined; defaultRequest?: Record<string, string> | undefined };
+}
+
+/** How long a workspace's creation waits for the quota controller to count its quota. */
+const QUOTA_COUNT_WAIT_MS = 15_000;
+
+/** The name of the ResourceQuota and the LimitRange Berth keeps in every workspace namespace. */
+export const CAPACITY_OBJECT = "berth-workspace";
 
 export class KubeNamespaceEnsurer implements NamespaceEnsurer {
   readonly #core: k8s.CoreV1Api;
+  readonly #objects: ObjectClient;
+  readonly #capacity: WorkspaceCapacity | undefined;
 
-  constructor(kc: k8s.KubeConfig) {
+  constructor(kc: k8s.KubeConfig, capacity?: WorkspaceCapacity) {
     this.#core = kc.makeApiClient(k8s.CoreV1Api);
+    this.#objects = new ObjectClient(kc);
+    this.#capacity = capacity;
   }
 
   async ensure(name: string, labels: Record<string, string>): Promise<void> {
+    await this.#namespace(name, labels);
+    const c = this.#capacity;
+    if (!c) return;
+    const meta = { name: CAPACITY_OBJECT, namespace: name, labels: { "app.kubernetes.io/managed-by": "berth" } };
+    if (c.limits.default || c.limits.defaultRequest) {
+      await this.#objects.apply({ apiVersion: "v1", kind: "LimitRange", metadata: meta, spec: { limits: [{ type: "Container", ...c.limits }] } }, API_FIELD_MANAGER);
+    }
+    const quota = await this.#objects.apply<KubeObject & { status?: { hard?: Record<string, string> } }>({ apiVersion: "v1", kind: "ResourceQuota", metadata: meta, spec: { hard: c.quota } }, API_FIELD_MANAGER);
+    // Until the quota controller has counted what the namespace holds, the API server refuses every
+    // object the quota counts ("status unknown for quota"): the workspace is ready once it has.
+    const counted = (q: typeof quota | undefined) => Object.keys(c.quota).every((k) => q?.status?.hard?.[k] !== undefined);
+    for (let q: typeof quota | undefined = quota, deadline = Date.now() + QUOTA_COUNT_WAIT_MS; !counted(q); ) {
+      if (Date.now() > deadline) throw new UnavailableError("namespace_unavailable", `The quota of namespace ${name} was not counted in time; retry with the same id to finish.`);
+      await new Promise((r) => setTimeout(r, 100));
+      q = await this.#objects.get({ apiVersion: "v1", kind: "ResourceQuota", namespace: name, name: CAPACITY_OBJECT });
+    }
+  }
+
+  async #namespace(name: string, labels: Record<string, string>): Promise<void> {
     try {
       await this.#core.createNamespace({ body: { metadata: { name, labels } } });
       return;

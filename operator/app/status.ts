@@ -228,8 +228,13 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   const ahead = rel.newest && rel.newest !== serving ? RELEASE_BUILD[phaseOf(rel.newest)]?.phase : undefined;
   const phase = rolloutNow === "failed" ? "failed" : ahead === "build_failed" ? "build_failed" : healthy && ahead !== "deploying" ? "active" : "deploying";
   const failure = stuck ?? { reason: "ProgressDeadlineExceeded", message: "The rollout did not progress in time" };
-  // Still rolling out: say so, and why when a pod waits for the scheduler.
-  const waiting = rolloutNow === "in_progress" ? podWaiting(input.pods, spec.image) : undefined;
+  // Still rolling out: say so, and why when the cluster refuses to create its pods (the
+  // workspace's ResourceQuota, Pod Security admission: the Deployment's ReplicaFailure) or a pod
+  // waits for the scheduler.
+  const refused = input.deployment?.status?.conditions?.find((c) => c.type === "ReplicaFailure" && c.status === "True");
+  const waiting = rolloutNow !== "in_progress" ? undefined
+    : refused ? { reason: "PodsRefused", message: `The cluster refuses to create its pods: ${refused.message ?? refused.reason ?? "no reason given"}` }
+    : podWaiting(input.pods, spec.image);
   const rolling = waiting ? { reason: waiting.reason, note: `. ${waiting.message}` } : { reason: "RollingOut", note: "" };
   const deployed = cond("Deployed", rolloutNow === "succeeded", rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : rolling.reason,
     rolloutNow === "succeeded" ? "The latest release is rolled out" : rolloutNow === "failed" ? failure.message : `Rolling out: ${ready}/${want} replicas ready${rolling.note}`, generation);
@@ -355,7 +360,7 @@ export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, 
 }
 
 /** Reasons that tell a user something is wrong and needs them: recorded as Warning Events. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "HostTaken", "HostReserved", "ImageNotAllowed", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", "Unschedulable", ...Object.keys(POD_FAILURES)]);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "HostTaken", "HostReserved", "ImageNotAllowed", "PodsRefused", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", "Unschedulable", ...Object.keys(POD_FAILURES)]);
 
 /** The conditions whose transitions are recorded as Events, in the order they are told. */
 const EVENT_CONDITIONS = ["GovernanceReady", "Built", "Deployed", "Ready"] as const;

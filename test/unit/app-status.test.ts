@@ -229,6 +229,18 @@ test("a rollout whose new pod waits for the scheduler says why, as a Warning, an
   t.like(cond(placed, "Deployed"), { status: "True", reason: "RolloutComplete" });
 });
 
+test("a rollout whose pods the cluster refuses (the workspace's quota) says why, as a Warning, and stays deploying", (t) => {
+  const QUOTA = 'pods "shop-7d9-x" is forbidden: exceeded quota: berth-workspace, requested: pods=1, used: pods=200, limited: pods=200';
+  const refused = dep(1, { observedGeneration: 2, replicas: 0, updatedReplicas: 0, readyReplicas: 0, availableReplicas: 0,
+    conditions: [{ type: "ReplicaFailure", status: "True", reason: "FailedCreate", message: QUOTA }] });
+  const before = computeStatus({ generation: 2, spec: spec(), old: undefined, now, cfg, deployment: dep(1, { observedGeneration: 2, replicas: 0, updatedReplicas: 0 }), pods: [] });
+  const s = computeStatus({ generation: 2, spec: spec(), old: before, now, cfg, deployment: refused, pods: [] });
+  t.is(s.phase, "deploying");
+  t.like(cond(s, "Deployed"), { status: "False", reason: "PodsRefused" });
+  t.regex(cond(s, "Ready")!.message, /The cluster refuses to create its pods: .*exceeded quota: berth-workspace/);
+  t.deepEqual(statusEvents(before, s), [{ type: "Warning", reason: "PodsRefused", message: cond(s, "Deployed")!.message }]);
+});
+
 test("podFailure: between back-offs a crashing container (terminated or running, not ready, restarted twice) is still a crash loop", (t) => {
   const between: k8s.V1Pod = { metadata: { name: "w-1" }, spec: { containers: [{ name: "app", image: "r/shop:1" }] },
     status: { containerStatuses: [{ name: "app", image: "r/shop:1", imageID: "", ready: false, restartCount: 3, state: { terminated: { exitCode: 0, reason: "Completed" } } }] } };
