@@ -367,17 +367,17 @@ export class DeploymentsService {
     if (branch !== spec.gitBranch) return { status: 202, body: { status: "ignored", reason: `the push is to ${branch}; the service deploys ${spec.gitBranch}` } };
     if (!spec.autoDeploy) return { status: 202, body: { status: "ignored", reason: "autoDeploy is off: deploy with POST .../deployments" } };
 
-    // A push of a commit that has a release already (queued, built, serving or replaced) is not
-    // deployed again: a captured signed delivery re-sent under a new id cannot roll the service
-    // back. A commit whose release failed or was cancelled may be pushed again.
-    const again = (await this.#releases(ns, appId)).find((r) => r.spec.git?.commitSha === p.after && !RETRYABLE_PHASES.has(phaseOf(r)));
-    if (again) return { status: 202, body: { status: "ignored", reason: `commit ${p.after.slice(0, 12)} has a deployment already (${again.metadata.name}, ${phaseOf(again)}): deploy it again with POST .../deployments` } };
-
     const conn = this.#d.orm.em.getConnection();
     await conn.execute(`delete from webhook_deliveries where received_at < now() - make_interval(days => ?)`, [WEBHOOK_DELIVERY_RETENTION_DAYS]);
     const claimed = await conn.execute<{ delivery_id: string }[]>(
       `insert into webhook_deliveries (workspace_id, app_id, delivery_id) values (?, ?, ?) on conflict do nothing returning delivery_id`, [wsId, appId, delivery]);
     if (claimed.length === 0) return { status: 200, body: { status: "duplicate", reason: `delivery ${delivery} was already handled` } };
+    // A push of a commit that has a release already (queued, built, serving or replaced) is not
+    // deployed again: a captured signed delivery re-sent under a new id cannot roll the service
+    // back. A commit whose release failed or was cancelled may be pushed again. (The delivery
+    // stays recorded: it was handled, by ignoring it.)
+    const again = (await this.#releases(ns, appId)).find((r) => r.spec.git?.commitSha === p.after && !RETRYABLE_PHASES.has(phaseOf(r)));
+    if (again) return { status: 202, body: { status: "ignored", reason: `commit ${p.after.slice(0, 12)} has a deployment already (${again.metadata.name}, ${phaseOf(again)}): deploy it again with POST .../deployments` } };
     try {
       const release = await this.#create(ns, app, this.#gitFields(spec, p.after, p.message, delivery));
       await conn.execute(`update webhook_deliveries set release_name = ? where workspace_id = ? and app_id = ? and delivery_id = ?`, [release.metadata.name, wsId, appId, delivery]);
