@@ -118,11 +118,13 @@ export function fieldErrorsFromZod(error: z.ZodError, prefix: "body" | "query" |
  * A write the API server refused for the workspace's ResourceQuota (403 "exceeded quota"), as a
  * 409 quota_exceeded naming the limit; undefined for any other error.
  */
-export function quotaExceeded(err: unknown, what: string): ConflictError | undefined {
+export function quotaExceeded(err: unknown, what: string): DomainError | undefined {
   const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: unknown };
   if ((e?.code ?? e?.statusCode) !== 403) return undefined;
   let message = typeof e.body === "string" ? e.body : JSON.stringify(e.body ?? e.message ?? "");
   try { message = (JSON.parse(message) as { message?: string }).message ?? message; } catch { /* not JSON */ }
+  // the quota controller has not counted the namespace yet (a resource it has just discovered)
+  if (message.includes("status unknown for quota")) return new UnavailableError("quota_not_counted", `The workspace's quota of ${what} is being counted; retry in a few seconds.`);
   const m = /exceeded quota: [^,]+, requested: ([^,]+), used: ([^,]+), limited: ([^,"]+)/.exec(message);
   if (!m) return undefined;
   return new ConflictError("quota_exceeded", `The workspace is at its limit of ${what} (${m[3]!.trim()}; used: ${m[2]!.trim()}): remove some first, or ask the platform team for a larger quota.`, { details: { limited: m[3]!.trim(), used: m[2]!.trim() } });

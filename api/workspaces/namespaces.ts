@@ -12,7 +12,7 @@ import type { Access } from "../../kube/rbac.ts";
 /** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
 export const NAMESPACE_ENSURER_ACCESS: Access[] = [
   { group: "", resource: "namespaces", verbs: ["get", "create", "patch"], why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists" },
-  { group: "", resource: "resourcequotas", verbs: ["get", "create", "patch"], why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply" },
+  { group: "", resource: "resourcequotas", verbs: ["get", "create", "patch", "delete"], why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply; one the quota controller counted before it knew Berth's resources is made again" },
   { group: "", resource: "limitranges", verbs: ["get", "create", "patch"], why: "A workspace's namespace gets its LimitRange (berth-workspace) by server-side apply" },
 ];
 
@@ -23,7 +23,9 @@ export interface WorkspaceCapacity {
 }
 
 /** How long a workspace's creation waits for the quota controller to count its quota. */
-const QUOTA_COUNT_WAIT_MS = 15_000;
+const QUOTA_COUNT_WAIT_MS = 90_000;
+/** How long a quota may stay uncounted before it is made again. */
+const QUOTA_REMAKE_MS = 5_000;
 
 /** The name of the ResourceQuota and the LimitRange Berth keeps in every workspace namespace. */
 export const CAPACITY_OBJECT = "berth-workspace";
@@ -47,14 +49,28 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
     if (c.limits.default || c.limits.defaultRequest) {
       await this.#objects.apply({ apiVersion: "v1", kind: "LimitRange", metadata: meta, spec: { limits: [{ type: "Container", ...c.limits }] } }, API_FIELD_MANAGER);
     }
-    const quota = await this.#objects.apply<KubeObject & { status?: { hard?: Record<string, string> } }>({ apiVersion: "v1", kind: "ResourceQuota", metadata: meta, spec: { hard: c.quota } }, API_FIELD_MANAGER);
+    type Quota = KubeObject & { status?: { hard?: Record<string, string>; used?: Record<string, string> } };
+    const quotaObject: Quota = { apiVersion: "v1", kind: "ResourceQuota", metadata: meta, spec: { hard: c.quota } };
+    const ref = { apiVersion: "v1", kind: "ResourceQuota", namespace: name, name: CAPACITY_OBJECT };
     // Until the quota controller has counted what the namespace holds, the API server refuses every
-    // object the quota counts ("status unknown for quota"): the workspace is ready once it has.
-    const counted = (q: typeof quota | undefined) => Object.keys(c.quota).every((k) => q?.status?.hard?.[k] !== undefined);
-    for (let q: typeof quota | undefined = quota, deadline = Date.now() + QUOTA_COUNT_WAIT_MS; !counted(q); ) {
-      if (Date.now() > deadline) throw new UnavailableError("namespace_unavailable", `The quota of namespace ${name} was not counted in time; retry with the same id to finish.`);
+    // object the quota counts ("status unknown for quota"): the workspace is ready once it has. A
+    // count of Berth's own resources is counted only once the controller has discovered them (up
+    // to half a minute after their CRDs were installed), and a quota it counted before that keeps
+    // lacking them until its next full resync: such a quota is made again, every few seconds.
+    const counted = (q: Quota | undefined) => Object.keys(c.quota).every((k) => q?.status?.hard?.[k] !== undefined && q.status.used?.[k] !== undefined);
+    const start = Date.now();
+    let q: Quota | undefined = await this.#objects.apply<Quota>(quotaObject, API_FIELD_MANAGER);
+    let made = start;
+    while (!counted(q)) {
+      if (Date.now() - start > QUOTA_COUNT_WAIT_MS) throw new UnavailableError("namespace_unavailable", `The quota of namespace ${name} was not counted in time; retry with the same id to finish.`);
       await new Promise((r) => setTimeout(r, 100));
-      q = await this.#objects.get({ apiVersion: "v1", kind: "ResourceQuota", namespace: name, name: CAPACITY_OBJECT });
+      if (Date.now() - made > QUOTA_REMAKE_MS) {
+        await this.#objects.delete(ref).catch(() => undefined);
+        q = await this.#objects.apply<Quota>(quotaObject, API_FIELD_MANAGER);
+        made = Date.now();
+        continue;
+      }
+      q = await this.#objects.get<Quota>(ref);
     }
   }
 
