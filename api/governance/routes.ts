@@ -85,7 +85,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       params: AppParams, responses: { 200: ObservabilityConfigSchema },
       handler: async ({ params }) => {
         const app = await g.requireApp(params.workspaceId, params.appId);
-        return { status: 200, body: (await g.configs.get(params.workspaceId, params.appId, app.createdAt)).config };
+        return { status: 200, body: (await g.configs.get(params.workspaceId, params.appId, app)).config };
       },
     }),
     defineRoute({
@@ -95,7 +95,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       params: AppParams, body: ObservabilityConfigPatch, responses: { 200: ObservabilityConfigSchema },
       handler: async ({ params, body, em }) => {
         const app = await g.requireApp(params.workspaceId, params.appId);
-        return { status: 200, body: (await g.configs.update(em, params.workspaceId, params.appId, body, app.createdAt)).config };
+        return { status: 200, body: (await g.configs.update(em, params.workspaceId, params.appId, body, app)).config };
       },
     }),
     defineRoute({

@@ -52,13 +52,14 @@ export class ObservabilityConfigService {
   }
 
   /**
-   * The app's config, or the defaults. `since`: the App's creation; a config last written before
-   * it belongs to an earlier App of the same id (permanently deleted before its store existed,
-   * which would have removed it) and is not this App's.
+   * The app's config, or the defaults. `app`: the App as it is now; a config written for another
+   * App of the same id (permanently deleted before its store existed, which would have removed
+   * it) is not this App's: one recorded with another uid, or, written before uids were recorded,
+   * last written before this App was created.
    */
-  async get(workspaceId: string, appId: string, since?: Date): Promise<AppConfigState> {
+  async get(workspaceId: string, appId: string, app?: AppIdentity): Promise<AppConfigState> {
     const pool = await this.#db.pool();
-    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} and ($3::timestamptz is null or updated_at >= $3)`, [workspaceId, appId, since ?? null]);
+    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} and not ${STALE}`, [workspaceId, appId, app?.uid ?? null, app?.createdAt ?? null]);
     return rows[0] ? stateOf(rows[0]) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
   }
 
@@ -77,13 +78,13 @@ export class ObservabilityConfigService {
    * A partial update (observability.ts); 422 with every offending field, nothing stored then.
    * `em` resolves the guard templates the patch names (guard-templates.ts).
    */
-  async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch, since?: Date): Promise<AppConfigState> {
+  async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch, app?: AppIdentity): Promise<AppConfigState> {
     const entries = patch.guards?.custom_templates;
     const resolved = entries ? await this.#templates.resolve(em, workspaceId, entries.map((e) => e.template_id)) : undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#db.tx(async (c) => {
-          if (since) await removeStaleAppConfig(c, workspaceId, appId, since);
+          if (app) await removeStaleAppConfig(c, workspaceId, appId, app);
           const { rows } = await c.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} for update`, [workspaceId, appId]);
           const row = rows[0];
           const current = row ? stateOf(row) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
@@ -100,12 +101,12 @@ export class ObservabilityConfigService {
           new GuardEngine(engineInput(config, templates));
           const { rows: [next] } = await c.query<{ v: string }>("select nextval('governance_config_version_seq') as v");
           const version = Number(next!.v);
-          const values = [workspaceId, appId, JSON.stringify(config), JSON.stringify(templates), version, this.#now()];
+          const values = [workspaceId, appId, JSON.stringify(config), JSON.stringify(templates), version, this.#now(), app?.uid ?? null];
           if (row) {
-            await c.query(`update governance_app_configs set config = $3::jsonb, templates = $4::jsonb, version = $5, updated_at = $6 ${BY_APP}`, values);
+            await c.query(`update governance_app_configs set config = $3::jsonb, templates = $4::jsonb, version = $5, updated_at = $6, app_uid = coalesce($7, app_uid) ${BY_APP}`, values);
           } else {
-            await c.query(`insert into governance_app_configs (workspace_id, app_id, config, templates, version, updated_at, id)
-                           values ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7)`, [...values, randomUUID()]);
+            await c.query(`insert into governance_app_configs (workspace_id, app_id, config, templates, version, updated_at, app_uid, id)
+                           values ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8)`, [...values, randomUUID()]);
           }
           return { config, templates, version };
         });
@@ -118,9 +119,16 @@ export class ObservabilityConfigService {
   }
 }
 
-/** Removes a config last written before the App was created: an earlier App's of the same id. */
-export async function removeStaleAppConfig(c: Client, workspaceId: string, appId: string, appCreatedAt: Date): Promise<void> {
-  await c.query(`delete from governance_app_configs ${BY_APP} and updated_at < $3`, [workspaceId, appId, appCreatedAt]);
+/** The App a config is read or written for: its uid and creation time. */
+export interface AppIdentity { uid?: string | undefined; createdAt?: Date | undefined }
+
+/** A config row that is another App's ($3: this App's uid, $4: its creation time). */
+const STALE = `((app_uid is not null and $3::text is not null and app_uid <> $3::text)
+                or (app_uid is null and $4::timestamptz is not null and updated_at < $4::timestamptz))`;
+
+/** Removes a config written for an earlier App of the same id. */
+export async function removeStaleAppConfig(c: Client, workspaceId: string, appId: string, app: AppIdentity): Promise<void> {
+  await c.query(`delete from governance_app_configs ${BY_APP} and ${STALE}`, [workspaceId, appId, app.uid ?? null, app.createdAt ?? null]);
 }
 
 /** Removes an app's config inside the caller's transaction (an App's permanent deletion). */

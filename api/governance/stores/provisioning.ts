@@ -128,7 +128,7 @@ export class ProvisioningService {
     const { project, key } = await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, req.appName);
       // a config an earlier App of this id left (deleted before it had a store) is not this App's
-      if (app?.uid === req.appUid && app.createdAt) await removeStaleAppConfig(c, workspaceId, req.appName, app.createdAt);
+      await removeStaleAppConfig(c, workspaceId, req.appName, { uid: req.appUid, createdAt: app?.uid === req.appUid ? app.createdAt : undefined });
       const row = await this.#lockedProject(c, workspaceId, req.appName);
       const sameApp = !row || row.appUid === null || row.appUid === req.appUid;
       if (row && row.status === "disabled" && sameApp) {
