@@ -13,14 +13,14 @@ test("migrations apply to a fresh database, revert completely and apply again", 
   t.teardown(() => orm.close());
 
   t.deepEqual(await migrateUp(orm), MIGRATIONS.map((m) => m.name));
-  t.deepEqual(await tables(db.url), ["api_keys", "governance_app_configs", "governance_app_keys", "governance_guard_templates", "governance_projects", "platform_admin_keys", "used_sign_in_tickets", "webhook_deliveries", "workspaces"]);
+  t.deepEqual(await tables(db.url), ["api_keys", "governance_app_configs", "governance_app_keys", "governance_audit_restarts", "governance_guard_templates", "governance_projects", "platform_admin_keys", "used_sign_in_tickets", "webhook_deliveries", "workspaces"]);
   t.deepEqual(await migrateUp(orm), [], "a second run applies nothing");
 
   t.deepEqual(await migrateDown(orm), [...MIGRATIONS].reverse().map((m) => m.name));
   t.deepEqual(await tables(db.url), []);
 
   await migrateUp(orm);
-  t.deepEqual(await tables(db.url), ["api_keys", "governance_app_configs", "governance_app_keys", "governance_guard_templates", "governance_projects", "platform_admin_keys", "used_sign_in_tickets", "webhook_deliveries", "workspaces"]);
+  t.deepEqual(await tables(db.url), ["api_keys", "governance_app_configs", "governance_app_keys", "governance_audit_restarts", "governance_guard_templates", "governance_projects", "platform_admin_keys", "used_sign_in_tickets", "webhook_deliveries", "workspaces"]);
 });
 
 test("the template database that tests clone is fully migrated", async (t) => {
