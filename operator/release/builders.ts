@@ -26,6 +26,8 @@ export interface BuildSettings {
   baseImages: Partial<Record<string, string>>;
   cpuMillicores: number;
   memoryMi: number;
+  /** Builds one workspace may run at once; the others wait, queued (BERTH_BUILD_MAX_PER_WORKSPACE). */
+  maxPerWorkspace: number;
   /** The local disk a build may fill: its clone, git's and the program's files (ephemeral storage). */
   storageMi: number;
   timeoutSeconds: number;
@@ -37,6 +39,20 @@ export interface BuildSettings {
 export const BUILD_CACHE_TAG = "buildcache";
 
 /** The repository a release's image is pushed to (without a tag). */
+/**
+ * Whether a queued release may start its build now: a workspace runs at most `max` builds at once
+ * (BERTH_BUILD_MAX_PER_WORKSPACE), and its queued releases start oldest first. Pure.
+ */
+export function buildSlot(r: ReleaseObject, inNamespace: readonly ReleaseObject[], max: number): { start: true } | { start: false; running: number; ahead: number } {
+  const phase = (x: ReleaseObject) => x.status?.phase ?? "queued";
+  const running = inNamespace.filter((x) => phase(x) === "building" && !x.metadata.deletionTimestamp).length;
+  const when = (x: ReleaseObject) => new Date(x.metadata.creationTimestamp ?? 0).getTime();
+  const queued = inNamespace.filter((x) => phase(x) === "queued" && !x.spec.image && !x.metadata.deletionTimestamp)
+    .sort((a, b) => when(a) - when(b) || (a.metadata.name ?? "").localeCompare(b.metadata.name ?? ""));
+  const ahead = queued.findIndex((x) => x.metadata.uid === r.metadata.uid);
+  return ahead >= 0 && ahead < max - running ? { start: true } : { start: false, running, ahead: Math.max(0, ahead) };
+}
+
 export function imageRepository(s: BuildSettings, namespace: string, app: string): string {
   return [s.registry, s.repositoryPrefix, namespace, app].filter(Boolean).join("/");
 }

@@ -18,7 +18,7 @@ import { groupOf, type Access } from "../../kube/rbac.ts";
 import { governanceSecretName, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
 import type { AppObject } from "../app/reconcile.ts";
 import { applyReleaseStatus } from "./status.ts";
-import { buildJob, jobOutcome, parseBuildResult, releaseFailure, releaseJob, tail, terminated, type BuildSettings } from "./builders.ts";
+import { buildJob, buildSlot, jobOutcome, parseBuildResult, releaseFailure, releaseJob, tail, terminated, type BuildSettings } from "./builders.ts";
 import type { BuildLogs } from "./build-log.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 
@@ -75,9 +75,14 @@ export interface ReleaseReconcilerDeps {
 /** Release command Jobs may run this long. */
 const RELEASE_TIMEOUT_SECONDS = 15 * 60;
 
+/** How often a release waiting for a build slot looks again (a build's end also wakes nothing here). */
+const BUILD_SLOT_RECHECK_MS = 3_000;
+
 export class ReleaseReconciler implements Reconciler {
   private readonly deps: ReleaseReconcilerDeps;
   private readonly cache: ReadYourWritesCache;
+  /** Releases told to wait for a build slot (their Event is recorded once). */
+  private readonly waiting = new Set<string>();
 
   constructor(deps: ReleaseReconcilerDeps) {
     this.deps = deps;
@@ -109,6 +114,16 @@ export class ReleaseReconciler implements Reconciler {
         await this.write(r, { phase: "build_failed", finishedAt: now, failure: { step: "build", reason: "BuildsNotConfigured", message: "This installation has no builder configured (chart values builder.*): deploy a prebuilt image (spec.image) instead" } }, ctx, "BuildFailed", "Builds are not configured");
         return;
       }
+      const slot = buildSlot(r, this.deps.releases.list(namespace), build.maxPerWorkspace);
+      if (!slot.start) {
+        const key = `${namespace}/${name}`;
+        if (!this.waiting.has(key)) {
+          this.waiting.add(key);
+          this.deps.events?.event(r, "Normal", "BuildWaiting", `The workspace runs ${slot.running} builds, its most at once (${build.maxPerWorkspace}); this one starts when one ends (${slot.ahead} queued before it)`);
+        }
+        return { requeueAfterMs: BUILD_SLOT_RECHECK_MS };
+      }
+      this.waiting.delete(`${namespace}/${name}`);
       await this.ensureJob(buildJob(r, build, this.deps.cfg) as KubeObject);
       await this.write(r, { phase: "building", buildStartedAt: now }, ctx, "Building", `Building commit ${r.spec.git!.commitSha.slice(0, 12)} of ${r.spec.git!.branch}`);
       return;

@@ -4,7 +4,7 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { gitCredentialsSecret, jobName, overtaken, releasesToPrune, servingRelease } from "../../crds/release.ts";
 import { AppSpec, type ReleasePhase } from "../../crds/schemas.ts";
-import { buildJob, imageRepository, jobOutcome, parseBuildResult, releaseFailure, releaseJob, RESULT_LINE_PREFIX, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
+import { buildJob, buildSlot, imageRepository, jobOutcome, parseBuildResult, releaseFailure, releaseJob, RESULT_LINE_PREFIX, type BuildSettings, type ReleaseObject } from "../../operator/release/builders.ts";
 import { computeStatus } from "../../operator/app/status.ts";
 import { releasesOfApp } from "../../operator/release/reconcile.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
@@ -57,7 +57,7 @@ test("Job names stay valid label values (63) and distinct per step", (t) => {
 
 const settings: BuildSettings = {
   builderImage: "reg/berth/berth-builder:t", registry: "127.0.0.1:5000", repositoryPrefix: "apps", registryInsecure: true,
-  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600, cache: "local",
+  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600, cache: "local", maxPerWorkspace: 2,
 };
 const cfg = { baseDomain: "apps.test", nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "t", operator: "Exists", effect: "NoSchedule" }] };
 const envOf = (c: k8s.V1Container) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
@@ -175,4 +175,23 @@ test("a build log's result line: only a whole line with the prefix and the resul
   t.is(resultOfLine(`[build] #5 ${RESULT_LINE_PREFIX}${JSON.stringify(ok)}`), undefined, "a build step's output");
   t.is(resultOfLine("[result] ok: r/x@sha256:… (dockerfile)"), undefined, "the line for people");
   t.is(resultOfLine(`${RESULT_LINE_PREFIX}${JSON.stringify({ ...ok, image: "r/x:latest" })}`), undefined, "an image not pinned by digest");
+});
+
+test("build slots: a workspace runs at most its number of builds at once; queued releases start oldest first", (t) => {
+  const rel = (name: string, phase: string | undefined, created: string, o: { image?: string; ns?: string } = {}) => ({
+    apiVersion: "berth.dev/v1alpha1", kind: "Release",
+    metadata: { name, namespace: o.ns ?? "ws", uid: name, creationTimestamp: created },
+    spec: { appRef: { name: "a" }, sequence: 1, trigger: "push", ...(o.image ? { image: o.image } : { git: { repoUrl: "https://g/r.git", branch: "main", commitSha: "a".repeat(40) } }) },
+    ...(phase ? { status: { phase } } : {}),
+  }) as unknown as ReleaseObject;
+  const b1 = rel("b1", "building", "2026-11-26T10:00:00Z"), b2 = rel("b2", "building", "2026-11-26T10:00:01Z");
+  const q1 = rel("q1", "queued", "2026-11-26T10:00:02Z"), q2 = rel("q2", undefined, "2026-11-26T10:00:03Z");
+  t.deepEqual(buildSlot(q1, [b1, b2, q1, q2], 2), { start: false, running: 2, ahead: 0 }, "two builds run: the third waits");
+  t.deepEqual(buildSlot(q2, [b1, b2, q1, q2], 2), { start: false, running: 2, ahead: 1 });
+  const done = rel("b1", "succeeded", "2026-11-26T10:00:00Z");
+  t.deepEqual(buildSlot(q1, [done, b2, q1, q2], 2), { start: true }, "a slot frees: the oldest queued starts");
+  t.deepEqual(buildSlot(q2, [done, b2, q1, q2], 2), { start: false, running: 1, ahead: 1 }, "the younger one still waits its turn");
+  t.deepEqual(buildSlot(q2, [done, b2, q1, q2], 3), { start: true });
+  const rollback = rel("r1", "queued", "2026-11-26T09:00:00Z", { image: "reg/x@sha256:00" });
+  t.deepEqual(buildSlot(q1, [done, b2, rollback, q1], 2), { start: true }, "a rollback builds nothing and takes no slot");
 });
