@@ -25,8 +25,9 @@
 // role only ever gets SELECT on the rollups, never UPDATE.
 //
 // The audit table refuses UPDATE, DELETE and TRUNCATE through triggers that raise, for every role
-// including the owner; only a superuser who switches triggers off (session_replication_role =
-// replica, or ALTER TABLE ... DISABLE TRIGGER) can change a row, and the hash chain then names it.
+// including the owner; only whoever may switch the triggers off can change a row: the owner (the
+// API's user: ALTER TABLE ... DISABLE TRIGGER) or a superuser (also session_replication_role =
+// replica). The hash chain then names the row (api/governance/audit.ts).
 import { ident, identLiteral, type StoreNames } from "./names.ts";
 
 /** Tables of a store, in creation order. */
