@@ -57,7 +57,17 @@ const shell = (command: string): string => exec(["/bin/sh", "-c", command]);
 
 const has = (tree: SourceTree, path: string): boolean => tree.files.includes(path);
 
-export function detect(tree: SourceTree, bases: BaseImages): Detection {
+/**
+ * The plans' BuildKit cache mounts (`id=berth-npm` and the like) with `scope` appended. A cache id
+ * belongs to the whole daemon and any Dockerfile may name it: with an App's own unguessable
+ * scope (the operator derives it from the App's uid), no other workspace's build can read or
+ * plant files in this App's dependency caches. Pure.
+ */
+export function scopeCacheIds(dockerfile: string, scope: string | undefined): string {
+  return scope ? dockerfile.replace(/\bid=(berth-[a-z]+),/g, `id=$1-${scope},`) : dockerfile;
+}
+
+export function detect(tree: SourceTree, bases: BaseImages, cacheScope?: string): Detection {
   const notes: string[] = [];
   if (has(tree, "Dockerfile")) notes.push("the repository has a Dockerfile; detection ignores it (set the App's dockerfilePath to build it instead)");
   const stack = detectStack(tree);
@@ -67,7 +77,7 @@ export function detect(tree: SourceTree, bases: BaseImages): Detection {
   const base = bases[stack];
   if (!base) return fail("BaseImageNotConfigured", `detected a ${STACK_NAMES[stack]} app, but no base image is configured for ${stack} (the builder's baseImages.${stack}): ask the platform's operator to configure one, or add a Dockerfile and set the App's dockerfilePath`);
   const planned = PLANNERS[stack](tree, base, notes);
-  return planned.ok ? { ok: true, plan: { ...planned.plan, notes: [...notes, ...planned.plan.notes] } } : planned;
+  return planned.ok ? { ok: true, plan: { ...planned.plan, dockerfile: scopeCacheIds(planned.plan.dockerfile, cacheScope), notes: [...notes, ...planned.plan.notes] } } : planned;
 }
 
 export const STACK_NAMES: Record<Stack, string> = { node: "Node.js", python: "Python", go: "Go", static: "static site" };

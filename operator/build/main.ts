@@ -266,7 +266,7 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
     stack = "dockerfile";
     input = { context: src, dockerfileDir: join(src, dirname(dockerfile)), dockerfileName: dockerfile.split("/").at(-1)!, metadataFile };
   } else {
-    const detected = detect(await sourceTree(files, src), c.baseImages);
+    const detected = detect(await sourceTree(files, src), c.baseImages, c.cacheScope);
     if (!detected.ok) throw new StepError("detect", detected.reason, detected.message);
     const plan: Plan = detected.plan;
     stack = plan.stack;

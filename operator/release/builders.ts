@@ -1,6 +1,7 @@
 // The Jobs of a release (docs/deployments.md): the build (operator/build/main.ts in the builder
 // image, with BuildKit) and the release command (in the built image, with the App's environment).
 // Pure: no I/O, no clock; table-tested.
+import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, type AppSpec } from "../../crds/schemas.ts";
 import { envSecretName } from "../../crds/app.ts";
@@ -75,8 +76,14 @@ const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED
  * volumes starts sooner: the kubelet checks a pod's mounts every 300 ms before starting it, and ten
  * build pods starting at once on a small node spend that wait and more (docs/builds.md).
  */
+/** The cache scope of an App's builds: from its uid, which no other workspace can learn (docs/builds.md "Caching"). */
+export function cacheScopeOf(appUid: string): string {
+  return createHash("sha256").update(`berth-build-cache:${appUid}`).digest("hex").slice(0, 20);
+}
+
 export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
   const git = r.spec.git!;
+  const appUid = r.metadata.ownerReferences?.find((o) => o.kind === "App" && o.name === r.spec.appRef.name)?.uid;
   const repository = imageRepository(s, r.metadata.namespace!, r.spec.appRef.name);
   // The build itself runs in BuildKit: the pod clones, plans and streams the context, so it asks
   // for little (ten builds at once fit a small node) and may use up to the configured limits.
@@ -93,6 +100,7 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
     { name: "BUILDKIT_HOST", value: s.buildkitHost },
     { name: "BERTH_BUILD_REGISTRY_INSECURE", value: String(s.registryInsecure) },
     { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },
+    ...(appUid ? [{ name: "BERTH_BUILD_CACHE_SCOPE", value: cacheScopeOf(appUid) }] : []),
     { name: "HOME", value: "/workspace" },
     ...(git.installationId ? (["USERNAME", "PASSWORD"] as const).map((k): k8s.V1EnvVar => ({
       name: `GIT_${k}`, valueFrom: { secretKeyRef: { name: gitCredentialsSecret(git.installationId!), key: k.toLowerCase() } },

@@ -7,6 +7,8 @@ import { ConfigError, parseConfig, safeRelativePath } from "../../operator/build
 import type { BuildResult } from "../../operator/build/main.ts";
 import { buildctlArgs, buildctlEnv, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, logLine, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
+import { scopeCacheIds } from "../../operator/build/detect.ts";
+import { cacheScopeOf } from "../../operator/release/builders.ts";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";
 const ENV = {
@@ -166,4 +168,17 @@ test("a repository's text cannot start a log line of its own: a forged [result] 
   t.true(printed.startsWith("[detect] detected node; start command: node server.js\\n[result] "));
   t.is(resultOfLine(printed), undefined);
   t.is(logLine("build", "#5 0.1 step\tdone \u001b[31mred"), "[build] #5 0.1 step\tdone \\u001b[31mred", "tabs kept, other control characters escaped");
+});
+
+test("the generated plans' cache ids carry the App's own scope, so no other build can name them", (t) => {
+  const plan = "RUN --mount=type=cache,id=berth-gomod,target=/root/go/pkg/mod,sharing=locked \\\n    --mount=type=cache,id=berth-gobuild,target=/root/.cache/go-build,sharing=locked go build\n";
+  const scope = cacheScopeOf("7d3e2f1a-uid-of-the-app");
+  t.regex(scope, /^[0-9a-f]{20}$/);
+  const scoped = scopeCacheIds(plan, scope);
+  t.true(scoped.includes(`id=berth-gomod-${scope},`) && scoped.includes(`id=berth-gobuild-${scope},`));
+  t.false(/id=berth-gomod,/.test(scoped), "the daemon-wide id a hostile Dockerfile could name is gone");
+  t.not(cacheScopeOf("another-app"), scope);
+  t.is(scopeCacheIds(plan, undefined), plan, "no scope (a Release applied without its App's owner reference): the plan as it was");
+  t.is(parseConfig({ ...ENV, BERTH_BUILD_CACHE_SCOPE: scope }).cacheScope, scope);
+  t.is(configError({ ...ENV, BERTH_BUILD_CACHE_SCOPE: "Not/A scope" })?.step, "detect");
 });
