@@ -169,6 +169,13 @@ export const FORWARD_AUTH = {
   loginParam: "berth_login",
   /** The cookie, on the App's host only, that carries a viewer's grant after the first visit. */
   cookie: "berth_share",
+  /**
+   * The same cookie on an https request: `__Host-` makes the browser keep it only when it was set
+   * Secure, for the exact host, on path / and without a Domain, so that no sibling host under the
+   * base domain can plant or shadow it (cookie tossing). Plain http (local setups) keeps the plain
+   * name, which browsers would refuse with the prefix.
+   */
+  secureCookie: "__Host-berth_share",
   /** Headers the ingress passes on to the App on an allowed request (set by the API, never by the client). */
   responseHeaders: ["X-Berth-Share", "X-Berth-User"],
   /** The client's headers the check is given (Traefik's authRequestHeaders): the viewer's cookies only. */

@@ -51,6 +51,11 @@ export interface ForwardAuthDeps {
   now: () => Date;
 }
 
+/** The name of the grant cookie for a request's scheme: `__Host-berth_share` over https, `berth_share` over http. */
+export function grantCookieName(proto: string): string {
+  return proto === "https" ? FORWARD_AUTH.secureCookie : FORWARD_AUTH.cookie;
+}
+
 /** Verified cookies remembered (value → grant), so that a cookie's HMAC is computed once. */
 const VERIFIED_CAP = 10_000;
 
@@ -85,8 +90,9 @@ export class ForwardAuth {
     return shareView(this.#d.cache.get<ShareObject>("Share", ns, name));
   }
 
-  #grantOf(cookie: string | undefined): { grant?: Grant; forged: boolean } {
-    const value = cookieValue(cookie, FORWARD_AUTH.cookie);
+  #grantOf(cookie: string | undefined, proto: string): { grant?: Grant; forged: boolean } {
+    // over https only the __Host- cookie counts: a plain one could have been tossed by a sibling host
+    const value = cookieValue(cookie, grantCookieName(proto));
     if (!value) return { forged: false };
     const known = this.#verified.get(value);
     if (known) return { grant: known, forged: false };
@@ -98,7 +104,7 @@ export class ForwardAuth {
   }
 
   #setCookie(req: EdgeRequest, grant: Grant, nowMs: number): string {
-    return grantCookie(FORWARD_AUTH.cookie, sign(this.#d.key, "grant", grant), { maxAgeSeconds: grant.exp - nowMs / 1000, secure: req.proto === "https" });
+    return grantCookie(grantCookieName(req.proto), sign(this.#d.key, "grant", grant), { maxAgeSeconds: grant.exp - nowMs / 1000, secure: req.proto === "https" });
   }
 
   #log(req: EdgeRequest, d: Decision | { allow: false; reason: DenyReason }, how: string, extra: Record<string, unknown> = {}): void {
@@ -121,7 +127,7 @@ export class ForwardAuth {
     const hostname = req.host.replace(/:\d+$/, "").toLowerCase();
     const url = new URL(`${req.proto === "https" ? "https" : "http"}://${req.host}${req.uri.startsWith("/") ? req.uri : `/${req.uri}`}`);
     const at = { ns: req.namespace, app: req.app, host: hostname };
-    const { grant: cookieGrant, forged } = this.#grantOf(req.cookie);
+    const { grant: cookieGrant, forged } = this.#grantOf(req.cookie, req.proto);
 
     // A sign-in ticket handed back by the sign-in flow: the viewer now carries a user.
     const ticketValue = url.searchParams.get(FORWARD_AUTH.loginParam);

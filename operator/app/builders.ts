@@ -115,7 +115,7 @@ export function buildMiddleware(app: AppRef, spec: Pick<AppSpec, "visibility">, 
           trustForwardHeader: false,
           authRequestHeaders: [...FORWARD_AUTH.requestHeaders],
           authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
-          addAuthCookiesToResponse: [FORWARD_AUTH.cookie],
+          addAuthCookiesToResponse: [FORWARD_AUTH.cookie, FORWARD_AUTH.secureCookie],
           maxResponseBodySize: FORWARD_AUTH.maxResponseBytes,
         },
       }

@@ -132,11 +132,19 @@ test.serial("a private service refuses a visitor without a share and a forged to
   t.is(again.status, 200);
   t.is(b.cookie(`blog.${DOMAIN}`, "berth_share"), undefined, "the cookie belongs to the App's host only");
 
-  // over https the cookie is Secure
+  // over https the cookie is __Host- and Secure, and it alone opens the App there
   const secure = browser("https");
   const h = await secure.request(s.url);
   t.is(h.status, 302);
-  t.regex(h.headers.getSetCookie()[0]!, /; Secure$/);
+  const hostCookie = h.headers.getSetCookie()[0]!;
+  t.regex(hostCookie, /^__Host-berth_share=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax; Secure$/, "no Domain, path /, Secure: what the prefix demands");
+  const value = hostCookie.split(";")[0]!.slice("__Host-berth_share=".length);
+  const viaHttps = (cookie: string) => fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
+    redirect: "manual", headers: { "X-Forwarded-Method": "GET", "X-Forwarded-Proto": "https", "X-Forwarded-Host": hostOf("shop"), "X-Forwarded-Uri": "/", Cookie: cookie },
+  });
+  t.is((await viaHttps(`__Host-berth_share=${value}`)).status, 200);
+  // the same grant under the plain name (what a sibling host under the base domain could toss in) counts for nothing over https
+  t.is((await viaHttps(`berth_share=${value}`)).status, 403);
   await api.fetchJson("DELETE", `${shares()}/${s.id}`);
 });
 

@@ -228,7 +228,7 @@ test("a private App behind Traefik gets a ForwardAuth Middleware for it, named b
   t.is(mw.metadata.ownerReferences?.[0]?.uid, ref.uid);
   t.deepEqual(mw.spec.forwardAuth, {
     address: "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop", trustForwardHeader: false,
-    authRequestHeaders: ["Cookie"], authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share"],
+    authRequestHeaders: ["Cookie"], authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share", "__Host-berth_share"],
     maxResponseBodySize: 65536,
   });
   const ing = children.find((c) => c.kind === "Ingress")!;
