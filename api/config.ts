@@ -77,6 +77,10 @@ export const ConfigSchema = z.object({
     .describe("Comma-separated CIDRs of the proxies in front of the API (the ingress controller): from a peer in them, the client's address is read from X-Forwarded-For (the rightmost hop that is not a trusted proxy), so that callers without a key get a budget each rather than one for everybody behind the proxy. Empty: the socket's peer"),
   BERTH_MAX_KEYS_PER_WORKSPACE: z.coerce.number().int().min(1).max(10_000).default(50)
     .describe("Workspace API keys a workspace may hold at once (revoked ones do not count): all of them share the workspace's rate-limit budget"),
+  BERTH_RATE_LIMIT_EDGE_PER_SECOND: z.coerce.number().min(0).max(100_000).default(100)
+    .describe("Forward-auth checks per second each viewer (the client address the ingress names in X-Forwarded-For) may cause; past it that viewer gets 429 through the ingress and every other viewer is still served. 0 turns the limit off"),
+  BERTH_RATE_LIMIT_EDGE_BURST: z.coerce.number().int().min(1).max(1_000_000).default(1000)
+    .describe("Forward-auth checks a viewer may cause at once before BERTH_RATE_LIMIT_EDGE_PER_SECOND applies"),
   BERTH_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).max(10 * 60_000).default(DEFAULT_HEADERS_TIMEOUT_MS)
     .describe("A client that has not sent its request's headers this long after it started is cut off (408)"),
   BERTH_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(60 * 60_000).default(DEFAULT_REQUEST_TIMEOUT_MS)

@@ -19,6 +19,7 @@ import { governanceRoutes } from "./governance/routes.ts";
 import { analyticsRoutes } from "./governance/reads/analytics/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { Outbound, OutboundPolicy } from "./http/outbound.ts";
+import { RateLimiter } from "./http/limits.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
 import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
@@ -159,7 +160,10 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),
-    ...shareRoutes({ shares: s.shares, forwardAuth: s.forwardAuth, signIn: () => s.signIn }),
+    ...shareRoutes({
+      shares: s.shares, forwardAuth: s.forwardAuth, signIn: () => s.signIn,
+      edgeLimiter: new RateLimiter({ perSecond: s.config.BERTH_RATE_LIMIT_EDGE_PER_SECOND, burst: s.config.BERTH_RATE_LIMIT_EDGE_BURST }),
+    }),
     ...domainRoutes(s.domains),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),

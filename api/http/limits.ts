@@ -141,7 +141,7 @@ export function rateLimitHeaders(policy: string, d: Decision, budget: Budget): R
 export class TooManyRequestsError extends DomainError {
   readonly retryAfterSeconds: number;
   constructor(policy: string, retryAfterSeconds: number) {
-    super(429, "rate_limited", `Too many requests: the ${policy} budget of this ${policy === "ingest" ? "app key" : "caller"} is spent; retry after ${retryAfterSeconds} s.`, { details: { policy, retryAfterSeconds } });
+    super(429, "rate_limited", `Too many requests: the ${policy} budget of this ${policy === "ingest" ? "app key" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`, { details: { policy, retryAfterSeconds } });
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { FORWARD_AUTH } from "../../crds/app.ts";
 import { defineBareRoute, defineRoute, type RouteDef } from "../http/route.ts";
 import { NotFoundError } from "../errors.ts";
+import { TooManyRequestsError, type RateLimiter } from "../http/limits.ts";
 import { AppId, AppParams, ObjectId } from "../apps/schemas.ts";
 import { DNS_LABEL } from "../../crds/schemas.ts";
 import { CreateShareBody, CreatedShare, ShareList, type SharesService } from "./service.ts";
@@ -17,6 +18,13 @@ const EdgeParams = z.object({ namespace: z.string().min(1).max(63).regex(new Reg
 export interface ShareRoutesDeps {
   shares: SharesService;
   forwardAuth: ForwardAuth;
+  /**
+   * The forward-auth check's budget per viewer (BERTH_RATE_LIMIT_EDGE_*), keyed by the address the
+   * ingress names in X-Forwarded-For: one client past it gets 429 through the ingress, every other
+   * viewer of the service is still served. Absent or 0 per second: no limit.
+   */
+  edgeLimiter?: RateLimiter | undefined;
+  now?: () => number;
   /** undefined when no identity provider is configured. */
   signIn: () => OidcSignIn | undefined;
 }
@@ -59,8 +67,15 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
       rateLimit: "none",
       summary: "Forward-auth check of a private service (called by the ingress)",
       description: "Traefik's ForwardAuth middleware (and ingress-nginx's auth-url) call this before each request to a private service, with X-Forwarded-Host/-Proto/-Uri/-Method (nginx: X-Original-URL, X-Original-Method) and the viewer's Cookie. 200: pass (X-Berth-Share, X-Berth-User for the service); 302: a share token or sign-in ticket taken (Set-Cookie on the service's host, back to the same URL without it) or off to sign in; 401 share_login_required, 403 share_<reason>: refused.",
-      params: EdgeParams, responses: { 200: null, 302: null, 401: null, 403: null },
+      params: EdgeParams, responses: { 200: null, 302: null, 401: null, 403: null, 429: null },
       bare: ({ params, header, host: ownHost }) => {
+        if (d.edgeLimiter?.enabled) {
+          // the client as the ingress saw it (Traefik sets X-Forwarded-For itself; a direct caller
+          // naming any address only picks its own budget)
+          const viewer = header("X-Forwarded-For").split(",").at(-1)?.trim() || "unknown";
+          const spent = d.edgeLimiter.take(`viewer:${viewer}`, (d.now ?? Date.now)());
+          if (!spent.allowed) throw new TooManyRequestsError("edge", spent.retryAfterSeconds);
+        }
         const original = header("X-Original-URL");
         let host = header("X-Forwarded-Host"), proto = header("X-Forwarded-Proto"), uri = header("X-Forwarded-Uri");
         if (original) {

@@ -111,6 +111,24 @@ test("behind trusted proxies each client has its own budget (X-Forwarded-For); w
   t.is((await anon(behind, "203.0.113.8")).status, 200, "another client behind the proxy is served");
 });
 
+test("forward-auth: one viewer past its budget gets 429 through the ingress; every other viewer of the service is still served", async (t) => {
+  const check = (api: TestApi, viewer: string) => fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
+    redirect: "manual", headers: { "X-Forwarded-For": viewer, "X-Forwarded-Proto": "http", "X-Forwarded-Host": "shop.apps.berth.local", "X-Forwarded-Uri": "/", "X-Forwarded-Method": "GET" },
+  });
+  const limited = await startApi({ env: { BERTH_RATE_LIMIT_EDGE_PER_SECOND: "0.001", BERTH_RATE_LIMIT_EDGE_BURST: "3" } });
+  t.teardown(() => limited.stop());
+  for (let i = 0; i < 3; i++) t.not((await check(limited, "203.0.113.7")).status, 429);
+  const over = await check(limited, "203.0.113.7");
+  t.is(over.status, 429);
+  t.truthy(over.headers.get("retry-after"));
+  t.is(((await over.json()) as { code: string }).code, "rate_limited");
+  t.not((await check(limited, "203.0.113.8")).status, 429, "another viewer behind the same ingress is answered");
+  // the limit off: the same viewer is never throttled
+  const open = await startApi({ env: { BERTH_RATE_LIMIT_EDGE_PER_SECOND: "0" } });
+  t.teardown(() => open.stop());
+  for (let i = 0; i < 6; i++) t.not((await check(open, "203.0.113.7")).status, 429);
+});
+
 test("a workspace holds at most BERTH_MAX_KEYS_PER_WORKSPACE keys (409 key_limit_reached); revoking one makes room", async (t) => {
   const api = await startApi({ env: { BERTH_MAX_KEYS_PER_WORKSPACE: "3" } });
   t.teardown(() => api.stop());
