@@ -12,9 +12,9 @@ const cidrList = z.string().default("").transform((raw, ctx) => {
   try { return parseCidrList(raw); } catch (err) { ctx.addIssue({ code: "custom", message: (err as Error).message }); return z.NEVER; }
 });
 
-/** A JSON value of an environment variable, parsed with `schema`; `fallback` when unset. */
-function jsonVariable<T extends z.ZodType>(schema: T, fallback: z.output<T>) {
-  return z.string().optional().transform((raw, ctx): z.output<T> => {
+/** A JSON value of an environment variable, parsed with `schema`; `fallback` when unset or empty. */
+function jsonVariable<T extends z.ZodType, F extends z.output<T> | undefined>(schema: T, fallback: F) {
+  return z.string().optional().transform((raw, ctx): z.output<T> | F => {
     if (raw === undefined || raw.trim() === "") return fallback;
     let json: unknown;
     try { json = JSON.parse(raw); } catch { ctx.addIssue({ code: "custom", message: "must be JSON" }); return z.NEVER; }
@@ -115,18 +115,7 @@ export const ConfigSchema = z.object({
   BERTH_OIDC_REDIRECT_URL: z.url().regex(/\/api\/v1\/auth\/oidc\/callback$/, "must be <the API's public URL>/api/v1/auth/oidc/callback").optional()
     .describe("The callback registered with the identity provider: <the API's public URL>/api/v1/auth/oidc/callback"),
   BERTH_OIDC_SCOPES: z.string().default("openid email profile"),
-  BERTH_MODEL_PRICES: z.string().optional()
-    .transform((raw, ctx) => {
-      if (raw === undefined || raw.trim() === "") return undefined;
-      let json: unknown;
-      try { json = JSON.parse(raw); } catch { ctx.addIssue({ code: "custom", message: "must be JSON" }); return z.NEVER; }
-      const parsed = ModelPricesConfig.safeParse(json);
-      if (!parsed.success) {
-        for (const i of parsed.error.issues) ctx.addIssue({ code: "custom", message: `${i.path.join(".") || "(root)"}: ${i.message}` });
-        return z.NEVER;
-      }
-      return parsed.data;
-    })
+  BERTH_MODEL_PRICES: jsonVariable(ModelPricesConfig, undefined)
     .describe('Extra or overriding model prices, JSON: {"version"?: string, "models": {"<model>": {"prompt": <USD per 1M tokens>, "completion": <USD per 1M tokens>}}}'),
 });
 const OIDC_VARIABLES = ["BERTH_OIDC_ISSUER_URL", "BERTH_OIDC_CLIENT_ID", "BERTH_OIDC_CLIENT_SECRET", "BERTH_OIDC_REDIRECT_URL"] as const;
