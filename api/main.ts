@@ -63,6 +63,8 @@ export interface Services {
   shareCache: Informer<ShareObject>;
   shares: SharesService;
   forwardAuth: ForwardAuth;
+  /** The forward-auth check's budget per viewer (BERTH_RATE_LIMIT_EDGE_*). */
+  edgeLimiter: RateLimiter;
   /** Viewers' sign-in for requireAuth shares; undefined without an identity provider. */
   signIn: OidcSignIn | undefined;
   domains: DomainsService;
@@ -111,6 +113,7 @@ export function buildServices(deps: {
   return {
     config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
     shares: new SharesService({ cache: apps, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
+    edgeLimiter: new RateLimiter({ perSecond: config.BERTH_RATE_LIMIT_EDGE_PER_SECOND, burst: config.BERTH_RATE_LIMIT_EDGE_BURST }),
     forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, tickets: new PgTicketLedger(orm), log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
     keys: new ApiKeyService({ log: logger, maxPerWorkspace: config.BERTH_MAX_KEYS_PER_WORKSPACE }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
@@ -162,7 +165,7 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...deploymentRoutes(s.deployments),
     ...shareRoutes({
       shares: s.shares, forwardAuth: s.forwardAuth, signIn: () => s.signIn,
-      edgeLimiter: new RateLimiter({ perSecond: s.config.BERTH_RATE_LIMIT_EDGE_PER_SECOND, burst: s.config.BERTH_RATE_LIMIT_EDGE_BURST }),
+      edgeLimiter: s.edgeLimiter,
     }),
     ...domainRoutes(s.domains),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),

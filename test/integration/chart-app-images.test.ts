@@ -38,7 +38,7 @@ test.serial("another namespace's build is refused at admission; the App's own bu
   const foreign = `${REGISTRY}/apps/berth-wsother/shop:0123456789ab`;
   // without the policy the API server admits it
   t.is(await app("before", foreign), undefined);
-  t.is(policyYaml.match(/^kind: ValidatingAdmissionPolicy/gm)?.length, 1);
+  t.is(policyYaml.match(/^kind: ValidatingAdmissionPolicy$/gm)?.length, 1);
   const applied = await kubectl(["apply", "-f", "-"], policyYaml);
   t.is(applied.code, 0, applied.stderr);
   const refused = await eventually("the policy to take effect", async () => {
