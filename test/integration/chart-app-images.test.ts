@@ -46,7 +46,7 @@ test.serial("another namespace's build is refused at admission; the App's own bu
     return e ? e : undefined;
   }, 30_000, 500);
   t.is(refused.code, 403);
-  t.regex(String(refused.body), /spec\.image is another workspace's build: registry\.policy\.test:5000\/apps\/<namespace>\//);
+  t.regex(JSON.stringify(refused.body), /spec\.image is another workspace's build: registry\.policy\.test:5000\/apps\/<namespace>\//);
   t.is(await app("own", `${REGISTRY}/apps/${ns}/own:1`), undefined, "its own namespace's build");
   t.is(await app("base", `${REGISTRY}/berth/node:v1`), undefined, "the platform's base images");
   t.is(await app("elsewhere", "ghcr.io/acme/shop:1"), undefined);
