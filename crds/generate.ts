@@ -51,7 +51,7 @@ export function crdFor(def: KindDef): Json {
         schema: {
           openAPIV3Schema: {
             type: "object",
-            description: `${def.kind} is a Berth ${def.singular}. Generated from crds/schemas.ts: do not edit.`,
+            description: def.description,
             required: ["spec"],
             properties: {
               apiVersion: { type: "string" },

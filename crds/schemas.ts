@@ -29,24 +29,26 @@ export const FQDN = "^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\\.)+[a-z]([-a-z0-9]{0,
 export const fields = {
   name: z.string().min(1).max(100).describe("Display name"),
   slug: z.string().min(1).max(63).regex(new RegExp(DNS_LABEL), "must be a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit")
-    .describe("URL-safe name, unique within the workspace; the default subdomain"),
-  description: z.string().max(2000),
-  type: z.enum(APP_TYPES),
+    .describe("URL-safe name, unique within the workspace: the service is served at <slug>.<baseDomain>, a host that belongs to one service in the whole platform (the first to hold it)"),
+  description: z.string().max(2000).describe("Free text for people; Berth does not read it"),
+  type: z.enum(APP_TYPES).describe("web and api: served over HTTP at the service's host (Deployment, Service, Ingress, autoscaler); worker: a Deployment with no route; cron: a CronJob on schedule"),
   gitRepoUrl: z.string().max(2048).regex(/^https?:\/\/[^\s/$.?#][^\s]*$/, "must be an https:// (or http://) URL")
     .describe("URL of the Git repository, cloned over HTTPS (plain HTTP for in-cluster Git servers)"),
-  gitBranch: z.string().min(1).max(255).regex(/^[^\s~^:?*[\\]+$/, "must be a valid Git branch name"),
-  gitInstallationId: z.string().min(1).max(100),
+  gitBranch: z.string().min(1).max(255).regex(/^[^\s~^:?*[\\]+$/, "must be a valid Git branch name")
+    .describe("The branch that pushes deploy (with autoDeploy) and that a manual deploy without a commit builds"),
+  gitInstallationId: z.string().min(1).max(100).describe("Names the Secret berth-git-<id> in the namespace that holds the credentials (username, password or token) of a private repository"),
   // Patterns are RE2 (the API server's dialect): no lookaheads, so ".." is refused by a CEL rule.
   dockerfilePath: z.string().min(1).max(1024).regex(/^[^/]/, "must be a relative path inside the repository")
     .refine((p) => !/(^|\/)\.\.(\/|$)/.test(p), "must be a relative path inside the repository")
-    .meta({ "x-kubernetes-validations": [{ rule: "!self.matches('(^|/)[.][.](/|$)')", message: "must be a relative path inside the repository" }] }),
-  autoDeploy: z.boolean(),
-  releaseCommand: z.string().min(1).max(4096),
+    .meta({ "x-kubernetes-validations": [{ rule: "!self.matches('(^|/)[.][.](/|$)')", message: "must be a relative path inside the repository" }] })
+    .describe("The Dockerfile to build, relative to the repository's root; unset: a Dockerfile at the root, else the stack is detected"),
+  autoDeploy: z.boolean().describe("Deploy every push to gitBranch that the webhook delivers"),
+  releaseCommand: z.string().min(1).max(4096).describe("Run once with sh -c in the new image (with the service's environment) before each rollout; a failure stops the rollout"),
   cpuLimitMillicores: z.int().min(50).max(32000).describe("CPU limit; 1000 = 1 vCPU"),
   memoryLimitMi: z.int().min(64).max(131072).describe("Memory limit in MiB"),
-  visibility: z.enum(VISIBILITIES),
-  minReplicas: z.int().min(1).max(1000),
-  maxReplicas: z.int().min(1).max(1000),
+  visibility: z.enum(VISIBILITIES).describe("private: viewers need a share link (checked at the ingress); public: anyone can open the service"),
+  minReplicas: z.int().min(1).max(1000).describe("Replicas the autoscaler keeps at least"),
+  maxReplicas: z.int().min(1).max(1000).describe("Replicas the autoscaler may reach; unset: minReplicas (no scaling)"),
   cpuTargetUtilization: z.int().min(1).max(100).describe("CPU utilization percent that triggers autoscaling"),
   port: z.int().min(1).max(65535).describe("Container port the service listens on"),
   schedule: z.string().min(1).max(255).regex(/^(@(yearly|annually|monthly|weekly|daily|midnight|hourly)|(\S+\s+){4}\S+)$/, "must be a cron expression of five fields or a @macro")
@@ -91,7 +93,7 @@ const AppSpecFields = z.object({
   schedule: fields.schedule.optional(),
   image: fields.image.optional(),
   suspended: z.boolean().default(DEFAULTS.suspended).describe("Soft delete: workloads scaled to zero and routing removed; data kept"),
-}).strict();
+}).strict().describe("What the service is to run and how, written by its team (through the API or kubectl); the operator makes it so and reports in status");
 
 /**
  * A rule between fields, stated once: the CEL expression the API server runs on `kubectl apply`
@@ -286,6 +288,8 @@ export interface KindDef {
   plural: string;
   singular: string;
   shortNames: string[];
+  /** What `kubectl explain <kind>` says of the kind. */
+  description: string;
   spec: z.ZodType;
   status: z.ZodType;
   printerColumns: { name: string; type: string; jsonPath: string; priority?: number; description?: string }[];
@@ -294,6 +298,7 @@ export interface KindDef {
 export const KINDS: KindDef[] = [
   {
     kind: "App", plural: "apps", singular: "app", shortNames: ["bapp"], spec: AppSpec, status: AppStatus,
+    description: "A Berth service: what it runs (a prebuilt image, or builds of a Git repository), how (web, api, worker or cron; replicas, limits) and who may open it. The operator makes its workloads and route; its status tells how far it got and why (docs/services.md).",
     printerColumns: [
       { name: "Slug", type: "string", jsonPath: ".spec.slug" },
       { name: "Type", type: "string", jsonPath: ".spec.type" },
@@ -305,6 +310,7 @@ export const KINDS: KindDef[] = [
   },
   {
     kind: "Release", plural: "releases", singular: "release", shortNames: ["brelease"], spec: ReleaseSpec, status: ReleaseStatus,
+    description: "One deployment of an App: a commit to build (or an earlier image again), then its release command, then its rollout. Made by the API (a push, a manual deploy, a rollback); its status is the deployment's progress (docs/deployments.md).",
     printerColumns: [
       { name: "App", type: "string", jsonPath: ".spec.appRef.name" },
       { name: "Trigger", type: "string", jsonPath: ".spec.trigger" },
@@ -316,6 +322,7 @@ export const KINDS: KindDef[] = [
   },
   {
     kind: "Domain", plural: "domains", singular: "domain", shortNames: ["bdomain"], spec: DomainSpec, status: DomainStatus,
+    description: "A custom domain of an App: verified by DNS (a CNAME to the ingress and this claim's TXT record), then routed with a certificate (docs/domains.md).",
     printerColumns: [
       { name: "Domain", type: "string", jsonPath: ".spec.domain" },
       { name: "App", type: "string", jsonPath: ".spec.appRef.name" },
@@ -326,6 +333,7 @@ export const KINDS: KindDef[] = [
   },
   {
     kind: "Share", plural: "shares", singular: "share", shortNames: ["bshare"], spec: ShareSpec, status: ShareStatus,
+    description: "A share link of an App: who holds its token (kept only as a hash) may open the service, a private one too, until it expires or is revoked (docs/shares.md).",
     printerColumns: [
       { name: "App", type: "string", jsonPath: ".spec.appRef.name" },
       { name: "Auth", type: "boolean", jsonPath: ".spec.requireAuth" },
