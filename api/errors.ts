@@ -2,6 +2,7 @@
 // renders them as RFC 9457 application/problem+json. Nothing here knows about HTTP requests: the
 // status is only the error's category, as a number, so that the renderer needs no mapping table.
 import type { z } from "zod";
+import { errorMessage, statusCode } from "../kube/transport.ts";
 
 /** One offending input field. `field` is `body.<path>`, `query.<name>` or `params.<name>`. */
 export interface FieldError {
@@ -119,10 +120,8 @@ export function fieldErrorsFromZod(error: z.ZodError, prefix: "body" | "query" |
  * 409 quota_exceeded naming the limit; undefined for any other error.
  */
 export function quotaExceeded(err: unknown, what: string): DomainError | undefined {
-  const e = err as { code?: unknown; statusCode?: unknown; body?: unknown; message?: unknown };
-  if ((e?.code ?? e?.statusCode) !== 403) return undefined;
-  let message = typeof e.body === "string" ? e.body : JSON.stringify(e.body ?? e.message ?? "");
-  try { message = (JSON.parse(message) as { message?: string }).message ?? message; } catch { /* not JSON */ }
+  if (statusCode(err) !== 403) return undefined;
+  const message = errorMessage(err);
   // the quota controller has not counted the namespace yet (a resource it has just discovered)
   if (message.includes("status unknown for quota")) return new UnavailableError("quota_not_counted", `The workspace's quota of ${what} is being counted; retry in a few seconds.`);
   const m = /exceeded quota: [^,]+, requested: ([^,]+), used: ([^,]+), limited: ([^,"]+)/.exec(message);

@@ -161,10 +161,6 @@ export class Outbound {
     this.#resolve = resolve;
   }
 
-  get policy(): OutboundPolicy {
-    return this.#policy;
-  }
-
   /** GET url: the status and the body of the final answer (a redirect's target), or an OutboundError. */
   async get(url: string, o: OutboundRequest): Promise<OutboundResponse> {
     const signal = o.signal ? AbortSignal.any([o.signal, AbortSignal.timeout(o.timeoutMs)]) : AbortSignal.timeout(o.timeoutMs);

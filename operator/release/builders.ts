@@ -39,7 +39,6 @@ export interface BuildSettings {
 /** The tag of an App's registry build cache, in its image repository. */
 export const BUILD_CACHE_TAG = "buildcache";
 
-/** The repository a release's image is pushed to (without a tag). */
 /**
  * Whether a queued release may start its build now: a workspace runs at most `max` builds at once
  * (BERTH_BUILD_MAX_PER_WORKSPACE), and its queued releases start oldest first. Pure.
@@ -54,6 +53,7 @@ export function buildSlot(r: ReleaseObject, inNamespace: readonly ReleaseObject[
   return ahead >= 0 && ahead < max - running ? { start: true } : { start: false, running, ahead: Math.max(0, ahead) };
 }
 
+/** The repository a release's image is pushed to (without a tag). */
 export function imageRepository(s: BuildSettings, namespace: string, app: string): string {
   return [s.registry, s.repositoryPrefix, namespace, app].filter(Boolean).join("/");
 }
@@ -69,6 +69,11 @@ function jobMeta(r: ReleaseObject, step: "build" | "release"): k8s.V1ObjectMeta 
 
 const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED_BY, [RELEASE_LABEL]: r.metadata.name!, [RELEASE_STEP_LABEL]: step });
 
+/** The cache scope of an App's builds: from its uid, which no other workspace can learn (docs/builds.md "Caching"). */
+export function cacheScopeOf(appUid: string): string {
+  return createHash("sha256").update(`berth-build-cache:${appUid}`).digest("hex").slice(0, 20);
+}
+
 /**
  * The build Job: unprivileged, no ServiceAccount token, its result in the termination message.
  * No volumes: the program writes its clone to the container's own writable layer (as 10001, only
@@ -76,11 +81,6 @@ const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED
  * volumes starts sooner: the kubelet checks a pod's mounts every 300 ms before starting it, and ten
  * build pods starting at once on a small node spend that wait and more (docs/builds.md).
  */
-/** The cache scope of an App's builds: from its uid, which no other workspace can learn (docs/builds.md "Caching"). */
-export function cacheScopeOf(appUid: string): string {
-  return createHash("sha256").update(`berth-build-cache:${appUid}`).digest("hex").slice(0, 20);
-}
-
 export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
   const git = r.spec.git!;
   const appUid = r.metadata.ownerReferences?.find((o) => o.kind === "App" && o.name === r.spec.appRef.name)?.uid;

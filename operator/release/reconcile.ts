@@ -91,7 +91,7 @@ export class ReleaseReconciler implements Reconciler {
 
   async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
     const r = this.cache.get<ReleaseObject>("Release", namespace, name);
-    if (!r || r.metadata.deletionTimestamp) return;
+    if (!r || r.metadata.deletionTimestamp) { this.waiting.delete(`${namespace}/${name}`); return; }
     const siblings = this.deps.releases.list(namespace).filter((x) => x.spec?.appRef?.name === r.spec.appRef.name);
     await this.prune(namespace, siblings);
     const phase = phaseOf(r);
