@@ -79,6 +79,22 @@ export function retryAfterMs(status: number, header: string | undefined): number
   return Math.min(Number(header.trim()) * 1000, RETRY_AFTER_MAX_MS);
 }
 
+/**
+ * The wait before sending again a write that lost a race on a namespace's ResourceQuota: the
+ * quota admission plugin could not record the new usage because the quota's status changed under
+ * it (the quota controller or another write), so nothing was stored, and the same request may be
+ * sent again. The answer is a 409 whose Status names the resourcequotas, not the object written.
+ * A write to a ResourceQuota itself is not retried (its 409 is the caller's stale version).
+ * Backs off 25, 50, 100... ms with jitter; undefined for every other answer.
+ */
+export function quotaConflictMs(path: string, status: number, body: unknown, attempt: number): number | undefined {
+  if (status !== 409 || /\/resourcequotas(\/|$|\?)/.test(path)) return undefined;
+  const details = (body as { reason?: unknown; details?: { kind?: unknown } } | undefined);
+  if (details?.reason !== "Conflict" || details.details?.kind !== "resourcequotas") return undefined;
+  const base = 25 * 2 ** Math.min(attempt - 1, 5);
+  return base + Math.floor(Math.random() * base);
+}
+
 const TLS_KEYS = ["ca", "cert", "key", "pfx", "passphrase", "servername", "rejectUnauthorized", "ciphers", "crl"] as const;
 
 function queryString(q: Query | undefined): string {
@@ -129,7 +145,8 @@ export class KubeRest {
    * An answer that asks to be retried (429, or a 5xx, with Retry-After: the API server did not
    * act on the request, e.g. "storage is (re)initializing" just after a CRD is installed, or its
    * priority and fairness queues are full) is retried after the time it names, as client-go does,
-   * up to RETRY_AFTER_ATTEMPTS times.
+   * up to RETRY_AFTER_ATTEMPTS times. So is a write refused only because it raced another on the
+   * namespace's ResourceQuota (quotaConflictMs).
    */
   async request<T>(method: string, path: string, o: RequestOptions = {}): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -137,8 +154,9 @@ export class KubeRest {
       const text = await readAll(res, o.signal);
       const status = res.statusCode ?? 0;
       if (status >= 200 && status <= 299) return (text ? JSON.parse(text) : undefined) as T;
-      const wait = retryAfterMs(status, res.headers["retry-after"]);
-      if (wait === undefined || attempt >= RETRY_AFTER_ATTEMPTS || o.signal?.aborted) throw new KubeApiError(status, parseOr(text), `${method} ${path}`);
+      const body = parseOr(text);
+      const wait = retryAfterMs(status, res.headers["retry-after"]) ?? quotaConflictMs(path, status, body, attempt);
+      if (wait === undefined || attempt >= RETRY_AFTER_ATTEMPTS || o.signal?.aborted) throw new KubeApiError(status, body, `${method} ${path}`);
       await sleep(wait, o.signal);
     }
   }

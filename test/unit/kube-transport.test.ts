@@ -4,11 +4,17 @@ import test from "ava";
 import { createServer, type Server } from "node:http";
 import { once } from "node:events";
 import type { AddressInfo } from "node:net";
-import { KubeApiError, KubeRest, RETRY_AFTER_ATTEMPTS, retryAfterMs } from "../../kube/transport.ts";
+import { KubeApiError, KubeRest, RETRY_AFTER_ATTEMPTS, quotaConflictMs, retryAfterMs } from "../../kube/transport.ts";
 
 const initializing = JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: "storage is (re)initializing", reason: "TooManyRequests", details: { retryAfterSeconds: 0 }, code: 429 });
 
-async function apiServer(answers: Array<{ status: number; retryAfter?: string }>): Promise<{ rest: KubeRest; server: Server; seen: string[] }> {
+// What kube-apiserver answers when the quota admission plugin loses the race to record usage.
+const quotaRace = { kind: "Status", apiVersion: "v1", status: "Failure", reason: "Conflict", code: 409, details: { name: "berth-workspace", kind: "resourcequotas" },
+  message: 'Operation cannot be fulfilled on resourcequotas "berth-workspace": the object has been modified; please apply your changes to the latest version and try again' };
+// A plain 409 on the object written (here: it exists already).
+const exists = { kind: "Status", apiVersion: "v1", status: "Failure", reason: "AlreadyExists", code: 409, details: { name: "a", group: "berth.dev", kind: "apps" }, message: 'apps.berth.dev "a" already exists' };
+
+async function apiServer(answers: Array<{ status: number; retryAfter?: string; body?: unknown }>): Promise<{ rest: KubeRest; server: Server; seen: string[] }> {
   const seen: string[] = [];
   const server = createServer((req, res) => {
     let body = "";
@@ -16,7 +22,7 @@ async function apiServer(answers: Array<{ status: number; retryAfter?: string }>
       seen.push(`${req.method} ${req.url} ${body}`);
       const a = answers.shift() ?? { status: 200 };
       res.writeHead(a.status, { "Content-Type": "application/json", ...(a.retryAfter !== undefined ? { "Retry-After": a.retryAfter } : {}) });
-      res.end(a.status === 200 ? JSON.stringify({ kind: "List", items: [] }) : initializing);
+      res.end(a.body !== undefined ? JSON.stringify(a.body) : a.status === 200 ? JSON.stringify({ kind: "List", items: [] }) : initializing);
     });
   });
   server.listen(0, "127.0.0.1");
@@ -57,6 +63,43 @@ test("retryAfterMs: only 429 and 5xx, only whole seconds, capped", (t) => {
   t.is(retryAfterMs(429, undefined), undefined);
   t.is(retryAfterMs(429, "Wed, 21 Oct 2026 07:28:00 GMT"), undefined);
   t.is(retryAfterMs(429, "-1"), undefined);
+});
+
+test("a write that lost a race on the namespace's ResourceQuota is sent again; any other 409 is the caller's", async (t) => {
+  const raced = await apiServer([{ status: 409, body: quotaRace }, { status: 409, body: quotaRace }]);
+  try {
+    t.deepEqual(await raced.rest.request("POST", "/apis/berth.dev/v1alpha1/namespaces/w/apps", { body: { a: 1 } }), { kind: "List", items: [] });
+    t.is(raced.seen.length, 3);
+  } finally { raced.server.close(); }
+  const taken = await apiServer([{ status: 409, body: exists }]);
+  try {
+    const err = await t.throwsAsync(taken.rest.request("POST", "/apis/berth.dev/v1alpha1/namespaces/w/apps", { body: { a: 1 } }), { instanceOf: KubeApiError });
+    t.is(err.code, 409);
+    t.is(taken.seen.length, 1);
+  } finally { taken.server.close(); }
+  // a stale write to the quota itself is not sent again: its version will not get any fresher
+  const own = await apiServer([{ status: 409, body: quotaRace }]);
+  try {
+    await t.throwsAsync(own.rest.request("PUT", "/api/v1/namespaces/w/resourcequotas/berth-workspace", { body: {} }), { instanceOf: KubeApiError });
+    t.is(own.seen.length, 1);
+  } finally { own.server.close(); }
+  const endless = await apiServer(Array.from({ length: 20 }, () => ({ status: 409, body: quotaRace })));
+  try {
+    const err = await t.throwsAsync(endless.rest.request("POST", "/api/v1/namespaces/w/pods", { body: {} }), { instanceOf: KubeApiError });
+    t.regex(err.message, /resourcequotas "berth-workspace"/);
+    t.is(endless.seen.length, RETRY_AFTER_ATTEMPTS);
+  } finally { endless.server.close(); }
+});
+
+test("quotaConflictMs: only a 409 naming the resourcequotas, backing off", (t) => {
+  const w1 = quotaConflictMs("/api/v1/namespaces/w/pods", 409, quotaRace, 1);
+  const w3 = quotaConflictMs("/api/v1/namespaces/w/pods", 409, quotaRace, 3);
+  t.true(w1 !== undefined && w1 >= 25 && w1 < 50);
+  t.true(w3 !== undefined && w3 >= 100 && w3 < 200);
+  t.is(quotaConflictMs("/api/v1/namespaces/w/pods", 409, exists, 1), undefined);
+  t.is(quotaConflictMs("/api/v1/namespaces/w/pods", 422, quotaRace, 1), undefined);
+  t.is(quotaConflictMs("/api/v1/namespaces/w/resourcequotas", 409, quotaRace, 1), undefined);
+  t.is(quotaConflictMs("/api/v1/namespaces/w/pods", 409, "text", 1), undefined);
 });
 
 test("lines: a stream read line by line, however the chunks fall; an overlong line skipped whole; the last unterminated line kept", async (t) => {
