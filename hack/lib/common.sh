@@ -26,6 +26,9 @@ BUILDKIT_VERSION="${BUILDKIT_VERSION:-v0.34.2}"
 TRAEFIK_VERSION="${TRAEFIK_VERSION:-v3.6.12}"
 METRICS_SERVER_VERSION="${METRICS_SERVER_VERSION:-v0.9.0}"
 COREDNS_VERSION="${COREDNS_VERSION:-v1.15.0}"
+# The node's NetworkPolicy engine: kube-router's firewall, built from the wrapper module
+# hack/kube-router (its go.mod pins this version and raises flawed dependencies).
+KUBE_ROUTER_VERSION="v2.1.0"
 
 BERTH_BIN="$BERTH_CACHE/bin"
 
@@ -35,6 +38,7 @@ export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+kube_router_src_hash() { cat "$BERTH_ROOT"/hack/kube-router/go.mod "$BERTH_ROOT"/hack/kube-router/go.sum | sha256sum | cut -c1-8; }
 cert_manager_src_hash() { cat "$BERTH_ROOT"/hack/cert-manager/main.go "$BERTH_ROOT"/hack/cert-manager/acmesolver/main.go | sha256sum | cut -c1-8; }
 
 bin_path() { # name -> path of the cached binary for the pinned version
@@ -52,6 +56,7 @@ bin_path() { # name -> path of the cached binary for the pinned version
     pebble) echo "$BERTH_BIN/pebble-$PEBBLE_VERSION" ;;
     metrics-server) echo "$BERTH_BIN/metrics-server-$METRICS_SERVER_VERSION" ;;
     coredns) echo "$BERTH_BIN/coredns-$COREDNS_VERSION" ;;
+    kube-router) echo "$BERTH_BIN/kube-router-$KUBE_ROUTER_VERSION-$(kube_router_src_hash)" ;;
     etcd) echo "$BERTH_BIN/etcd-$ETCD_VERSION" ;;
     kwok) echo "$BERTH_BIN/kwok-$KWOK_VERSION" ;;
     helm) echo "$BERTH_BIN/helm-$HELM_VERSION" ;;

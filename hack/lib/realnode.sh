@@ -47,7 +47,7 @@ ACME_MANAGEMENT_PORT=$((PORT_BASE + 62))
 ACME_ISSUER="berth-local-acme"
 # A Berth API run on the host (the tests', hack/up's) is reachable from pods at $NODE_IP:$HOST_API_PORT.
 HOST_API_PORT=$((PORT_BASE + 60))
-NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy coredns metrics-server traefik pebble-challtestsrv pebble cert-manager-controller)
+NODE_COMPONENTS=(netbridge-host netbridge-node containerd kubelet kube-proxy kube-router coredns metrics-server traefik pebble-challtestsrv pebble cert-manager-controller)
 KERNEL_SYSCTLS=(vm.overcommit_memory kernel.panic kernel.panic_on_oops)
 REAL_NODE_TAINT="berth.dev/real-node"
 
@@ -343,11 +343,25 @@ node_up() {
     --proxy-mode iptables --cluster-cidr "$POD_CIDR" --masquerade-all \
     --conntrack-max-per-core 0 --conntrack-tcp-timeout-established 0 --conntrack-tcp-timeout-close-wait 0 \
     --bind-address "$NODE_IP" --healthz-bind-address 127.0.0.1:10256 --metrics-bind-address 127.0.0.1:10249
+  node_policies
   node_dns
   node_metrics
   node_ingress
   node_tls
   log "real node $NODE_NAME ready in network namespace $NETNS (registry 127.0.0.1:$REGISTRY_PORT, ingress 127.0.0.1:$INGRESS_PORT)"
+}
+
+# The NetworkPolicy engine: kube-router's firewall alone (no router, no service proxy, no CNI
+# config), in the node's namespace like kube-proxy. Its iptables chains and ipsets filter each pod's
+# traffic by the policies that select it (on the bridge through br_netfilter, to the node through
+# INPUT); traffic from the node's own addresses (the kubelet's probes, Traefik) is let in. Its rules
+# go with the namespace on down.
+node_policies() {
+  need_system ipset
+  node_start kube-router in "$(bin_path kube-router)" --kubeconfig "$KUBECONFIG_OUT" --hostname-override "$NODE_NAME" \
+    --run-firewall=true --run-router=false --run-service-proxy=false --enable-cni=false \
+    --service-cluster-ip-range "$SERVICE_CIDR" --health-port 0 --metrics-port 0
+  wait_for "kube-router's firewall" 60 nsexec iptables -w -n -L KUBE-ROUTER-FORWARD
 }
 
 # A Service whose one endpoint is a process of the node itself (on $NODE_IP), so pods and the
@@ -585,7 +599,7 @@ node_down() {
     done
   fi
   local c
-  for c in cert-manager-controller pebble pebble-challtestsrv traefik metrics-server coredns kube-proxy kubelet; do node_stop "$c"; done
+  for c in cert-manager-controller pebble pebble-challtestsrv traefik metrics-server coredns kube-router kube-proxy kubelet; do node_stop "$c"; done
   # What the kubelet left running: kill the containers' tasks through containerd, then stop it.
   if node_running containerd; then
     local ctr; ctr=(env "$(bin_path ctr)" --address "$RUN/containerd.sock" -n k8s.io)
@@ -600,6 +614,16 @@ node_down() {
   rm -rf "$RUN" "$NODE_DIR/kubelet" "$NODE_DIR/containerd" "$NODE_DIR/cni/ipam"
 }
 
+# BERTH_WORKSPACE_NETWORK for this node, as JSON: every pod's egress to DNS (CoreDNS runs on the
+# node) and to the API at the given port of the node (the tests' API on the host; none for
+# hack/up, whose API is a pod the chart names); build pods' to buildkitd and the Git server.
+node_workspace_network() { # [api port]
+  local node="{\"ipBlock\":{\"cidr\":\"$NODE_IP/32\"}}" api=""
+  [ -n "${1:-}" ] && api=",{\"protocol\":\"TCP\",\"port\":$1}"
+  printf '{"egressTo":[{"to":[%s],"ports":[{"protocol":"UDP","port":53},{"protocol":"TCP","port":53}%s]}],"buildEgressTo":[{"to":[%s],"ports":[{"protocol":"TCP","port":%s},{"protocol":"TCP","port":%s}]}]}' \
+    "$node" "$api" "$node" "$BUILDKIT_PORT" "$GIT_PORT"
+}
+
 # What tests and hack/up need to know about the node, as shell exports.
 node_env() {
   echo "export BERTH_REGISTRY=127.0.0.1:$REGISTRY_PORT"
@@ -609,6 +633,9 @@ node_env() {
   # the ACME ClusterIssuer (Pebble) and Pebble's management API (https, its CA in the issuer's caBundle)
   echo "export BERTH_ACME_ISSUER=$ACME_ISSUER BERTH_ACME_MANAGEMENT_URL=https://127.0.0.1:$ACME_MANAGEMENT_PORT"
   echo "export BERTH_NODE_IP=$NODE_IP BERTH_NODE_NAME=$NODE_NAME BERTH_HOST_API_PORT=$HOST_API_PORT"
+  # The workspaces' NetworkPolicies on this node (BERTH_WORKSPACE_NETWORK): cluster DNS and the
+  # tests' API are processes of the node, and so are buildkitd and the Git server for build pods.
+  echo "export BERTH_WORKSPACE_NETWORK='$(node_workspace_network "$HOST_API_PORT")'"
   # git push $BERTH_GIT_URL/<name>.git from the host; Apps name $BERTH_GIT_CLUSTER_URL/<name>.git (what build Jobs reach)
   echo "export BERTH_GIT_URL=http://127.0.0.1:$GIT_PORT BERTH_GIT_CLUSTER_URL=http://$NODE_IP:$GIT_PORT BERTH_GIT_CREDENTIALS=$GIT_CREDENTIALS"
 }
