@@ -19,7 +19,7 @@ import { openOrm } from "./db/orm.ts";
 import { DomainError } from "./errors.ts";
 import { createLogger } from "../kube/logger.ts";
 import { ApiKeyService, PlatformAdminKeyService, type KeyView } from "./auth/keys.ts";
-import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
+import { KubeNamespaceEnsurer, workspaceSetup } from "./workspaces/namespaces.ts";
 import { loadKubeConfig } from "../kube/client.ts";
 import { WorkspaceService } from "./workspaces/service.ts";
 
@@ -62,7 +62,7 @@ async function run(command: string, flags: Flags, config: Config, orm: MikroORM)
   switch (command) {
     case "workspace create": {
       const name = checkName(required(flags, "name"));
-      const workspaces = new WorkspaceService({ orm, namespaces: new KubeNamespaceEnsurer(loadKubeConfig(config.KUBECONFIG), { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS }), log });
+      const workspaces = new WorkspaceService({ orm, namespaces: new KubeNamespaceEnsurer(loadKubeConfig(config.KUBECONFIG), workspaceSetup(config)), log });
       const { workspace, created } = await workspaces.create(em, { name, id: flags.id });
       const { key, secret } = await keys.create(em, workspace.id, "initial");
       return { workspaceId: workspace.id, name: workspace.name, namespace: workspace.namespace, created, apiKey: secret, apiKeyId: key.id };

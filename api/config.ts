@@ -4,6 +4,7 @@ import { z } from "zod";
 import { ModelPricesConfig } from "./governance/ingest/pricing.ts";
 import { parseCidrList } from "./http/outbound.ts";
 import { ReservedSlugsVariable } from "../crds/app.ts";
+import { WorkspaceNetworkSchema } from "./workspaces/network.ts";
 
 export const DEFAULT_HEADERS_TIMEOUT_MS = 10_000;
 export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
@@ -73,6 +74,8 @@ export const ConfigSchema = z.object({
     .describe('JSON object: the hard limits of the ResourceQuota "berth-workspace" in every workspace namespace (services, shares and domains counted as count/apps.berth.dev and so on; pods; requests and limits of CPU and memory). Default: 100 services, 1000 shares, 100 domains, 200 pods, 20 CPUs and 40Gi requested, 40 CPUs and 80Gi limits'),
   BERTH_WORKSPACE_LIMITS: jsonVariable(z.object({ default: Quantities.optional(), defaultRequest: Quantities.optional() }).strict(), DEFAULT_WORKSPACE_LIMITS)
     .describe('JSON object {"default", "defaultRequest"}: the container defaults of the LimitRange "berth-workspace" (what a pod a workspace creates without resources gets, so that the quota can count it). Default: limits 500m and 512Mi, requests 50m and 64Mi'),
+  BERTH_WORKSPACE_NETWORK: jsonVariable(WorkspaceNetworkSchema, WorkspaceNetworkSchema.parse({}))
+    .describe('JSON object {"enabled", "ingressFrom", "egressTo", "buildEgressTo", "outside"}: the NetworkPolicies "berth-workspace" (every pod: ingress from its own namespace and ingressFrom; egress to its own namespace, egressTo and the outside) and "berth-workspace-builds" (build pods: also buildEgressTo) in every workspace namespace; peers and ports as in a NetworkPolicy (docs/security.md "Network"). Default: no ingress from outside the namespace, egress to kube-system\'s kube-dns and to public addresses only'),
   BERTH_TRUSTED_PROXIES: cidrList
     .describe("Comma-separated CIDRs of the proxies in front of the API (the ingress controller): from a peer in them, the client's address is read from X-Forwarded-For (the rightmost hop that is not a trusted proxy), so that callers without a key get a budget each rather than one for everybody behind the proxy. Empty: the socket's peer"),
   BERTH_MAX_KEYS_PER_WORKSPACE: z.coerce.number().int().min(1).max(10_000).default(50)

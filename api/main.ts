@@ -21,7 +21,7 @@ import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./
 import { Outbound, OutboundPolicy } from "./http/outbound.ts";
 import { RateLimiter } from "./http/limits.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
-import { KubeNamespaceEnsurer } from "./workspaces/namespaces.ts";
+import { KubeNamespaceEnsurer, workspaceSetup } from "./workspaces/namespaces.ts";
 import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
 import { ReadYourWritesCache } from "../kube/read-your-writes.ts";
 import { Informer } from "../kube/informer.ts";
@@ -82,8 +82,7 @@ export function buildServices(deps: {
   shareKey?: Buffer;
 }): Services {
   const { config, orm, logger, kubeConfig } = deps;
-  const capacity = { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS };
-  const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig, capacity), log: logger.child({ component: "workspaces" }) });
+  const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig, workspaceSetup(config)), log: logger.child({ component: "workspaces" }) });
   const kube = new KubeClient(kubeConfig);
   const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);
@@ -215,11 +214,15 @@ async function main(argv: string[]): Promise<void> {
   });
   const running = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS, requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS, logger });
   logger.info({ url: running.url, docs: `${running.url}/api/v1/docs` }, `listening on ${running.url}`);
+  // What this version gives a workspace namespace reaches the ones made before it (in the background).
+  const ensuring = new AbortController();
+  void services.workspaces.ensureAll(ensuring.signal).catch((err: unknown) => logger.error({ err }, "could not list the workspaces to ensure their namespaces"));
 
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) { logger.warn({ signal }, "second signal: exiting now"); process.exit(1); }
     stopping = true;
+    ensuring.abort();
     logger.info({ signal }, "stopping");
     void running.close()
       .then(() => stopServices(services))

@@ -1,6 +1,7 @@
 // The real NamespaceEnsurer: creates the namespace; when it already exists (409), checks it is not
 // terminating nor another workspace's, and merge-patches the missing labels. Then the workspace's
-// capacity: a ResourceQuota and a LimitRange, applied server-side (docs/security.md "Capacity").
+// capacity: a ResourceQuota and a LimitRange, applied server-side (docs/security.md "Capacity"),
+// and its NetworkPolicies (./network.ts, docs/security.md "Network").
 import * as k8s from "@kubernetes/client-node";
 import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
 import { API_FIELD_MANAGER, statusCode } from "../../kube/client.ts";
@@ -8,12 +9,14 @@ import { ObjectClient, type KubeObject } from "../../kube/objects.ts";
 import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
 import type { Access } from "../../kube/rbac.ts";
+import { BUILD_NETWORK_POLICY, NETWORK_POLICY, workspaceNetworkPolicies, type WorkspaceNetwork } from "./network.ts";
 
 /** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
 export const NAMESPACE_ENSURER_ACCESS: Access[] = [
   { group: "", resource: "namespaces", verbs: ["get", "create", "patch"], why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists" },
   { group: "", resource: "resourcequotas", verbs: ["get", "create", "patch", "delete"], why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply; one the quota controller counted before it knew Berth's resources is made again" },
   { group: "", resource: "limitranges", verbs: ["get", "create", "patch"], why: "A workspace's namespace gets its LimitRange (berth-workspace) by server-side apply" },
+  { group: "networking.k8s.io", resource: "networkpolicies", verbs: ["get", "create", "patch", "delete"], why: "A workspace's namespace gets its NetworkPolicies (berth-workspace, berth-workspace-builds) by server-side apply; removed when the platform turns them off" },
 ];
 
 /** The capacity of each workspace (BERTH_WORKSPACE_QUOTA, BERTH_WORKSPACE_LIMITS): a ResourceQuota's hard limits and a LimitRange's container defaults. */
@@ -30,19 +33,50 @@ const QUOTA_REMAKE_MS = 5_000;
 /** The name of the ResourceQuota and the LimitRange Berth keeps in every workspace namespace. */
 export const CAPACITY_OBJECT = "berth-workspace";
 
+/** What every workspace namespace gets besides its labels: capacity (BERTH_WORKSPACE_QUOTA, _LIMITS) and network (BERTH_WORKSPACE_NETWORK). */
+export interface WorkspaceSetup {
+  capacity?: WorkspaceCapacity | undefined;
+  network?: WorkspaceNetwork | undefined;
+}
+
+/** The setup the API's configuration asks for. */
+export function workspaceSetup(config: { BERTH_WORKSPACE_QUOTA: Record<string, string>; BERTH_WORKSPACE_LIMITS: WorkspaceCapacity["limits"]; BERTH_WORKSPACE_NETWORK: WorkspaceNetwork }): WorkspaceSetup {
+  return { capacity: { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS }, network: config.BERTH_WORKSPACE_NETWORK };
+}
+
 export class KubeNamespaceEnsurer implements NamespaceEnsurer {
   readonly #core: k8s.CoreV1Api;
   readonly #objects: ObjectClient;
   readonly #capacity: WorkspaceCapacity | undefined;
+  readonly #network: WorkspaceNetwork | undefined;
 
-  constructor(kc: k8s.KubeConfig, capacity?: WorkspaceCapacity) {
+  constructor(kc: k8s.KubeConfig, setup: WorkspaceSetup = {}) {
     this.#core = kc.makeApiClient(k8s.CoreV1Api);
     this.#objects = new ObjectClient(kc);
-    this.#capacity = capacity;
+    this.#capacity = setup.capacity;
+    this.#network = setup.network;
   }
 
   async ensure(name: string, labels: Record<string, string>): Promise<void> {
     await this.#namespace(name, labels);
+    // The walls before the capacity: a namespace is never without its policies once it has pods.
+    await this.#policies(name);
+    await this.#quota(name);
+  }
+
+  async #policies(name: string): Promise<void> {
+    const n = this.#network;
+    if (!n) return;
+    if (!n.enabled) {
+      for (const policy of [NETWORK_POLICY, BUILD_NETWORK_POLICY]) {
+        await this.#objects.delete({ apiVersion: "networking.k8s.io/v1", kind: "NetworkPolicy", namespace: name, name: policy });
+      }
+      return;
+    }
+    for (const policy of workspaceNetworkPolicies(name, n)) await this.#objects.apply(policy, API_FIELD_MANAGER);
+  }
+
+  async #quota(name: string): Promise<void> {
     const c = this.#capacity;
     if (!c) return;
     const meta = { name: CAPACITY_OBJECT, namespace: name, labels: { "app.kubernetes.io/managed-by": "berth" } };

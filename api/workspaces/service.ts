@@ -117,6 +117,29 @@ export class WorkspaceService {
     return view(row);
   }
 
+  /**
+   * Ensures every workspace's namespace again, one at a time, so that what this version of Berth
+   * gives a namespace (labels, quota, limits, NetworkPolicies) reaches the workspaces created before
+   * it. Run by each API process once it serves; a failure is logged and the next one goes on.
+   */
+  async ensureAll(signal?: AbortSignal): Promise<{ ensured: number; failed: number }> {
+    const rows = await this.#orm.em.fork().find(Workspace, {}, { orderBy: { id: "asc" } });
+    let ensured = 0;
+    let failed = 0;
+    for (const row of rows) {
+      if (signal?.aborted) break;
+      try {
+        await this.#namespaces.ensure(row.namespace, workspaceLabels(row.id));
+        ensured++;
+      } catch (err) {
+        failed++;
+        this.#log.error({ err, workspaceId: row.id, namespace: row.namespace }, "could not ensure the workspace's namespace again");
+      }
+    }
+    this.#log.info({ ensured, failed }, "workspace namespaces ensured");
+    return { ensured, failed };
+  }
+
   /** The namespace of a workspace, from memory after the first lookup. 404 when there is no such workspace. */
   async namespaceOf(workspaceId: string): Promise<string> {
     const cached = this.#namespaceCache.get(workspaceId);

@@ -39,11 +39,22 @@ export interface LocalBuilder {
   baseImages: Partial<Record<"node" | "python" | "go" | "static", string>>;
 }
 
-export function localValues(input: { api: ImageRef; operator: ImageRef; builder?: LocalBuilder; gitUrl?: string }): Record<string, unknown> {
+/**
+ * The workspaces' NetworkPolicies on the local node: cluster DNS (CoreDNS) is a process of the node,
+ * and so are buildkitd and the Git server that build pods reach (the chart adds its API's pods).
+ */
+export function localWorkspaceNetwork(nodeIp: string, builder?: LocalBuilder, gitUrl?: string): Record<string, unknown> {
+  const node = { ipBlock: { cidr: `${nodeIp}/32` } };
+  const buildPorts = [builder ? new URL(builder.buildkitHost).port : "", gitUrl ? new URL(gitUrl).port : ""].filter(Boolean).map((p) => ({ protocol: "TCP", port: Number(p) }));
+  return { dns: [node], buildEgressTo: buildPorts.length ? [{ to: [node], ports: buildPorts }] : [] };
+}
+
+export function localValues(input: { api: ImageRef; operator: ImageRef; builder?: LocalBuilder; gitUrl?: string; nodeIp?: string }): Record<string, unknown> {
   const onRealNode = { nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })) };
   const image = (ref: ImageRef) => ({ repository: ref.repository, tag: ref.tag, digest: "", pullPolicy: "IfNotPresent" });
   return {
     database: { existingSecret: DATABASE_SECRET, existingSecretKey: "DATABASE_URL" },
+    ...(input.nodeIp ? { workspaces: { network: localWorkspaceNetwork(input.nodeIp, input.builder, input.gitUrl) } } : {}),
     // the chart's pods run as berth/node's own user
     securityContext: { runAsUser: NODE_UID, runAsGroup: NODE_UID, fsGroup: NODE_UID },
     operator: {
@@ -79,17 +90,17 @@ if (import.meta.main) {
   const { values } = parseArgs({ options: {
     "api-image": { type: "string" }, "operator-image": { type: "string" },
     "builder-image": { type: "string" }, "buildkit-host": { type: "string" }, registry: { type: "string" }, "base-image": { type: "string", multiple: true },
-    "git-url": { type: "string" },
+    "git-url": { type: "string" }, "node-ip": { type: "string" },
   } });
   if (!values["api-image"] || !values["operator-image"]) {
     process.stderr.write("usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
       "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n" +
-      "         [--git-url http://IP:PORT (the local Git server as pods reach it)]\n");
+      "         [--git-url http://IP:PORT (the local Git server as pods reach it)] [--node-ip IP (the real node's: DNS, buildkitd and Git for the workspaces' NetworkPolicies)]\n");
     process.exit(2);
   }
   const builder: LocalBuilder | undefined = values["builder-image"] && values["buildkit-host"] && values.registry ? {
     image: parseReference(values["builder-image"]), buildkitHost: values["buildkit-host"], registry: values.registry,
     baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
   } : undefined;
-  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]), ...(builder ? { builder } : {}), ...(values["git-url"] ? { gitUrl: values["git-url"] } : {}) }), null, 2) + "\n");
+  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]), ...(builder ? { builder } : {}), ...(values["git-url"] ? { gitUrl: values["git-url"] } : {}), ...(values["node-ip"] ? { nodeIp: values["node-ip"] } : {}) }), null, 2) + "\n");
 }

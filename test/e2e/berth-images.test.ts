@@ -261,7 +261,7 @@ test.serial("helm installs Berth from these images on the real node: the hook mi
   await k.core.createNamespace({ body: { metadata: { name: ns } } });
   await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: DATABASE_SECRET }, stringData: { DATABASE_URL: url.toString() } } });
   dir = mkdtempSync(join(tmpdir(), "berth-images-"));
-  const values = localValues({ api: parseReference(images.api.reference), operator: parseReference(images.operator.reference) }) as { api: Record<string, unknown>; operator: { config: Record<string, unknown> } };
+  const values = localValues({ api: parseReference(images.api.reference), operator: parseReference(images.operator.reference), nodeIp: need("BERTH_NODE_IP") }) as { api: Record<string, unknown>; operator: { config: Record<string, unknown> } };
   // The API behind the node's ingress under this release's own host, as hack/up installs it.
   values.api.ingress = { enabled: true, host: API_HOST };
   (values as { config?: Record<string, unknown> }).config = { baseDomain: BASE_DOMAIN };

@@ -119,6 +119,8 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       BERTH_VALIDATE_RESPONSES: "true",
       BERTH_LOG_LEVEL: "info",
       BERTH_SHUTDOWN_TIMEOUT_MS: "5000",
+      // the workspaces' NetworkPolicies as this cluster's node needs them (hack/cluster env)
+      ...(process.env.BERTH_WORKSPACE_NETWORK ? { BERTH_WORKSPACE_NETWORK: process.env.BERTH_WORKSPACE_NETWORK } : {}),
       ...opts.env,
     });
     const logs: Record<string, unknown>[] = [];

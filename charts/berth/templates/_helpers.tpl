@@ -147,3 +147,18 @@ topologySpreadConstraints:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+BERTH_WORKSPACE_NETWORK as JSON: workspaces.network, with the egress every workspace pod needs
+added in front of workspaces.network.egressTo: cluster DNS, and this release's API pods (the
+governance API the pods' toolkit reaches through its Service).
+*/}}
+{{- define "berth.workspaceNetwork" -}}
+{{- $n := .Values.workspaces.network -}}
+{{- $dns := dict "to" $n.dns "ports" (list (dict "protocol" "UDP" "port" 53) (dict "protocol" "TCP" "port" 53)) -}}
+{{- $apiPeer := dict "namespaceSelector" (dict "matchLabels" (dict "kubernetes.io/metadata.name" .Release.Namespace)) "podSelector" (dict "matchLabels" (include "berth.selectorLabels" (list . "api") | fromYaml)) -}}
+{{- $api := dict "to" (list $apiPeer) "ports" (list (dict "protocol" "TCP" "port" (.Values.api.config.port | int))) -}}
+{{- $out := dict "enabled" $n.enabled "ingressFrom" $n.ingressFrom "egressTo" (concat (list $dns $api) $n.egressTo) "buildEgressTo" $n.buildEgressTo -}}
+{{- if kindIs "slice" $n.outside }}{{ $_ := set $out "outside" $n.outside }}{{ end -}}
+{{- toJson $out -}}
+{{- end }}
