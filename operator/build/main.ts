@@ -6,6 +6,7 @@
 //
 // Node.js builtins only: the builder image has git, buildctl and Node.js, no node_modules.
 import { spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { BuildConfig, Step } from "./config.ts";
@@ -112,6 +113,8 @@ export interface BuildInput {
   dockerfileDir: string;
   dockerfileName: string;
   metadataFile: string;
+  /** BuildKit's source policy (sourcePolicy), written beside the plan */
+  sourcePolicyFile?: string | undefined;
 }
 
 /**
@@ -120,7 +123,51 @@ export interface BuildInput {
  * without it) and exported with every step (mode=max, as an OCI image manifest, which any registry
  * stores); a failed export is ignored, since the image is already pushed by then.
  */
-export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef">, input: BuildInput): string[] {
+/**
+ * The namespace of a build's cache mounts (BuildKit's BUILDKIT_CACHE_MOUNT_NS): every
+ * `RUN --mount=type=cache,id=<id>` of the build, the repository's Dockerfile's or a plan's, is
+ * the daemon's cache `<namespace>/<id>`, so a build reaches only its own App's caches whatever ids
+ * its Dockerfile names. Without a scope (a Job made without its App), a namespace of its own.
+ */
+export function cacheMountNamespace(cacheScope: string | undefined): string {
+  return `berth/${cacheScope ?? `once-${randomBytes(10).toString("hex")}`}`;
+}
+
+/**
+ * The `# syntax=` directive of a Dockerfile, if any (a parser directive: a comment among the first
+ * lines, before any instruction). Berth ignores it (buildctlArgs' `cmdline`): another frontend is
+ * code of the repository's choosing run by the shared daemon, which could name any cache.
+ */
+export function syntaxDirective(dockerfile: string): string | undefined {
+  for (const line of dockerfile.replace(/^\uFEFF/, "").split("\n").slice(0, 20)) {
+    const m = /^\s*#\s*([a-z][a-z0-9_-]*)\s*=\s*(\S*)/i.exec(line);
+    if (!m) return undefined; // directives end at the first instruction, blank line or other comment
+    if (m[1]!.toLowerCase() === "syntax") return m[2] || undefined;
+  }
+  return undefined;
+}
+
+/**
+ * BuildKit's source policy for a build (buildctl --source-policy-file): images under the build
+ * area `<registry>/<prefix>/` are refused as sources (FROM, COPY --from, RUN --mount=from) unless
+ * they are under the build's own `<registry>/<prefix>/<namespace>/`. Later rules win (BuildKit's
+ * sourcepolicy engine). The daemon applies it to every source of the solve, and with the built-in
+ * frontend pinned (`cmdline`), no Dockerfile can step around it. `image` is BERTH_BUILD_IMAGE:
+ * `<registry>/<prefix>/<namespace>/<app>`.
+ */
+export function sourcePolicy(image: string): { rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] } | undefined {
+  const parts = image.split("/");
+  if (parts.length < 3) return undefined; // not <registry>/.../<namespace>/<app>
+  const own = parts.slice(0, -1).join("/");
+  const area = parts.slice(0, -2).join("/");
+  const re = (s: string) => `^docker-image://${s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/`;
+  return { rules: [
+    { action: "DENY", selector: { identifier: re(area), match_type: "REGEX" } },
+    { action: "ALLOW", selector: { identifier: re(own), match_type: "REGEX" } },
+  ] };
+}
+
+export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef" | "cacheScope">, input: BuildInput): string[] {
   const insecure = c.insecure ? ["registry.insecure=true"] : [];
   const output = [`type=image`, `name=${c.image}:${c.tag}`, "push=true", "oci-mediatypes=true", ...insecure].join(",");
   const cache = c.cacheRef ? [
@@ -131,6 +178,12 @@ export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" |
     "build", "--frontend", "dockerfile.v0", "--progress", "plain",
     "--local", `context=${input.context}`, "--local", `dockerfile=${input.dockerfileDir}`,
     "--opt", `filename=${input.dockerfileName}`,
+    // every cache mount under the App's own namespace of the daemon's caches
+    "--opt", `build-arg:BUILDKIT_CACHE_MOUNT_NS=${cacheMountNamespace(c.cacheScope)}`,
+    // the daemon's built-in Dockerfile frontend, whatever `# syntax=` the Dockerfile names (with
+    // `cmdline` set, dockerfile.v0 forwards to no other frontend: BuildKit's builder/build.go)
+    "--opt", "cmdline=",
+    ...(input.sourcePolicyFile ? ["--source-policy-file", input.sourcePolicyFile] : []),
     "--output", output, ...cache, "--metadata-file", input.metadataFile,
   ];
 }
@@ -154,6 +207,10 @@ export function buildFailure(output: string, image: string): { step: Step; reaso
   }
   if (/failed to (push|export image)|pushing |exporting to image|unexpected status from PUT|unexpected status from POST|failed to copy.*push/i.test(error) || (/^#\d+ (pushing|exporting to image)/m.test(lines.slice(Math.max(0, errorAt - 5)).join("\n")) && /push/i.test(error))) {
     return { step: "push", reason: "PushFailed", message: `the image was built but could not be pushed to ${image}.\n${error}` };
+  }
+  const denied = /source "docker-image:\/\/([^"]+)" denied by policy/.exec(output);
+  if (denied) {
+    return { step: "build", reason: "ImageNotAllowed", message: `the Dockerfile uses ${denied[1]}, another workspace's build: a build may use its own workspace's images and the platform's base images.\n${error}` };
   }
   if (/failed to resolve source metadata|pull access denied|failed to do request.*(manifests|blobs)|not found: not found/i.test(error)) {
     return { step: "build", reason: "BaseImageUnavailable", message: `a FROM image could not be pulled: only images from the platform's registry can be used.\n${both}` };
@@ -264,6 +321,8 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
     if (!files.includes(dockerfile)) throw new StepError("detect", "DockerfileNotFound", `the commit has no ${dockerfile} (the App's dockerfilePath, relative to the repository's root)`);
     log("detect", `building the repository's ${dockerfile}${c.dockerfile ? "" : " (found at the root; set dockerfilePath to build another)"}`);
     stack = "dockerfile";
+    const syntax = syntaxDirective(await readFile(join(src, dockerfile), "utf8").catch(() => ""));
+    if (syntax) log("detect", `the Dockerfile asks for the frontend ${syntax} (# syntax=): it is built with BuildKit's built-in Dockerfile frontend instead, since another frontend could reach other builds' caches`);
     input = { context: src, dockerfileDir: join(src, dirname(dockerfile)), dockerfileName: dockerfile.split("/").at(-1)!, metadataFile };
   } else {
     const detected = detect(await sourceTree(files, src), c.baseImages, c.cacheScope);
@@ -276,6 +335,12 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
     log("detect", "build plan (generated Dockerfile):");
     for (const l of plan.dockerfile.trimEnd().split("\n")) log("detect", `  ${l}`);
     input = { context: src, dockerfileDir: planDir, dockerfileName: "Dockerfile", metadataFile };
+  }
+
+  const policy = sourcePolicy(c.image);
+  if (policy) {
+    input.sourcePolicyFile = join(planDir, "source-policy.json");
+    await writeFile(input.sourcePolicyFile, JSON.stringify(policy));
   }
 
   // build and push

@@ -8,7 +8,7 @@
 // the Python and Go bases are built by hack/berth-images.ts.
 import test from "ava";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_IMAGES, buildBerthImages, type BerthImage } from "../../hack/berth-images.ts";
@@ -221,4 +221,74 @@ test.serial("the builder image: non-root, its entrypoint the build program, with
   t.regex(lines[2] ?? "", /^buildctl github.com\/moby\/buildkit v0\./);
   t.regex(lines[3] ?? "", /^v24\./);
   t.deepEqual(lines.slice(4), ["compile-cache", "operator", "package.json", "build"], "/app holds Node.js's compile cache, package.json and operator/build only");
+});
+
+/** A Dockerfile built by buildctl alone, without anything Berth's build program adds (no output). */
+async function plainBuild(dockerfile: string): Promise<{ code: number; out: string }> {
+  const ctx = mkdtempSync(join(tmpdir(), "berth-plain-"));
+  dirs.push(ctx);
+  writeFileSync(join(ctx, "Dockerfile"), dockerfile);
+  return new Promise((resolve) => {
+    const child = spawn(binPath("buildctl"), ["--addr", BUILDKIT, "build", "--frontend", "dockerfile.v0", "--local", `context=${ctx}`, "--local", `dockerfile=${ctx}`, "--progress", "plain"], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => { out += c.toString(); });
+    child.stderr.on("data", (c: Buffer) => { out += c.toString(); });
+    child.on("close", (code) => resolve({ code: code ?? -1, out }));
+  });
+}
+
+test.serial("FROM another workspace's build is refused (ImageNotAllowed); FROM the workspace's own builds and the base images is not", async (t) => {
+  // the victim's build: an image under apps/<ns>/
+  const secret = uniqueName("victim-secret");
+  const victimSha = git.repo("from-victim", undefined, { Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo "${secret}" > /tmp/secret.txt\n` });
+  const victim = await runBuilder("from-victim", victimSha);
+  if (!victim.result.ok) throw new Error(victim.stdout);
+  const stolen = `FROM ${victim.result.image}\nRUN cat /tmp/secret.txt\n`;
+  // the protection off: BuildKit itself pulls it for anyone
+  const plain = await plainBuild(stolen);
+  t.is(plain.code, 0, plain.out);
+  t.true(plain.out.includes(secret), plain.out);
+  // another workspace's build (its image under apps/<other namespace>/) is refused before any step runs
+  const thiefSha = git.repo("from-thief", undefined, { Dockerfile: stolen });
+  const thief = await runBuilder("from-thief", thiefSha, { BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${uniqueName("other-ws")}/thief` });
+  t.not(thief.code, 0);
+  t.like(thief.result, { ok: false, step: "build", reason: "ImageNotAllowed" });
+  t.false(thief.stdout.includes(secret), "no step ran on the victim's image");
+  // the same Dockerfile in the victim's own workspace builds
+  const own = await runBuilder("from-thief", thiefSha);
+  t.is(own.code, 0, own.stdout);
+});
+
+test.serial("a Dockerfile's cache mounts are its App's own: another App's build naming the same cache id neither reads nor plants in it (one namespace shares them)", async (t) => {
+  const id = uniqueName("shared-cache");
+  const base = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\n`;
+  // A fills its cache; B, whatever it names, prints what it finds there (in the build log)
+  // (BuildKit leaves cache ids out of a step's cache key: the commands name the id, so that no step is a cache hit of an earlier run)
+  const plant = git.repo("cache-victim", undefined, { Dockerfile: `${base}RUN --mount=type=cache,id=${id},target=/c,uid=10001 echo "planted ${id}" > /c/planted\n` });
+  const peek = (n: number) => git.repo(`cache-attacker-${n}`, undefined, { Dockerfile: `${base}RUN --mount=type=cache,id=${id},target=/c,uid=10001 echo "run ${n} of ${id}: found [$(cat /c/planted 2>/dev/null || echo nothing)]"\n` });
+  const victim = await runBuilder("cache-victim", plant, { BERTH_BUILD_CACHE_SCOPE: "victimscope0001" });
+  t.is(victim.code, 0, victim.stdout);
+
+  // the protection off: B's build in A's cache namespace (as every build was before) reads A's file
+  const shared = await runBuilder("cache-attacker-1", peek(1), { BERTH_BUILD_CACHE_SCOPE: "victimscope0001" });
+  t.is(shared.code, 0, shared.stdout);
+  t.true(shared.stdout.includes(`run 1 of ${id}: found [planted ${id}]`), shared.stdout);
+
+  // each App in its own namespace: B finds nothing under the same id
+  const own = await runBuilder("cache-attacker-2", peek(2), { BERTH_BUILD_CACHE_SCOPE: "attackerscope01" });
+  t.is(own.code, 0, own.stdout);
+  t.true(own.stdout.includes(`run 2 of ${id}: found [nothing]`), own.stdout);
+});
+
+test.serial("a # syntax= directive cannot bring another frontend into the daemon: the built-in one builds it, and the log says so", async (t) => {
+  const evil = `${REGISTRY}/${uniqueName("evil-frontend")}:1`; // no such image: forwarding to it fails
+  const dockerfile = `# syntax=${evil}\nFROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo built-in\n`;
+  const sha = git.repo("syntax-directive", undefined, { Dockerfile: dockerfile });
+  const run = await runBuilder("syntax-directive", sha);
+  t.is(run.code, 0, run.stdout);
+  t.true(run.stdout.includes(`[detect] the Dockerfile asks for the frontend ${evil} (# syntax=)`), run.stdout);
+  // the protection off: buildctl without the pinned frontend forwards to the directive's image
+  const plain = await plainBuild(dockerfile);
+  t.not(plain.code, 0);
+  t.true(plain.out.includes(evil.split(":")[0]!.split("/").slice(1).join("/")) || plain.out.includes(evil), plain.out);
 });

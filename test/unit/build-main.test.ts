@@ -5,7 +5,7 @@
 import test from "ava";
 import { ConfigError, parseConfig, safeRelativePath } from "../../operator/build/config.ts";
 import type { BuildResult } from "../../operator/build/main.ts";
-import { buildctlArgs, buildctlEnv, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, logLine, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
+import { buildctlArgs, buildctlEnv, cacheMountNamespace, sourcePolicy, syntaxDirective, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, logLine, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
 import { scopeCacheIds } from "../../operator/build/detect.ts";
 import { cacheScopeOf } from "../../operator/release/builders.ts";
@@ -88,9 +88,10 @@ test("git's environment: the credentials as an http.extraHeader through GIT_CONF
 test("buildctl: the dockerfile frontend, the checkout as context, a push with the metadata file; plain HTTP only when configured; no credential in its arguments or environment", (t) => {
   const c = parseConfig(ENV);
   const input = { context: "/ws/src", dockerfileDir: "/ws/src/docker", dockerfileName: "Dockerfile.prod", metadataFile: "/ws/plan/metadata.json" };
-  t.deepEqual(buildctlArgs(c, input), [
+  t.deepEqual(buildctlArgs({ ...c, cacheScope: "0123456789abcdef" }, input), [
     "build", "--frontend", "dockerfile.v0", "--progress", "plain",
     "--local", "context=/ws/src", "--local", "dockerfile=/ws/src/docker", "--opt", "filename=Dockerfile.prod",
+    "--opt", "build-arg:BUILDKIT_CACHE_MOUNT_NS=berth/0123456789abcdef", "--opt", "cmdline=",
     "--output", `type=image,name=127.0.0.1:5000/apps/ns/app:${SHA.slice(0, 12)},push=true,oci-mediatypes=true,registry.insecure=true`,
     "--metadata-file", "/ws/plan/metadata.json",
   ]);
@@ -181,4 +182,36 @@ test("the generated plans' cache ids carry the App's own scope, so no other buil
   t.is(scopeCacheIds(plan, undefined), plan, "no scope (a Release applied without its App's owner reference): the plan as it was");
   t.is(parseConfig({ ...ENV, BERTH_BUILD_CACHE_SCOPE: scope }).cacheScope, scope);
   t.is(configError({ ...ENV, BERTH_BUILD_CACHE_SCOPE: "Not/A scope" })?.step, "detect");
+});
+
+test("cache mounts: under the App's scope; a build without one gets a namespace of its own", (t) => {
+  t.is(cacheMountNamespace("0123456789abcdef"), "berth/0123456789abcdef");
+  const a = cacheMountNamespace(undefined);
+  t.regex(a, /^berth\/once-[0-9a-f]{20}$/);
+  t.not(a, cacheMountNamespace(undefined));
+});
+
+test("syntaxDirective: a # syntax= parser directive among the first comment lines, and nothing after an instruction, blank line or other comment", (t) => {
+  t.is(syntaxDirective("# syntax=docker/dockerfile:1.7\nFROM x\n"), "docker/dockerfile:1.7");
+  t.is(syntaxDirective("\uFEFF#escape=`\n# SYNTAX = registry.example/evil:1\nFROM x"), "registry.example/evil:1");
+  t.is(syntaxDirective("FROM x\n# syntax=docker/dockerfile:1\n"), undefined);
+  t.is(syntaxDirective("# a comment\n# syntax=docker/dockerfile:1\n"), undefined);
+  t.is(syntaxDirective("\n# syntax=docker/dockerfile:1\n"), undefined);
+  t.is(syntaxDirective(""), undefined);
+});
+
+test("sourcePolicy: the build area refused, the build's own namespace in it allowed (later rules win); matched as BuildKit does, by regular expression", (t) => {
+  const p = sourcePolicy("127.0.0.1:5000/apps/berth-wsa/web")!;
+  t.deepEqual(p.rules.map((r) => r.action), ["DENY", "ALLOW"]);
+  const verdict = (ref: string) => {
+    let v = "ALLOW";
+    for (const r of p.rules) if (new RegExp(r.selector.identifier).test(`docker-image://${ref}`)) v = r.action;
+    return v;
+  };
+  t.is(verdict("127.0.0.1:5000/apps/berth-wsb/web:abc"), "DENY");
+  t.is(verdict("127.0.0.1:5000/apps/berth-wsa/other:abc@sha256:00"), "ALLOW");
+  t.is(verdict("127.0.0.1:5000/apps/berth-wsaX/web:abc"), "DENY", "a namespace that only starts the same");
+  t.is(verdict("127.0.0.1:5000/berth/node:v1"), "ALLOW", "the platform's base images");
+  t.is(verdict("127a0a0a1:5000/apps/berth-wsb/web:1"), "ALLOW", "dots are literal");
+  t.is(sourcePolicy("web"), undefined);
 });
