@@ -113,14 +113,19 @@ test.serial("a verified domain gets its certificate from the ACME issuer by HTTP
   }, 300_000, 1000);
   t.truthy(active.tls.expiresAt);
 
-  const cert = await client.get<Conditioned>({ apiVersion: "cert-manager.io/v1", kind: "Certificate", namespace: api.namespace, name: SHOP });
+  // Berth reads the certificate from its Secret, which cert-manager writes before it records the
+  // revision in the Certificate's status: wait for that too.
+  const cert = await eventually("the Certificate's status to record its revision", async () => {
+    const c = await client.get<Conditioned>({ apiVersion: "cert-manager.io/v1", kind: "Certificate", namespace: api.namespace, name: SHOP });
+    return c?.status?.revision !== undefined ? c : undefined;
+  }, 60_000, 250);
   t.is(cert?.spec?.issuerRef?.name, ACME_ISSUER);
   t.is(cert?.status?.conditions?.find((c: { type: string }) => c.type === "Ready")?.status, "True", "cert-manager reports the Certificate Ready");
   // The Order of the request that issued the current revision: cert-manager may replace a request
   // it just made (a new private key), and the replaced request's Order stays pending until the
   // garbage collector removes it with that request.
   const requests = await client.list<Conditioned>("cert-manager.io/v1", "CertificateRequest", api.namespace);
-  const issuedBy = requests.items.find((r) => r.metadata.ownerReferences?.some((o) => o.uid === cert!.metadata.uid)
+  const issuedBy = requests.items.find((r) => r.metadata.ownerReferences?.some((o) => o.uid === cert.metadata.uid)
     && r.metadata.annotations?.["cert-manager.io/certificate-revision"] === String(cert?.status?.revision));
   t.truthy(issuedBy, `the CertificateRequest of revision ${cert?.status?.revision}`);
   const orders = await client.list<Conditioned>("acme.cert-manager.io/v1", "Order", api.namespace);

@@ -88,6 +88,37 @@ test("helm lint --strict passes with the default values and with the second valu
   }
 });
 
+test("network: Berth's pods closed but for the port each serves; workspaces' policies name DNS and this release's API pods, checked by the API's own schema", async (t) => {
+  const { objects } = await render("berth", NS);
+  type Policy = { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress?: { ports?: { port: string }[] }[] } };
+  const deny = find<Policy>(objects, "NetworkPolicy", "berth-default-deny");
+  t.deepEqual(deny.spec.podSelector.matchLabels, { "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth" });
+  t.deepEqual(deny.spec.policyTypes, ["Ingress"]);
+  t.is(deny.spec.ingress, undefined, "no ingress rule: every connection in refused");
+  const api = find<Policy>(objects, "NetworkPolicy", "berth-api");
+  t.is(api.spec.podSelector.matchLabels["app.kubernetes.io/component"], "api");
+  t.deepEqual(api.spec.ingress?.[0]?.ports?.map((p) => p.port), ["http"]);
+  const deployment = find<k8s.V1Deployment>(objects, "Deployment", "berth-api");
+  t.true(container(deployment, "api").ports?.some((p) => p.name === "http"), "the port the policy names exists");
+  t.deepEqual(find<Policy>(objects, "NetworkPolicy", "berth-operator").spec.ingress?.[0]?.ports?.map((p) => p.port), ["health"]);
+
+  // the API's BERTH_WORKSPACE_NETWORK: parsed by the API's own configuration, as its pod would
+  const env = envOf(container(deployment, "api"), () => "");
+  const network = loadConfig({ DATABASE_URL: "postgres://u:p@db/berth", BERTH_WORKSPACE_NETWORK: env.BERTH_WORKSPACE_NETWORK }).BERTH_WORKSPACE_NETWORK;
+  t.true(network.enabled);
+  t.deepEqual(network.ingressFrom, [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } } }]);
+  t.deepEqual(network.egressTo[1], {
+    to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": NS } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth", "app.kubernetes.io/component": "api" } } }],
+    ports: [{ protocol: "TCP", port: 8080 }],
+  });
+  t.deepEqual(network.egressTo[0]?.ports, [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }]);
+
+  const off = await render("berth", NS, ["--set", "networkPolicy.enabled=false", "--set", "workspaces.network.enabled=false"]);
+  t.false(off.objects.some((o) => o.kind === "NetworkPolicy"));
+  const offEnv = envOf(container(find<k8s.V1Deployment>(off.objects, "Deployment", "berth-api"), "api"), () => "");
+  t.false(loadConfig({ DATABASE_URL: "postgres://u:p@db/berth", BERTH_WORKSPACE_NETWORK: offEnv.BERTH_WORKSPACE_NETWORK }).BERTH_WORKSPACE_NETWORK.enabled);
+});
+
 test("the default values render the operator, the API, their RBAC and the migration hook", async (t) => {
   const { objects } = await render("berth", NS);
   t.deepEqual(kinds(objects), [
@@ -95,6 +126,7 @@ test("the default values render the operator, the API, their RBAC and the migrat
     "ClusterRoleBinding/berth-api", "ClusterRoleBinding/berth-operator",
     "Deployment/berth-api", "Deployment/berth-operator",
     "Job/berth-migrations",
+    "NetworkPolicy/berth-api", "NetworkPolicy/berth-default-deny", "NetworkPolicy/berth-operator",
     "PodDisruptionBudget/berth-api",
     "Role/berth-api-release", "Role/berth-operator-release", "RoleBinding/berth-api-release", "RoleBinding/berth-operator-release",
     "Secret/berth-database", "Secret/berth-migrations-db",
