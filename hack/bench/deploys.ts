@@ -1,5 +1,6 @@
 // Benchmark of issue 14, run by hand against a cluster with the real node:
 //   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
+//   (BERTH_BENCH_POLICIES=1: every namespace of both sides under a workspace's NetworkPolicies)
 //   node hack/bench/deploys.ts [--apps 10] [--rounds 3]
 // Push-to-serving of Git Apps (a Dockerfile on berth/node) for one App and for N pushed at once,
 // each round in a fresh namespace, alternating which goes first:
@@ -135,7 +136,7 @@ function rolloutSteps(p: PodTime | undefined, from: number, rel: (x?: number) =>
 }
 
 async function floor(n: number): Promise<Sample[]> {
-  const ns = await benchNamespace(core, "floor");
+  const ns = await benchNamespace(core, "floor", kc);
   const pods = await podTimes(ns);
   try {
     const shas = await Promise.all(Array.from({ length: n }, async (_, i) => { const marker = `floor ${ns} ${i} ${Math.random()}`; return { sha: await repo(`${ns}-f${i}`, marker), marker }; }));
@@ -165,7 +166,7 @@ async function floor(n: number): Promise<Sample[]> {
 type Release = { status?: { phase?: string; buildStartedAt?: string; buildFinishedAt?: string; deployStartedAt?: string; deployedAt?: string } };
 
 async function berth(n: number, builderImage: string): Promise<Sample[]> {
-  const ns = await benchNamespace(core, "berth");
+  const ns = await benchNamespace(core, "berth", kc);
   const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
     env: {
       PATH: process.env.PATH, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0",

@@ -1,5 +1,6 @@
 // Benchmark of issue 13, run by hand against a cluster with the real node:
 //   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
+//   (BERTH_BENCH_POLICIES=1: every namespace of both sides under a workspace's NetworkPolicies)
 //   node hack/bench/realnode.ts [--apps 20] [--rounds 3]
 // Per round (alternating which goes first), in a fresh namespace each:
 // 1. floor:  the children the operator would write for N Apps of the sample image (Deployment,
@@ -58,7 +59,7 @@ async function serving(host: string, t0: number): Promise<number> {
 
 
 async function floor(): Promise<number[]> {
-  const ns = await benchNamespace(core, "floor");
+  const ns = await benchNamespace(core, "floor", kc);
   try {
     return await Promise.all(Array.from({ length: N }, async (_, i) => {
       const s = AppSpec.parse(spec(ns, i));
@@ -72,7 +73,7 @@ async function floor(): Promise<number[]> {
 }
 
 async function berth(): Promise<number[]> {
-  const ns = await benchNamespace(core, "berth");
+  const ns = await benchNamespace(core, "berth", kc);
   const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
     env: { PATH: process.env.PATH, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_BASE_DOMAIN: DOMAIN, BERTH_LOG_LEVEL: "warn",
       BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify(placement.nodeSelector), BERTH_WORKLOAD_TOLERATIONS: JSON.stringify(placement.tolerations) },
