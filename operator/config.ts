@@ -53,6 +53,8 @@ export const OperatorConfigSchema = z.object({
   BERTH_BUILD_STORAGE_MI: z.coerce.number().int().min(512).max(1048576).default(5120),
   BERTH_BUILD_CACHE: z.enum(["local", "registry"]).default("local")
     .describe("local: buildkitd's own cache; registry: also each App's cache in the build registry (<image>:buildcache), for a buildkitd without a persistent disk"),
+  BERTH_BUILD_NETWORK: z.enum(["proxy", "daemon"]).default("proxy")
+    .describe("How builds' RUN steps reach the network. proxy: only through BuildKit's own HTTP(S) proxy, never to loopback or private addresses, and no raw connections (HTTPS through BuildKit's CA, added to the image's system trust bundle during the step); daemon: on buildkitd's own network as it is configured"),
   BERTH_BUILD_MAX_PER_WORKSPACE: z.coerce.number().int().min(1).max(100).default(4)
     .describe("Builds one workspace may run at once; the others wait, queued, and start oldest first"),
   BERTH_BUILD_TIMEOUT_SECONDS: z.coerce.number().int().min(60).max(86400).default(1800),

@@ -143,7 +143,7 @@ export function buildSettings(cfg: OperatorConfig): BuildSettings | undefined {
     builderImage: cfg.BERTH_BUILDER_IMAGE, buildkitHost: cfg.BERTH_BUILDKIT_HOST,
     registry: cfg.BERTH_BUILD_REGISTRY, repositoryPrefix: cfg.BERTH_BUILD_REPOSITORY_PREFIX, registryInsecure: cfg.BERTH_BUILD_REGISTRY_INSECURE,
     baseImages: cfg.BERTH_BUILD_BASE_IMAGES ?? {}, cpuMillicores: cfg.BERTH_BUILD_CPU_MILLICORES, memoryMi: cfg.BERTH_BUILD_MEMORY_MI, maxPerWorkspace: cfg.BERTH_BUILD_MAX_PER_WORKSPACE, storageMi: cfg.BERTH_BUILD_STORAGE_MI, timeoutSeconds: cfg.BERTH_BUILD_TIMEOUT_SECONDS,
-    cache: cfg.BERTH_BUILD_CACHE,
+    cache: cfg.BERTH_BUILD_CACHE, network: cfg.BERTH_BUILD_NETWORK,
   };
 }
 

@@ -32,6 +32,12 @@ export interface BuildConfig {
   baseImages: BaseImages;
   /** The suffix of the generated plans' BuildKit cache ids (BERTH_BUILD_CACHE_SCOPE): an App's own, which no other build can name. */
   cacheScope: string | undefined;
+  /**
+   * How RUN steps reach the network (BERTH_BUILD_NETWORK): "proxy" (the default), only through
+   * BuildKit's own HTTP(S) proxy, whose requests the build's source policy judges, never to
+   * loopback or private addresses; "daemon", on buildkitd's own network as it is configured.
+   */
+  network: "proxy" | "daemon";
   /** from the Job's Secret; only ever passed to git through its environment */
   credentials: { username: string; password: string } | undefined;
   /** where the JSON result goes (the container's termination log) */
@@ -100,6 +106,9 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
   const cacheScope = value("BERTH_BUILD_CACHE_SCOPE");
   if (cacheScope !== undefined && !/^[a-z0-9]{8,64}$/.test(cacheScope)) throw new ConfigError("detect", "BERTH_BUILD_CACHE_SCOPE must be 8-64 characters of a-z and 0-9");
 
+  const network = value("BERTH_BUILD_NETWORK") ?? "proxy";
+  if (network !== "proxy" && network !== "daemon") throw new ConfigError("build", "BERTH_BUILD_NETWORK must be proxy or daemon");
+
   const image = required("BERTH_BUILD_IMAGE", "build");
   if (!isRepository(image)) throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
   const tag = required("BERTH_BUILD_TAG", "build");
@@ -114,7 +123,7 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
     repoUrl, commit, branch: value("BERTH_BUILD_BRANCH"), dockerfile, image, tag,
     insecure: value("BERTH_BUILD_REGISTRY_INSECURE") === "true",
     cacheRef,
-    baseImages, cacheScope,
+    baseImages, cacheScope, network,
     credentials: username || password ? { username, password } : undefined,
     resultFile: value("BERTH_BUILD_RESULT_FILE") ?? "/dev/termination-log",
     workspace: value("BERTH_BUILD_WORKSPACE") ?? "/workspace",

@@ -10,6 +10,9 @@ import { STATIC_SERVER_SOURCE } from "./static-server.ts";
 
 export const STACKS = ["node", "python", "go", "static"] as const;
 export type Stack = (typeof STACKS)[number];
+/** pip trusts the system's CA bundle (where BuildKit's proxy adds its CA during the step) rather than its own, when the image has one. */
+const PIP_SYSTEM_CA = "if [ -f /etc/ssl/certs/ca-certificates.crt ]; then export PIP_CERT=/etc/ssl/certs/ca-certificates.crt; fi";
+
 /** The base image per stack (BERTH_BUILD_BASE_IMAGES): a stack without one fails with BaseImageNotConfigured. */
 export type BaseImages = Partial<Record<Stack, string>>;
 
@@ -157,7 +160,8 @@ function planNode(tree: SourceTree, base: string, notes: string[]): Detection {
     notes.push(install ? `install: ${npmInstall}${build ? "" : " --omit=dev"} (${npmLock ?? "no lock file"}); the node base image needs npm` : "no dependencies to install");
     if (build) notes.push(`build: npm run build (${build})${install ? ", then npm prune --omit=dev" : ""}`);
     const npmCheck = `command -v npm >/dev/null 2>&1 || { echo "berth: the node base image ${base} has no npm, which installing dependencies needs: configure a node base image with npm, or add a Dockerfile and set dockerfilePath" >&2; exit 1; }`;
-    lines.push(`FROM ${base} AS build`, "USER root", "WORKDIR /app", "COPY . .");
+    // npm trusts the system's CA bundle, where BuildKit's proxy adds its CA during the step (docs/builds.md "Network")
+    lines.push(`FROM ${base} AS build`, "USER root", "ENV NODE_USE_SYSTEM_CA=1", "WORKDIR /app", "COPY . .");
     if (install) {
       lines.push(`RUN --mount=type=cache,id=berth-npm,target=/root/.npm,sharing=locked \\\n    ${npmCheck}; \\\n    ${npmInstall}${build ? "" : " --omit=dev"} --no-audit --no-fund`);
     } else {
@@ -222,7 +226,7 @@ function planPython(tree: SourceTree, base: string, notes: string[]): Detection 
   } else {
     lines.push(
       `FROM ${base} AS build`, "USER root", "WORKDIR /app", "COPY . .",
-      `RUN --mount=type=cache,id=berth-pip,target=/root/.cache/pip,sharing=locked \\\n    python -m venv /app/.venv && \\\n    ${installs.map((c) => `/app/.venv/bin/${c}`).join(" && \\\n    ")}`,
+      `RUN --mount=type=cache,id=berth-pip,target=/root/.cache/pip,sharing=locked \\\n    ${PIP_SYSTEM_CA}; \\\n    python -m venv /app/.venv && \\\n    ${installs.map((c) => `/app/.venv/bin/${c}`).join(" && \\\n    ")}`,
       "", `FROM ${base}`, "WORKDIR /app", "COPY --from=build /app /app",
       `${env} VIRTUAL_ENV=/app/.venv PATH=/app/.venv/bin:$PATH`,
     );

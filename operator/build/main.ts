@@ -155,19 +155,29 @@ export function syntaxDirective(dockerfile: string): string | undefined {
  * frontend pinned (`cmdline`), no Dockerfile can step around it. `image` is BERTH_BUILD_IMAGE:
  * `<registry>/<prefix>/<namespace>/<app>`.
  */
-export function sourcePolicy(image: string): { rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] } | undefined {
+export function sourcePolicy(image: string, network: "proxy" | "daemon" = "daemon"): { rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] } | undefined {
   const parts = image.split("/");
-  if (parts.length < 3) return undefined; // not <registry>/.../<namespace>/<app>
-  const own = parts.slice(0, -1).join("/");
-  const area = parts.slice(0, -2).join("/");
-  const re = (s: string) => `^docker-image://${s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/`;
-  return { rules: [
-    { action: "DENY", selector: { identifier: re(area), match_type: "REGEX" } },
-    { action: "ALLOW", selector: { identifier: re(own), match_type: "REGEX" } },
-  ] };
+  const rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] = [];
+  if (parts.length >= 3) { // <registry>/.../<namespace>/<app>
+    const own = parts.slice(0, -1).join("/");
+    const area = parts.slice(0, -2).join("/");
+    const re = (s: string) => `^docker-image://${s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/`;
+    rules.push({ action: "DENY", selector: { identifier: re(area), match_type: "REGEX" } }, { action: "ALLOW", selector: { identifier: re(own), match_type: "REGEX" } });
+  }
+  // RUN steps' requests through BuildKit's proxy are judged as http(s) sources: none to a
+  // loopback, private, shared or link-local address, or to localhost.
+  if (network === "proxy") rules.push({ action: "DENY", selector: { identifier: PRIVATE_URL, match_type: "REGEX" } });
+  return rules.length ? { rules } : undefined;
 }
 
-export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef" | "cacheScope">, input: BuildInput): string[] {
+/**
+ * An http(s) URL whose host is localhost, an IPv6 literal, or an IPv4 literal in 0/8, 10/8,
+ * 100.64/10, 127/8, 169.254/16, 172.16/12 or 192.168/16 (RE2 syntax, as BuildKit matches it).
+ * A name that resolves to such an address is not caught: the proxy resolves it.
+ */
+export const PRIVATE_URL = "^(?i)https?://([^/@]*@)?(localhost|[^/:]*\\.localhost|\\[|0\\.|10\\.|127\\.|169\\.254\\.|192\\.168\\.|172\\.(1[6-9]|2[0-9]|3[01])\\.|100\\.(6[4-9]|[7-9][0-9]|1[01][0-9]|12[0-7])\\.)";
+
+export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef" | "cacheScope"> & { network?: BuildConfig["network"] }, input: BuildInput): string[] {
   const insecure = c.insecure ? ["registry.insecure=true"] : [];
   const output = [`type=image`, `name=${c.image}:${c.tag}`, "push=true", "oci-mediatypes=true", ...insecure].join(",");
   const cache = c.cacheRef ? [
@@ -184,6 +194,8 @@ export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" |
     // `cmdline` set, dockerfile.v0 forwards to no other frontend: BuildKit's builder/build.go)
     "--opt", "cmdline=",
     ...(input.sourcePolicyFile ? ["--source-policy-file", input.sourcePolicyFile] : []),
+    // RUN steps reach the network only through BuildKit's proxy (docs/builds.md "Network")
+    ...(c.network === "proxy" ? ["--proxy-network"] : []),
     "--output", output, ...cache, "--metadata-file", input.metadataFile,
   ];
 }
@@ -337,7 +349,7 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
     input = { context: src, dockerfileDir: planDir, dockerfileName: "Dockerfile", metadataFile };
   }
 
-  const policy = sourcePolicy(c.image);
+  const policy = sourcePolicy(c.image, c.network);
   if (policy) {
     input.sourcePolicyFile = join(planDir, "source-policy.json");
     await writeFile(input.sourcePolicyFile, JSON.stringify(policy));

@@ -34,6 +34,8 @@ export interface BuildSettings {
   timeoutSeconds: number;
   /** "registry": each App's build cache is also kept in the registry, next to its images (docs/builds.md, Caching). */
   cache: "local" | "registry";
+  /** How RUN steps reach the network (BERTH_BUILD_NETWORK; docs/builds.md "Network"). */
+  network: "proxy" | "daemon";
 }
 
 /** The tag of an App's registry build cache, in its image repository. */
@@ -98,6 +100,7 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
     { name: "BERTH_BUILD_TAG", value: git.commitSha.slice(0, 12) },
     ...(s.cache === "registry" ? [{ name: "BERTH_BUILD_CACHE_REF", value: `${repository}:${BUILD_CACHE_TAG}` }] : []),
     { name: "BUILDKIT_HOST", value: s.buildkitHost },
+    { name: "BERTH_BUILD_NETWORK", value: s.network },
     { name: "BERTH_BUILD_REGISTRY_INSECURE", value: String(s.registryInsecure) },
     { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },
     ...(appUid ? [{ name: "BERTH_BUILD_CACHE_SCOPE", value: cacheScopeOf(appUid) }] : []),

@@ -292,3 +292,30 @@ test.serial("a # syntax= directive cannot bring another frontend into the daemon
   t.not(plain.code, 0);
   t.true(plain.out.includes(evil.split(":")[0]!.split("/").slice(1).join("/")) || plain.out.includes(evil), plain.out);
 });
+
+test.serial("a RUN step reaches neither PostgreSQL nor the API server on buildkitd's host, by a raw connection or through BuildKit's proxy; with BERTH_BUILD_NETWORK=daemon it did", async (t) => {
+  const pg = Number(need("BERTH_PG_PORT"));
+  const apiServer = new URL(kube().kc.getCurrentCluster()!.server);
+  const run = uniqueName("net"); // in the commands: no step is a cache hit of an earlier run
+  const probe = [
+    `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`,
+    // a raw connection, as the issue's `net.connect(<PostgreSQL>)` from a Dockerfile did
+    `RUN node -e 'const s = require("net").connect(${pg}, "127.0.0.1"); s.on("connect", () => { console.log("${run} pg OPEN"); process.exit(0); }); s.on("error", (e) => { console.log("${run} pg " + e.code); process.exit(0); })'`,
+    // an HTTP request to the API server through whatever proxy the step is given (none: directly)
+    `RUN node -e 'const p = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : undefined; const r = require("http").request(p ? { host: p.hostname, port: p.port, path: "http://127.0.0.1:${apiServer.port}/version" } : { host: "127.0.0.1", port: ${apiServer.port}, path: "/version" }, (res) => { console.log("${run} api " + res.statusCode); process.exit(0); }); r.on("error", (e) => { console.log("${run} api " + e.code); process.exit(0); }); r.end()'`,
+  ].join("\n") + "\n";
+  const sha = git.repo("run-network", undefined, { Dockerfile: probe });
+
+  // the protection off: RUN steps on buildkitd's own network (the host's, here)
+  const open = await runBuilder("run-network", sha, { BERTH_BUILD_NETWORK: "daemon" });
+  t.is(open.code, 0, open.stdout);
+  t.true(open.stdout.includes(`${run} pg OPEN`), open.stdout);
+  t.regex(open.stdout, new RegExp(`${run} api (400|200|401|403)`), "the API server answered (plain HTTP to its TLS port is a 400)");
+
+  // the default: only BuildKit's proxy, which goes nowhere private
+  const run2 = run.replace("net-", "net2-");
+  const closed = await runBuilder("run-network", git.repo("run-network", undefined, { Dockerfile: probe.replaceAll(run, run2) }));
+  t.is(closed.code, 0, closed.stdout);
+  t.regex(closed.stdout, new RegExp(`${run2} pg (ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)`));
+  t.true(closed.stdout.includes(`${run2} api 403`), closed.stdout);
+});

@@ -66,7 +66,7 @@ test("Node.js without dependencies: one stage on the node base, the start script
 test("Node.js with dependencies and a lock: npm ci --omit=dev in a build stage that checks for npm; the runtime stage gets /app", (t) => {
   const p = plan(detect(tree({ "package.json": JSON.stringify({ scripts: { start: "node index.js" }, dependencies: { koa: "3" } }), "package-lock.json": "{}" }), BASES));
   const ins = instructions(p.dockerfile);
-  t.deepEqual(ins.slice(0, 4), ["FROM reg/berth/node:v1 AS build", "USER root", "WORKDIR /app", "COPY . ."]);
+  t.deepEqual(ins.slice(0, 5), ["FROM reg/berth/node:v1 AS build", "USER root", "ENV NODE_USE_SYSTEM_CA=1", "WORKDIR /app", "COPY . ."]);
   const run = ins.find((l) => l.startsWith("RUN "))!;
   t.regex(run, /--mount=type=cache,id=berth-npm,target=\/root\/\.npm/);
   t.regex(run, /command -v npm .*has no npm/);

@@ -5,7 +5,7 @@
 import test from "ava";
 import { ConfigError, parseConfig, safeRelativePath } from "../../operator/build/config.ts";
 import type { BuildResult } from "../../operator/build/main.ts";
-import { buildctlArgs, buildctlEnv, cacheMountNamespace, sourcePolicy, syntaxDirective, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, logLine, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
+import { buildctlArgs, buildctlEnv, cacheMountNamespace, PRIVATE_URL, sourcePolicy, syntaxDirective, buildFailure, cloneFailure, COMMIT_MESSAGE_MAX, failureOf, gitCommands, gitEnv, logLine, RESULT_MAX_BYTES, resultJson, truncate } from "../../operator/build/main.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
 import { scopeCacheIds } from "../../operator/build/detect.ts";
 import { cacheScopeOf } from "../../operator/release/builders.ts";
@@ -92,6 +92,7 @@ test("buildctl: the dockerfile frontend, the checkout as context, a push with th
     "build", "--frontend", "dockerfile.v0", "--progress", "plain",
     "--local", "context=/ws/src", "--local", "dockerfile=/ws/src/docker", "--opt", "filename=Dockerfile.prod",
     "--opt", "build-arg:BUILDKIT_CACHE_MOUNT_NS=berth/0123456789abcdef", "--opt", "cmdline=",
+    "--proxy-network",
     "--output", `type=image,name=127.0.0.1:5000/apps/ns/app:${SHA.slice(0, 12)},push=true,oci-mediatypes=true,registry.insecure=true`,
     "--metadata-file", "/ws/plan/metadata.json",
   ]);
@@ -214,4 +215,21 @@ test("sourcePolicy: the build area refused, the build's own namespace in it allo
   t.is(verdict("127.0.0.1:5000/berth/node:v1"), "ALLOW", "the platform's base images");
   t.is(verdict("127a0a0a1:5000/apps/berth-wsb/web:1"), "ALLOW", "dots are literal");
   t.is(sourcePolicy("web"), undefined);
+});
+
+test("the network of RUN steps: BuildKit's proxy by default (BERTH_BUILD_NETWORK), no request through it to loopback or private addresses; daemon leaves both out", (t) => {
+  const c = parseConfig(ENV);
+  t.is(c.network, "proxy");
+  t.is(parseConfig({ ...ENV, BERTH_BUILD_NETWORK: "daemon" }).network, "daemon");
+  t.throws(() => parseConfig({ ...ENV, BERTH_BUILD_NETWORK: "host" }), { message: /BERTH_BUILD_NETWORK must be proxy or daemon/ });
+  const input = { context: "/ws/src", dockerfileDir: "/ws/src", dockerfileName: "Dockerfile", metadataFile: "/ws/plan/metadata.json" };
+  t.false(buildctlArgs({ ...c, network: "daemon" }, input).includes("--proxy-network"));
+  const rules = sourcePolicy("127.0.0.1:5000/apps/ns/app", "proxy")!.rules;
+  t.deepEqual(rules.at(-1), { action: "DENY", selector: { identifier: PRIVATE_URL, match_type: "REGEX" } });
+  t.false(sourcePolicy("127.0.0.1:5000/apps/ns/app", "daemon")!.rules.some((r) => r.selector.identifier === PRIVATE_URL));
+  // RE2's (?i) as a JavaScript flag
+  const privateUrl = new RegExp(PRIVATE_URL.replace("(?i)", ""), "i");
+  for (const url of ["http://127.0.0.1:26432/", "https://10.96.0.1/api", "http://169.254.169.254/latest/meta-data", "http://LOCALHOST:8080/", "http://api.localhost/",
+    "http://[::1]:5432/", "http://192.168.1.1/", "http://172.20.0.5/", "http://100.64.0.1/", "http://0.0.0.0:26432/", "https://user:pw@127.0.0.1/"]) t.true(privateUrl.test(url), url);
+  for (const url of ["https://registry.npmjs.org/zod", "https://pypi.org/simple/", "http://172.32.0.1/", "https://proxy.golang.org/", "http://100.128.0.1/", "https://example.com/127.0.0.1"]) t.false(privateUrl.test(url), url);
 });

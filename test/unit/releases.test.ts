@@ -57,7 +57,7 @@ test("Job names stay valid label values (63) and distinct per step", (t) => {
 
 const settings: BuildSettings = {
   builderImage: "reg/berth/berth-builder:t", registry: "127.0.0.1:5000", repositoryPrefix: "apps", registryInsecure: true,
-  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600, cache: "local", maxPerWorkspace: 2,
+  buildkitHost: "tcp://10.0.0.1:1234", baseImages: { node: "reg/berth/node:v1" }, cpuMillicores: 1000, memoryMi: 2048, storageMi: 5120, timeoutSeconds: 600, cache: "local", network: "proxy", maxPerWorkspace: 2,
 };
 const cfg = { baseDomain: "apps.test", nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "t", operator: "Exists", effect: "NoSchedule" }] };
 const envOf = (c: k8s.V1Container) => Object.fromEntries((c.env ?? []).map((e) => [e.name, e.value ?? e.valueFrom]));
@@ -82,7 +82,7 @@ test("the build Job: the builder's contract in its environment, unprivileged, no
   t.is(c.volumeMounts, undefined);
   t.like(envOf(c), {
     BERTH_BUILD_REPO_URL: "https://git.example/r.git", BERTH_BUILD_COMMIT: SHA, BERTH_BUILD_BRANCH: "main", BERTH_BUILD_DOCKERFILE: "deploy/Dockerfile",
-    BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/web", BERTH_BUILD_TAG: SHA.slice(0, 12), BUILDKIT_HOST: "tcp://10.0.0.1:1234",
+    BERTH_BUILD_IMAGE: "127.0.0.1:5000/apps/ns/web", BERTH_BUILD_TAG: SHA.slice(0, 12), BUILDKIT_HOST: "tcp://10.0.0.1:1234", BERTH_BUILD_NETWORK: "proxy",
     BERTH_BUILD_REGISTRY_INSECURE: "true", BERTH_BUILD_BASE_IMAGES: JSON.stringify(settings.baseImages),
   });
   t.false("GIT_PASSWORD" in envOf(c), "no credentials without an installation");
