@@ -33,6 +33,19 @@ function clean(node: Json): Json {
   return out;
 }
 
+/**
+ * What controller-gen says of the fields every object has (k8s.io/apimachinery's TypeMeta). The
+ * root metadata gets no description: the API server refuses a CRD whose metadata schema says
+ * anything but restrictions of name and generateName ("must not specify anything other than name
+ * and generateName"), and it publishes ObjectMeta's own description for it, which `kubectl explain`
+ * shows.
+ */
+export const TYPE_META = {
+  apiVersion: { type: "string", description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources" },
+  kind: { type: "string", description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds" },
+  metadata: { type: "object" },
+} as const;
+
 export function crdFor(def: KindDef): Json {
   return {
     apiVersion: "apiextensions.k8s.io/v1",
@@ -54,9 +67,7 @@ export function crdFor(def: KindDef): Json {
             description: def.description,
             required: ["spec"],
             properties: {
-              apiVersion: { type: "string" },
-              kind: { type: "string" },
-              metadata: { type: "object" },
+              ...TYPE_META,
               spec: structural(def.spec),
               status: structural(def.status),
             },

@@ -36,7 +36,7 @@ export const fields = {
     .describe("URL of the Git repository, cloned over HTTPS (plain HTTP for in-cluster Git servers)"),
   gitBranch: z.string().min(1).max(255).regex(/^[^\s~^:?*[\\]+$/, "must be a valid Git branch name")
     .describe("The branch that pushes deploy (with autoDeploy) and that a manual deploy without a commit builds"),
-  gitInstallationId: z.string().min(1).max(100).describe("Names the Secret berth-git-<id> in the namespace that holds the credentials (username, password or token) of a private repository"),
+  gitInstallationId: z.string().min(1).max(100).describe("Names the Secret git-credentials-<id> (lowercased) in the namespace whose keys username and password hold the credentials of a private repository (the password may be a token)"),
   // Patterns are RE2 (the API server's dialect): no lookaheads, so ".." is refused by a CEL rule.
   dockerfilePath: z.string().min(1).max(1024).regex(/^[^/]/, "must be a relative path inside the repository")
     .refine((p) => !/(^|\/)\.\.(\/|$)/.test(p), "must be a relative path inside the repository")
@@ -132,38 +132,69 @@ export const AppSpec = withRules(AppSpecFields, APP_RULES);
 export type AppSpec = z.output<typeof AppSpec>;
 export type AppSpecInput = z.input<typeof AppSpec>;
 
+// Fields shared by the kinds, described once here.
+
+/** A metav1.Condition: one aspect of an object's state. */
 const Condition = z.object({
-  type: z.string().min(1).max(316),
-  status: z.enum(["True", "False", "Unknown"]),
-  observedGeneration: z.int().min(0).optional(),
-  lastTransitionTime: z.iso.datetime(),
-  reason: z.string().min(1).max(1024),
-  message: z.string().max(32768),
-});
+  type: z.string().min(1).max(316).describe("The aspect the condition reports, in CamelCase (such as Ready); the list holds one condition per type"),
+  status: z.enum(["True", "False", "Unknown"]).describe("Whether the condition holds: True, False or Unknown"),
+  observedGeneration: z.int().min(0).optional().describe("The metadata.generation the condition was computed from"),
+  lastTransitionTime: z.iso.datetime().describe("When status last changed, an RFC 3339 time; a new reason or message alone does not move it"),
+  reason: z.string().min(1).max(1024).describe("Why the condition has its status, as one CamelCase word (such as RolloutComplete)"),
+  message: z.string().max(32768).describe("What happened, for people, and what to do when something is wrong; may be empty"),
+}).describe("One aspect of the object's state: whether it holds, why, and since when");
 export type Condition = z.output<typeof Condition>;
 
+/** Each kind describes its conditions' types where it uses the list. */
 const Conditions = z.array(Condition).meta({ "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"] });
 
+const ObservedGeneration = z.int().min(0)
+  .describe("The metadata.generation this status was computed from; less than metadata.generation until the operator has acted on the latest spec");
+
+/** A time field: `what` happened, an RFC 3339 time, then `note`. */
+const timestamp = (what: string, note?: string) => z.iso.datetime().describe(`${what}, an RFC 3339 time${note ? `; ${note}` : ""}`);
+
+/** The App an object belongs to: Releases, Domains and Shares name it, in their own namespace. */
+const AppRef = z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict();
+
+// Written by operator/app/status.ts.
 export const AppStatus = z.object({
-  phase: z.enum(APP_PHASES).optional(),
-  observedGeneration: z.int().min(0).optional(),
-  conditions: Conditions.optional(),
-  url: z.string().optional(),
+  phase: z.enum(APP_PHASES).optional().describe("Summary of the App's state: active (rolled out and ready, or the CronJob scheduled), deploying (a build, release command or rollout under way), failed (the rollout failed, or the App cannot be deployed: see the Ready condition), build_failed (the newest release failed its build or release command), disabled (suspended), stopped (nothing to run yet)"),
+  observedGeneration: ObservedGeneration.optional(),
+  conditions: Conditions.describe("Built (there is an image to run), Deployed (its rollout is complete), Ready (the service is available: every wanted replica ready, or the CronJob scheduled) and, where governance applies, GovernanceReady (its store and key are provisioned)").optional(),
+  url: z.string().optional().describe("The App's default address, https://<slug>.<baseDomain>; only web and api Apps have one, and it is left out while the spec cannot be used or a deployed App is suspended"),
   latestDeployment: z.object({
-    id: z.string(),
-    status: z.string(),
-    gitCommitSha: z.string().optional(),
-    gitCommitMessage: z.string().optional(),
-    image: z.string().optional(),
-    createdAt: z.iso.datetime(),
-  }).optional(),
+    id: z.string().describe("The Release's name (<app>-<sequence>), or the revision's (as pipeline.deploy.revisionName)"),
+    status: z.string().describe("The Release's phase (as its status.phase), or the revision's rollout: in_progress, succeeded or failed"),
+    gitCommitSha: z.string().optional().describe("The commit the Release builds, 40 hex digits; absent for a rollback or a prebuilt image"),
+    gitCommitMessage: z.string().optional().describe("That commit's message"),
+    image: z.string().optional().describe("The image it runs: the Release's once built (<repository>@sha256:...), or spec.image"),
+    createdAt: timestamp("When the Release was created, or when the operator first saw the revision"),
+  }).optional().describe("The newest deployment: the newest Release of an App built from Git, or the current revision of the workload (a prebuilt image; a cron App)"),
   pipeline: z.object({
-    source: z.object({ status: z.string(), lastCommitSha: z.string().optional(), lastCommitMessage: z.string().optional() }).optional(),
-    build: z.object({ status: z.string(), buildpack: z.string().optional(), imageTag: z.string().optional(), durationSeconds: z.number().optional() }).optional(),
-    deploy: z.object({ status: z.string(), deployedAt: z.iso.datetime().optional(), revisionName: z.string().optional() }).optional(),
-    runtime: z.object({ status: z.string(), readyReplicas: z.int(), totalReplicas: z.int() }).optional(),
-  }).optional(),
-});
+    source: z.object({
+      status: z.string().describe("ok when spec.gitRepoUrl is set, none otherwise"),
+      lastCommitSha: z.string().optional().describe("The commit of the newest Release (of the serving one when the newest is a rollback), 40 hex digits"),
+      lastCommitMessage: z.string().optional().describe("That commit's message"),
+    }).optional().describe("Where the code comes from"),
+    build: z.object({
+      status: z.string().describe("The newest Release's build: pending, building, succeeded, failed, cancelled or skipped (a rollback); succeeded for a prebuilt image, none without a Git repository"),
+      buildpack: z.string().optional().describe("How the image was made: dockerfile or the detected stack (node, python, go, static); rollback for a rollback, prebuilt for a prebuilt image"),
+      imageTag: z.string().optional().describe("The image built (<repository>@sha256:...), or the prebuilt spec.image"),
+      durationSeconds: z.number().optional().describe("How long the build took, in seconds to a tenth (the Release's buildStartedAt to buildFinishedAt)"),
+    }).optional().describe("The build of the newest Release, or the prebuilt image"),
+    deploy: z.object({
+      status: z.string().describe("The workload's rollout: in_progress, succeeded or failed; none when nothing is deployed, disabled while a web, api or worker App is suspended"),
+      deployedAt: timestamp("When the current revision's rollout completed").optional(),
+      revisionName: z.string().optional().describe("The workload's revision, <app>-<hash of its pod template>: it changes whenever what runs changes"),
+    }).optional().describe("The rollout of the workload (a Deployment, or a CronJob for a cron App)"),
+    runtime: z.object({
+      status: z.string().describe("healthy (rolled out, every wanted replica ready), degraded (some replicas ready), starting (none ready yet), stopped (suspended, or nothing deployed), scheduled (a cron App)"),
+      readyReplicas: z.int().describe("Ready pods of the Deployment; 0 for a cron App"),
+      totalReplicas: z.int().describe("Pods of the Deployment, of every revision; 0 for a cron App"),
+    }).optional().describe("The running pods"),
+  }).optional().describe("The App's delivery in four stages, source, build, deploy and runtime, each with a status word"),
+}).describe("What the operator last observed of the App and did about it; written by the operator only");
 export type AppStatus = z.output<typeof AppStatus>;
 
 // ---------------------------------------------------------------------------------------------
@@ -184,14 +215,14 @@ export const RELEASE_TRIGGERS = ["push", "manual", "rollback"] as const;
 export const COMMIT_SHA = "^[0-9a-f]{40}$";
 
 const ReleaseSpecFields = z.object({
-  appRef: z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict(),
+  appRef: AppRef.describe("The App this release deploys"),
   sequence: z.int().min(1).describe("The release's number within its App (its name is <app>-<sequence>)"),
-  trigger: z.enum(RELEASE_TRIGGERS),
+  trigger: z.enum(RELEASE_TRIGGERS).describe("What made the release: push (a webhook delivery), manual (a deploy through the API) or rollback (an earlier release's image again)"),
   git: z.object({
     repoUrl: fields.gitRepoUrl,
-    branch: fields.gitBranch,
-    commitSha: z.string().regex(new RegExp(COMMIT_SHA), "must be a full commit sha (40 lowercase hex digits)"),
-    commitMessage: z.string().max(4096).optional(),
+    branch: fields.gitBranch.describe("The branch the commit was taken from"),
+    commitSha: z.string().regex(new RegExp(COMMIT_SHA), "must be a full commit sha (40 lowercase hex digits)").describe("The commit to build: its full SHA-1, 40 lowercase hex digits"),
+    commitMessage: z.string().max(4096).optional().describe("The commit's message when the API knew it (a push's, or one given to a manual deploy), at most 4096 characters; the build also records it in status.commitMessage"),
     installationId: fields.gitInstallationId.optional(),
     deliveryId: z.string().min(1).max(200).optional().describe("The webhook delivery that triggered it"),
   }).strict().optional().describe("The commit to build; absent for a rollback"),
@@ -199,7 +230,7 @@ const ReleaseSpecFields = z.object({
   releaseCommand: fields.releaseCommand.optional(),
   image: fields.image.optional().describe("An image to deploy without a build (a rollback: the earlier release's image, by digest)"),
   rollbackOf: z.string().min(1).max(253).optional().describe("The release whose image this one deploys again"),
-}).strict();
+}).strict().describe("What to deploy, as the API asked for it (a push, a manual deploy or a rollback); immutable");
 
 export const ReleaseSpec = withRules(ReleaseSpecFields, [
   { cel: "has(self.git) != has(self.image)", check: (s) => (s.git === undefined) !== (s.image === undefined),
@@ -207,32 +238,38 @@ export const ReleaseSpec = withRules(ReleaseSpecFields, [
 ]).meta({ "x-kubernetes-validations": [{ rule: "self == oldSelf", message: "a release's spec is immutable: create a new release", reason: "FieldValueForbidden" }] });
 export type ReleaseSpec = z.output<typeof ReleaseSpec>;
 
+// Written by operator/release/reconcile.ts (build, release command) and operator/app/reconcile.ts (rollout).
 export const ReleaseStatus = z.object({
-  phase: z.enum(RELEASE_PHASES).optional(),
-  observedGeneration: z.int().min(0).optional(),
+  phase: z.enum(RELEASE_PHASES).optional().describe("queued (unset means queued too), building, releasing (the release command runs), deploying (rolling out), succeeded (it serves), superseded (a later release took over); or how it ended early: build_failed, release_failed, failed (the rollout did not become ready), cancelled (a later release reached deploying first)"),
+  observedGeneration: ObservedGeneration.optional(),
   image: z.string().optional().describe("What runs: <repository>@sha256:..."),
   stack: z.string().optional().describe("dockerfile, or the detected stack (node, python, go, static)"),
-  commitMessage: z.string().max(4096).optional(),
-  failure: z.object({ step: z.string(), reason: z.string(), message: z.string().max(4096) }).optional(),
-  buildStartedAt: z.iso.datetime().optional(),
-  buildFinishedAt: z.iso.datetime().optional(),
-  releaseStartedAt: z.iso.datetime().optional(),
-  releaseFinishedAt: z.iso.datetime().optional(),
-  deployStartedAt: z.iso.datetime().optional(),
-  deployedAt: z.iso.datetime().optional(),
-  finishedAt: z.iso.datetime().optional(),
-  conditions: Conditions.optional(),
-});
+  commitMessage: z.string().max(4096).optional().describe("The commit's message as the build read it from the clone, at most 4096 characters"),
+  failure: z.object({
+    step: z.string().describe("The step that failed: clone, detect, build or push (the build), release (the release command) or deploy (the rollout)"),
+    reason: z.string().describe("Why, as one CamelCase word (such as DockerfileInvalid, ReleaseCommandFailed or ProgressDeadlineExceeded)"),
+    message: z.string().max(4096).describe("What went wrong, for people, with the end of the step's output where there is one; at most 4096 characters"),
+  }).optional().describe("Why the release ended in build_failed, release_failed or failed"),
+  buildStartedAt: timestamp("When the build started (its Job was created)").optional(),
+  buildFinishedAt: timestamp("When the build ended, successfully or not").optional(),
+  releaseStartedAt: timestamp("When the release command started (its Job was created)", "absent without spec.releaseCommand").optional(),
+  releaseFinishedAt: timestamp("When the release command ended, successfully or not").optional(),
+  deployStartedAt: timestamp("When the rollout started (the phase became deploying)").optional(),
+  deployedAt: timestamp("When the rollout completed and the release began to serve").optional(),
+  finishedAt: timestamp("When the release succeeded or ended early (build_failed, release_failed, failed, cancelled)").optional(),
+  conditions: Conditions.describe("Not written today: a release's progress is in its phase, its times and its Events").optional(),
+}).describe("How far the release got; written by the operator only");
 export type ReleaseStatus = z.output<typeof ReleaseStatus>;
 
 // ---------------------------------------------------------------------------------------------
 // Domain
 
 export const DomainSpec = z.object({
-  appRef: z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict(),
-  domain: z.string().min(4).max(253).regex(new RegExp(FQDN), "must be a fully qualified domain name in lowercase, without a trailing dot"),
+  appRef: AppRef.describe("The App the domain routes to"),
+  domain: z.string().min(4).max(253).regex(new RegExp(FQDN), "must be a fully qualified domain name in lowercase, without a trailing dot")
+    .describe("The fully qualified domain name, lowercase, without a trailing dot (an internationalized name in punycode); immutable: add another Domain instead"),
   targetPort: fields.port.optional().describe("Container port to route to; defaults to the App's port"),
-}).strict().meta({
+}).strict().describe("The domain to serve and the App it routes to; one App per domain in the whole platform (the first verified claim)").meta({
   "x-kubernetes-validations": [{ rule: "self.domain == oldSelf.domain", message: "domain is immutable; add a new Domain instead", fieldPath: ".domain", reason: "FieldValueForbidden" }],
 });
 export type DomainSpec = z.output<typeof DomainSpec>;
@@ -247,37 +284,37 @@ export type DomainSpec = z.output<typeof DomainSpec>;
  */
 export const TLS_STATUSES = ["pending", "issuing", "active", "expiring", "failed", "expired"] as const;
 export type TlsStatus = (typeof TLS_STATUSES)[number];
+// Written by operator/domain/status.ts.
 export const DomainStatus = z.object({
-  observedGeneration: z.int().min(0).optional(),
-  verified: z.boolean().optional(),
-  verifiedAt: z.iso.datetime().optional(),
-  tlsStatus: z.enum(TLS_STATUSES).optional(),
-  /** The host the domain's CNAME must point at (the platform's ingress host). */
-  dnsTarget: z.string().optional(),
-  lastCheckedAt: z.iso.datetime().optional().describe("When DNS was last checked"),
-  nextCheckAt: z.iso.datetime().optional().describe("When the operator checks DNS again; absent once verified or after 48 hours"),
+  observedGeneration: ObservedGeneration.optional(),
+  verified: z.boolean().optional().describe("Whether DNS proved the claim: the domain points at dnsTarget (a CNAME, or for an apex A/AAAA records of its addresses) and the TXT record _berth-challenge.<domain> holds this claim's token. Not checked again once true"),
+  verifiedAt: timestamp("When verification succeeded", "of the Domains naming one domain, the earliest verified holds it").optional(),
+  tlsStatus: z.enum(TLS_STATUSES).optional().describe("The certificate: pending (none requested: not verified, or no issuer configured), issuing, active, expiring (its renewal is due and has not succeeded), failed (issuance failed; cert-manager retries), expired"),
+  dnsTarget: z.string().optional().describe("The platform's ingress host, which the domain's CNAME must point at"),
+  lastCheckedAt: timestamp("When DNS was last checked").optional(),
+  nextCheckAt: timestamp("When the operator checks DNS again", "absent once verified, and 48 hours after the Domain was created").optional(),
   handledVerifyRequest: z.string().max(100).optional().describe("The berth.dev/verify-requested annotation value the last check answered"),
-  certificateNotAfter: z.iso.datetime().optional(),
-  conditions: Conditions.optional(),
-});
+  certificateNotAfter: timestamp("When the serving certificate expires (its notAfter)", "absent until one is issued").optional(),
+  conditions: Conditions.describe("Verified (DNS proved the claim), Routed (its Ingress routes to the App), CertificateReady (tlsStatus active or expiring) and Ready (all three: served over HTTPS)").optional(),
+}).describe("Verification, routing and certificate of the domain; written by the operator only");
 export type DomainStatus = z.output<typeof DomainStatus>;
 
 // ---------------------------------------------------------------------------------------------
 // Share
 
 export const ShareSpec = z.object({
-  appRef: z.object({ name: fields.slug.describe("Name of the App in the same namespace") }).strict(),
-  expiresAt: z.iso.datetime().optional().describe("When the link stops working; never when omitted"),
+  appRef: AppRef.describe("The App the link opens"),
+  expiresAt: z.iso.datetime().optional().describe("When the link stops working, an RFC 3339 time; never when omitted"),
   requireAuth: z.boolean().default(false).describe("Viewers must sign in with a platform account"),
   tokenHash: z.string().regex(/^[a-f0-9]{64}$/, "must be a SHA-256 hex digest").describe("SHA-256 of the share token; the token itself is never stored"),
-}).strict();
+}).strict().describe("A share link, written by the API when the link is made; revoking the link deletes the Share");
 export type ShareSpec = z.output<typeof ShareSpec>;
 
 export const ShareStatus = z.object({
-  observedGeneration: z.int().min(0).optional(),
-  active: z.boolean().optional(),
-  conditions: Conditions.optional(),
-});
+  observedGeneration: ObservedGeneration.optional(),
+  active: z.boolean().optional().describe("Whether the link works (not expired); not written today"),
+  conditions: Conditions.describe("Not written today").optional(),
+}).describe("Not written by Berth today: whether a link works is decided from spec.expiresAt each time it is used");
 export type ShareStatus = z.output<typeof ShareStatus>;
 
 // ---------------------------------------------------------------------------------------------
