@@ -314,7 +314,7 @@ test.serial("a RUN step reaches neither PostgreSQL nor the API server on buildki
 
   // the default: only BuildKit's proxy, which goes nowhere private
   const run2 = run.replace("net-", "net2-");
-  const closed = await runBuilder("run-network", git.repo("run-network", undefined, { Dockerfile: probe.replaceAll(run, run2) }));
+  const closed = await runBuilder("run-network-2", git.repo("run-network-2", undefined, { Dockerfile: probe.replaceAll(run, run2) }));
   t.is(closed.code, 0, closed.stdout);
   t.regex(closed.stdout, new RegExp(`${run2} pg (ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)`));
   t.true(closed.stdout.includes(`${run2} api 403`), closed.stdout);
