@@ -60,7 +60,8 @@ const apps = () => `/workspaces/${api.workspaceId}/apps`;
 const domains = () => `${apps()}/web/domains`;
 type Domain = KubeObject & { status?: { conditions?: { type: string; status: string; reason: string }[] } };
 
-async function domainOf(name: string): Promise<Record<string, any> | undefined> { // eslint-disable-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function domainOf(name: string): Promise<Record<string, any> | undefined> {
   const r = await api.fetchJson("GET", domains());
   return (r.body as Record<string, any>[]).find((d) => d.domain === name); // eslint-disable-line @typescript-eslint/no-explicit-any
 }
