@@ -18,7 +18,10 @@ export default tseslint.config(
       "@typescript-eslint/no-floating-promises": "error",
       "@typescript-eslint/consistent-type-imports": "error",
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
-      "no-restricted-properties": ["error", { object: "process", property: "env", message: "Read configuration only in the config module (DESIGN.md §5.7)." }],
+      "no-restricted-properties": [
+        "error",
+        { object: "process", property: "env", message: "Read configuration only in the config module (DESIGN.md §5.7)." },
+      ],
       "no-console": "error",
     },
   },
@@ -29,9 +32,26 @@ export default tseslint.config(
   ...layer("operator/**", ["api"], "The API and the operator never import each other: share through crds/ (the contract) or kube/."),
   ...layer("crds/**", ["api", "operator", "kube", "toolkit"], "crds/ is the contract: zod schemas and constants, no runtime code."),
   ...layer("kube/**", ["api", "operator", "toolkit"], "kube/ is the Kubernetes plumbing both processes import; it knows neither."),
-  ...layer("toolkit/**", ["api", "operator", "crds", "kube"], "The toolkit ships as its own package: it imports nothing of the platform's."),
-  ...layer("samples/**", ["api", "operator", "crds", "kube"], "A sample is a user's service: it may use the toolkit, nothing else of ours (its image ships only the toolkit)."),
+  ...layer(
+    "toolkit/**",
+    ["api", "operator", "crds", "kube"],
+    "The toolkit ships as its own package: it imports nothing of the platform's.",
+  ),
+  ...layer(
+    "samples/**",
+    ["api", "operator", "crds", "kube"],
+    "A sample is a user's service: it may use the toolkit, nothing else of ours (its image ships only the toolkit).",
+  ),
   { files: ["**/config.ts", "test/**", "hack/**"], rules: { "no-restricted-properties": "off", "no-console": "off" } },
-  { files: ["test/**"], rules: { "@typescript-eslint/no-unsafe-member-access": "off", "@typescript-eslint/no-unsafe-assignment": "off", "@typescript-eslint/no-unsafe-argument": "off", "@typescript-eslint/no-unsafe-call": "off", "@typescript-eslint/no-unsafe-return": "off" } },
+  {
+    files: ["test/**"],
+    rules: {
+      "@typescript-eslint/no-unsafe-member-access": "off",
+      "@typescript-eslint/no-unsafe-assignment": "off",
+      "@typescript-eslint/no-unsafe-argument": "off",
+      "@typescript-eslint/no-unsafe-call": "off",
+      "@typescript-eslint/no-unsafe-return": "off",
+    },
+  },
   { files: ["eslint.config.js", "samples/**/*.js"], ...tseslint.configs.disableTypeChecked },
 );

@@ -36,7 +36,12 @@ export const USAGE = `usage: node api/cli.ts <command>
 
 class UsageError extends Error {}
 
-interface Flags { name?: string; id?: string; workspace?: string; "key-id"?: string }
+interface Flags {
+  name?: string;
+  id?: string;
+  workspace?: string;
+  "key-id"?: string;
+}
 
 function required(flags: Flags, name: keyof Flags): string {
   const v = flags[name];
@@ -45,7 +50,15 @@ function required(flags: Flags, name: keyof Flags): string {
 }
 
 function keyJson(k: KeyView & { workspaceId?: string }) {
-  return { id: k.id, ...(k.workspaceId ? { workspaceId: k.workspaceId } : {}), name: k.name, prefix: k.prefix, createdAt: k.createdAt.toISOString(), lastUsedAt: k.lastUsedAt?.toISOString() ?? null, revokedAt: k.revokedAt?.toISOString() ?? null };
+  return {
+    id: k.id,
+    ...(k.workspaceId ? { workspaceId: k.workspaceId } : {}),
+    name: k.name,
+    prefix: k.prefix,
+    createdAt: k.createdAt.toISOString(),
+    lastUsedAt: k.lastUsedAt?.toISOString() ?? null,
+    revokedAt: k.revokedAt?.toISOString() ?? null,
+  };
 }
 
 function checkName(name: string): string {
@@ -62,14 +75,23 @@ async function run(command: string, flags: Flags, config: Config, orm: MikroORM)
   switch (command) {
     case "workspace create": {
       const name = checkName(required(flags, "name"));
-      const workspaces = new WorkspaceService({ orm, namespaces: new KubeNamespaceEnsurer(loadKubeConfig(config.KUBECONFIG), workspaceSetup(config)), log });
+      const workspaces = new WorkspaceService({
+        orm,
+        namespaces: new KubeNamespaceEnsurer(loadKubeConfig(config.KUBECONFIG), workspaceSetup(config)),
+        log,
+      });
       const { workspace, created } = await workspaces.create(em, { name, id: flags.id });
       const { key, secret } = await keys.create(em, workspace.id, "initial");
       return { workspaceId: workspace.id, name: workspace.name, namespace: workspace.namespace, created, apiKey: secret, apiKeyId: key.id };
     }
     case "workspace list": {
       const workspaces = new WorkspaceService({ orm, namespaces: { ensure: () => Promise.resolve() }, log });
-      return (await workspaces.list(em)).map((w) => ({ id: w.id, name: w.name, namespace: w.namespace, createdAt: w.createdAt.toISOString() }));
+      return (await workspaces.list(em)).map((w) => ({
+        id: w.id,
+        name: w.name,
+        namespace: w.namespace,
+        createdAt: w.createdAt.toISOString(),
+      }));
     }
     case "key create": {
       const { key, secret } = await keys.create(em, required(flags, "workspace"), checkName(required(flags, "name")));
@@ -100,9 +122,18 @@ export async function cli(argv: string[]): Promise<number> {
       args: argv,
       allowPositionals: true,
       strict: true,
-      options: { name: { type: "string" }, id: { type: "string" }, workspace: { type: "string" }, "key-id": { type: "string" }, help: { type: "boolean", short: "h" } },
+      options: {
+        name: { type: "string" },
+        id: { type: "string" },
+        workspace: { type: "string" },
+        "key-id": { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
     });
-    if (parsed.values.help || parsed.positionals.length === 0) { process.stdout.write(`${USAGE}\n`); return parsed.values.help ? 0 : 2; }
+    if (parsed.values.help || parsed.positionals.length === 0) {
+      process.stdout.write(`${USAGE}\n`);
+      return parsed.values.help ? 0 : 2;
+    }
     positionals = parsed.positionals;
     flags = parsed.values;
   } catch (err) {
@@ -128,8 +159,14 @@ export async function cli(argv: string[]): Promise<number> {
     process.stdout.write(`${JSON.stringify(out, null, 2)}\n`);
     return 0;
   } catch (err) {
-    if (err instanceof UsageError) { process.stderr.write(`error: ${err.message}\n${USAGE}\n`); return 2; }
-    if (err instanceof DomainError) { process.stderr.write(`error: ${err.message} (${err.code})\n`); return 1; }
+    if (err instanceof UsageError) {
+      process.stderr.write(`error: ${err.message}\n${USAGE}\n`);
+      return 2;
+    }
+    if (err instanceof DomainError) {
+      process.stderr.write(`error: ${err.message} (${err.code})\n`);
+      return 1;
+    }
     process.stderr.write(`error: ${err instanceof Error ? err.message : String(err)}\n`);
     return 1;
   } finally {

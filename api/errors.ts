@@ -35,7 +35,9 @@ export class DomainError extends Error {
 }
 
 export class BadRequestError extends DomainError {
-  constructor(code: string, detail: string, opts?: DomainErrorOptions) { super(400, code, detail, opts); }
+  constructor(code: string, detail: string, opts?: DomainErrorOptions) {
+    super(400, code, detail, opts);
+  }
 }
 
 export class UnauthorizedError extends DomainError {
@@ -45,15 +47,21 @@ export class UnauthorizedError extends DomainError {
 }
 
 export class ForbiddenError extends DomainError {
-  constructor(code: string, detail: string, opts?: DomainErrorOptions) { super(403, code, detail, opts); }
+  constructor(code: string, detail: string, opts?: DomainErrorOptions) {
+    super(403, code, detail, opts);
+  }
 }
 
 export class NotFoundError extends DomainError {
-  constructor(code: string, detail: string, opts?: DomainErrorOptions) { super(404, code, detail, opts); }
+  constructor(code: string, detail: string, opts?: DomainErrorOptions) {
+    super(404, code, detail, opts);
+  }
 }
 
 export class ConflictError extends DomainError {
-  constructor(code: string, detail: string, opts?: DomainErrorOptions) { super(409, code, detail, opts); }
+  constructor(code: string, detail: string, opts?: DomainErrorOptions) {
+    super(409, code, detail, opts);
+  }
 }
 
 export class ValidationError extends DomainError {
@@ -64,7 +72,9 @@ export class ValidationError extends DomainError {
 }
 
 export class UnavailableError extends DomainError {
-  constructor(code: string, detail: string, opts?: DomainErrorOptions) { super(503, code, detail, opts); }
+  constructor(code: string, detail: string, opts?: DomainErrorOptions) {
+    super(503, code, detail, opts);
+  }
 }
 
 function describeFieldErrors(errors: FieldError[]): string {
@@ -123,8 +133,13 @@ export function quotaExceeded(err: unknown, what: string): DomainError | undefin
   if (statusCode(err) !== 403) return undefined;
   const message = errorMessage(err);
   // the quota controller has not counted the namespace yet (a resource it has just discovered)
-  if (message.includes("status unknown for quota")) return new UnavailableError("quota_not_counted", `The workspace's quota of ${what} is being counted; retry in a few seconds.`);
+  if (message.includes("status unknown for quota"))
+    return new UnavailableError("quota_not_counted", `The workspace's quota of ${what} is being counted; retry in a few seconds.`);
   const m = /exceeded quota: [^,]+, requested: ([^,]+), used: ([^,]+), limited: ([^,"]+)/.exec(message);
   if (!m) return undefined;
-  return new ConflictError("quota_exceeded", `The workspace is at its limit of ${what} (${m[3]!.trim()}; used: ${m[2]!.trim()}): remove some first, or ask the platform team for a larger quota.`, { details: { limited: m[3]!.trim(), used: m[2]!.trim() } });
+  return new ConflictError(
+    "quota_exceeded",
+    `The workspace is at its limit of ${what} (${m[3]!.trim()}; used: ${m[2]!.trim()}): remove some first, or ask the platform team for a larger quota.`,
+    { details: { limited: m[3]!.trim(), used: m[2]!.trim() } },
+  );
 }

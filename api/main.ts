@@ -77,31 +77,66 @@ export interface Services {
 }
 
 export function buildServices(deps: {
-  config: Config; orm: MikroORM; logger: Logger; kubeConfig: k8s.KubeConfig; namespaces?: NamespaceEnsurer;
+  config: Config;
+  orm: MikroORM;
+  logger: Logger;
+  kubeConfig: k8s.KubeConfig;
+  namespaces?: NamespaceEnsurer;
   /** The share cookie key (resolveShareKey); a random key of this process when absent (scripts). */
   shareKey?: Buffer;
 }): Services {
   const { config, orm, logger, kubeConfig } = deps;
-  const workspaces = new WorkspaceService({ orm, namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig, workspaceSetup(config)), log: logger.child({ component: "workspaces" }) });
+  const workspaces = new WorkspaceService({
+    orm,
+    namespaces: deps.namespaces ?? new KubeNamespaceEnsurer(kubeConfig, workspaceSetup(config)),
+    log: logger.child({ component: "workspaces" }),
+  });
   const kube = new KubeClient(kubeConfig);
-  const appCache = new Informer<AppObject>(kubeConfig, { apiVersion: API_VERSION, kind: "App", plural: "apps" }, logger.child({ component: "app-cache" }));
+  const appCache = new Informer<AppObject>(
+    kubeConfig,
+    { apiVersion: API_VERSION, kind: "App", plural: "apps" },
+    logger.child({ component: "app-cache" }),
+  );
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);
-  const shareCache = new Informer<ShareObject>(kubeConfig, { apiVersion: API_VERSION, kind: "Share", plural: "shares", dropManagedFields: true }, logger.child({ component: "share-cache" }));
+  const shareCache = new Informer<ShareObject>(
+    kubeConfig,
+    { apiVersion: API_VERSION, kind: "Share", plural: "shares", dropManagedFields: true },
+    logger.child({ component: "share-cache" }),
+  );
   // One read-your-writes cache of Apps (and Shares) for every service: what one writes, the others read back.
   const apps = new ReadYourWritesCache(kube, API_FIELD_MANAGER).track("App", appCache).track("Share", shareCache);
   const shareKey = deps.shareKey ?? (config.BERTH_SHARE_COOKIE_KEY ? Buffer.from(config.BERTH_SHARE_COOKIE_KEY, "utf8") : randomBytes(32));
-  const signIn = config.BERTH_OIDC_ISSUER_URL && config.BERTH_OIDC_CLIENT_ID && config.BERTH_OIDC_CLIENT_SECRET && config.BERTH_OIDC_REDIRECT_URL
-    ? new OidcSignIn({
-      settings: { issuer: config.BERTH_OIDC_ISSUER_URL, clientId: config.BERTH_OIDC_CLIENT_ID, clientSecret: config.BERTH_OIDC_CLIENT_SECRET, redirectUrl: config.BERTH_OIDC_REDIRECT_URL, scopes: config.BERTH_OIDC_SCOPES },
-      key: shareKey, baseDomain: config.BERTH_BASE_DOMAIN, log: logger.child({ component: "sign-in" }), now: () => new Date(),
-    })
-    : undefined;
+  const signIn =
+    config.BERTH_OIDC_ISSUER_URL && config.BERTH_OIDC_CLIENT_ID && config.BERTH_OIDC_CLIENT_SECRET && config.BERTH_OIDC_REDIRECT_URL
+      ? new OidcSignIn({
+          settings: {
+            issuer: config.BERTH_OIDC_ISSUER_URL,
+            clientId: config.BERTH_OIDC_CLIENT_ID,
+            clientSecret: config.BERTH_OIDC_CLIENT_SECRET,
+            redirectUrl: config.BERTH_OIDC_REDIRECT_URL,
+            scopes: config.BERTH_OIDC_SCOPES,
+          },
+          key: shareKey,
+          baseDomain: config.BERTH_BASE_DOMAIN,
+          log: logger.child({ component: "sign-in" }),
+          now: () => new Date(),
+        })
+      : undefined;
   const governance = new Governance({
-    orm, apps, namespaceOf, host: config.BERTH_GOVERNANCE_HOST, prices: config.BERTH_MODEL_PRICES, workers: config.BERTH_INGEST_WORKERS,
+    orm,
+    apps,
+    namespaceOf,
+    host: config.BERTH_GOVERNANCE_HOST,
+    prices: config.BERTH_MODEL_PRICES,
+    workers: config.BERTH_INGEST_WORKERS,
     log: logger.child({ component: "governance" }),
   });
   const appsService = new AppsService({
-    apps, namespaceOf, baseDomain: config.BERTH_BASE_DOMAIN, governance, usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })),
+    apps,
+    namespaceOf,
+    baseDomain: config.BERTH_BASE_DOMAIN,
+    governance,
+    usage: new MetricsApiUsageReader(kube, logger.child({ component: "metrics" })),
     hosts: {
       reservedSlugs: config.BERTH_RESERVED_SLUGS,
       platformHosts: [config.BERTH_INGRESS_HOST, config.BERTH_PUBLIC_URL ? new URL(config.BERTH_PUBLIC_URL).hostname : undefined],
@@ -110,24 +145,59 @@ export function buildServices(deps: {
     buildArea: { registry: config.BERTH_BUILD_REGISTRY, prefix: config.BERTH_BUILD_REPOSITORY_PREFIX },
   });
   return {
-    config, orm, logger, kubeConfig, workspaces, kube, appCache, governance, shareCache, signIn,
-    shares: new SharesService({ cache: apps, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, signInConfigured: !!signIn, now: () => new Date() }),
+    config,
+    orm,
+    logger,
+    kubeConfig,
+    workspaces,
+    kube,
+    appCache,
+    governance,
+    shareCache,
+    signIn,
+    shares: new SharesService({
+      cache: apps,
+      apps: appsService,
+      baseDomain: config.BERTH_BASE_DOMAIN,
+      signInConfigured: !!signIn,
+      now: () => new Date(),
+    }),
     edgeLimiter: new RateLimiter({ perSecond: config.BERTH_RATE_LIMIT_EDGE_PER_SECOND, burst: config.BERTH_RATE_LIMIT_EDGE_BURST }),
-    forwardAuth: new ForwardAuth({ cache: apps, key: shareKey, sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS, signIn, tickets: new PgTicketLedger(orm), log: logger.child({ component: "forward-auth" }), now: () => new Date() }),
+    forwardAuth: new ForwardAuth({
+      cache: apps,
+      key: shareKey,
+      sessionSeconds: config.BERTH_SHARE_SESSION_SECONDS,
+      signIn,
+      tickets: new PgTicketLedger(orm),
+      log: logger.child({ component: "forward-auth" }),
+      now: () => new Date(),
+    }),
     keys: new ApiKeyService({ log: logger, maxPerWorkspace: config.BERTH_MAX_KEYS_PER_WORKSPACE }),
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
     deployments: new DeploymentsService({
-      kube, apps: appsService, orm, publicUrl: config.BERTH_PUBLIC_URL, log: logger.child({ component: "deployments" }),
+      kube,
+      apps: appsService,
+      orm,
+      publicUrl: config.BERTH_PUBLIC_URL,
+      log: logger.child({ component: "deployments" }),
       outbound: new Outbound(new OutboundPolicy({ allow: config.BERTH_OUTBOUND_ALLOW, deny: config.BERTH_OUTBOUND_DENY })),
     }),
     env: new EnvService({ apps: appsService, kube }),
     domains: new DomainsService({
-      kube, apps: appsService, baseDomain: config.BERTH_BASE_DOMAIN, ingressHost: config.BERTH_INGRESS_HOST, verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS,
+      kube,
+      apps: appsService,
+      baseDomain: config.BERTH_BASE_DOMAIN,
+      ingressHost: config.BERTH_INGRESS_HOST,
+      verifyWaitMs: config.BERTH_DOMAIN_VERIFY_WAIT_MS,
       platformHosts: config.BERTH_PUBLIC_URL ? [new URL(config.BERTH_PUBLIC_URL).hostname] : [],
     }),
     appKeyVerifier: governance.keys.verifier(),
-    operatorVerifier: operatorVerifier({ review: kubeTokenReviewer(kubeConfig, config.BERTH_OPERATOR_TOKEN_AUDIENCE), username: config.BERTH_OPERATOR_USERNAME, audience: config.BERTH_OPERATOR_TOKEN_AUDIENCE }),
+    operatorVerifier: operatorVerifier({
+      review: kubeTokenReviewer(kubeConfig, config.BERTH_OPERATOR_TOKEN_AUDIENCE),
+      username: config.BERTH_OPERATOR_USERNAME,
+      audience: config.BERTH_OPERATOR_TOKEN_AUDIENCE,
+    }),
   };
 }
 
@@ -163,7 +233,9 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),
     ...shareRoutes({
-      shares: s.shares, forwardAuth: s.forwardAuth, signIn: () => s.signIn,
+      shares: s.shares,
+      forwardAuth: s.forwardAuth,
+      signIn: () => s.signIn,
       edgeLimiter: s.edgeLimiter,
     }),
     ...domainRoutes(s.domains),
@@ -178,16 +250,27 @@ export function composeRoutes(s: Services): RouteDef[] {
  * keep their services for the handlers, which never run here. For scripts that write it to disk.
  */
 export function openApiDocument(info?: OpenApiInfo): OpenApiDocument {
-  const unavailable = (what: string): never => { throw new Error(`${what} is not available when only documenting the API`); };
-  const services = new Proxy({}, {
-    get: (_t, name) => new Proxy(() => undefined, { get: () => unavailable(String(name)), apply: () => unavailable(String(name)) }),
-  }) as Services;
+  const unavailable = (what: string): never => {
+    throw new Error(`${what} is not available when only documenting the API`);
+  };
+  const services = new Proxy(
+    {},
+    {
+      get: (_t, name) => new Proxy(() => undefined, { get: () => unavailable(String(name)), apply: () => unavailable(String(name)) }),
+    },
+  ) as Services;
   return buildOpenApiDocument(allRoutes(composeRoutes(services), info), info);
 }
 
 export function kubeReadiness(kc: k8s.KubeConfig): ReadinessCheck {
   const version = kc.makeApiClient(k8s.VersionApi);
-  return { name: "kubernetes", check: async () => { await version.getCode(); return true; } };
+  return {
+    name: "kubernetes",
+    check: async () => {
+      await version.getCode();
+      return true;
+    },
+  };
 }
 
 async function main(argv: string[]): Promise<void> {
@@ -197,14 +280,24 @@ async function main(argv: string[]): Promise<void> {
   if (argv.includes("--migrate") || argv.includes("--migrate-only")) {
     const applied = await migrateUp(orm);
     logger.info({ applied }, applied.length ? "migrations applied" : "no pending migrations");
-    if (argv.includes("--migrate-only")) { await orm.close(); return; } // the Helm migration hook
+    if (argv.includes("--migrate-only")) {
+      await orm.close();
+      return;
+    } // the Helm migration hook
   }
   const kubeConfig = loadKubeConfig(config.KUBECONFIG);
-  const shareKey = await resolveShareKey({ configured: config.BERTH_SHARE_COOKIE_KEY, namespace: config.BERTH_NAMESPACE, kube: new KubeClient(kubeConfig), log: logger.child({ component: "share-key" }) });
+  const shareKey = await resolveShareKey({
+    configured: config.BERTH_SHARE_COOKIE_KEY,
+    namespace: config.BERTH_NAMESPACE,
+    kube: new KubeClient(kubeConfig),
+    log: logger.child({ component: "share-key" }),
+  });
   const services = buildServices({ config, orm, logger, kubeConfig, shareKey });
   await startServices(services);
   const app = buildServer({
-    config, orm, logger,
+    config,
+    orm,
+    logger,
     routes: composeRoutes(services),
     readiness: [kubeReadiness(kubeConfig), ...serviceReadiness(services)],
     keys: services.keys,
@@ -212,23 +305,42 @@ async function main(argv: string[]): Promise<void> {
     appKeyVerifier: services.appKeyVerifier,
     operatorVerifier: services.operatorVerifier,
   });
-  const running = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS, requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS, logger });
+  const running = await listen(app, {
+    host: config.BERTH_API_HOST,
+    port: config.BERTH_API_PORT,
+    shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS,
+    headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS,
+    logger,
+  });
   logger.info({ url: running.url, docs: `${running.url}/api/v1/docs` }, `listening on ${running.url}`);
   // What this version gives a workspace namespace reaches the ones made before it (in the background).
   const ensuring = new AbortController();
-  void services.workspaces.ensureAll(ensuring.signal).catch((err: unknown) => logger.error({ err }, "could not list the workspaces to ensure their namespaces"));
+  void services.workspaces
+    .ensureAll(ensuring.signal)
+    .catch((err: unknown) => logger.error({ err }, "could not list the workspaces to ensure their namespaces"));
 
   let stopping = false;
   const stop = (signal: string) => {
-    if (stopping) { logger.warn({ signal }, "second signal: exiting now"); process.exit(1); }
+    if (stopping) {
+      logger.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
     stopping = true;
     ensuring.abort();
     logger.info({ signal }, "stopping");
-    void running.close()
+    void running
+      .close()
       .then(() => stopServices(services))
       .then(() => orm.close())
-      .then(() => { logger.info("stopped"); process.exit(0); })
-      .catch((err: unknown) => { logger.error({ err }, "shutdown failed"); process.exit(1); });
+      .then(() => {
+        logger.info("stopped");
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        logger.error({ err }, "shutdown failed");
+        process.exit(1);
+      });
   };
   process.on("SIGTERM", () => stop("SIGTERM"));
   process.on("SIGINT", () => stop("SIGINT"));

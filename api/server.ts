@@ -48,15 +48,23 @@ export interface ServerDeps {
   now?: () => number;
 }
 
-interface Lifecycle { draining: boolean }
+interface Lifecycle {
+  draining: boolean;
+}
 const lifecycles = new WeakMap<Koa, Lifecycle>();
 /** The bare routes' dispatcher of each app (api/http/bare.ts), which `listen` puts before Koa. */
 const bares = new WeakMap<Koa, BareDispatch>();
 
 async function withTimeout(p: Promise<boolean>, ms: number): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), ms); });
-  try { return await Promise.race([p.catch(() => false), timeout]); } finally { clearTimeout(timer); }
+  const timeout = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([p.catch(() => false), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Every route the server mounts: the given ones plus GET /openapi.json and GET /docs. */
@@ -96,10 +104,11 @@ export function buildServer(deps: ServerDeps): Koa {
     ctx.body = JSON.stringify({ status: "ok" });
   });
   root.get("/readyz", async (ctx) => {
-    const entries = await Promise.all([
-      ["database", () => orm.checkConnection().then((r) => r.ok)] as const,
-      ...deps.readiness.map((r) => [r.name, r.check] as const),
-    ].map(async ([name, check]) => [name, await withTimeout(Promise.resolve().then(check), READINESS_TIMEOUT_MS)] as const));
+    const entries = await Promise.all(
+      [["database", () => orm.checkConnection().then((r) => r.ok)] as const, ...deps.readiness.map((r) => [r.name, r.check] as const)].map(
+        async ([name, check]) => [name, await withTimeout(Promise.resolve().then(check), READINESS_TIMEOUT_MS)] as const,
+      ),
+    );
     const checks = Object.fromEntries(entries);
     if (lifecycle.draining) checks.shutdown = false;
     if (Object.values(checks).every(Boolean)) {
@@ -108,7 +117,12 @@ export function buildServer(deps: ServerDeps): Koa {
       ctx.body = JSON.stringify({ status: "ready", checks });
       return;
     }
-    sendProblem(ctx, new DomainError(503, "not_ready", lifecycle.draining ? "The server is shutting down." : "A readiness check failed.", { details: { checks } }));
+    sendProblem(
+      ctx,
+      new DomainError(503, "not_ready", lifecycle.draining ? "The server is shutting down." : "A readiness check failed.", {
+        details: { checks },
+      }),
+    );
   });
 
   const api = apiRouter(routes, {
@@ -176,15 +190,20 @@ const CLIENT_ERRORS: Record<string, [status: number, code: string, detail: strin
 function onClientError(logger: Logger): (err: NodeJS.ErrnoException, socket: Socket) => void {
   return (err, socket) => {
     const code = err.code ?? "";
-    if (code === "ECONNRESET" || code === "EPIPE") { socket.destroy(); return; }
+    if (code === "ECONNRESET" || code === "EPIPE") {
+      socket.destroy();
+      return;
+    }
     const [status, problemCode, detail] = CLIENT_ERRORS[code] ?? [400, "bad_request", "The request is not valid HTTP."];
     const requestId = randomUUID();
     logger.info({ code: problemCode, status, requestId }, status === 408 ? "client cut off: request not received in time" : "client error");
     const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && !inFlight?.headersSent) {
       const body = JSON.stringify(renderProblem(new DomainError(status, problemCode, detail), { instance: "/", requestId }));
-      socket.write(`HTTP/1.1 ${status} ${status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
-        `Content-Type: ${PROBLEM_MEDIA_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`);
+      socket.write(
+        `HTTP/1.1 ${status} ${status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
+          `Content-Type: ${PROBLEM_MEDIA_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      );
     }
     socket.destroy(err);
   };
@@ -195,12 +214,17 @@ export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServ
   const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const handler = app.callback();
   const bare = bares.get(app);
-  const server = createServer({
-    headersTimeout,
-    requestTimeout,
-    // Node checks both timeouts every this often (30 s by default): a tenth of the shorter, 0.1-1 s.
-    connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
-  }, (req, res) => { if (!bare?.(req, res)) void handler(req, res); });
+  const server = createServer(
+    {
+      headersTimeout,
+      requestTimeout,
+      // Node checks both timeouts every this often (30 s by default): a tenth of the shorter, 0.1-1 s.
+      connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
+    },
+    (req, res) => {
+      if (!bare?.(req, res)) void handler(req, res);
+    },
+  );
   server.on("clientError", onClientError(opts.logger));
   server.listen({ host: opts.host, port: opts.port });
   await once(server, "listening");
@@ -208,17 +232,21 @@ export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServ
   const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
   let closing: Promise<void> | undefined;
-  const close = () => closing ??= new Promise<void>((resolve) => {
-    const lifecycle = lifecycles.get(app);
-    if (lifecycle) lifecycle.draining = true;
-    opts.logger.info({ timeoutMs: opts.shutdownTimeoutMs }, "shutting down: draining in-flight requests");
-    const timer = setTimeout(() => {
-      opts.logger.warn("shutdown timeout: closing the connections still open");
-      server.closeAllConnections();
-    }, opts.shutdownTimeoutMs);
-    timer.unref();
-    server.close(() => { clearTimeout(timer); resolve(); });
-    server.closeIdleConnections();
-  });
+  const close = () =>
+    (closing ??= new Promise<void>((resolve) => {
+      const lifecycle = lifecycles.get(app);
+      if (lifecycle) lifecycle.draining = true;
+      opts.logger.info({ timeoutMs: opts.shutdownTimeoutMs }, "shutting down: draining in-flight requests");
+      const timer = setTimeout(() => {
+        opts.logger.warn("shutdown timeout: closing the connections still open");
+        server.closeAllConnections();
+      }, opts.shutdownTimeoutMs);
+      timer.unref();
+      server.close(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+      server.closeIdleConnections();
+    }));
   return { url, server, close };
 }

@@ -66,30 +66,47 @@ export function appHost(spec: Pick<AppSpec, "slug">, baseDomain: string): string
 export const DEFAULT_RESERVED_SLUGS: readonly string[] = ["api", "www", "admin", "auth"];
 
 /** BERTH_RESERVED_SLUGS, read alike by the API and the operator: comma-separated DNS labels. */
-export const ReservedSlugsVariable = z.string().default(DEFAULT_RESERVED_SLUGS.join(","))
-  .transform((v) => v.split(",").map((x) => x.trim()).filter(Boolean))
+export const ReservedSlugsVariable = z
+  .string()
+  .default(DEFAULT_RESERVED_SLUGS.join(","))
+  .transform((v) =>
+    v
+      .split(",")
+      .map((x) => x.trim())
+      .filter(Boolean),
+  )
   .refine((l) => l.every((x) => new RegExp(DNS_LABEL).test(x)), "must be comma-separated DNS labels")
-  .describe("Comma-separated slugs no service may take (their hosts <slug>.<baseDomain> are the platform's); the API's and the ingress's own hosts are refused too");
+  .describe(
+    "Comma-separated slugs no service may take (their hosts <slug>.<baseDomain> are the platform's); the API's and the ingress's own hosts are refused too",
+  );
 
 /** Why a slug may not be used: its host is reserved (a reserved slug, or one of the platform's own hosts). Pure. */
-export function reservedHostReason(slug: string, o: { baseDomain: string; reservedSlugs: readonly string[]; platformHosts: readonly (string | undefined)[] }): string | undefined {
+export function reservedHostReason(
+  slug: string,
+  o: { baseDomain: string; reservedSlugs: readonly string[]; platformHosts: readonly (string | undefined)[] },
+): string | undefined {
   if (o.reservedSlugs.includes(slug)) return `${slug} is reserved by the platform (BERTH_RESERVED_SLUGS): choose another slug`;
   const host = appHost({ slug }, o.baseDomain);
   if (o.platformHosts.some((h) => h?.toLowerCase() === host)) return `${host} is one of the platform's own hosts: choose another slug`;
   return undefined;
 }
 
-type HostClaim = { metadata: { name?: string; namespace?: string; uid?: string; creationTimestamp?: Date | string; deletionTimestamp?: Date | string }; spec?: unknown };
+type HostClaim = {
+  metadata: { name?: string; namespace?: string; uid?: string; creationTimestamp?: Date | string; deletionTimestamp?: Date | string };
+  spec?: unknown;
+};
 
 const slugOf = (a: HostClaim): string | undefined => (a.spec as { slug?: unknown } | undefined)?.slug as string | undefined;
-const createdAt = (a: HostClaim): number => (a.metadata.creationTimestamp ? new Date(a.metadata.creationTimestamp).getTime() : Number.MAX_SAFE_INTEGER);
+const createdAt = (a: HostClaim): number =>
+  a.metadata.creationTimestamp ? new Date(a.metadata.creationTimestamp).getTime() : Number.MAX_SAFE_INTEGER;
 
 /**
  * The App that holds the host of `slug`: of the Apps with that slug that are not being deleted,
  * the first created (then the smaller uid, so every reader picks the same one). Pure.
  */
 export function hostHolder<A extends HostClaim>(apps: readonly A[], slug: string): A | undefined {
-  return apps.filter((a) => !a.metadata.deletionTimestamp && slugOf(a) === slug)
+  return apps
+    .filter((a) => !a.metadata.deletionTimestamp && slugOf(a) === slug)
     .sort((a, b) => createdAt(a) - createdAt(b) || (a.metadata.uid ?? "").localeCompare(b.metadata.uid ?? ""))[0];
 }
 
@@ -99,7 +116,10 @@ export function hostHolder<A extends HostClaim>(apps: readonly A[], slug: string
 // platform's other images in that registry (the base images, berth/...) stay open to all.
 
 /** BERTH_BUILD_REGISTRY and BERTH_BUILD_REPOSITORY_PREFIX, as both the API and the operator read them. */
-export interface BuildArea { registry?: string | undefined; prefix: string }
+export interface BuildArea {
+  registry?: string | undefined;
+  prefix: string;
+}
 
 /** Why `image` may not run in `namespace`: it is another namespace's build. Pure. */
 export function foreignBuildImage(image: string, namespace: string, area: BuildArea): string | undefined {

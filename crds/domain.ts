@@ -10,9 +10,15 @@ export interface DomainObject {
   apiVersion?: string;
   kind?: string;
   metadata: {
-    name?: string; namespace?: string; uid?: string; generation?: number; resourceVersion?: string;
-    creationTimestamp?: string | Date; deletionTimestamp?: string | Date;
-    labels?: Record<string, string>; annotations?: Record<string, string>;
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    generation?: number;
+    resourceVersion?: string;
+    creationTimestamp?: string | Date;
+    deletionTimestamp?: string | Date;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
   };
   spec: DomainSpec;
   status?: DomainStatus;
@@ -50,22 +56,38 @@ export type NameCheck = { ok: true; domain: string } | { ok: false; code: string
 export function checkDomainName(input: string, rules: { baseDomain: string; ingressHost?: string | undefined }): NameCheck {
   let name = input.trim();
   if (name.endsWith(".")) name = name.slice(0, -1);
-  if (name.includes("*")) return { ok: false, code: "wildcard_not_supported", message: "Wildcard domains are not supported: add each host (www.example.com, shop.example.com) as its own domain." };
+  if (name.includes("*"))
+    return {
+      ok: false,
+      code: "wildcard_not_supported",
+      message: "Wildcard domains are not supported: add each host (www.example.com, shop.example.com) as its own domain.",
+    };
   if (name.length === 0) return { ok: false, code: "invalid_domain", message: "The domain is empty." };
   const ascii = domainToASCII(name.toLowerCase());
   if (!ascii) return { ok: false, code: "invalid_domain", message: `${input} is not a valid domain name.` };
   if (ascii.length > 253) return { ok: false, code: "invalid_domain", message: `${ascii} is longer than 253 characters.` };
   const labels = ascii.split(".");
-  if (labels.length < 2) return { ok: false, code: "invalid_domain", message: `${ascii} is not fully qualified: use a name such as www.example.com.` };
+  if (labels.length < 2)
+    return { ok: false, code: "invalid_domain", message: `${ascii} is not fully qualified: use a name such as www.example.com.` };
   const long = labels.find((l) => l.length > 63);
   if (long) return { ok: false, code: "invalid_domain", message: `The label ${long.slice(0, 20)}... is longer than 63 characters.` };
-  if (!new RegExp(FQDN).test(ascii)) return { ok: false, code: "invalid_domain", message: `${ascii} is not a valid domain name: labels are letters, digits and '-' (not first or last), and the last one starts with a letter.` };
+  if (!new RegExp(FQDN).test(ascii))
+    return {
+      ok: false,
+      code: "invalid_domain",
+      message: `${ascii} is not a valid domain name: labels are letters, digits and '-' (not first or last), and the last one starts with a letter.`,
+    };
   const base = rules.baseDomain.toLowerCase().replace(/\.$/, "");
   if (ascii === base || ascii.endsWith(`.${base}`)) {
-    return { ok: false, code: "platform_domain", message: `${ascii} is the platform's own domain (${base}): every service already has <slug>.${base}; add a domain you control.` };
+    return {
+      ok: false,
+      code: "platform_domain",
+      message: `${ascii} is the platform's own domain (${base}): every service already has <slug>.${base}; add a domain you control.`,
+    };
   }
   const ingress = rules.ingressHost?.toLowerCase().replace(/\.$/, "");
-  if (ingress && ascii === ingress) return { ok: false, code: "platform_domain", message: `${ascii} is the platform's ingress host: point your domain at it instead.` };
+  if (ingress && ascii === ingress)
+    return { ok: false, code: "platform_domain", message: `${ascii} is the platform's ingress host: point your domain at it instead.` };
   return { ok: true, domain: ascii };
 }
 
@@ -80,8 +102,14 @@ const alive = (d: DomainObject) => !d.metadata.deletionTimestamp;
  * the uid, so that every reader picks the same one). Undefined while none is verified.
  */
 export function claimHolder<D extends DomainObject>(claims: readonly D[]): D | undefined {
-  return claims.filter((d) => alive(d) && d.status?.verified === true)
-    .sort((a, b) => time(a.status?.verifiedAt) - time(b.status?.verifiedAt) || time(a.metadata.creationTimestamp) - time(b.metadata.creationTimestamp) || (a.metadata.uid ?? "").localeCompare(b.metadata.uid ?? ""))[0];
+  return claims
+    .filter((d) => alive(d) && d.status?.verified === true)
+    .sort(
+      (a, b) =>
+        time(a.status?.verifiedAt) - time(b.status?.verifiedAt) ||
+        time(a.metadata.creationTimestamp) - time(b.metadata.creationTimestamp) ||
+        (a.metadata.uid ?? "").localeCompare(b.metadata.uid ?? ""),
+    )[0];
 }
 
 /**
@@ -127,7 +155,12 @@ export interface DnsObservation {
   error?: string | undefined;
 }
 
-export interface Verification { verified: boolean; reason: string; message: string; method?: "cname" | "address" }
+export interface Verification {
+  verified: boolean;
+  reason: string;
+  message: string;
+  method?: "cname" | "address";
+}
 
 const bare = (h: string) => h.toLowerCase().replace(/\.$/, "");
 
@@ -146,22 +179,51 @@ export function decideVerification(domain: string, ingressHost: string, dns: Dns
   const points: Verification | undefined = dns.cname.some((c) => bare(c) === target)
     ? { verified: true, reason: "CnameMatches", message: `${domain} is a CNAME of ${target}`, method: "cname" }
     : dns.addresses.length > 0 && ingress.size > 0 && dns.addresses.every((a) => ingress.has(a))
-      ? { verified: true, reason: "AddressMatches", message: `${domain} resolves to ${[...new Set(dns.addresses)].join(", ")}, the addresses of ${target}`, method: "address" }
+      ? {
+          verified: true,
+          reason: "AddressMatches",
+          message: `${domain} resolves to ${[...new Set(dns.addresses)].join(", ")}, the addresses of ${target}`,
+          method: "address",
+        }
       : undefined;
   if (points && owned) return { ...points, message: `${points.message}, and ${proof} proves this claim` };
-  if (points) return { verified: false, reason: "ChallengeNotFound", message: `${points.message}, but this claim is not proven: create ${proof}` };
+  if (points)
+    return { verified: false, reason: "ChallengeNotFound", message: `${points.message}, but this claim is not proven: create ${proof}` };
   const failed = pointingFailure(domain, target, dns, ingress);
   return { ...failed, message: `${failed.message}${owned ? "" : `; and create ${proof}`}` };
 }
 
 function pointingFailure(domain: string, target: string, dns: DnsObservation, ingress: ReadonlySet<string>): Verification {
-  if (dns.error) return { verified: false, reason: "DnsError", message: `DNS could not be asked about ${domain} (${dns.error}); it is asked again later` };
-  if (dns.cname.length > 0) return { verified: false, reason: "WrongCnameTarget", message: `${domain} is a CNAME of ${bare(dns.cname[0]!)}, not of ${target}: point it at ${target}` };
+  if (dns.error)
+    return {
+      verified: false,
+      reason: "DnsError",
+      message: `DNS could not be asked about ${domain} (${dns.error}); it is asked again later`,
+    };
+  if (dns.cname.length > 0)
+    return {
+      verified: false,
+      reason: "WrongCnameTarget",
+      message: `${domain} is a CNAME of ${bare(dns.cname[0]!)}, not of ${target}: point it at ${target}`,
+    };
   if (dns.addresses.length > 0) {
-    if (ingress.size === 0) return { verified: false, reason: "IngressHostUnresolved", message: `${domain} has A/AAAA records but the ingress host ${target} does not resolve, so they cannot be compared: use a CNAME to ${target}` };
-    return { verified: false, reason: "WrongAddress", message: `${domain} resolves to ${dns.addresses.join(", ")}, not to ${target} (${[...ingress].join(", ")}): use a CNAME to ${target}, or for an apex A/AAAA records of those addresses` };
+    if (ingress.size === 0)
+      return {
+        verified: false,
+        reason: "IngressHostUnresolved",
+        message: `${domain} has A/AAAA records but the ingress host ${target} does not resolve, so they cannot be compared: use a CNAME to ${target}`,
+      };
+    return {
+      verified: false,
+      reason: "WrongAddress",
+      message: `${domain} resolves to ${dns.addresses.join(", ")}, not to ${target} (${[...ingress].join(", ")}): use a CNAME to ${target}, or for an apex A/AAAA records of those addresses`,
+    };
   }
-  return { verified: false, reason: "RecordNotFound", message: `${domain} has no CNAME (nor A/AAAA) record: create the record ${domain} CNAME ${target}` };
+  return {
+    verified: false,
+    reason: "RecordNotFound",
+    message: `${domain} has no CNAME (nor A/AAAA) record: create the record ${domain} CNAME ${target}`,
+  };
 }
 
 /**
@@ -198,15 +260,28 @@ export interface CertificateView {
 export function tlsStatusOf(cert: CertificateView | undefined, now: Date): { status: TlsStatus; message: string } {
   if (!cert) return { status: "pending", message: "No certificate has been requested yet: the domain must be verified first" };
   const cond = (t: string) => cert.conditions?.find((c) => c.type === t);
-  const ready = cond("Ready"), issuing = cond("Issuing");
+  const ready = cond("Ready"),
+    issuing = cond("Issuing");
   const t = now.getTime();
-  if (cert.notAfter && time(cert.notAfter) <= t) return { status: "expired", message: `The certificate expired at ${cert.notAfter}${issuing?.status === "True" ? "; a new one is being issued" : ""}` };
+  if (cert.notAfter && time(cert.notAfter) <= t)
+    return {
+      status: "expired",
+      message: `The certificate expired at ${cert.notAfter}${issuing?.status === "True" ? "; a new one is being issued" : ""}`,
+    };
   if (ready?.status === "True") {
-    if (cert.renewalTime && time(cert.renewalTime) <= t) return { status: "expiring", message: `The certificate is valid until ${cert.notAfter ?? "(unknown)"}; its renewal was due at ${cert.renewalTime} and has not succeeded yet` };
+    if (cert.renewalTime && time(cert.renewalTime) <= t)
+      return {
+        status: "expiring",
+        message: `The certificate is valid until ${cert.notAfter ?? "(unknown)"}; its renewal was due at ${cert.renewalTime} and has not succeeded yet`,
+      };
     return { status: "active", message: `The certificate is valid until ${cert.notAfter ?? "(unknown)"}` };
   }
   const failed = (issuing?.status === "False" && issuing.reason === "Failed") || (!!cert.lastFailureTime && issuing?.status !== "True");
-  if (failed) return { status: "failed", message: `Issuance failed: ${issuing?.message ?? ready?.message ?? "see the Certificate's events"}; cert-manager retries with backoff` };
+  if (failed)
+    return {
+      status: "failed",
+      message: `Issuance failed: ${issuing?.message ?? ready?.message ?? "see the Certificate's events"}; cert-manager retries with backoff`,
+    };
   return { status: "issuing", message: ready?.message ? `Issuing: ${ready.message}` : "The certificate is being issued" };
 }
 

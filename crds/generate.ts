@@ -41,8 +41,16 @@ function clean(node: Json): Json {
  * shows.
  */
 export const TYPE_META = {
-  apiVersion: { type: "string", description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources" },
-  kind: { type: "string", description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds" },
+  apiVersion: {
+    type: "string",
+    description:
+      "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+  },
+  kind: {
+    type: "string",
+    description:
+      "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+  },
   metadata: { type: "object" },
 } as const;
 
@@ -54,26 +62,35 @@ export function crdFor(def: KindDef): Json {
     spec: {
       group: GROUP,
       scope: "Namespaced",
-      names: { kind: def.kind, listKind: `${def.kind}List`, plural: def.plural, singular: def.singular, shortNames: def.shortNames, categories: ["berth"] },
-      versions: [{
-        name: VERSION,
-        served: true,
-        storage: true,
-        subresources: { status: {} },
-        additionalPrinterColumns: def.printerColumns,
-        schema: {
-          openAPIV3Schema: {
-            type: "object",
-            description: def.description,
-            required: ["spec"],
-            properties: {
-              ...TYPE_META,
-              spec: structural(def.spec),
-              status: structural(def.status),
+      names: {
+        kind: def.kind,
+        listKind: `${def.kind}List`,
+        plural: def.plural,
+        singular: def.singular,
+        shortNames: def.shortNames,
+        categories: ["berth"],
+      },
+      versions: [
+        {
+          name: VERSION,
+          served: true,
+          storage: true,
+          subresources: { status: {} },
+          additionalPrinterColumns: def.printerColumns,
+          schema: {
+            openAPIV3Schema: {
+              type: "object",
+              description: def.description,
+              required: ["spec"],
+              properties: {
+                ...TYPE_META,
+                spec: structural(def.spec),
+                status: structural(def.status),
+              },
             },
           },
         },
-      }],
+      ],
     },
   };
 }

@@ -6,7 +6,15 @@ import { API_VERSION, type ReleasePhase, type ReleaseSpec, type ReleaseStatus } 
 export interface ReleaseObject {
   apiVersion?: string;
   kind?: string;
-  metadata: { name?: string; namespace?: string; uid?: string; generation?: number; creationTimestamp?: string | Date; deletionTimestamp?: string | Date; labels?: Record<string, string> };
+  metadata: {
+    name?: string;
+    namespace?: string;
+    uid?: string;
+    generation?: number;
+    creationTimestamp?: string | Date;
+    deletionTimestamp?: string | Date;
+    labels?: Record<string, string>;
+  };
   spec: ReleaseSpec;
   status?: ReleaseStatus;
 }
@@ -53,7 +61,10 @@ export function newestFirst<R extends ReleaseObject>(releases: readonly R[]): R[
  * still building leaves the current one serving; a rollback is simply the newest.
  */
 export function servingRelease<R extends ReleaseObject>(releases: readonly R[]): R | undefined {
-  return newestFirst(releases).find((r) => { const p = phaseOf(r); return (p === "deploying" || p === "succeeded") && !!r.status?.image; });
+  return newestFirst(releases).find((r) => {
+    const p = phaseOf(r);
+    return (p === "deploying" || p === "succeeded") && !!r.status?.image;
+  });
 }
 
 /** Whether a release newer than `r` already serves or is rolling out (then `r` is cancelled when it gets there). */
@@ -65,7 +76,8 @@ export function overtaken(r: ReleaseObject, releases: readonly ReleaseObject[]):
 /** The names of releases to delete: beyond the newest `keep`, never the serving one nor one still in progress. */
 export function releasesToPrune(releases: readonly ReleaseObject[], keep = RELEASE_HISTORY): string[] {
   const serving = servingRelease(releases)?.metadata.name;
-  return newestFirst(releases).slice(keep)
+  return newestFirst(releases)
+    .slice(keep)
     .filter((r) => r.metadata.name !== serving && (isFinal(phaseOf(r)) || phaseOf(r) === "succeeded"))
     .map((r) => r.metadata.name!);
 }
@@ -76,10 +88,16 @@ export function jobName(release: string, step: "build" | "release"): string {
   if (full.length <= 63) return full;
   let h = 0;
   for (const c of full) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-  return `${release.slice(0, 63 - step.length - 10).replace(/-+$/, "")}-${h.toString(36).padStart(7, "0").slice(0, 7)}-${step}`.slice(0, 63);
+  return `${release.slice(0, 63 - step.length - 10).replace(/-+$/, "")}-${h.toString(36).padStart(7, "0").slice(0, 7)}-${step}`.slice(
+    0,
+    63,
+  );
 }
 
 /** The Secret (username, password) of gitInstallationId's repositories, in the App's namespace: read by build Jobs and the API's branch lookup. */
 export function gitCredentialsSecret(installationId: string): string {
-  return `git-credentials-${installationId.toLowerCase().replace(/[^a-z0-9-]/g, "-").slice(0, 200)}`;
+  return `git-credentials-${installationId
+    .toLowerCase()
+    .replace(/[^a-z0-9-]/g, "-")
+    .slice(0, 200)}`;
 }

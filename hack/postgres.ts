@@ -57,13 +57,24 @@ async function up(): Promise<void> {
   }
   if (!existsSync(join(dataDir, "PG_VERSION"))) {
     const pg = new EmbeddedPostgres({
-      databaseDir: dataDir, port, user, password, persistent: true, createPostgresUser: true,
-      initdbFlags: ["--encoding=UTF8", "--locale=C"], onLog: () => {}, onError: () => {},
+      databaseDir: dataDir,
+      port,
+      user,
+      password,
+      persistent: true,
+      createPostgresUser: true,
+      initdbFlags: ["--encoding=UTF8", "--locale=C"],
+      onLog: () => {},
+      onError: () => {},
     });
     await pg.initialise();
   }
   const ids = pgUser();
-  if (ids) { chownSync(base, ids.uid, ids.gid); if (!existsSync(logFile)) writeFileSync(logFile, ""); chownSync(logFile, ids.uid, ids.gid); }
+  if (ids) {
+    chownSync(base, ids.uid, ids.gid);
+    if (!existsSync(logFile)) writeFileSync(logFile, "");
+    chownSync(logFile, ids.uid, ids.gid);
+  }
   if (pgCtl(["status", "-D", dataDir]).status === 0) return;
   // Fast and not durable: fsync off (an OS crash may lose data) and synchronous_commit off (a
   // commit is acknowledged before its WAL is written: a crash of PostgreSQL itself loses the last
@@ -86,11 +97,30 @@ function down(mode: "fast" | "immediate" = "fast"): void {
 
 const cmd = process.argv[2];
 switch (cmd) {
-  case "up": await up(); console.log(adminUrl); break;
-  case "down": down(); break;
-  case "crash": down("immediate"); break;
-  case "purge": down("immediate"); rmSync(base, { recursive: true, force: true }); break;
-  case "status": { const r = pgCtl(["status", "-D", dataDir]); console.log(r.out.trim()); process.exit(r.status === 0 ? 0 : 1); break; }
-  case "url": console.log(adminUrl); break;
-  default: console.error("usage: node hack/postgres.ts up|down|crash|purge|status|url"); process.exit(2);
+  case "up":
+    await up();
+    console.log(adminUrl);
+    break;
+  case "down":
+    down();
+    break;
+  case "crash":
+    down("immediate");
+    break;
+  case "purge":
+    down("immediate");
+    rmSync(base, { recursive: true, force: true });
+    break;
+  case "status": {
+    const r = pgCtl(["status", "-D", dataDir]);
+    console.log(r.out.trim());
+    process.exit(r.status === 0 ? 0 : 1);
+    break;
+  }
+  case "url":
+    console.log(adminUrl);
+    break;
+  default:
+    console.error("usage: node hack/postgres.ts up|down|crash|purge|status|url");
+    process.exit(2);
 }

@@ -6,7 +6,15 @@
 import * as k8s from "@kubernetes/client-node";
 
 import { ObjectClient } from "./objects.ts";
-export { API_FIELD_MANAGER, ObjectClient, OPERATOR_FIELD_MANAGER, resourcePath, type KubeList, type KubeObject, type ObjectRef } from "./objects.ts";
+export {
+  API_FIELD_MANAGER,
+  ObjectClient,
+  OPERATOR_FIELD_MANAGER,
+  resourcePath,
+  type KubeList,
+  type KubeObject,
+  type ObjectRef,
+} from "./objects.ts";
 export { KubeApiError, KubeRest, errorMessage, isConflict, isGone, isInvalid, isNotFound, statusCode, type KubeAuth } from "./transport.ts";
 export { LeanKubeConfig, loadLeanKubeConfig } from "./kubeconfig.ts";
 

@@ -34,7 +34,11 @@ export function isTrue(list: readonly Condition[] | undefined, type: string): bo
  * The conditions of `types` (in that order) whose status or reason differs from the previous
  * list's, each with the one it replaces: what a status write tells as Events. Pure.
  */
-export function conditionTransitions(prev: readonly Condition[] | undefined, next: readonly Condition[] | undefined, types: readonly string[]): { condition: Condition; was: Condition | undefined }[] {
+export function conditionTransitions(
+  prev: readonly Condition[] | undefined,
+  next: readonly Condition[] | undefined,
+  types: readonly string[],
+): { condition: Condition; was: Condition | undefined }[] {
   const out: { condition: Condition; was: Condition | undefined }[] = [];
   for (const type of types) {
     const condition = next?.find((x) => x.type === type);

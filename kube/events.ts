@@ -39,7 +39,12 @@ export interface KubeEventRecorderOptions {
 /** The API server refuses longer messages (the Event's note is limited to 1 KiB). */
 const MAX_MESSAGE = 1024;
 
-interface Seen { name: string; namespace: string; count: number; last: number }
+interface Seen {
+  name: string;
+  namespace: string;
+  count: number;
+  last: number;
+}
 
 /** Message trimmed to what an Event accepts, on a character boundary. */
 export function eventMessage(message: string): string {
@@ -70,7 +75,9 @@ export class KubeEventRecorder implements EventRecorder {
     const key = JSON.stringify([uid ?? `${namespace}/${name}`, obj.kind, type, reason, note]);
     const write = (this.chains.get(key) ?? Promise.resolve())
       .then(() => this.write(key, obj, type, reason, note))
-      .catch((err: unknown) => { this.opts.log.warn({ err: errorMessage(err), reason, object: `${obj.kind}/${namespace}/${name}` }, "could not record an Event"); });
+      .catch((err: unknown) => {
+        this.opts.log.warn({ err: errorMessage(err), reason, object: `${obj.kind}/${namespace}/${name}` }, "could not record an Event");
+      });
     this.chains.set(key, write);
     this.pending.add(write);
     void write.finally(() => {
@@ -93,7 +100,8 @@ export class KubeEventRecorder implements EventRecorder {
       const count = prev.count + 1;
       try {
         await this.rest.request("PATCH", `/api/v1/namespaces/${prev.namespace}/events/${prev.name}`, {
-          body: { count, lastTimestamp: ts }, contentType: "application/merge-patch+json",
+          body: { count, lastTimestamp: ts },
+          contentType: "application/merge-patch+json",
         });
         this.remember(key, { ...prev, count, last: now.getTime() });
         return;
@@ -105,14 +113,26 @@ export class KubeEventRecorder implements EventRecorder {
     const eventName = `${obj.metadata.name}.${Date.now().toString(16)}${randomBytes(2).toString("hex")}`;
     await this.rest.request("POST", `/api/v1/namespaces/${namespace}/events`, {
       body: {
-        apiVersion: "v1", kind: "Event",
+        apiVersion: "v1",
+        kind: "Event",
         metadata: { name: eventName, namespace },
-        involvedObject: { apiVersion: obj.apiVersion, kind: obj.kind, namespace, name: obj.metadata.name, uid: obj.metadata.uid, resourceVersion: obj.metadata.resourceVersion },
-        type, reason, message,
+        involvedObject: {
+          apiVersion: obj.apiVersion,
+          kind: obj.kind,
+          namespace,
+          name: obj.metadata.name,
+          uid: obj.metadata.uid,
+          resourceVersion: obj.metadata.resourceVersion,
+        },
+        type,
+        reason,
+        message,
         source: { component: this.opts.component },
         reportingComponent: this.opts.component,
         reportingInstance: this.opts.instance,
-        firstTimestamp: ts, lastTimestamp: ts, count: 1,
+        firstTimestamp: ts,
+        lastTimestamp: ts,
+        count: 1,
       },
     });
     this.remember(key, { name: eventName, namespace, count: 1, last: now.getTime() });

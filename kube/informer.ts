@@ -24,7 +24,10 @@ export type InformerEvent = "add" | "update" | "delete";
 /** `old` is the object as cached before an update (undefined for add and delete). */
 export type InformerHandler<T> = (event: InformerEvent, obj: T, old?: T) => void;
 
-export interface InformerLogger { warn(obj: object, msg: string): void; info?(obj: object, msg: string): void }
+export interface InformerLogger {
+  warn(obj: object, msg: string): void;
+  info?(obj: object, msg: string): void;
+}
 
 /** A watch is ended by the API server after this long (jittered up to twice), as client-go does. */
 const WATCH_TIMEOUT_S = 300;
@@ -67,7 +70,10 @@ export class Informer<T extends KubeObject> {
       this.stopped = false;
       this.abort = new AbortController();
       const previous = this.loop;
-      this.loop = (async () => { await previous; await this.run(this.abort.signal); })();
+      this.loop = (async () => {
+        await previous;
+        await this.run(this.abort.signal);
+      })();
     }
     await synced;
   }
@@ -79,7 +85,9 @@ export class Informer<T extends KubeObject> {
     await this.loop;
   }
 
-  get synced(): boolean { return this._synced; }
+  get synced(): boolean {
+    return this._synced;
+  }
 
   get(namespace: string | undefined, name: string): T | undefined {
     return this.cache.get(namespace ?? "")?.get(name);
@@ -107,13 +115,17 @@ export class Informer<T extends KubeObject> {
         if (!events && Date.now() - started < SHORT_WATCH_MS && !signal.aborted) throw new Error("the watch ended at once");
       } catch (err) {
         if (signal.aborted) return;
-        if (isGone(err)) { // too old (compacted away): list again, at once
+        if (isGone(err)) {
+          // too old (compacted away): list again, at once
           this.log?.info?.({ resource: this.options.plural, resourceVersion: this.resourceVersion }, "watch expired (410 Gone); relisting");
           this.resourceVersion = undefined;
           continue;
         }
         this.backoffMs = Math.min(this.backoffMs ? this.backoffMs * 2 : 250, 30_000);
-        this.log?.warn({ resource: this.options.plural, err: err instanceof Error ? err.message : String(err), retryInMs: this.backoffMs }, "watch failed; restarting");
+        this.log?.warn(
+          { resource: this.options.plural, err: err instanceof Error ? err.message : String(err), retryInMs: this.backoffMs },
+          "watch failed; restarting",
+        );
         await sleep(this.backoffMs, signal);
       }
     }
@@ -144,24 +156,31 @@ export class Informer<T extends KubeObject> {
   private async watch(signal: AbortSignal): Promise<number> {
     let events = 0;
     const query = {
-      resourceVersion: this.resourceVersion, allowWatchBookmarks: true, labelSelector: this.options.labelSelector,
+      resourceVersion: this.resourceVersion,
+      allowWatchBookmarks: true,
+      labelSelector: this.options.labelSelector,
       timeoutSeconds: Math.round(WATCH_TIMEOUT_S * (1 + Math.random())),
     };
-    await this.rest.watch(this.path, query, ({ type, object }) => {
-      if (signal.aborted) return;
-      events++;
-      this.backoffMs = 0;
-      const obj = object as T;
-      if (type === "ERROR") {
-        const status = object as { code?: number; message?: string };
-        throw Object.assign(new Error(`watch ${this.options.plural}: ${status.message ?? "error"}`), { code: status.code });
-      }
-      if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
-      if (type === "BOOKMARK") return;
-      this.trim(obj);
-      if (type === "DELETED") this.remove(obj);
-      else this.put(obj);
-    }, signal);
+    await this.rest.watch(
+      this.path,
+      query,
+      ({ type, object }) => {
+        if (signal.aborted) return;
+        events++;
+        this.backoffMs = 0;
+        const obj = object as T;
+        if (type === "ERROR") {
+          const status = object as { code?: number; message?: string };
+          throw Object.assign(new Error(`watch ${this.options.plural}: ${status.message ?? "error"}`), { code: status.code });
+        }
+        if (obj.metadata?.resourceVersion) this.resourceVersion = obj.metadata.resourceVersion;
+        if (type === "BOOKMARK") return;
+        this.trim(obj);
+        if (type === "DELETED") this.remove(obj);
+        else this.put(obj);
+      },
+      signal,
+    );
     return events;
   }
 
@@ -172,7 +191,7 @@ export class Informer<T extends KubeObject> {
   private put(obj: T): void {
     const ns = obj.metadata.namespace ?? "";
     let objects = this.cache.get(ns);
-    if (!objects) this.cache.set(ns, objects = new Map<string, T>());
+    if (!objects) this.cache.set(ns, (objects = new Map<string, T>()));
     const old = objects.get(obj.metadata.name!);
     if (old && old.metadata.resourceVersion === obj.metadata.resourceVersion) return;
     objects.set(obj.metadata.name!, obj);
@@ -191,7 +210,11 @@ export class Informer<T extends KubeObject> {
     if (this.stopped) return;
     for (const h of this.handlers) {
       // A throwing handler must not break the cache's bookkeeping (or the other handlers).
-      try { h(event, obj, old); } catch (err) { this.log?.warn({ resource: this.options.plural, err }, "informer handler failed"); }
+      try {
+        h(event, obj, old);
+      } catch (err) {
+        this.log?.warn({ resource: this.options.plural, err }, "informer handler failed");
+      }
     }
   }
 }

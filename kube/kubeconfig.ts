@@ -13,10 +13,29 @@ const SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount";
 /** Token files (projected ServiceAccount tokens) rotate: read again at most this often. */
 const TOKEN_REREAD_MS = 60_000;
 
-export interface InClusterService { host?: string | undefined; port?: string | undefined }
+export interface InClusterService {
+  host?: string | undefined;
+  port?: string | undefined;
+}
 
-interface Cluster { server: string; caData?: Buffer | undefined; caFile?: string | undefined; insecure?: boolean | undefined; tlsServerName?: string | undefined }
-interface User { certData?: Buffer | undefined; certFile?: string | undefined; keyData?: Buffer | undefined; keyFile?: string | undefined; token?: string | undefined; tokenFile?: string | undefined; username?: string | undefined; password?: string | undefined; impersonate?: string | undefined }
+interface Cluster {
+  server: string;
+  caData?: Buffer | undefined;
+  caFile?: string | undefined;
+  insecure?: boolean | undefined;
+  tlsServerName?: string | undefined;
+}
+interface User {
+  certData?: Buffer | undefined;
+  certFile?: string | undefined;
+  keyData?: Buffer | undefined;
+  keyFile?: string | undefined;
+  token?: string | undefined;
+  tokenFile?: string | undefined;
+  username?: string | undefined;
+  password?: string | undefined;
+  impersonate?: string | undefined;
+}
 
 type Raw = Record<string, unknown>;
 
@@ -48,12 +67,15 @@ export class LeanKubeConfig implements KubeAuth {
    */
   static inCluster(service: InClusterService): LeanKubeConfig {
     const { host, port } = service;
-    if (!host || !port) throw new Error("not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset; set KUBECONFIG");
+    if (!host || !port)
+      throw new Error("not running in a cluster: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset; set KUBECONFIG");
     const server = `https://${host.includes(":") ? `[${host}]` : host}:${port}`;
     return new LeanKubeConfig({ server, caFile: `${SA_DIR}/ca.crt` }, { tokenFile: `${SA_DIR}/token` });
   }
 
-  getCurrentCluster(): { server: string } { return { server: this.cluster.server }; }
+  getCurrentCluster(): { server: string } {
+    return { server: this.cluster.server };
+  }
 
   applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
     const { cluster: c, user: u } = this;
@@ -101,7 +123,23 @@ export async function loadLeanKubeConfig(path: string | undefined, inCluster: In
   const data = (v: unknown) => (typeof v === "string" && v ? Buffer.from(v, "base64") : undefined);
   const str = (v: unknown) => (typeof v === "string" && v ? v : undefined);
   return new LeanKubeConfig(
-    { server, caData: data(cluster["certificate-authority-data"]), caFile: file(cluster["certificate-authority"]), insecure: cluster["insecure-skip-tls-verify"] === true, tlsServerName: str(cluster["tls-server-name"]) },
-    { certData: data(user["client-certificate-data"]), certFile: file(user["client-certificate"]), keyData: data(user["client-key-data"]), keyFile: file(user["client-key"]), token: str(user.token), tokenFile: file(user.tokenFile), username: str(user.username), password: str(user.password), impersonate: str(user.as) },
+    {
+      server,
+      caData: data(cluster["certificate-authority-data"]),
+      caFile: file(cluster["certificate-authority"]),
+      insecure: cluster["insecure-skip-tls-verify"] === true,
+      tlsServerName: str(cluster["tls-server-name"]),
+    },
+    {
+      certData: data(user["client-certificate-data"]),
+      certFile: file(user["client-certificate"]),
+      keyData: data(user["client-key-data"]),
+      keyFile: file(user["client-key"]),
+      token: str(user.token),
+      tokenFile: file(user.tokenFile),
+      username: str(user.username),
+      password: str(user.password),
+      impersonate: str(user.as),
+    },
   );
 }

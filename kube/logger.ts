@@ -8,9 +8,22 @@ export type { Logger } from "pino";
 
 /** Field names that never reach a log line with their value. */
 export const REDACTED_KEYS = [
-  "authorization", "cookie", "set-cookie", "x-api-key",
-  "apiKey", "key", "secret", "token", "password", "hash", "connectionString",
-  "prompt", "response", "input", "output", "blockedContent",
+  "authorization",
+  "cookie",
+  "set-cookie",
+  "x-api-key",
+  "apiKey",
+  "key",
+  "secret",
+  "token",
+  "password",
+  "hash",
+  "connectionString",
+  "prompt",
+  "response",
+  "input",
+  "output",
+  "blockedContent",
 ] as const;
 
 const REDACTED = new Set<string>(REDACTED_KEYS);
@@ -70,15 +83,18 @@ export interface LoggerOptions {
 }
 
 export function createLogger(opts: LoggerOptions): Logger {
-  return pino({
-    level: opts.level,
-    base: opts.base ?? {},
-    timestamp: pino.stdTimeFunctions.isoTime,
-    redact: { paths: REDACTED_KEYS.map((k) => `["${k}"]`), censor: CENSOR },
-    serializers: { err: pino.stdSerializers.err },
-    formatters: { level: (label) => ({ level: label }), log: (o) => redactFields(o) },
-    // the last line of defence, on the serialized line: a key or token anywhere (an error's message
-    // or stack, a URL, a value deeper than the redact paths reach) is scrubbed by its shape
-    hooks: { streamWrite: scrubTokens },
-  }, opts.destination);
+  return pino(
+    {
+      level: opts.level,
+      base: opts.base ?? {},
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: { paths: REDACTED_KEYS.map((k) => `["${k}"]`), censor: CENSOR },
+      serializers: { err: pino.stdSerializers.err },
+      formatters: { level: (label) => ({ level: label }), log: (o) => redactFields(o) },
+      // the last line of defence, on the serialized line: a key or token anywhere (an error's message
+      // or stack, a URL, a value deeper than the redact paths reach) is scrubbed by its shape
+      hooks: { streamWrite: scrubTokens },
+    },
+    opts.destination,
+  );
 }

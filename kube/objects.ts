@@ -6,7 +6,10 @@ import { GROUP, VERSION } from "../crds/schemas.ts";
 import { KubeRest, isNotFound, type KubeAuth, type Query } from "./transport.ts";
 
 export type KubeObject = k8s.KubernetesObject & { metadata: k8s.V1ObjectMeta; spec?: unknown; status?: unknown };
-export interface KubeList<T> { metadata?: { resourceVersion?: string; continue?: string }; items: T[] }
+export interface KubeList<T> {
+  metadata?: { resourceVersion?: string; continue?: string };
+  items: T[];
+}
 
 /** Field manager of the operator: the single owner of every workload field it applies. */
 export const OPERATOR_FIELD_MANAGER = "berth-operator";
@@ -18,7 +21,12 @@ export function ownedBy(obj: KubeObject, owner: KubeObject, opts: { controller?:
   return (obj.metadata.ownerReferences ?? []).some((r) => r.uid === owner.metadata.uid && (!opts.controller || r.controller === true));
 }
 
-export interface ObjectRef { apiVersion: string; kind: string; namespace: string; name: string }
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
 
 /** A resourceVersion precondition that no stored object matches (etcd revisions stay far below it). */
 const NEVER_A_RESOURCE_VERSION = "18446744073709551615";
@@ -59,7 +67,9 @@ export class ObjectClient {
   /** Server-side apply: `obj` is the complete desired state of the fields this manager owns. */
   async apply<T extends KubeObject>(obj: T, fieldManager: string, force = true): Promise<T> {
     return this.rest.request<T>("PATCH", await this.objectPath(obj), {
-      query: { fieldManager, ...(force ? { force: true } : {}) }, body: obj, contentType: "application/apply-patch+yaml",
+      query: { fieldManager, ...(force ? { force: true } : {}) },
+      body: obj,
+      contentType: "application/apply-patch+yaml",
     });
   }
 
@@ -77,19 +87,36 @@ export class ObjectClient {
 
   /** Server-side apply of a Berth resource's status through the status subresource. */
   async applyStatus<T extends KubeObject>(plural: string, obj: T, fieldManager: string): Promise<T> {
-    const body = { apiVersion: obj.apiVersion, kind: obj.kind, metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace }, status: obj.status };
+    const body = {
+      apiVersion: obj.apiVersion,
+      kind: obj.kind,
+      metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace },
+      status: obj.status,
+    };
     const path = `${resourcePath({ apiVersion: `${GROUP}/${VERSION}`, plural, namespace: obj.metadata.namespace })}/${pathSegment(obj.metadata.name!)}/status`;
     return this.rest.request<T>("PATCH", path, { query: { fieldManager, force: true }, body, contentType: "application/apply-patch+yaml" });
   }
 
   async create<T extends KubeObject>(obj: T, fieldManager: string): Promise<T> {
-    return this.rest.request<T>("POST", await this.collectionPath(obj.apiVersion!, obj.kind!, obj.metadata.namespace), { query: { fieldManager }, body: obj });
+    return this.rest.request<T>("POST", await this.collectionPath(obj.apiVersion!, obj.kind!, obj.metadata.namespace), {
+      query: { fieldManager },
+      body: obj,
+    });
   }
 
   /** JSON merge patch (RFC 7386): null removes a field. Optionally guarded by resourceVersion. */
   async mergePatch<T extends KubeObject>(ref: ObjectRef, patch: Record<string, unknown>, fieldManager: string): Promise<T> {
-    const body = { apiVersion: ref.apiVersion, kind: ref.kind, ...patch, metadata: { ...(patch.metadata as object | undefined), name: ref.name, namespace: ref.namespace } };
-    return this.rest.request<T>("PATCH", await this.refPath(ref), { query: { fieldManager }, body, contentType: "application/merge-patch+json" });
+    const body = {
+      apiVersion: ref.apiVersion,
+      kind: ref.kind,
+      ...patch,
+      metadata: { ...(patch.metadata as object | undefined), name: ref.name, namespace: ref.namespace },
+    };
+    return this.rest.request<T>("PATCH", await this.refPath(ref), {
+      query: { fieldManager },
+      body,
+      contentType: "application/merge-patch+json",
+    });
   }
 
   async get<T extends KubeObject>(ref: ObjectRef): Promise<T | undefined> {
@@ -133,8 +160,12 @@ export class ObjectClient {
   private async resource(apiVersion: string, kind: string): Promise<{ plural: string; namespaced: boolean }> {
     let kinds = this.discovered.get(apiVersion);
     if (!kinds) {
-      kinds = this.rest.request<{ resources: { name: string; kind: string; namespaced: boolean }[] }>("GET", groupVersionPath(apiVersion))
-        .then((d) => new Map(d.resources.filter((r) => !r.name.includes("/")).map((r) => [r.kind, { plural: r.name, namespaced: r.namespaced }])));
+      kinds = this.rest
+        .request<{ resources: { name: string; kind: string; namespaced: boolean }[] }>("GET", groupVersionPath(apiVersion))
+        .then(
+          (d) =>
+            new Map(d.resources.filter((r) => !r.name.includes("/")).map((r) => [r.kind, { plural: r.name, namespaced: r.namespaced }])),
+        );
       this.discovered.set(apiVersion, kinds);
       kinds.catch(() => this.discovered.delete(apiVersion)); // a failed discovery is tried again next time
     }

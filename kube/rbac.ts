@@ -53,7 +53,10 @@ export function checkAccess(a: Access): void {
   }
 }
 
-export interface RuleWithReasons { rule: PolicyRule; why: string[] }
+export interface RuleWithReasons {
+  rule: PolicyRule;
+  why: string[];
+}
 
 /**
  * The union of declarations of one scope as rules, one per resource (and names): the verbs and
@@ -73,26 +76,40 @@ export function rulesOf(accesses: readonly Access[], scope: "cluster" | "release
     rules.set(key, e);
   }
   return [...rules.values()].map((e) => ({
-    rule: { apiGroups: [e.group], resources: [e.resource], ...(e.names ? { resourceNames: e.names } : {}), verbs: VERBS.filter((v) => e.verbs.has(v)) },
+    rule: {
+      apiGroups: [e.group],
+      resources: [e.resource],
+      ...(e.names ? { resourceNames: e.names } : {}),
+      verbs: VERBS.filter((v) => e.verbs.has(v)),
+    },
     why: e.why,
   }));
 }
 
 /** True when `rules` allow `verb` on `group/resource` (named `name`, when given): RBAC's own matching. */
 export function allows(rules: readonly PolicyRule[], verb: Verb, group: string, resource: string, name?: string): boolean {
-  return rules.some((r) => r.apiGroups.includes(group) && r.resources.includes(resource) && r.verbs.includes(verb)
-    && (!r.resourceNames || (name !== undefined && r.resourceNames.includes(name))));
+  return rules.some(
+    (r) =>
+      r.apiGroups.includes(group) &&
+      r.resources.includes(resource) &&
+      r.verbs.includes(verb) &&
+      (!r.resourceNames || (name !== undefined && r.resourceNames.includes(name))),
+  );
 }
 
 /** Rules as YAML list items (with their reasons as comments), indented by `indent` spaces. */
 export function renderRules(rules: readonly RuleWithReasons[], indent: number): string {
   const pad = " ".repeat(indent);
   const list = (xs: readonly string[]) => `[${xs.map((x) => JSON.stringify(x)).join(", ")}]`;
-  return rules.map(({ rule, why }) => [
-    ...why.map((w) => `${pad}# ${w}`),
-    `${pad}- apiGroups: ${list(rule.apiGroups)}`,
-    `${pad}  resources: ${list(rule.resources)}`,
-    ...(rule.resourceNames ? [`${pad}  resourceNames: ${list(rule.resourceNames)}`] : []),
-    `${pad}  verbs: ${list(rule.verbs)}`,
-  ].join("\n")).join("\n");
+  return rules
+    .map(({ rule, why }) =>
+      [
+        ...why.map((w) => `${pad}# ${w}`),
+        `${pad}- apiGroups: ${list(rule.apiGroups)}`,
+        `${pad}  resources: ${list(rule.resources)}`,
+        ...(rule.resourceNames ? [`${pad}  resourceNames: ${list(rule.resourceNames)}`] : []),
+        `${pad}  verbs: ${list(rule.verbs)}`,
+      ].join("\n"),
+    )
+    .join("\n");
 }

@@ -47,7 +47,7 @@ export class ReadYourWritesCache {
 
   /** get(), falling back to the API server when neither the cache nor a write of ours has it. */
   async getOrFetch<T extends KubeObject>(ref: ObjectRef): Promise<T | undefined> {
-    return this.get<T>(ref.kind, ref.namespace, ref.name) ?? await this.client.get<T>(ref);
+    return this.get<T>(ref.kind, ref.namespace, ref.name) ?? (await this.client.get<T>(ref));
   }
 
   /** The API server's object, past every cache (to tell a lagging cache from a foreign object). */
@@ -99,7 +99,11 @@ export class ReadYourWritesCache {
    * `seen` is the object as last read (its uid tells a re-created object from it). Returns false
    * when it was already gone.
    */
-  async delete(ref: ObjectRef, seen: KubeObject, propagationPolicy: "Background" | "Foreground" | "Orphan" = "Background"): Promise<boolean> {
+  async delete(
+    ref: ObjectRef,
+    seen: KubeObject,
+    propagationPolicy: "Background" | "Foreground" | "Orphan" = "Background",
+  ): Promise<boolean> {
     const deleted = await this.client.delete(ref, propagationPolicy);
     this.recent.deleted(ref.kind, seen);
     return deleted;

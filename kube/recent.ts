@@ -52,7 +52,9 @@ export class RecentWrites {
   }
 
   /** Number of objects held. */
-  get size(): number { return this.entries.size; }
+  get size(): number {
+    return this.entries.size;
+  }
 
   /**
    * Follows an informer: an entry goes once the cache holds its version or a newer one, and at
@@ -76,7 +78,12 @@ export class RecentWrites {
 
   /** Records that this process deleted `obj` (as last seen): it reads as gone until the cache drops it, or shows it re-created. */
   deleted(kind: string, obj: KubeObject): void {
-    this.set(kind, { obj: null, uid: obj.metadata.uid, version: obj.metadata.resourceVersion, at: this.now() }, obj.metadata.namespace, obj.metadata.name);
+    this.set(
+      kind,
+      { obj: null, uid: obj.metadata.uid, version: obj.metadata.resourceVersion, at: this.now() },
+      obj.metadata.namespace,
+      obj.metadata.name,
+    );
   }
 
   /** The newer of the cached object and this process's last write (or deletion) of it. */
@@ -96,7 +103,8 @@ export class RecentWrites {
     const prefix = namespace === undefined ? `${kind}/` : keyOf(kind, namespace, "");
     const now = this.now();
     const out: T[] = [];
-    for (const [key, entry] of this.entries) if (entry.obj && key.startsWith(prefix) && now - entry.at <= this.ttlMs) out.push(entry.obj as T);
+    for (const [key, entry] of this.entries)
+      if (entry.obj && key.startsWith(prefix) && now - entry.at <= this.ttlMs) out.push(entry.obj as T);
     return out;
   }
 

@@ -21,7 +21,12 @@ export class KubeApiError extends Error {
   readonly code: number;
   readonly body: unknown;
   constructor(code: number, body: unknown, what: string) {
-    const message = body && typeof body === "object" && "message" in body ? String(body.message) : typeof body === "string" && body ? body : `HTTP ${code}`;
+    const message =
+      body && typeof body === "object" && "message" in body
+        ? String(body.message)
+        : typeof body === "string" && body
+          ? body
+          : `HTTP ${code}`;
     super(`${what}: ${code} ${message}`);
     this.name = "KubeApiError";
     this.code = code;
@@ -44,9 +49,13 @@ export const isGone = (err: unknown): boolean => statusCode(err) === 410;
 export function errorMessage(err: unknown): string {
   const body = (err as { body?: unknown })?.body;
   if (typeof body === "string") {
-    try { return (JSON.parse(body) as { message?: string }).message ?? body; } catch { return body; }
+    try {
+      return (JSON.parse(body) as { message?: string }).message ?? body;
+    } catch {
+      return body;
+    }
   }
-  if (body && typeof body === "object" && "message" in body) return String((body).message);
+  if (body && typeof body === "object" && "message" in body) return String(body.message);
   return err instanceof Error ? err.message : String(err);
 }
 
@@ -62,10 +71,18 @@ export interface RequestOptions {
   timeoutMs?: number;
 }
 
-export interface WatchEvent { type: string; object: unknown }
+export interface WatchEvent {
+  type: string;
+  object: unknown;
+}
 
 /** One request as sent and answered (HTTP status, or "error" when no answer came), for metrics. */
-export interface KubeRequestInfo { method: string; path: string; contentType?: string | undefined; status: number | "error" }
+export interface KubeRequestInfo {
+  method: string;
+  path: string;
+  contentType?: string | undefined;
+  status: number | "error";
+}
 
 /** How often a request is sent when the API server keeps answering "retry after" (client-go: 10). */
 export const RETRY_AFTER_ATTEMPTS = 6;
@@ -89,7 +106,7 @@ export function retryAfterMs(status: number, header: string | undefined): number
  */
 export function quotaConflictMs(path: string, status: number, body: unknown, attempt: number): number | undefined {
   if (status !== 409 || /\/resourcequotas(\/|$|\?)/.test(path)) return undefined;
-  const details = (body as { reason?: unknown; details?: { kind?: unknown } } | undefined);
+  const details = body as { reason?: unknown; details?: { kind?: unknown } } | undefined;
   if (details?.reason !== "Conflict" || details.details?.kind !== "resourcequotas") return undefined;
   const base = 25 * 2 ** Math.min(attempt - 1, 5);
   return base + Math.floor(Math.random() * base);
@@ -156,7 +173,8 @@ export class KubeRest {
       if (status >= 200 && status <= 299) return (text ? JSON.parse(text) : undefined) as T;
       const body = parseOr(text);
       const wait = retryAfterMs(status, res.headers["retry-after"]) ?? quotaConflictMs(path, status, body, attempt);
-      if (wait === undefined || attempt >= RETRY_AFTER_ATTEMPTS || o.signal?.aborted) throw new KubeApiError(status, body, `${method} ${path}`);
+      if (wait === undefined || attempt >= RETRY_AFTER_ATTEMPTS || o.signal?.aborted)
+        throw new KubeApiError(status, body, `${method} ${path}`);
       await sleep(wait, o.signal);
     }
   }
@@ -169,7 +187,15 @@ export class KubeRest {
   async watch(path: string, query: Query, onEvent: (e: WatchEvent) => void, signal: AbortSignal): Promise<void> {
     // No data for longer than the server's own timeout means a connection that died silently.
     const idleMs = typeof query.timeoutSeconds === "number" ? (query.timeoutSeconds + 30) * 1000 : 0;
-    await this.lines(path, { ...query, watch: true }, (line) => { if (line.trim()) onEvent(JSON.parse(line) as WatchEvent); }, signal, { idleMs, what: "watch" });
+    await this.lines(
+      path,
+      { ...query, watch: true },
+      (line) => {
+        if (line.trim()) onEvent(JSON.parse(line) as WatchEvent);
+      },
+      signal,
+      { idleMs, what: "watch" },
+    );
   }
 
   /**
@@ -179,7 +205,13 @@ export class KubeRest {
    * or `onLine` throws, and resolves quietly once `signal` aborts. A line longer than `maxLine`
    * characters is skipped whole (`onLine` never sees part of one).
    */
-  async lines(path: string, query: Query, onLine: (line: string) => void, signal: AbortSignal, o: { idleMs?: number; maxLine?: number; what?: string } = {}): Promise<void> {
+  async lines(
+    path: string,
+    query: Query,
+    onLine: (line: string) => void,
+    signal: AbortSignal,
+    o: { idleMs?: number; maxLine?: number; what?: string } = {},
+  ): Promise<void> {
     const what = o.what ?? "GET";
     let res: http.IncomingMessage;
     try {
@@ -198,8 +230,17 @@ export class KubeRest {
       let buffered = "";
       let skipping = false;
       let failed = false;
-      const fail = (err: unknown) => { if (failed) return; failed = true; res.destroy(); if (signal.aborted) resolve(); else reject(err instanceof Error ? err : new Error(String(err))); };
-      const onAbort = () => { res.destroy(); resolve(); };
+      const fail = (err: unknown) => {
+        if (failed) return;
+        failed = true;
+        res.destroy();
+        if (signal.aborted) resolve();
+        else reject(err instanceof Error ? err : new Error(String(err)));
+      };
+      const onAbort = () => {
+        res.destroy();
+        resolve();
+      };
       signal.addEventListener("abort", onAbort, { once: true });
       res.setEncoding("utf8");
       res.on("data", (chunk: string) => {
@@ -208,20 +249,40 @@ export class KubeRest {
         while (!failed && (nl = buffered.indexOf("\n")) >= 0) {
           const line = buffered.slice(0, nl);
           buffered = buffered.slice(nl + 1);
-          if (skipping) { skipping = false; continue; }
+          if (skipping) {
+            skipping = false;
+            continue;
+          }
           if (line.length > maxLine) continue;
-          try { onLine(line); } catch (err) { fail(err); }
+          try {
+            onLine(line);
+          } catch (err) {
+            fail(err);
+          }
         }
-        if (buffered.length > maxLine) { buffered = ""; skipping = true; }
+        if (buffered.length > maxLine) {
+          buffered = "";
+          skipping = true;
+        }
       });
       res.on("end", () => {
         signal.removeEventListener("abort", onAbort);
-        if (!failed && buffered && !skipping) { try { onLine(buffered); } catch (err) { fail(err); return; } }
+        if (!failed && buffered && !skipping) {
+          try {
+            onLine(buffered);
+          } catch (err) {
+            fail(err);
+            return;
+          }
+        }
         if (!failed) resolve();
       });
       res.on("aborted", () => fail(new Error(`${what} ${path}: connection closed`)));
       res.on("error", fail);
-      res.on("close", () => { signal.removeEventListener("abort", onAbort); if (!res.complete) fail(new Error(`${what} ${path}: connection closed`)); });
+      res.on("close", () => {
+        signal.removeEventListener("abort", onAbort);
+        if (!res.complete) fail(new Error(`${what} ${path}: connection closed`));
+      });
     });
   }
 
@@ -237,7 +298,13 @@ export class KubeRest {
     };
     const secure = this.server.protocol === "https:";
     const fullPath = `${path}${queryString(o.query)}`;
-    const observe = (status: number | "error") => this.onRequest?.({ method, path: fullPath, contentType: body === undefined ? undefined : o.contentType ?? "application/json", status });
+    const observe = (status: number | "error") =>
+      this.onRequest?.({
+        method,
+        path: fullPath,
+        contentType: body === undefined ? undefined : (o.contentType ?? "application/json"),
+        status,
+      });
     const req = (secure ? https : http).request({
       protocol: this.server.protocol,
       hostname: this.server.hostname.replace(/^\[|\]$/g, ""),
@@ -252,8 +319,15 @@ export class KubeRest {
     });
     return await new Promise<http.IncomingMessage>((resolve, reject) => {
       let answered = false;
-      req.on("response", (res) => { answered = true; observe(res.statusCode ?? 0); resolve(res); });
-      req.on("error", (err) => { if (!answered) observe("error"); reject(err); });
+      req.on("response", (res) => {
+        answered = true;
+        observe(res.statusCode ?? 0);
+        resolve(res);
+      });
+      req.on("error", (err) => {
+        if (!answered) observe("error");
+        reject(err);
+      });
       req.on("timeout", () => req.destroy(new Error(`${method} ${path}: no answer in ${timeoutMs} ms`)));
       req.end(body);
     });
@@ -262,7 +336,9 @@ export class KubeRest {
   private agentFor(opts: https.RequestOptions, secure: boolean): http.Agent {
     const key = `${secure}:${fingerprint(opts)}`;
     if (this.agent?.key === key) return this.agent.agent;
-    const tls = Object.fromEntries(TLS_KEYS.filter((k) => (opts as Record<string, unknown>)[k] !== undefined).map((k) => [k, (opts as Record<string, unknown>)[k]]));
+    const tls = Object.fromEntries(
+      TLS_KEYS.filter((k) => (opts as Record<string, unknown>)[k] !== undefined).map((k) => [k, (opts as Record<string, unknown>)[k]]),
+    );
     const agent = secure ? new https.Agent({ keepAlive: true, ...tls }) : new http.Agent({ keepAlive: true });
     const old = this.agent?.agent;
     this.agent = { key, agent };
@@ -292,7 +368,11 @@ export async function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 function parseOr(text: string): unknown {
-  try { return JSON.parse(text); } catch { return text; }
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
 }
 
 async function readAll(res: http.IncomingMessage, signal?: AbortSignal): Promise<string> {

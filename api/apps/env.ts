@@ -18,12 +18,17 @@ import type { AppObject } from "./service.ts";
 /** What the variables do in the cluster (RBAC from code, see api/rbac.ts). */
 export const ENV_ACCESS: Access[] = [
   {
-    group: "", resource: "secrets", verbs: ["get", "create", "patch"],
+    group: "",
+    resource: "secrets",
+    verbs: ["get", "create", "patch"],
     why: "A service's environment variables are its <app>-env Secret: read, created, and changed by a merge patch with a resourceVersion precondition. RBAC cannot narrow create by name and the names are per App, so the API may read and patch any Secret: as sensitive as the operator's grant",
   },
 ];
 
-export interface EnvVarState { value: string; secret: boolean }
+export interface EnvVarState {
+  value: string;
+  secret: boolean;
+}
 export type EnvVars = ReadonlyMap<string, EnvVarState>;
 
 /** One write: variables to set (`secret` omitted keeps the current flag; a new variable is secret) and names to remove. */
@@ -37,7 +42,9 @@ type Out<T extends z.ZodType> = z.output<T>;
 
 /** 422 env_limit_exceeded: the change is valid but would take the service over a bound. */
 export class EnvLimitError extends DomainError {
-  constructor(detail: string, details: Record<string, unknown>) { super(422, "env_limit_exceeded", detail, { details }); }
+  constructor(detail: string, details: Record<string, unknown>) {
+    super(422, "env_limit_exceeded", detail, { details });
+  }
 }
 
 const WRITE_ATTEMPTS = 5;
@@ -54,16 +61,27 @@ export function envBytes(vars: EnvVars): number {
 }
 
 /** The variables after `change`, checked against the bounds of a whole service (names and values are checked by the request schemas). */
-export function applyEnvChange(current: EnvVars, change: EnvChange, limits: { maxVariables: number; maxTotalBytes: number } = ENV_LIMITS): Map<string, EnvVarState> {
+export function applyEnvChange(
+  current: EnvVars,
+  change: EnvChange,
+  limits: { maxVariables: number; maxTotalBytes: number } = ENV_LIMITS,
+): Map<string, EnvVarState> {
   const next = new Map(current);
   for (const name of change.unset) next.delete(name);
-  for (const [name, v] of Object.entries(change.set)) next.set(name, { value: v.value, secret: v.secret ?? current.get(name)?.secret ?? true });
+  for (const [name, v] of Object.entries(change.set))
+    next.set(name, { value: v.value, secret: v.secret ?? current.get(name)?.secret ?? true });
   if (next.size > limits.maxVariables) {
-    throw new EnvLimitError(`A service has at most ${limits.maxVariables} variables; this change would leave ${next.size}`, { limit: limits.maxVariables, count: next.size });
+    throw new EnvLimitError(`A service has at most ${limits.maxVariables} variables; this change would leave ${next.size}`, {
+      limit: limits.maxVariables,
+      count: next.size,
+    });
   }
   const bytes = envBytes(next);
   if (bytes > limits.maxTotalBytes) {
-    throw new EnvLimitError(`A service's variables hold at most ${limits.maxTotalBytes} bytes (names and values, UTF-8); this change would make ${bytes}`, { limitBytes: limits.maxTotalBytes, bytes });
+    throw new EnvLimitError(
+      `A service's variables hold at most ${limits.maxTotalBytes} bytes (names and values, UTF-8); this change would make ${bytes}`,
+      { limitBytes: limits.maxTotalBytes, bytes },
+    );
   }
   return next;
 }
@@ -80,7 +98,12 @@ export function sameEnv(a: EnvVars, b: EnvVars): boolean {
 /** The variables a Secret holds. A variable is readable only when the plain annotation names it: anything unclear is secret. */
 export function varsOfSecret(secret: SecretObject | undefined): Map<string, EnvVarState> {
   const plain = plainNames(secret?.metadata.annotations?.[ENV_PLAIN_ANNOTATION]);
-  return new Map(Object.entries(secret?.data ?? {}).map(([name, b64]) => [name, { value: Buffer.from(b64, "base64").toString("utf8"), secret: !plain.has(name) }]));
+  return new Map(
+    Object.entries(secret?.data ?? {}).map(([name, b64]) => [
+      name,
+      { value: Buffer.from(b64, "base64").toString("utf8"), secret: !plain.has(name) },
+    ]),
+  );
 }
 
 function plainNames(raw: string | undefined): Set<string> {
@@ -94,7 +117,12 @@ function plainNames(raw: string | undefined): Set<string> {
 
 /** The plain annotation's value for `vars`: the sorted names of the variables that are not secret. */
 export function plainAnnotation(vars: EnvVars): string {
-  return JSON.stringify([...vars].filter(([, v]) => !v.secret).map(([name]) => name).sort());
+  return JSON.stringify(
+    [...vars]
+      .filter(([, v]) => !v.secret)
+      .map(([name]) => name)
+      .sort(),
+  );
 }
 
 const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
@@ -110,9 +138,12 @@ export function dataPatch(before: EnvVars, after: EnvVars): Record<string, strin
 /** The `<app>-env` Secret holding `vars`: labelled as Berth's (the operator watches it) and owned by the App. */
 export function buildEnvSecret(app: { name: string; namespace: string; uid: string }, vars: EnvVars): SecretObject {
   return {
-    apiVersion: "v1", kind: "Secret", type: "Opaque",
+    apiVersion: "v1",
+    kind: "Secret",
+    type: "Opaque",
     metadata: {
-      name: envSecretName(app.name), namespace: app.namespace,
+      name: envSecretName(app.name),
+      namespace: app.namespace,
       labels: { "app.kubernetes.io/name": app.name, ...MANAGED_BY, [APP_LABEL]: app.name },
       annotations: { [ENV_PLAIN_ANNOTATION]: plainAnnotation(vars) },
       // No blockOwnerDeletion: that needs the App's finalizers (update), which the API does not hold.
@@ -180,7 +211,9 @@ export class EnvService {
 
   /** Removes one (DELETE): 404 when it is not set. */
   async remove(wsId: string, appId: string, name: string): Promise<void> {
-    await this.write(wsId, appId, { set: {}, unset: [name] }, (vars) => { if (!vars.has(name)) throw notFound(name); });
+    await this.write(wsId, appId, { set: {}, unset: [name] }, (vars) => {
+      if (!vars.has(name)) throw notFound(name);
+    });
   }
 
   /** The App's Secret, read past every cache (the API watches no Secrets), and its variables. */
@@ -188,7 +221,10 @@ export class EnvService {
     const secret = await this.d.kube.get<SecretObject>(this.refOf(app));
     if (secret && !ownedBy(secret, app, { controller: true })) {
       // e.g. the Secret of a deleted App of the same name, not yet collected: never taken over.
-      throw new ConflictError("env_secret_conflict", `Secret ${envSecretName(app.metadata.name!)} exists in the workspace and does not belong to this service; retry once it is gone`);
+      throw new ConflictError(
+        "env_secret_conflict",
+        `Secret ${envSecretName(app.metadata.name!)} exists in the workspace and does not belong to this service; retry once it is gone`,
+      );
     }
     return { secret, vars: varsOfSecret(secret) };
   }
@@ -199,7 +235,12 @@ export class EnvService {
    * change, WRITE_ATTEMPTS times. This replica's own writes of one service are queued, so they never
    * conflict with each other. A change that changes nothing writes nothing (and rolls nothing).
    */
-  private async write(wsId: string, appId: string, change: EnvChange, precondition?: (vars: EnvVars) => void): Promise<{ before: EnvVars; after: EnvVars }> {
+  private async write(
+    wsId: string,
+    appId: string,
+    change: EnvChange,
+    precondition?: (vars: EnvVars) => void,
+  ): Promise<{ before: EnvVars; after: EnvVars }> {
     const key = `${wsId}/${appId}`;
     const previous = this.queues.get(key) ?? Promise.resolve();
     const mine = previous.catch(() => undefined).then(() => this.writeNow(wsId, appId, change, precondition));
@@ -211,7 +252,12 @@ export class EnvService {
     }
   }
 
-  private async writeNow(wsId: string, appId: string, change: EnvChange, precondition?: (vars: EnvVars) => void): Promise<{ before: EnvVars; after: EnvVars }> {
+  private async writeNow(
+    wsId: string,
+    appId: string,
+    change: EnvChange,
+    precondition?: (vars: EnvVars) => void,
+  ): Promise<{ before: EnvVars; after: EnvVars }> {
     for (let attempt = 1; ; attempt++) {
       const app = await this.d.apps.load(wsId, appId);
       const { secret, vars } = await this.read(app);
@@ -220,17 +266,30 @@ export class EnvService {
       if (sameEnv(vars, after)) return { before: vars, after };
       try {
         if (!secret) {
-          await this.d.kube.create(buildEnvSecret({ name: app.metadata.name!, namespace: app.metadata.namespace!, uid: app.metadata.uid! }, after), API_FIELD_MANAGER);
+          await this.d.kube.create(
+            buildEnvSecret({ name: app.metadata.name!, namespace: app.metadata.namespace!, uid: app.metadata.uid! }, after),
+            API_FIELD_MANAGER,
+          );
         } else {
-          await this.d.kube.mergePatch(this.refOf(app), {
-            metadata: { resourceVersion: secret.metadata.resourceVersion, annotations: { [ENV_PLAIN_ANNOTATION]: plainAnnotation(after) } },
-            data: dataPatch(vars, after),
-          }, API_FIELD_MANAGER);
+          await this.d.kube.mergePatch(
+            this.refOf(app),
+            {
+              metadata: {
+                resourceVersion: secret.metadata.resourceVersion,
+                annotations: { [ENV_PLAIN_ANNOTATION]: plainAnnotation(after) },
+              },
+              data: dataPatch(vars, after),
+            },
+            API_FIELD_MANAGER,
+          );
         }
         return { before: vars, after };
       } catch (err) {
         if (!isConflict(err)) throw err;
-        if (attempt < WRITE_ATTEMPTS) { await sleep(Math.random() * attempt * RETRY_JITTER_MS); continue; }
+        if (attempt < WRITE_ATTEMPTS) {
+          await sleep(Math.random() * attempt * RETRY_JITTER_MS);
+          continue;
+        }
         throw new ConflictError("concurrent_update", "The service's variables kept changing while they were being written; retry");
       }
     }

@@ -11,20 +11,31 @@ import { APP_LABEL } from "../../crds/schemas.ts";
 
 /** What the reader does in the cluster (RBAC from code, see api/rbac.ts). */
 export const POD_METRICS_ACCESS: Access[] = [
-  { group: "metrics.k8s.io", resource: "pods", verbs: ["list"], why: "pipeline-state reports an App's CPU and memory from the resource metrics API" },
+  {
+    group: "metrics.k8s.io",
+    resource: "pods",
+    verbs: ["list"],
+    why: "pipeline-state reports an App's CPU and memory from the resource metrics API",
+  },
 ];
 
-export interface Usage { cpuMillicores: number; memoryMi: number }
+export interface Usage {
+  cpuMillicores: number;
+  memoryMi: number;
+}
 
 export interface UsageReader {
   usage(namespace: string, app: string): Promise<Usage | null>;
 }
 
-interface PodMetrics { containers?: { usage?: { cpu?: string; memory?: string } }[] }
+interface PodMetrics {
+  containers?: { usage?: { cpu?: string; memory?: string } }[];
+}
 
 /** The sum of containers' usage over pods: millicores and MiB, rounded to one decimal. */
 export function sumUsage(pods: readonly PodMetrics[]): Usage {
-  let cpu = 0, memory = 0;
+  let cpu = 0,
+    memory = 0;
   for (const p of pods) {
     for (const c of p.containers ?? []) {
       if (c.usage?.cpu) cpu += parseQuantity(c.usage.cpu);
@@ -58,7 +69,9 @@ export class MetricsApiUsageReader implements UsageReader {
   async usage(namespace: string, app: string): Promise<Usage | null> {
     if (this.#now() < this.#absentUntil) return null;
     try {
-      const list = await this.#client.list<PodMetrics & { metadata: object }>("metrics.k8s.io/v1beta1", "PodMetrics", namespace, { labelSelector: `${APP_LABEL}=${app}` });
+      const list = await this.#client.list<PodMetrics & { metadata: object }>("metrics.k8s.io/v1beta1", "PodMetrics", namespace, {
+        labelSelector: `${APP_LABEL}=${app}`,
+      });
       return list.items.length ? sumUsage(list.items) : null;
     } catch (err) {
       if (noMetricsApi(err)) this.#absentUntil = this.#now() + ABSENT_TTL_MS;

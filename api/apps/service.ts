@@ -9,7 +9,17 @@ import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
 import type { UsageReader } from "./metrics.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, NotFoundError, ValidationError, fieldErrorsFromZod, quotaExceeded } from "../errors.ts";
-import type { CreateServiceBody, CreatedService, ListServicesQuery, PipelineState, Service, ServiceList, ServiceListItem, Stats, UpdateServiceBody } from "./schemas.ts";
+import type {
+  CreateServiceBody,
+  CreatedService,
+  ListServicesQuery,
+  PipelineState,
+  Service,
+  ServiceList,
+  ServiceListItem,
+  Stats,
+  UpdateServiceBody,
+} from "./schemas.ts";
 
 export type AppObject = KubeObject & { spec: Record<string, unknown>; status?: AppStatus };
 type Out<T extends z.ZodType> = z.output<T>;
@@ -25,7 +35,11 @@ export interface AppsServiceDeps {
    * its own hosts (the API's, the ingress's), and whether a namespace is one of this
    * installation's workspaces (an App elsewhere belongs to no workspace of ours).
    */
-  hosts?: { reservedSlugs: readonly string[]; platformHosts: readonly (string | undefined)[]; ownsNamespace: (namespace: string) => Promise<boolean> };
+  hosts?: {
+    reservedSlugs: readonly string[];
+    platformHosts: readonly (string | undefined)[];
+    ownsNamespace: (namespace: string) => Promise<boolean>;
+  };
   /** Where builds push (crds/app.ts "Built images"): another workspace's builds are refused as an image. */
   buildArea?: BuildArea;
   /** The governance stage of pipeline-state (`harbor`); reported as not provisioned when absent. */
@@ -41,8 +55,18 @@ export interface GovernanceStatusReader {
 
 /** What services do in the cluster (RBAC from code, see api/rbac.ts). */
 export const APPS_SERVICE_ACCESS: Access[] = [
-  { group: groupOf(API_VERSION), resource: "apps", verbs: ["list", "watch"], why: "Services are listed, searched and counted from a watch cache of Apps in every workspace namespace" },
-  { group: groupOf(API_VERSION), resource: "apps", verbs: ["get", "create", "patch", "delete"], why: "Services are App resources: created, read right after a write, patched (soft delete too) and deleted" },
+  {
+    group: groupOf(API_VERSION),
+    resource: "apps",
+    verbs: ["list", "watch"],
+    why: "Services are listed, searched and counted from a watch cache of Apps in every workspace namespace",
+  },
+  {
+    group: groupOf(API_VERSION),
+    resource: "apps",
+    verbs: ["get", "create", "patch", "delete"],
+    why: "Services are App resources: created, read right after a write, patched (soft delete too) and deleted",
+  },
 ];
 
 const UPDATE_ATTEMPTS = 3;
@@ -72,8 +96,14 @@ export class AppsService {
   async list(wsId: string, q: Out<typeof ListServicesQuery>): Promise<Out<typeof ServiceList>> {
     const ns = await this.d.namespaceOf(wsId);
     const terms = q.search ? normalize(q.search).split(/\s+/).filter(Boolean) : [];
-    const items = this.visible(ns).map(derived)
-      .filter((d) => (!q.type || d.spec.type === q.type) && (!q.status || phaseOf(d.app) === q.status) && terms.every((term) => d.searchName.includes(term)))
+    const items = this.visible(ns)
+      .map(derived)
+      .filter(
+        (d) =>
+          (!q.type || d.spec.type === q.type) &&
+          (!q.status || phaseOf(d.app) === q.status) &&
+          terms.every((term) => d.searchName.includes(term)),
+      )
       .sort((a, b) => (a.created < b.created ? 1 : a.created > b.created ? -1 : a.app.metadata.name!.localeCompare(b.app.metadata.name!)))
       .map((d) => d.app);
     const start = (q.page - 1) * q.limit;
@@ -109,12 +139,33 @@ export class AppsService {
       this.d.usage && (p.runtime?.totalReplicas ?? 0) > 0 ? this.d.usage.usage(a.metadata.namespace!, appId) : null,
     ]);
     return {
-      source: { status: p.source?.status ?? (spec.gitRepoUrl ? "ok" : "none"), gitRepo: spec.gitRepoUrl ?? null, branch: spec.gitBranch, lastCommitSha: p.source?.lastCommitSha ?? null, lastCommitMessage: p.source?.lastCommitMessage ?? null },
-      build: { status: p.build?.status ?? "none", buildpack: p.build?.buildpack ?? null, imageTag: p.build?.imageTag ?? null, durationSeconds: p.build?.durationSeconds ?? null },
-      deploy: { status: p.deploy?.status ?? "none", deployedAt: p.deploy?.deployedAt ?? null, revisionName: p.deploy?.revisionName ?? null },
+      source: {
+        status: p.source?.status ?? (spec.gitRepoUrl ? "ok" : "none"),
+        gitRepo: spec.gitRepoUrl ?? null,
+        branch: spec.gitBranch,
+        lastCommitSha: p.source?.lastCommitSha ?? null,
+        lastCommitMessage: p.source?.lastCommitMessage ?? null,
+      },
+      build: {
+        status: p.build?.status ?? "none",
+        buildpack: p.build?.buildpack ?? null,
+        imageTag: p.build?.imageTag ?? null,
+        durationSeconds: p.build?.durationSeconds ?? null,
+      },
+      deploy: {
+        status: p.deploy?.status ?? "none",
+        deployedAt: p.deploy?.deployedAt ?? null,
+        revisionName: p.deploy?.revisionName ?? null,
+      },
       harbor,
       // From the resource metrics API; null means unknown (no metrics API, no pods), never a made-up zero.
-      runtime: { status: p.runtime?.status ?? "stopped", readyReplicas: p.runtime?.readyReplicas ?? 0, totalReplicas: p.runtime?.totalReplicas ?? 0, cpuUsageMillicores: usage?.cpuMillicores ?? null, memoryUsageMi: usage?.memoryMi ?? null },
+      runtime: {
+        status: p.runtime?.status ?? "stopped",
+        readyReplicas: p.runtime?.readyReplicas ?? 0,
+        totalReplicas: p.runtime?.totalReplicas ?? 0,
+        cpuUsageMillicores: usage?.cpuMillicores ?? null,
+        memoryUsageMi: usage?.memoryMi ?? null,
+      },
       overallStatus: phaseOf(a),
     };
   }
@@ -141,7 +192,12 @@ export class AppsService {
     // there (terminating, held by a finalizer) though it reads as gone.
     const taken = !!this.cache.inCache("App", ns, body.slug) || !!this.cache.get("App", ns, body.slug);
     const name = taken ? `${body.slug.slice(0, 52)}-${randomBytes(4).toString("hex").slice(0, 6)}` : body.slug;
-    const obj: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } }, spec };
+    const obj: AppObject = {
+      apiVersion: API_VERSION,
+      kind: "App",
+      metadata: { name, namespace: ns, labels: { [WORKSPACE_LABEL]: wsId } },
+      spec,
+    };
     let created: AppObject;
     try {
       created = await this.cache.create(obj);
@@ -164,9 +220,11 @@ export class AppsService {
       }
       const specPatch = Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
       try {
-        const updated = await this.cache.mergePatch<AppObject>(appRef(current.metadata.namespace!, appId),
+        const updated = await this.cache.mergePatch<AppObject>(
+          appRef(current.metadata.namespace!, appId),
           // The resourceVersion makes this a compare-and-swap against the spec that was validated.
-          { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: specPatch });
+          { metadata: { resourceVersion: current.metadata.resourceVersion }, spec: specPatch },
+        );
         return this.full(updated);
       } catch (err) {
         if (isConflict(err) && attempt < UPDATE_ATTEMPTS) continue;
@@ -209,12 +267,19 @@ export class AppsService {
   private async assertHostFree(ns: string, slug: string): Promise<void> {
     const h = this.d.hosts;
     if (!h) return;
-    const reserved = reservedHostReason(slug, { baseDomain: this.d.baseDomain, reservedSlugs: h.reservedSlugs, platformHosts: h.platformHosts });
+    const reserved = reservedHostReason(slug, {
+      baseDomain: this.d.baseDomain,
+      reservedSlugs: h.reservedSlugs,
+      platformHosts: h.platformHosts,
+    });
     if (reserved) throw new ValidationError([{ field: "slug", message: reserved }]);
     for (const other of this.cache.list<AppObject>("App")) {
       if (other.metadata.namespace === ns || other.metadata.deletionTimestamp || specOf(other).slug !== slug) continue;
       if (await h.ownsNamespace(other.metadata.namespace!)) {
-        throw new ConflictError("host_taken", `${appHost({ slug }, this.d.baseDomain)} is held by a service of another workspace: a host belongs to one service in the whole platform; choose another slug`);
+        throw new ConflictError(
+          "host_taken",
+          `${appHost({ slug }, this.d.baseDomain)} is held by a service of another workspace: a host belongs to one service in the whole platform; choose another slug`,
+        );
       }
     }
   }
@@ -228,7 +293,8 @@ export class AppsService {
 
   private mapInvalid(err: unknown): Error {
     // The API refuses bad input first; this only fires when the CRD has a rule we do not mirror.
-    if (isInvalid(err)) return new ValidationError([{ field: "body", message: errorMessage(err) }], "The service was refused by Kubernetes");
+    if (isInvalid(err))
+      return new ValidationError([{ field: "body", message: errorMessage(err) }], "The service was refused by Kubernetes");
     return err instanceof Error ? err : new Error(String(err));
   }
 
@@ -240,14 +306,29 @@ export class AppsService {
 
   listItem(a: AppObject): Out<typeof ServiceListItem> {
     const s = specOf(a);
-    return { id: a.metadata.name!, name: s.name, slug: s.slug, status: phaseOf(a), type: s.type, url: this.url(a), gitRepoUrl: s.gitRepoUrl ?? null, gitBranch: s.gitBranch, createdAt: created(a) };
+    return {
+      id: a.metadata.name!,
+      name: s.name,
+      slug: s.slug,
+      status: phaseOf(a),
+      type: s.type,
+      url: this.url(a),
+      gitRepoUrl: s.gitRepoUrl ?? null,
+      gitBranch: s.gitBranch,
+      createdAt: created(a),
+    };
   }
 
   created(a: AppObject): Out<typeof CreatedService> {
     const s = specOf(a);
     return {
-      ...this.listItem(a), autoDeploy: s.autoDeploy, cpuLimitMillicores: s.cpuLimitMillicores, memoryLimitMi: s.memoryLimitMi,
-      minReplicas: s.minReplicas, maxReplicas: s.maxReplicas ?? s.minReplicas, updatedAt: updated(a),
+      ...this.listItem(a),
+      autoDeploy: s.autoDeploy,
+      cpuLimitMillicores: s.cpuLimitMillicores,
+      memoryLimitMi: s.memoryLimitMi,
+      minReplicas: s.minReplicas,
+      maxReplicas: s.maxReplicas ?? s.minReplicas,
+      updatedAt: updated(a),
     };
   }
 
@@ -256,16 +337,34 @@ export class AppsService {
     const ld = a.status?.latestDeployment;
     return {
       ...this.created(a),
-      description: s.description ?? null, dockerfilePath: s.dockerfilePath ?? null, releaseCommand: s.releaseCommand ?? null,
-      cpuTargetUtilization: s.cpuTargetUtilization ?? DEFAULT_CPU_TARGET, visibility: s.visibility, gitInstallationId: s.gitInstallationId ?? null,
-      image: s.image ?? null, schedule: s.schedule ?? null, port: s.port,
-      latestDeployment: ld ? { id: ld.id, status: ld.status, gitCommitSha: ld.gitCommitSha ?? null, gitCommitMessage: ld.gitCommitMessage ?? null, createdAt: ld.createdAt } : null,
+      description: s.description ?? null,
+      dockerfilePath: s.dockerfilePath ?? null,
+      releaseCommand: s.releaseCommand ?? null,
+      cpuTargetUtilization: s.cpuTargetUtilization ?? DEFAULT_CPU_TARGET,
+      visibility: s.visibility,
+      gitInstallationId: s.gitInstallationId ?? null,
+      image: s.image ?? null,
+      schedule: s.schedule ?? null,
+      port: s.port,
+      latestDeployment: ld
+        ? {
+            id: ld.id,
+            status: ld.status,
+            gitCommitSha: ld.gitCommitSha ?? null,
+            gitCommitMessage: ld.gitCommitMessage ?? null,
+            createdAt: ld.createdAt,
+          }
+        : null,
     };
   }
 }
 
-
-interface Derived { app: AppObject; spec: AppSpec; searchName: string; created: string }
+interface Derived {
+  app: AppObject;
+  spec: AppSpec;
+  searchName: string;
+  created: string;
+}
 
 // What list and search need from each cached App, computed once per object version: the watch
 // cache replaces an object on every change, so a WeakMap keyed by the object never goes stale.
@@ -289,7 +388,12 @@ function parseSpec(a: AppObject): AppSpec {
   const parsed = AppSpec.safeParse(a.spec);
   if (parsed.success) return parsed.data;
   // A stored App that no longer parses still lists; fields fall back to the defaults.
-  return { ...DEFAULTS, ...(a.spec as Partial<AppSpec>), name: str(a.spec.name) ?? a.metadata.name!, slug: str(a.spec.slug) ?? a.metadata.name! };
+  return {
+    ...DEFAULTS,
+    ...(a.spec as Partial<AppSpec>),
+    name: str(a.spec.name) ?? a.metadata.name!,
+    slug: str(a.spec.slug) ?? a.metadata.name!,
+  };
 }
 
 const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);
@@ -305,7 +409,9 @@ function created(a: AppObject): string {
 
 /** Last change of the spec or metadata by any writer (status writes by the operator do not count). */
 function updated(a: AppObject): string {
-  const times = (a.metadata.managedFields ?? []).filter((m) => m.subresource !== "status" && m.time).map((m) => new Date(m.time!).getTime());
+  const times = (a.metadata.managedFields ?? [])
+    .filter((m) => m.subresource !== "status" && m.time)
+    .map((m) => new Date(m.time!).getTime());
   return new Date(Math.max(new Date(a.metadata.creationTimestamp ?? 0).getTime(), ...times)).toISOString();
 }
 

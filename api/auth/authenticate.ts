@@ -55,9 +55,11 @@ export class Authenticator {
     if (mode === "none") return undefined;
     const token = bearerToken(req.authorization);
     if (!token) {
-      throw new UnauthorizedError(req.authorization
-        ? "The Authorization header must be 'Bearer <key>'."
-        : "This operation needs an API key: send 'Authorization: Bearer <key>'.");
+      throw new UnauthorizedError(
+        req.authorization
+          ? "The Authorization header must be 'Bearer <key>'."
+          : "This operation needs an API key: send 'Authorization: Bearer <key>'.",
+      );
     }
     return this.#verify(mode, token, req);
   }
@@ -79,26 +81,35 @@ export class Authenticator {
       case "workspace": {
         const p = await keys.verify(req.em, token);
         if (p) return p;
-        if (token.startsWith(PLATFORM_ADMIN_KEY_PREFIX) && await adminKeys.verify(req.em, token)) {
-          throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...); platform admin keys only manage the platform.");
+        if (token.startsWith(PLATFORM_ADMIN_KEY_PREFIX) && (await adminKeys.verify(req.em, token))) {
+          throw new ForbiddenError(
+            "insufficient_scope",
+            "This operation needs a workspace API key (ws_sk_...); platform admin keys only manage the platform.",
+          );
         }
-        if (token.startsWith(APP_KEY_PREFIX) && appKeyVerifier && await appKeyVerifier(token, { em: req.em, log: req.log, params: {} })) {
-          throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...); an app's governance key (gov_sk_...) only submits traces.");
+        if (token.startsWith(APP_KEY_PREFIX) && appKeyVerifier && (await appKeyVerifier(token, { em: req.em, log: req.log, params: {} }))) {
+          throw new ForbiddenError(
+            "insufficient_scope",
+            "This operation needs a workspace API key (ws_sk_...); an app's governance key (gov_sk_...) only submits traces.",
+          );
         }
         throw invalid();
       }
       case "workspace-or-platform-admin": {
-        const p = await keys.verify(req.em, token) ?? await adminKeys.verify(req.em, token);
+        const p = (await keys.verify(req.em, token)) ?? (await adminKeys.verify(req.em, token));
         if (p) return p;
-        if (token.startsWith(APP_KEY_PREFIX) && appKeyVerifier && await appKeyVerifier(token, { em: req.em, log: req.log, params: {} })) {
-          throw new ForbiddenError("insufficient_scope", "This operation needs a workspace API key (ws_sk_...) or a platform admin key (pa_sk_...); an app's governance key (gov_sk_...) only submits traces.");
+        if (token.startsWith(APP_KEY_PREFIX) && appKeyVerifier && (await appKeyVerifier(token, { em: req.em, log: req.log, params: {} }))) {
+          throw new ForbiddenError(
+            "insufficient_scope",
+            "This operation needs a workspace API key (ws_sk_...) or a platform admin key (pa_sk_...); an app's governance key (gov_sk_...) only submits traces.",
+          );
         }
         throw invalid();
       }
       case "platform-admin": {
         const p = await adminKeys.verify(req.em, token);
         if (p) return p;
-        if (token.startsWith(WORKSPACE_KEY_PREFIX) && await keys.verify(req.em, token)) {
+        if (token.startsWith(WORKSPACE_KEY_PREFIX) && (await keys.verify(req.em, token))) {
           throw new ForbiddenError("insufficient_scope", "This operation needs a platform admin key (pa_sk_...).");
         }
         throw invalid();
@@ -112,14 +123,21 @@ export class Authenticator {
       case "operator": {
         if (!operatorVerifier) throw new Error("an operator route is mounted but no OperatorVerifier was given to buildServer");
         if ([WORKSPACE_KEY_PREFIX, PLATFORM_ADMIN_KEY_PREFIX, APP_KEY_PREFIX].some((prefix) => token.startsWith(prefix))) {
-          const valid = await keys.verify(req.em, token) ?? await adminKeys.verify(req.em, token)
-            ?? (appKeyVerifier ? await appKeyVerifier(token, { em: req.em, log: req.log, params: {} }) : undefined);
-          if (valid) throw new ForbiddenError("insufficient_scope", "This operation is reserved for the Berth operator's Kubernetes ServiceAccount.");
+          const valid =
+            (await keys.verify(req.em, token)) ??
+            (await adminKeys.verify(req.em, token)) ??
+            (appKeyVerifier ? await appKeyVerifier(token, { em: req.em, log: req.log, params: {} }) : undefined);
+          if (valid)
+            throw new ForbiddenError(
+              "insufficient_scope",
+              "This operation is reserved for the Berth operator's Kubernetes ServiceAccount.",
+            );
           throw invalid();
         }
         const r = await operatorVerifier(token, { log: req.log });
         if (r.ok) return r.principal;
-        if (r.reason === "forbidden") throw new ForbiddenError("insufficient_scope", "This operation is reserved for the Berth operator's Kubernetes ServiceAccount.");
+        if (r.reason === "forbidden")
+          throw new ForbiddenError("insufficient_scope", "This operation is reserved for the Berth operator's Kubernetes ServiceAccount.");
         throw new UnauthorizedError("The bearer token is not a valid Kubernetes ServiceAccount token.");
       }
     }

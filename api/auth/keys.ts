@@ -9,7 +9,15 @@ import type { Logger } from "../../kube/logger.ts";
 import type { PlatformAdminPrincipal, Principal } from "../http/route.ts";
 import { ApiKey, Workspace } from "../workspaces/entities.ts";
 import { PlatformAdminKey } from "./entities.ts";
-import { PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, digestsEqual, displayPrefix, hashToken, isTokenOfKind, mintToken } from "./tokens.ts";
+import {
+  PLATFORM_ADMIN_KEY_PREFIX,
+  WORKSPACE_KEY_PREFIX,
+  digestsEqual,
+  displayPrefix,
+  hashToken,
+  isTokenOfKind,
+  mintToken,
+} from "./tokens.ts";
 
 /** lastUsedAt is only rewritten when it is older than this (no write per request). */
 export const LAST_USED_RESOLUTION_MS = 60_000;
@@ -36,10 +44,24 @@ export interface CreatedKey<V extends KeyView = KeyView> {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-interface KeyRow { id: string; name: string; prefix: string; createdAt: Date; lastUsedAt?: Date | null; revokedAt?: Date | null }
+interface KeyRow {
+  id: string;
+  name: string;
+  prefix: string;
+  createdAt: Date;
+  lastUsedAt?: Date | null;
+  revokedAt?: Date | null;
+}
 
 function view(row: KeyRow): KeyView {
-  return { id: row.id, name: row.name, prefix: row.prefix, createdAt: row.createdAt, lastUsedAt: row.lastUsedAt ?? null, revokedAt: row.revokedAt ?? null };
+  return {
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    createdAt: row.createdAt,
+    lastUsedAt: row.lastUsedAt ?? null,
+    revokedAt: row.revokedAt ?? null,
+  };
 }
 
 function workspaceKeyView(row: ApiKey): WorkspaceKeyView {
@@ -67,13 +89,22 @@ export class ApiKeyService {
   async create(em: EntityManager, workspaceId: string, name: string): Promise<CreatedKey<WorkspaceKeyView>> {
     const ws = await em.findOne(Workspace, { id: workspaceId });
     if (!ws) throw new NotFoundError("workspace_not_found", `Workspace ${workspaceId} does not exist.`);
-    if (this.#max !== undefined && await em.count(ApiKey, { workspace: workspaceId, revokedAt: null }) >= this.#max) {
-      throw new ConflictError("key_limit_reached", `The workspace holds ${this.#max} keys, the most it may (BERTH_MAX_KEYS_PER_WORKSPACE): revoke one first. All of a workspace's keys share one rate-limit budget.`);
+    if (this.#max !== undefined && (await em.count(ApiKey, { workspace: workspaceId, revokedAt: null })) >= this.#max) {
+      throw new ConflictError(
+        "key_limit_reached",
+        `The workspace holds ${this.#max} keys, the most it may (BERTH_MAX_KEYS_PER_WORKSPACE): revoke one first. All of a workspace's keys share one rate-limit budget.`,
+      );
     }
     const secret = mintToken(WORKSPACE_KEY_PREFIX);
     const row = em.create(ApiKey, {
-      id: randomUUID(), workspace: ws, name, prefix: displayPrefix(secret), hash: hashToken(secret),
-      createdAt: this.#now(), lastUsedAt: null, revokedAt: null,
+      id: randomUUID(),
+      workspace: ws,
+      name,
+      prefix: displayPrefix(secret),
+      hash: hashToken(secret),
+      createdAt: this.#now(),
+      lastUsedAt: null,
+      revokedAt: null,
     });
     await em.persist(row).flush();
     return { key: workspaceKeyView(row), secret };
@@ -87,7 +118,9 @@ export class ApiKeyService {
 
   /** A key by id; within `workspaceId` when given (a key of another workspace is not found). */
   async get(em: EntityManager, keyId: string, workspaceId?: string): Promise<WorkspaceKeyView> {
-    const row = UUID.test(keyId) ? await em.findOne(ApiKey, workspaceId === undefined ? { id: keyId } : { id: keyId, workspace: workspaceId }) : null;
+    const row = UUID.test(keyId)
+      ? await em.findOne(ApiKey, workspaceId === undefined ? { id: keyId } : { id: keyId, workspace: workspaceId })
+      : null;
     if (!row) throw new NotFoundError("api_key_not_found", `API key ${keyId} does not exist.`);
     return workspaceKeyView(row);
   }
@@ -98,10 +131,15 @@ export class ApiKeyService {
    * by mistake; rotate by creating a new key, switching to it, then revoking the old one.
    */
   async revoke(em: EntityManager, keyId: string, opts: { workspaceId?: string; currentKeyId?: string } = {}): Promise<WorkspaceKeyView> {
-    const row = UUID.test(keyId) ? await em.findOne(ApiKey, opts.workspaceId === undefined ? { id: keyId } : { id: keyId, workspace: opts.workspaceId }) : null;
+    const row = UUID.test(keyId)
+      ? await em.findOne(ApiKey, opts.workspaceId === undefined ? { id: keyId } : { id: keyId, workspace: opts.workspaceId })
+      : null;
     if (!row) throw new NotFoundError("api_key_not_found", `API key ${keyId} does not exist.`);
     if (opts.currentKeyId !== undefined && row.id === opts.currentKeyId) {
-      throw new ConflictError("cannot_revoke_current_key", "A key cannot revoke itself: make the request with another key of the workspace.");
+      throw new ConflictError(
+        "cannot_revoke_current_key",
+        "A key cannot revoke itself: make the request with another key of the workspace.",
+      );
     }
     if (!row.revokedAt) {
       row.revokedAt = this.#now();
@@ -112,7 +150,12 @@ export class ApiKeyService {
 
   /** The principal of a current workspace key, or undefined (unknown, malformed or revoked). */
   async verify(em: EntityManager, token: string): Promise<Principal | undefined> {
-    const row = await currentKey(token, WORKSPACE_KEY_PREFIX, (hash) => em.findOne(ApiKey, { hash }), (r) => touch(em, ApiKey, r, this.#now(), this.#log));
+    const row = await currentKey(
+      token,
+      WORKSPACE_KEY_PREFIX,
+      (hash) => em.findOne(ApiKey, { hash }),
+      (r) => touch(em, ApiKey, r, this.#now(), this.#log),
+    );
     return row && { kind: "workspace", workspaceId: row.workspace.id, keyId: row.id };
   }
 }
@@ -129,8 +172,13 @@ export class PlatformAdminKeyService {
   async create(em: EntityManager, name: string): Promise<CreatedKey> {
     const secret = mintToken(PLATFORM_ADMIN_KEY_PREFIX);
     const row = em.create(PlatformAdminKey, {
-      id: randomUUID(), name, prefix: displayPrefix(secret), hash: hashToken(secret),
-      createdAt: this.#now(), lastUsedAt: null, revokedAt: null,
+      id: randomUUID(),
+      name,
+      prefix: displayPrefix(secret),
+      hash: hashToken(secret),
+      createdAt: this.#now(),
+      lastUsedAt: null,
+      revokedAt: null,
     });
     await em.persist(row).flush();
     return { key: view(row), secret };
@@ -152,7 +200,12 @@ export class PlatformAdminKeyService {
   }
 
   async verify(em: EntityManager, token: string): Promise<PlatformAdminPrincipal | undefined> {
-    const row = await currentKey(token, PLATFORM_ADMIN_KEY_PREFIX, (hash) => em.findOne(PlatformAdminKey, { hash }), (r) => touch(em, PlatformAdminKey, r, this.#now(), this.#log));
+    const row = await currentKey(
+      token,
+      PLATFORM_ADMIN_KEY_PREFIX,
+      (hash) => em.findOne(PlatformAdminKey, { hash }),
+      (r) => touch(em, PlatformAdminKey, r, this.#now(), this.#log),
+    );
     return row && { kind: "platform-admin", keyId: row.id };
   }
 }
@@ -162,7 +215,10 @@ export class PlatformAdminKeyService {
  * token and compared in constant time; its last use is recorded. Undefined for anything else.
  */
 export async function currentKey<R extends { hash: string; revokedAt?: Date | string | null }>(
-  token: string, prefix: string, find: (digest: string) => Promise<R | null>, recordUse: (row: R) => Promise<void>,
+  token: string,
+  prefix: string,
+  find: (digest: string) => Promise<R | null>,
+  recordUse: (row: R) => Promise<void>,
 ): Promise<R | undefined> {
   if (!isTokenOfKind(token, prefix)) return undefined;
   const digest = hashToken(token);
@@ -177,7 +233,13 @@ export async function currentKey<R extends { hash: string; revokedAt?: Date | st
  * the stored value is fresh, and the conditional update keeps concurrent requests (or replicas)
  * from writing more than once per interval. A failure here never fails the request.
  */
-async function touch(em: EntityManager, entity: typeof ApiKey | typeof PlatformAdminKey, row: { id: string; lastUsedAt?: Date | null }, now: Date, log: Logger | undefined): Promise<void> {
+async function touch(
+  em: EntityManager,
+  entity: typeof ApiKey | typeof PlatformAdminKey,
+  row: { id: string; lastUsedAt?: Date | null },
+  now: Date,
+  log: Logger | undefined,
+): Promise<void> {
   const cutoff = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
   if (row.lastUsedAt && row.lastUsedAt > cutoff) return;
   try {

@@ -11,7 +11,12 @@ import type { Access } from "../../kube/rbac.ts";
 
 /** What the reviewer does in the cluster (RBAC from code, see api/rbac.ts). */
 export const TOKEN_REVIEWER_ACCESS: Access[] = [
-  { group: "authentication.k8s.io", resource: "tokenreviews", verbs: ["create"], why: "The operator's ServiceAccount token is verified with a TokenReview" },
+  {
+    group: "authentication.k8s.io",
+    resource: "tokenreviews",
+    verbs: ["create"],
+    why: "The operator's ServiceAccount token is verified with a TokenReview",
+  },
 ];
 
 export const TOKEN_REVIEW_CACHE_MS = 60_000;
@@ -28,7 +33,13 @@ export type TokenReviewer = (token: string) => Promise<string | undefined>;
 export function kubeTokenReviewer(kc: k8s.KubeConfig, audience?: string): TokenReviewer {
   const api = kc.makeApiClient(k8s.AuthenticationV1Api);
   return async (token) => {
-    const review = await api.createTokenReview({ body: { apiVersion: "authentication.k8s.io/v1", kind: "TokenReview", spec: { token, ...(audience ? { audiences: [audience] } : {}) } } });
+    const review = await api.createTokenReview({
+      body: {
+        apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenReview",
+        spec: { token, ...(audience ? { audiences: [audience] } : {}) },
+      },
+    });
     if (review.status?.authenticated !== true) return undefined;
     if (audience && !(review.status.audiences ?? []).includes(audience)) return undefined;
     return review.status.user?.username;
@@ -72,7 +83,10 @@ export function operatorVerifier(opts: OperatorVerifierOptions): OperatorVerifie
     if (!claims) return { ok: false, reason: "unauthenticated" };
     const audiences = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
     if (claims.sub !== opts.username || (opts.audience && !audiences.includes(opts.audience))) {
-      log.warn({ sub: typeof claims.sub === "string" ? claims.sub.slice(0, 200) : undefined }, "a token that is not the operator's called an operator route");
+      log.warn(
+        { sub: typeof claims.sub === "string" ? claims.sub.slice(0, 200) : undefined },
+        "a token that is not the operator's called an operator route",
+      );
       return { ok: false, reason: "forbidden" };
     }
     const digest = hashToken(token);
@@ -86,7 +100,11 @@ export function operatorVerifier(opts: OperatorVerifierOptions): OperatorVerifie
         username = await opts.review(token);
       } catch (err) {
         log.warn({ err }, "TokenReview failed");
-        throw new UnavailableError("token_review_unavailable", "The token could not be verified with the Kubernetes API right now; retry.", { cause: err });
+        throw new UnavailableError(
+          "token_review_unavailable",
+          "The token could not be verified with the Kubernetes API right now; retry.",
+          { cause: err },
+        );
       }
       if (username !== undefined) {
         if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value!);

@@ -67,9 +67,15 @@ function writeUuid(buf: Buffer, at: number, s: string): void {
 
 function writeFixed(buf: Buffer, at: number, type: ElementType, v: unknown): void {
   switch (type) {
-    case "bool": buf[at] = v ? 1 : 0; return;
-    case "int2": buf.writeInt16BE(v as number, at); return;
-    case "int4": buf.writeInt32BE(v as number, at); return;
+    case "bool":
+      buf[at] = v ? 1 : 0;
+      return;
+    case "int2":
+      buf.writeInt16BE(v as number, at);
+      return;
+    case "int4":
+      buf.writeInt32BE(v as number, at);
+      return;
     case "int8": {
       const n = v as number;
       if (!Number.isSafeInteger(n)) throw new TypeError(`not a safe integer: ${n}`);
@@ -78,7 +84,9 @@ function writeFixed(buf: Buffer, at: number, type: ElementType, v: unknown): voi
       buf.writeUInt32BE(n - hi * TWO_32, at + 4);
       return;
     }
-    case "float8": buf.writeDoubleBE(v as number, at); return;
+    case "float8":
+      buf.writeDoubleBE(v as number, at);
+      return;
     case "timestamptz": {
       // Unix milliseconds, an ISO 8601 string or a Date; millisecond precision
       const ms = typeof v === "number" ? v : typeof v === "string" ? Date.parse(v) : (v as Date).getTime();
@@ -89,8 +97,11 @@ function writeFixed(buf: Buffer, at: number, type: ElementType, v: unknown): voi
       buf.writeUInt32BE(us - hi * TWO_32, at + 4);
       return;
     }
-    case "uuid": writeUuid(buf, at, v as string); return;
-    default: throw new Error(`${type} is not fixed-width`);
+    case "uuid":
+      writeUuid(buf, at, v as string);
+      return;
+    default:
+      throw new Error(`${type} is not fixed-width`);
   }
 }
 
@@ -114,13 +125,20 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
   let size = n === 0 ? 12 : 20;
   if (width !== undefined) {
     for (let i = 0; i < n; i++) {
-      if (values[i] == null) { hasNulls = true; size += 4; } else size += 4 + width;
+      if (values[i] == null) {
+        hasNulls = true;
+        size += 4;
+      } else size += 4 + width;
     }
     const buf = Buffer.allocUnsafe(size);
     let at = header(buf, type, n, hasNulls);
     for (let i = 0; i < n; i++) {
       const v = values[i];
-      if (v == null) { buf.writeInt32BE(-1, at); at += 4; continue; }
+      if (v == null) {
+        buf.writeInt32BE(-1, at);
+        at += 4;
+        continue;
+      }
       buf.writeInt32BE(width, at);
       // a uuid repeated from the element before (the rows of one trace): its 16 bytes again
       if (type === "uuid" && i > 0 && v === values[i - 1]) buf.copy(buf, at + 4, at - 16, at);
@@ -133,7 +151,11 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
   const extra = type === "jsonb" ? 1 : 0;
   for (let i = 0; i < n; i++) {
     const v = values[i];
-    if (v == null) { hasNulls = true; size += 4; continue; }
+    if (v == null) {
+      hasNulls = true;
+      size += 4;
+      continue;
+    }
     if (typeof v !== "string") throw new TypeError(`a ${type} element must be a string, not ${typeof v}`);
     size += 4 + extra + v.length * 3;
   }
@@ -143,7 +165,11 @@ export function binaryArray(type: ElementType, values: readonly unknown[]): Buff
   let at = header(buf, type, n, hasNulls);
   for (let i = 0; i < n; i++) {
     const v = values[i] as string | null | undefined;
-    if (v == null) { buf.writeInt32BE(-1, at); at += 4; continue; }
+    if (v == null) {
+      buf.writeInt32BE(-1, at);
+      at += 4;
+      continue;
+    }
     const start = at + 4;
     let o = start;
     if (extra) buf[o++] = 1; // jsonb version

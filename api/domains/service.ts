@@ -6,47 +6,82 @@
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, TLS_STATUSES, WORKSPACE_LABEL } from "../../crds/schemas.ts";
-import { blocksNewClaim, challengeHost, challengeToken, checkDomainName, domainRef, VERIFY_REQUEST_ANNOTATION, type DomainObject } from "../../crds/domain.ts";
+import {
+  blocksNewClaim,
+  challengeHost,
+  challengeToken,
+  checkDomainName,
+  domainRef,
+  VERIFY_REQUEST_ANNOTATION,
+  type DomainObject,
+} from "../../crds/domain.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { ConflictError, DomainError, NotFoundError, quotaExceeded } from "../errors.ts";
 import type { AppObject, AppsService } from "../apps/service.ts";
 
 export const DOMAINS_ACCESS: Access[] = [
-  { group: groupOf(API_VERSION), resource: "domains", verbs: ["list"], why: "A domain belongs to one service in the whole platform: adding one lists the Domains of every workspace namespace for other claims" },
-  { group: groupOf(API_VERSION), resource: "domains", verbs: ["get", "create", "patch", "delete"], why: "Custom domains are Domain resources: created, read, annotated to ask for a DNS check now, and deleted" },
+  {
+    group: groupOf(API_VERSION),
+    resource: "domains",
+    verbs: ["list"],
+    why: "A domain belongs to one service in the whole platform: adding one lists the Domains of every workspace namespace for other claims",
+  },
+  {
+    group: groupOf(API_VERSION),
+    resource: "domains",
+    verbs: ["get", "create", "patch", "delete"],
+    why: "Custom domains are Domain resources: created, read, annotated to ask for a DNS check now, and deleted",
+  },
 ];
 
-export const CustomDomain = z.object({
-  id: z.string().describe("The Domain resource's name: the domain itself"),
-  domain: z.string().describe("Fully qualified, lower-case, internationalized names in punycode"),
-  targetPort: z.int().describe("Container port the domain routes to (the service's port unless set)"),
-  verified: z.boolean(),
-  tlsStatus: z.enum(TLS_STATUSES).describe("pending, issuing, active, expiring, failed or expired (docs/domains.md)"),
-  createdAt: z.string(),
-  verifiedAt: z.string().nullable(),
-  dnsTarget: z.string().describe("Point a CNAME record for the domain at this host"),
-  challenge: z.object({
-    name: z.string().describe("_berth-challenge.<domain>"),
-    value: z.string().describe("This claim's own value: another claim of the same domain has another"),
-  }).describe("The TXT record that proves this workspace controls the domain's DNS; the domain verifies once it exists and the domain points at dnsTarget"),
-  verification: z.object({
-    status: z.enum(["pending", "verified", "failed", "expired", "claimed", "invalid"]).describe("pending: not checked yet; failed: the last check did not find the record (checked again at nextCheckAt); expired: 48 hours passed, automatic checks stopped; claimed: another service holds the domain"),
-    reason: z.string(),
-    message: z.string(),
-    lastCheckedAt: z.string().nullable(),
-    nextCheckAt: z.string().nullable(),
-  }),
-  tls: z.object({ message: z.string(), expiresAt: z.string().nullable() }),
-}).meta({ id: "CustomDomain" });
+export const CustomDomain = z
+  .object({
+    id: z.string().describe("The Domain resource's name: the domain itself"),
+    domain: z.string().describe("Fully qualified, lower-case, internationalized names in punycode"),
+    targetPort: z.int().describe("Container port the domain routes to (the service's port unless set)"),
+    verified: z.boolean(),
+    tlsStatus: z.enum(TLS_STATUSES).describe("pending, issuing, active, expiring, failed or expired (docs/domains.md)"),
+    createdAt: z.string(),
+    verifiedAt: z.string().nullable(),
+    dnsTarget: z.string().describe("Point a CNAME record for the domain at this host"),
+    challenge: z
+      .object({
+        name: z.string().describe("_berth-challenge.<domain>"),
+        value: z.string().describe("This claim's own value: another claim of the same domain has another"),
+      })
+      .describe(
+        "The TXT record that proves this workspace controls the domain's DNS; the domain verifies once it exists and the domain points at dnsTarget",
+      ),
+    verification: z.object({
+      status: z
+        .enum(["pending", "verified", "failed", "expired", "claimed", "invalid"])
+        .describe(
+          "pending: not checked yet; failed: the last check did not find the record (checked again at nextCheckAt); expired: 48 hours passed, automatic checks stopped; claimed: another service holds the domain",
+        ),
+      reason: z.string(),
+      message: z.string(),
+      lastCheckedAt: z.string().nullable(),
+      nextCheckAt: z.string().nullable(),
+    }),
+    tls: z.object({ message: z.string(), expiresAt: z.string().nullable() }),
+  })
+  .meta({ id: "CustomDomain" });
 export type CustomDomain = z.output<typeof CustomDomain>;
 
 export const CustomDomainList = z.array(CustomDomain).meta({ id: "CustomDomainList" });
 
-export const AddDomainBody = z.object({
-  domain: z.string().min(1).max(1000).describe("A fully qualified domain name (an internationalized name is converted to punycode; no wildcards)"),
-  targetPort: z.int().min(1).max(65535).optional().describe("Container port to route to; defaults to the service's port"),
-}).strict().meta({ id: "AddDomainRequest" });
+export const AddDomainBody = z
+  .object({
+    domain: z
+      .string()
+      .min(1)
+      .max(1000)
+      .describe("A fully qualified domain name (an internationalized name is converted to punycode; no wildcards)"),
+    targetPort: z.int().min(1).max(65535).optional().describe("Container port to route to; defaults to the service's port"),
+  })
+  .strict()
+  .meta({ id: "AddDomainRequest" });
 
 export interface DomainsDeps {
   kube: KubeClient;
@@ -63,7 +98,10 @@ export interface DomainsDeps {
 
 type Domain = KubeObject & DomainObject;
 
-const sleep = (ms: number) => new Promise<void>((r) => { setTimeout(r, ms); });
+const sleep = (ms: number) =>
+  new Promise<void>((r) => {
+    setTimeout(r, ms);
+  });
 
 export class DomainsService {
   readonly #d: DomainsDeps;
@@ -72,7 +110,9 @@ export class DomainsService {
     this.#d = d;
   }
 
-  #now(): Date { return this.#d.now?.() ?? new Date(); }
+  #now(): Date {
+    return this.#d.now?.() ?? new Date();
+  }
 
   async #app(wsId: string, appId: string): Promise<{ ns: string; app: AppObject; spec: AppSpec | undefined }> {
     const app = await this.#d.apps.load(wsId, appId);
@@ -85,27 +125,50 @@ export class DomainsService {
     const s = d.status ?? {};
     const cond = (t: string) => s.conditions?.find((c) => c.type === t);
     const v = cond("Verified");
-    const vstatus: CustomDomain["verification"]["status"] = s.verified ? "verified"
-      : !v ? "pending" : v.reason === "VerificationExpired" ? "expired" : v.reason === "ClaimedByAnotherApp" ? "claimed" : v.reason === "InvalidDomain" ? "invalid" : v.reason === "Pending" ? "pending" : "failed";
+    const vstatus: CustomDomain["verification"]["status"] = s.verified
+      ? "verified"
+      : !v
+        ? "pending"
+        : v.reason === "VerificationExpired"
+          ? "expired"
+          : v.reason === "ClaimedByAnotherApp"
+            ? "claimed"
+            : v.reason === "InvalidDomain"
+              ? "invalid"
+              : v.reason === "Pending"
+                ? "pending"
+                : "failed";
     return {
-      id: d.metadata.name!, domain: d.spec.domain, targetPort: d.spec.targetPort ?? appPort ?? 0,
-      verified: s.verified === true, tlsStatus: s.tlsStatus ?? "pending",
-      createdAt: new Date(d.metadata.creationTimestamp ?? 0).toISOString(), verifiedAt: s.verifiedAt ?? null,
+      id: d.metadata.name!,
+      domain: d.spec.domain,
+      targetPort: d.spec.targetPort ?? appPort ?? 0,
+      verified: s.verified === true,
+      tlsStatus: s.tlsStatus ?? "pending",
+      createdAt: new Date(d.metadata.creationTimestamp ?? 0).toISOString(),
+      verifiedAt: s.verifiedAt ?? null,
       dnsTarget: s.dnsTarget ?? this.#d.ingressHost,
       challenge: { name: challengeHost(d.spec.domain), value: challengeToken(d.metadata.uid!) },
       verification: {
-        status: vstatus, reason: v?.reason ?? "Pending",
-        message: v?.message ?? `Waiting for the first DNS check: create the records ${d.spec.domain} CNAME ${this.#d.ingressHost} and ${challengeHost(d.spec.domain)} TXT ${challengeToken(d.metadata.uid!)}`,
-        lastCheckedAt: s.lastCheckedAt ?? null, nextCheckAt: s.nextCheckAt ?? null,
+        status: vstatus,
+        reason: v?.reason ?? "Pending",
+        message:
+          v?.message ??
+          `Waiting for the first DNS check: create the records ${d.spec.domain} CNAME ${this.#d.ingressHost} and ${challengeHost(d.spec.domain)} TXT ${challengeToken(d.metadata.uid!)}`,
+        lastCheckedAt: s.lastCheckedAt ?? null,
+        nextCheckAt: s.nextCheckAt ?? null,
       },
-      tls: { message: cond("CertificateReady")?.message ?? "No certificate has been requested yet: the domain must be verified first", expiresAt: s.certificateNotAfter ?? null },
+      tls: {
+        message: cond("CertificateReady")?.message ?? "No certificate has been requested yet: the domain must be verified first",
+        expiresAt: s.certificateNotAfter ?? null,
+      },
     };
   }
 
   async list(wsId: string, appId: string): Promise<CustomDomain[]> {
     const { ns, spec } = await this.#app(wsId, appId);
     const all = await this.#d.kube.list<Domain>(API_VERSION, "Domain", ns);
-    return all.items.filter((d) => d.spec?.appRef?.name === appId && !d.metadata.deletionTimestamp)
+    return all.items
+      .filter((d) => d.spec?.appRef?.name === appId && !d.metadata.deletionTimestamp)
       .sort((a, b) => a.spec.domain.localeCompare(b.spec.domain))
       .map((d) => this.#view(d, spec?.port));
   }
@@ -114,22 +177,34 @@ export class DomainsService {
   async add(wsId: string, appId: string, body: z.output<typeof AddDomainBody>): Promise<CustomDomain> {
     const { ns, app, spec } = await this.#app(wsId, appId);
     const check = checkDomainName(body.domain, { baseDomain: this.#d.baseDomain, ingressHost: this.#d.ingressHost });
-    if (!check.ok) throw new DomainError(422, check.code, check.message, { fieldErrors: [{ field: "body.domain", message: check.message }] });
+    if (!check.ok)
+      throw new DomainError(422, check.code, check.message, { fieldErrors: [{ field: "body.domain", message: check.message }] });
     const domain = check.domain;
     if (this.#d.platformHosts?.includes(domain)) {
-      throw new DomainError(422, "domain_reserved", `${domain} is one of the platform's own hosts`, { fieldErrors: [{ field: "body.domain", message: "is one of the platform's own hosts" }] });
+      throw new DomainError(422, "domain_reserved", `${domain} is one of the platform's own hosts`, {
+        fieldErrors: [{ field: "body.domain", message: "is one of the platform's own hosts" }],
+      });
     }
     const claims = (await this.#d.kube.list<Domain>(API_VERSION, "Domain")).items.filter((d) => d.spec?.domain === domain);
     const mine = claims.find((d) => d.metadata.namespace === ns && d.spec.appRef?.name === appId && !d.metadata.deletionTimestamp);
-    if (mine) throw new ConflictError("domain_exists", `${domain} is already a domain of this service`, { details: { id: mine.metadata.name } });
+    if (mine)
+      throw new ConflictError("domain_exists", `${domain} is already a domain of this service`, { details: { id: mine.metadata.name } });
     if (claims.some((d) => blocksNewClaim(d))) {
-      throw new ConflictError("domain_taken", `${domain} is verified for another service: a domain belongs to one service in the whole platform.`);
+      throw new ConflictError(
+        "domain_taken",
+        `${domain} is verified for another service: a domain belongs to one service in the whole platform.`,
+      );
     }
     const obj: Domain = {
-      apiVersion: API_VERSION, kind: "Domain",
+      apiVersion: API_VERSION,
+      kind: "Domain",
       metadata: {
-        name: domain, namespace: ns, labels: { [APP_LABEL]: appId, [WORKSPACE_LABEL]: wsId },
-        ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name: appId, uid: app.metadata.uid!, controller: false, blockOwnerDeletion: false }],
+        name: domain,
+        namespace: ns,
+        labels: { [APP_LABEL]: appId, [WORKSPACE_LABEL]: wsId },
+        ownerReferences: [
+          { apiVersion: API_VERSION, kind: "App", name: appId, uid: app.metadata.uid!, controller: false, blockOwnerDeletion: false },
+        ],
       },
       spec: { appRef: { name: appId }, domain, ...(body.targetPort ? { targetPort: body.targetPort } : {}) },
     };
@@ -137,7 +212,11 @@ export class DomainsService {
       return this.#view(await this.#d.kube.create<Domain>(obj, "berth-api"), spec?.port);
     } catch (err) {
       // A Domain of that name left in the namespace (an expired claim of another service here, or one being deleted).
-      if (isConflict(err)) throw new ConflictError("domain_taken", `${domain} is still held in this workspace by another service's Domain (it may be being deleted): remove it there, or retry in a moment.`);
+      if (isConflict(err))
+        throw new ConflictError(
+          "domain_taken",
+          `${domain} is still held in this workspace by another service's Domain (it may be being deleted): remove it there, or retry in a moment.`,
+        );
       throw quotaExceeded(err, "custom domains") ?? err;
     }
   }
@@ -145,7 +224,8 @@ export class DomainsService {
   async #domain(wsId: string, appId: string, id: string): Promise<{ ns: string; d: Domain; port: number | undefined }> {
     const { ns, spec } = await this.#app(wsId, appId);
     const d = await this.#d.kube.get<Domain>(domainRef(ns, id));
-    if (!d || d.spec?.appRef?.name !== appId || d.metadata.deletionTimestamp) throw new NotFoundError("domain_not_found", `No domain ${id} on service ${appId}`);
+    if (!d || d.spec?.appRef?.name !== appId || d.metadata.deletionTimestamp)
+      throw new NotFoundError("domain_not_found", `No domain ${id} on service ${appId}`);
     return { ns, d, port: spec?.port };
   }
 

@@ -39,7 +39,9 @@ export function canonicalJson(value: unknown): string {
     return s;
   }
   if (Array.isArray(value)) return `[${value.map((v) => canonicalJson(v === undefined ? null : v)).join(",")}]`;
-  const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
 }
 
@@ -50,8 +52,10 @@ export function canonicalJson(value: unknown): string {
  */
 export function canonicalContent(c: AuditContent, guardDecisionJson = canonicalJson(c.guardDecision)): string {
   const q = JSON.stringify;
-  return `{"appId":${q(c.appId)},"calledAt":${q(c.calledAt)},"guardDecision":${guardDecisionJson},"model":${q(c.model)},"prompt":${q(c.prompt)},` +
-    `"recordedAt":${q(c.recordedAt)},"response":${q(c.response)},"sequence":${q(c.sequence)},"traceId":${q(c.traceId)},"workspaceId":${q(c.workspaceId)}}`;
+  return (
+    `{"appId":${q(c.appId)},"calledAt":${q(c.calledAt)},"guardDecision":${guardDecisionJson},"model":${q(c.model)},"prompt":${q(c.prompt)},` +
+    `"recordedAt":${q(c.recordedAt)},"response":${q(c.response)},"sequence":${q(c.sequence)},"traceId":${q(c.traceId)},"workspaceId":${q(c.workspaceId)}}`
+  );
 }
 
 export function entryHash(prevHash: string, content: AuditContent, guardDecisionJson?: string): string {
@@ -107,11 +111,20 @@ export class ChainVerifier {
     if (this.#broken) return;
     const at = { sequence: e.sequence, traceId: e.traceId };
     if (e.sequence !== this.#expected) {
-      this.#broken = { ...at, reason: e.sequence > this.#expected ? `entries ${this.#expected}-${e.sequence - 1} are missing` : `sequence ${e.sequence} is out of order (expected ${this.#expected})` };
+      this.#broken = {
+        ...at,
+        reason:
+          e.sequence > this.#expected
+            ? `entries ${this.#expected}-${e.sequence - 1} are missing`
+            : `sequence ${e.sequence} is out of order (expected ${this.#expected})`,
+      };
       return;
     }
     if (this.#head && e.sequence > this.#head.sequence) {
-      this.#broken = { ...at, reason: `the entry lies beyond the chain's recorded head (entry ${this.#head.sequence}): it was not appended by the API` };
+      this.#broken = {
+        ...at,
+        reason: `the entry lies beyond the chain's recorded head (entry ${this.#head.sequence}): it was not appended by the API`,
+      };
       return;
     }
     if (e.prevHash !== this.#prev) {
@@ -133,8 +146,17 @@ export class ChainVerifier {
 
   result(): ChainVerification {
     if (!this.#broken && this.#head && this.#expected <= this.#head.sequence) {
-      this.#broken = { sequence: this.#expected, traceId: null, reason: `entries ${this.#expected}-${this.#head.sequence} are missing: the chain's recorded head is entry ${this.#head.sequence}` };
+      this.#broken = {
+        sequence: this.#expected,
+        traceId: null,
+        reason: `entries ${this.#expected}-${this.#head.sequence} are missing: the chain's recorded head is entry ${this.#head.sequence}`,
+      };
     }
-    return { valid: this.#broken === null, entries: this.#count, firstBrokenLink: this.#broken, headHash: !this.#broken && this.#count > 0 ? this.#prev : null };
+    return {
+      valid: this.#broken === null,
+      entries: this.#count,
+      firstBrokenLink: this.#broken,
+      headHash: !this.#broken && this.#count > 0 ? this.#prev : null,
+    };
   }
 }

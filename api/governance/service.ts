@@ -61,7 +61,13 @@ export class Governance {
     this.configs = new ObservabilityConfigService({ db: this.db, templates: this.templates });
     this.scorer = deps.workers ? new WorkerPoolScorer({ size: deps.workers, log: deps.log }) : new InProcessScorer();
     this.prices = new PriceTable(deps.prices);
-    this.provisioning = new ProvisioningService({ db: this.db, apps: this.apps, annotate: appAnnotator(deps.apps), host: deps.host, log: deps.log });
+    this.provisioning = new ProvisioningService({
+      db: this.db,
+      apps: this.apps,
+      annotate: appAnnotator(deps.apps),
+      host: deps.host,
+      log: deps.log,
+    });
     this.ingestion = new IngestionService({ db: this.db, configs: this.configs, scorer: this.scorer, prices: this.prices, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
@@ -78,9 +84,12 @@ export class Governance {
     await this.requireApp(workspaceId, appId);
     const p = await this.provisioning.project(workspaceId, appId);
     if (!p || p.status !== "active") {
-      throw new NotFoundError("governance_not_provisioned", p
-        ? `Governance is switched off for ${appId}; POST .../governance/apps/${appId}/provision turns it back on.`
-        : `Governance is not provisioned for ${appId} yet: it is provisioned on the first deployment (or with POST .../provision).`);
+      throw new NotFoundError(
+        "governance_not_provisioned",
+        p
+          ? `Governance is switched off for ${appId}; POST .../governance/apps/${appId}/provision turns it back on.`
+          : `Governance is not provisioned for ${appId} yet: it is provisioned on the first deployment (or with POST .../provision).`,
+      );
     }
     return { schema: p.schema, role: p.role };
   }

@@ -24,16 +24,28 @@ export interface BareDeps {
 /** Answers the request and returns true, or returns false and leaves it to Koa. */
 export type BareDispatch = (req: IncomingMessage, res: ServerResponse) => boolean;
 
-interface Compiled { route: RouteDef & { bare: BareHandler }; path: string; re: RegExp; names: string[] }
+interface Compiled {
+  route: RouteDef & { bare: BareHandler };
+  path: string;
+  re: RegExp;
+  names: string[];
+}
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /** The dispatcher of the routes defined with defineBareRoute; undefined when there is none. */
 export function bareDispatcher(routes: readonly RouteDef[], deps: BareDeps): BareDispatch | undefined {
-  const compiled: Compiled[] = routes.filter((r): r is RouteDef & { bare: BareHandler } => r.bare !== undefined).map((route) => {
-    const path = `${API_PREFIX}${route.path}`;
-    return { route, path, names: pathParamNames(route.path), re: new RegExp(`^${escapeRegExp(path).replace(/:[A-Za-z0-9_]+/g, "([^/]+)")}$`) };
-  });
+  const compiled: Compiled[] = routes
+    .filter((r): r is RouteDef & { bare: BareHandler } => r.bare !== undefined)
+    .map((route) => {
+      const path = `${API_PREFIX}${route.path}`;
+      return {
+        route,
+        path,
+        names: pathParamNames(route.path),
+        re: new RegExp(`^${escapeRegExp(path).replace(/:[A-Za-z0-9_]+/g, "([^/]+)")}$`),
+      };
+    });
   if (compiled.length === 0) return undefined;
   return (req, res) => {
     const url = req.url ?? "";
@@ -43,7 +55,11 @@ export function bareDispatcher(routes: readonly RouteDef[], deps: BareDeps): Bar
       if (!m) continue;
       const raw: Record<string, string> = {};
       for (let i = 0; i < c.names.length; i++) {
-        try { raw[c.names[i]!] = decodeURIComponent(m[i + 1]!); } catch { return false; }
+        try {
+          raw[c.names[i]!] = decodeURIComponent(m[i + 1]!);
+        } catch {
+          return false;
+        }
       }
       // Text PostgreSQL cannot store, or params the schema refuses: Koa's router answers with its problem.
       if (unstorableText(raw, "params").length > 0) return false;
@@ -62,7 +78,11 @@ function serve(c: Compiled, params: unknown, req: IncomingMessage, res: ServerRe
   const requestId = requestIdOf(typeof incoming === "string" ? incoming : undefined);
   const path = req.url ?? "";
 
-  const send = (status: number, headers: Record<string, string> | undefined, encoded: { body: string | Buffer; type: string } | undefined): void => {
+  const send = (
+    status: number,
+    headers: Record<string, string> | undefined,
+    encoded: { body: string | Buffer; type: string } | undefined,
+  ): void => {
     res.statusCode = status;
     res.setHeader("X-Request-Id", requestId);
     res.setHeader("X-Content-Type-Options", "nosniff");
@@ -76,10 +96,16 @@ function serve(c: Compiled, params: unknown, req: IncomingMessage, res: ServerRe
 
   // Failures are rare: only they pay for a child logger carrying the request id.
   const fail = (err: unknown): void => {
-    if (res.headersSent) { res.destroy(err instanceof Error ? err : undefined); return; }
+    if (res.headersSent) {
+      res.destroy(err instanceof Error ? err : undefined);
+      return;
+    }
     for (const name of res.getHeaderNames()) res.removeHeader(name);
     const error = reportError(err, deps.logger.child({ requestId }));
-    send(error.status, problemHeaders(error), { body: JSON.stringify(renderProblem(error, { instance: path, requestId })), type: PROBLEM_MEDIA_TYPE });
+    send(error.status, problemHeaders(error), {
+      body: JSON.stringify(renderProblem(error, { instance: path, requestId })),
+      type: PROBLEM_MEDIA_TYPE,
+    });
   };
 
   const ok = (result: RouteResult): void => {
@@ -87,13 +113,13 @@ function serve(c: Compiled, params: unknown, req: IncomingMessage, res: ServerRe
       if (deps.validateResponses) checkResponse(c.route, result, deps.logger.child({ requestId }));
       send(result.status, result.headers, encodeBody(c.route, result));
     } catch (err) {
-      fail(err);   // an undocumented response, a header Node refuses
+      fail(err); // an undocumented response, a header Node refuses
     }
   };
 
   const header = (name: string): string => {
     const v = req.headers[name.toLowerCase()];
-    return Array.isArray(v) ? v.join(", ") : v ?? "";
+    return Array.isArray(v) ? v.join(", ") : (v ?? "");
   };
   let answer: RouteResult | Promise<RouteResult>;
   try {

@@ -19,9 +19,13 @@ export class RequestTimeoutError extends DomainError {
 
 export class UnsupportedMediaTypeError extends DomainError {
   constructor(got: string) {
-    super(415, "unsupported_media_type", got === ""
-      ? "A request body needs 'Content-Type: application/json'."
-      : `Content-Type '${got.slice(0, 100)}' is not supported; send 'application/json' (UTF-8).`);
+    super(
+      415,
+      "unsupported_media_type",
+      got === ""
+        ? "A request body needs 'Content-Type: application/json'."
+        : `Content-Type '${got.slice(0, 100)}' is not supported; send 'application/json' (UTF-8).`,
+    );
   }
 }
 
@@ -62,8 +66,10 @@ export async function readJsonBody(req: IncomingMessage, limit: number): Promise
   } catch (err) {
     const type = (err as RawBodyError).type;
     if (type === "entity.too.large") throw new PayloadTooLargeError(limit);
-    if (type === "request.size.invalid") throw new BadRequestError("invalid_content_length", "The body's length does not match its Content-Length header.");
-    if (type === "request.aborted" && (req.socket.errored as { code?: string } | null)?.code === "ERR_HTTP_REQUEST_TIMEOUT") throw new RequestTimeoutError();
+    if (type === "request.size.invalid")
+      throw new BadRequestError("invalid_content_length", "The body's length does not match its Content-Length header.");
+    if (type === "request.aborted" && (req.socket.errored as { code?: string } | null)?.code === "ERR_HTTP_REQUEST_TIMEOUT")
+      throw new RequestTimeoutError();
     if (type === "request.aborted") throw new BadRequestError("request_aborted", "The client aborted the request while sending the body.");
     throw err;
   }

@@ -27,7 +27,11 @@ export function requestIdOf(incoming: string | undefined): string {
 }
 
 /** The one access-log line of a request (an error line for a 5xx), with its duration since `started` (process.hrtime.bigint()). */
-export function logAccess(log: Logger, line: { requestId?: string; method: string; path: string; route: string | undefined; status: number }, started: bigint): void {
+export function logAccess(
+  log: Logger,
+  line: { requestId?: string; method: string; path: string; route: string | undefined; status: number },
+  started: bigint,
+): void {
   const entry = { ...line, durationMs: Math.round(Number(process.hrtime.bigint() - started) / 1e4) / 100 };
   if (line.status >= 500) log.error(entry, "request");
   else log.info(entry, "request");
@@ -45,7 +49,11 @@ export function requestContext(logger: Logger): Koa.Middleware {
       await next();
     } finally {
       const matched = (ctx as { _matchedRoute?: unknown })._matchedRoute;
-      logAccess(log, { method: ctx.method, path: ctx.path, route: typeof matched === "string" ? matched : undefined, status: ctx.status }, started);
+      logAccess(
+        log,
+        { method: ctx.method, path: ctx.path, route: typeof matched === "string" ? matched : undefined, status: ctx.status },
+        started,
+      );
     }
   };
 }

@@ -33,7 +33,8 @@ export class RateLimiter {
   readonly #depth: number;
 
   constructor(budget: Budget, opts: { maxCallers?: number } = {}) {
-    if (!(budget.perSecond >= 0) || !(budget.burst >= 1) || !Number.isInteger(budget.burst)) throw new Error(`invalid budget ${JSON.stringify(budget)}`);
+    if (!(budget.perSecond >= 0) || !(budget.burst >= 1) || !Number.isInteger(budget.burst))
+      throw new Error(`invalid budget ${JSON.stringify(budget)}`);
     this.budget = budget;
     this.#maxCallers = opts.maxCallers ?? DEFAULT_MAX_CALLERS;
     this.#interval = budget.perSecond > 0 ? 1000 / budget.perSecond : 0;
@@ -58,11 +59,22 @@ export class RateLimiter {
     if (next - nowMs > this.#depth) {
       // Allowed again once next - now <= depth.
       const waitMs = next - this.#depth - nowMs;
-      return { allowed: false, limit, remaining: 0, resetSeconds: Math.ceil((tat - nowMs) / 1000), retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)) };
+      return {
+        allowed: false,
+        limit,
+        remaining: 0,
+        resetSeconds: Math.ceil((tat - nowMs) / 1000),
+        retryAfterSeconds: Math.max(1, Math.ceil(waitMs / 1000)),
+      };
     }
     if (!this.#tat.has(caller) && this.#tat.size >= this.#maxCallers) this.#evict(nowMs);
     this.#tat.set(caller, next);
-    return { allowed: true, limit, remaining: Math.floor((this.#depth - (next - nowMs)) / this.#interval + 1e-9), resetSeconds: Math.ceil((next - nowMs) / 1000) };
+    return {
+      allowed: true,
+      limit,
+      remaining: Math.floor((this.#depth - (next - nowMs)) / this.#interval + 1e-9),
+      resetSeconds: Math.ceil((next - nowMs) / 1000),
+    };
   }
 
   /** Forgets callers whose bucket is full again; if that is not enough, the longest-known ones (they start over with a full bucket). */
@@ -102,7 +114,10 @@ export function addressCaller(address: string | undefined): string {
   const h = head === "" ? [] : head.split(":");
   const t = tail === "" ? [] : tail.split(":");
   const groups = address.includes("::") ? [...h, ...Array<string>(8 - h.length - t.length).fill("0"), ...t] : h;
-  return `addr:${groups.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(":")}::/64`;
+  return `addr:${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(":")}::/64`;
 }
 
 /**
@@ -110,7 +125,11 @@ export function addressCaller(address: string | undefined): string {
  * controller), the address X-Forwarded-For names, read from the right past every trusted hop (a
  * client can prepend anything to the header, but not past the proxy that appended its address).
  */
-export function clientAddress(peer: string | undefined, forwardedFor: string | undefined, trusted: ((address: string) => boolean) | undefined): string | undefined {
+export function clientAddress(
+  peer: string | undefined,
+  forwardedFor: string | undefined,
+  trusted: ((address: string) => boolean) | undefined,
+): string | undefined {
   const bare = (a: string) => a.trim().replace(/^::ffff:(\d+\.\d+\.\d+\.\d+)$/i, "$1");
   if (!peer || !trusted || !forwardedFor || !trusted(bare(peer))) return peer;
   const hops = forwardedFor.split(",").map(bare).filter(Boolean);
@@ -133,7 +152,7 @@ export function rateLimitHeaders(policy: string, d: Decision, budget: Budget): R
   const window = Math.ceil(budget.burst / budget.perSecond);
   return {
     "RateLimit-Policy": `"${policy}";q=${d.limit};w=${window}`,
-    "RateLimit": `"${policy}";r=${d.remaining};t=${d.resetSeconds}`,
+    RateLimit: `"${policy}";r=${d.remaining};t=${d.resetSeconds}`,
   };
 }
 
@@ -141,7 +160,12 @@ export function rateLimitHeaders(policy: string, d: Decision, budget: Budget): R
 export class TooManyRequestsError extends DomainError {
   readonly retryAfterSeconds: number;
   constructor(policy: string, retryAfterSeconds: number) {
-    super(429, "rate_limited", `Too many requests: the ${policy} budget of this ${policy === "ingest" ? "app key" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`, { details: { policy, retryAfterSeconds } });
+    super(
+      429,
+      "rate_limited",
+      `Too many requests: the ${policy} budget of this ${policy === "ingest" ? "app key" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`,
+      { details: { policy, retryAfterSeconds } },
+    );
     this.retryAfterSeconds = retryAfterSeconds;
   }
 }

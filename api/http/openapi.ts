@@ -29,16 +29,50 @@ export interface OpenApiDocument {
 export const DEFAULT_INFO: OpenApiInfo = {
   title: "Berth API",
   version: "1.0.0",
-  description: "Kubernetes-native app platform with AI governance. Errors are RFC 9457 application/problem+json with a stable `code`; see docs/api.md.",
+  description:
+    "Kubernetes-native app platform with AI governance. Errors are RFC 9457 application/problem+json with a stable `code`; see docs/api.md.",
 };
 
 type KeyKind = Exclude<AuthMode, "none" | "workspace-or-platform-admin">;
 
 export const SECURITY_SCHEMES: Record<KeyKind, { name: string; scheme: Json }> = {
-  "workspace": { name: "workspaceKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "ws_sk_<43 base64url chars>", description: "A workspace API key: `Authorization: Bearer ws_sk_...`. Scoped to one workspace." } },
-  "platform-admin": { name: "platformAdminKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "pa_sk_<43 base64url chars>", description: "A platform admin key: `Authorization: Bearer pa_sk_...`, minted with `node api/cli.ts admin-key create`." } },
-  "app-key": { name: "appKey", scheme: { type: "http", scheme: "bearer", bearerFormat: "gov_sk_<43 base64url chars>", description: "An app's scoped governance key (the credential inside GOVDB_CONNECTION: govdb://<key>@<host>/<database>)." } },
-  "operator": { name: "operatorToken", scheme: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: "The Berth operator's Kubernetes ServiceAccount token, verified with a TokenReview; its user must be BERTH_OPERATOR_USERNAME." } },
+  workspace: {
+    name: "workspaceKey",
+    scheme: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "ws_sk_<43 base64url chars>",
+      description: "A workspace API key: `Authorization: Bearer ws_sk_...`. Scoped to one workspace.",
+    },
+  },
+  "platform-admin": {
+    name: "platformAdminKey",
+    scheme: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "pa_sk_<43 base64url chars>",
+      description: "A platform admin key: `Authorization: Bearer pa_sk_...`, minted with `node api/cli.ts admin-key create`.",
+    },
+  },
+  "app-key": {
+    name: "appKey",
+    scheme: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "gov_sk_<43 base64url chars>",
+      description: "An app's scoped governance key (the credential inside GOVDB_CONNECTION: govdb://<key>@<host>/<database>).",
+    },
+  },
+  operator: {
+    name: "operatorToken",
+    scheme: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "JWT",
+      description:
+        "The Berth operator's Kubernetes ServiceAccount token, verified with a TokenReview; its user must be BERTH_OPERATOR_USERNAME.",
+    },
+  },
 };
 
 const INPUT_SUFFIX = "Input";
@@ -82,7 +116,7 @@ class Components {
       const base = name.startsWith("__") ? `${context}${name}` : name; // zod's generated names are per conversion
       names.set(name, io === "input" ? base + INPUT_SUFFIX : base);
     }
-    const rewrite = (ref: string) => ref.startsWith("#/$defs/") ? REF_PREFIX + (names.get(ref.slice(8)) ?? ref.slice(8)) : ref;
+    const rewrite = (ref: string) => (ref.startsWith("#/$defs/") ? REF_PREFIX + (names.get(ref.slice(8)) ?? ref.slice(8)) : ref);
     for (const [name, def] of Object.entries(defs)) this.#add(names.get(name)!, mapRefs(def, rewrite) as Json);
     return mapRefs(json, rewrite) as Json;
   }
@@ -140,7 +174,13 @@ function parameters(route: RouteDef, c: Components): Json[] {
     const seen = new Set<string>();
     for (const [name, prop] of Object.entries((json.properties ?? {}) as Record<string, Json>)) {
       const { description, ...propSchema } = prop;
-      out.push({ name, in: where, required: where === "path" || required.has(name), ...(description ? { description } : {}), schema: propSchema });
+      out.push({
+        name,
+        in: where,
+        required: where === "path" || required.has(name),
+        ...(description ? { description } : {}),
+        schema: propSchema,
+      });
       seen.add(name);
     }
     return seen;
@@ -154,9 +194,16 @@ function parameters(route: RouteDef, c: Components): Json[] {
 }
 
 const RATE_LIMIT_HEADERS: Json = {
-  "Retry-After": { required: true, description: "Seconds to wait before the next request of this caller can pass", schema: { type: "integer", minimum: 1 } },
-  "RateLimit-Policy": { description: 'The budget (draft-ietf-httpapi-ratelimit-headers): "api" or "ingest"; q requests at once, w seconds to refill', schema: { type: "string" } },
-  "RateLimit": { description: "What is left of the budget: r requests now, t seconds until it is full", schema: { type: "string" } },
+  "Retry-After": {
+    required: true,
+    description: "Seconds to wait before the next request of this caller can pass",
+    schema: { type: "integer", minimum: 1 },
+  },
+  "RateLimit-Policy": {
+    description: 'The budget (draft-ietf-httpapi-ratelimit-headers): "api" or "ingest"; q requests at once, w seconds to refill',
+    schema: { type: "string" },
+  },
+  RateLimit: { description: "What is left of the budget: r requests now, t seconds until it is full", schema: { type: "string" } },
 };
 
 function problemResponse(status: number, extra?: string): Json {
@@ -179,7 +226,10 @@ function operation(route: RouteDef, c: Components): Json {
   const responses: Record<string, Json> = {};
   for (const [key, schema] of Object.entries(route.responses)) {
     const status = Number(key);
-    if (status >= 400) { responses[key] = problemResponse(status, "see docs/api.md"); continue; }
+    if (status >= 400) {
+      responses[key] = problemResponse(status, "see docs/api.md");
+      continue;
+    }
     const res: Json = { description: STATUS_CODES[status] ?? "Success" };
     if (schema) res.content = { [route.produces ?? JSON_MEDIA_TYPE]: { schema: c.convert(schema, "output", route.operationId) } };
     responses[key] = res;
@@ -199,7 +249,11 @@ function operation(route: RouteDef, c: Components): Json {
     security: securityOf(route.auth),
     parameters: parameters(route, c),
   };
-  if (route.body) op.requestBody = { required: !bodyOptional(route.body), content: { [JSON_MEDIA_TYPE]: { schema: c.convert(route.body, "input", route.operationId) } } };
+  if (route.body)
+    op.requestBody = {
+      required: !bodyOptional(route.body),
+      content: { [JSON_MEDIA_TYPE]: { schema: c.convert(route.body, "input", route.operationId) } },
+    };
   op.responses = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => a.localeCompare(b)));
   return op;
 }
@@ -226,14 +280,17 @@ export function buildOpenApiDocument(routes: readonly RouteDef[], info: OpenApiI
   };
 }
 
-export const OpenApiDocumentSchema = z.object({
-  openapi: z.literal("3.1.0"),
-  info: z.object({ title: z.string(), version: z.string() }).loose(),
-  servers: z.array(z.object({ url: z.string() }).loose()),
-  tags: z.array(z.object({ name: z.string() }).loose()),
-  paths: z.record(z.string(), z.record(z.string(), z.record(z.string(), z.unknown()))),
-  components: z.object({ schemas: z.record(z.string(), z.unknown()), securitySchemes: z.record(z.string(), z.unknown()) }).loose(),
-}).loose().meta({ id: "OpenApiDocument", description: "This document" });
+export const OpenApiDocumentSchema = z
+  .object({
+    openapi: z.literal("3.1.0"),
+    info: z.object({ title: z.string(), version: z.string() }).loose(),
+    servers: z.array(z.object({ url: z.string() }).loose()),
+    tags: z.array(z.object({ name: z.string() }).loose()),
+    paths: z.record(z.string(), z.record(z.string(), z.record(z.string(), z.unknown()))),
+    components: z.object({ schemas: z.record(z.string(), z.unknown()), securitySchemes: z.record(z.string(), z.unknown()) }).loose(),
+  })
+  .loose()
+  .meta({ id: "OpenApiDocument", description: "This document" });
 
 /**
  * GET /openapi.json and GET /docs (a self-contained HTML page rendering the document; no CDN,
@@ -245,14 +302,30 @@ export function openApiRoutes(document: () => OpenApiDocument): RouteDef[] {
   const page = docsPage();
   return [
     defineRoute({
-      method: "get", path: "/openapi.json", operationId: "getOpenApiDocument", summary: "The OpenAPI 3.1 document of this API",
-      tags: ["meta"], auth: "none", responses: { 200: OpenApiDocumentSchema },
+      method: "get",
+      path: "/openapi.json",
+      operationId: "getOpenApiDocument",
+      summary: "The OpenAPI 3.1 document of this API",
+      tags: ["meta"],
+      auth: "none",
+      responses: { 200: OpenApiDocumentSchema },
       handler: () => Promise.resolve({ status: 200, body: get(), headers: { "Cache-Control": "no-cache" } }),
     }),
     defineRoute({
-      method: "get", path: "/docs", operationId: "getApiDocs", summary: "Human-readable API reference (HTML, rendered from /api/v1/openapi.json)",
-      tags: ["meta"], auth: "none", produces: "text/html; charset=utf-8", responses: { 200: z.string() },
-      handler: () => Promise.resolve({ status: 200, body: page.html, headers: { "Content-Security-Policy": page.csp, "X-Content-Type-Options": "nosniff" } }),
+      method: "get",
+      path: "/docs",
+      operationId: "getApiDocs",
+      summary: "Human-readable API reference (HTML, rendered from /api/v1/openapi.json)",
+      tags: ["meta"],
+      auth: "none",
+      produces: "text/html; charset=utf-8",
+      responses: { 200: z.string() },
+      handler: () =>
+        Promise.resolve({
+          status: 200,
+          body: page.html,
+          headers: { "Content-Security-Policy": page.csp, "X-Content-Type-Options": "nosniff" },
+        }),
     }),
   ];
 }

@@ -19,13 +19,21 @@ import { BlockList, isIP, type LookupFunction } from "node:net";
 /** Ranges no user-chosen URL may reach unless BERTH_OUTBOUND_ALLOW opens them. */
 export const REFUSED_RANGES: readonly string[] = [
   "0.0.0.0/8", // "this" network
-  "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", // private (and, on most clusters, pods and Services)
+  "10.0.0.0/8",
+  "172.16.0.0/12",
+  "192.168.0.0/16", // private (and, on most clusters, pods and Services)
   "100.64.0.0/10", // shared address space (carrier-grade NAT; some clusters' pod ranges)
   "127.0.0.0/8", // loopback
   "169.254.0.0/16", // link-local: the cloud metadata address 169.254.169.254
-  "192.0.0.0/24", "192.0.2.0/24", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", // protocol assignments, benchmarking, documentation
-  "224.0.0.0/4", "240.0.0.0/4", // multicast; reserved and broadcast
-  "::/128", "::1/128", // unspecified, loopback
+  "192.0.0.0/24",
+  "192.0.2.0/24",
+  "198.18.0.0/15",
+  "198.51.100.0/24",
+  "203.0.113.0/24", // protocol assignments, benchmarking, documentation
+  "224.0.0.0/4",
+  "240.0.0.0/4", // multicast; reserved and broadcast
+  "::/128",
+  "::1/128", // unspecified, loopback
   "fc00::/7", // unique local (fd00:ec2::254 is a metadata address)
   "fe80::/10", // link-local
   "ff00::/8", // multicast
@@ -45,13 +53,17 @@ function cidr(entry: string): { address: string; prefix: number; family: "ipv4" 
   if (v === 0) throw new Error(`${entry} is not an IP address or CIDR`);
   const max = v === 4 ? 32 : 128;
   const prefix = bits === undefined ? max : Number(bits);
-  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max || !/^\d+$/.test(bits ?? String(max))) throw new Error(`${entry}: the prefix length must be 0-${max}`);
+  if (!Number.isInteger(prefix) || prefix < 0 || prefix > max || !/^\d+$/.test(bits ?? String(max)))
+    throw new Error(`${entry}: the prefix length must be 0-${max}`);
   return { address, prefix, family: v === 4 ? "ipv4" : "ipv6" };
 }
 
 /** Parses a comma-separated list of CIDRs; throws on the first that is not one. */
 export function parseCidrList(raw: string): string[] {
-  const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const list = raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   for (const entry of list) cidr(entry);
   return list;
 }
@@ -144,12 +156,16 @@ export interface OutboundRequest {
   signal?: AbortSignal;
 }
 
-export interface OutboundResponse { status: number; body: Buffer }
+export interface OutboundResponse {
+  status: number;
+  body: Buffer;
+}
 
 type Resolve = (host: string) => Promise<LookupAddress[]>;
-const systemResolve: Resolve = (host) => new Promise((resolve, reject) => {
-  dnsLookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
-});
+const systemResolve: Resolve = (host) =>
+  new Promise((resolve, reject) => {
+    dnsLookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
+  });
 
 /** GETs user-chosen URLs under an OutboundPolicy. */
 export class Outbound {
@@ -173,8 +189,10 @@ export class Outbound {
         res.resume();
         if (hop >= (o.maxRedirects ?? 3)) throw new OutboundError(`more than ${o.maxRedirects ?? 3} redirects (last to ${location})`);
         const next = parseUrl(new URL(location, target).href);
-        if (target.protocol === "https:" && next.protocol !== "https:") throw new OutboundError(`a redirect from https to ${next.protocol}`);
-        if (next.host !== target.host) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== "authorization"));
+        if (target.protocol === "https:" && next.protocol !== "https:")
+          throw new OutboundError(`a redirect from https to ${next.protocol}`);
+        if (next.host !== target.host)
+          headers = Object.fromEntries(Object.entries(headers).filter(([k]) => k.toLowerCase() !== "authorization"));
         target = next;
         continue;
       }
@@ -188,13 +206,16 @@ export class Outbound {
     // Called by the socket for a host name (never for an IP literal, checked above): every address
     // must be permitted, and the socket connects to the one returned.
     const lookup: LookupFunction = (hostname, options, callback) => {
-      this.#resolve(hostname).then((all) => {
-        const refused = all.filter((a) => !this.#policy.permits(a.address));
-        if (all.length === 0) throw new Error(`${hostname} has no address`);
-        if (refused.length > 0) throw new OutboundError(`${hostname} resolves to a refused address (${refused.map((a) => a.address).join(", ")})`);
-        if (options.all) callback(null, all);
-        else callback(null, all[0]!.address, all[0]!.family);
-      }).catch((err: Error) => callback(err as NodeJS.ErrnoException, "", 0));
+      this.#resolve(hostname)
+        .then((all) => {
+          const refused = all.filter((a) => !this.#policy.permits(a.address));
+          if (all.length === 0) throw new Error(`${hostname} has no address`);
+          if (refused.length > 0)
+            throw new OutboundError(`${hostname} resolves to a refused address (${refused.map((a) => a.address).join(", ")})`);
+          if (options.all) callback(null, all);
+          else callback(null, all[0]!.address, all[0]!.family);
+        })
+        .catch((err: Error) => callback(err as NodeJS.ErrnoException, "", 0));
     };
     const request = url.protocol === "https:" ? https.request : http.request;
     return new Promise((resolve, reject) => {
@@ -239,7 +260,12 @@ function readCapped(res: IncomingMessage, maxBytes: number, signal: AbortSignal)
       if (size > maxBytes) fail(`a body over the cap of ${maxBytes} bytes`);
       else chunks.push(chunk);
     });
-    res.on("end", () => { if (!settled) { settled = true; resolve(Buffer.concat(chunks)); } });
+    res.on("end", () => {
+      if (!settled) {
+        settled = true;
+        resolve(Buffer.concat(chunks));
+      }
+    });
     res.on("error", (err) => fail(describe(err, signal)));
     res.on("aborted", () => fail(describe(new Error("the connection was cut"), signal)));
   });

@@ -13,22 +13,28 @@ import { TooManyRequestsError } from "./limits.ts";
 export const PROBLEM_TYPE_BASE = "https://berth.dev/problems/";
 export const PROBLEM_MEDIA_TYPE = "application/problem+json";
 
-export const FieldErrorSchema = z.object({
-  field: z.string().describe("Where the offending value is: body.<path>, query.<name> or params.<name>"),
-  message: z.string(),
-}).strict().meta({ id: "FieldError" });
+export const FieldErrorSchema = z
+  .object({
+    field: z.string().describe("Where the offending value is: body.<path>, query.<name> or params.<name>"),
+    message: z.string(),
+  })
+  .strict()
+  .meta({ id: "FieldError" });
 
-export const ProblemSchema = z.object({
-  type: z.string().describe("https://berth.dev/problems/<code>"),
-  title: z.string().describe("Short summary of the problem type"),
-  status: z.int().min(400).max(599),
-  detail: z.string().describe("Human-readable explanation of this occurrence"),
-  instance: z.string().describe("Path of the request"),
-  code: z.string().describe("Stable machine-readable error code"),
-  requestId: z.string().describe("Also sent as the X-Request-Id header; quote it when reporting a problem"),
-  errors: z.array(FieldErrorSchema).optional().describe("Every offending field (validation_failed)"),
-  details: z.record(z.string(), z.unknown()).optional().describe("Extra machine-readable facts about this occurrence"),
-}).strict().meta({ id: "Problem", description: "RFC 9457 problem details" });
+export const ProblemSchema = z
+  .object({
+    type: z.string().describe("https://berth.dev/problems/<code>"),
+    title: z.string().describe("Short summary of the problem type"),
+    status: z.int().min(400).max(599),
+    detail: z.string().describe("Human-readable explanation of this occurrence"),
+    instance: z.string().describe("Path of the request"),
+    code: z.string().describe("Stable machine-readable error code"),
+    requestId: z.string().describe("Also sent as the X-Request-Id header; quote it when reporting a problem"),
+    errors: z.array(FieldErrorSchema).optional().describe("Every offending field (validation_failed)"),
+    details: z.record(z.string(), z.unknown()).optional().describe("Extra machine-readable facts about this occurrence"),
+  })
+  .strict()
+  .meta({ id: "Problem", description: "RFC 9457 problem details" });
 export type Problem = z.output<typeof ProblemSchema>;
 
 /** 405: the path exists but not with this method. The renderer adds the Allow header. */
@@ -63,7 +69,8 @@ export function renderProblem(error: DomainError, at: { instance: string; reques
     code: error.code,
     requestId: at.requestId,
   };
-  if (error.fieldErrors && error.fieldErrors.length > 0) problem.errors = error.fieldErrors.map((e: FieldError) => ({ field: e.field, message: e.message }));
+  if (error.fieldErrors && error.fieldErrors.length > 0)
+    problem.errors = error.fieldErrors.map((e: FieldError) => ({ field: e.field, message: e.message }));
   if (error.details) problem.details = error.details;
   return problem;
 }

@@ -59,16 +59,20 @@ export type Caller = Principal | PlatformAdminPrincipal | AppPrincipal | Operato
  * undefined when the token is not a valid, current app key (the router answers 401). Must compare
  * secrets in constant time and never log the token.
  */
-export type AppKeyVerifier = (token: string, ctx: { em: EntityManager; log: Logger; params: Readonly<Record<string, string>> }) => Promise<AppPrincipal | undefined>;
+export type AppKeyVerifier = (
+  token: string,
+  ctx: { em: EntityManager; log: Logger; params: Readonly<Record<string, string>> },
+) => Promise<AppPrincipal | undefined>;
 
 /**
  * Verifies a bearer token on "operator" routes. `unauthenticated` (401): not a valid token;
  * `forbidden` (403): a valid token of another user. Throws when the check itself cannot be made.
  * Must never log the token.
  */
-export type OperatorVerifier = (token: string, ctx: { log: Logger }) => Promise<
-  { ok: true; principal: OperatorPrincipal } | { ok: false; reason: "unauthenticated" | "forbidden" }
->;
+export type OperatorVerifier = (
+  token: string,
+  ctx: { log: Logger },
+) => Promise<{ ok: true; principal: OperatorPrincipal } | { ok: false; reason: "unauthenticated" | "forbidden" }>;
 
 export interface RouteContext<P, Q, B> {
   params: P;
@@ -152,7 +156,10 @@ export interface RouteDef {
   bare?: BareHandler;
 }
 
-export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> extends Omit<RouteDef, "params" | "query" | "body" | "handler"> {
+export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType> extends Omit<
+  RouteDef,
+  "params" | "query" | "body" | "handler"
+> {
   params?: P;
   query?: Q;
   body?: B;
@@ -160,7 +167,9 @@ export interface RouteSpec<P extends z.ZodType, Q extends z.ZodType, B extends z
 }
 
 /** Defines a route; the handler's ctx.params/query/body are the parsed outputs of the given schemas. */
-export function defineRoute<P extends z.ZodType = z.ZodNever, Q extends z.ZodType = z.ZodNever, B extends z.ZodType = z.ZodNever>(def: RouteSpec<P, Q, B>): RouteDef {
+export function defineRoute<P extends z.ZodType = z.ZodNever, Q extends z.ZodType = z.ZodNever, B extends z.ZodType = z.ZodNever>(
+  def: RouteSpec<P, Q, B>,
+): RouteDef {
   return def;
 }
 
@@ -171,10 +180,15 @@ export function defineRoute<P extends z.ZodType = z.ZodNever, Q extends z.ZodTyp
  * matching over every route); anything else about the request (a query, a body, invalid params,
  * another method) goes through Koa as usual, to the same handler.
  */
-export function defineBareRoute<P extends z.ZodType>(def: Omit<RouteDef, "handler" | "method" | "auth" | "query" | "body" | "params" | "bare"> & { params: P; bare: BareHandler<z.output<P>> }): RouteDef {
+export function defineBareRoute<P extends z.ZodType>(
+  def: Omit<RouteDef, "handler" | "method" | "auth" | "query" | "body" | "params" | "bare"> & { params: P; bare: BareHandler<z.output<P>> },
+): RouteDef {
   const bare = def.bare as BareHandler;
   return {
-    ...def, method: "get", auth: "none", bare,
+    ...def,
+    method: "get",
+    auth: "none",
+    bare,
     handler: ({ params, koa }) => Promise.resolve(bare({ params, header: (name) => koa.get(name), host: koa.host })),
   };
 }

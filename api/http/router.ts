@@ -6,7 +6,15 @@ import Router, { type RouterMiddleware } from "@koa/router";
 import type Koa from "koa";
 import type { EntityManager, MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
-import { DomainError, ForbiddenError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, type FieldError } from "../errors.ts";
+import {
+  DomainError,
+  ForbiddenError,
+  NotFoundError,
+  UnauthorizedError,
+  ValidationError,
+  fieldErrorsFromZod,
+  type FieldError,
+} from "../errors.ts";
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
 import { PayloadTooLargeError, readJsonBody } from "./body.ts";
 import { requestState } from "./context.ts";
@@ -44,7 +52,10 @@ export function nonStrictObjects(schema: z.ZodType): string[] {
   const json = z.toJSONSchema(schema, { io: "input", unrepresentable: "any", cycles: "ref", reused: "inline" }) as JsonNode;
   const out: string[] = [];
   const walk = (node: unknown, at: string): void => {
-    if (Array.isArray(node)) { node.forEach((n, i) => walk(n, `${at}/${i}`)); return; }
+    if (Array.isArray(node)) {
+      node.forEach((n, i) => walk(n, `${at}/${i}`));
+      return;
+    }
     if (!node || typeof node !== "object") return;
     const n = node as JsonNode;
     if (n.properties !== undefined && n.additionalProperties === undefined) out.push(at === "" ? "/" : at);
@@ -69,13 +80,21 @@ export function checkRoutes(routes: readonly RouteDef[]): void {
     endpoints.add(endpoint);
     if (!r.path.startsWith("/")) problems.push(`${where}: path must start with /`);
     if (Object.keys(r.responses).length === 0) problems.push(`${where}: no documented response`);
-    for (const [part, schema] of [["body", r.body], ["query", r.query]] as const) {
+    for (const [part, schema] of [
+      ["body", r.body],
+      ["query", r.query],
+    ] as const) {
       if (!schema) continue;
       const loose = nonStrictObjects(schema);
       if (loose.length > 0) problems.push(`${where}: ${part} schema must refuse unknown keys (.strict()) at ${loose.join(", ")}`);
     }
-    if (r.auth === "workspace-or-platform-admin" && pathParamNames(r.path).some((n) => (WORKSPACE_PARAMS as readonly string[]).includes(n))) {
-      problems.push(`${where}: a workspace-or-platform-admin route cannot name a workspace in its path (a platform admin key is not scoped to one)`);
+    if (
+      r.auth === "workspace-or-platform-admin" &&
+      pathParamNames(r.path).some((n) => (WORKSPACE_PARAMS as readonly string[]).includes(n))
+    ) {
+      problems.push(
+        `${where}: a workspace-or-platform-admin route cannot name a workspace in its path (a platform admin key is not scoped to one)`,
+      );
     }
     if (r.bare && (r.method !== "get" || r.auth !== "none" || r.rateLimit !== "none" || r.query || r.body)) {
       problems.push(`${where}: a bare route must be a GET with auth "none", rateLimit "none", no query and no body`);
@@ -84,7 +103,8 @@ export function checkRoutes(routes: readonly RouteDef[]): void {
       const json = z.toJSONSchema(r.params, { io: "input", unrepresentable: "any" }) as { properties?: Record<string, unknown> };
       const declared = Object.keys(json.properties ?? {}).sort();
       const inPath = pathParamNames(r.path).sort();
-      if (declared.join() !== inPath.join()) problems.push(`${where}: params schema declares [${declared.join(", ")}] but the path has [${inPath.join(", ")}]`);
+      if (declared.join() !== inPath.join())
+        problems.push(`${where}: params schema declares [${declared.join(", ")}] but the path has [${inPath.join(", ")}]`);
     }
   }
   if (problems.length > 0) throw new Error(`invalid route definitions:\n  ${problems.join("\n  ")}`);
@@ -95,7 +115,9 @@ export function checkRoutes(routes: readonly RouteDef[]): void {
 
 export class ResponseSchemaMismatchError extends DomainError {
   constructor(operationId: string, status: number, reasons: string[]) {
-    super(500, "response_schema_mismatch", `The ${operationId} response (status ${status}) does not match the documented schema.`, { details: { operationId, status, reasons } });
+    super(500, "response_schema_mismatch", `The ${operationId} response (status ${status}) does not match the documented schema.`, {
+      details: { operationId, status, reasons },
+    });
   }
 }
 
@@ -131,7 +153,8 @@ export function checkResponse(route: RouteDef, result: RouteResult, log: Logger)
 /** The bytes and media type a result's body goes out as; undefined when the response has no body. */
 export function encodeBody(route: RouteDef, result: RouteResult): { body: string | Buffer; type: string } | undefined {
   if (result.body === undefined || result.status === 204 || result.status === 304) return undefined;
-  if (!isJson(route) && (typeof result.body === "string" || Buffer.isBuffer(result.body))) return { body: result.body, type: route.produces! };
+  if (!isJson(route) && (typeof result.body === "string" || Buffer.isBuffer(result.body)))
+    return { body: result.body, type: route.produces! };
   return { body: JSON.stringify(result.body), type: JSON_MEDIA_TYPE };
 }
 
@@ -153,11 +176,20 @@ export function unstorableText(value: unknown, at: string, out: FieldError[] = [
   const bad = (s: string) => !s.isWellFormed() || s.includes("\u0000");
   const walk = (v: unknown, path: string): void => {
     if (out.length >= 20) return;
-    if (typeof v === "string") { if (bad(v)) out.push({ field: path, message: UNSTORABLE_TEXT }); return; }
-    if (Array.isArray(v)) { v.forEach((x, i) => walk(x, `${path}[${i}]`)); return; }
+    if (typeof v === "string") {
+      if (bad(v)) out.push({ field: path, message: UNSTORABLE_TEXT });
+      return;
+    }
+    if (Array.isArray(v)) {
+      v.forEach((x, i) => walk(x, `${path}[${i}]`));
+      return;
+    }
     if (v && typeof v === "object") {
       for (const [k, x] of Object.entries(v)) {
-        if (bad(k)) { out.push({ field: path, message: `a key ${UNSTORABLE_TEXT}` }); continue; }
+        if (bad(k)) {
+          out.push({ field: path, message: `a key ${UNSTORABLE_TEXT}` });
+          continue;
+        }
         walk(x, `${path}.${k}`);
       }
     }
@@ -201,7 +233,14 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     const address = addressCaller(clientAddress(ctx.req.socket.remoteAddress, ctx.get("X-Forwarded-For") || undefined, deps.trustedProxy));
     let caller;
     try {
-      caller = await deps.authenticator.identify(route.auth, { authorization: ctx.get("Authorization") || undefined, params: rawParams, get em() { return em(); }, log });
+      caller = await deps.authenticator.identify(route.auth, {
+        authorization: ctx.get("Authorization") || undefined,
+        params: rawParams,
+        get em() {
+          return em();
+        },
+        log,
+      });
     } catch (err) {
       if (err instanceof UnauthorizedError || err instanceof ForbiddenError) spend(address);
       throw err;
@@ -230,9 +269,18 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     if (errors.length > 0) throw new ValidationError(errors);
 
     const routeCtx: RouteContext<unknown, unknown, unknown> = {
-      params, query, body: parsedBody, rawBody: body.present ? body.raw : undefined,
+      params,
+      query,
+      body: parsedBody,
+      rawBody: body.present ? body.raw : undefined,
       principal: caller?.kind === "workspace" ? caller : undefined,
-      caller, get em() { return em(); }, log, requestId, koa: ctx,
+      caller,
+      get em() {
+        return em();
+      },
+      log,
+      requestId,
+      koa: ctx,
     };
     const result = await route.handler(routeCtx);
 

@@ -18,8 +18,21 @@ export const SHARE_KEY_DATA_KEY = "key";
 const KEY_BYTES = 32;
 
 export const SHARE_KEY_ACCESS: Access[] = [
-  { group: "", resource: "secrets", verbs: ["get"], names: [SHARE_KEY_SECRET], scope: "release", why: "The share cookie key: read from its Secret in Berth's namespace at start" },
-  { group: "", resource: "secrets", verbs: ["create"], scope: "release", why: "The share cookie key: the first API replica that finds no Secret creates it with a random key (create cannot be narrowed by name)" },
+  {
+    group: "",
+    resource: "secrets",
+    verbs: ["get"],
+    names: [SHARE_KEY_SECRET],
+    scope: "release",
+    why: "The share cookie key: read from its Secret in Berth's namespace at start",
+  },
+  {
+    group: "",
+    resource: "secrets",
+    verbs: ["create"],
+    scope: "release",
+    why: "The share cookie key: the first API replica that finds no Secret creates it with a random key (create cannot be narrowed by name)",
+  },
 ];
 
 type SecretObject = KubeObject & { data?: Record<string, string>; type?: string };
@@ -29,18 +42,25 @@ export function keyOfSecret(secret: SecretObject, where: string): Buffer {
   const raw = secret.data?.[SHARE_KEY_DATA_KEY];
   const key = raw === undefined ? undefined : Buffer.from(raw, "base64");
   if (!key || key.length < KEY_BYTES) {
-    throw new Error(`Secret ${where} holds no share cookie key: data.${SHARE_KEY_DATA_KEY} must be at least ${KEY_BYTES} bytes (e.g. kubectl create secret generic ${SHARE_KEY_SECRET} --from-literal=${SHARE_KEY_DATA_KEY}="$(openssl rand -base64 32)"); it is never overwritten`);
+    throw new Error(
+      `Secret ${where} holds no share cookie key: data.${SHARE_KEY_DATA_KEY} must be at least ${KEY_BYTES} bytes (e.g. kubectl create secret generic ${SHARE_KEY_SECRET} --from-literal=${SHARE_KEY_DATA_KEY}="$(openssl rand -base64 32)"); it is never overwritten`,
+    );
   }
   return key;
 }
 
 export function shareKeySecret(namespace: string, key: Buffer): SecretObject {
   return {
-    apiVersion: "v1", kind: "Secret",
+    apiVersion: "v1",
+    kind: "Secret",
     metadata: {
-      name: SHARE_KEY_SECRET, namespace,
+      name: SHARE_KEY_SECRET,
+      namespace,
       labels: { "app.kubernetes.io/part-of": "berth", "app.kubernetes.io/component": "api" },
-      annotations: { "berth.dev/purpose": "Signs share cookies and sign-in tickets (docs/shares.md). Deleting it signs every viewer out at the API's next restart." },
+      annotations: {
+        "berth.dev/purpose":
+          "Signs share cookies and sign-in tickets (docs/shares.md). Deleting it signs every viewer out at the API's next restart.",
+      },
     },
     type: "Opaque",
     data: { [SHARE_KEY_DATA_KEY]: key.toString("base64") },
@@ -68,7 +88,12 @@ export async function loadShareKey(kube: ObjectClient, namespace: string, log: L
 }
 
 /** Where this process's key comes from (see the top of this file). */
-export async function resolveShareKey(d: { configured: string | undefined; namespace: string | undefined; kube: ObjectClient; log: Logger }): Promise<Buffer> {
+export async function resolveShareKey(d: {
+  configured: string | undefined;
+  namespace: string | undefined;
+  kube: ObjectClient;
+  log: Logger;
+}): Promise<Buffer> {
   if (d.configured) return Buffer.from(d.configured, "utf8");
   if (d.namespace) return loadShareKey(d.kube, d.namespace, d.log);
   d.log.warn("neither BERTH_SHARE_COOKIE_KEY nor BERTH_NAMESPACE is set: share cookies are signed with a key of this process only");

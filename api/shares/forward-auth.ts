@@ -14,8 +14,22 @@ import type { OidcSignIn } from "./oidc.ts";
 import type { TicketLedger } from "./tickets.ts";
 import { shareView, type ShareObject } from "./service.ts";
 import {
-  cookieValue, decide, grantCookie, grantExpiry, isShareToken, parseGrant, parseTicket, shareLive, sign, tokenMatches, verify, withoutParams,
-  type Decision, type DenyReason, type Grant, type ShareView,
+  cookieValue,
+  decide,
+  grantCookie,
+  grantExpiry,
+  isShareToken,
+  parseGrant,
+  parseTicket,
+  shareLive,
+  sign,
+  tokenMatches,
+  verify,
+  withoutParams,
+  type Decision,
+  type DenyReason,
+  type Grant,
+  type ShareView,
 } from "./grants.ts";
 
 /** What the ingress tells about the request it holds. */
@@ -104,16 +118,30 @@ export class ForwardAuth {
   }
 
   #setCookie(req: EdgeRequest, grant: Grant, nowMs: number): string {
-    return grantCookie(grantCookieName(req.proto), sign(this.#d.key, "grant", grant), { maxAgeSeconds: grant.exp - nowMs / 1000, secure: req.proto === "https" });
+    return grantCookie(grantCookieName(req.proto), sign(this.#d.key, "grant", grant), {
+      maxAgeSeconds: grant.exp - nowMs / 1000,
+      secure: req.proto === "https",
+    });
   }
 
   #log(req: EdgeRequest, d: Decision | { allow: false; reason: DenyReason }, how: string, extra: Record<string, unknown> = {}): void {
     const share = "share" in d ? d.share?.name : undefined;
     const user = d.allow ? d.user?.sub : undefined;
-    this.#d.log.info({
-      decision: d.allow ? "allow" : "deny", ...(d.allow ? {} : { reason: d.reason }), how,
-      namespace: req.namespace, app: req.app, host: req.host, method: req.method, ...(share ? { share } : {}), ...(user ? { user } : {}), ...extra,
-    }, d.allow ? "share access allowed" : "share access denied");
+    this.#d.log.info(
+      {
+        decision: d.allow ? "allow" : "deny",
+        ...(d.allow ? {} : { reason: d.reason }),
+        how,
+        namespace: req.namespace,
+        app: req.app,
+        host: req.host,
+        method: req.method,
+        ...(share ? { share } : {}),
+        ...(user ? { user } : {}),
+        ...extra,
+      },
+      d.allow ? "share access allowed" : "share access denied",
+    );
   }
 
   /**
@@ -145,10 +173,19 @@ export class ForwardAuth {
     return this.#deny(req, d, "cookie");
   }
 
-  #token(req: EdgeRequest, url: URL, at: { ns: string; app: string; host: string }, token: string, cookieGrant: Grant | undefined, nowMs: number): EdgeAnswer {
+  #token(
+    req: EdgeRequest,
+    url: URL,
+    at: { ns: string; app: string; host: string },
+    token: string,
+    cookieGrant: Grant | undefined,
+    nowMs: number,
+  ): EdgeAnswer {
     // Only shares of this App can match: the path names it, and each Share names its App.
     const match = isShareToken(token)
-      ? this.#d.cache.list<ShareObject>("Share", at.ns).find((s) => s.spec?.appRef?.name === at.app && typeof s.spec.tokenHash === "string" && tokenMatches(token, s.spec.tokenHash))
+      ? this.#d.cache
+          .list<ShareObject>("Share", at.ns)
+          .find((s) => s.spec?.appRef?.name === at.app && typeof s.spec.tokenHash === "string" && tokenMatches(token, s.spec.tokenHash))
       : undefined;
     const view = shareView(match);
     if (!view) return this.#deny(req, { allow: false, reason: "invalid_token" }, "token");
@@ -156,16 +193,37 @@ export class ForwardAuth {
     if (!live.ok) return this.#deny(req, { allow: false, reason: live.reason, share: view }, "token");
     // A viewer already signed in on this host keeps their user.
     const user = cookieGrant && cookieGrant.host === at.host && cookieGrant.exp * 1000 > nowMs ? cookieGrant.user : undefined;
-    const grant: Grant = { ns: at.ns, app: at.app, share: view.name, uid: view.uid, host: at.host, exp: grantExpiry(view, nowMs, this.#d.sessionSeconds), ...(user ? { user } : {}) };
+    const grant: Grant = {
+      ns: at.ns,
+      app: at.app,
+      share: view.name,
+      uid: view.uid,
+      host: at.host,
+      exp: grantExpiry(view, nowMs, this.#d.sessionSeconds),
+      ...(user ? { user } : {}),
+    };
     const cookie = this.#setCookie(req, grant, nowMs);
     const d = decide(at, grant, view, nowMs);
     if (!d.allow) return this.#signIn(req, url, d, cookie, "token");
     return this.#exchange(req, url, d, cookie, "token");
   }
 
-  async #ticket(req: EdgeRequest, url: URL, at: { ns: string; app: string; host: string }, value: string, cookieGrant: Grant | undefined, nowMs: number): Promise<EdgeAnswer> {
+  async #ticket(
+    req: EdgeRequest,
+    url: URL,
+    at: { ns: string; app: string; host: string },
+    value: string,
+    cookieGrant: Grant | undefined,
+    nowMs: number,
+  ): Promise<EdgeAnswer> {
     const ticket = parseTicket(verify(this.#d.key, "login", value));
-    if (!ticket || ticket.host !== at.host || ticket.exp <= nowMs / 1000 || ticket.jti.length > 64 || !(await this.#d.tickets.take(ticket.jti, ticket.exp))) {
+    if (
+      !ticket ||
+      ticket.host !== at.host ||
+      ticket.exp <= nowMs / 1000 ||
+      ticket.jti.length > 64 ||
+      !(await this.#d.tickets.take(ticket.jti, ticket.exp))
+    ) {
       return this.#deny(req, { allow: false, reason: "invalid_grant" }, "sign-in");
     }
     if (!cookieGrant) return this.#deny(req, { allow: false, reason: "no_grant" }, "sign-in");
@@ -183,7 +241,14 @@ export class ForwardAuth {
       return { ...a, headers: { ...a.headers, "Set-Cookie": cookie } };
     }
     this.#log(req, d, how, { redirect: true });
-    return { status: 302, headers: { Location: withoutParams(url, [FORWARD_AUTH.shareParam, FORWARD_AUTH.loginParam]), "Set-Cookie": cookie, "Cache-Control": "no-store" } };
+    return {
+      status: 302,
+      headers: {
+        Location: withoutParams(url, [FORWARD_AUTH.shareParam, FORWARD_AUTH.loginParam]),
+        "Set-Cookie": cookie,
+        "Cache-Control": "no-store",
+      },
+    };
   }
 
   /** The share requires a signed-in viewer: off to sign in (with the cookie that holds the share so far). */
@@ -196,7 +261,10 @@ export class ForwardAuth {
     }
     this.#log(req, d, how, { redirect: "sign-in" });
     const back = withoutParams(url, [FORWARD_AUTH.shareParam, FORWARD_AUTH.loginParam]);
-    return { status: 302, headers: { Location: this.#d.signIn.loginUrl(back), ...(cookie ? { "Set-Cookie": cookie } : {}), "Cache-Control": "no-store" } };
+    return {
+      status: 302,
+      headers: { Location: this.#d.signIn.loginUrl(back), ...(cookie ? { "Set-Cookie": cookie } : {}), "Cache-Control": "no-store" },
+    };
   }
 
   #allow(req: EdgeRequest, d: Decision & { allow: true }, how: string): EdgeAnswer {

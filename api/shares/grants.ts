@@ -54,14 +54,21 @@ export function verify(key: Buffer, purpose: Purpose, value: string | undefined)
   // Compared in constant time; a wrong length compares against the right MAC and fails anyway.
   const ok = timingSafeEqual(want, given.length === want.length ? given : Buffer.alloc(want.length));
   if (!ok || given.length !== want.length) return undefined;
-  try { return JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as unknown; } catch { return undefined; }
+  try {
+    return JSON.parse(Buffer.from(body, "base64url").toString("utf8")) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
 // The viewer's grant (the cookie) and the sign-in ticket.
 
 /** A signed-in viewer, as the identity provider named them. */
-export interface Viewer { sub: string; email?: string | undefined }
+export interface Viewer {
+  sub: string;
+  email?: string | undefined;
+}
 
 /** What the cookie on an App's host says: this browser holds share `share` (uid) of App ns/app, for `host`, until `exp`. */
 export interface Grant {
@@ -94,7 +101,12 @@ function parseViewer(v: unknown): Viewer | undefined {
 }
 
 /** The sign-in flow's hand-back to an App's host: `user` signed in, for `host`, valid until `exp` (seconds), once (`jti`). */
-export interface LoginTicket { host: string; user: Viewer; exp: number; jti: string }
+export interface LoginTicket {
+  host: string;
+  user: Viewer;
+  exp: number;
+  jti: string;
+}
 
 export function parseTicket(v: unknown): LoginTicket | undefined {
   if (!v || typeof v !== "object") return undefined;
@@ -118,21 +130,24 @@ export interface ShareView {
 }
 
 export type DenyReason =
-  | "no_grant"       // no cookie and no token: a private App needs a share link
-  | "invalid_token"  // a token that matches no share of this App (forged, or of a revoked share)
-  | "invalid_grant"  // a cookie that fails its signature or does not parse (forged, tampered)
-  | "wrong_app"      // a cookie of another App or host
-  | "grant_expired"  // the cookie's own lifetime is over
-  | "share_expired"  // the share's expiresAt has passed
-  | "share_revoked"  // the share is gone (revoked) or was replaced (another uid)
+  | "no_grant" // no cookie and no token: a private App needs a share link
+  | "invalid_token" // a token that matches no share of this App (forged, or of a revoked share)
+  | "invalid_grant" // a cookie that fails its signature or does not parse (forged, tampered)
+  | "wrong_app" // a cookie of another App or host
+  | "grant_expired" // the cookie's own lifetime is over
+  | "share_expired" // the share's expiresAt has passed
+  | "share_revoked" // the share is gone (revoked) or was replaced (another uid)
   | "login_required"; // the share requires a signed-in viewer and there is none
 
 export type Decision =
-  | { allow: true; share: ShareView; user?: Viewer | undefined }
-  | { allow: false; reason: DenyReason; share?: ShareView | undefined };
+  { allow: true; share: ShareView; user?: Viewer | undefined } | { allow: false; reason: DenyReason; share?: ShareView | undefined };
 
 /** Whether the share itself lets anyone in at `nowMs`. */
-export function shareLive(share: ShareView | undefined, app: string, nowMs: number): { ok: true; share: ShareView } | { ok: false; reason: DenyReason } {
+export function shareLive(
+  share: ShareView | undefined,
+  app: string,
+  nowMs: number,
+): { ok: true; share: ShareView } | { ok: false; reason: DenyReason } {
   if (!share || share.app !== app) return { ok: false, reason: "share_revoked" };
   if (share.expiresAt !== undefined && share.expiresAt <= nowMs) return { ok: false, reason: "share_expired" };
   return { ok: true, share };
@@ -143,7 +158,12 @@ export function shareLive(share: ShareView | undefined, app: string, nowMs: numb
  * there was no cookie), may pass at `nowMs`, given the share the grant names as the watch cache
  * holds it now (undefined: deleted, that is revoked).
  */
-export function decide(req: { ns: string; app: string; host: string }, grant: Grant | undefined, share: ShareView | undefined, nowMs: number): Decision {
+export function decide(
+  req: { ns: string; app: string; host: string },
+  grant: Grant | undefined,
+  share: ShareView | undefined,
+  nowMs: number,
+): Decision {
   if (!grant) return { allow: false, reason: "no_grant" };
   if (grant.ns !== req.ns || grant.app !== req.app || grant.host !== req.host) return { allow: false, reason: "wrong_app" };
   if (grant.exp * 1000 <= nowMs) return { allow: false, reason: "grant_expired" };
@@ -162,7 +182,14 @@ export function grantExpiry(share: ShareView, nowMs: number, sessionSeconds: num
 
 /** The Set-Cookie value of a grant on the App's host (host-only: no Domain attribute). */
 export function grantCookie(name: string, value: string, opts: { maxAgeSeconds: number; secure: boolean }): string {
-  return [`${name}=${value}`, "Path=/", `Max-Age=${Math.max(0, Math.floor(opts.maxAgeSeconds))}`, "HttpOnly", "SameSite=Lax", ...(opts.secure ? ["Secure"] : [])].join("; ");
+  return [
+    `${name}=${value}`,
+    "Path=/",
+    `Max-Age=${Math.max(0, Math.floor(opts.maxAgeSeconds))}`,
+    "HttpOnly",
+    "SameSite=Lax",
+    ...(opts.secure ? ["Secure"] : []),
+  ].join("; ");
 }
 
 /** The value of cookie `name` in a Cookie header; undefined when absent. */

@@ -45,7 +45,13 @@ export interface OidcSignInDeps {
   now: () => Date;
 }
 
-interface SignInState { verifier: string; state: string; nonce: string; rd: string; exp: number }
+interface SignInState {
+  verifier: string;
+  state: string;
+  nonce: string;
+  rd: string;
+  exp: number;
+}
 
 function parseState(v: unknown): SignInState | undefined {
   if (!v || typeof v !== "object") return undefined;
@@ -78,15 +84,28 @@ export class OidcSignIn {
       const issuer = new URL(this.#d.settings.issuer);
       const insecure = issuer.protocol === "http:";
       if (insecure && !isLoopback(issuer)) throw new Error("an http:// issuer is accepted only on loopback");
-      return client.discovery(issuer, this.#d.settings.clientId, this.#d.settings.clientSecret, undefined, insecure ? { execute: [client.allowInsecureRequests] } : undefined);
-    })().catch((err: unknown) => { this.#config = undefined; throw err; });
+      return client.discovery(
+        issuer,
+        this.#d.settings.clientId,
+        this.#d.settings.clientSecret,
+        undefined,
+        insecure ? { execute: [client.allowInsecureRequests] } : undefined,
+      );
+    })().catch((err: unknown) => {
+      this.#config = undefined;
+      throw err;
+    });
     return this.#config;
   }
 
   /** Whether `rd` is a URL on an App's host (never an open redirect). */
   #returnTo(rd: string): URL {
     let u: URL;
-    try { u = new URL(rd); } catch { throw new BadRequestError("invalid_return_url", "rd must be the URL of a service"); }
+    try {
+      u = new URL(rd);
+    } catch {
+      throw new BadRequestError("invalid_return_url", "rd must be the URL of a service");
+    }
     const suffix = `.${this.#d.baseDomain}`;
     const label = u.hostname.endsWith(suffix) ? u.hostname.slice(0, -suffix.length) : "";
     if (!/^(http|https):$/.test(u.protocol) || !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(label) || u.username || u.password) {
@@ -102,17 +121,26 @@ export class OidcSignIn {
   /** GET .../auth/oidc/login?rd=...: the redirect to the identity provider, and the state cookie. */
   async login(rd: string): Promise<{ location: string; cookie: string }> {
     const returnTo = this.#returnTo(rd);
-    const config = await this.#discover().catch((err: unknown) => { throw this.#unavailable(err); });
+    const config = await this.#discover().catch((err: unknown) => {
+      throw this.#unavailable(err);
+    });
     const verifier = client.randomPKCECodeVerifier();
     const state = client.randomState();
     const nonce = client.randomNonce();
     const url = client.buildAuthorizationUrl(config, {
-      redirect_uri: this.#d.settings.redirectUrl, scope: this.#d.settings.scopes, state, nonce,
-      code_challenge: await client.calculatePKCECodeChallenge(verifier), code_challenge_method: "S256",
+      redirect_uri: this.#d.settings.redirectUrl,
+      scope: this.#d.settings.scopes,
+      state,
+      nonce,
+      code_challenge: await client.calculatePKCECodeChallenge(verifier),
+      code_challenge_method: "S256",
     });
     const exp = Math.floor(this.#d.now().getTime() / 1000) + STATE_TTL_SECONDS;
     const value = sign(this.#d.key, "oidc-state", { verifier, state, nonce, rd: returnTo.href, exp } satisfies SignInState);
-    const cookie = grantCookie(OIDC_STATE_COOKIE, value, { maxAgeSeconds: STATE_TTL_SECONDS, secure: this.#secure() }).replace("Path=/", "Path=/api/v1/auth/oidc");
+    const cookie = grantCookie(OIDC_STATE_COOKIE, value, { maxAgeSeconds: STATE_TTL_SECONDS, secure: this.#secure() }).replace(
+      "Path=/",
+      "Path=/api/v1/auth/oidc",
+    );
     return { location: url.href, cookie };
   }
 
@@ -120,7 +148,11 @@ export class OidcSignIn {
    * GET .../auth/oidc/callback: the code exchanged (PKCE verifier, state and nonce checked by
    * openid-client), and the viewer handed back to the App's host with a signed ticket.
    */
-  async callback(query: URLSearchParams, cookieHeader: string | undefined, log: Logger): Promise<{ location: string; cookie: string; user: Viewer }> {
+  async callback(
+    query: URLSearchParams,
+    cookieHeader: string | undefined,
+    log: Logger,
+  ): Promise<{ location: string; cookie: string; user: Viewer }> {
     const state = parseState(verify(this.#d.key, "oidc-state", cookieValue(cookieHeader, OIDC_STATE_COOKIE)));
     const nowS = Math.floor(this.#d.now().getTime() / 1000);
     if (!state || state.exp <= nowS) throw new UnauthorizedError("The sign-in expired or was not started here: open the share link again.");
@@ -128,12 +160,19 @@ export class OidcSignIn {
       log.info({ error: query.get("error") }, "sign-in refused by the identity provider");
       throw new DomainError(403, "sign_in_refused", `The identity provider refused the sign-in: ${query.get("error")}`);
     }
-    const config = await this.#discover().catch((err: unknown) => { throw this.#unavailable(err); });
+    const config = await this.#discover().catch((err: unknown) => {
+      throw this.#unavailable(err);
+    });
     const current = new URL(this.#d.settings.redirectUrl);
     current.search = query.toString();
     let claims: client.IDToken | undefined;
     try {
-      const tokens = await client.authorizationCodeGrant(config, current, { pkceCodeVerifier: state.verifier, expectedState: state.state, expectedNonce: state.nonce, idTokenExpected: true });
+      const tokens = await client.authorizationCodeGrant(config, current, {
+        pkceCodeVerifier: state.verifier,
+        expectedState: state.state,
+        expectedNonce: state.nonce,
+        idTokenExpected: true,
+      });
       claims = tokens.claims();
     } catch (err) {
       log.info({ reason: err instanceof Error ? err.message : String(err) }, "sign-in failed");
@@ -144,7 +183,10 @@ export class OidcSignIn {
     const rd = new URL(state.rd);
     const ticket = sign(this.#d.key, "login", { host: rd.hostname, user, exp: nowS + TICKET_TTL_SECONDS, jti: newNonce() });
     rd.searchParams.set(FORWARD_AUTH.loginParam, ticket);
-    const cleared = grantCookie(OIDC_STATE_COOKIE, "", { maxAgeSeconds: 0, secure: this.#secure() }).replace("Path=/", "Path=/api/v1/auth/oidc");
+    const cleared = grantCookie(OIDC_STATE_COOKIE, "", { maxAgeSeconds: 0, secure: this.#secure() }).replace(
+      "Path=/",
+      "Path=/api/v1/auth/oidc",
+    );
     return { location: rd.href, cookie: cleared, user };
   }
 

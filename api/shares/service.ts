@@ -16,24 +16,45 @@ import { mintShareToken, shareTokenHash, type ShareView } from "./grants.ts";
 export type ShareObject = KubeObject & { spec: ShareSpec; status?: ShareStatus };
 
 export const SHARES_ACCESS: Access[] = [
-  { group: groupOf(API_VERSION), resource: "shares", verbs: ["list", "watch"], why: "Share links are listed, and every request to a private service is decided, from a watch cache of Shares (a revoked share is gone from it on the next request)" },
-  { group: groupOf(API_VERSION), resource: "shares", verbs: ["get", "create", "delete"], why: "A share link is a Share resource: created (its token's hash only), read right after, and deleted to revoke it" },
+  {
+    group: groupOf(API_VERSION),
+    resource: "shares",
+    verbs: ["list", "watch"],
+    why: "Share links are listed, and every request to a private service is decided, from a watch cache of Shares (a revoked share is gone from it on the next request)",
+  },
+  {
+    group: groupOf(API_VERSION),
+    resource: "shares",
+    verbs: ["get", "create", "delete"],
+    why: "A share link is a Share resource: created (its token's hash only), read right after, and deleted to revoke it",
+  },
 ];
 
-export const CreateShareBody = z.object({
-  expiresAt: z.iso.datetime({ offset: true }).optional().describe("When the link stops working (ISO 8601); never when omitted. Must be in the future"),
-  requireAuth: z.boolean().default(false).describe("Viewers must also sign in with a platform account (the organisation's identity provider)"),
-}).strict().optional();
+export const CreateShareBody = z
+  .object({
+    expiresAt: z.iso
+      .datetime({ offset: true })
+      .optional()
+      .describe("When the link stops working (ISO 8601); never when omitted. Must be in the future"),
+    requireAuth: z
+      .boolean()
+      .default(false)
+      .describe("Viewers must also sign in with a platform account (the organisation's identity provider)"),
+  })
+  .strict()
+  .optional();
 export type CreateShareBody = z.output<typeof CreateShareBody>;
 
-export const Share = z.object({
-  id: z.string(),
-  appId: z.string(),
-  requireAuth: z.boolean(),
-  expiresAt: z.string().nullable().describe("null: never expires"),
-  active: z.boolean().describe("Not expired; a revoked share is deleted and no longer listed"),
-  createdAt: z.string(),
-}).meta({ id: "PublicShare" });
+export const Share = z
+  .object({
+    id: z.string(),
+    appId: z.string(),
+    requireAuth: z.boolean(),
+    expiresAt: z.string().nullable().describe("null: never expires"),
+    active: z.boolean().describe("Not expired; a revoked share is deleted and no longer listed"),
+    createdAt: z.string(),
+  })
+  .meta({ id: "PublicShare" });
 export type Share = z.output<typeof Share>;
 
 export const CreatedShare = Share.extend({
@@ -60,7 +81,10 @@ export function shareView(s: ShareObject | undefined): ShareView | undefined {
   const spec = ShareSpec.safeParse(s.spec);
   if (!spec.success) return undefined;
   return {
-    name: s.metadata.name, uid: s.metadata.uid, app: spec.data.appRef.name, requireAuth: spec.data.requireAuth,
+    name: s.metadata.name,
+    uid: s.metadata.uid,
+    app: spec.data.appRef.name,
+    requireAuth: spec.data.requireAuth,
     ...(spec.data.expiresAt ? { expiresAt: Date.parse(spec.data.expiresAt) } : {}),
   };
 }
@@ -80,7 +104,9 @@ export class SharesService {
   #toShare(s: ShareObject, nowMs: number): Share {
     const view = shareView(s);
     return {
-      id: s.metadata.name!, appId: s.spec.appRef.name, requireAuth: s.spec.requireAuth ?? false,
+      id: s.metadata.name!,
+      appId: s.spec.appRef.name,
+      requireAuth: s.spec.requireAuth ?? false,
       expiresAt: s.spec.expiresAt ? new Date(s.spec.expiresAt).toISOString() : null,
       active: view !== undefined && (view.expiresAt === undefined || view.expiresAt > nowMs),
       createdAt: new Date(s.metadata.creationTimestamp ?? nowMs).toISOString(),
@@ -93,19 +119,33 @@ export class SharesService {
     if (!isServed(spec.type)) throw new ConflictError("not_served", `Service ${appId} is a ${spec.type}: it has no URL to share`);
     const now = this.#d.now();
     const expiresAt = body?.expiresAt ? new Date(body.expiresAt) : undefined;
-    if (expiresAt && expiresAt.getTime() <= now.getTime()) throw new ValidationError([{ field: "body.expiresAt", message: "must be in the future" }]);
+    if (expiresAt && expiresAt.getTime() <= now.getTime())
+      throw new ValidationError([{ field: "body.expiresAt", message: "must be in the future" }]);
     const requireAuth = body?.requireAuth ?? false;
     if (requireAuth && !this.#d.signInConfigured) {
-      throw new ConflictError("sign_in_not_configured", "requireAuth needs viewers to sign in, and this Berth has no identity provider configured (BERTH_OIDC_*)");
+      throw new ConflictError(
+        "sign_in_not_configured",
+        "requireAuth needs viewers to sign in, and this Berth has no identity provider configured (BERTH_OIDC_*)",
+      );
     }
     const token = mintShareToken();
     const obj: ShareObject = {
-      apiVersion: API_VERSION, kind: "Share",
+      apiVersion: API_VERSION,
+      kind: "Share",
       metadata: {
-        name: `${appId.slice(0, 240)}-${randomBytes(5).toString("hex")}`, namespace: ns, labels: { [APP_LABEL]: appId },
-        ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name: appId, uid: app.metadata.uid!, controller: false, blockOwnerDeletion: false }],
+        name: `${appId.slice(0, 240)}-${randomBytes(5).toString("hex")}`,
+        namespace: ns,
+        labels: { [APP_LABEL]: appId },
+        ownerReferences: [
+          { apiVersion: API_VERSION, kind: "App", name: appId, uid: app.metadata.uid!, controller: false, blockOwnerDeletion: false },
+        ],
       },
-      spec: { appRef: { name: appId }, requireAuth, tokenHash: shareTokenHash(token), ...(expiresAt ? { expiresAt: expiresAt.toISOString().replace(/\.\d{3}Z$/, "Z") } : {}) },
+      spec: {
+        appRef: { name: appId },
+        requireAuth,
+        tokenHash: shareTokenHash(token),
+        ...(expiresAt ? { expiresAt: expiresAt.toISOString().replace(/\.\d{3}Z$/, "Z") } : {}),
+      },
     };
     let created: ShareObject;
     try {
@@ -122,7 +162,8 @@ export class SharesService {
   async list(wsId: string, appId: string): Promise<z.output<typeof ShareList>> {
     const { ns } = await this.#app(wsId, appId);
     const nowMs = this.#d.now().getTime();
-    const data = this.#d.cache.list<ShareObject>("Share", ns)
+    const data = this.#d.cache
+      .list<ShareObject>("Share", ns)
       .filter((s) => s.spec?.appRef?.name === appId && !s.metadata.deletionTimestamp)
       .map((s) => this.#toShare(s, nowMs))
       .filter((s) => s.active)
@@ -135,7 +176,8 @@ export class SharesService {
     const { ns } = await this.#app(wsId, appId);
     const ref = { apiVersion: API_VERSION, kind: "Share", namespace: ns, name: shareId };
     const share = await this.#d.cache.getOrFetch<ShareObject>(ref);
-    if (!share || share.metadata.deletionTimestamp || share.spec?.appRef?.name !== appId) throw new NotFoundError("share_not_found", `No share ${shareId} of service ${appId}`);
+    if (!share || share.metadata.deletionTimestamp || share.spec?.appRef?.name !== appId)
+      throw new NotFoundError("share_not_found", `No share ${shareId} of service ${appId}`);
     await this.#d.cache.delete(ref, share);
   }
 }

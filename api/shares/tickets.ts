@@ -19,7 +19,9 @@ export class PgTicketLedger implements TicketLedger {
     const conn = this.#orm.em.getConnection();
     await conn.execute(`delete from used_sign_in_tickets where expires_at < now()`);
     const taken = await conn.execute<{ jti: string }[]>(
-      `insert into used_sign_in_tickets (jti, expires_at) values (?, to_timestamp(?)) on conflict do nothing returning jti`, [jti, expiresAtSeconds]);
+      `insert into used_sign_in_tickets (jti, expires_at) values (?, to_timestamp(?)) on conflict do nothing returning jti`,
+      [jti, expiresAtSeconds],
+    );
     return taken.length === 1;
   }
 }

@@ -13,10 +13,30 @@ import { BUILD_NETWORK_POLICY, NETWORK_POLICY, workspaceNetworkPolicies, type Wo
 
 /** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
 export const NAMESPACE_ENSURER_ACCESS: Access[] = [
-  { group: "", resource: "namespaces", verbs: ["get", "create", "patch"], why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists" },
-  { group: "", resource: "resourcequotas", verbs: ["get", "create", "patch", "delete"], why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply; one the quota controller counted before it knew Berth's resources is made again" },
-  { group: "", resource: "limitranges", verbs: ["get", "create", "patch"], why: "A workspace's namespace gets its LimitRange (berth-workspace) by server-side apply" },
-  { group: "networking.k8s.io", resource: "networkpolicies", verbs: ["get", "create", "patch", "delete"], why: "A workspace's namespace gets its NetworkPolicies (berth-workspace, berth-workspace-builds) by server-side apply; removed when the platform turns them off" },
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["get", "create", "patch"],
+    why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists",
+  },
+  {
+    group: "",
+    resource: "resourcequotas",
+    verbs: ["get", "create", "patch", "delete"],
+    why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply; one the quota controller counted before it knew Berth's resources is made again",
+  },
+  {
+    group: "",
+    resource: "limitranges",
+    verbs: ["get", "create", "patch"],
+    why: "A workspace's namespace gets its LimitRange (berth-workspace) by server-side apply",
+  },
+  {
+    group: "networking.k8s.io",
+    resource: "networkpolicies",
+    verbs: ["get", "create", "patch", "delete"],
+    why: "A workspace's namespace gets its NetworkPolicies (berth-workspace, berth-workspace-builds) by server-side apply; removed when the platform turns them off",
+  },
 ];
 
 /** The capacity of each workspace (BERTH_WORKSPACE_QUOTA, BERTH_WORKSPACE_LIMITS): a ResourceQuota's hard limits and a LimitRange's container defaults. */
@@ -40,8 +60,15 @@ export interface WorkspaceSetup {
 }
 
 /** The setup the API's configuration asks for. */
-export function workspaceSetup(config: { BERTH_WORKSPACE_QUOTA: Record<string, string>; BERTH_WORKSPACE_LIMITS: WorkspaceCapacity["limits"]; BERTH_WORKSPACE_NETWORK: WorkspaceNetwork }): WorkspaceSetup {
-  return { capacity: { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS }, network: config.BERTH_WORKSPACE_NETWORK };
+export function workspaceSetup(config: {
+  BERTH_WORKSPACE_QUOTA: Record<string, string>;
+  BERTH_WORKSPACE_LIMITS: WorkspaceCapacity["limits"];
+  BERTH_WORKSPACE_NETWORK: WorkspaceNetwork;
+}): WorkspaceSetup {
+  return {
+    capacity: { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS },
+    network: config.BERTH_WORKSPACE_NETWORK,
+  };
 }
 
 export class KubeNamespaceEnsurer implements NamespaceEnsurer {
@@ -81,7 +108,10 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
     if (!c) return;
     const meta = { name: CAPACITY_OBJECT, namespace: name, labels: { "app.kubernetes.io/managed-by": "berth" } };
     if (c.limits.default || c.limits.defaultRequest) {
-      await this.#objects.apply({ apiVersion: "v1", kind: "LimitRange", metadata: meta, spec: { limits: [{ type: "Container", ...c.limits }] } }, API_FIELD_MANAGER);
+      await this.#objects.apply(
+        { apiVersion: "v1", kind: "LimitRange", metadata: meta, spec: { limits: [{ type: "Container", ...c.limits }] } },
+        API_FIELD_MANAGER,
+      );
     }
     type Quota = KubeObject & { status?: { hard?: Record<string, string>; used?: Record<string, string> } };
     const quotaObject: Quota = { apiVersion: "v1", kind: "ResourceQuota", metadata: meta, spec: { hard: c.quota } };
@@ -91,12 +121,17 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
     // count of Berth's own resources is counted only once the controller has discovered them (up
     // to half a minute after their CRDs were installed), and a quota it counted before that keeps
     // lacking them until its next full resync: such a quota is made again, every few seconds.
-    const counted = (q: Quota | undefined) => Object.keys(c.quota).every((k) => q?.status?.hard?.[k] !== undefined && q.status.used?.[k] !== undefined);
+    const counted = (q: Quota | undefined) =>
+      Object.keys(c.quota).every((k) => q?.status?.hard?.[k] !== undefined && q.status.used?.[k] !== undefined);
     const start = Date.now();
     let q: Quota | undefined = await this.#objects.apply<Quota>(quotaObject, API_FIELD_MANAGER);
     let made = start;
     while (!counted(q)) {
-      if (Date.now() - start > QUOTA_COUNT_WAIT_MS) throw new UnavailableError("namespace_unavailable", `The quota of namespace ${name} was not counted in time; retry with the same id to finish.`);
+      if (Date.now() - start > QUOTA_COUNT_WAIT_MS)
+        throw new UnavailableError(
+          "namespace_unavailable",
+          `The quota of namespace ${name} was not counted in time; retry with the same id to finish.`,
+        );
       await new Promise((r) => setTimeout(r, 100));
       if (Date.now() - made > QUOTA_REMAKE_MS) {
         await this.#objects.delete(ref).catch(() => undefined);
@@ -125,7 +160,9 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
       throw new ConflictError("namespace_conflict", `Namespace ${name} belongs to workspace ${owner}.`);
     }
     if (Object.entries(labels).every(([k, v]) => existing[k] === v)) return;
-    await this.#core.patchNamespace({ name, body: { metadata: { labels } } },
-      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch));
+    await this.#core.patchNamespace(
+      { name, body: { metadata: { labels } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    );
   }
 }

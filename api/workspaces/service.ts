@@ -35,8 +35,11 @@ export function namespaceFor(workspaceId: string): string {
  */
 export function workspaceLabels(workspaceId: string): Record<string, string> {
   return {
-    [WORKSPACE_LABEL]: workspaceId, "app.kubernetes.io/managed-by": "berth",
-    "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted", "pod-security.kubernetes.io/audit": "restricted",
+    [WORKSPACE_LABEL]: workspaceId,
+    "app.kubernetes.io/managed-by": "berth",
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
   };
 }
 
@@ -75,9 +78,13 @@ export class WorkspaceService {
    * exists with the same name, its namespace is ensured again and `created` is false (a retry);
    * with another name it is a 409 conflict.
    */
-  async create(em: EntityManager, input: { name: string; id?: string | undefined }): Promise<{ workspace: WorkspaceView; created: boolean }> {
+  async create(
+    em: EntityManager,
+    input: { name: string; id?: string | undefined },
+  ): Promise<{ workspace: WorkspaceView; created: boolean }> {
     const id = input.id ?? newWorkspaceId();
-    if (!WORKSPACE_ID_PATTERN.test(id)) throw new BadRequestError("invalid_workspace_id", `Workspace ids look like ws + 10 characters of [a-z2-7]; got ${id}.`);
+    if (!WORKSPACE_ID_PATTERN.test(id))
+      throw new BadRequestError("invalid_workspace_id", `Workspace ids look like ws + 10 characters of [a-z2-7]; got ${id}.`);
     let row = await em.findOne(Workspace, { id });
     let created = false;
     if (!row) {
@@ -163,9 +170,11 @@ export class WorkspaceService {
     } catch (err) {
       if (err instanceof DomainError) throw err;
       this.#log.error({ err, workspaceId: row.id, namespace: row.namespace }, "could not ensure the workspace's namespace");
-      throw new UnavailableError("namespace_unavailable",
+      throw new UnavailableError(
+        "namespace_unavailable",
         `Workspace ${row.id} is recorded but its namespace ${row.namespace} could not be created; retry with the same id to finish.`,
-        { details: { workspaceId: row.id, namespace: row.namespace }, cause: err });
+        { details: { workspaceId: row.id, namespace: row.namespace }, cause: err },
+      );
     }
   }
 }

@@ -20,7 +20,13 @@ const R = Number(values.requests);
 const root = join(import.meta.dirname, "../..");
 // The list's latency is measured with one key at full speed (thousands of requests in a row), far
 // above a key's default rate limit (docs/api.md "Limits"): the limit is off unless given.
-const config = loadConfig({ BERTH_RATE_LIMIT_API_PER_SECOND: "0", ...process.env, KUBECONFIG: process.env.KUBECONFIG ?? join(root, ".local/kubeconfig"), BERTH_API_PORT: "0", BERTH_LOG_LEVEL: "warn" });
+const config = loadConfig({
+  BERTH_RATE_LIMIT_API_PER_SECOND: "0",
+  ...process.env,
+  KUBECONFIG: process.env.KUBECONFIG ?? join(root, ".local/kubeconfig"),
+  BERTH_API_PORT: "0",
+  BERTH_LOG_LEVEL: "warn",
+});
 const logger = pino({ level: "warn" });
 const orm = await openOrm(config.DATABASE_URL);
 const kubeConfig = loadKubeConfig(config.KUBECONFIG);
@@ -31,17 +37,37 @@ const { secret } = await services.keys.create(orm.em.fork(), workspace.id, "benc
 const words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"];
 const t0 = performance.now();
 let next = 0;
-await Promise.all(Array.from({ length: 16 }, async () => {
-  while (next < N) {
-    const i = next++;
-    const name = `${words[i % words.length]} ${words[(i * 7) % words.length]} service ${i}`;
-    await services.kube.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `app-${i}`, namespace: workspace.namespace }, spec: { name, slug: `app-${i}`, type: i % 3 ? "web" : "worker" } }, "bench");
-  }
-}));
+await Promise.all(
+  Array.from({ length: 16 }, async () => {
+    while (next < N) {
+      const i = next++;
+      const name = `${words[i % words.length]} ${words[(i * 7) % words.length]} service ${i}`;
+      await services.kube.create(
+        {
+          apiVersion: API_VERSION,
+          kind: "App",
+          metadata: { name: `app-${i}`, namespace: workspace.namespace },
+          spec: { name, slug: `app-${i}`, type: i % 3 ? "web" : "worker" },
+        },
+        "bench",
+      );
+    }
+  }),
+);
 console.error(`created ${N} Apps in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
 await startServices(services);
-const app = buildServer({ config, orm, logger, routes: composeRoutes(services), readiness: serviceReadiness(services), keys: services.keys, adminKeys: services.adminKeys, appKeyVerifier: services.appKeyVerifier, operatorVerifier: services.operatorVerifier });
+const app = buildServer({
+  config,
+  orm,
+  logger,
+  routes: composeRoutes(services),
+  readiness: serviceReadiness(services),
+  keys: services.keys,
+  adminKeys: services.adminKeys,
+  appKeyVerifier: services.appKeyVerifier,
+  operatorVerifier: services.operatorVerifier,
+});
 const server = await listen(app, { host: "127.0.0.1", port: 0, shutdownTimeoutMs: 5000, logger });
 while (services.appCache.list(workspace.namespace).length < N) await new Promise((r) => setTimeout(r, 200));
 
@@ -66,7 +92,21 @@ const floor = await measure(() => "/healthz");
 const search = await measure((i) => `${base}?search=${words[i % words.length]}%20${words[(i * 5) % words.length]}&limit=20`);
 const page = await measure((i) => `${base}?page=${(i % 50) + 1}&limit=100&type=web`);
 const stats = await measure(() => `${base}/stats`);
-console.log(JSON.stringify({ apps: N, requests: R, healthzFloorMs: floor, listWithSearchMs: search, listPage100Ms: page, statsMs: stats, searchP99OverFloorP99: +(search.p99 / floor.p99).toFixed(2) }, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      apps: N,
+      requests: R,
+      healthzFloorMs: floor,
+      listWithSearchMs: search,
+      listPage100Ms: page,
+      statsMs: stats,
+      searchP99OverFloorP99: +(search.p99 / floor.p99).toFixed(2),
+    },
+    null,
+    2,
+  ),
+);
 
 await server.close();
 await stopServices(services);

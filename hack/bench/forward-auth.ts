@@ -32,7 +32,11 @@ export interface ForwardAuthBenchInput {
   requests?: number;
 }
 
-export interface Percentiles { p50: number; p99: number; n: number }
+export interface Percentiles {
+  p50: number;
+  p99: number;
+  n: number;
+}
 export interface ForwardAuthBenchResult {
   public: Percentiles;
   private: Percentiles;
@@ -66,7 +70,9 @@ function timed(agentUrl: string, headers: Record<string, string>): Promise<{ ms:
   });
 }
 
-const expect200 = (what: string, r: { status: number }) => { if (r.status !== 200) throw new Error(`${what} answered ${r.status}`); };
+const expect200 = (what: string, r: { status: number }) => {
+  if (r.status !== 200) throw new Error(`${what} answered ${r.status}`);
+};
 
 type IngressPair = Pick<ForwardAuthBenchInput, "ingress" | "privateHost" | "publicHost" | "cookie">;
 
@@ -80,7 +86,8 @@ export async function warmUp(i: IngressPair): Promise<void> {
 
 /** n requests to each App through the ingress, interleaved and alternating which goes first, so both see the same machine. */
 export async function interleaved(i: IngressPair, n: number): Promise<{ pub: number[]; priv: number[] }> {
-  const pub: number[] = [], priv: number[] = [];
+  const pub: number[] = [],
+    priv: number[] = [];
   for (let k = 0; k < n; k++) {
     const first = k % 2 === 0;
     if (first) pub.push((await timed(`${i.ingress}/`, { Host: i.publicHost })).ms);
@@ -94,7 +101,8 @@ export async function interleaved(i: IngressPair, n: number): Promise<{ pub: num
 
 export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<ForwardAuthBenchResult> {
   const n = i.requests ?? 1000;
-  const direct: number[] = [], inProc: number[] = [];
+  const direct: number[] = [],
+    inProc: number[] = [];
   await warmUp(i);
   // Each check timed inside the API: first listener of the request, until the response is written.
   const berth: number[] = [];
@@ -115,13 +123,42 @@ export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<Forwar
     delay.disable();
   }
   const directKoa: number[] = [];
-  const check = { "X-Forwarded-Host": i.privateHost, "X-Forwarded-Proto": "http", "X-Forwarded-Uri": "/", "X-Forwarded-Method": "GET", Cookie: i.cookie };
+  const check = {
+    "X-Forwarded-Host": i.privateHost,
+    "X-Forwarded-Proto": "http",
+    "X-Forwarded-Uri": "/",
+    "X-Forwarded-Method": "GET",
+    Cookie: i.cookie,
+  };
   for (let k = 0; k < n; k++) {
-    const bare = async () => { const r = await timed(i.forwardAuthUrl, check); expect200("forward-auth", r); direct.push(r.ms); };
-    const koa = async () => { const r = await timed(`${i.forwardAuthUrl}/`, check); expect200("forward-auth through Koa", r); directKoa.push(r.ms); };
-    if (k % 2 === 0) { await bare(); await koa(); } else { await koa(); await bare(); }
+    const bare = async () => {
+      const r = await timed(i.forwardAuthUrl, check);
+      expect200("forward-auth", r);
+      direct.push(r.ms);
+    };
+    const koa = async () => {
+      const r = await timed(`${i.forwardAuthUrl}/`, check);
+      expect200("forward-auth through Koa", r);
+      directKoa.push(r.ms);
+    };
+    if (k % 2 === 0) {
+      await bare();
+      await koa();
+    } else {
+      await koa();
+      await bare();
+    }
   }
-  const req = { namespace: i.namespace, app: i.app, method: "GET", proto: "http", host: i.privateHost, uri: "/", cookie: i.cookie, nginx: false };
+  const req = {
+    namespace: i.namespace,
+    app: i.app,
+    method: "GET",
+    proto: "http",
+    host: i.privateHost,
+    uri: "/",
+    cookie: i.cookie,
+    nginx: false,
+  };
   for (let k = 0; k < n; k++) {
     const t0 = process.hrtime.bigint();
     // A cookie is decided from memory: the answer is not a promise (a sign-in ticket's would be).
@@ -130,8 +167,18 @@ export async function benchForwardAuth(i: ForwardAuthBenchInput): Promise<Forwar
     inProc.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   const loop = { utilization: performance.eventLoopUtilization(elu0).utilization, delayP99: delay.percentile(99) / 1e6 };
-  const pu = pct(pub), pr = pct(priv);
-  return { public: pu, private: pr, added: { p50: pr.p50 - pu.p50, p99: pr.p99 - pu.p99 }, berth: pct(berth), loop, direct: pct(direct), directKoa: pct(directKoa), inProcess: pct(inProc) };
+  const pu = pct(pub),
+    pr = pct(priv);
+  return {
+    public: pu,
+    private: pr,
+    added: { p50: pr.p50 - pu.p50, p99: pr.p99 - pu.p99 },
+    berth: pct(berth),
+    loop,
+    direct: pct(direct),
+    directKoa: pct(directKoa),
+    inProcess: pct(inProc),
+  };
 }
 
 export function formatBench(r: ForwardAuthBenchResult): string {

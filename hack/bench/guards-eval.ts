@@ -28,18 +28,30 @@
 import { execFileSync } from "node:child_process";
 import { parseArgs } from "node:util";
 import { defaultObservabilityConfig, engineInput, resolveCustomTemplates } from "../../api/governance/configs/observability.ts";
-import { evaluateGuards, evaluateWithClassifier, GuardEngine, GuardTemplateSpec, loadInjectionClassifier } from "../../toolkit/src/index.ts";
+import {
+  evaluateGuards,
+  evaluateWithClassifier,
+  GuardEngine,
+  GuardTemplateSpec,
+  loadInjectionClassifier,
+} from "../../toolkit/src/index.ts";
 import { AUTHORED, EVAL_GUARDS, loadEvalSet, type EvalGuard, type EvalItem } from "../lib/guards-eval-set.ts";
 import { GUARD_MODEL_PY, guardModelDir, guardModelPython } from "../guard-model.ts";
 import { pythonVenv } from "../lib/python.ts";
 
-const { values } = parseArgs({ options: {
-  split: { type: "string", default: "test" }, misses: { type: "boolean", default: false },
-  classifier: { type: "boolean", default: false },
-  model: { type: "string" }, "model-threshold": { type: "string" },
-  layers: { type: "string", default: "1" }, "train-gpl": { type: "boolean", default: false },
-} });
-if (values.model !== undefined && !["profanity-check", "minilm"].includes(values.model)) throw new Error(`--model is profanity-check or minilm, not ${values.model}`);
+const { values } = parseArgs({
+  options: {
+    split: { type: "string", default: "test" },
+    misses: { type: "boolean", default: false },
+    classifier: { type: "boolean", default: false },
+    model: { type: "string" },
+    "model-threshold": { type: "string" },
+    layers: { type: "string", default: "1" },
+    "train-gpl": { type: "boolean", default: false },
+  },
+});
+if (values.model !== undefined && !["profanity-check", "minilm"].includes(values.model))
+  throw new Error(`--model is profanity-check or minilm, not ${values.model}`);
 const SPLIT = values.split;
 if (!["test", "dev", "all"].includes(SPLIT)) throw new Error(`--split is test, dev or all, not ${SPLIT}`);
 
@@ -52,17 +64,33 @@ const items = loadEvalSet();
 // The default configuration, as the API builds it for an app that lists one toxicity template.
 const TOX_ID = "00000000-0000-4000-8000-000000000016";
 const template = GuardTemplateSpec.parse({ guardType: "toxicity", config: { sensitivity: "medium" } });
-const resolved = resolveCustomTemplates([{ template_id: TOX_ID }], new Map([[TOX_ID, { name: "Toxicity", guardType: template.guardType, config: template.config }]]));
+const resolved = resolveCustomTemplates(
+  [{ template_id: TOX_ID }],
+  new Map([[TOX_ID, { name: "Toxicity", guardType: template.guardType, config: template.config }]]),
+);
 if (resolved.errors.length > 0) throw new Error(JSON.stringify(resolved.errors));
 const base = defaultObservabilityConfig();
 const prompt_injection = { ...base.guards.prompt_injection, classifier: values.classifier };
-const engine = new GuardEngine(engineInput({ ...base, guards: { ...base.guards, prompt_injection, custom_templates: resolved.entries } }, resolved.snapshot));
+const engine = new GuardEngine(
+  engineInput({ ...base, guards: { ...base.guards, prompt_injection, custom_templates: resolved.entries } }, resolved.snapshot),
+);
 // --classifier: the shipped classifier (hack/guard-model.ts builds it), through the toolkit's own runtime
 const classifier = values.classifier ? await loadInjectionClassifier(guardModelDir()) : undefined;
-const SOURCE_OF: Record<EvalGuard, string> = { prompt_injection: "prompt_injection", sensitive_data: "sensitive_data", toxicity: `template:${TOX_ID}` };
-console.log(`checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}${classifier ? ` + the prompt-injection classifier (${classifier.info.sha256.slice(0, 12)})` : ""}; split: ${SPLIT}`);
+const SOURCE_OF: Record<EvalGuard, string> = {
+  prompt_injection: "prompt_injection",
+  sensitive_data: "sensitive_data",
+  toxicity: `template:${TOX_ID}`,
+};
+console.log(
+  `checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}${classifier ? ` + the prompt-injection classifier (${classifier.info.sha256.slice(0, 12)})` : ""}; split: ${SPLIT}`,
+);
 
-interface Counts { tp: number; fp: number; fn: number; tn: number }
+interface Counts {
+  tp: number;
+  fp: number;
+  fn: number;
+  tn: number;
+}
 const zero = (): Counts => ({ tp: 0, fp: 0, fn: 0, tn: 0 });
 /** Counts one item under `key` of `table`: a hit, a miss, a false alarm or a pass. */
 function tally(table: Map<string, Counts>, key: string, expected: boolean, got: boolean): void {
@@ -82,7 +110,9 @@ const lexical = new Map<EvalGuard, Array<{ it: EvalItem; expected: boolean; got:
 
 for (const it of items) {
   if (SPLIT !== "all" && it.split !== SPLIT) continue;
-  const decision = classifier ? await evaluateWithClassifier(engine, it.text, "input", classifier) : evaluateGuards(it.text, "input", engine);
+  const decision = classifier
+    ? await evaluateWithClassifier(engine, it.text, "input", classifier)
+    : evaluateGuards(it.text, "input", engine);
   const caught = (g: EvalGuard) => decision.evaluations.some((e) => e.source === SOURCE_OF[g] && e.result !== "pass");
   if (it.source === "notinject") {
     benign++;
@@ -96,7 +126,16 @@ for (const it of items) {
     tally(table, `${g}|${it.source}`, expected, got);
     if (values.misses && got !== expected) {
       const v = decision.verdicts.find((_, i) => decision.evaluations[i]?.source === SOURCE_OF[g]);
-      misses.push(`${expected ? "MISS" : "FALSE"} ${g} ${it.id} [${v?.confidence ?? 0}] ${JSON.stringify(it.text.slice(0, 160))}${v && v.matches.length > 0 ? ` <- ${v.matches.map((m) => m.description).join("; ").slice(0, 160)}` : ""}`);
+      misses.push(
+        `${expected ? "MISS" : "FALSE"} ${g} ${it.id} [${v?.confidence ?? 0}] ${JSON.stringify(it.text.slice(0, 160))}${
+          v && v.matches.length > 0
+            ? ` <- ${v.matches
+                .map((m) => m.description)
+                .join("; ")
+                .slice(0, 160)}`
+            : ""
+        }`,
+      );
     }
   }
 }
@@ -113,34 +152,64 @@ const add = (a: Counts, b: Counts): Counts => ({ tp: a.tp + b.tp, fp: a.fp + b.f
 
 for (const g of EVAL_GUARDS) {
   console.log(`\n${g}`);
-  const rows = [...table.entries()].filter(([k]) => k.startsWith(`${g}|`)).map(([k, c]) => [k.slice(g.length + 1), c] as const).sort(([a], [b]) => a.localeCompare(b));
+  const rows = [...table.entries()]
+    .filter(([k]) => k.startsWith(`${g}|`))
+    .map(([k, c]) => [k.slice(g.length + 1), c] as const)
+    .sort(([a], [b]) => a.localeCompare(b));
   for (const [source, c] of rows) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));
   const pub = rows.filter(([s]) => !AUTHORED(s)).reduce((a, [, c]) => add(a, c), zero());
   if (pub.tp + pub.fp + pub.fn + pub.tn > 0) console.log(line("= public sources", pub));
-  console.log(line("= every source", rows.reduce((a, [, c]) => add(a, c), zero())));
+  console.log(
+    line(
+      "= every source",
+      rows.reduce((a, [, c]) => add(a, c), zero()),
+    ),
+  );
 }
-if (benign > 0) console.log(`\nNotInject-style benign texts passing every guard: ${benignPassed}/${benign} = ${pct(benignPassed / benign)}`);
+if (benign > 0)
+  console.log(`\nNotInject-style benign texts passing every guard: ${benignPassed}/${benign} = ${pct(benignPassed / benign)}`);
 if (misses.length > 0) console.log(`\n${misses.join("\n")}`);
 
 if (values.model !== undefined) {
-  const scored = values.model === "minilm" ? minilm() : { toxicity: { probs: profanityCheck(lexical.get("toxicity")!.map((l) => l.it.text)), threshold: 0.5, label: `alt-profanity-check ${PROFANITY_CHECK}` } };
+  const scored =
+    values.model === "minilm"
+      ? minilm()
+      : {
+          toxicity: {
+            probs: profanityCheck(lexical.get("toxicity")!.map((l) => l.it.text)),
+            threshold: 0.5,
+            label: `alt-profanity-check ${PROFANITY_CHECK}`,
+          },
+        };
   for (const [guard, model] of Object.entries(scored) as Array<[EvalGuard, { probs: number[]; threshold: number; label: string }]>) {
     const rows = lexical.get(guard)!;
     const threshold = values["model-threshold"] === undefined ? model.threshold : Number(values["model-threshold"]);
-    const modes = { lexical: (i: number) => rows[i]!.got, model: (i: number) => model.probs[i]! >= threshold, either: (i: number) => rows[i]!.got || model.probs[i]! >= threshold };
+    const modes = {
+      lexical: (i: number) => rows[i]!.got,
+      model: (i: number) => model.probs[i]! >= threshold,
+      either: (i: number) => rows[i]!.got || model.probs[i]! >= threshold,
+    };
     console.log(`\n${guard}, side by side: the lexical layer, ${model.label} at ${threshold}, either (split: ${SPLIT})`);
     for (const [mode, caughtBy] of Object.entries(modes)) {
       const bySource = new Map<string, Counts>();
-      rows.forEach(({ it, expected }, i) => { tally(bySource, it.source, expected, caughtBy(i)); });
+      rows.forEach(({ it, expected }, i) => {
+        tally(bySource, it.source, expected, caughtBy(i));
+      });
       console.log(` ${mode}`);
       const sorted = [...bySource].sort(([a], [b]) => a.localeCompare(b));
       for (const [source, c] of sorted) console.log(line(`${source}${AUTHORED(source) ? " (authored)" : ""}`, c));
-      console.log(line("= public sources", sorted.filter(([src]) => !AUTHORED(src)).reduce((a, [, c]) => add(a, c), zero())));
+      console.log(
+        line(
+          "= public sources",
+          sorted.filter(([src]) => !AUTHORED(src)).reduce((a, [, c]) => add(a, c), zero()),
+        ),
+      );
     }
     const only = (label: string, test: (i: number) => boolean) => {
       const hits = rows.map((l, i) => ({ ...l, p: model.probs[i]! })).filter((_, i) => test(i));
       console.log(`${label}: ${hits.length}`);
-      if (values.misses) for (const h of hits) console.log(`  [${h.p.toFixed(2)}] ${h.it.source} ${JSON.stringify(h.it.text.slice(0, 140))}`);
+      if (values.misses)
+        for (const h of hits) console.log(`  [${h.p.toFixed(2)}] ${h.it.source} ${JSON.stringify(h.it.text.slice(0, 140))}`);
     };
     only("positives only the lexical layer catches", (i) => rows[i]!.expected && modes.lexical(i) && !modes.model(i));
     only("positives only the model catches", (i) => rows[i]!.expected && !modes.lexical(i) && modes.model(i));
@@ -162,29 +231,53 @@ function minilm(): Partial<Record<EvalGuard, { probs: number[]; threshold: numbe
   const latencyTexts: string[] = [];
   for (let i = 0, text = ""; i < benign.length && latencyTexts.length < 16; i++) {
     text = text === "" ? benign[i]! : `${text} ${benign[i]!}`;
-    if (text.length >= 1024) { latencyTexts.push(text.slice(0, 1024)); text = ""; }
+    if (text.length >= 1024) {
+      latencyTexts.push(text.slice(0, 1024));
+      text = "";
+    }
   }
-  const request = { items: items.map(({ text, split, source, labels }) => ({ text, split, source, labels })), layers, trainGpl: values["train-gpl"], latencyTexts };
-  const out = JSON.parse(execFileSync(python, [GUARD_MODEL_PY, "measure"], { input: JSON.stringify(request), maxBuffer: 256 * 2 ** 20, stdio: ["pipe", "pipe", "inherit"] }).toString()) as {
+  const request = {
+    items: items.map(({ text, split, source, labels }) => ({ text, split, source, labels })),
+    layers,
+    trainGpl: values["train-gpl"],
+    latencyTexts,
+  };
+  const out = JSON.parse(
+    execFileSync(python, [GUARD_MODEL_PY, "measure"], {
+      input: JSON.stringify(request),
+      maxBuffer: 256 * 2 ** 20,
+      stdio: ["pipe", "pipe", "inherit"],
+    }).toString(),
+  ) as {
     guards: Record<"prompt_injection" | "toxicity", { probs: number[]; threshold: number; trainN: number }>;
     latency: { calls: number; tokens_mean: number; p50_ms: number; p99_ms: number; max_ms: number };
     model: { layers: number; int8_bytes: number };
   };
   const l = out.latency;
-  console.log(`\nminilm: the first ${layers} of 6 layers of all-MiniLM-L6-v2, int8 (${(out.model.int8_bytes / 2 ** 20).toFixed(1)} MiB), one thread: ${l.calls} calls on 1 KB texts (${l.tokens_mean.toFixed(0)} tokens): p50 ${l.p50_ms.toFixed(2)} ms, p99 ${l.p99_ms.toFixed(2)} ms, max ${l.max_ms.toFixed(2)} ms (budget: p99 < 10 ms)`);
+  console.log(
+    `\nminilm: the first ${layers} of 6 layers of all-MiniLM-L6-v2, int8 (${(out.model.int8_bytes / 2 ** 20).toFixed(1)} MiB), one thread: ${l.calls} calls on 1 KB texts (${l.tokens_mean.toFixed(0)} tokens): p50 ${l.p50_ms.toFixed(2)} ms, p99 ${l.p99_ms.toFixed(2)} ms, max ${l.max_ms.toFixed(2)} ms (budget: p99 < 10 ms)`,
+  );
   const index = new Map(items.map((it, i) => [it.id, i]));
   const result: Partial<Record<EvalGuard, { probs: number[]; threshold: number; label: string }>> = {};
   for (const guard of ["prompt_injection", "toxicity"] as const) {
     const g = out.guards[guard];
-    result[guard] = { probs: lexical.get(guard)!.map((l) => g.probs[index.get(l.it.id)!]!), threshold: g.threshold, label: `minilm-l${layers} + logistic regression (trained on ${g.trainN} dev items${values["train-gpl"] ? ", GPL sources included" : ""}, threshold chosen on dev)` };
+    result[guard] = {
+      probs: lexical.get(guard)!.map((l) => g.probs[index.get(l.it.id)!]!),
+      threshold: g.threshold,
+      label: `minilm-l${layers} + logistic regression (trained on ${g.trainN} dev items${values["train-gpl"] ? ", GPL sources included" : ""}, threshold chosen on dev)`,
+    };
   }
   return result;
 }
 
 /** alt-profanity-check's probability that each text is offensive, from its own package in a virtualenv under the cache. */
 function profanityCheck(texts: string[]): number[] {
-  const python = pythonVenv(`alt-profanity-check-${PROFANITY_CHECK}`, [`alt-profanity-check==${PROFANITY_CHECK}`, `scikit-learn==${SCIKIT_LEARN}`]);
-  const score = "import json, sys, warnings\nwarnings.filterwarnings('ignore')\nfrom profanity_check import predict_prob\nprint(json.dumps([float(p) for p in predict_prob(json.load(sys.stdin))]))";
+  const python = pythonVenv(`alt-profanity-check-${PROFANITY_CHECK}`, [
+    `alt-profanity-check==${PROFANITY_CHECK}`,
+    `scikit-learn==${SCIKIT_LEARN}`,
+  ]);
+  const score =
+    "import json, sys, warnings\nwarnings.filterwarnings('ignore')\nfrom profanity_check import predict_prob\nprint(json.dumps([float(p) for p in predict_prob(json.load(sys.stdin))]))";
   const out = execFileSync(python, ["-c", score], { input: JSON.stringify(texts), maxBuffer: 64 * 2 ** 20 });
   return JSON.parse(out.toString()) as number[];
 }

@@ -28,7 +28,14 @@ import { evaluateGuards, evaluateWithClassifier, GuardEngine, loadInjectionClass
 import { guardModelDir } from "../guard-model.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
 
-const { values } = parseArgs({ options: { iterations: { type: "string", default: "20000" }, warmup: { type: "string", default: "2000" }, baseline: { type: "string" }, classifier: { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: {
+    iterations: { type: "string", default: "20000" },
+    warmup: { type: "string", default: "2000" },
+    baseline: { type: "string" },
+    classifier: { type: "boolean", default: false },
+  },
+});
 const N = Number(values.iterations);
 const WARMUP = Number(values.warmup);
 const GOAL_P99_MS = 1;
@@ -53,7 +60,13 @@ const config: EngineConfigInput = {
     codes: {
       name: "Internal codes",
       guardType: "custom",
-      config: { patterns: [{ pattern: "\\bPRJ-\\d{4}\\b", name: "project code" }, { pattern: "\\binternal[-_ ]only\\b", flags: "i", name: "marking" }], keywords: ["project falcon", "codename"] },
+      config: {
+        patterns: [
+          { pattern: "\\bPRJ-\\d{4}\\b", name: "project code" },
+          { pattern: "\\binternal[-_ ]only\\b", flags: "i", name: "marking" },
+        ],
+        keywords: ["project falcon", "codename"],
+      },
     },
   },
   allowedTopics: [
@@ -82,7 +95,9 @@ const findings = toKB(
     "The PRJ-1234 codename is internal-only. My order number is 123456789, placed on 2024-01-15, app version 1.2.3.4, and the " +
     "delivery went to 203.0.113.45 according to the log.",
 );
-const numbers = toKB("Rows: 2024-01-15 10:30 4000-1234-5678 1 250 000 3.14159 555 0199 12/03/2024 +1 212 555 0199 0113 496 0000 98765 43210 v1.2.3");
+const numbers = toKB(
+  "Rows: 2024-01-15 10:30 4000-1234-5678 1 250 000 3.14159 555 0199 12/03/2024 +1 212 555 0199 0113 496 0000 98765 43210 v1.2.3",
+);
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -98,7 +113,13 @@ interface Stats {
 
 function stats(times: Float64Array): Stats {
   const sorted = Array.from(times).sort((a, b) => a - b);
-  return { p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: sorted[sorted.length - 1]!, mean: sorted.reduce((s, x) => s + x, 0) / sorted.length };
+  return {
+    p50: percentile(sorted, 50),
+    p90: percentile(sorted, 90),
+    p99: percentile(sorted, 99),
+    max: sorted[sorted.length - 1]!,
+    mean: sorted.reduce((s, x) => s + x, 0) / sorted.length,
+  };
 }
 
 /**
@@ -135,31 +156,48 @@ function versus(rows: readonly { name: string; wall: Stats; cpu: Stats }[], what
 const engine = new GuardEngine(config);
 const decisionIn = evaluateGuards(findings, "input", engine);
 const decisionOut = evaluateGuards(findings, "output", engine);
-console.log(`guards benchmark: ${engine.checks.length} checks (${engine.checks.map((c) => c.source).join(", ")}), prompt ${benign.length} chars, ${N} calls after ${WARMUP} warm-up, node ${process.version}`);
-console.log(`findings decision: ${decisionIn.decision}, ${decisionIn.blocks.length} blocks, evaluations ${decisionIn.evaluations.map((e) => `${e.source}=${e.result}`).join(" ")}`);
+console.log(
+  `guards benchmark: ${engine.checks.length} checks (${engine.checks.map((c) => c.source).join(", ")}), prompt ${benign.length} chars, ${N} calls after ${WARMUP} warm-up, node ${process.version}`,
+);
+console.log(
+  `findings decision: ${decisionIn.decision}, ${decisionIn.blocks.length} blocks, evaluations ${decisionIn.evaluations.map((e) => `${e.source}=${e.result}`).join(" ")}`,
+);
 
 const results = [
   await measure("benign", () => evaluateGuards(benign, "input", engine)),
   await measure("findings", () => evaluateGuards(findings, "input", engine)),
   await measure("numbers", () => evaluateGuards(numbers, "input", engine)),
   await measure("output", () => evaluateGuards(findings, "output", engine)),
-  await measure("evals", () => runEvals({ input: findings, output: benign, latencyMs: 1800 }, engine, { input: decisionIn, output: decisionOut })),
+  await measure("evals", () =>
+    runEvals({ input: findings, output: benign, latencyMs: 1800 }, engine, { input: decisionIn, output: decisionOut }),
+  ),
 ];
 
 const ms = (x: number) => x.toFixed(3).padStart(7);
-console.log(`\nload average ${loadavg().map((l) => l.toFixed(2)).join(" ")} on ${availableParallelism()} cores`);
+console.log(
+  `\nload average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(" ")} on ${availableParallelism()} cores`,
+);
 console.log("scenario   |  wall p50   p90     p99     max   |  cpu p50   p90     p99     max");
 for (const r of results) {
-  console.log(`${r.name.padEnd(10)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`);
+  console.log(
+    `${r.name.padEnd(10)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`,
+  );
 }
 
 const guarded = results.filter((r) => r.name !== "evals");
-console.log(`\ncomparison (1 KB prompt, every guard on, one core): ${versus(guarded, "cpu", GOAL_P99_MS)}; ${versus(guarded, "wall", GOAL_P99_MS)}`);
+console.log(
+  `\ncomparison (1 KB prompt, every guard on, one core): ${versus(guarded, "cpu", GOAL_P99_MS)}; ${versus(guarded, "wall", GOAL_P99_MS)}`,
+);
 
 if (values.classifier) {
   const CALLS = Math.min(N, 2000);
   const classifier = await loadInjectionClassifier(guardModelDir());
-  const withModel = new GuardEngine({ ...config, guards: { ...config.guards, prompt_injection: { enabled: true, threshold: 0.7, classifier: true } } });
+  const withModel = new GuardEngine({
+    ...config,
+    guards: { ...config.guards, prompt_injection: { enabled: true, threshold: 0.7, classifier: true } },
+  });
   const short = "What is the status of my order from last Tuesday? It still says preparing.";
   const warmup = Math.min(WARMUP, 200);
   const rows = [
@@ -168,9 +206,14 @@ if (values.classifier) {
     await measure("model, findings 1 KB", () => classifier.score(findings), CALLS, warmup),
     await measure("chain + model, benign 1 KB", () => evaluateWithClassifier(withModel, benign, "input", classifier), CALLS, warmup),
   ];
-  console.log(`\nthe prompt-injection classifier (${classifier.info.encoder.name}, ${classifier.info.encoder.layers} of ${classifier.info.encoder.of} layers, ${classifier.info.encoder.quantisation}), ${CALLS} calls each`);
+  console.log(
+    `\nthe prompt-injection classifier (${classifier.info.encoder.name}, ${classifier.info.encoder.layers} of ${classifier.info.encoder.of} layers, ${classifier.info.encoder.quantisation}), ${CALLS} calls each`,
+  );
   console.log("scenario                    |  wall p50   p90     p99     max   |  cpu p50   p90     p99     max");
-  for (const r of rows) console.log(`${r.name.padEnd(27)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`);
+  for (const r of rows)
+    console.log(
+      `${r.name.padEnd(27)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`,
+    );
   console.log(`comparison (classifier, 1 KB, one core): ${versus(rows.slice(1, 3), "cpu", CLASSIFIER_BUDGET_P99_MS)}`);
   await classifier.close();
 }
@@ -182,7 +225,12 @@ if (values.baseline) {
   const base = (await import(pathToFileURL(join(resolve(values.baseline), "toolkit/src/index.ts")).href)) as Toolkit;
   const baseEngine = new base.GuardEngine(config);
   const ROUND = 500;
-  const scenarios: Array<[string, string, "input" | "output"]> = [["benign", benign, "input"], ["findings", findings, "input"], ["numbers", numbers, "input"], ["output", findings, "output"]];
+  const scenarios: Array<[string, string, "input" | "output"]> = [
+    ["benign", benign, "input"],
+    ["findings", findings, "input"],
+    ["numbers", numbers, "input"],
+    ["output", findings, "output"],
+  ];
   console.log(`\nback to back with the baseline in ${values.baseline} (${N} calls each, rounds of ${ROUND}, CPU ms per call)`);
   console.log("scenario   | baseline p50   p99  |   this p50    p99  | ratio p50  p99");
   for (const [name, text, phase] of scenarios) {
@@ -192,7 +240,10 @@ if (values.baseline) {
       evaluateGuards(text, phase, engine);
     }
     for (let done = 0; done < N; done += ROUND) {
-      for (const [which, fn] of [["base", () => base.evaluateGuards(text, phase, baseEngine)], ["cur", () => evaluateGuards(text, phase, engine)]] as const) {
+      for (const [which, fn] of [
+        ["base", () => base.evaluateGuards(text, phase, baseEngine)],
+        ["cur", () => evaluateGuards(text, phase, engine)],
+      ] as const) {
         for (let i = done; i < Math.min(N, done + ROUND); i++) {
           const c0 = process.cpuUsage();
           fn();
@@ -203,6 +254,8 @@ if (values.baseline) {
     }
     const b = stats(runs.base);
     const c = stats(runs.cur);
-    console.log(`${name.padEnd(10)} | ${ms(b.p50)} ${ms(b.p99)} | ${ms(c.p50)} ${ms(c.p99)} | ${(c.p50 / b.p50).toFixed(2).padStart(5)} ${(c.p99 / b.p99).toFixed(2).padStart(5)}`);
+    console.log(
+      `${name.padEnd(10)} | ${ms(b.p50)} ${ms(b.p99)} | ${ms(c.p50)} ${ms(c.p99)} | ${(c.p50 / b.p50).toFixed(2).padStart(5)} ${(c.p99 / b.p99).toFixed(2).padStart(5)}`,
+    );
   }
 }

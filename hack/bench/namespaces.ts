@@ -18,17 +18,32 @@ export async function benchNamespace(core: k8s.CoreV1Api, prefix: string, walls?
   const name = `${prefix}-${Date.now().toString(36)}`;
   await core.createNamespace({ body: { metadata: { name } } });
   if (walls && process.env.BERTH_BENCH_POLICIES === "1") {
-    const network = loadConfig({ DATABASE_URL: "postgres://bench@localhost/none", BERTH_WORKSPACE_NETWORK: process.env.BERTH_WORKSPACE_NETWORK }).BERTH_WORKSPACE_NETWORK;
+    const network = loadConfig({
+      DATABASE_URL: "postgres://bench@localhost/none",
+      BERTH_WORKSPACE_NETWORK: process.env.BERTH_WORKSPACE_NETWORK,
+    }).BERTH_WORKSPACE_NETWORK;
     const objects = new ObjectClient(walls);
     for (const p of workspaceNetworkPolicies(name, network)) await objects.apply(p, API_FIELD_MANAGER);
   }
   for (;;) {
-    try { await core.readNamespacedServiceAccount({ name: "default", namespace: name }); return name; } catch { await sleep(100); }
+    try {
+      await core.readNamespacedServiceAccount({ name: "default", namespace: name });
+      return name;
+    } catch {
+      await sleep(100);
+    }
   }
 }
 
 /** Deletes the namespace and waits until it is gone. */
 export async function dropNamespace(core: k8s.CoreV1Api, name: string): Promise<void> {
   await core.deleteNamespace({ name }).catch(() => undefined);
-  for (;;) { try { await core.readNamespace({ name }); } catch { return; } await sleep(500); }
+  for (;;) {
+    try {
+      await core.readNamespace({ name });
+    } catch {
+      return;
+    }
+    await sleep(500);
+  }
 }

@@ -29,16 +29,18 @@ import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
 import { trend } from "./series.ts";
 
-const { values } = parseArgs({ options: {
-  apps: { type: "string", default: "5000" },
-  minutes: { type: "string", default: "10" },
-  churn: { type: "string", default: "10" },
-  type: { type: "string", default: "web" },
-  "sample-seconds": { type: "string", default: "5" },
-  "node-options": { type: "string" },
-  "drain-minutes": { type: "string", default: "15" },
-  "idle-seconds": { type: "string", default: "60" },
-} });
+const { values } = parseArgs({
+  options: {
+    apps: { type: "string", default: "5000" },
+    minutes: { type: "string", default: "10" },
+    churn: { type: "string", default: "10" },
+    type: { type: "string", default: "web" },
+    "sample-seconds": { type: "string", default: "5" },
+    "node-options": { type: "string" },
+    "drain-minutes": { type: "string", default: "15" },
+    "idle-seconds": { type: "string", default: "60" },
+  },
+});
 const N = Number(values.apps);
 const MINUTES = Number(values.minutes);
 const CHURN = Number(values.churn);
@@ -56,14 +58,21 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type App = KubeObject & { status?: { observedGeneration?: number } };
 const spec = (name: string, tag = 1) => ({
-  name, slug: name, image: `registry.invalid/churn:${tag}`, visibility: "public",
+  name,
+  slug: name,
+  image: `registry.invalid/churn:${tag}`,
+  visibility: "public",
   ...(TYPE === "cron" ? { type: "cron", schedule: "0 0 1 1 *" } : { minReplicas: 1, maxReplicas: 2 }),
 });
 const ref = (ns: string, name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace: ns, name });
 
 async function pool<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: n }, async () => { while (next < items.length) await fn(items[next++]!); }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 /** Apps whose generation the operator has not observed yet. */
@@ -89,12 +98,21 @@ interface OperatorMetrics {
 async function metrics(port: number): Promise<OperatorMetrics> {
   let text: string;
   for (let i = 0; ; i++) {
-    try { text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text(); break; } catch (err) { if (i >= 10) throw err; await sleep(500); }
+    try {
+      text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      break;
+    } catch (err) {
+      if (i >= 10) throw err;
+      await sleep(500);
+    }
   }
   const depth = Number(/^berth_workqueue_depth\{controller="app"\} (\S+)$/m.exec(text)?.[1] ?? NaN);
   const heapMiB = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(text)?.[1] ?? NaN) / 2 ** 20;
   const counters = new Map<string, number>();
-  for (const m of text.matchAll(/^(berth_(?:reconcile_total|workqueue_adds_total|kube_requests_total|watch_events_total)\{[^}]*\}) (\S+)$/gm)) counters.set(m[1]!, Number(m[2]));
+  for (const m of text.matchAll(
+    /^(berth_(?:reconcile_total|workqueue_adds_total|kube_requests_total|watch_events_total)\{[^}]*\}) (\S+)$/gm,
+  ))
+    counters.set(m[1]!, Number(m[2]));
   return { depth, heapMiB, counters };
 }
 
@@ -113,10 +131,17 @@ function activity(from: Map<string, number>, to: Map<string, number>, seconds: n
     writes.set(label, (writes.get(label) ?? 0) + delta(k));
   }
   const total = [...writes.values()].reduce((a, b) => a + b, 0);
-  const by = [...writes].filter(([, n]) => n > 0).sort((a, b) => b[1] - a[1]).map(([l, n]) => `${l} ${n}`).join(", ");
+  const by = [...writes]
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1])
+    .map(([l, n]) => `${l} ${n}`)
+    .join(", ");
   // What woke the App controller: its watch events by kind, and how many of them its update predicates filtered.
-  const events = [...to.keys()].map((k) => [k, /^berth_watch_events_total\{controller="app",kind="(\w+)",result="(\w+)"\}$/.exec(k)] as const)
-    .filter(([k, m]) => m && delta(k) > 0).map(([k, m]) => `${m![1]} ${delta(k)}${m![2] === "filtered" ? " filtered" : ""}`).join(", ");
+  const events = [...to.keys()]
+    .map((k) => [k, /^berth_watch_events_total\{controller="app",kind="(\w+)",result="(\w+)"\}$/.exec(k)] as const)
+    .filter(([k, m]) => m && delta(k) > 0)
+    .map(([k, m]) => `${m![1]} ${delta(k)}${m![2] === "filtered" ? " filtered" : ""}`)
+    .join(", ");
   return `app reconciles ${rate(reconciles)}, queue adds ${rate(adds)}, writes to the API server ${rate(total)}${by ? `: ${by}` : ""}${events ? `; app watch events: ${events}` : ""}`;
 }
 
@@ -127,20 +152,31 @@ async function drained(port: number, limitMs: number, quietMs = 10_000): Promise
   while (performance.now() - start < limitMs) {
     const { depth } = await metrics(port);
     const now = performance.now();
-    if (depth === 0) { emptySince ??= now; if (now - emptySince >= quietMs) return (emptySince - start) / 1000; } else emptySince = undefined;
+    if (depth === 0) {
+      emptySince ??= now;
+      if (now - emptySince >= quietMs) return (emptySince - start) / 1000;
+    } else emptySince = undefined;
     await sleep(1000);
   }
   return undefined;
 }
 
-const FAKE_NODES = TYPE === "web" ? Math.max(0, Math.ceil(N * 1.2 / 2000) - 1) : 0;
+const FAKE_NODES = TYPE === "web" ? Math.max(0, Math.ceil((N * 1.2) / 2000) - 1) : 0;
 const nodeName = (i: number) => `churn-kwok-${i}`;
 async function addNodes(): Promise<void> {
   for (let i = 1; i <= FAKE_NODES; i++) {
-    await core.createNode({ body: {
-      metadata: { name: nodeName(i), annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" }, labels: { "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", type: "kwok" } },
-      status: { allocatable: { cpu: "256", memory: "1Ti", pods: "2000" }, capacity: { cpu: "256", memory: "1Ti", pods: "2000" } },
-    } }).catch(() => undefined);
+    await core
+      .createNode({
+        body: {
+          metadata: {
+            name: nodeName(i),
+            annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
+            labels: { "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", type: "kwok" },
+          },
+          status: { allocatable: { cpu: "256", memory: "1Ti", pods: "2000" }, capacity: { cpu: "256", memory: "1Ti", pods: "2000" } },
+        },
+      })
+      .catch(() => undefined);
   }
 }
 async function removeNodes(): Promise<void> {
@@ -151,18 +187,34 @@ const ns = await benchNamespace(core, "bench-churn");
 await addNodes();
 const port = await freePort();
 const op = spawn(process.execPath, [...NODE_FLAGS, join(root, "operator/main.ts")], {
-  env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: String(port), BERTH_BASE_DOMAIN: "apps.bench.local", BERTH_LOG_LEVEL: process.env.CHURN_LOG_LEVEL ?? "warn" },
+  env: {
+    ...process.env,
+    KUBECONFIG: kubeconfig,
+    BERTH_WATCH_NAMESPACE: ns,
+    BERTH_LEADER_ELECTION: "false",
+    BERTH_OPERATOR_HEALTH_PORT: String(port),
+    BERTH_BASE_DOMAIN: "apps.bench.local",
+    BERTH_LOG_LEVEL: process.env.CHURN_LOG_LEVEL ?? "warn",
+  },
   stdio: ["ignore", "inherit", "inherit"],
 });
 const exited = new Promise((r) => op.once("exit", r));
 const samples: { t: number; phase: string; rss: number; heap: number; depth: number }[] = [];
 /** The operator's counters at a point in time, with the time (ms of performance.now). */
 const snapshot = async () => ({ at: performance.now(), counters: (await metrics(port)).counters });
-const since = async (from: { at: number; counters: Map<string, number> }) => { const to = await snapshot(); return { to, text: activity(from.counters, to.counters, (to.at - from.at) / 1000) }; };
+const since = async (from: { at: number; counters: Map<string, number> }) => {
+  const to = await snapshot();
+  return { to, text: activity(from.counters, to.counters, (to.at - from.at) / 1000) };
+};
 let phase = "fill";
 const t0 = performance.now();
 const sampler = setInterval(() => {
-  void metrics(port).then((m) => { samples.push({ t: (performance.now() - t0) / 1000, phase, rss: rssMiB(op.pid!), heap: m.heapMiB, depth: m.depth }); }, () => undefined);
+  void metrics(port).then(
+    (m) => {
+      samples.push({ t: (performance.now() - t0) / 1000, phase, rss: rssMiB(op.pid!), heap: m.heapMiB, depth: m.depth });
+    },
+    () => undefined,
+  );
 }, SAMPLE_MS);
 try {
   for (let i = 0; ; i++) {
@@ -170,21 +222,33 @@ try {
     if (i > 600) throw new Error("the operator did not become ready");
     await sleep(100);
   }
-  console.log(`operator churn: ${N} ${TYPE} Apps, then ${MINUTES} min of ${CHURN} changes/s (create, update, delete in equal parts), namespace ${ns}${FAKE_NODES ? `, ${FAKE_NODES} extra kwok nodes` : ""}`);
+  console.log(
+    `operator churn: ${N} ${TYPE} Apps, then ${MINUTES} min of ${CHURN} changes/s (create, update, delete in equal parts), namespace ${ns}${FAKE_NODES ? `, ${FAKE_NODES} extra kwok nodes` : ""}`,
+  );
   const names: string[] = Array.from({ length: N }, (_, i) => `c${i}`);
   let next = N;
   const tFill = performance.now();
   const fillStart = await snapshot();
-  await pool(names, 8, (name) => client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec: spec(name) }, "bench"));
+  await pool(names, 8, (name) =>
+    client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec: spec(name) }, "bench"),
+  );
   const created = (performance.now() - tFill) / 1000;
-  for (;;) { const p = await pending(ns); if (p === 0) break; await sleep(2000); }
-  console.log(`fill: ${N} Apps created in ${created.toFixed(0)} s, all observed after ${((performance.now() - tFill) / 1000).toFixed(0)} s; operator RSS ${rssMiB(op.pid!).toFixed(0)} MiB`);
+  for (;;) {
+    const p = await pending(ns);
+    if (p === 0) break;
+    await sleep(2000);
+  }
+  console.log(
+    `fill: ${N} Apps created in ${created.toFixed(0)} s, all observed after ${((performance.now() - tFill) / 1000).toFixed(0)} s; operator RSS ${rssMiB(op.pid!).toFixed(0)} MiB`,
+  );
   // Observed is the first reconcile of each App; the next ones follow its children (Deployment
   // rolled out, pods ready) until every App is active. The churn starts from that steady state.
   phase = "drain";
   const fillDrained = await drained(port, DRAIN_MS);
   const fillDone = await since(fillStart);
-  console.log(`fill: queue ${fillDrained === undefined ? `NOT drained within ${DRAIN_MS / 60_000} min` : `drained ${fillDrained.toFixed(0)} s after that`}; ${fillDone.text}`);
+  console.log(
+    `fill: queue ${fillDrained === undefined ? `NOT drained within ${DRAIN_MS / 60_000} min` : `drained ${fillDrained.toFixed(0)} s after that`}; ${fillDone.text}`,
+  );
   // Nothing changes: the operator should write nothing (a periodic resync within the window reconciles without writes).
   phase = "idle";
   await sleep(IDLE_MS);
@@ -196,7 +260,9 @@ try {
   const tChurn = performance.now();
   const end = tChurn + MINUTES * 60_000;
   const tags = new Map<string, number>();
-  let ops = 0, failed = 0, minute = 0;
+  let ops = 0,
+    failed = 0,
+    minute = 0;
   const counts = { create: 0, update: 0, delete: 0 };
   while (performance.now() < end) {
     const due = tChurn + (ops / CHURN) * 1000;
@@ -219,18 +285,27 @@ try {
         await client.delete(ref(ns, name));
       }
       counts[kind]++;
-    } catch { failed++; }
+    } catch {
+      failed++;
+    }
     const m = Math.floor((performance.now() - tChurn) / 60_000);
     if (m > minute) {
       minute = m;
       const s = samples.at(-1);
-      if (s) console.log(`  churn min ${String(m).padStart(2)}: RSS ${s.rss.toFixed(0)} MiB, heap ${s.heap.toFixed(0)} MiB, queue depth ${s.depth}, ${ops} changes (${failed} failed)`);
+      if (s)
+        console.log(
+          `  churn min ${String(m).padStart(2)}: RSS ${s.rss.toFixed(0)} MiB, heap ${s.heap.toFixed(0)} MiB, queue depth ${s.depth}, ${ops} changes (${failed} failed)`,
+        );
     }
   }
   const churnS = (performance.now() - tChurn) / 1000;
   phase = "settle";
   const tSettle = performance.now();
-  for (;;) { const p = await pending(ns); if (p === 0) break; await sleep(2000); }
+  for (;;) {
+    const p = await pending(ns);
+    if (p === 0) break;
+    await sleep(2000);
+  }
   const settle = (performance.now() - tSettle) / 1000;
   const settleDrained = await drained(port, DRAIN_MS);
   const churnDone = await since(churnStart);
@@ -239,20 +314,48 @@ try {
 
   const churn = samples.filter((s) => s.phase === "churn");
   const report = (label: string, ys: number[], unit: string) => {
-    const tr = trend(churn.map((s) => s.t / 60), ys);
-    console.log(`${label}: start ${ys[0]!.toFixed(1)}${unit}, end ${ys.at(-1)!.toFixed(1)}${unit}, max ${Math.max(...ys).toFixed(1)}${unit}, mean ${(ys.reduce((a, b) => a + b, 0) / ys.length).toFixed(1)}${unit}; slope ${tr.perMin.toFixed(2)}${unit}/min (${tr.growth.toFixed(1)}${unit} predicted over the churn): ${tr.verdict}`);
+    const tr = trend(
+      churn.map((s) => s.t / 60),
+      ys,
+    );
+    console.log(
+      `${label}: start ${ys[0]!.toFixed(1)}${unit}, end ${ys.at(-1)!.toFixed(1)}${unit}, max ${Math.max(...ys).toFixed(1)}${unit}, mean ${(ys.reduce((a, b) => a + b, 0) / ys.length).toFixed(1)}${unit}; slope ${tr.perMin.toFixed(2)}${unit}/min (${tr.growth.toFixed(1)}${unit} predicted over the churn): ${tr.verdict}`,
+    );
   };
-  console.log(`\nchurn: ${ops} changes in ${churnS.toFixed(0)} s (${(ops / churnS).toFixed(1)}/s; ${counts.create} creates, ${counts.update} updates, ${counts.delete} deletes, ${failed} failed); settled (every generation observed) ${settle.toFixed(0)} s after; operator CPU ${cpuSeconds(op.pid!).toFixed(0)} s in all`);
-  report("operator RSS", churn.map((s) => s.rss), " MiB");
-  report("operator V8 heap used", churn.map((s) => s.heap), " MiB");
-  report("app queue depth", churn.map((s) => s.depth), "");
+  console.log(
+    `\nchurn: ${ops} changes in ${churnS.toFixed(0)} s (${(ops / churnS).toFixed(1)}/s; ${counts.create} creates, ${counts.update} updates, ${counts.delete} deletes, ${failed} failed); settled (every generation observed) ${settle.toFixed(0)} s after; operator CPU ${cpuSeconds(op.pid!).toFixed(0)} s in all`,
+  );
+  report(
+    "operator RSS",
+    churn.map((s) => s.rss),
+    " MiB",
+  );
+  report(
+    "operator V8 heap used",
+    churn.map((s) => s.heap),
+    " MiB",
+  );
+  report(
+    "app queue depth",
+    churn.map((s) => s.depth),
+    "",
+  );
   const half = churn.length >> 1;
   const mean = (xs: typeof churn) => xs.reduce((a, s) => a + s.depth, 0) / Math.max(1, xs.length);
-  console.log(`app queue depth, mean over each half of the churn: ${mean(churn.slice(0, half)).toFixed(0)} → ${mean(churn.slice(half)).toFixed(0)}; samples at 0: ${churn.filter((s) => s.depth === 0).length} of ${churn.length}`);
+  console.log(
+    `app queue depth, mean over each half of the churn: ${mean(churn.slice(0, half)).toFixed(0)} → ${mean(churn.slice(half)).toFixed(0)}; samples at 0: ${churn.filter((s) => s.depth === 0).length} of ${churn.length}`,
+  );
   const after = samples.filter((s) => s.phase === "settle").at(-1);
-  console.log(`after settling: queue ${settleDrained === undefined ? `NOT drained within ${DRAIN_MS / 60_000} min` : `drained ${settleDrained.toFixed(0)} s after every generation was observed`}; depth ${after?.depth}, RSS ${after?.rss.toFixed(0)} MiB`);
+  console.log(
+    `after settling: queue ${settleDrained === undefined ? `NOT drained within ${DRAIN_MS / 60_000} min` : `drained ${settleDrained.toFixed(0)} s after every generation was observed`}; depth ${after?.depth}, RSS ${after?.rss.toFixed(0)} MiB`,
+  );
   console.log(`churn and settle: ${churnDone.text}`);
-  console.log(`samples (s phase RSS/heap/depth): ${samples.filter((_, i) => i % Math.max(1, Math.floor(samples.length / 24)) === 0).map((s) => `${s.t.toFixed(0)}${s.phase[0]} ${s.rss.toFixed(0)}/${s.heap.toFixed(0)}/${s.depth}`).join(", ")}`);
+  console.log(
+    `samples (s phase RSS/heap/depth): ${samples
+      .filter((_, i) => i % Math.max(1, Math.floor(samples.length / 24)) === 0)
+      .map((s) => `${s.t.toFixed(0)}${s.phase[0]} ${s.rss.toFixed(0)}/${s.heap.toFixed(0)}/${s.depth}`)
+      .join(", ")}`,
+  );
 } catch (err) {
   console.error(`churn failed: ${err instanceof Error ? err.message : String(err)}`);
   process.exitCode = 1;

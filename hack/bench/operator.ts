@@ -19,11 +19,18 @@ import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, resourcePath, type 
 import { buildChildren } from "../../operator/app/builders.ts";
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 
-const { values } = parseArgs({ options: { apps: { type: "string", default: "500" }, "idle-seconds": { type: "string", default: "60" }, concurrency: { type: "string", default: "8" }, "operator-concurrency": { type: "string" },
-  // The operator's Node.js flags; by default the ones hack/up and the Helm chart launch it with.
-  "node-options": { type: "string" },
-  // Only the operator phase (for comparing operator settings; no ratio).
-  "skip-floor": { type: "boolean", default: false } } });
+const { values } = parseArgs({
+  options: {
+    apps: { type: "string", default: "500" },
+    "idle-seconds": { type: "string", default: "60" },
+    concurrency: { type: "string", default: "8" },
+    "operator-concurrency": { type: "string" },
+    // The operator's Node.js flags; by default the ones hack/up and the Helm chart launch it with.
+    "node-options": { type: "string" },
+    // Only the operator phase (for comparing operator settings; no ratio).
+    "skip-floor": { type: "boolean", default: false },
+  },
+});
 const N = Number(values.apps);
 // As hack/up and the Helm chart run the operator (docs/operating.md, "Operator memory").
 const NODE_FLAGS = (values["node-options"] ?? "--max-semi-space-size=1 --optimize-for-size --v8-pool-size=1").split(/\s+/).filter(Boolean);
@@ -42,7 +49,11 @@ const spec = (i: number) => ({ name: `Bench ${i}`, slug: `b${i}`, image: "regist
 
 async function pool<T>(items: T[], n: number, fn: (t: T) => Promise<unknown>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: n }, async () => { while (next < items.length) await fn(items[next++]!); }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (next < items.length) await fn(items[next++]!);
+    }),
+  );
 }
 
 async function until(what: string, check: () => Promise<boolean>, timeoutMs = 20 * 60_000): Promise<void> {
@@ -79,8 +90,15 @@ async function floor(): Promise<number> {
     await pool([...Array(N).keys()], CONC, async (i) => {
       // An owner the children can point at, as they would point at an App.
       const owner = await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `b${i}` } } });
-      const children = buildChildren({ name: `b${i}`, namespace: ns, uid: owner.metadata!.uid! }, AppSpec.parse(spec(i)), {}, cfg)
-        .map((c) => ({ ...c, metadata: { ...c.metadata, ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: `b${i}`, uid: owner.metadata!.uid!, controller: true }] } }));
+      const children = buildChildren({ name: `b${i}`, namespace: ns, uid: owner.metadata!.uid! }, AppSpec.parse(spec(i)), {}, cfg).map(
+        (c) => ({
+          ...c,
+          metadata: {
+            ...c.metadata,
+            ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: `b${i}`, uid: owner.metadata!.uid!, controller: true }],
+          },
+        }),
+      );
       for (const c of children) await client.apply(c, OPERATOR_FIELD_MANAGER);
     });
     await until("floor deployments ready", async () => {
@@ -100,7 +118,11 @@ function controlPlaneCpu(): Record<string, number> {
   const dir = join(dirname(kubeconfig), "cluster");
   const out: Record<string, number> = {};
   for (const name of ["kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok"]) {
-    try { out[name] = procStats(Number(readFileSync(join(dir, `${name}.pid`), "utf8").trim())).cpuMs / 1000; } catch { /* not running here */ }
+    try {
+      out[name] = procStats(Number(readFileSync(join(dir, `${name}.pid`), "utf8").trim())).cpuMs / 1000;
+    } catch {
+      /* not running here */
+    }
   }
   return out;
 }
@@ -123,7 +145,11 @@ function procStats(pid: number): { cpuMs: number; rssMiB: number } {
 async function heap(port: number): Promise<Record<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const get = (name: string) => +(Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? NaN) / 2 ** 20).toFixed(1);
-  return { heapUsedMiB: get("nodejs_heap_size_used_bytes"), heapTotalMiB: get("nodejs_heap_size_total_bytes"), externalMiB: get("nodejs_external_memory_bytes") };
+  return {
+    heapUsedMiB: get("nodejs_heap_size_used_bytes"),
+    heapTotalMiB: get("nodejs_heap_size_total_bytes"),
+    externalMiB: get("nodejs_external_memory_bytes"),
+  };
 }
 
 /** berth_kube_requests_total of the operator, as "verb resource" -> count (all status codes). */
@@ -139,13 +165,32 @@ async function kubeRequests(port: number): Promise<Record<string, number>> {
 }
 
 const diff = (a: Record<string, number>, b: Record<string, number>): Record<string, number> =>
-  Object.fromEntries(Object.entries(b).map(([k, v]): [string, number] => [k, v - (a[k] ?? 0)]).filter(([, v]) => v > 0).sort());
+  Object.fromEntries(
+    Object.entries(b)
+      .map(([k, v]): [string, number] => [k, v - (a[k] ?? 0)])
+      .filter(([, v]) => v > 0)
+      .sort(),
+  );
 
-async function withOperator(): Promise<{ ms: number; requests: Record<string, number>; idle: { cpuMs: number; rssMiB: number; writes: number; requests: Record<string, number> } & Record<string, unknown> }> {
+async function withOperator(): Promise<{
+  ms: number;
+  requests: Record<string, number>;
+  idle: { cpuMs: number; rssMiB: number; writes: number; requests: Record<string, number> } & Record<string, unknown>;
+}> {
   const ns = await namespace("bench-op");
   const port = await freePort();
   const op = spawn(process.execPath, [...NODE_FLAGS, join(root, "operator/main.ts")], {
-    env: { ...process.env, KUBECONFIG: kubeconfig, BERTH_WATCH_NAMESPACE: ns, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: String(port), BERTH_OPERATOR_CONCURRENCY: String(OP_CONC), BERTH_OPERATOR_RESYNC_SECONDS: "20", BERTH_BASE_DOMAIN: cfg.baseDomain, BERTH_LOG_LEVEL: "warn" },
+    env: {
+      ...process.env,
+      KUBECONFIG: kubeconfig,
+      BERTH_WATCH_NAMESPACE: ns,
+      BERTH_LEADER_ELECTION: "false",
+      BERTH_OPERATOR_HEALTH_PORT: String(port),
+      BERTH_OPERATOR_CONCURRENCY: String(OP_CONC),
+      BERTH_OPERATOR_RESYNC_SECONDS: "20",
+      BERTH_BASE_DOMAIN: cfg.baseDomain,
+      BERTH_LOG_LEVEL: "warn",
+    },
     stdio: ["ignore", "inherit", "inherit"],
   });
   const exited = new Promise((r) => op.once("exit", r));
@@ -154,9 +199,16 @@ async function withOperator(): Promise<{ ms: number; requests: Record<string, nu
     const start = await kubeRequests(port);
     const cpu0 = { ...controlPlaneCpu(), operator: procStats(op.pid!).cpuMs / 1000 };
     const t0 = performance.now();
-    await pool([...Array(N).keys()], CONC, (i) => client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `b${i}`, namespace: ns }, spec: spec(i) }, "bench"));
+    await pool([...Array(N).keys()], CONC, (i) =>
+      client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: `b${i}`, namespace: ns }, spec: spec(i) }, "bench"),
+    );
     await until("apps active", async () => {
-      const list = await custom.listNamespacedCustomObject({ group: "berth.dev", version: "v1alpha1", namespace: ns, plural: "apps" }) as { items: { status?: { phase?: string } }[] };
+      const list = (await custom.listNamespacedCustomObject({
+        group: "berth.dev",
+        version: "v1alpha1",
+        namespace: ns,
+        plural: "apps",
+      })) as { items: { status?: { phase?: string } }[] };
       return list.items.filter((a) => a.status?.phase === "active").length === N;
     });
     const ms = performance.now() - t0;
@@ -168,18 +220,31 @@ async function withOperator(): Promise<{ ms: number; requests: Record<string, nu
     // Only writes by the operator count: the HPA controller keeps updating HPA status on its own.
     let writes = 0;
     const windowStart = Date.now();
-    const byOperator = (obj: KubeObject) => (obj.metadata.managedFields ?? [])
-      .some((m) => m.manager === OPERATOR_FIELD_MANAGER && m.time && new Date(m.time).getTime() >= windowStart - 1000);
+    const byOperator = (obj: KubeObject) =>
+      (obj.metadata.managedFields ?? []).some(
+        (m) => m.manager === OPERATOR_FIELD_MANAGER && m.time && new Date(m.time).getTime() >= windowStart - 1000,
+      );
     const watches: AbortController[] = [];
     const w = new k8s.Watch(kc);
     const watched = [
-      { apiVersion: API_VERSION, kind: "App", plural: "apps" }, { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments" },
-      { apiVersion: "v1", kind: "Service", plural: "services" }, { apiVersion: "networking.k8s.io/v1", kind: "Ingress", plural: "ingresses" },
+      { apiVersion: API_VERSION, kind: "App", plural: "apps" },
+      { apiVersion: "apps/v1", kind: "Deployment", plural: "deployments" },
+      { apiVersion: "v1", kind: "Service", plural: "services" },
+      { apiVersion: "networking.k8s.io/v1", kind: "Ingress", plural: "ingresses" },
       { apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler", plural: "horizontalpodautoscalers" },
     ];
     for (const r of watched) {
       const list = await client.list(r.apiVersion, r.kind, ns);
-      watches.push(await w.watch(resourcePath({ ...r, namespace: ns }), { resourceVersion: list.metadata?.resourceVersion }, (type, obj: KubeObject) => { if (type === "DELETED" || (type !== "BOOKMARK" && byOperator(obj))) writes++; }, () => {}));
+      watches.push(
+        await w.watch(
+          resourcePath({ ...r, namespace: ns }),
+          { resourceVersion: list.metadata?.resourceVersion },
+          (type, obj: KubeObject) => {
+            if (type === "DELETED" || (type !== "BOOKMARK" && byOperator(obj))) writes++;
+          },
+          () => {},
+        ),
+      );
     }
     const before = procStats(op.pid!);
     const idleStart = await kubeRequests(port);
@@ -188,7 +253,11 @@ async function withOperator(): Promise<{ ms: number; requests: Record<string, nu
     const idleEnd = await kubeRequests(port);
     const heapAtEnd = { ...residentSplit(op.pid!), ...(await heap(port)) };
     watches.forEach((a) => a.abort());
-    return { ms, requests: diff(start, burst), idle: { cpuMs: after.cpuMs - before.cpuMs, rssMiB: after.rssMiB, ...heapAtEnd, writes, requests: diff(idleStart, idleEnd) } };
+    return {
+      ms,
+      requests: diff(start, burst),
+      idle: { cpuMs: after.cpuMs - before.cpuMs, rssMiB: after.rssMiB, ...heapAtEnd, writes, requests: diff(idleStart, idleEnd) },
+    };
   } finally {
     op.kill("SIGTERM");
     await exited;
@@ -197,10 +266,28 @@ async function withOperator(): Promise<{ ms: number; requests: Record<string, nu
 }
 
 // Leftovers of an interrupted run would load the API server during this one.
-for (const n of (await core.listNamespace()).items.map((x) => x.metadata!.name!).filter((x) => /^bench-(floor|op)-/.test(x))) await removeNamespace(n);
+for (const n of (await core.listNamespace()).items.map((x) => x.metadata!.name!).filter((x) => /^bench-(floor|op)-/.test(x)))
+  await removeNamespace(n);
 const f = values["skip-floor"] ? NaN : await floor();
 const o = await withOperator();
 const perApp = Object.fromEntries(Object.entries(o.requests).map(([k, v]) => [k, +(v / N).toFixed(2)]));
 const total = +(Object.values(o.requests).reduce((a, b) => a + b, 0) / N).toFixed(2);
-console.log(JSON.stringify({ apps: N, concurrency: CONC, operatorConcurrency: OP_CONC, nodeOptions: NODE_FLAGS.join(" "), floorSeconds: +(f / 1000).toFixed(1), operatorSeconds: +(o.ms / 1000).toFixed(1), ratio: +(o.ms / f).toFixed(2),
-  requestsPerApp: { total, ...perApp }, cpuSeconds: { floor: floorCpu, operator: operatorCpu }, idleSeconds: IDLE_S, idle: { ...o.idle, cpuPercent: +((o.idle.cpuMs / (IDLE_S * 1000)) * 100).toFixed(2), rssMiB: +o.idle.rssMiB.toFixed(1) } }, null, 2));
+console.log(
+  JSON.stringify(
+    {
+      apps: N,
+      concurrency: CONC,
+      operatorConcurrency: OP_CONC,
+      nodeOptions: NODE_FLAGS.join(" "),
+      floorSeconds: +(f / 1000).toFixed(1),
+      operatorSeconds: +(o.ms / 1000).toFixed(1),
+      ratio: +(o.ms / f).toFixed(2),
+      requestsPerApp: { total, ...perApp },
+      cpuSeconds: { floor: floorCpu, operator: operatorCpu },
+      idleSeconds: IDLE_S,
+      idle: { ...o.idle, cpuPercent: +((o.idle.cpuMs / (IDLE_S * 1000)) * 100).toFixed(2), rssMiB: +o.idle.rssMiB.toFixed(1) },
+    },
+    null,
+    2,
+  ),
+);

@@ -20,43 +20,96 @@ const kc = loadKubeConfig(need("KUBECONFIG"));
 const core = kc.makeApiClient(k8s.CoreV1Api);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-const [builder] = await buildBerthImages({ registry: need("BERTH_REGISTRY"), addr: need("BERTH_BUILDKIT_ADDR"), components: ["builder"], log: () => {} });
+const [builder] = await buildBerthImages({
+  registry: need("BERTH_REGISTRY"),
+  addr: need("BERTH_BUILDKIT_ADDR"),
+  components: ["builder"],
+  log: () => {},
+});
 const image = builder!.reference;
 
 type Variant = (c: k8s.V1Container) => Partial<k8s.V1PodSpec>;
 const hardened: k8s.V1SecurityContext = { allowPrivilegeEscalation: false, runAsNonRoot: true, capabilities: { drop: ["ALL"] } };
 const ro = (c: k8s.V1Container): Partial<k8s.V1PodSpec> => ({
-  containers: [{ ...c, securityContext: { ...hardened, readOnlyRootFilesystem: true }, volumeMounts: [{ name: "workspace", mountPath: "/workspace" }, { name: "tmp", mountPath: "/tmp" }] }],
-  volumes: [{ name: "workspace", emptyDir: { sizeLimit: "4Gi" } }, { name: "tmp", emptyDir: { sizeLimit: "1Gi" } }],
+  containers: [
+    {
+      ...c,
+      securityContext: { ...hardened, readOnlyRootFilesystem: true },
+      volumeMounts: [
+        { name: "workspace", mountPath: "/workspace" },
+        { name: "tmp", mountPath: "/tmp" },
+      ],
+    },
+  ],
+  volumes: [
+    { name: "workspace", emptyDir: { sizeLimit: "4Gi" } },
+    { name: "tmp", emptyDir: { sizeLimit: "1Gi" } },
+  ],
 });
 const variants: Record<string, Variant> = {
   "ro root + 2 emptyDirs, no compile cache": (c) => ro({ ...c, env: [{ name: "NODE_DISABLE_COMPILE_CACHE", value: "1" }] }),
   "ro root + 2 emptyDirs": ro,
-  "rw root, no volumes": (c) => ({ containers: [{ ...c, securityContext: { ...hardened, readOnlyRootFilesystem: false }, resources: { ...c.resources, limits: { ...c.resources!.limits, "ephemeral-storage": "5Gi" } } }] }),
+  "rw root, no volumes": (c) => ({
+    containers: [
+      {
+        ...c,
+        securityContext: { ...hardened, readOnlyRootFilesystem: false },
+        resources: { ...c.resources, limits: { ...c.resources!.limits, "ephemeral-storage": "5Gi" } },
+      },
+    ],
+  }),
 };
 
 async function once(ns: string, label: string, variant: Variant, n: number): Promise<number[]> {
   const slug = label.replace(/[^a-z]+/g, "-").replace(/^-|-$/g, "");
-  const c: k8s.V1Container = { name: "build", image, resources: { limits: { cpu: "1", memory: "512Mi" }, requests: { cpu: "100m", memory: "256Mi" } } };
+  const c: k8s.V1Container = {
+    name: "build",
+    image,
+    resources: { limits: { cpu: "1", memory: "512Mi" }, requests: { cpu: "100m", memory: "256Mi" } },
+  };
   const names = Array.from({ length: n }, (_, i) => `${slug}-${i}`);
   const t0 = new Map<string, number>();
-  await Promise.all(names.map(async (name) => {
-    t0.set(name, Date.now());
-    await core.createNamespacedPod({ namespace: ns, body: { metadata: { name }, spec: {
-      restartPolicy: "Never", automountServiceAccountToken: false, enableServiceLinks: false, terminationGracePeriodSeconds: 0,
-      securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
-      ...placement, ...variant(c) } as k8s.V1PodSpec } });
-  }));
-  const out = await Promise.all(names.map(async (name) => {
-    for (;;) {
-      const log = await core.readNamespacedPodLog({ namespace: ns, name, timestamps: true }).catch(() => "");
-      const first = log.split("\n").find(Boolean);
-      if (first) return Date.parse(first.slice(0, first.indexOf(" "))) - t0.get(name)!;
-      await sleep(100);
-    }
-  }));
+  await Promise.all(
+    names.map(async (name) => {
+      t0.set(name, Date.now());
+      await core.createNamespacedPod({
+        namespace: ns,
+        body: {
+          metadata: { name },
+          spec: {
+            restartPolicy: "Never",
+            automountServiceAccountToken: false,
+            enableServiceLinks: false,
+            terminationGracePeriodSeconds: 0,
+            securityContext: {
+              runAsNonRoot: true,
+              runAsUser: 10001,
+              runAsGroup: 10001,
+              fsGroup: 10001,
+              seccompProfile: { type: "RuntimeDefault" },
+            },
+            ...placement,
+            ...variant(c),
+          } as k8s.V1PodSpec,
+        },
+      });
+    }),
+  );
+  const out = await Promise.all(
+    names.map(async (name) => {
+      for (;;) {
+        const log = await core.readNamespacedPodLog({ namespace: ns, name, timestamps: true }).catch(() => "");
+        const first = log.split("\n").find(Boolean);
+        if (first) return Date.parse(first.slice(0, first.indexOf(" "))) - t0.get(name)!;
+        await sleep(100);
+      }
+    }),
+  );
   await core.deleteCollectionNamespacedPod({ namespace: ns, gracePeriodSeconds: 0 });
-  for (;;) { if ((await core.listNamespacedPod({ namespace: ns })).items.length === 0) break; await sleep(200); }
+  for (;;) {
+    if ((await core.listNamespacedPod({ namespace: ns })).items.length === 0) break;
+    await sleep(200);
+  }
   await sleep(5000); // the node's teardown of these pods (runtime, network) is not the next batch's
   return out;
 }
@@ -73,5 +126,8 @@ try {
       console.log(`round ${r} ${label.padEnd(40)} p50 ${quantile(xs, 0.5)} ms, max ${Math.max(...xs)} ms`);
     }
   }
-  for (const [label, xs] of all) console.log(`${N} pods at once, ${label.padEnd(40)} p50 ${quantile(xs, 0.5)} ms, p99 ${quantile(xs, 0.99)} ms`);
-} finally { await dropNamespace(core, ns); }
+  for (const [label, xs] of all)
+    console.log(`${N} pods at once, ${label.padEnd(40)} p50 ${quantile(xs, 0.5)} ms, p99 ${quantile(xs, 0.99)} ms`);
+} finally {
+  await dropNamespace(core, ns);
+}

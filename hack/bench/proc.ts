@@ -3,7 +3,12 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
-interface Stat { name: string; ppid: number; cpu: number; childrenCpu: number }
+interface Stat {
+  name: string;
+  ppid: number;
+  cpu: number;
+  childrenCpu: number;
+}
 
 /** A /proc/<pid>/stat (or a task's) line: the name is between the first "(" and the last ")". */
 function stat(path: string): Stat {
@@ -11,7 +16,12 @@ function stat(path: string): Stat {
   const close = text.lastIndexOf(")");
   // fields after the name, from state (index 0): ppid 1, utime 11, stime 12, cutime 13, cstime 14
   const f = text.slice(close + 2).split(" ");
-  return { name: text.slice(text.indexOf("(") + 1, close), ppid: Number(f[1]), cpu: (Number(f[11]) + Number(f[12])) / 100, childrenCpu: (Number(f[13]) + Number(f[14])) / 100 };
+  return {
+    name: text.slice(text.indexOf("(") + 1, close),
+    ppid: Number(f[1]),
+    cpu: (Number(f[11]) + Number(f[12])) / 100,
+    childrenCpu: (Number(f[13]) + Number(f[14])) / 100,
+  };
 }
 
 /** CPU seconds a process has used (all its threads). */
@@ -26,7 +36,9 @@ export function threadCpuSeconds(pid: number): Map<string, number> {
     try {
       const s = stat(`/proc/${pid}/task/${tid}/stat`);
       out.set(s.name, (out.get(s.name) ?? 0) + s.cpu);
-    } catch { /* the thread ended */ }
+    } catch {
+      /* the thread ended */
+    }
   }
   return out;
 }
@@ -36,7 +48,11 @@ function processes(): Map<number, Stat> {
   const out = new Map<number, Stat>();
   for (const pid of readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
-    try { out.set(Number(pid), stat(`/proc/${pid}/stat`)); } catch { /* the process ended */ }
+    try {
+      out.set(Number(pid), stat(`/proc/${pid}/stat`));
+    } catch {
+      /* the process ended */
+    }
   }
   return out;
 }

@@ -20,11 +20,13 @@ import type { EngineConfigInput, SendOutcome } from "../../toolkit/src/index.ts"
 import { Governance } from "../../toolkit/src/index.ts";
 import { withGovernance } from "../../toolkit/src/langchain/index.ts";
 
-const { values } = parseArgs({ options: {
-  iterations: { type: "string", default: "5000" },
-  warmup: { type: "string", default: "500" },
-  "stream-iterations": { type: "string", default: "500" },
-} });
+const { values } = parseArgs({
+  options: {
+    iterations: { type: "string", default: "5000" },
+    warmup: { type: "string", default: "500" },
+    "stream-iterations": { type: "string", default: "500" },
+  },
+});
 const N = Number(values.iterations);
 const WARMUP = Number(values.warmup);
 const NS = Number(values["stream-iterations"]);
@@ -84,13 +86,21 @@ function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-interface Stats { p50: number; p90: number; p99: number; max: number }
+interface Stats {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
 function stats(times: number[]): Stats {
   const s = [...times].sort((a, b) => a - b);
   return { p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1]! };
 }
 
-interface Sample { wall: number; cpu: number }
+interface Sample {
+  wall: number;
+  cpu: number;
+}
 
 async function timed(fn: () => Promise<void>): Promise<Sample> {
   const c0 = process.cpuUsage();
@@ -101,42 +111,69 @@ async function timed(fn: () => Promise<void>): Promise<Sample> {
   return { wall, cpu: (c.user + c.system) / 1000 };
 }
 
-const invoke = (m: FakeListChatModel) => timed(async () => { await m.invoke(prompt); });
+const invoke = (m: FakeListChatModel) =>
+  timed(async () => {
+    await m.invoke(prompt);
+  });
 
-const stream = (m: FakeListChatModel) => timed(async () => {
-  let n = 0;
-  for await (const c of await m.stream(prompt)) n += c.text.length;
-  if (n !== answer.length) throw new Error(`streamed ${n} of ${answer.length} characters`);
-});
+const stream = (m: FakeListChatModel) =>
+  timed(async () => {
+    let n = 0;
+    for await (const c of await m.stream(prompt)) n += c.text.length;
+    if (n !== answer.length) throw new Error(`streamed ${n} of ${answer.length} characters`);
+  });
 
 /** A turn of the event loop, as a service gets between two LLM calls (the queue sends then). */
 const turn = () => new Promise<void>((r) => setImmediate(r));
 
 /** Bare and wrapped alternately, so that both see the same machine. */
 async function compare(name: string, iterations: number, warmup: number, run: (m: FakeListChatModel) => Promise<Sample>) {
-  for (let i = 0; i < warmup; i++) { await run(bare); await run(wrapped); await turn(); }
+  for (let i = 0; i < warmup; i++) {
+    await run(bare);
+    await run(wrapped);
+    await turn();
+  }
   const a: Sample[] = [];
   const b: Sample[] = [];
   for (let i = 0; i < iterations; i++) {
-    if (i % 2 === 0) { a.push(await run(bare)); b.push(await run(wrapped)); }
-    else { b.push(await run(wrapped)); a.push(await run(bare)); }
+    if (i % 2 === 0) {
+      a.push(await run(bare));
+      b.push(await run(wrapped));
+    } else {
+      b.push(await run(wrapped));
+      a.push(await run(bare));
+    }
     await turn();
   }
-  return { name, bare: { wall: stats(a.map((x) => x.wall)), cpu: stats(a.map((x) => x.cpu)) }, wrapped: { wall: stats(b.map((x) => x.wall)), cpu: stats(b.map((x) => x.cpu)) } };
+  return {
+    name,
+    bare: { wall: stats(a.map((x) => x.wall)), cpu: stats(a.map((x) => x.cpu)) },
+    wrapped: { wall: stats(b.map((x) => x.wall)), cpu: stats(b.map((x) => x.cpu)) },
+  };
 }
 
 const results = [await compare("invoke", N, WARMUP, invoke), await compare("stream", NS, Math.min(WARMUP, 50), stream)];
 await governance.flush(10_000);
 
 const ms = (x: number) => x.toFixed(3).padStart(7);
-console.log(`toolkit benchmark: ${N} invoke and ${NS} stream pairs after warm-up, prompt ${prompt.length} chars, answer ${answer.length} chars, node ${process.version}`);
-console.log(`load average ${loadavg().map((l) => l.toFixed(2)).join(" ")} on ${availableParallelism()} cores; traces delivered ${traces} in ${batches} batches; queue ${JSON.stringify(governance.stats())}`);
+console.log(
+  `toolkit benchmark: ${N} invoke and ${NS} stream pairs after warm-up, prompt ${prompt.length} chars, answer ${answer.length} chars, node ${process.version}`,
+);
+console.log(
+  `load average ${loadavg()
+    .map((l) => l.toFixed(2))
+    .join(
+      " ",
+    )} on ${availableParallelism()} cores; traces delivered ${traces} in ${batches} batches; queue ${JSON.stringify(governance.stats())}`,
+);
 console.log("scenario      | bare p50   p90     p99     max   | wrapped p50 p90   p99     max   | added p50  p99");
 for (const r of results) {
   for (const what of ["wall", "cpu"] as const) {
     const x = r.bare[what];
     const y = r.wrapped[what];
-    console.log(`${`${r.name} ${what}`.padEnd(13)} | ${ms(x.p50)} ${ms(x.p90)} ${ms(x.p99)} ${ms(x.max)} | ${ms(y.p50)} ${ms(y.p90)} ${ms(y.p99)} ${ms(y.max)} | ${ms(y.p50 - x.p50)} ${ms(y.p99 - x.p99)}`);
+    console.log(
+      `${`${r.name} ${what}`.padEnd(13)} | ${ms(x.p50)} ${ms(x.p90)} ${ms(x.p99)} ${ms(x.max)} | ${ms(y.p50)} ${ms(y.p90)} ${ms(y.p99)} ${ms(y.max)} | ${ms(y.p50 - x.p50)} ${ms(y.p99 - x.p99)}`,
+    );
   }
 }
 const inv = results[0]!;
@@ -144,5 +181,7 @@ const verdict = (what: "wall" | "cpu") => {
   const added = inv.wrapped[what].p99 - inv.bare[what].p99;
   return `${what} ${added.toFixed(3)} ms: ${added < GOAL_P99_MS ? `MET (${(GOAL_P99_MS / Math.max(added, 1e-3)).toFixed(1)}x headroom)` : `MISSED (${(added / GOAL_P99_MS).toFixed(1)}x over)`}`;
 };
-console.log(`\ncomparison (invoke, guards on, submission in the background), added at p99 vs goal < ${GOAL_P99_MS} ms: ${verdict("cpu")}; ${verdict("wall")}`);
+console.log(
+  `\ncomparison (invoke, guards on, submission in the background), added at p99 vs goal < ${GOAL_P99_MS} ms: ${verdict("cpu")}; ${verdict("wall")}`,
+);
 await governance.shutdown();

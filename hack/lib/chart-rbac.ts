@@ -17,7 +17,13 @@ interface Component {
 }
 
 const COMPONENTS: Component[] = [
-  { name: "operator", file: "operator-rbac.yaml", source: "operator/rbac.ts", accesses: OPERATOR_ACCESS, releaseRoleIf: ".Values.operator.config.leaderElection" },
+  {
+    name: "operator",
+    file: "operator-rbac.yaml",
+    source: "operator/rbac.ts",
+    accesses: OPERATOR_ACCESS,
+    releaseRoleIf: ".Values.operator.config.leaderElection",
+  },
   { name: "api", file: "api-rbac.yaml", source: "api/rbac.ts", accesses: API_ACCESS },
 ];
 
@@ -34,10 +40,24 @@ function render(c: Component): string {
   ];
   if (cluster.length) {
     out.push(
-      "apiVersion: rbac.authorization.k8s.io/v1", "kind: ClusterRole", "metadata:", `  name: ${fullname(c)}`, labels(c), "rules:", renderRules(cluster, 2),
+      "apiVersion: rbac.authorization.k8s.io/v1",
+      "kind: ClusterRole",
+      "metadata:",
+      `  name: ${fullname(c)}`,
+      labels(c),
+      "rules:",
+      renderRules(cluster, 2),
       "---",
-      "apiVersion: rbac.authorization.k8s.io/v1", "kind: ClusterRoleBinding", "metadata:", `  name: ${fullname(c)}`, labels(c),
-      "roleRef:", "  apiGroup: rbac.authorization.k8s.io", "  kind: ClusterRole", `  name: ${fullname(c)}`, subject(c),
+      "apiVersion: rbac.authorization.k8s.io/v1",
+      "kind: ClusterRoleBinding",
+      "metadata:",
+      `  name: ${fullname(c)}`,
+      labels(c),
+      "roleRef:",
+      "  apiGroup: rbac.authorization.k8s.io",
+      "  kind: ClusterRole",
+      `  name: ${fullname(c)}`,
+      subject(c),
     );
   }
   if (release.length) {
@@ -46,10 +66,26 @@ function render(c: Component): string {
     out.push(
       "---",
       "# In the release namespace only.",
-      "apiVersion: rbac.authorization.k8s.io/v1", "kind: Role", "metadata:", `  name: ${role}`, "  namespace: {{ .Release.Namespace }}", labels(c), "rules:", renderRules(release, 2),
+      "apiVersion: rbac.authorization.k8s.io/v1",
+      "kind: Role",
+      "metadata:",
+      `  name: ${role}`,
+      "  namespace: {{ .Release.Namespace }}",
+      labels(c),
+      "rules:",
+      renderRules(release, 2),
       "---",
-      "apiVersion: rbac.authorization.k8s.io/v1", "kind: RoleBinding", "metadata:", `  name: ${role}`, "  namespace: {{ .Release.Namespace }}", labels(c),
-      "roleRef:", "  apiGroup: rbac.authorization.k8s.io", "  kind: Role", `  name: ${role}`, subject(c),
+      "apiVersion: rbac.authorization.k8s.io/v1",
+      "kind: RoleBinding",
+      "metadata:",
+      `  name: ${role}`,
+      "  namespace: {{ .Release.Namespace }}",
+      labels(c),
+      "roleRef:",
+      "  apiGroup: rbac.authorization.k8s.io",
+      "  kind: Role",
+      `  name: ${role}`,
+      subject(c),
     );
     if (c.releaseRoleIf) out.push("{{- end }}");
   }

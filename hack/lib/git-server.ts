@@ -53,7 +53,11 @@ function isPush(rest: string, query: URLSearchParams): boolean {
 function createRepo(dir: string): void {
   mkdirSync(dir, { recursive: true });
   execFileSync("git", ["init", "--quiet", "--bare", "--initial-branch=main", dir]);
-  for (const [k, v] of [["http.receivepack", "true"], ["uploadpack.allowReachableSHA1InWant", "true"], ["uploadpack.allowFilter", "true"]]) {
+  for (const [k, v] of [
+    ["http.receivepack", "true"],
+    ["uploadpack.allowReachableSHA1InWant", "true"],
+    ["uploadpack.allowFilter", "true"],
+  ]) {
     execFileSync("git", ["--git-dir", dir, "config", k!, v!]);
   }
 }
@@ -63,8 +67,11 @@ function cgi(req: IncomingMessage, res: ServerResponse, root: string, url: URL, 
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
     // no system or user configuration; fetching a reachable sha works in every repository, pushed or copied in
-    GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null",
-    GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "uploadpack.allowReachableSHA1InWant", GIT_CONFIG_VALUE_0: "true",
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_CONFIG_COUNT: "1",
+    GIT_CONFIG_KEY_0: "uploadpack.allowReachableSHA1InWant",
+    GIT_CONFIG_VALUE_0: "true",
     GIT_PROJECT_ROOT: root,
     GIT_HTTP_EXPORT_ALL: "1",
     GATEWAY_INTERFACE: "CGI/1.1",
@@ -84,9 +91,14 @@ function cgi(req: IncomingMessage, res: ServerResponse, root: string, url: URL, 
   let head = Buffer.alloc(0);
   let headersSent = false;
   let stderr = "";
-  child.stderr.on("data", (d: Buffer) => { stderr += d.toString(); });
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
   child.stdout.on("data", (chunk: Buffer) => {
-    if (headersSent) { res.write(chunk); return; }
+    if (headersSent) {
+      res.write(chunk);
+      return;
+    }
     head = Buffer.concat([head, chunk]);
     const end = head.indexOf("\r\n\r\n") >= 0 ? head.indexOf("\r\n\r\n") : head.indexOf("\n\n");
     if (end < 0) return;
@@ -120,18 +132,26 @@ export function gitServer(o: GitServerOptions): Server {
     const url = new URL(req.url ?? "/", "http://git.local");
     o.onRequest?.({ method: req.method ?? "", path: url.pathname, authorized: req.headers.authorization !== undefined });
     const target = repoOfPath(url.pathname);
-    if (!target) { res.writeHead(404, { "Content-Type": "text/plain" }).end("not a repository path: /<name>.git/...\n"); return; }
+    if (!target) {
+      res.writeHead(404, { "Content-Type": "text/plain" }).end("not a repository path: /<name>.git/...\n");
+      return;
+    }
     let user: string | undefined;
     if (o.authAll || target.repo.replace(/^.*\//, "").startsWith("private-")) {
       if (!o.credentials || !basicAuthMatches(req.headers.authorization, o.credentials)) {
-        res.writeHead(401, { "WWW-Authenticate": 'Basic realm="berth-git"', "Content-Type": "text/plain" }).end("authentication required\n");
+        res
+          .writeHead(401, { "WWW-Authenticate": 'Basic realm="berth-git"', "Content-Type": "text/plain" })
+          .end("authentication required\n");
         return;
       }
       user = o.credentials.slice(0, o.credentials.indexOf(":"));
     }
     const dir = join(o.root, target.repo);
     if (!existsSync(dir)) {
-      if (!isPush(target.rest, url.searchParams)) { res.writeHead(404, { "Content-Type": "text/plain" }).end(`no repository ${target.repo}\n`); return; }
+      if (!isPush(target.rest, url.searchParams)) {
+        res.writeHead(404, { "Content-Type": "text/plain" }).end(`no repository ${target.repo}\n`);
+        return;
+      }
       createRepo(dir);
       log(`created ${target.repo}`);
     }
@@ -149,7 +169,11 @@ if (import.meta.main) {
   }
   mkdirSync(values.root, { recursive: true });
   const credentials = values.credentials ?? process.env.BERTH_GIT_CREDENTIALS;
-  const server = gitServer({ root: values.root, ...(credentials ? { credentials } : {}), log: (l) => process.stdout.write(`${new Date().toISOString()} ${l}\n`) });
+  const server = gitServer({
+    root: values.root,
+    ...(credentials ? { credentials } : {}),
+    log: (l) => process.stdout.write(`${new Date().toISOString()} ${l}\n`),
+  });
   server.listen(Number(m[2]), m[1], () => process.stdout.write(`git server on http://${listen}, repositories in ${values.root}\n`));
   const stop = () => server.close(() => process.exit(0));
   process.on("SIGTERM", stop);

@@ -27,12 +27,21 @@ export function splitOf(text: string): "dev" | "test" {
 
 /** The files of the set, sorted by name. */
 export function evalSetFiles(): string[] {
-  return readdirSync(EVAL_SET_DIR).filter((f) => f.endsWith(".jsonl")).sort().map((f) => join(EVAL_SET_DIR, f));
+  return readdirSync(EVAL_SET_DIR)
+    .filter((f) => f.endsWith(".jsonl"))
+    .sort()
+    .map((f) => join(EVAL_SET_DIR, f));
 }
 
 /** Every item, each checked against the split rule. */
 export function loadEvalSet(): EvalItem[] {
-  const items = evalSetFiles().flatMap((f) => readFileSync(f, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as EvalItem));
-  for (const it of items) if (splitOf(it.text) !== it.split) throw new Error(`${it.id}: split ${it.split} is not the hash rule's ${splitOf(it.text)}`);
+  const items = evalSetFiles().flatMap((f) =>
+    readFileSync(f, "utf8")
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as EvalItem),
+  );
+  for (const it of items)
+    if (splitOf(it.text) !== it.split) throw new Error(`${it.id}: split ${it.split} is not the hash rule's ${splitOf(it.text)}`);
   return items;
 }

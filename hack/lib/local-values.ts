@@ -19,13 +19,17 @@ export const DOMAIN_ISSUER = "berth-local-ca";
 /** Host name of the API's Ingress: curl -H "Host: api.berth.local" "$BERTH_INGRESS_URL/api/v1/..." */
 export const API_INGRESS_HOST = "api.berth.local";
 
-export interface ImageRef { repository: string; tag: string }
+export interface ImageRef {
+  repository: string;
+  tag: string;
+}
 
 /** "host:port/name:tag" -> { repository: "host:port/name", tag } (the tag after the last "/"). */
 export function parseReference(ref: string): ImageRef {
   const slash = ref.lastIndexOf("/");
   const colon = ref.lastIndexOf(":");
-  if (colon <= slash || ref.includes("@")) throw new Error(`expected an image reference with a tag (registry/name:tag), got ${JSON.stringify(ref)}`);
+  if (colon <= slash || ref.includes("@"))
+    throw new Error(`expected an image reference with a tag (registry/name:tag), got ${JSON.stringify(ref)}`);
   return { repository: ref.slice(0, colon), tag: ref.slice(colon + 1) };
 }
 
@@ -45,11 +49,19 @@ export interface LocalBuilder {
  */
 export function localWorkspaceNetwork(nodeIp: string, builder?: LocalBuilder, gitUrl?: string): Record<string, unknown> {
   const node = { ipBlock: { cidr: `${nodeIp}/32` } };
-  const buildPorts = [builder ? new URL(builder.buildkitHost).port : "", gitUrl ? new URL(gitUrl).port : ""].filter(Boolean).map((p) => ({ protocol: "TCP", port: Number(p) }));
+  const buildPorts = [builder ? new URL(builder.buildkitHost).port : "", gitUrl ? new URL(gitUrl).port : ""]
+    .filter(Boolean)
+    .map((p) => ({ protocol: "TCP", port: Number(p) }));
   return { dns: [node], buildEgressTo: buildPorts.length ? [{ to: [node], ports: buildPorts }] : [] };
 }
 
-export function localValues(input: { api: ImageRef; operator: ImageRef; builder?: LocalBuilder; gitUrl?: string; nodeIp?: string }): Record<string, unknown> {
+export function localValues(input: {
+  api: ImageRef;
+  operator: ImageRef;
+  builder?: LocalBuilder;
+  gitUrl?: string;
+  nodeIp?: string;
+}): Record<string, unknown> {
   const onRealNode = { nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })) };
   const image = (ref: ImageRef) => ({ repository: ref.repository, tag: ref.tag, digest: "", pullPolicy: "IfNotPresent" });
   return {
@@ -69,12 +81,18 @@ export function localValues(input: { api: ImageRef; operator: ImageRef; builder?
       },
       ...onRealNode,
     },
-    ...(input.builder ? {
-      builder: {
-        enabled: true, image: image(input.builder.image), buildkitHost: input.builder.buildkitHost,
-        registry: input.builder.registry, registryInsecure: true, baseImages: input.builder.baseImages,
-      },
-    } : {}),
+    ...(input.builder
+      ? {
+          builder: {
+            enabled: true,
+            image: image(input.builder.image),
+            buildkitHost: input.builder.buildkitHost,
+            registry: input.builder.registry,
+            registryInsecure: true,
+            baseImages: input.builder.baseImages,
+          },
+        }
+      : {}),
     api: {
       replicas: 1,
       image: image(input.api),
@@ -87,20 +105,46 @@ export function localValues(input: { api: ImageRef; operator: ImageRef; builder?
 }
 
 if (import.meta.main) {
-  const { values } = parseArgs({ options: {
-    "api-image": { type: "string" }, "operator-image": { type: "string" },
-    "builder-image": { type: "string" }, "buildkit-host": { type: "string" }, registry: { type: "string" }, "base-image": { type: "string", multiple: true },
-    "git-url": { type: "string" }, "node-ip": { type: "string" },
-  } });
+  const { values } = parseArgs({
+    options: {
+      "api-image": { type: "string" },
+      "operator-image": { type: "string" },
+      "builder-image": { type: "string" },
+      "buildkit-host": { type: "string" },
+      registry: { type: "string" },
+      "base-image": { type: "string", multiple: true },
+      "git-url": { type: "string" },
+      "node-ip": { type: "string" },
+    },
+  });
   if (!values["api-image"] || !values["operator-image"]) {
-    process.stderr.write("usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
-      "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n" +
-      "         [--git-url http://IP:PORT (the local Git server as pods reach it)] [--node-ip IP (the real node's: DNS, buildkitd and Git for the workspaces' NetworkPolicies)]\n");
+    process.stderr.write(
+      "usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
+        "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n" +
+        "         [--git-url http://IP:PORT (the local Git server as pods reach it)] [--node-ip IP (the real node's: DNS, buildkitd and Git for the workspaces' NetworkPolicies)]\n",
+    );
     process.exit(2);
   }
-  const builder: LocalBuilder | undefined = values["builder-image"] && values["buildkit-host"] && values.registry ? {
-    image: parseReference(values["builder-image"]), buildkitHost: values["buildkit-host"], registry: values.registry,
-    baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
-  } : undefined;
-  process.stdout.write(JSON.stringify(localValues({ api: parseReference(values["api-image"]), operator: parseReference(values["operator-image"]), ...(builder ? { builder } : {}), ...(values["git-url"] ? { gitUrl: values["git-url"] } : {}), ...(values["node-ip"] ? { nodeIp: values["node-ip"] } : {}) }), null, 2) + "\n");
+  const builder: LocalBuilder | undefined =
+    values["builder-image"] && values["buildkit-host"] && values.registry
+      ? {
+          image: parseReference(values["builder-image"]),
+          buildkitHost: values["buildkit-host"],
+          registry: values.registry,
+          baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
+        }
+      : undefined;
+  process.stdout.write(
+    JSON.stringify(
+      localValues({
+        api: parseReference(values["api-image"]),
+        operator: parseReference(values["operator-image"]),
+        ...(builder ? { builder } : {}),
+        ...(values["git-url"] ? { gitUrl: values["git-url"] } : {}),
+        ...(values["node-ip"] ? { nodeIp: values["node-ip"] } : {}),
+      }),
+      null,
+      2,
+    ) + "\n",
+  );
 }

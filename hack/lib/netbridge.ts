@@ -14,8 +14,17 @@ import { existsSync, readFileSync, rmSync } from "node:fs";
 import { connect, createServer, type Server, type Socket } from "node:net";
 import { join } from "node:path";
 
-interface Forward { name: string; listen: string; target: string }
-export interface BridgeConfig { dir: string; toNode: Forward[]; toHost: Forward[]; egress?: boolean }
+interface Forward {
+  name: string;
+  listen: string;
+  target: string;
+}
+export interface BridgeConfig {
+  dir: string;
+  toNode: Forward[];
+  toHost: Forward[];
+  egress?: boolean;
+}
 
 const hostPort = (s: string): { host: string; port: number } => {
   const i = s.lastIndexOf(":");
@@ -27,9 +36,16 @@ const hostPort = (s: string): { host: string; port: number } => {
 // request-response exchange through the bridge stalls ~40 ms. A build Job's gRPC session with
 // buildkitd made enough of them to take 510-660 ms instead of 124-164 ms for the same build.
 function pipe(a: Socket, b: Socket): void {
-  a.pipe(b); b.pipe(a);
-  const end = () => { a.destroy(); b.destroy(); };
-  a.on("error", end); b.on("error", end); a.on("close", end); b.on("close", end);
+  a.pipe(b);
+  b.pipe(a);
+  const end = () => {
+    a.destroy();
+    b.destroy();
+  };
+  a.on("error", end);
+  b.on("error", end);
+  a.on("close", end);
+  b.on("close", end);
 }
 
 function listenUnix(path: string, onConn: (s: Socket) => void): Server {
@@ -46,7 +62,10 @@ function listenTcp(spec: string, onConn: (s: Socket) => void): Server {
   return server;
 }
 
-const toTcp = (target: string) => (s: Socket) => { const { host, port } = hostPort(target); pipe(s, connect({ host, port, noDelay: true })); };
+const toTcp = (target: string) => (s: Socket) => {
+  const { host, port } = hostPort(target);
+  pipe(s, connect({ host, port, noDelay: true }));
+};
 const toUnix = (path: string) => (s: Socket) => pipe(s, connect({ path }));
 
 /** HTTP CONNECT on a unix socket: one request line and headers, then a raw TCP tunnel. */
@@ -55,10 +74,16 @@ function connectProxy(s: Socket): void {
   const onData = (chunk: Buffer) => {
     buf = Buffer.concat([buf, chunk]);
     const end = buf.indexOf("\r\n\r\n");
-    if (end < 0) { if (buf.length > 8192) s.destroy(); return; }
+    if (end < 0) {
+      if (buf.length > 8192) s.destroy();
+      return;
+    }
     s.off("data", onData);
     const m = /^CONNECT ([^\s]+) HTTP\/1\.[01]\r\n/.exec(buf.subarray(0, end).toString("latin1"));
-    if (!m) { s.end("HTTP/1.1 405 Method Not Allowed\r\n\r\n"); return; }
+    if (!m) {
+      s.end("HTTP/1.1 405 Method Not Allowed\r\n\r\n");
+      return;
+    }
     const { host, port } = hostPort(m[1]!);
     const upstream = connect({ host: host.replace(/^\[|\]$/g, ""), port, noDelay: true });
     upstream.once("connect", () => {
@@ -67,7 +92,9 @@ function connectProxy(s: Socket): void {
       if (rest.length) upstream.write(rest);
       pipe(s, upstream);
     });
-    upstream.once("error", () => { if (!s.destroyed) s.end("HTTP/1.1 502 Bad Gateway\r\n\r\n"); });
+    upstream.once("error", () => {
+      if (!s.destroyed) s.end("HTTP/1.1 502 Bad Gateway\r\n\r\n");
+    });
   };
   s.on("data", onData);
   s.on("error", () => s.destroy());
@@ -93,8 +120,15 @@ if (import.meta.main) {
     process.exit(2);
   }
   const servers = startBridge(side, JSON.parse(readFileSync(file, "utf8")) as BridgeConfig);
-  for (const s of servers) s.on("error", (err) => { process.stderr.write(`netbridge ${side}: ${err.message}\n`); process.exit(1); });
-  const stop = () => { for (const s of servers) s.close(); process.exit(0); };
+  for (const s of servers)
+    s.on("error", (err) => {
+      process.stderr.write(`netbridge ${side}: ${err.message}\n`);
+      process.exit(1);
+    });
+  const stop = () => {
+    for (const s of servers) s.close();
+    process.exit(0);
+  };
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
 }

@@ -36,7 +36,11 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {
     if (v === null || typeof v !== "object" || Array.isArray(v)) return v;
     const o = v as Record<string, unknown>;
-    return Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
+    return Object.fromEntries(
+      Object.keys(o)
+        .sort()
+        .map((k) => [k, o[k]]),
+    );
   });
 }
 
@@ -70,7 +74,13 @@ const TYPEFLAG: Record<TarEntryType | "pax", string> = { file: "0", hardlink: "1
 const maxOctal = (n: number) => 8 ** (n - 1) - 1;
 
 function checkPath(path: string): void {
-  if (path === "" || path.startsWith("/") || path.startsWith("./") || path.endsWith("/") || path.split("/").some((p) => p === "" || p === "." || p === ".."))
+  if (
+    path === "" ||
+    path.startsWith("/") ||
+    path.startsWith("./") ||
+    path.endsWith("/") ||
+    path.split("/").some((p) => p === "" || p === "." || p === "..")
+  )
     throw new Error(`tar: not a clean relative path: ${JSON.stringify(path)}`);
 }
 
@@ -86,7 +96,8 @@ export function sortEntries(entries: readonly TarEntry[]): TarEntry[] {
   for (const e of sorted) {
     checkPath(e.path);
     if (seen.has(e.path)) throw new Error(`tar: ${e.path} appears twice`);
-    if (e.type === "hardlink" && !seen.has(e.linkname ?? "")) throw new Error(`tar: hard link ${e.path} to ${String(e.linkname)}, which is not before it`);
+    if (e.type === "hardlink" && !seen.has(e.linkname ?? ""))
+      throw new Error(`tar: hard link ${e.path} to ${String(e.linkname)}, which is not before it`);
     seen.add(e.path);
   }
   return sorted;
@@ -126,7 +137,10 @@ export function paxRecord(key: string, value: string): string {
 const fitsUstar = (s: string, max: number) => Buffer.byteLength(s) <= max && /^[\x20-\x7e]*$/.test(s);
 
 /** One ustar header block. */
-function ustarHeader(name: string, h: { type: TarEntryType | "pax"; mode: number; uid: number; gid: number; size: number; linkname: string }): Buffer {
+function ustarHeader(
+  name: string,
+  h: { type: TarEntryType | "pax"; mode: number; uid: number; gid: number; size: number; linkname: string },
+): Buffer {
   const buf = Buffer.alloc(BLOCK);
   writeString(buf, 0, 100, name);
   writeOctal(buf, 100, 8, h.mode);
@@ -163,12 +177,24 @@ export function entryHeader(e: TarEntry): Buffer {
   if (size > maxOctal(12)) pax.push(paxRecord("size", String(size)));
   if (e.uid > maxOctal(8)) pax.push(paxRecord("uid", String(e.uid)));
   if (e.gid > maxOctal(8)) pax.push(paxRecord("gid", String(e.gid)));
-  const header = ustarHeader(asciiPrefix(name, 100), { type: e.type, mode: e.mode & 0o7777, uid: e.uid, gid: e.gid, size, linkname: asciiPrefix(linkname, 100) });
+  const header = ustarHeader(asciiPrefix(name, 100), {
+    type: e.type,
+    mode: e.mode & 0o7777,
+    uid: e.uid,
+    gid: e.gid,
+    size,
+    linkname: asciiPrefix(linkname, 100),
+  });
   if (pax.length === 0) return header;
   const records = Buffer.from(pax.join(""));
   const base = e.path.split("/").at(-1) ?? "";
   const paxName = asciiPrefix(`PaxHeaders.0/${base}`, 100);
-  return Buffer.concat([ustarHeader(paxName, { type: "pax", mode: 0o644, uid: 0, gid: 0, size: records.length, linkname: "" }), records, padding(records.length), header]);
+  return Buffer.concat([
+    ustarHeader(paxName, { type: "pax", mode: 0o644, uid: 0, gid: 0, size: records.length, linkname: "" }),
+    records,
+    padding(records.length),
+    header,
+  ]);
 }
 
 /** The longest prefix of `s` that is printable ASCII and at most `max` bytes (pax carries the full value). */
@@ -183,7 +209,8 @@ function asciiPrefix(s: string, max: number): string {
 
 function entrySize(e: TarEntry): number {
   if (e.data !== undefined) {
-    if (e.size !== undefined && e.size !== e.data.length) throw new Error(`tar: ${e.path}: size ${e.size} but ${e.data.length} bytes of data`);
+    if (e.size !== undefined && e.size !== e.data.length)
+      throw new Error(`tar: ${e.path}: size ${e.size} but ${e.data.length} bytes of data`);
     return e.data.length;
   }
   if (e.size === undefined) throw new Error(`tar: ${e.path}: a file needs data or a source with its size`);
@@ -234,11 +261,18 @@ export async function writeLayer(entries: readonly TarEntry[], out: Writable): P
   await pipeline(
     tarChunks(sorted),
     async function* (source: AsyncIterable<Uint8Array>) {
-      for await (const chunk of source) { diff.update(chunk); yield chunk; }
+      for await (const chunk of source) {
+        diff.update(chunk);
+        yield chunk;
+      }
     },
     createGzip({ level: GZIP_LEVEL }),
     async function* (source: AsyncIterable<Buffer>) {
-      for await (const chunk of source) { blob.update(chunk); size += chunk.length; yield chunk; }
+      for await (const chunk of source) {
+        blob.update(chunk);
+        size += chunk.length;
+        yield chunk;
+      }
     },
     out,
   );
@@ -248,7 +282,12 @@ export async function writeLayer(entries: readonly TarEntry[], out: Writable): P
 /** The layer in memory (small layers and tests). */
 export async function layerBytes(entries: readonly TarEntry[]): Promise<LayerBlob & { bytes: Buffer }> {
   const chunks: Buffer[] = [];
-  const sink = new Writable({ write(chunk: Buffer, _enc, done) { chunks.push(chunk); done(); } });
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      chunks.push(chunk);
+      done();
+    },
+  });
   const info = await writeLayer(entries, sink);
   return { ...info, bytes: Buffer.concat(chunks) };
 }
@@ -310,7 +349,10 @@ export function mergeEnv(base: readonly string[] = [], extra: readonly string[] 
 }
 
 /** An image on top of `base`: its layers plus these, its runtime config overridden field by field (Env merged). */
-export function extendImage(base: ImageSpec, add: { layers: Layer[]; config?: RuntimeConfig; annotations?: Record<string, string> }): ImageSpec {
+export function extendImage(
+  base: ImageSpec,
+  add: { layers: Layer[]; config?: RuntimeConfig; annotations?: Record<string, string> },
+): ImageSpec {
   const config: RuntimeConfig = { ...base.config, ...add.config };
   if (base.config.Env || add.config?.Env) config.Env = mergeEnv(base.config.Env, add.config?.Env);
   // a new Entrypoint resets the base's Cmd, as a Dockerfile's ENTRYPOINT does
@@ -320,24 +362,28 @@ export function extendImage(base: ImageSpec, add: { layers: Layer[]; config?: Ru
 
 /** The image config JSON (OCI image spec, config.md) of linux/amd64. */
 export function imageConfig(spec: ImageSpec): Buffer {
-  return Buffer.from(canonicalJson({
-    architecture: "amd64",
-    os: "linux",
-    config: spec.config,
-    rootfs: { type: "layers", diff_ids: spec.layers.map((l) => l.diffId) },
-    history: spec.layers.map((l) => ({ created: new Date(LAYER_MTIME * 1000).toISOString(), created_by: l.createdBy })),
-  }));
+  return Buffer.from(
+    canonicalJson({
+      architecture: "amd64",
+      os: "linux",
+      config: spec.config,
+      rootfs: { type: "layers", diff_ids: spec.layers.map((l) => l.diffId) },
+      history: spec.layers.map((l) => ({ created: new Date(LAYER_MTIME * 1000).toISOString(), created_by: l.createdBy })),
+    }),
+  );
 }
 
 /** The image manifest JSON (OCI image spec, manifest.md) of a config and the spec's layers. */
 export function imageManifest(spec: ImageSpec, config: Descriptor): Buffer {
-  return Buffer.from(canonicalJson({
-    schemaVersion: 2,
-    mediaType: MEDIA_TYPE.manifest,
-    config,
-    layers: spec.layers.map((l): Descriptor => ({ mediaType: MEDIA_TYPE.layer, digest: l.digest, size: l.size })),
-    ...(spec.annotations && Object.keys(spec.annotations).length > 0 ? { annotations: spec.annotations } : {}),
-  }));
+  return Buffer.from(
+    canonicalJson({
+      schemaVersion: 2,
+      mediaType: MEDIA_TYPE.manifest,
+      config,
+      layers: spec.layers.map((l): Descriptor => ({ mediaType: MEDIA_TYPE.layer, digest: l.digest, size: l.size })),
+      ...(spec.annotations && Object.keys(spec.annotations).length > 0 ? { annotations: spec.annotations } : {}),
+    }),
+  );
 }
 
 export function imageBlobs(spec: ImageSpec): ImageBlobs {

@@ -74,7 +74,9 @@ export class Registry {
 
   /** The digest of the manifest `reference` (a tag or digest) of `name`, undefined when there is none. */
   async manifestDigest(name: string, reference: string): Promise<Digest | undefined> {
-    const res = await this.#request("HEAD", `/v2/${name}/manifests/${reference}`, { headers: { Accept: `${MEDIA_TYPE.manifest}, ${MEDIA_TYPE.index}` } });
+    const res = await this.#request("HEAD", `/v2/${name}/manifests/${reference}`, {
+      headers: { Accept: `${MEDIA_TYPE.manifest}, ${MEDIA_TYPE.index}` },
+    });
     if (res.status === 404) return undefined;
     if (res.status !== 200) await this.#fail(res, `HEAD manifest ${name}:${reference}`);
     return (res.headers.get("docker-content-digest") ?? undefined) as Digest | undefined;
@@ -82,12 +84,15 @@ export class Registry {
 
   /** The manifest's bytes as stored, with their digest (checked against the registry's). */
   async getManifest(name: string, reference: string): Promise<{ bytes: Buffer; digest: Digest; mediaType: string }> {
-    const res = await this.#request("GET", `/v2/${name}/manifests/${reference}`, { headers: { Accept: `${MEDIA_TYPE.manifest}, ${MEDIA_TYPE.index}` } });
+    const res = await this.#request("GET", `/v2/${name}/manifests/${reference}`, {
+      headers: { Accept: `${MEDIA_TYPE.manifest}, ${MEDIA_TYPE.index}` },
+    });
     if (res.status !== 200) await this.#fail(res, `GET manifest ${name}:${reference}`);
     const bytes = Buffer.from(await res.arrayBuffer());
     const digest = sha256(bytes);
     const claimed = res.headers.get("docker-content-digest");
-    if (claimed && claimed !== digest) throw new Error(`registry ${this.host}: manifest ${name}:${reference} is ${digest}, the registry says ${claimed}`);
+    if (claimed && claimed !== digest)
+      throw new Error(`registry ${this.host}: manifest ${name}:${reference} is ${digest}, the registry says ${claimed}`);
     return { bytes, digest, mediaType: res.headers.get("content-type") ?? "" };
   }
 
@@ -111,11 +116,15 @@ export class Registry {
    * has it there, else uploaded (POST, then PUT with the digest).
    */
   async putBlob(name: string, digest: Digest, content: () => Promise<Uint8Array>, mountFrom?: string): Promise<"mounted" | "uploaded"> {
-    const start = mountFrom && mountFrom !== name
-      ? `/v2/${name}/blobs/uploads/?mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(mountFrom)}`
-      : `/v2/${name}/blobs/uploads/`;
+    const start =
+      mountFrom && mountFrom !== name
+        ? `/v2/${name}/blobs/uploads/?mount=${encodeURIComponent(digest)}&from=${encodeURIComponent(mountFrom)}`
+        : `/v2/${name}/blobs/uploads/`;
     const res = await this.#request("POST", start);
-    if (res.status === 201) { await res.body?.cancel(); return "mounted"; }
+    if (res.status === 201) {
+      await res.body?.cancel();
+      return "mounted";
+    }
     if (res.status !== 202) await this.#fail(res, `POST upload ${name}`);
     await res.body?.cancel();
     const location = res.headers.get("location");
@@ -138,7 +147,8 @@ export class Registry {
     await res.body?.cancel();
     const digest = sha256(bytes);
     const claimed = res.headers.get("docker-content-digest");
-    if (claimed && claimed !== digest) throw new Error(`registry ${this.host}: manifest ${name}:${tag} stored as ${claimed}, expected ${digest}`);
+    if (claimed && claimed !== digest)
+      throw new Error(`registry ${this.host}: manifest ${name}:${tag} stored as ${claimed}, expected ${digest}`);
     return digest;
   }
 
@@ -146,18 +156,38 @@ export class Registry {
    * Pushes an image as name:tag. `blob(digest)` gives a layer's bytes (read from the cache only when
    * it is uploaded); `mountFrom` is a repository of this registry that may hold the base layers.
    */
-  async pushImage(name: string, tag: string, image: ImageBlobs, blob: (digest: Digest) => Promise<Uint8Array>, mountFrom?: string): Promise<PushResult> {
-    const result: PushResult = { reference: `${this.host}/${name}:${tag}`, digest: image.manifestDigest, upToDate: false, blobsUploaded: 0, bytesUploaded: 0, blobsMounted: 0, blobsPresent: 0 };
+  async pushImage(
+    name: string,
+    tag: string,
+    image: ImageBlobs,
+    blob: (digest: Digest) => Promise<Uint8Array>,
+    mountFrom?: string,
+  ): Promise<PushResult> {
+    const result: PushResult = {
+      reference: `${this.host}/${name}:${tag}`,
+      digest: image.manifestDigest,
+      upToDate: false,
+      blobsUploaded: 0,
+      bytesUploaded: 0,
+      blobsMounted: 0,
+      blobsPresent: 0,
+    };
     if ((await this.manifestDigest(name, tag)) === image.manifestDigest) return { ...result, upToDate: true };
     const blobs: { digest: Digest; size: number; content: () => Promise<Uint8Array> }[] = [
       ...image.spec.layers.map((l) => ({ digest: l.digest, size: l.size, content: () => blob(l.digest) })),
       { digest: image.configDescriptor.digest, size: image.config.length, content: () => Promise.resolve(image.config) },
     ];
     for (const b of blobs) {
-      if (await this.hasBlob(name, b.digest)) { result.blobsPresent++; continue; }
+      if (await this.hasBlob(name, b.digest)) {
+        result.blobsPresent++;
+        continue;
+      }
       const how = await this.putBlob(name, b.digest, b.content, mountFrom);
       if (how === "mounted") result.blobsMounted++;
-      else { result.blobsUploaded++; result.bytesUploaded += b.size; }
+      else {
+        result.blobsUploaded++;
+        result.bytesUploaded += b.size;
+      }
     }
     await this.putManifest(name, tag, image.manifest);
     return result;

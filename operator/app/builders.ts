@@ -3,7 +3,17 @@
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
-import { ANNOTATIONS, DEFAULT_CPU_TARGET, ENV_HASH_ANNOTATION, FORWARD_AUTH, MANAGED_BY, appHost, forwardAuthAddress, isServed, type BuildArea } from "../../crds/app.ts";
+import {
+  ANNOTATIONS,
+  DEFAULT_CPU_TARGET,
+  ENV_HASH_ANNOTATION,
+  FORWARD_AUTH,
+  MANAGED_BY,
+  appHost,
+  forwardAuthAddress,
+  isServed,
+  type BuildArea,
+} from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 export interface BuildConfig {
@@ -39,20 +49,35 @@ export interface EdgeConfig {
 export const MIDDLEWARE_API_VERSION = "traefik.io/v1alpha1";
 export const TRAEFIK_MIDDLEWARES_ANNOTATION = "traefik.ingress.kubernetes.io/router.middlewares";
 
-export interface AppRef { name: string; namespace: string; uid: string }
+export interface AppRef {
+  name: string;
+  namespace: string;
+  uid: string;
+}
 
 /** What the builders need to know about the world: only the current replica count (owned by the HPA). */
-export interface Observed { deploymentReplicas?: number | undefined }
+export interface Observed {
+  deploymentReplicas?: number | undefined;
+}
 
 /** The App's governance Secret, when provisioned: its name and the key generation it holds. */
-export interface GovernanceRef { secretName: string; generation: number }
+export interface GovernanceRef {
+  secretName: string;
+  generation: number;
+}
 
 /** The App's own variables (`<app>-env`, written by the API), when that Secret exists: its name and a hash of its data. */
-export interface EnvRef { secretName: string; hash: string }
+export interface EnvRef {
+  secretName: string;
+  hash: string;
+}
 
 /** The hash of an env Secret's data stamped on the pod template: a change of any variable rolls the pods. */
 export function envHash(data: Readonly<Record<string, string>> | undefined): string {
-  return createHash("sha256").update(stableJson(data ?? {})).digest("hex").slice(0, 16);
+  return createHash("sha256")
+    .update(stableJson(data ?? {}))
+    .digest("hex")
+    .slice(0, 16);
 }
 
 export function governanceSecretName(app: string): string {
@@ -63,8 +88,13 @@ export function governanceSecretName(app: string): string {
 export function buildGovernanceSecret(app: AppRef, v: { connectionString: string; project: string; generation: number }): k8s.V1Secret {
   const b64 = (s: string) => Buffer.from(s, "utf8").toString("base64");
   return {
-    apiVersion: "v1", kind: "Secret", type: "Opaque",
-    metadata: { ...meta(app, { annotations: { [ANNOTATIONS.governanceGeneration]: String(v.generation) } }), name: governanceSecretName(app.name) },
+    apiVersion: "v1",
+    kind: "Secret",
+    type: "Opaque",
+    metadata: {
+      ...meta(app, { annotations: { [ANNOTATIONS.governanceGeneration]: String(v.generation) } }),
+      name: governanceSecretName(app.name),
+    },
     data: { GOVDB_CONNECTION: b64(v.connectionString), GOVERNANCE_PROJECT: b64(v.project) },
   };
 }
@@ -106,21 +136,23 @@ export function middlewareRef(app: AppRef): string {
  */
 export function buildMiddleware(app: AppRef, spec: Pick<AppSpec, "visibility">, edge: EdgeConfig): KubeObject {
   return {
-    apiVersion: MIDDLEWARE_API_VERSION, kind: "Middleware",
+    apiVersion: MIDDLEWARE_API_VERSION,
+    kind: "Middleware",
     metadata: meta(app),
-    spec: spec.visibility === "private"
-      ? {
-        forwardAuth: {
-          address: forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
-          trustForwardHeader: false,
-          authRequestHeaders: [...FORWARD_AUTH.requestHeaders],
-          authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
-          addAuthCookiesToResponse: [FORWARD_AUTH.cookie, FORWARD_AUTH.secureCookie],
-          maxResponseBodySize: FORWARD_AUTH.maxResponseBytes,
-        },
-      }
-      // an empty value removes the header (Traefik's headers middleware)
-      : { headers: { customRequestHeaders: Object.fromEntries(FORWARD_AUTH.responseHeaders.map((h) => [h, ""])) } },
+    spec:
+      spec.visibility === "private"
+        ? {
+            forwardAuth: {
+              address: forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
+              trustForwardHeader: false,
+              authRequestHeaders: [...FORWARD_AUTH.requestHeaders],
+              authResponseHeaders: [...FORWARD_AUTH.responseHeaders],
+              addAuthCookiesToResponse: [FORWARD_AUTH.cookie, FORWARD_AUTH.secureCookie],
+              maxResponseBodySize: FORWARD_AUTH.maxResponseBytes,
+            },
+          }
+        : // an empty value removes the header (Traefik's headers middleware)
+          { headers: { customRequestHeaders: Object.fromEntries(FORWARD_AUTH.responseHeaders.map((h) => [h, ""])) } },
   };
 }
 
@@ -132,7 +164,9 @@ export function edgeAnnotations(app: AppRef, spec: AppSpec, edge: EdgeConfig | u
   return {
     "nginx.ingress.kubernetes.io/auth-url": forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
     "nginx.ingress.kubernetes.io/auth-response-headers": FORWARD_AUTH.responseHeaders.join(","),
-    ...(edge.signInUrl ? { "nginx.ingress.kubernetes.io/auth-signin": edge.signInUrl, "nginx.ingress.kubernetes.io/auth-signin-redirect-param": "rd" } : {}),
+    ...(edge.signInUrl
+      ? { "nginx.ingress.kubernetes.io/auth-signin": edge.signInUrl, "nginx.ingress.kubernetes.io/auth-signin-redirect-param": "rd" }
+      : {}),
   };
 }
 
@@ -209,33 +243,62 @@ const SERVING_PROBES: Pick<k8s.V1Container, "startupProbe" | "readinessProbe"> =
   readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 10 },
 };
 
-export function podSpec(spec: AppSpec, image: string, restartPolicy: "Always" | "Never" | "OnFailure", gov: GovernanceRef | undefined, env: EnvRef | undefined, cfg: BuildConfig): k8s.V1PodSpec {
+export function podSpec(
+  spec: AppSpec,
+  image: string,
+  restartPolicy: "Always" | "Never" | "OnFailure",
+  gov: GovernanceRef | undefined,
+  env: EnvRef | undefined,
+  cfg: BuildConfig,
+): k8s.V1PodSpec {
   const serving = isServed(spec.type);
   const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
   return {
     restartPolicy,
     automountServiceAccountToken: false,
     enableServiceLinks: false,
-    securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
+    securityContext: {
+      runAsNonRoot: true,
+      runAsUser: 10001,
+      runAsGroup: 10001,
+      fsGroup: 10001,
+      seccompProfile: { type: "RuntimeDefault" },
+    },
     ...(cfg.nodeSelector && Object.keys(cfg.nodeSelector).length ? { nodeSelector: cfg.nodeSelector } : {}),
     ...(cfg.tolerations?.length ? { tolerations: cfg.tolerations } : {}),
-    containers: [{
-      name: CONTAINER,
-      image,
-      ...(serving ? { ports: [{ name: "http", containerPort: spec.port, protocol: "TCP" }] } : {}),
-      ...envOf(spec, gov, env),
-      resources: { limits: resources, requests: resources },
-      securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
-      volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
-      ...(serving ? SERVING_PROBES : {}),
-    }],
+    containers: [
+      {
+        name: CONTAINER,
+        image,
+        ...(serving ? { ports: [{ name: "http", containerPort: spec.port, protocol: "TCP" }] } : {}),
+        ...envOf(spec, gov, env),
+        resources: { limits: resources, requests: resources },
+        securityContext: {
+          allowPrivilegeEscalation: false,
+          readOnlyRootFilesystem: true,
+          runAsNonRoot: true,
+          capabilities: { drop: ["ALL"] },
+        },
+        volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
+        ...(serving ? SERVING_PROBES : {}),
+      },
+    ],
     volumes: [{ name: "tmp", emptyDir: { sizeLimit: "256Mi" } }],
   };
 }
 
-export function buildDeployment(app: AppRef, spec: AppSpec, image: string, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef, env?: EnvRef): k8s.V1Deployment {
+export function buildDeployment(
+  app: AppRef,
+  spec: AppSpec,
+  image: string,
+  observed: Observed,
+  cfg: BuildConfig,
+  gov?: GovernanceRef,
+  env?: EnvRef,
+): k8s.V1Deployment {
   return {
-    apiVersion: "apps/v1", kind: "Deployment",
+    apiVersion: "apps/v1",
+    kind: "Deployment",
     metadata: meta(app),
     spec: {
       replicas: desiredReplicas(spec, observed),
@@ -250,41 +313,63 @@ export function buildDeployment(app: AppRef, spec: AppSpec, image: string, obser
 
 export function buildService(app: AppRef): k8s.V1Service {
   return {
-    apiVersion: "v1", kind: "Service",
+    apiVersion: "v1",
+    kind: "Service",
     metadata: meta(app),
-    spec: { type: "ClusterIP", selector: { [APP_LABEL]: app.name }, ports: [{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }] },
+    spec: {
+      type: "ClusterIP",
+      selector: { [APP_LABEL]: app.name },
+      ports: [{ name: "http", port: 80, targetPort: "http", protocol: "TCP" }],
+    },
   };
 }
 
 export function buildIngress(app: AppRef, spec: AppSpec, cfg: BuildConfig): k8s.V1Ingress {
   const host = appHost(spec, cfg.baseDomain);
   return {
-    apiVersion: "networking.k8s.io/v1", kind: "Ingress",
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
     metadata: meta(app, { annotations: { "berth.dev/visibility": spec.visibility, ...edgeAnnotations(app, spec, cfg.edge) } }),
     spec: {
       ...(cfg.ingressClassName ? { ingressClassName: cfg.ingressClassName } : {}),
       ...(cfg.defaultTlsSecret ? { tls: [{ hosts: [host], secretName: cfg.defaultTlsSecret }] } : {}),
-      rules: [{ host, http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: app.name, port: { name: "http" } } } }] } }],
+      rules: [
+        { host, http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: app.name, port: { name: "http" } } } }] } },
+      ],
     },
   };
 }
 
 export function buildHpa(app: AppRef, spec: AppSpec): k8s.V2HorizontalPodAutoscaler {
   return {
-    apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler",
+    apiVersion: "autoscaling/v2",
+    kind: "HorizontalPodAutoscaler",
     metadata: meta(app),
     spec: {
       scaleTargetRef: { apiVersion: "apps/v1", kind: "Deployment", name: app.name },
       minReplicas: spec.minReplicas,
       maxReplicas: spec.maxReplicas ?? spec.minReplicas,
-      metrics: [{ type: "Resource", resource: { name: "cpu", target: { type: "Utilization", averageUtilization: spec.cpuTargetUtilization ?? DEFAULT_CPU_TARGET } } }],
+      metrics: [
+        {
+          type: "Resource",
+          resource: { name: "cpu", target: { type: "Utilization", averageUtilization: spec.cpuTargetUtilization ?? DEFAULT_CPU_TARGET } },
+        },
+      ],
     },
   };
 }
 
-export function buildCronJob(app: AppRef, spec: AppSpec, image: string, cfg: BuildConfig, gov?: GovernanceRef, env?: EnvRef): k8s.V1CronJob {
+export function buildCronJob(
+  app: AppRef,
+  spec: AppSpec,
+  image: string,
+  cfg: BuildConfig,
+  gov?: GovernanceRef,
+  env?: EnvRef,
+): k8s.V1CronJob {
   return {
-    apiVersion: "batch/v1", kind: "CronJob",
+    apiVersion: "batch/v1",
+    kind: "CronJob",
     metadata: meta(app),
     spec: {
       schedule: spec.schedule!,
@@ -302,7 +387,14 @@ export function buildCronJob(app: AppRef, spec: AppSpec, image: string, cfg: Bui
 }
 
 /** Every child the App should have right now. An App with no image yet has none. */
-export function buildChildren(app: AppRef, spec: AppSpec, observed: Observed, cfg: BuildConfig, gov?: GovernanceRef, env?: EnvRef): KubeObject[] {
+export function buildChildren(
+  app: AppRef,
+  spec: AppSpec,
+  observed: Observed,
+  cfg: BuildConfig,
+  gov?: GovernanceRef,
+  env?: EnvRef,
+): KubeObject[] {
   const image = spec.image;
   if (!image) return [];
   const out: KubeObject[] = [];
@@ -329,7 +421,10 @@ export function withHash(obj: KubeObject): KubeObject {
 export function stableJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableJson).join(",")}]`;
   if (v && typeof v === "object") {
-    return `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`).join(",")}}`;
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`)
+      .join(",")}}`;
   }
   return JSON.stringify(v);
 }
@@ -345,8 +440,10 @@ export function upToDate(desired: KubeObject, live: KubeObject | undefined): boo
   // List items carry no apiVersion/kind, so only metadata and the rest of the body are compared.
   const { metadata: dm, apiVersion: _da, kind: _dk, ...dRest } = desired;
   const { metadata: lm, apiVersion: _la, kind: _lk, ...lRest } = live;
-  return contains({ labels: dm.labels, annotations: dm.annotations }, { labels: lm.labels, annotations: lm.annotations })
-    && contains(dRest, lRest);
+  return (
+    contains({ labels: dm.labels, annotations: dm.annotations }, { labels: lm.labels, annotations: lm.annotations }) &&
+    contains(dRest, lRest)
+  );
 }
 
 export function contains(want: unknown, have: unknown): boolean {

@@ -3,7 +3,13 @@
 // and writes the answer into the `<app>-governance` Secret. Contract: crds/governance.ts and
 // docs/governance.md.
 import { readFile } from "node:fs/promises";
-import { GOVERNANCE_DISABLED_CODE, PROVISION_PATH, Provisioned, type DeprovisionRequest, type ProvisionRequest } from "../../crds/governance.ts";
+import {
+  GOVERNANCE_DISABLED_CODE,
+  PROVISION_PATH,
+  Provisioned,
+  type DeprovisionRequest,
+  type ProvisionRequest,
+} from "../../crds/governance.ts";
 
 export interface GovernanceClient {
   provision(req: ProvisionRequest, signal?: AbortSignal): Promise<Provisioned>;
@@ -26,7 +32,10 @@ export class HttpGovernanceClient implements GovernanceClient {
 
   async provision(req: ProvisionRequest, signal?: AbortSignal): Promise<Provisioned> {
     const answer = Provisioned.safeParse(await this.#call("POST", req, signal));
-    if (!answer.success) throw new Error(`governance provisioning answered an unexpected body: ${answer.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    if (!answer.success)
+      throw new Error(
+        `governance provisioning answered an unexpected body: ${answer.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+      );
     return answer.data;
   }
 
@@ -47,11 +56,20 @@ export class HttpGovernanceClient implements GovernanceClient {
     });
     const text = await res.text();
     if (res.ok) {
-      try { return text ? JSON.parse(text) as unknown : undefined; } catch { throw new Error(`governance ${what} answered HTTP ${res.status} with a body that is not JSON`); }
+      try {
+        return text ? (JSON.parse(text) as unknown) : undefined;
+      } catch {
+        throw new Error(`governance ${what} answered HTTP ${res.status} with a body that is not JSON`);
+      }
     }
     let problem: { code?: string; detail?: string } = {};
-    try { problem = JSON.parse(text) as typeof problem; } catch { /* not a problem document */ }
-    if (res.status === 409 && problem.code === GOVERNANCE_DISABLED_CODE) throw new GovernanceDisabledError(problem.detail ?? "governance is disabled for this App");
+    try {
+      problem = JSON.parse(text) as typeof problem;
+    } catch {
+      /* not a problem document */
+    }
+    if (res.status === 409 && problem.code === GOVERNANCE_DISABLED_CODE)
+      throw new GovernanceDisabledError(problem.detail ?? "governance is disabled for this App");
     throw new Error(`governance ${what} failed: HTTP ${res.status} ${problem.code ?? ""} ${problem.detail ?? ""}`.trim());
   }
 }

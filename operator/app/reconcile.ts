@@ -7,14 +7,36 @@ import { API_VERSION, APP_LABEL, AppSpec, type AppStatus, type ReleaseStatus } f
 import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
 import type { ReleaseObject } from "../release/builders.ts";
 import { applyReleaseStatus } from "../release/status.ts";
-import { ANNOTATIONS, GOVERNANCE_FINALIZER, appHost, envSecretName, foreignBuildImage, governanceDisabled, governanceGeneration, hostHolder, reservedHostReason } from "../../crds/app.ts";
+import {
+  ANNOTATIONS,
+  GOVERNANCE_FINALIZER,
+  appHost,
+  envSecretName,
+  foreignBuildImage,
+  governanceDisabled,
+  governanceGeneration,
+  hostHolder,
+  reservedHostReason,
+} from "../../crds/app.ts";
 import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict, isNotFound } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
 import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import { buildChildren, buildGovernanceSecret, CHILD_KINDS, envHash, governanceSecretName, stableJson, upToDate, type BuildConfig, type ChildKind, type EnvRef, type GovernanceRef } from "./builders.ts";
+import {
+  buildChildren,
+  buildGovernanceSecret,
+  CHILD_KINDS,
+  envHash,
+  governanceSecretName,
+  stableJson,
+  upToDate,
+  type BuildConfig,
+  type ChildKind,
+  type EnvRef,
+  type GovernanceRef,
+} from "./builders.ts";
 import { GovernanceDisabledError, type GovernanceClient } from "./governance.ts";
 import { computeStatus, decideStatusWrite, podFailure, statusEvents, type StatusInput } from "./status.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
@@ -32,12 +54,37 @@ const CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"] as con
  */
 export const APP_CONTROLLER_ACCESS: Access[] = [
   { group: BERTH, resource: "apps", verbs: ["list", "watch"], why: "The App controller watches Apps in every workspace namespace" },
-  { group: BERTH, resource: "apps", verbs: ["patch"], why: "It adds and removes its finalizer berth.dev/governance (a merge patch of metadata.finalizers; the spec belongs to users and the API)" },
+  {
+    group: BERTH,
+    resource: "apps",
+    verbs: ["patch"],
+    why: "It adds and removes its finalizer berth.dev/governance (a merge patch of metadata.finalizers; the spec belongs to users and the API)",
+  },
   { group: BERTH, resource: "apps/status", verbs: ["patch"], why: "It writes App status by server-side apply of the status subresource" },
-  { group: BERTH, resource: "apps/finalizers", verbs: ["update"], why: "Children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
-  ...Object.entries(CHILD_KINDS).map(([kind, c]): Access => ({ group: groupOf(c.apiVersion), resource: c.plural, verbs: CHILD_VERBS, why: `An App's ${kind} is watched, applied and pruned` })),
-  { group: "", resource: "secrets", verbs: CHILD_VERBS, why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT), and the <app>-env Secret the API writes, watched to roll the pods when it changes; RBAC cannot narrow list and watch by name or label: the most sensitive grant" },
-  { group: "", resource: "pods", verbs: ["list", "watch"], why: "An App's pods are watched (label-selected) to report a release that cannot start (image pull, crash loop) with its reason" },
+  {
+    group: BERTH,
+    resource: "apps/finalizers",
+    verbs: ["update"],
+    why: "Children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers",
+  },
+  ...Object.entries(CHILD_KINDS).map(([kind, c]): Access => ({
+    group: groupOf(c.apiVersion),
+    resource: c.plural,
+    verbs: CHILD_VERBS,
+    why: `An App's ${kind} is watched, applied and pruned`,
+  })),
+  {
+    group: "",
+    resource: "secrets",
+    verbs: CHILD_VERBS,
+    why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT), and the <app>-env Secret the API writes, watched to roll the pods when it changes; RBAC cannot narrow list and watch by name or label: the most sensitive grant",
+  },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list", "watch"],
+    why: "An App's pods are watched (label-selected) to report a release that cannot start (image pull, crash loop) with its reason",
+  },
 ];
 
 /**
@@ -56,7 +103,9 @@ export function sameSlugApps(apps: Informer<AppObject>): (app: KubeObject) => Re
   return (app) => {
     const slug = (app as AppObject & { spec?: { slug?: unknown } }).spec?.slug;
     if (typeof slug !== "string") return [];
-    return apps.list().filter((a) => a.metadata.uid !== app.metadata.uid && (a.spec as { slug?: unknown } | undefined)?.slug === slug)
+    return apps
+      .list()
+      .filter((a) => a.metadata.uid !== app.metadata.uid && (a.spec as { slug?: unknown } | undefined)?.slug === slug)
       .map((a) => ({ namespace: a.metadata.namespace!, name: a.metadata.name! }));
   };
 }
@@ -110,10 +159,10 @@ const controlledBy = (obj: KubeObject, app: AppObject): boolean => ownedBy(obj, 
 export function deploymentIdOf(name: string, children: KubeObject[]): string | undefined {
   const workload = children.find((c) => c.kind === "Deployment" || c.kind === "CronJob") as (k8s.V1Deployment | k8s.V1CronJob) | undefined;
   if (!workload) return undefined;
-  const template = workload.kind === "CronJob" ? (workload as k8s.V1CronJob).spec?.jobTemplate : (workload as k8s.V1Deployment).spec?.template;
+  const template =
+    workload.kind === "CronJob" ? (workload as k8s.V1CronJob).spec?.jobTemplate : (workload as k8s.V1Deployment).spec?.template;
   return `${name}-${createHash("sha256").update(stableJson(template)).digest("hex").slice(0, 10)}`;
 }
-
 
 /** What the steps of one reconcile share: the App as observed at its start and its parsed spec. */
 interface Observed {
@@ -145,8 +194,14 @@ export class AppReconciler implements Reconciler {
    */
   async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
     const app = this.cache.get<AppObject>("App", namespace, name);
-    if (!app) { this.countsPendingSince.delete(keyOf({ namespace, name })); return; }
-    if (app.metadata.deletionTimestamp) { await this.finalize(app, ctx); return; } // children go with it (owner references)
+    if (!app) {
+      this.countsPendingSince.delete(keyOf({ namespace, name }));
+      return;
+    }
+    if (app.metadata.deletionTimestamp) {
+      await this.finalize(app, ctx);
+      return;
+    } // children go with it (owner references)
     const generation = app.metadata.generation ?? 0;
     const parsed = AppSpec.safeParse(app.spec);
     if (!parsed.success) {
@@ -154,7 +209,9 @@ export class AppReconciler implements Reconciler {
       return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid }), ctx));
     }
     const o: Observed = {
-      app, spec: parsed.data, generation,
+      app,
+      spec: parsed.data,
+      generation,
       deployment: this.cache.get<k8s.V1Deployment & KubeObject>("Deployment", namespace, name),
       cronJob: this.cache.get<k8s.V1CronJob & KubeObject>("CronJob", namespace, name),
     };
@@ -168,16 +225,32 @@ export class AppReconciler implements Reconciler {
 
   private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const { app, generation } = o;
-    const namespace = app.metadata.namespace!, name = app.metadata.name!, uid = app.metadata.uid!;
+    const namespace = app.metadata.namespace!,
+      name = app.metadata.name!,
+      uid = app.metadata.uid!;
     // a prebuilt image that is another namespace's build never runs here (what runs stays as it was)
-    const foreign = o.spec.image && this.deps.cfg.buildArea ? foreignBuildImage(o.spec.image, namespace, this.deps.cfg.buildArea) : undefined;
-    if (foreign) return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid: foreign, invalidReason: "ImageNotAllowed" }), ctx));
+    const foreign =
+      o.spec.image && this.deps.cfg.buildArea ? foreignBuildImage(o.spec.image, namespace, this.deps.cfg.buildArea) : undefined;
+    if (foreign)
+      return after(
+        await this.writeStatus(
+          app,
+          this.status(app, { generation, spec: undefined, invalid: foreign, invalidReason: "ImageNotAllowed" }),
+          ctx,
+        ),
+      );
     const host = this.hostRefusal(app, o.spec);
     if (host) {
       // Never routed: an Ingress it may have had (before an older App with its host was seen) goes;
       // what runs stays as it was until the App has a host of its own.
       await this.prune(app, new Set((Object.keys(CHILD_KINDS) as ChildKind[]).filter((k) => k !== "Ingress" && k !== "Middleware")));
-      return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid: host.message, invalidReason: host.reason }), ctx));
+      return after(
+        await this.writeStatus(
+          app,
+          this.status(app, { generation, spec: undefined, invalid: host.message, invalidReason: host.reason }),
+          ctx,
+        ),
+      );
     }
     // A Git App runs the image of its serving release; a prebuilt spec.image always wins.
     const releases = newestFirst((this.deps.releases?.list(namespace) ?? []).filter((r) => r.spec?.appRef?.name === name));
@@ -195,15 +268,28 @@ export class AppReconciler implements Reconciler {
       // First rollout: nothing starts without governance. Already running: the current Secret and
       // workload stay as they are. Either way the failure is reported and retried with backoff.
       const failed = { ready: false, reason: "ProvisioningFailed", message: errorMessage(err) };
-      await this.writeStatus(app, this.status(app, { generation, spec, deployment: o.deployment, cronJob: o.cronJob, governance: failed }), ctx);
+      await this.writeStatus(
+        app,
+        this.status(app, { generation, spec, deployment: o.deployment, cronJob: o.cronJob, governance: failed }),
+        ctx,
+      );
       throw err;
     }
 
-    const desired = buildChildren({ name, namespace, uid }, spec, { deploymentReplicas: o.deployment?.spec?.replicas }, this.deps.cfg, gov.ref, this.env(app));
+    const desired = buildChildren(
+      { name, namespace, uid },
+      spec,
+      { deploymentReplicas: o.deployment?.spec?.replicas },
+      this.deps.cfg,
+      gov.ref,
+      this.env(app),
+    );
     const children = await this.children(app, desired, ctx);
     if ("foreign" in children) {
       const invalid = `${children.foreign} ${namespace}/${name} already exists and is not owned by this App`;
-      return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid, invalidReason: "ObjectInTheWay" }), ctx));
+      return after(
+        await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid, invalidReason: "ObjectInTheWay" }), ctx),
+      );
     }
     let { deployment, cronJob } = o;
     for (const c of children.converged) {
@@ -217,7 +303,20 @@ export class AppReconciler implements Reconciler {
 
     const pods = this.deps.pods?.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === name) as k8s.V1Pod[] | undefined;
     const now = this.deps.now();
-    const status = this.status(app, { generation, spec, deployment, cronJob, pods, deploymentId: deploymentIdOf(name, desired), governance: gov.condition, releases: releaseView }, now);
+    const status = this.status(
+      app,
+      {
+        generation,
+        spec,
+        deployment,
+        cronJob,
+        pods,
+        deploymentId: deploymentIdOf(name, desired),
+        governance: gov.condition,
+        releases: releaseView,
+      },
+      now,
+    );
     const wait = await this.writeStatus(app, status, ctx);
     if (serving) await this.recordRollout(serving, releases, status, ctx);
     // No timed recheck while a rollout is under way: every input of the status (the Deployment's
@@ -237,11 +336,18 @@ export class AppReconciler implements Reconciler {
    */
   private hostRefusal(app: AppObject, spec: AppSpec): { reason: "HostReserved" | "HostTaken"; message: string } | undefined {
     const { cfg } = this.deps;
-    const reserved = reservedHostReason(spec.slug, { baseDomain: cfg.baseDomain, reservedSlugs: cfg.reservedSlugs ?? [], platformHosts: cfg.platformHosts ?? [] });
+    const reserved = reservedHostReason(spec.slug, {
+      baseDomain: cfg.baseDomain,
+      reservedSlugs: cfg.reservedSlugs ?? [],
+      platformHosts: cfg.platformHosts ?? [],
+    });
     if (reserved) return { reason: "HostReserved", message: reserved };
     const holder = hostHolder([...this.deps.apps.list(), app], spec.slug);
     if (holder && holder.metadata.uid !== app.metadata.uid) {
-      return { reason: "HostTaken", message: `${appHost(spec, cfg.baseDomain)} is held by an App created before this one (a host belongs to one App in the whole platform): change spec.slug` };
+      return {
+        reason: "HostTaken",
+        message: `${appHost(spec, cfg.baseDomain)} is held by an App created before this one (a host belongs to one App in the whole platform): change spec.slug`,
+      };
     }
     return undefined;
   }
@@ -251,23 +357,47 @@ export class AppReconciler implements Reconciler {
    * superseded) once the App is Deployed with it, failed when its pods cannot start; a failed
    * release stops serving, so the previous one rolls back in on the next reconcile.
    */
-  private async recordRollout(serving: ReleaseObject, releases: readonly ReleaseObject[], status: AppStatus, ctx: ReconcileContext): Promise<void> {
+  private async recordRollout(
+    serving: ReleaseObject,
+    releases: readonly ReleaseObject[],
+    status: AppStatus,
+    ctx: ReconcileContext,
+  ): Promise<void> {
     const now = this.deps.now().toISOString();
     const deployed = status.conditions?.find((c) => c.type === "Deployed");
     if (phaseOf(serving) === "deploying") {
       if (deployed?.status === "True") {
-        await this.writeRelease(serving, { phase: "succeeded", deployedAt: now, finishedAt: now }, "Deployed", `Release ${serving.metadata.name} serves ${serving.status?.image ?? ""}`, ctx);
+        await this.writeRelease(
+          serving,
+          { phase: "succeeded", deployedAt: now, finishedAt: now },
+          "Deployed",
+          `Release ${serving.metadata.name} serves ${serving.status?.image ?? ""}`,
+          ctx,
+        );
       } else if (status.phase === "failed" && deployed?.status === "False") {
-        await this.writeRelease(serving, { phase: "failed", finishedAt: now, failure: { step: "deploy", reason: deployed.reason, message: deployed.message } }, "DeployFailed", deployed.message, ctx);
+        await this.writeRelease(
+          serving,
+          { phase: "failed", finishedAt: now, failure: { step: "deploy", reason: deployed.reason, message: deployed.message } },
+          "DeployFailed",
+          deployed.message,
+          ctx,
+        );
         return;
       } else return;
     }
     for (const r of releases) {
-      if (r !== serving && phaseOf(r) === "succeeded") await this.writeRelease(r, { phase: "superseded" }, "Superseded", `Release ${serving.metadata.name} took over`, ctx);
+      if (r !== serving && phaseOf(r) === "succeeded")
+        await this.writeRelease(r, { phase: "superseded" }, "Superseded", `Release ${serving.metadata.name} took over`, ctx);
     }
   }
 
-  private async writeRelease(r: ReleaseObject, change: Partial<ReleaseStatus>, reason: string, message: string, ctx: ReconcileContext): Promise<void> {
+  private async writeRelease(
+    r: ReleaseObject,
+    change: Partial<ReleaseStatus>,
+    reason: string,
+    message: string,
+    ctx: ReconcileContext,
+  ): Promise<void> {
     const written = await applyReleaseStatus(this.cache, r, change);
     ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: change.phase }, "release phase changed");
     this.deps.events?.event(written, change.phase === "failed" ? "Warning" : "Normal", reason, message);
@@ -282,7 +412,11 @@ export class AppReconciler implements Reconciler {
    * name (the HPA to the Deployment, the Ingress to the Service) is created only once that child
    * is known to be ours; otherwise children are independent and converge in parallel.
    */
-  private async children(app: AppObject, desired: KubeObject[], ctx: ReconcileContext): Promise<{ converged: KubeObject[] } | { foreign: string }> {
+  private async children(
+    app: AppObject,
+    desired: KubeObject[],
+    ctx: ReconcileContext,
+  ): Promise<{ converged: KubeObject[] } | { foreign: string }> {
     const live = (kind: string) => this.cache.get(kind, app.metadata.namespace!, app.metadata.name!);
     const cached = desired.map((d) => live(d.kind!));
     const inTheWay = desired.find((_, i) => cached[i] && !controlledBy(cached[i], app));
@@ -306,7 +440,12 @@ export class AppReconciler implements Reconciler {
    * does not hold is created, never adopted (see children). Returns the object as it now is, or
    * the foreign object that is in the way.
    */
-  private async convergeChild(app: AppObject, desired: KubeObject, cached: KubeObject | undefined, ctx: ReconcileContext): Promise<{ live?: KubeObject; foreign?: KubeObject }> {
+  private async convergeChild(
+    app: AppObject,
+    desired: KubeObject,
+    cached: KubeObject | undefined,
+    ctx: ReconcileContext,
+  ): Promise<{ live?: KubeObject; foreign?: KubeObject }> {
     const kind = desired.kind!;
     if (cached) return { live: upToDate(desired, cached) ? cached : await this.cache.apply(desired) };
     try {
@@ -325,7 +464,8 @@ export class AppReconciler implements Reconciler {
 
   /** Deletes the App's children of the kinds it no longer wants; returns the kinds deleted. */
   private async prune(app: AppObject, wanted: ReadonlySet<ChildKind>): Promise<Set<ChildKind>> {
-    const namespace = app.metadata.namespace!, name = app.metadata.name!;
+    const namespace = app.metadata.namespace!,
+      name = app.metadata.name!;
     const pruned = new Set<ChildKind>();
     for (const kind of Object.keys(this.deps.children) as ChildKind[]) {
       const obj = this.cache.get(kind, namespace, name);
@@ -343,7 +483,8 @@ export class AppReconciler implements Reconciler {
    */
   private async governance(app: AppObject, deploys: boolean, ctx: ReconcileContext): Promise<GovernanceState> {
     const { governance } = this.deps;
-    const namespace = app.metadata.namespace!, name = app.metadata.name!;
+    const namespace = app.metadata.namespace!,
+      name = app.metadata.name!;
     const secretName = governanceSecretName(name);
     const secret = this.cache.get("Secret", namespace, secretName);
     if (!governance) return {};
@@ -355,7 +496,8 @@ export class AppReconciler implements Reconciler {
       await removeSecret();
       return { condition: { ready: false, reason: "Disabled", message: "Governance was removed for this App (DELETE .../provision)" } };
     }
-    if (!deploys) return { condition: { ready: false, reason: "WaitingForDeployment", message: "Governance is provisioned on the first deployment" } };
+    if (!deploys)
+      return { condition: { ready: false, reason: "WaitingForDeployment", message: "Governance is provisioned on the first deployment" } };
     if (secret && !controlledBy(secret, app)) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
     await this.ensureFinalizer(app);
     const generation = governanceGeneration(app.metadata.annotations);
@@ -363,16 +505,30 @@ export class AppReconciler implements Reconciler {
     if (!secret || have !== generation) {
       try {
         const p = await governance.provision({ namespace, appName: name, appUid: app.metadata.uid!, generation }, ctx.signal);
-        const written = await this.convergeChild(app, buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject, secret, ctx);
+        const written = await this.convergeChild(
+          app,
+          buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject,
+          secret,
+          ctx,
+        );
         if (written.foreign) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
-        if (secret) this.deps.events?.event(app, "Normal", "KeyRotated", `A new governance key (generation ${generation}) is in Secret ${secretName}; the pods roll to pick it up`);
+        if (secret)
+          this.deps.events?.event(
+            app,
+            "Normal",
+            "KeyRotated",
+            `A new governance key (generation ${generation}) is in Secret ${secretName}; the pods roll to pick it up`,
+          );
       } catch (err) {
         if (!(err instanceof GovernanceDisabledError)) throw err;
         await removeSecret();
         return { condition: { ready: false, reason: "Disabled", message: err.message } };
       }
     }
-    return { ref: { secretName, generation }, condition: { ready: true, reason: "Provisioned", message: `Governance store provisioned; key generation ${generation}` } };
+    return {
+      ref: { secretName, generation },
+      condition: { ready: true, reason: "Provisioned", message: `Governance store provisioned; key generation ${generation}` },
+    };
   }
 
   /**
@@ -389,7 +545,9 @@ export class AppReconciler implements Reconciler {
   private async ensureFinalizer(app: AppObject): Promise<void> {
     const finalizers = app.metadata.finalizers ?? [];
     if (finalizers.includes(GOVERNANCE_FINALIZER)) return;
-    await this.cache.mergePatch(refOf(app), { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] } });
+    await this.cache.mergePatch(refOf(app), {
+      metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: [...finalizers, GOVERNANCE_FINALIZER] },
+    });
   }
 
   /** A deleted App: its store in the API's database goes too, then the finalizer is released. */
@@ -397,9 +555,14 @@ export class AppReconciler implements Reconciler {
     const finalizers = app.metadata.finalizers ?? [];
     if (!finalizers.includes(GOVERNANCE_FINALIZER)) return;
     if (this.deps.governance) {
-      await this.deps.governance.deprovision({ namespace: app.metadata.namespace!, appName: app.metadata.name!, appUid: app.metadata.uid! }, ctx.signal);
+      await this.deps.governance.deprovision(
+        { namespace: app.metadata.namespace!, appName: app.metadata.name!, appUid: app.metadata.uid! },
+        ctx.signal,
+      );
     }
-    await this.cache.mergePatch(refOf(app), { metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) } });
+    await this.cache.mergePatch(refOf(app), {
+      metadata: { resourceVersion: app.metadata.resourceVersion, finalizers: finalizers.filter((f) => f !== GOVERNANCE_FINALIZER) },
+    });
     ctx.log.debug("governance store dropped; finalizer released");
   }
 
@@ -415,17 +578,32 @@ export class AppReconciler implements Reconciler {
    */
   private async writeStatus(app: AppObject, status: AppStatus, ctx: ReconcileContext): Promise<number | undefined> {
     const key = keyOf({ namespace: app.metadata.namespace ?? "", name: app.metadata.name ?? "" });
-    const d = decideStatusWrite(app.status, status, this.countsPendingSince.get(key), this.deps.now().getTime(), this.deps.countsDelayMs ?? DEFAULT_COUNTS_DELAY_MS);
+    const d = decideStatusWrite(
+      app.status,
+      status,
+      this.countsPendingSince.get(key),
+      this.deps.now().getTime(),
+      this.deps.countsDelayMs ?? DEFAULT_COUNTS_DELAY_MS,
+    );
     if (d.pendingSince === undefined) this.countsPendingSince.delete(key);
     else this.countsPendingSince.set(key, d.pendingSince);
     if (!d.write) return d.waitMs;
     let written: KubeObject;
     try {
-      written = await this.cache.applyStatus("apps", { apiVersion: API_VERSION, kind: "App", metadata: { name: app.metadata.name, namespace: app.metadata.namespace }, status });
+      written = await this.cache.applyStatus("apps", {
+        apiVersion: API_VERSION,
+        kind: "App",
+        metadata: { name: app.metadata.name, namespace: app.metadata.namespace },
+        status,
+      });
     } catch (err) {
       // Deleted since the cache showed it (its children go with it): nothing to report, and not a
       // failure to retry; the delete event brings the key back and finds it gone.
-      if (isNotFound(err)) { this.countsPendingSince.delete(key); ctx.log.debug("the App was deleted meanwhile; status not written"); return undefined; }
+      if (isNotFound(err)) {
+        this.countsPendingSince.delete(key);
+        ctx.log.debug("the App was deleted meanwhile; status not written");
+        return undefined;
+      }
       throw err;
     }
     if (status.phase !== app.status?.phase) ctx.log.info({ from: app.status?.phase, to: status.phase }, "phase changed");

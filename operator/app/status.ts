@@ -42,7 +42,8 @@ const POD_FAILURES: Record<string, string> = {
   ErrImagePull: "the image cannot be pulled: check its name and tag, and that the registry has it and the cluster may pull from it",
   ImagePullBackOff: "the image cannot be pulled: check its name and tag, and that the registry has it and the cluster may pull from it",
   InvalidImageName: "the image reference is not valid",
-  CrashLoopBackOff: "the container keeps exiting: read its logs (kubectl logs) and check the command, the port it listens on and its environment",
+  CrashLoopBackOff:
+    "the container keeps exiting: read its logs (kubectl logs) and check the command, the port it listens on and its environment",
   CreateContainerConfigError: "the container's configuration is invalid (a missing Secret or environment variable)",
   CreateContainerError: "the container could not be created",
   RunContainerError: "the container could not be started: check the image's entrypoint",
@@ -62,7 +63,11 @@ export const CRASH_STABLE_MS = 60_000;
  * container that crashed and has run again for less than CRASH_STABLE_MS: then `until` is when it
  * stops counting as crash-looping (the reconciler looks again then). Pure.
  */
-export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string, now?: Date): { reason: string; message: string; until?: Date } | undefined {
+export function podFailure(
+  pods: readonly k8s.V1Pod[] | undefined,
+  image: string,
+  now?: Date,
+): { reason: string; message: string; until?: Date } | undefined {
   for (const pod of pods ?? []) {
     if (pod.metadata?.deletionTimestamp) continue;
     for (const c of pod.status?.containerStatuses ?? []) {
@@ -73,7 +78,10 @@ export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string
       // Between back-offs a crashing container shows as terminated or briefly running, not waiting:
       // one that is not ready and has restarted twice is in a crash loop all the same.
       const exited = c.state?.terminated ?? c.lastState?.terminated;
-      const crashed = exited && c.restartCount >= 2 ? `: it exited with code ${exited.exitCode}${exited.reason ? ` (${exited.reason})` : ""} and was restarted ${c.restartCount} times` : undefined;
+      const crashed =
+        exited && c.restartCount >= 2
+          ? `: it exited with code ${exited.exitCode}${exited.reason ? ` (${exited.reason})` : ""} and was restarted ${c.restartCount} times`
+          : undefined;
       let until: Date | undefined;
       if ((!reason || !(reason in POD_FAILURES)) && crashed) {
         const started = c.state?.running?.startedAt ? new Date(c.state.running.startedAt).getTime() : undefined;
@@ -89,7 +97,11 @@ export function podFailure(pods: readonly k8s.V1Pod[] | undefined, image: string
       }
       if (!reason || !(reason in POD_FAILURES)) continue;
       if (reason === "CrashLoopBackOff" && c.restartCount < 1) continue;
-      return { reason, message: `Pod ${pod.metadata?.name ?? ""} container ${c.name} is ${reason}${detail}. ${POD_FAILURES[reason]!}`, ...(until ? { until } : {}) };
+      return {
+        reason,
+        message: `Pod ${pod.metadata?.name ?? ""} container ${c.name} is ${reason}${detail}. ${POD_FAILURES[reason]!}`,
+        ...(until ? { until } : {}),
+      };
     }
   }
   return undefined;
@@ -107,7 +119,10 @@ export function podWaiting(pods: readonly k8s.V1Pod[] | undefined, image: string
     if (!pod.spec?.containers.some((c) => c.image === image)) continue;
     const scheduled = pod.status?.conditions?.find((c) => c.type === "PodScheduled");
     if (scheduled?.status !== "False" || scheduled.reason !== "Unschedulable") continue;
-    return { reason: "Unschedulable", message: `Pod ${pod.metadata?.name ?? ""} is waiting for a node with room for it${scheduled.message ? `: ${scheduled.message}` : ""}` };
+    return {
+      reason: "Unschedulable",
+      message: `Pod ${pod.metadata?.name ?? ""} is waiting for a node with room for it${scheduled.message ? `: ${scheduled.message}` : ""}`,
+    };
   }
   return undefined;
 }
@@ -128,14 +143,22 @@ export function rolloutState(d: k8s.V1Deployment | undefined): Rollout {
   return "succeeded";
 }
 
-const cond = (type: string, ok: boolean | "Unknown", reason: string, message: string, generation: number): ConditionInput =>
-  ({ type, status: ok === "Unknown" ? "Unknown" : ok ? "True" : "False", reason, message, observedGeneration: generation });
+const cond = (type: string, ok: boolean | "Unknown", reason: string, message: string, generation: number): ConditionInput => ({
+  type,
+  status: ok === "Unknown" ? "Unknown" : ok ? "True" : "False",
+  reason,
+  message,
+  observedGeneration: generation,
+});
 
 export function computeStatus(input: StatusInput): AppStatus {
   const status = computeWorkloadStatus(input);
   const g = input.governance;
   if (!g || !input.spec || input.invalid) return status;
-  return { ...status, conditions: setConditions(status.conditions, [cond("GovernanceReady", g.ready, g.reason, g.message, input.generation)], input.now) };
+  return {
+    ...status,
+    conditions: setConditions(status.conditions, [cond("GovernanceReady", g.ready, g.reason, g.message, input.generation)], input.now),
+  };
 }
 
 function computeWorkloadStatus(input: StatusInput): AppStatus {
@@ -145,37 +168,64 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
 
   if (!spec || input.invalid) {
     const msg = input.invalid ?? "spec is invalid";
-    return { ...base, phase: "failed", conditions: setConditions(prevConditions, [cond("Ready", false, input.invalidReason ?? "InvalidSpec", msg, generation)], now) };
+    return {
+      ...base,
+      phase: "failed",
+      conditions: setConditions(prevConditions, [cond("Ready", false, input.invalidReason ?? "InvalidSpec", msg, generation)], now),
+    };
   }
 
   const url = appUrl(spec, input.cfg.baseDomain);
   const rel = releaseView(input);
   const source = spec.gitRepoUrl
-    ? { status: "ok", ...(rel.commit?.sha ? { lastCommitSha: rel.commit.sha } : {}), ...(rel.commit?.message ? { lastCommitMessage: rel.commit.message } : {}) }
+    ? {
+        status: "ok",
+        ...(rel.commit?.sha ? { lastCommitSha: rel.commit.sha } : {}),
+        ...(rel.commit?.message ? { lastCommitMessage: rel.commit.message } : {}),
+      }
     : { status: "none" };
 
   if (!spec.image) {
     const pending = rel.newest ? RELEASE_BUILD[phaseOf(rel.newest)] : undefined;
     const reason = pending?.reason ?? (spec.gitRepoUrl ? "WaitingForBuild" : "NoSource");
-    const message = pending ? `Release ${rel.newest!.metadata.name}: ${pending.message(rel.newest!)}`
-      : spec.gitRepoUrl ? "Waiting for a deployment: push to the branch (with autoDeploy and the webhook) or POST .../deployments"
-      : "Neither spec.image nor spec.gitRepoUrl is set: nothing to deploy";
-    const phase = spec.suspended ? "disabled" : pending?.phase ?? "stopped";
+    const message = pending
+      ? `Release ${rel.newest!.metadata.name}: ${pending.message(rel.newest!)}`
+      : spec.gitRepoUrl
+        ? "Waiting for a deployment: push to the branch (with autoDeploy and the webhook) or POST .../deployments"
+        : "Neither spec.image nor spec.gitRepoUrl is set: nothing to deploy";
+    const phase = spec.suspended ? "disabled" : (pending?.phase ?? "stopped");
     return {
-      ...base, phase, ...(url ? { url } : {}),
-      conditions: setConditions(prevConditions, [
-        cond("Built", false, reason, message, generation),
-        cond("Deployed", false, reason, "Nothing has been deployed", generation),
-        cond("Ready", false, reason, message, generation),
-      ], now),
+      ...base,
+      phase,
+      ...(url ? { url } : {}),
+      conditions: setConditions(
+        prevConditions,
+        [
+          cond("Built", false, reason, message, generation),
+          cond("Deployed", false, reason, "Nothing has been deployed", generation),
+          cond("Ready", false, reason, message, generation),
+        ],
+        now,
+      ),
       ...(rel.latest ? { latestDeployment: rel.latest } : {}),
-      pipeline: { source, build: rel.build ?? { status: spec.gitRepoUrl ? "pending" : "none" }, deploy: { status: "none" }, runtime: { status: "stopped", readyReplicas: 0, totalReplicas: 0 } },
+      pipeline: {
+        source,
+        build: rel.build ?? { status: spec.gitRepoUrl ? "pending" : "none" },
+        deploy: { status: "none" },
+        runtime: { status: "stopped", readyReplicas: 0, totalReplicas: 0 },
+      },
     };
   }
 
   const serving = rel.serving;
   const built = serving
-    ? cond("Built", true, "Built", `Release ${serving.metadata.name} built ${spec.image}${serving.spec.git ? ` from ${serving.spec.git.commitSha.slice(0, 12)}` : ""}`, generation)
+    ? cond(
+        "Built",
+        true,
+        "Built",
+        `Release ${serving.metadata.name} built ${spec.image}${serving.spec.git ? ` from ${serving.spec.git.commitSha.slice(0, 12)}` : ""}`,
+        generation,
+      )
     : cond("Built", true, "PrebuiltImage", `Deploying prebuilt image ${spec.image}`, generation);
   const build = rel.build ?? { status: "succeeded", buildpack: "prebuilt", imageTag: spec.image };
 
@@ -184,16 +234,38 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
     const phase = spec.suspended ? "disabled" : exists ? "active" : "deploying";
     const deployState = exists ? "succeeded" : "in_progress";
     return {
-      ...base, phase,
-      conditions: setConditions(prevConditions, [
-        built,
-        cond("Deployed", exists, exists ? "CronJobScheduled" : "Applying", exists ? `Scheduled ${spec.schedule ?? ""}` : "Creating the CronJob", generation),
-        cond("Ready", exists && !spec.suspended, spec.suspended ? "Suspended" : exists ? "Scheduled" : "Applying", spec.suspended ? "The App is suspended" : exists ? "The CronJob is scheduled" : "Creating the CronJob", generation),
-      ], now),
+      ...base,
+      phase,
+      conditions: setConditions(
+        prevConditions,
+        [
+          built,
+          cond(
+            "Deployed",
+            exists,
+            exists ? "CronJobScheduled" : "Applying",
+            exists ? `Scheduled ${spec.schedule ?? ""}` : "Creating the CronJob",
+            generation,
+          ),
+          cond(
+            "Ready",
+            exists && !spec.suspended,
+            spec.suspended ? "Suspended" : exists ? "Scheduled" : "Applying",
+            spec.suspended ? "The App is suspended" : exists ? "The CronJob is scheduled" : "Creating the CronJob",
+            generation,
+          ),
+        ],
+        now,
+      ),
       latestDeployment: latestDeployment(input, deployState),
       pipeline: {
-        source, build,
-        deploy: { status: deployState, ...deployedAt(input, deployState), ...(input.deploymentId ? { revisionName: input.deploymentId } : {}) },
+        source,
+        build,
+        deploy: {
+          status: deployState,
+          ...deployedAt(input, deployState),
+          ...(input.deploymentId ? { revisionName: input.deploymentId } : {}),
+        },
         runtime: { status: spec.suspended ? "stopped" : "scheduled", readyReplicas: 0, totalReplicas: 0 },
       },
     };
@@ -207,14 +279,24 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   if (spec.suspended) {
     const stopped = total === 0;
     return {
-      ...base, phase: "disabled",
-      conditions: setConditions(prevConditions, [
-        built,
-        cond("Deployed", false, "Suspended", "The App is suspended: scaled to zero and removed from routing", generation),
-        cond("Ready", false, "Suspended", stopped ? "The App is suspended" : "Scaling down", generation),
-      ], now),
+      ...base,
+      phase: "disabled",
+      conditions: setConditions(
+        prevConditions,
+        [
+          built,
+          cond("Deployed", false, "Suspended", "The App is suspended: scaled to zero and removed from routing", generation),
+          cond("Ready", false, "Suspended", stopped ? "The App is suspended" : "Scaling down", generation),
+        ],
+        now,
+      ),
       ...(old?.latestDeployment ? { latestDeployment: old.latestDeployment } : {}),
-      pipeline: { source, build, deploy: { status: "disabled" }, runtime: { status: "stopped", readyReplicas: ready, totalReplicas: total } },
+      pipeline: {
+        source,
+        build,
+        deploy: { status: "disabled" },
+        runtime: { status: "stopped", readyReplicas: ready, totalReplicas: total },
+      },
     };
   }
 
@@ -226,26 +308,56 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
   const healthy = rolloutNow === "succeeded" && ready >= want;
   // A newer release than the one serving: still on its way (deploying) or failed before it could serve.
   const ahead = rel.newest && rel.newest !== serving ? RELEASE_BUILD[phaseOf(rel.newest)]?.phase : undefined;
-  const phase = rolloutNow === "failed" ? "failed" : ahead === "build_failed" ? "build_failed" : healthy && ahead !== "deploying" ? "active" : "deploying";
+  const phase =
+    rolloutNow === "failed"
+      ? "failed"
+      : ahead === "build_failed"
+        ? "build_failed"
+        : healthy && ahead !== "deploying"
+          ? "active"
+          : "deploying";
   const failure = stuck ?? { reason: "ProgressDeadlineExceeded", message: "The rollout did not progress in time" };
   // Still rolling out: say so, and why when the cluster refuses to create its pods (the
   // workspace's ResourceQuota, Pod Security admission: the Deployment's ReplicaFailure) or a pod
   // waits for the scheduler.
   const refused = input.deployment?.status?.conditions?.find((c) => c.type === "ReplicaFailure" && c.status === "True");
-  const waiting = rolloutNow !== "in_progress" ? undefined
-    : refused ? { reason: "PodsRefused", message: `The cluster refuses to create its pods: ${refused.message ?? refused.reason ?? "no reason given"}` }
-    : podWaiting(input.pods, spec.image);
+  const waiting =
+    rolloutNow !== "in_progress"
+      ? undefined
+      : refused
+        ? {
+            reason: "PodsRefused",
+            message: `The cluster refuses to create its pods: ${refused.message ?? refused.reason ?? "no reason given"}`,
+          }
+        : podWaiting(input.pods, spec.image);
   const rolling = waiting ? { reason: waiting.reason, note: `. ${waiting.message}` } : { reason: "RollingOut", note: "" };
-  const deployed = cond("Deployed", rolloutNow === "succeeded", rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : rolling.reason,
-    rolloutNow === "succeeded" ? "The latest release is rolled out" : rolloutNow === "failed" ? failure.message : `Rolling out: ${ready}/${want} replicas ready${rolling.note}`, generation);
-  const readyCond = cond("Ready", healthy, healthy ? "Available" : rolloutNow === "failed" ? failure.reason : rolling.reason,
-    rolloutNow === "failed" ? `${failure.message} (${ready}/${want} replicas ready)` : `${ready}/${want} replicas ready${rolling.note}`, generation);
+  const deployed = cond(
+    "Deployed",
+    rolloutNow === "succeeded",
+    rolloutNow === "succeeded" ? "RolloutComplete" : rolloutNow === "failed" ? failure.reason : rolling.reason,
+    rolloutNow === "succeeded"
+      ? "The latest release is rolled out"
+      : rolloutNow === "failed"
+        ? failure.message
+        : `Rolling out: ${ready}/${want} replicas ready${rolling.note}`,
+    generation,
+  );
+  const readyCond = cond(
+    "Ready",
+    healthy,
+    healthy ? "Available" : rolloutNow === "failed" ? failure.reason : rolling.reason,
+    rolloutNow === "failed" ? `${failure.message} (${ready}/${want} replicas ready)` : `${ready}/${want} replicas ready${rolling.note}`,
+    generation,
+  );
   return {
-    ...base, phase, ...(url ? { url } : {}),
+    ...base,
+    phase,
+    ...(url ? { url } : {}),
     conditions: setConditions(prevConditions, [built, deployed, readyCond], now),
     latestDeployment: rel.latest ?? latestDeployment(input, rolloutNow),
     pipeline: {
-      source, build,
+      source,
+      build,
       deploy: { status: rolloutNow, ...deployedAt(input, rolloutNow), ...(input.deploymentId ? { revisionName: input.deploymentId } : {}) },
       runtime: { status: healthy ? "healthy" : ready > 0 ? "degraded" : "starting", readyReplicas: ready, totalReplicas: total },
     },
@@ -253,32 +365,51 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
 }
 
 /** How a release that does not serve yet shows on its App (phase, Built reason, message). */
-const RELEASE_BUILD: Partial<Record<ReturnType<typeof phaseOf>, { phase: "deploying" | "build_failed"; reason: string; message: (r: ReleaseObject) => string }>> = {
+const RELEASE_BUILD: Partial<
+  Record<ReturnType<typeof phaseOf>, { phase: "deploying" | "build_failed"; reason: string; message: (r: ReleaseObject) => string }>
+> = {
   queued: { phase: "deploying", reason: "BuildQueued", message: () => "queued" },
   building: { phase: "deploying", reason: "Building", message: (r) => `building commit ${r.spec.git?.commitSha.slice(0, 12) ?? ""}` },
   releasing: { phase: "deploying", reason: "Releasing", message: () => "running the release command" },
   deploying: { phase: "deploying", reason: "Deploying", message: () => "rolling out" },
-  build_failed: { phase: "build_failed", reason: "BuildFailed", message: (r) => `the build failed: ${r.status?.failure?.reason ?? ""}: ${r.status?.failure?.message ?? ""}` },
-  release_failed: { phase: "build_failed", reason: "ReleaseFailed", message: (r) => `the release command failed: ${r.status?.failure?.message ?? ""}` },
+  build_failed: {
+    phase: "build_failed",
+    reason: "BuildFailed",
+    message: (r) => `the build failed: ${r.status?.failure?.reason ?? ""}: ${r.status?.failure?.message ?? ""}`,
+  },
+  release_failed: {
+    phase: "build_failed",
+    reason: "ReleaseFailed",
+    message: (r) => `the release command failed: ${r.status?.failure?.message ?? ""}`,
+  },
 };
 
 /** What an App's status says about its releases: latestDeployment, the build stage, the commit. Pure. */
 function releaseView(input: StatusInput): {
-  serving?: ReleaseObject; newest?: ReleaseObject; latest?: NonNullable<AppStatus["latestDeployment"]>;
-  build?: NonNullable<AppStatus["pipeline"]>["build"]; commit?: { sha: string; message?: string };
+  serving?: ReleaseObject;
+  newest?: ReleaseObject;
+  latest?: NonNullable<AppStatus["latestDeployment"]>;
+  build?: NonNullable<AppStatus["pipeline"]>["build"];
+  commit?: { sha: string; message?: string };
 } {
-  const serving = input.releases?.serving, newest = input.releases?.newest;
+  const serving = input.releases?.serving,
+    newest = input.releases?.newest;
   if (!newest) return {};
   const message = (r: ReleaseObject) => r.spec.git?.commitMessage ?? r.status?.commitMessage;
   const withGit = [newest, serving].find((r) => r?.spec.git);
   const b = newest.status;
-  const seconds = b?.buildStartedAt && b.buildFinishedAt ? Math.round((Date.parse(b.buildFinishedAt) - Date.parse(b.buildStartedAt)) / 100) / 10 : undefined;
+  const seconds =
+    b?.buildStartedAt && b.buildFinishedAt
+      ? Math.round((Date.parse(b.buildFinishedAt) - Date.parse(b.buildStartedAt)) / 100) / 10
+      : undefined;
   const buildStatus: Record<string, string> = { queued: "pending", building: "building", build_failed: "failed", cancelled: "cancelled" };
   const phase = phaseOf(newest);
   return {
-    ...(serving ? { serving } : {}), newest,
+    ...(serving ? { serving } : {}),
+    newest,
     latest: {
-      id: newest.metadata.name!, status: phase,
+      id: newest.metadata.name!,
+      status: phase,
       ...(newest.spec.git ? { gitCommitSha: newest.spec.git.commitSha } : {}),
       ...(message(newest) ? { gitCommitMessage: message(newest)! } : {}),
       ...(newest.status?.image ? { image: newest.status.image } : {}),
@@ -290,7 +421,9 @@ function releaseView(input: StatusInput): {
       ...(b?.image ? { imageTag: b.image } : {}),
       ...(seconds !== undefined ? { durationSeconds: seconds } : {}),
     },
-    ...(withGit?.spec.git ? { commit: { sha: withGit.spec.git.commitSha, ...(message(withGit) ? { message: message(withGit)! } : {}) } } : {}),
+    ...(withGit?.spec.git
+      ? { commit: { sha: withGit.spec.git.commitSha, ...(message(withGit) ? { message: message(withGit)! } : {}) } }
+      : {}),
   };
 }
 
@@ -331,7 +464,14 @@ export function onlyCountsChanged(prev: AppStatus | undefined, next: AppStatus):
   const strip = (s: AppStatus) => ({
     ...s,
     conditions: s.conditions?.map((c) => (COUNTING_REASONS.has(c.reason) ? { ...c, message: "" } : c)),
-    ...(s.pipeline ? { pipeline: { ...s.pipeline, ...(s.pipeline.runtime ? { runtime: { ...s.pipeline.runtime, readyReplicas: 0, totalReplicas: 0 } } : {}) } } : {}),
+    ...(s.pipeline
+      ? {
+          pipeline: {
+            ...s.pipeline,
+            ...(s.pipeline.runtime ? { runtime: { ...s.pipeline.runtime, readyReplicas: 0, totalReplicas: 0 } } : {}),
+          },
+        }
+      : {}),
   });
   return stableJson(strip(prev)) === stableJson(strip(next));
 }
@@ -351,7 +491,13 @@ export interface StatusWriteDecision {
  * (`pendingSince`), so that the next transition, or the next few count changes, go out in one
  * write. Pure: the caller keeps `pendingSince` per object.
  */
-export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, pendingSince: number | undefined, now: number, delayMs: number): StatusWriteDecision {
+export function decideStatusWrite(
+  prev: AppStatus | undefined,
+  next: AppStatus,
+  pendingSince: number | undefined,
+  now: number,
+  delayMs: number,
+): StatusWriteDecision {
   if (statusEqual(prev, next)) return { write: false };
   if (delayMs <= 0 || !onlyCountsChanged(prev, next)) return { write: true };
   const since = pendingSince ?? now;
@@ -360,12 +506,28 @@ export function decideStatusWrite(prev: AppStatus | undefined, next: AppStatus, 
 }
 
 /** Reasons that tell a user something is wrong and needs them: recorded as Warning Events. */
-export const FAILURE_REASONS: ReadonlySet<string> = new Set(["InvalidSpec", "ObjectInTheWay", "HostTaken", "HostReserved", "ImageNotAllowed", "PodsRefused", "ProvisioningFailed", "RolloutFailed", "ProgressDeadlineExceeded", "Unschedulable", ...Object.keys(POD_FAILURES)]);
+export const FAILURE_REASONS: ReadonlySet<string> = new Set([
+  "InvalidSpec",
+  "ObjectInTheWay",
+  "HostTaken",
+  "HostReserved",
+  "ImageNotAllowed",
+  "PodsRefused",
+  "ProvisioningFailed",
+  "RolloutFailed",
+  "ProgressDeadlineExceeded",
+  "Unschedulable",
+  ...Object.keys(POD_FAILURES),
+]);
 
 /** The conditions whose transitions are recorded as Events, in the order they are told. */
 const EVENT_CONDITIONS = ["GovernanceReady", "Built", "Deployed", "Ready"] as const;
 
-export interface StatusEvent { type: "Normal" | "Warning"; reason: string; message: string }
+export interface StatusEvent {
+  type: "Normal" | "Warning";
+  reason: string;
+  message: string;
+}
 
 /**
  * The Events a status write tells (`kubectl describe app`): one per condition whose status or

@@ -51,7 +51,21 @@ export interface BuildConfig {
 }
 
 /** The variables the commands inherit from the container's environment. */
-export const INHERITED = ["PATH", "BUILDKIT_HOST", "LANG", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSL_CAINFO", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"];
+export const INHERITED = [
+  "PATH",
+  "BUILDKIT_HOST",
+  "LANG",
+  "TZ",
+  "SSL_CERT_FILE",
+  "SSL_CERT_DIR",
+  "GIT_SSL_CAINFO",
+  "HTTP_PROXY",
+  "HTTPS_PROXY",
+  "NO_PROXY",
+  "http_proxy",
+  "https_proxy",
+  "no_proxy",
+];
 
 export class ConfigError extends Error {
   readonly step: Step;
@@ -78,52 +92,88 @@ function isRepository(r: string): boolean {
 const isTag = (t: string): boolean => /^[\w][\w.-]{0,127}$/.test(t);
 
 export function parseConfig(env: Readonly<Record<string, string | undefined>>): BuildConfig {
-  const value = (name: string) => { const v = env[name]?.trim(); return v === "" ? undefined : v; };
-  const required = (name: string, step: Step) => { const v = value(name); if (!v) throw new ConfigError(step, `${name} is not set`); return v; };
+  const value = (name: string) => {
+    const v = env[name]?.trim();
+    return v === "" ? undefined : v;
+  };
+  const required = (name: string, step: Step) => {
+    const v = value(name);
+    if (!v) throw new ConfigError(step, `${name} is not set`);
+    return v;
+  };
 
   const repoUrl = required("BERTH_BUILD_REPO_URL", "clone");
   let url: URL;
-  try { url = new URL(repoUrl); } catch { throw new ConfigError("clone", `BERTH_BUILD_REPO_URL is not a URL`); }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw new ConfigError("clone", `BERTH_BUILD_REPO_URL must be an http:// or https:// URL, not ${url.protocol}`);
-  if (url.username || url.password) throw new ConfigError("clone", "BERTH_BUILD_REPO_URL must not carry credentials: they come from GIT_USERNAME and GIT_PASSWORD (a Secret)");
+  try {
+    url = new URL(repoUrl);
+  } catch {
+    throw new ConfigError("clone", `BERTH_BUILD_REPO_URL is not a URL`);
+  }
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new ConfigError("clone", `BERTH_BUILD_REPO_URL must be an http:// or https:// URL, not ${url.protocol}`);
+  if (url.username || url.password)
+    throw new ConfigError(
+      "clone",
+      "BERTH_BUILD_REPO_URL must not carry credentials: they come from GIT_USERNAME and GIT_PASSWORD (a Secret)",
+    );
   const commit = required("BERTH_BUILD_COMMIT", "clone").toLowerCase();
   if (!/^[0-9a-f]{40}$/.test(commit)) throw new ConfigError("clone", "BERTH_BUILD_COMMIT must be a full commit sha (40 hex digits)");
   const username = env.GIT_USERNAME ?? "";
   const password = env.GIT_PASSWORD ?? "";
 
   const dockerfile = value("BERTH_BUILD_DOCKERFILE")?.replace(/^(\.\/)+/, "");
-  if (dockerfile !== undefined && !safeRelativePath(dockerfile)) throw new ConfigError("detect", "the Dockerfile path must be relative to the repository's root, without ..");
+  if (dockerfile !== undefined && !safeRelativePath(dockerfile))
+    throw new ConfigError("detect", "the Dockerfile path must be relative to the repository's root, without ..");
   let baseImages: BaseImages = {};
   const basesText = value("BERTH_BUILD_BASE_IMAGES");
   if (basesText) {
     let parsed: unknown;
-    try { parsed = JSON.parse(basesText); } catch { throw new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES is not JSON"); }
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES must be a JSON object");
-    const entries = Object.entries(parsed as Record<string, unknown>).filter(([k, v]) => (STACKS as readonly string[]).includes(k) && typeof v === "string" && v.trim() !== "");
+    try {
+      parsed = JSON.parse(basesText);
+    } catch {
+      throw new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES is not JSON");
+    }
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+      throw new ConfigError("detect", "BERTH_BUILD_BASE_IMAGES must be a JSON object");
+    const entries = Object.entries(parsed as Record<string, unknown>).filter(
+      ([k, v]) => (STACKS as readonly string[]).includes(k) && typeof v === "string" && v.trim() !== "",
+    );
     baseImages = Object.fromEntries(entries.map(([k, v]) => [k, (v as string).trim()]));
   }
 
   const cacheScope = value("BERTH_BUILD_CACHE_SCOPE");
-  if (cacheScope !== undefined && !/^[a-z0-9]{8,64}$/.test(cacheScope)) throw new ConfigError("detect", "BERTH_BUILD_CACHE_SCOPE must be 8-64 characters of a-z and 0-9");
+  if (cacheScope !== undefined && !/^[a-z0-9]{8,64}$/.test(cacheScope))
+    throw new ConfigError("detect", "BERTH_BUILD_CACHE_SCOPE must be 8-64 characters of a-z and 0-9");
 
   const network = value("BERTH_BUILD_NETWORK") ?? "proxy";
   if (network !== "proxy" && network !== "daemon") throw new ConfigError("build", "BERTH_BUILD_NETWORK must be proxy or daemon");
 
   const image = required("BERTH_BUILD_IMAGE", "build");
-  if (!isRepository(image)) throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
+  if (!isRepository(image))
+    throw new ConfigError("build", "BERTH_BUILD_IMAGE must be a repository without a tag or digest (e.g. 127.0.0.1:5000/apps/ns/app)");
   const tag = required("BERTH_BUILD_TAG", "build");
   if (!isTag(tag)) throw new ConfigError("build", "BERTH_BUILD_TAG is not a valid image tag");
   const cacheRef = value("BERTH_BUILD_CACHE_REF");
   const cacheTagAt = cacheRef?.lastIndexOf(":") ?? -1;
   if (cacheRef !== undefined && !(cacheTagAt > 0 && isRepository(cacheRef.slice(0, cacheTagAt)) && isTag(cacheRef.slice(cacheTagAt + 1)))) {
-    throw new ConfigError("build", "BERTH_BUILD_CACHE_REF must be a repository and a tag (e.g. 127.0.0.1:5000/apps/ns/app:buildcache), without a digest");
+    throw new ConfigError(
+      "build",
+      "BERTH_BUILD_CACHE_REF must be a repository and a tag (e.g. 127.0.0.1:5000/apps/ns/app:buildcache), without a digest",
+    );
   }
 
   return {
-    repoUrl, commit, branch: value("BERTH_BUILD_BRANCH"), dockerfile, image, tag,
+    repoUrl,
+    commit,
+    branch: value("BERTH_BUILD_BRANCH"),
+    dockerfile,
+    image,
+    tag,
     insecure: value("BERTH_BUILD_REGISTRY_INSECURE") === "true",
     cacheRef,
-    baseImages, cacheScope, network,
+    baseImages,
+    cacheScope,
+    network,
     credentials: username || password ? { username, password } : undefined,
     resultFile: value("BERTH_BUILD_RESULT_FILE") ?? "/dev/termination-log",
     workspace: value("BERTH_BUILD_WORKSPACE") ?? "/workspace",

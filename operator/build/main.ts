@@ -15,7 +15,16 @@ import type { Plan, SourceTree, Stack } from "./detect.ts";
 import { detect, DETECT_READS } from "./detect.ts";
 
 export type BuildResult =
-  | { ok: true; image: string; digest: string; tag: string; stack: Stack | "dockerfile"; commitMessage: string; cloneMs: number; buildMs: number }
+  | {
+      ok: true;
+      image: string;
+      digest: string;
+      tag: string;
+      stack: Stack | "dockerfile";
+      commitMessage: string;
+      cloneMs: number;
+      buildMs: number;
+    }
   | { ok: false; step: Step; reason: string; message: string };
 
 /** The termination log's limit (Kubernetes reads at most 4096 bytes of it). */
@@ -48,8 +57,14 @@ export function resultJson(result: BuildResult): string {
     : { ...result, message: truncate(result.message, FAILURE_MESSAGE_MAX, "start") };
   let text = JSON.stringify(r);
   // multi-byte characters (and JSON escapes) can still make it too long: cut the free text until it fits
-  for (let max = r.ok ? COMMIT_MESSAGE_MAX : FAILURE_MESSAGE_MAX; Buffer.byteLength(text) > RESULT_MAX_BYTES && max > 0; max = Math.floor(max * 0.8)) {
-    text = JSON.stringify(r.ok ? { ...r, commitMessage: truncate(r.commitMessage, max) } : { ...r, message: truncate(r.message, max, "start") });
+  for (
+    let max = r.ok ? COMMIT_MESSAGE_MAX : FAILURE_MESSAGE_MAX;
+    Buffer.byteLength(text) > RESULT_MAX_BYTES && max > 0;
+    max = Math.floor(max * 0.8)
+  ) {
+    text = JSON.stringify(
+      r.ok ? { ...r, commitMessage: truncate(r.commitMessage, max) } : { ...r, message: truncate(r.message, max, "start") },
+    );
   }
   return text;
 }
@@ -63,13 +78,29 @@ export function resultJson(result: BuildResult): string {
  * through GIT_CONFIG_* variables, so that they appear in no argument list, URL or log line.
  */
 /** `base`: the inherited variables (BuildConfig.environment). */
-export function gitEnv(base: Readonly<Record<string, string | undefined>>, home: string, credentials: BuildConfig["credentials"]): Record<string, string> {
+export function gitEnv(
+  base: Readonly<Record<string, string | undefined>>,
+  home: string,
+  credentials: BuildConfig["credentials"],
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const [name, v] of Object.entries(base)) if (v !== undefined && name !== "BUILDKIT_HOST") env[name] = v;
-  Object.assign(env, { HOME: home, XDG_CONFIG_HOME: join(home, ".config"), GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", GIT_TERMINAL_PROMPT: "0", GIT_ASKPASS: "true", LC_ALL: "C" });
+  Object.assign(env, {
+    HOME: home,
+    XDG_CONFIG_HOME: join(home, ".config"),
+    GIT_CONFIG_NOSYSTEM: "1",
+    GIT_CONFIG_GLOBAL: "/dev/null",
+    GIT_TERMINAL_PROMPT: "0",
+    GIT_ASKPASS: "true",
+    LC_ALL: "C",
+  });
   if (credentials) {
     const basic = Buffer.from(`${credentials.username}:${credentials.password}`).toString("base64");
-    Object.assign(env, { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "http.extraHeader", GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}` });
+    Object.assign(env, {
+      GIT_CONFIG_COUNT: "1",
+      GIT_CONFIG_KEY_0: "http.extraHeader",
+      GIT_CONFIG_VALUE_0: `Authorization: Basic ${basic}`,
+    });
   }
   return env;
 }
@@ -89,15 +120,30 @@ export function gitCommands(c: Pick<BuildConfig, "repoUrl" | "commit">, gitDir: 
 export function cloneFailure(output: string): { reason: string; message: string } {
   const tail = output.trim().split("\n").slice(-5).join("\n");
   if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|\b401\b|\b403\b/i.test(output)) {
-    return { reason: "AuthenticationFailed", message: `the Git server refused access to the repository: check the repository's credentials (gitInstallationId) and that they can read it.\n${tail}` };
+    return {
+      reason: "AuthenticationFailed",
+      message: `the Git server refused access to the repository: check the repository's credentials (gitInstallationId) and that they can read it.\n${tail}`,
+    };
   }
-  if (/not our ref|couldn't find remote ref|no such remote ref|unadvertised object|not a valid object|upload-pack: not our ref|fatal: remote error: .*(want|object)/i.test(output)) {
-    return { reason: "CommitNotFound", message: `the repository has no such commit (reachable from its branches and tags): was it force-pushed away, or pushed to another repository?\n${tail}` };
+  if (
+    /not our ref|couldn't find remote ref|no such remote ref|unadvertised object|not a valid object|upload-pack: not our ref|fatal: remote error: .*(want|object)/i.test(
+      output,
+    )
+  ) {
+    return {
+      reason: "CommitNotFound",
+      message: `the repository has no such commit (reachable from its branches and tags): was it force-pushed away, or pushed to another repository?\n${tail}`,
+    };
   }
   if (/repository .* not found|\b404\b|does not appear to be a git repository/i.test(output)) {
-    return { reason: "RepositoryNotFound", message: `the Git server has no such repository (or hides it without credentials): check gitRepoUrl.\n${tail}` };
+    return {
+      reason: "RepositoryNotFound",
+      message: `the Git server has no such repository (or hides it without credentials): check gitRepoUrl.\n${tail}`,
+    };
   }
-  if (/Could not resolve host|Connection refused|Connection timed out|Failed to connect|Operation timed out|SSL|certificate/i.test(output)) {
+  if (
+    /Could not resolve host|Connection refused|Connection timed out|Failed to connect|Operation timed out|SSL|certificate/i.test(output)
+  ) {
     return { reason: "RepositoryUnreachable", message: `the Git server could not be reached: ${tail}` };
   }
   return { reason: "CloneFailed", message: `git fetch failed: ${tail}` };
@@ -139,7 +185,10 @@ export function cacheMountNamespace(cacheScope: string | undefined): string {
  * code of the repository's choosing run by the shared daemon, which could name any cache.
  */
 export function syntaxDirective(dockerfile: string): string | undefined {
-  for (const line of dockerfile.replace(/^\uFEFF/, "").split("\n").slice(0, 20)) {
+  for (const line of dockerfile
+    .replace(/^\uFEFF/, "")
+    .split("\n")
+    .slice(0, 20)) {
     const m = /^\s*#\s*([a-z][a-z0-9_-]*)\s*=\s*(\S*)/i.exec(line);
     if (!m) return undefined; // directives end at the first instruction, blank line or other comment
     if (m[1]!.toLowerCase() === "syntax") return m[2] || undefined;
@@ -155,14 +204,21 @@ export function syntaxDirective(dockerfile: string): string | undefined {
  * frontend pinned (`cmdline`), no Dockerfile can step around it. `image` is BERTH_BUILD_IMAGE:
  * `<registry>/<prefix>/<namespace>/<app>`.
  */
-export function sourcePolicy(image: string, network: "proxy" | "daemon" = "daemon"): { rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] } | undefined {
+export function sourcePolicy(
+  image: string,
+  network: "proxy" | "daemon" = "daemon",
+): { rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] } | undefined {
   const parts = image.split("/");
   const rules: { action: "ALLOW" | "DENY"; selector: { identifier: string; match_type: "REGEX" } }[] = [];
-  if (parts.length >= 3) { // <registry>/.../<namespace>/<app>
+  if (parts.length >= 3) {
+    // <registry>/.../<namespace>/<app>
     const own = parts.slice(0, -1).join("/");
     const area = parts.slice(0, -2).join("/");
     const re = (s: string) => `^docker-image://${s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}/`;
-    rules.push({ action: "DENY", selector: { identifier: re(area), match_type: "REGEX" } }, { action: "ALLOW", selector: { identifier: re(own), match_type: "REGEX" } });
+    rules.push(
+      { action: "DENY", selector: { identifier: re(area), match_type: "REGEX" } },
+      { action: "ALLOW", selector: { identifier: re(own), match_type: "REGEX" } },
+    );
   }
   // RUN steps' requests through BuildKit's proxy are judged as http(s) sources: none to a
   // loopback, private, shared or link-local address, or to localhost.
@@ -175,28 +231,58 @@ export function sourcePolicy(image: string, network: "proxy" | "daemon" = "daemo
  * 100.64/10, 127/8, 169.254/16, 172.16/12 or 192.168/16 (RE2 syntax, as BuildKit matches it).
  * A name that resolves to such an address is not caught: the proxy resolves it.
  */
-export const PRIVATE_URL = "^(?i)https?://([^/@]*@)?(localhost|[^/:]*\\.localhost|\\[|0\\.|10\\.|127\\.|169\\.254\\.|192\\.168\\.|172\\.(1[6-9]|2[0-9]|3[01])\\.|100\\.(6[4-9]|[7-9][0-9]|1[01][0-9]|12[0-7])\\.)";
+export const PRIVATE_URL =
+  "^(?i)https?://([^/@]*@)?(localhost|[^/:]*\\.localhost|\\[|0\\.|10\\.|127\\.|169\\.254\\.|192\\.168\\.|172\\.(1[6-9]|2[0-9]|3[01])\\.|100\\.(6[4-9]|[7-9][0-9]|1[01][0-9]|12[0-7])\\.)";
 
-export function buildctlArgs(c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef" | "cacheScope"> & { network?: BuildConfig["network"] }, input: BuildInput): string[] {
+export function buildctlArgs(
+  c: Pick<BuildConfig, "image" | "tag" | "insecure" | "cacheRef" | "cacheScope"> & { network?: BuildConfig["network"] },
+  input: BuildInput,
+): string[] {
   const insecure = c.insecure ? ["registry.insecure=true"] : [];
   const output = [`type=image`, `name=${c.image}:${c.tag}`, "push=true", "oci-mediatypes=true", ...insecure].join(",");
-  const cache = c.cacheRef ? [
-    "--import-cache", ["type=registry", `ref=${c.cacheRef}`, ...insecure].join(","),
-    "--export-cache", ["type=registry", `ref=${c.cacheRef}`, "mode=max", "oci-mediatypes=true", "image-manifest=true", "ignore-error=true", ...insecure].join(","),
-  ] : [];
+  const cache = c.cacheRef
+    ? [
+        "--import-cache",
+        ["type=registry", `ref=${c.cacheRef}`, ...insecure].join(","),
+        "--export-cache",
+        [
+          "type=registry",
+          `ref=${c.cacheRef}`,
+          "mode=max",
+          "oci-mediatypes=true",
+          "image-manifest=true",
+          "ignore-error=true",
+          ...insecure,
+        ].join(","),
+      ]
+    : [];
   return [
-    "build", "--frontend", "dockerfile.v0", "--progress", "plain",
-    "--local", `context=${input.context}`, "--local", `dockerfile=${input.dockerfileDir}`,
-    "--opt", `filename=${input.dockerfileName}`,
+    "build",
+    "--frontend",
+    "dockerfile.v0",
+    "--progress",
+    "plain",
+    "--local",
+    `context=${input.context}`,
+    "--local",
+    `dockerfile=${input.dockerfileDir}`,
+    "--opt",
+    `filename=${input.dockerfileName}`,
     // every cache mount under the App's own namespace of the daemon's caches
-    "--opt", `build-arg:BUILDKIT_CACHE_MOUNT_NS=${cacheMountNamespace(c.cacheScope)}`,
+    "--opt",
+    `build-arg:BUILDKIT_CACHE_MOUNT_NS=${cacheMountNamespace(c.cacheScope)}`,
     // the daemon's built-in Dockerfile frontend, whatever `# syntax=` the Dockerfile names (with
     // `cmdline` set, dockerfile.v0 forwards to no other frontend: BuildKit's builder/build.go)
-    "--opt", "cmdline=",
+    "--opt",
+    "cmdline=",
     ...(input.sourcePolicyFile ? ["--source-policy-file", input.sourcePolicyFile] : []),
     // RUN steps reach the network only through BuildKit's proxy (docs/builds.md "Network")
     ...(c.network === "proxy" ? ["--proxy-network"] : []),
-    "--output", output, ...cache, "--metadata-file", input.metadataFile,
+    "--output",
+    output,
+    ...cache,
+    "--metadata-file",
+    input.metadataFile,
   ];
 }
 
@@ -212,20 +298,48 @@ export function buildFailure(output: string, image: string): { step: Step; reaso
   const lines = output.trim().split("\n");
   const errorAt = lines.findLastIndex((l) => /^error: /.test(l));
   const error = errorAt >= 0 ? lines.slice(errorAt).join("\n") : lines.slice(-3).join("\n");
-  const context = errorAt >= 0 ? lines.slice(Math.max(0, errorAt - 15), errorAt).filter((l) => !/^#\d+ (DONE|CACHED)\b|^#\d+ \[internal\]/.test(l)).join("\n") : "";
+  const context =
+    errorAt >= 0
+      ? lines
+          .slice(Math.max(0, errorAt - 15), errorAt)
+          .filter((l) => !/^#\d+ (DONE|CACHED)\b|^#\d+ \[internal\]/.test(l))
+          .join("\n")
+      : "";
   const both = `${context ? `${context}\n` : ""}${error}`;
-  if (/connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded/i.test(error) && !/^#\d+/m.test(output)) {
-    return { step: "build", reason: "BuilderUnavailable", message: `the build service (BuildKit) could not be reached; retry the deploy, and tell the platform's operator if it persists.\n${error}` };
+  if (
+    /connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded/i.test(
+      error,
+    ) &&
+    !/^#\d+/m.test(output)
+  ) {
+    return {
+      step: "build",
+      reason: "BuilderUnavailable",
+      message: `the build service (BuildKit) could not be reached; retry the deploy, and tell the platform's operator if it persists.\n${error}`,
+    };
   }
-  if (/failed to (push|export image)|pushing |exporting to image|unexpected status from PUT|unexpected status from POST|failed to copy.*push/i.test(error) || (/^#\d+ (pushing|exporting to image)/m.test(lines.slice(Math.max(0, errorAt - 5)).join("\n")) && /push/i.test(error))) {
+  if (
+    /failed to (push|export image)|pushing |exporting to image|unexpected status from PUT|unexpected status from POST|failed to copy.*push/i.test(
+      error,
+    ) ||
+    (/^#\d+ (pushing|exporting to image)/m.test(lines.slice(Math.max(0, errorAt - 5)).join("\n")) && /push/i.test(error))
+  ) {
     return { step: "push", reason: "PushFailed", message: `the image was built but could not be pushed to ${image}.\n${error}` };
   }
   const denied = /source "docker-image:\/\/([^"]+)" denied by policy/.exec(output);
   if (denied) {
-    return { step: "build", reason: "ImageNotAllowed", message: `the Dockerfile uses ${denied[1]}, another workspace's build: a build may use its own workspace's images and the platform's base images.\n${error}` };
+    return {
+      step: "build",
+      reason: "ImageNotAllowed",
+      message: `the Dockerfile uses ${denied[1]}, another workspace's build: a build may use its own workspace's images and the platform's base images.\n${error}`,
+    };
   }
   if (/failed to resolve source metadata|pull access denied|failed to do request.*(manifests|blobs)|not found: not found/i.test(error)) {
-    return { step: "build", reason: "BaseImageUnavailable", message: `a FROM image could not be pulled: only images from the platform's registry can be used.\n${both}` };
+    return {
+      step: "build",
+      reason: "BaseImageUnavailable",
+      message: `a FROM image could not be pulled: only images from the platform's registry can be used.\n${both}`,
+    };
   }
   if (/dockerfile parse error|failed to parse|unknown instruction|Dockerfile.*syntax/i.test(error)) {
     return { step: "build", reason: "DockerfileInvalid", message: `the Dockerfile is not valid.\n${error}` };
@@ -246,14 +360,24 @@ type Log = (step: Step | "result", line: string) => void;
  */
 export function logLine(step: Step | "result", text: string): string {
   // eslint-disable-next-line no-control-regex
-  const safe = text.replace(/[\u0000-\u0008\u000a-\u001f\u007f\u2028\u2029]/g, (c) => (c === "\n" ? "\\n" : c === "\r" ? "\\r" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
+  const safe = text.replace(/[\u0000-\u0008\u000a-\u001f\u007f\u2028\u2029]/g, (c) =>
+    c === "\n" ? "\\n" : c === "\r" ? "\\r" : `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
   return `[${step}] ${safe}`;
 }
 
-const stdoutLog: Log = (step, line) => { process.stdout.write(`${logLine(step, line)}\n`); };
+const stdoutLog: Log = (step, line) => {
+  process.stdout.write(`${logLine(step, line)}\n`);
+};
 
 /** Runs a command, passing each output line to `onLine`; resolves with its exit code and all output. */
-function runCommand(cmd: string, args: string[], env: Record<string, string>, cwd: string, onLine: (line: string) => void): Promise<{ code: number; output: string }> {
+function runCommand(
+  cmd: string,
+  args: string[],
+  env: Record<string, string>,
+  cwd: string,
+  onLine: (line: string) => void,
+): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { env, cwd, stdio: ["ignore", "pipe", "pipe"] });
     let output = "";
@@ -262,20 +386,35 @@ function runCommand(cmd: string, args: string[], env: Record<string, string>, cw
       const text = partial + chunk.toString("utf8");
       const parts = text.split("\n");
       partial = parts.pop() ?? "";
-      for (const p of parts) { output += `${p}\n`; onLine(p); }
+      for (const p of parts) {
+        output += `${p}\n`;
+        onLine(p);
+      }
       if (output.length > 1_000_000) output = output.slice(-500_000);
     };
     child.stdout.on("data", take);
     child.stderr.on("data", take);
-    child.on("error", (err) => { output += `${err.message}\n`; resolve({ code: 127, output }); });
+    child.on("error", (err) => {
+      output += `${err.message}\n`;
+      resolve({ code: 127, output });
+    });
     child.on("close", (code) => {
-      if (partial) { output += partial; onLine(partial); }
+      if (partial) {
+        output += partial;
+        onLine(partial);
+      }
       resolve({ code: code ?? 1, output });
     });
   });
 }
 
-async function git(args: string[], env: Record<string, string>, cwd: string, log: Log, quiet = false): Promise<{ code: number; output: string }> {
+async function git(
+  args: string[],
+  env: Record<string, string>,
+  cwd: string,
+  log: Log,
+  quiet = false,
+): Promise<{ code: number; output: string }> {
   return runCommand("git", args, env, cwd, quiet ? () => {} : (l) => log("clone", l));
 }
 
@@ -301,15 +440,22 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
 
   // clone: exactly that commit, shallow
   const t0 = performance.now();
-  log("clone", `fetching ${c.commit}${c.branch ? ` (branch ${c.branch})` : ""} from ${c.repoUrl}${c.credentials ? " with the repository's credentials" : ""}`);
+  log(
+    "clone",
+    `fetching ${c.commit}${c.branch ? ` (branch ${c.branch})` : ""} from ${c.repoUrl}${c.credentials ? " with the repository's credentials" : ""}`,
+  );
   const env = gitEnv(c.environment, home, c.credentials);
   const [init, remote, fetch, checkout] = gitCommands(c, gitDir, src);
   for (const args of [init!, remote!]) {
     const r = await git(args, env, ws, log);
-    if (r.code !== 0) throw new StepError("clone", "CloneFailed", `git ${args[0] === "--git-dir" ? args[2] : args[0]} failed: ${r.output.trim()}`);
+    if (r.code !== 0)
+      throw new StepError("clone", "CloneFailed", `git ${args[0] === "--git-dir" ? args[2] : args[0]} failed: ${r.output.trim()}`);
   }
   const fetched = await git(fetch!, env, ws, log);
-  if (fetched.code !== 0) { const f = cloneFailure(fetched.output); throw new StepError("clone", f.reason, f.message); }
+  if (fetched.code !== 0) {
+    const f = cloneFailure(fetched.output);
+    throw new StepError("clone", f.reason, f.message);
+  }
   const out = await git(checkout!, env, ws, log);
   if (out.code !== 0) throw new StepError("clone", "CheckoutFailed", `git checkout failed: ${out.output.trim()}`);
   const message = await git(["--git-dir", gitDir, "log", "-1", "--format=%B", c.commit], env, ws, log, true);
@@ -330,11 +476,23 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
   // and Railway do): the repository says how it is built, detection is for those that do not.
   const dockerfile = c.dockerfile ?? (files.includes("Dockerfile") ? "Dockerfile" : undefined);
   if (dockerfile) {
-    if (!files.includes(dockerfile)) throw new StepError("detect", "DockerfileNotFound", `the commit has no ${dockerfile} (the App's dockerfilePath, relative to the repository's root)`);
-    log("detect", `building the repository's ${dockerfile}${c.dockerfile ? "" : " (found at the root; set dockerfilePath to build another)"}`);
+    if (!files.includes(dockerfile))
+      throw new StepError(
+        "detect",
+        "DockerfileNotFound",
+        `the commit has no ${dockerfile} (the App's dockerfilePath, relative to the repository's root)`,
+      );
+    log(
+      "detect",
+      `building the repository's ${dockerfile}${c.dockerfile ? "" : " (found at the root; set dockerfilePath to build another)"}`,
+    );
     stack = "dockerfile";
     const syntax = syntaxDirective(await readFile(join(src, dockerfile), "utf8").catch(() => ""));
-    if (syntax) log("detect", `the Dockerfile asks for the frontend ${syntax} (# syntax=): it is built with BuildKit's built-in Dockerfile frontend instead, since another frontend could reach other builds' caches`);
+    if (syntax)
+      log(
+        "detect",
+        `the Dockerfile asks for the frontend ${syntax} (# syntax=): it is built with BuildKit's built-in Dockerfile frontend instead, since another frontend could reach other builds' caches`,
+      );
     input = { context: src, dockerfileDir: join(src, dirname(dockerfile)), dockerfileName: dockerfile.split("/").at(-1)!, metadataFile };
   } else {
     const detected = detect(await sourceTree(files, src), c.baseImages, c.cacheScope);
@@ -358,13 +516,24 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
   // build and push
   at.step = "build";
   const t1 = performance.now();
-  log("build", `buildctl build → ${c.image}:${c.tag}${c.insecure ? " (plain-HTTP registry)" : ""} on ${c.environment.BUILDKIT_HOST ?? "buildctl's default address"}`);
+  log(
+    "build",
+    `buildctl build → ${c.image}:${c.tag}${c.insecure ? " (plain-HTTP registry)" : ""} on ${c.environment.BUILDKIT_HOST ?? "buildctl's default address"}`,
+  );
   const built = await runCommand(c.buildctl, buildctlArgs(c, input), buildctlEnv(c.environment, home), ws, (l) => log("build", l));
   const buildMs = Math.round(performance.now() - t1);
-  if (built.code !== 0) { const f = buildFailure(built.output.trim() || `buildctl exited with code ${built.code} and printed nothing`, c.image); throw new StepError(f.step, f.reason, f.message); }
+  if (built.code !== 0) {
+    const f = buildFailure(built.output.trim() || `buildctl exited with code ${built.code} and printed nothing`, c.image);
+    throw new StepError(f.step, f.reason, f.message);
+  }
   let digest: unknown;
-  try { digest = (JSON.parse(await readFile(metadataFile, "utf8")) as Record<string, unknown>)["containerimage.digest"]; } catch { digest = undefined; }
-  if (typeof digest !== "string" || !/^sha256:[0-9a-f]{64}$/.test(digest)) throw new StepError("push", "NoDigest", "buildctl finished but reported no image digest: the push may not have happened");
+  try {
+    digest = (JSON.parse(await readFile(metadataFile, "utf8")) as Record<string, unknown>)["containerimage.digest"];
+  } catch {
+    digest = undefined;
+  }
+  if (typeof digest !== "string" || !/^sha256:[0-9a-f]{64}$/.test(digest))
+    throw new StepError("push", "NoDigest", "buildctl finished but reported no image digest: the push may not have happened");
   log("push", `pushed ${c.image}:${c.tag} as ${c.image}@${digest} (build and push ${buildMs} ms)`);
   return { ok: true, image: `${c.image}@${digest}`, digest, tag: c.tag, stack, commitMessage, cloneMs, buildMs };
 }
@@ -372,8 +541,19 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
 /** The result of a thrown error: a StepError as it says, a ConfigError at its step, anything else an internal error of the step running. */
 export function failureOf(err: unknown, step: Step = "build"): BuildResult {
   if (err instanceof StepError) return { ok: false, step: err.step, reason: err.reason, message: err.message };
-  if (err instanceof ConfigError) return { ok: false, step: err.step, reason: "InvalidConfiguration", message: `the build Job is misconfigured (a platform problem, not the app's): ${err.message}` };
-  return { ok: false, step, reason: "InternalError", message: `the builder failed unexpectedly: ${err instanceof Error ? err.message : String(err)}` };
+  if (err instanceof ConfigError)
+    return {
+      ok: false,
+      step: err.step,
+      reason: "InvalidConfiguration",
+      message: `the build Job is misconfigured (a platform problem, not the app's): ${err.message}`,
+    };
+  return {
+    ok: false,
+    step,
+    reason: "InternalError",
+    message: `the builder failed unexpectedly: ${err instanceof Error ? err.message : String(err)}`,
+  };
 }
 
 async function main(): Promise<number> {
@@ -386,7 +566,8 @@ async function main(): Promise<number> {
     result = await build(c, stdoutLog, at);
   } catch (err) {
     result = failureOf(err, at.step);
-    if (!(err instanceof StepError) && !(err instanceof ConfigError) && err instanceof Error) process.stderr.write(`${err.stack ?? err.message}\n`);
+    if (!(err instanceof StepError) && !(err instanceof ConfigError) && err instanceof Error)
+      process.stderr.write(`${err.stack ?? err.message}\n`);
   }
   const json = resultJson(result);
   if (result.ok) stdoutLog("result", `ok: ${result.image} (${result.stack}; clone ${result.cloneMs} ms, build ${result.buildMs} ms)`);
@@ -401,8 +582,13 @@ async function main(): Promise<number> {
 }
 
 if (import.meta.main) {
-  main().then((code) => { process.exitCode = code; }, (err: unknown) => {
-    process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
-    process.exitCode = 1;
-  });
+  main().then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -22,10 +22,13 @@ export type DomainChildKind = "Service" | "Ingress" | "Certificate";
 
 function meta(d: DomainObject, name: string, app: string, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1ObjectMeta {
   return {
-    name, namespace: d.metadata.namespace!,
+    name,
+    namespace: d.metadata.namespace!,
     labels: { ...MANAGED_BY, [APP_LABEL]: app, [DOMAIN_LABEL]: domainLabelValue(d.metadata.name!) },
     ...extra,
-    ownerReferences: [{ apiVersion: API_VERSION, kind: "Domain", name: d.metadata.name!, uid: d.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+    ownerReferences: [
+      { apiVersion: API_VERSION, kind: "Domain", name: d.metadata.name!, uid: d.metadata.uid!, controller: true, blockOwnerDeletion: true },
+    ],
   };
 }
 
@@ -36,27 +39,40 @@ export function targetPortOf(d: DomainObject, app: Pick<AppSpec, "port">): numbe
 
 export function buildDomainService(d: DomainObject, app: { name: string; spec: AppSpec }): k8s.V1Service {
   return {
-    apiVersion: "v1", kind: "Service",
+    apiVersion: "v1",
+    kind: "Service",
     metadata: meta(d, domainChildNames(d.metadata.name!).service, app.name),
-    spec: { type: "ClusterIP", selector: { [APP_LABEL]: app.name }, ports: [{ name: "http", port: 80, targetPort: targetPortOf(d, app.spec), protocol: "TCP" }] },
+    spec: {
+      type: "ClusterIP",
+      selector: { [APP_LABEL]: app.name },
+      ports: [{ name: "http", port: 80, targetPort: targetPortOf(d, app.spec), protocol: "TCP" }],
+    },
   };
 }
 
 export function buildDomainIngress(d: DomainObject, app: { name: string; spec: AppSpec }, cfg: DomainConfig): k8s.V1Ingress {
   const names = domainChildNames(d.metadata.name!);
   return {
-    apiVersion: "networking.k8s.io/v1", kind: "Ingress",
+    apiVersion: "networking.k8s.io/v1",
+    kind: "Ingress",
     // The App's visibility travels with every route to it, so that edge checks apply to custom domains too.
     // A private service's custom domain passes the same forward-auth check as its default host
     // (the App's Middleware, or ingress-nginx's auth-url annotations).
-    metadata: meta(d, names.ingress, app.name, { annotations: {
-      "berth.dev/visibility": app.spec.visibility,
-      ...edgeAnnotations({ name: app.name, namespace: d.metadata.namespace!, uid: "" }, app.spec, cfg.edge),
-    } }),
+    metadata: meta(d, names.ingress, app.name, {
+      annotations: {
+        "berth.dev/visibility": app.spec.visibility,
+        ...edgeAnnotations({ name: app.name, namespace: d.metadata.namespace!, uid: "" }, app.spec, cfg.edge),
+      },
+    }),
     spec: {
       ...(cfg.ingressClassName ? { ingressClassName: cfg.ingressClassName } : {}),
       ...(cfg.issuer ? { tls: [{ hosts: [d.spec.domain], secretName: names.secret }] } : {}),
-      rules: [{ host: d.spec.domain, http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: names.service, port: { name: "http" } } } }] } }],
+      rules: [
+        {
+          host: d.spec.domain,
+          http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: names.service, port: { name: "http" } } } }] },
+        },
+      ],
     },
   };
 }
@@ -64,7 +80,8 @@ export function buildDomainIngress(d: DomainObject, app: { name: string; spec: A
 export function buildCertificate(d: DomainObject, app: string, issuer: string): KubeObject {
   const names = domainChildNames(d.metadata.name!);
   return {
-    apiVersion: CERTIFICATE_API_VERSION, kind: "Certificate",
+    apiVersion: CERTIFICATE_API_VERSION,
+    kind: "Certificate",
     metadata: meta(d, names.certificate, app),
     spec: {
       secretName: names.secret,

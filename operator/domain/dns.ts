@@ -33,14 +33,20 @@ export class ResolverDnsLookup implements DnsLookup {
   async observe(domain: string, ingressHost: string): Promise<DnsObservation> {
     const r = this.resolver;
     const [cname, a, aaaa, ia, iaaaa, txt] = await Promise.all([
-      this.ask(() => r.resolveCname(domain)), this.ask(() => r.resolve4(domain)), this.ask(() => r.resolve6(domain)),
-      this.ask(() => r.resolve4(ingressHost)), this.ask(() => r.resolve6(ingressHost)),
+      this.ask(() => r.resolveCname(domain)),
+      this.ask(() => r.resolve4(domain)),
+      this.ask(() => r.resolve6(domain)),
+      this.ask(() => r.resolve4(ingressHost)),
+      this.ask(() => r.resolve6(ingressHost)),
       // a TXT record is one or more strings of at most 255 bytes: joined, as RFC 7208 reads them
       this.ask(async () => (await r.resolveTxt(challengeHost(domain))).map((chunks) => chunks.join(""))),
     ]);
     const error = cname.error ?? a.error ?? aaaa.error ?? txt.error;
     return {
-      cname: cname.values, addresses: [...a.values, ...aaaa.values], ingressAddresses: [...ia.values, ...iaaaa.values], txt: txt.values,
+      cname: cname.values,
+      addresses: [...a.values, ...aaaa.values],
+      ingressAddresses: [...ia.values, ...iaaaa.values],
+      txt: txt.values,
       ...(error ? { error } : {}),
     };
   }

@@ -6,8 +6,18 @@
 import { API_VERSION, AppSpec, type DomainStatus } from "../../crds/schemas.ts";
 import { isServed } from "../../crds/app.ts";
 import {
-  challengeToken, checkDomainName, claimHolder, decideVerification, DOMAIN_LABEL, domainChildNames, domainLabelValue, nextCheck, tlsStatusOf,
-  VERIFY_REQUEST_ANNOTATION, type CertificateView, type DomainObject,
+  challengeToken,
+  checkDomainName,
+  claimHolder,
+  decideVerification,
+  DOMAIN_LABEL,
+  domainChildNames,
+  domainLabelValue,
+  nextCheck,
+  tlsStatusOf,
+  VERIFY_REQUEST_ANNOTATION,
+  type CertificateView,
+  type DomainObject,
 } from "../../crds/domain.ts";
 import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
 import { errorMessage, isConflict } from "../../kube/transport.ts";
@@ -26,13 +36,38 @@ const BERTH = groupOf(API_VERSION);
 const CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"] as const;
 
 export const DOMAIN_CONTROLLER_ACCESS: Access[] = [
-  { group: BERTH, resource: "domains", verbs: ["list", "watch"], why: "The Domain controller watches Domains in every namespace: the claim rule (one App per domain) compares them cluster-wide" },
-  { group: BERTH, resource: "domains/status", verbs: ["patch"], why: "It writes Domain status (verification, routing, tlsStatus) by server-side apply of the status subresource" },
-  { group: BERTH, resource: "domains/finalizers", verbs: ["update"], why: "A Domain's children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
-  { group: "cert-manager.io", resource: "certificates", verbs: CHILD_VERBS, why: "A verified Domain's cert-manager Certificate is applied, watched (tlsStatus) and deleted" },
+  {
+    group: BERTH,
+    resource: "domains",
+    verbs: ["list", "watch"],
+    why: "The Domain controller watches Domains in every namespace: the claim rule (one App per domain) compares them cluster-wide",
+  },
+  {
+    group: BERTH,
+    resource: "domains/status",
+    verbs: ["patch"],
+    why: "It writes Domain status (verification, routing, tlsStatus) by server-side apply of the status subresource",
+  },
+  {
+    group: BERTH,
+    resource: "domains/finalizers",
+    verbs: ["update"],
+    why: "A Domain's children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers",
+  },
+  {
+    group: "cert-manager.io",
+    resource: "certificates",
+    verbs: CHILD_VERBS,
+    why: "A verified Domain's cert-manager Certificate is applied, watched (tlsStatus) and deleted",
+  },
   { group: "", resource: "services", verbs: CHILD_VERBS, why: "A verified Domain's Service (to its targetPort) is applied and pruned" },
   { group: "networking.k8s.io", resource: "ingresses", verbs: CHILD_VERBS, why: "A verified Domain's Ingress is applied and pruned" },
-  { group: "", resource: "secrets", verbs: ["get", "list", "watch", "patch", "delete"], why: "A Domain's certificate Secret (written by cert-manager) is adopted (an ownerReference, so it goes with the Domain) and deleted when the Domain is" },
+  {
+    group: "",
+    resource: "secrets",
+    verbs: ["get", "list", "watch", "patch", "delete"],
+    why: "A Domain's certificate Secret (written by cert-manager) is adopted (an ownerReference, so it goes with the Domain) and deleted when the Domain is",
+  },
 ];
 
 export interface DomainReconcilerConfig extends DomainConfig {
@@ -65,24 +100,29 @@ const KIND_API: Record<DomainChildKind, string> = { Service: "v1", Ingress: "net
 
 /** The Domains of an App (for the App watch: a suspended, deleted or changed App reroutes them). */
 export function domainsOfApp(domains: Informer<KubeObject>): (obj: KubeObject) => Request[] {
-  return (app) => domains.list(app.metadata.namespace)
-    .filter((d) => (d as Domain).spec?.appRef?.name === app.metadata.name)
-    .map((d) => ({ namespace: d.metadata.namespace!, name: d.metadata.name! }));
+  return (app) =>
+    domains
+      .list(app.metadata.namespace)
+      .filter((d) => (d as Domain).spec?.appRef?.name === app.metadata.name)
+      .map((d) => ({ namespace: d.metadata.namespace!, name: d.metadata.name! }));
 }
 
 /** The Domain of a certificate Secret: cert-manager names its Certificate on it. */
 export function domainOfSecret(secret: KubeObject): Request[] {
   const cert = secret.metadata.annotations?.["cert-manager.io/certificate-name"];
-  return cert && secret.metadata.labels?.[DOMAIN_LABEL] && secret.metadata.namespace ? [{ namespace: secret.metadata.namespace, name: cert }] : [];
+  return cert && secret.metadata.labels?.[DOMAIN_LABEL] && secret.metadata.namespace
+    ? [{ namespace: secret.metadata.namespace, name: cert }]
+    : [];
 }
 
 /** Every Domain naming the same domain as `d` (another claim changing wakes the others). */
 export function sameDomainClaims(domains: Informer<KubeObject>): (obj: KubeObject) => Request[] {
-  return (d) => domains.list()
-    .filter((x) => (x as Domain).spec?.domain === (d as Domain).spec?.domain && x.metadata.uid !== d.metadata.uid)
-    .map((x) => ({ namespace: x.metadata.namespace!, name: x.metadata.name! }));
+  return (d) =>
+    domains
+      .list()
+      .filter((x) => (x as Domain).spec?.domain === (d as Domain).spec?.domain && x.metadata.uid !== d.metadata.uid)
+      .map((x) => ({ namespace: x.metadata.namespace!, name: x.metadata.name! }));
 }
-
 
 /** Re-check at least this often while a certificate is in use (renewal time, expiry). */
 const MAX_TLS_RECHECK_MS = 6 * 3600_000;
@@ -94,7 +134,10 @@ export class DomainReconciler implements Reconciler {
   constructor(deps: DomainReconcilerDeps) {
     this.deps = deps;
     this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER)
-      .track("Domain", deps.domains).track("Service", deps.services).track("Ingress", deps.ingresses).track("Secret", deps.secrets);
+      .track("Domain", deps.domains)
+      .track("Service", deps.services)
+      .track("Ingress", deps.ingresses)
+      .track("Secret", deps.secrets);
     if (deps.certificates) this.cache.track("Certificate", deps.certificates);
   }
 
@@ -102,7 +145,10 @@ export class DomainReconciler implements Reconciler {
     const { cfg } = this.deps;
     if (cfg.namespace && namespace !== cfg.namespace) return;
     const d = this.cache.get<Domain>("Domain", namespace, name);
-    if (!d) { await this.sweepSecret(namespace, name, ctx); return; }
+    if (!d) {
+      await this.sweepSecret(namespace, name, ctx);
+      return;
+    }
     if (d.metadata.deletionTimestamp) return; // its children go with it (owner references)
     try {
       return await this.converge(d, ctx);
@@ -115,12 +161,16 @@ export class DomainReconciler implements Reconciler {
   private async converge(d: Domain, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
     const { cfg, now: clock } = this.deps;
     const now = clock();
-    const namespace = d.metadata.namespace!, domain = d.spec.domain;
+    const namespace = d.metadata.namespace!,
+      domain = d.spec.domain;
     const names = domainChildNames(d.metadata.name!);
 
     const nameCheck = checkDomainName(domain, { baseDomain: cfg.baseDomain, ingressHost: cfg.ingressHost });
-    const invalid = !nameCheck.ok ? { reason: "InvalidDomain", message: nameCheck.message }
-      : nameCheck.domain !== domain ? { reason: "InvalidDomain", message: `${domain} is not in its canonical form ${nameCheck.domain}` } : undefined;
+    const invalid = !nameCheck.ok
+      ? { reason: "InvalidDomain", message: nameCheck.message }
+      : nameCheck.domain !== domain
+        ? { reason: "InvalidDomain", message: `${domain} is not in its canonical form ${nameCheck.domain}` }
+        : undefined;
     const holder = claimHolder(this.deps.domains.list().filter((x) => (x as Domain).spec?.domain === domain) as Domain[]);
     const claimedElsewhere = !!holder && holder.metadata.uid !== d.metadata.uid;
 
@@ -148,31 +198,53 @@ export class DomainReconciler implements Reconciler {
     if (!verified) routed = { ok: false, reason: "NotVerified", message: "The domain is routed once its DNS is verified" };
     else if (!app) routed = { ok: false, reason: "AppNotFound", message: `No service ${d.spec.appRef.name} in this workspace` };
     else if (!spec) routed = { ok: false, reason: "InvalidApp", message: `The service ${d.spec.appRef.name} has an invalid spec` };
-    else if (!isServed(spec.type)) routed = { ok: false, reason: "NotServed", message: `The service is a ${spec.type}: only web and api services are served` };
-    else if (spec.suspended) routed = { ok: false, reason: "AppSuspended", message: "The service is soft-deleted: its routes are removed until it is resumed" };
-    else routed = { ok: true, reason: "Routed", message: `${domain} routes to service ${app.metadata.name} on port ${targetPortOf(d, spec)}` };
+    else if (!isServed(spec.type))
+      routed = { ok: false, reason: "NotServed", message: `The service is a ${spec.type}: only web and api services are served` };
+    else if (spec.suspended)
+      routed = { ok: false, reason: "AppSuspended", message: "The service is soft-deleted: its routes are removed until it is resumed" };
+    else
+      routed = { ok: true, reason: "Routed", message: `${domain} routes to service ${app.metadata.name} on port ${targetPortOf(d, spec)}` };
 
     const desired = routed.ok && spec && app ? buildDomainChildren(d, { name: app.metadata.name!, spec }, cfg) : [];
     const keepCertificate = verified && !!app && !!cfg.issuer;
     const wanted = new Set<DomainChildKind>(desired.map((c) => c.kind as DomainChildKind));
     if (keepCertificate) wanted.add("Certificate");
     const foreign = await this.convergeChildren(d, desired, ctx);
-    if (foreign) routed = { ok: false, reason: "ObjectInTheWay", message: `${foreign} already exists in ${namespace} and is not this Domain's` };
+    if (foreign)
+      routed = { ok: false, reason: "ObjectInTheWay", message: `${foreign} already exists in ${namespace} and is not this Domain's` };
     await this.prune(d, wanted, ctx);
     if (!keepCertificate) await this.deleteSecret(d, names.secret, ctx);
     else await this.adoptSecret(d, names.secret);
 
-    const cert = keepCertificate ? this.cache.get<KubeObject & { status?: CertificateView }>("Certificate", namespace, names.certificate) : undefined;
-    const tls = !cfg.issuer ? { status: "pending" as const, message: "No certificate issuer is configured (BERTH_DOMAIN_ISSUER): the domain is served without TLS" }
-      : { ...tlsStatusOf(keepCertificate ? cert?.status ?? (cert ? {} : undefined) : undefined, now), notAfter: cert?.status?.notAfter };
+    const cert = keepCertificate
+      ? this.cache.get<KubeObject & { status?: CertificateView }>("Certificate", namespace, names.certificate)
+      : undefined;
+    const tls = !cfg.issuer
+      ? {
+          status: "pending" as const,
+          message: "No certificate issuer is configured (BERTH_DOMAIN_ISSUER): the domain is served without TLS",
+        }
+      : { ...tlsStatusOf(keepCertificate ? (cert?.status ?? (cert ? {} : undefined)) : undefined, now), notAfter: cert?.status?.notAfter };
     const status = computeDomainStatus({
-      old: d.status, generation: d.metadata.generation ?? 0, now, domain, dnsTarget: cfg.ingressHost, invalid, check, request, claimedElsewhere, schedule, routed, tls,
+      old: d.status,
+      generation: d.metadata.generation ?? 0,
+      now,
+      domain,
+      dnsTarget: cfg.ingressHost,
+      invalid,
+      check,
+      request,
+      claimedElsewhere,
+      schedule,
+      routed,
+      tls,
     });
     await this.writeStatus(d, status, ctx);
 
     const waits: number[] = [];
     if (!status.verified && "at" in schedule) waits.push(schedule.at.getTime() - now.getTime());
-    for (const t of [cert?.status?.renewalTime, cert?.status?.notAfter]) if (t && new Date(t).getTime() > now.getTime()) waits.push(new Date(t).getTime() - now.getTime() + 1000);
+    for (const t of [cert?.status?.renewalTime, cert?.status?.notAfter])
+      if (t && new Date(t).getTime() > now.getTime()) waits.push(new Date(t).getTime() - now.getTime() + 1000);
     if (status.tlsStatus === "active" || status.tlsStatus === "expiring") waits.push(MAX_TLS_RECHECK_MS);
     return waits.length ? { requeueAfterMs: Math.max(1000, Math.min(...waits)) } : undefined;
   }
@@ -190,7 +262,13 @@ export class DomainReconciler implements Reconciler {
       try {
         await this.cache.applyNew(obj);
         ctx.log.debug({ kind, name: obj.metadata.name }, "created");
-        if (kind === "Certificate") this.deps.events?.event(d, "Normal", "CertificateRequested", `Requested a certificate for ${d.spec.domain} from ClusterIssuer ${this.deps.cfg.issuer}`);
+        if (kind === "Certificate")
+          this.deps.events?.event(
+            d,
+            "Normal",
+            "CertificateRequested",
+            `Requested a certificate for ${d.spec.domain} from ClusterIssuer ${this.deps.cfg.issuer}`,
+          );
       } catch (err) {
         if (!isConflict(err)) throw err;
         const existing = await this.cache.fetch<KubeObject>(refOf(obj));
@@ -219,8 +297,21 @@ export class DomainReconciler implements Reconciler {
   private async adoptSecret(d: Domain, name: string): Promise<void> {
     const secret = this.cache.get<KubeObject>("Secret", d.metadata.namespace!, name);
     if (!secret || ownedBy(secret, d) || secret.metadata.labels?.[DOMAIN_LABEL] !== domainLabelValue(d.metadata.name!)) return;
-    const owners = [...(secret.metadata.ownerReferences ?? []), { apiVersion: API_VERSION, kind: "Domain", name: d.metadata.name!, uid: d.metadata.uid!, controller: false, blockOwnerDeletion: false }];
-    await this.cache.mergePatch({ apiVersion: "v1", kind: "Secret", namespace: d.metadata.namespace!, name }, { metadata: { resourceVersion: secret.metadata.resourceVersion, ownerReferences: owners } });
+    const owners = [
+      ...(secret.metadata.ownerReferences ?? []),
+      {
+        apiVersion: API_VERSION,
+        kind: "Domain",
+        name: d.metadata.name!,
+        uid: d.metadata.uid!,
+        controller: false,
+        blockOwnerDeletion: false,
+      },
+    ];
+    await this.cache.mergePatch(
+      { apiVersion: "v1", kind: "Secret", namespace: d.metadata.namespace!, name },
+      { metadata: { resourceVersion: secret.metadata.resourceVersion, ownerReferences: owners } },
+    );
   }
 
   private async deleteSecret(d: Domain, name: string, ctx: ReconcileContext): Promise<void> {
@@ -241,7 +332,12 @@ export class DomainReconciler implements Reconciler {
 
   private async writeStatus(d: Domain, status: DomainStatus, ctx: ReconcileContext): Promise<void> {
     if (domainStatusEqual(d.status, status)) return;
-    const written = await this.cache.applyStatus("domains", { apiVersion: API_VERSION, kind: "Domain", metadata: { name: d.metadata.name, namespace: d.metadata.namespace }, status });
+    const written = await this.cache.applyStatus("domains", {
+      apiVersion: API_VERSION,
+      kind: "Domain",
+      metadata: { name: d.metadata.name, namespace: d.metadata.namespace },
+      status,
+    });
     if (d.status?.verified !== status.verified || d.status?.tlsStatus !== status.tlsStatus) {
       ctx.log.info({ domain: d.spec.domain, verified: status.verified, tlsStatus: status.tlsStatus }, "domain status changed");
     }

@@ -39,34 +39,83 @@ export function computeDomainStatus(i: DomainStatusInput): DomainStatus {
   if (i.invalid) {
     vc = { type: "Verified", status: "False", reason: i.invalid.reason, message: i.invalid.message };
   } else if (i.claimedElsewhere) {
-    vc = { type: "Verified", status: "False", reason: "ClaimedByAnotherApp", message: "Another service already verified this domain: a domain belongs to one service in the whole platform (the first verified claim wins). Remove it there first." };
+    vc = {
+      type: "Verified",
+      status: "False",
+      reason: "ClaimedByAnotherApp",
+      message:
+        "Another service already verified this domain: a domain belongs to one service in the whole platform (the first verified claim wins). Remove it there first.",
+    };
   } else if (verified) {
-    vc = oldVerified?.status === "True" ? { type: "Verified", status: "True", reason: oldVerified.reason, message: oldVerified.message } : { type: "Verified", status: "True", reason: "Verified", message: "DNS points at the platform" };
+    vc =
+      oldVerified?.status === "True"
+        ? { type: "Verified", status: "True", reason: oldVerified.reason, message: oldVerified.message }
+        : { type: "Verified", status: "True", reason: "Verified", message: "DNS points at the platform" };
   } else if (i.check?.verification.verified) {
     verified = true;
     verifiedAt = now;
     vc = { type: "Verified", status: "True", reason: i.check.verification.reason, message: i.check.verification.message };
   } else {
-    const last = i.check?.verification ?? (oldVerified && oldVerified.reason !== "VerificationExpired" ? { reason: oldVerified.reason, message: oldVerified.message } : undefined);
+    const last =
+      i.check?.verification ??
+      (oldVerified && oldVerified.reason !== "VerificationExpired"
+        ? { reason: oldVerified.reason, message: oldVerified.message }
+        : undefined);
     // The last check's finding, without what this function appended to it before.
-    const core = (last?.message ?? oldVerified?.message ?? `Waiting for the first DNS check: create the record ${i.domain} CNAME ${i.dnsTarget}`)
-      .replace(/ (Checked again at|Automatic checks stopped) .*$/, "").replace(/\.$/, "");
+    const core = (
+      last?.message ??
+      oldVerified?.message ??
+      `Waiting for the first DNS check: create the record ${i.domain} CNAME ${i.dnsTarget}`
+    )
+      .replace(/ (Checked again at|Automatic checks stopped) .*$/, "")
+      .replace(/\.$/, "");
     vc = expired
-      ? { type: "Verified", status: "False", reason: "VerificationExpired", message: `${core}. Automatic checks stopped 48 hours after the domain was added: fix the record, then POST .../verify.` }
-      : { type: "Verified", status: "False", reason: last?.reason ?? "Pending", message: `${core}. Checked again at ${(i.schedule as { at: Date }).at.toISOString()}.` };
+      ? {
+          type: "Verified",
+          status: "False",
+          reason: "VerificationExpired",
+          message: `${core}. Automatic checks stopped 48 hours after the domain was added: fix the record, then POST .../verify.`,
+        }
+      : {
+          type: "Verified",
+          status: "False",
+          reason: last?.reason ?? "Pending",
+          message: `${core}. Checked again at ${(i.schedule as { at: Date }).at.toISOString()}.`,
+        };
   }
   const tlsReady = i.tls.status === "active" || i.tls.status === "expiring";
-  const conditions = setConditions(old.conditions, [
-    { ...vc, observedGeneration: i.generation },
-    { type: "Routed", status: i.routed.ok ? "True" : "False", reason: i.routed.reason, message: i.routed.message, observedGeneration: i.generation },
-    { type: "CertificateReady", status: tlsReady ? "True" : "False", reason: tlsReason(i.tls.status), message: i.tls.message, observedGeneration: i.generation },
-    {
-      type: "Ready", observedGeneration: i.generation,
-      ...(verified && i.routed.ok && tlsReady
-        ? { status: "True" as const, reason: "Serving", message: `https://${i.domain} is served with a valid certificate` }
-        : { status: "False" as const, reason: !verified ? "NotVerified" : !i.routed.ok ? i.routed.reason : tlsReason(i.tls.status), message: !verified ? vc.message : !i.routed.ok ? i.routed.message : i.tls.message }),
-    },
-  ], i.now);
+  const conditions = setConditions(
+    old.conditions,
+    [
+      { ...vc, observedGeneration: i.generation },
+      {
+        type: "Routed",
+        status: i.routed.ok ? "True" : "False",
+        reason: i.routed.reason,
+        message: i.routed.message,
+        observedGeneration: i.generation,
+      },
+      {
+        type: "CertificateReady",
+        status: tlsReady ? "True" : "False",
+        reason: tlsReason(i.tls.status),
+        message: i.tls.message,
+        observedGeneration: i.generation,
+      },
+      {
+        type: "Ready",
+        observedGeneration: i.generation,
+        ...(verified && i.routed.ok && tlsReady
+          ? { status: "True" as const, reason: "Serving", message: `https://${i.domain} is served with a valid certificate` }
+          : {
+              status: "False" as const,
+              reason: !verified ? "NotVerified" : !i.routed.ok ? i.routed.reason : tlsReason(i.tls.status),
+              message: !verified ? vc.message : !i.routed.ok ? i.routed.message : i.tls.message,
+            }),
+      },
+    ],
+    i.now,
+  );
   const check = i.check;
   return {
     observedGeneration: i.generation,
@@ -76,23 +125,46 @@ export function computeDomainStatus(i: DomainStatusInput): DomainStatus {
     dnsTarget: i.dnsTarget,
     ...(check ? { lastCheckedAt: now } : old.lastCheckedAt ? { lastCheckedAt: old.lastCheckedAt } : {}),
     ...(!verified && !expired && !i.invalid && !i.claimedElsewhere ? { nextCheckAt: (i.schedule as { at: Date }).at.toISOString() } : {}),
-    ...(i.request ? { handledVerifyRequest: i.request } : old.handledVerifyRequest ? { handledVerifyRequest: old.handledVerifyRequest } : {}),
+    ...(i.request
+      ? { handledVerifyRequest: i.request }
+      : old.handledVerifyRequest
+        ? { handledVerifyRequest: old.handledVerifyRequest }
+        : {}),
     ...(i.tls.notAfter ? { certificateNotAfter: new Date(i.tls.notAfter).toISOString() } : {}),
     conditions,
   };
 }
 
 function tlsReason(s: TlsStatus): string {
-  return { pending: "CertificatePending", issuing: "CertificateIssuing", active: "CertificateActive", expiring: "CertificateExpiring", failed: "CertificateFailed", expired: "CertificateExpired" }[s];
+  return {
+    pending: "CertificatePending",
+    issuing: "CertificateIssuing",
+    active: "CertificateActive",
+    expiring: "CertificateExpiring",
+    failed: "CertificateFailed",
+    expired: "CertificateExpired",
+  }[s];
 }
 
 export function domainStatusEqual(a: DomainStatus | undefined, b: DomainStatus): boolean {
   return !!a && stableJson(a) === stableJson(b);
 }
 
-export interface DomainEvent { type: "Normal" | "Warning"; reason: string; message: string }
+export interface DomainEvent {
+  type: "Normal" | "Warning";
+  reason: string;
+  message: string;
+}
 
-const WARNINGS: ReadonlySet<string> = new Set(["VerificationExpired", "ClaimedByAnotherApp", "InvalidDomain", "CertificateFailed", "CertificateExpiring", "CertificateExpired", "AppNotFound"]);
+const WARNINGS: ReadonlySet<string> = new Set([
+  "VerificationExpired",
+  "ClaimedByAnotherApp",
+  "InvalidDomain",
+  "CertificateFailed",
+  "CertificateExpiring",
+  "CertificateExpired",
+  "AppNotFound",
+]);
 const EVENT_CONDITIONS = ["Verified", "Routed", "CertificateReady"] as const;
 
 /**
@@ -108,7 +180,11 @@ export function domainEvents(prev: DomainStatus | undefined, next: DomainStatus)
     if (!was && type === "CertificateReady" && c.reason === "CertificatePending") continue;
     if (!was && type === "Routed" && c.status === "False" && c.reason === "NotVerified") continue;
     const warning = WARNINGS.has(c.reason) || (type === "Verified" && c.status === "False" && c.reason !== "Pending");
-    out.push({ type: warning ? "Warning" : "Normal", reason: type === "Verified" && c.status === "True" ? "Verified" : c.reason, message: c.message });
+    out.push({
+      type: warning ? "Warning" : "Normal",
+      reason: type === "Verified" && c.status === "True" ? "Verified" : c.reason,
+      message: c.message,
+    });
   }
   return out;
 }

@@ -22,7 +22,11 @@ export function resultOfLine(line: string): BuildResult | undefined {
   return text.startsWith(RESULT_LINE_PREFIX) ? parseBuildResult(text.slice(RESULT_LINE_PREFIX.length)) : undefined;
 }
 
-interface Follow { abort: AbortController; result?: BuildResult; expiry?: NodeJS.Timeout }
+interface Follow {
+  abort: AbortController;
+  result?: BuildResult;
+  expiry?: NodeJS.Timeout;
+}
 
 export class BuildLogs {
   private readonly rest: KubeRest;
@@ -52,22 +56,36 @@ export class BuildLogs {
     this.follows.set(uid, f);
     const path = `/api/v1/namespaces/${encodeURIComponent(pod.metadata!.namespace!)}/pods/${encodeURIComponent(pod.metadata!.name!)}/log`;
     const container = pod.spec?.containers?.[0]?.name;
-    this.rest.lines(path, { follow: true, ...(container ? { container } : {}) }, (line) => {
-      if (f.result) return;
-      const r = resultOfLine(line);
-      if (!r) return;
-      f.result = r;
-      this.wake(release);
-    }, f.abort.signal, { maxLine: MAX_LINE, what: "follow" }).then(() => {
-      // The container exited (the stream's end): keep a result for the reconciler, else nothing to
-      // keep. A follow already forgotten (and perhaps followed anew) is no longer this one's to time.
-      if (this.follows.get(uid) !== f) return;
-      if (f.result) { f.expiry = setTimeout(() => this.forget(uid), this.resultTtlMs); f.expiry.unref(); } else this.follows.delete(uid);
-    }, () => {
-      // Refused or cut (the pod went, the node is unreachable): the pod's status tells instead;
-      // the next pass may follow again.
-      if (!f.result && this.follows.get(uid) === f) this.follows.delete(uid);
-    });
+    this.rest
+      .lines(
+        path,
+        { follow: true, ...(container ? { container } : {}) },
+        (line) => {
+          if (f.result) return;
+          const r = resultOfLine(line);
+          if (!r) return;
+          f.result = r;
+          this.wake(release);
+        },
+        f.abort.signal,
+        { maxLine: MAX_LINE, what: "follow" },
+      )
+      .then(
+        () => {
+          // The container exited (the stream's end): keep a result for the reconciler, else nothing to
+          // keep. A follow already forgotten (and perhaps followed anew) is no longer this one's to time.
+          if (this.follows.get(uid) !== f) return;
+          if (f.result) {
+            f.expiry = setTimeout(() => this.forget(uid), this.resultTtlMs);
+            f.expiry.unref();
+          } else this.follows.delete(uid);
+        },
+        () => {
+          // Refused or cut (the pod went, the node is unreachable): the pod's status tells instead;
+          // the next pass may follow again.
+          if (!f.result && this.follows.get(uid) === f) this.follows.delete(uid);
+        },
+      );
     return undefined;
   }
 

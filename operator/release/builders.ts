@@ -5,7 +5,13 @@ import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, type AppSpec } from "../../crds/schemas.ts";
 import { envSecretName } from "../../crds/app.ts";
-import { gitCredentialsSecret, jobName, RELEASE_LABEL, RELEASE_STEP_LABEL, type ReleaseObject as ReleaseShape } from "../../crds/release.ts";
+import {
+  gitCredentialsSecret,
+  jobName,
+  RELEASE_LABEL,
+  RELEASE_STEP_LABEL,
+  type ReleaseObject as ReleaseShape,
+} from "../../crds/release.ts";
 import type { KubeObject } from "../../kube/objects.ts";
 import { CONTAINER, MANAGED_BY, podSpec, withHash, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
 
@@ -45,11 +51,16 @@ export const BUILD_CACHE_TAG = "buildcache";
  * Whether a queued release may start its build now: a workspace runs at most `max` builds at once
  * (BERTH_BUILD_MAX_PER_WORKSPACE), and its queued releases start oldest first. Pure.
  */
-export function buildSlot(r: ReleaseObject, inNamespace: readonly ReleaseObject[], max: number): { start: true } | { start: false; running: number; ahead: number } {
+export function buildSlot(
+  r: ReleaseObject,
+  inNamespace: readonly ReleaseObject[],
+  max: number,
+): { start: true } | { start: false; running: number; ahead: number } {
   const phase = (x: ReleaseObject) => x.status?.phase ?? "queued";
   const running = inNamespace.filter((x) => phase(x) === "building" && !x.metadata.deletionTimestamp).length;
   const when = (x: ReleaseObject) => new Date(x.metadata.creationTimestamp ?? 0).getTime();
-  const queued = inNamespace.filter((x) => phase(x) === "queued" && !x.spec.image && !x.metadata.deletionTimestamp)
+  const queued = inNamespace
+    .filter((x) => phase(x) === "queued" && !x.spec.image && !x.metadata.deletionTimestamp)
     .sort((a, b) => when(a) - when(b) || (a.metadata.name ?? "").localeCompare(b.metadata.name ?? ""));
   const ahead = queued.findIndex((x) => x.metadata.uid === r.metadata.uid);
   return ahead >= 0 && ahead < max - running ? { start: true } : { start: false, running, ahead: Math.max(0, ahead) };
@@ -65,11 +76,24 @@ function jobMeta(r: ReleaseObject, step: "build" | "release"): k8s.V1ObjectMeta 
     name: jobName(r.metadata.name!, step),
     namespace: r.metadata.namespace!,
     labels: { ...MANAGED_BY, [RELEASE_LABEL]: r.metadata.name!, [RELEASE_STEP_LABEL]: step },
-    ownerReferences: [{ apiVersion: API_VERSION, kind: "Release", name: r.metadata.name!, uid: r.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+    ownerReferences: [
+      {
+        apiVersion: API_VERSION,
+        kind: "Release",
+        name: r.metadata.name!,
+        uid: r.metadata.uid!,
+        controller: true,
+        blockOwnerDeletion: true,
+      },
+    ],
   };
 }
 
-const podLabels = (r: ReleaseObject, step: "build" | "release") => ({ ...MANAGED_BY, [RELEASE_LABEL]: r.metadata.name!, [RELEASE_STEP_LABEL]: step });
+const podLabels = (r: ReleaseObject, step: "build" | "release") => ({
+  ...MANAGED_BY,
+  [RELEASE_LABEL]: r.metadata.name!,
+  [RELEASE_STEP_LABEL]: step,
+});
 
 /** The cache scope of an App's builds: from its uid, which no other workspace can learn (docs/builds.md "Caching"). */
 export function cacheScopeOf(appUid: string): string {
@@ -90,7 +114,11 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
   // The build itself runs in BuildKit: the pod clones, plans and streams the context, so it asks
   // for little (ten builds at once fit a small node) and may use up to the configured limits.
   const limits = { cpu: `${s.cpuMillicores}m`, memory: `${s.memoryMi}Mi`, "ephemeral-storage": `${s.storageMi}Mi` };
-  const requests = { cpu: `${Math.min(100, s.cpuMillicores)}m`, memory: `${Math.min(256, s.memoryMi)}Mi`, "ephemeral-storage": `${Math.min(1024, s.storageMi)}Mi` };
+  const requests = {
+    cpu: `${Math.min(100, s.cpuMillicores)}m`,
+    memory: `${Math.min(256, s.memoryMi)}Mi`,
+    "ephemeral-storage": `${Math.min(1024, s.storageMi)}Mi`,
+  };
   const env: k8s.V1EnvVar[] = [
     { name: "BERTH_BUILD_REPO_URL", value: git.repoUrl },
     { name: "BERTH_BUILD_COMMIT", value: git.commitSha },
@@ -105,12 +133,16 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
     { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },
     ...(appUid ? [{ name: "BERTH_BUILD_CACHE_SCOPE", value: cacheScopeOf(appUid) }] : []),
     { name: "HOME", value: "/workspace" },
-    ...(git.installationId ? (["USERNAME", "PASSWORD"] as const).map((k): k8s.V1EnvVar => ({
-      name: `GIT_${k}`, valueFrom: { secretKeyRef: { name: gitCredentialsSecret(git.installationId!), key: k.toLowerCase() } },
-    })) : []),
+    ...(git.installationId
+      ? (["USERNAME", "PASSWORD"] as const).map((k): k8s.V1EnvVar => ({
+          name: `GIT_${k}`,
+          valueFrom: { secretKeyRef: { name: gitCredentialsSecret(git.installationId!), key: k.toLowerCase() } },
+        }))
+      : []),
   ];
   return withHash({
-    apiVersion: "batch/v1", kind: "Job",
+    apiVersion: "batch/v1",
+    kind: "Job",
     metadata: jobMeta(r, "build"),
     spec: {
       backoffLimit: 0,
@@ -121,16 +153,31 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
           restartPolicy: "Never",
           automountServiceAccountToken: false,
           enableServiceLinks: false,
-          securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, fsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
+          securityContext: {
+            runAsNonRoot: true,
+            runAsUser: 10001,
+            runAsGroup: 10001,
+            fsGroup: 10001,
+            seccompProfile: { type: "RuntimeDefault" },
+          },
           ...(cfg.nodeSelector && Object.keys(cfg.nodeSelector).length ? { nodeSelector: cfg.nodeSelector } : {}),
           ...(cfg.tolerations?.length ? { tolerations: cfg.tolerations } : {}),
-          containers: [{
-            name: "build", image: s.builderImage, env,
-            workingDir: "/workspace",
-            resources: { limits, requests },
-            terminationMessagePolicy: "FallbackToLogsOnError",
-            securityContext: { allowPrivilegeEscalation: false, readOnlyRootFilesystem: false, runAsNonRoot: true, capabilities: { drop: ["ALL"] } },
-          }],
+          containers: [
+            {
+              name: "build",
+              image: s.builderImage,
+              env,
+              workingDir: "/workspace",
+              resources: { limits, requests },
+              terminationMessagePolicy: "FallbackToLogsOnError",
+              securityContext: {
+                allowPrivilegeEscalation: false,
+                readOnlyRootFilesystem: false,
+                runAsNonRoot: true,
+                capabilities: { drop: ["ALL"] },
+              },
+            },
+          ],
         },
       },
     },
@@ -141,21 +188,32 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
  * The release command's Job: the new image with the App's pod spec (its environment, governance
  * variables, limits, placement), running `sh -c <releaseCommand>` once.
  */
-export function releaseJob(r: ReleaseObject, spec: AppSpec, image: string, cfg: BuildConfig, gov: GovernanceRef | undefined, timeoutSeconds: number): k8s.V1Job {
+export function releaseJob(
+  r: ReleaseObject,
+  spec: AppSpec,
+  image: string,
+  cfg: BuildConfig,
+  gov: GovernanceRef | undefined,
+  timeoutSeconds: number,
+): k8s.V1Job {
   // The service's variables as its pods get them (the Secret is optional: none set, none mounted).
   const env = { secretName: envSecretName(r.spec.appRef.name), hash: "" };
   const pod = podSpec(spec, image, "Never", gov, env, cfg);
   const container = pod.containers.find((c) => c.name === CONTAINER)!;
   const { readinessProbe: _ready, startupProbe: _started, ports: _ports, ...rest } = container;
   return withHash({
-    apiVersion: "batch/v1", kind: "Job",
+    apiVersion: "batch/v1",
+    kind: "Job",
     metadata: jobMeta(r, "release"),
     spec: {
       backoffLimit: 0,
       activeDeadlineSeconds: timeoutSeconds,
       template: {
         metadata: { labels: podLabels(r, "release") },
-        spec: { ...pod, containers: [{ ...rest, command: ["/bin/sh", "-c", r.spec.releaseCommand!], terminationMessagePolicy: "FallbackToLogsOnError" }] },
+        spec: {
+          ...pod,
+          containers: [{ ...rest, command: ["/bin/sh", "-c", r.spec.releaseCommand!], terminationMessagePolicy: "FallbackToLogsOnError" }],
+        },
       },
     },
   }) as k8s.V1Job;
@@ -176,7 +234,10 @@ export function jobOutcome(job: k8s.V1Job | undefined, pod?: k8s.V1Pod): JobOutc
   const failed = c("Failed") ?? c("FailureTarget");
   if (failed) return { done: true, ok: false, reason: failed.reason ?? "Failed", message: failed.message ?? "" };
   const t = terminated(pod);
-  if (t) return t.exitCode === 0 ? { done: true, ok: true } : { done: true, ok: false, reason: "Failed", message: `exited with code ${t.exitCode}` };
+  if (t)
+    return t.exitCode === 0
+      ? { done: true, ok: true }
+      : { done: true, ok: false, reason: "Failed", message: `exited with code ${t.exitCode}` };
   return { done: false };
 }
 
@@ -191,9 +252,13 @@ export function parseBuildResult(message: string | undefined): BuildResult | und
   if (!message) return undefined;
   try {
     const v = JSON.parse(message) as Partial<BuildResult> & Record<string, unknown>;
-    if (v.ok === true && typeof v.image === "string" && /@sha256:[0-9a-f]{64}$/.test(v.image) && typeof v.digest === "string") return v as BuildResult;
-    if (v.ok === false && typeof v.reason === "string" && typeof v.message === "string") return { ok: false, step: typeof v.step === "string" ? v.step : "build", reason: v.reason, message: v.message };
-  } catch { /* not JSON: the last log lines (FallbackToLogsOnError) */ }
+    if (v.ok === true && typeof v.image === "string" && /@sha256:[0-9a-f]{64}$/.test(v.image) && typeof v.digest === "string")
+      return v as BuildResult;
+    if (v.ok === false && typeof v.reason === "string" && typeof v.message === "string")
+      return { ok: false, step: typeof v.step === "string" ? v.step : "build", reason: v.reason, message: v.message };
+  } catch {
+    /* not JSON: the last log lines (FallbackToLogsOnError) */
+  }
   return undefined;
 }
 
@@ -205,12 +270,22 @@ const NO_SHELL = /exec: "\/bin\/sh": stat \/bin\/sh: no such file or directory|"
  * its output; an image without a shell (a release command runs as `/bin/sh -c`) is said in words a
  * user can act on, not the runtime's. Pure.
  */
-export function releaseFailure(outcome: Extract<JobOutcome, { done: true }>, t: k8s.V1ContainerStateTerminated | undefined): { reason: string; message: string } {
-  if (outcome.reason === "DeadlineExceeded") return { reason: "ReleaseCommandTimeout", message: `${outcome.reason}: ${outcome.message ?? ""}` };
+export function releaseFailure(
+  outcome: Extract<JobOutcome, { done: true }>,
+  t: k8s.V1ContainerStateTerminated | undefined,
+): { reason: string; message: string } {
+  if (outcome.reason === "DeadlineExceeded")
+    return { reason: "ReleaseCommandTimeout", message: `${outcome.reason}: ${outcome.message ?? ""}` };
   if (t && NO_SHELL.test(t.message ?? "")) {
-    return { reason: "ReleaseCommandNoShell", message: "The release command cannot run: the image has no shell (/bin/sh), and a release command runs as /bin/sh -c <releaseCommand>. Images that detection builds for Go apps hold the binary alone: build the service from a Dockerfile (dockerfilePath) whose image has /bin/sh, or remove the release command" };
+    return {
+      reason: "ReleaseCommandNoShell",
+      message:
+        "The release command cannot run: the image has no shell (/bin/sh), and a release command runs as /bin/sh -c <releaseCommand>. Images that detection builds for Go apps hold the binary alone: build the service from a Dockerfile (dockerfilePath) whose image has /bin/sh, or remove the release command",
+    };
   }
-  const message = t ? `The release command exited with code ${t.exitCode}${t.message ? `: ${tail(t.message)}` : ""}` : `${outcome.reason ?? "Failed"}: ${outcome.message ?? ""}`;
+  const message = t
+    ? `The release command exited with code ${t.exitCode}${t.message ? `: ${tail(t.message)}` : ""}`
+    : `${outcome.reason ?? "Failed"}: ${outcome.message ?? ""}`;
   return { reason: "ReleaseCommandFailed", message };
 }
 

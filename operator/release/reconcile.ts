@@ -6,7 +6,16 @@
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, AppSpec, type ReleaseStatus } from "../../crds/schemas.ts";
 import { governanceDisabled, governanceGeneration } from "../../crds/app.ts";
-import { isFinal, jobName, overtaken, phaseOf, RELEASE_LABEL, RELEASE_STEP_LABEL, releaseRef, releasesToPrune } from "../../crds/release.ts";
+import {
+  isFinal,
+  jobName,
+  overtaken,
+  phaseOf,
+  RELEASE_LABEL,
+  RELEASE_STEP_LABEL,
+  releaseRef,
+  releasesToPrune,
+} from "../../crds/release.ts";
 import type { ReleaseObject } from "./builders.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/objects.ts";
 import { isConflict } from "../../kube/transport.ts";
@@ -18,19 +27,59 @@ import { groupOf, type Access } from "../../kube/rbac.ts";
 import { governanceSecretName, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
 import type { AppObject } from "../app/reconcile.ts";
 import { applyReleaseStatus } from "./status.ts";
-import { buildJob, buildSlot, jobOutcome, parseBuildResult, releaseFailure, releaseJob, tail, terminated, type BuildSettings } from "./builders.ts";
+import {
+  buildJob,
+  buildSlot,
+  jobOutcome,
+  parseBuildResult,
+  releaseFailure,
+  releaseJob,
+  tail,
+  terminated,
+  type BuildSettings,
+} from "./builders.ts";
 import type { BuildLogs } from "./build-log.ts";
 import type { Metrics } from "../runtime/metrics.ts";
 
 const BERTH = groupOf(API_VERSION);
 
 export const RELEASE_CONTROLLER_ACCESS: Access[] = [
-  { group: BERTH, resource: "releases", verbs: ["list", "watch"], why: "The Release controller watches Releases in every workspace namespace" },
-  { group: BERTH, resource: "releases", verbs: ["delete"], why: "It deletes releases beyond the App's history (RELEASE_HISTORY), their Jobs and logs with them" },
-  { group: BERTH, resource: "releases/status", verbs: ["patch"], why: "It records each step of a release in its status (server-side apply of the status subresource)" },
-  { group: BERTH, resource: "releases/finalizers", verbs: ["update"], why: "A release's Jobs carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers" },
-  { group: "batch", resource: "jobs", verbs: ["get", "list", "watch", "create", "patch", "delete"], why: "A release's build and release-command Jobs are created, watched and read back" },
-  { group: "", resource: "pods/log", verbs: ["get"], why: "A running build pod's log is followed for the result its last line carries, before the kubelet reports the exit (BuildLogs)" },
+  {
+    group: BERTH,
+    resource: "releases",
+    verbs: ["list", "watch"],
+    why: "The Release controller watches Releases in every workspace namespace",
+  },
+  {
+    group: BERTH,
+    resource: "releases",
+    verbs: ["delete"],
+    why: "It deletes releases beyond the App's history (RELEASE_HISTORY), their Jobs and logs with them",
+  },
+  {
+    group: BERTH,
+    resource: "releases/status",
+    verbs: ["patch"],
+    why: "It records each step of a release in its status (server-side apply of the status subresource)",
+  },
+  {
+    group: BERTH,
+    resource: "releases/finalizers",
+    verbs: ["update"],
+    why: "A release's Jobs carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers",
+  },
+  {
+    group: "batch",
+    resource: "jobs",
+    verbs: ["get", "list", "watch", "create", "patch", "delete"],
+    why: "A release's build and release-command Jobs are created, watched and read back",
+  },
+  {
+    group: "",
+    resource: "pods/log",
+    verbs: ["get"],
+    why: "A running build pod's log is followed for the result its last line carries, before the kubelet reports the exit (BuildLogs)",
+  },
 ];
 
 /** The Release a Job or a Job's pod belongs to (its berth.dev/release label). */
@@ -44,9 +93,13 @@ export function releaseOfObject(obj: KubeObject): Request[] {
  * release created right after its App may arrive before the App is in the cache.
  */
 export function releasesOfApp(releases: Informer<ReleaseObject>): (app: KubeObject) => Request[] {
-  return (app) => app.metadata.namespace
-    ? releases.list(app.metadata.namespace).filter((r) => r.spec?.appRef?.name === app.metadata.name).map((r) => ({ namespace: app.metadata.namespace!, name: r.metadata.name! }))
-    : [];
+  return (app) =>
+    app.metadata.namespace
+      ? releases
+          .list(app.metadata.namespace)
+          .filter((r) => r.spec?.appRef?.name === app.metadata.name)
+          .map((r) => ({ namespace: app.metadata.namespace!, name: r.metadata.name! }))
+      : [];
 }
 
 /** The App of a Release (its appRef), to wake the App controller when a release moves. */
@@ -91,7 +144,10 @@ export class ReleaseReconciler implements Reconciler {
 
   async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
     const r = this.cache.get<ReleaseObject>("Release", namespace, name);
-    if (!r || r.metadata.deletionTimestamp) { this.waiting.delete(`${namespace}/${name}`); return; }
+    if (!r || r.metadata.deletionTimestamp) {
+      this.waiting.delete(`${namespace}/${name}`);
+      return;
+    }
     const siblings = this.deps.releases.list(namespace).filter((x) => x.spec?.appRef?.name === r.spec.appRef.name);
     await this.prune(namespace, siblings);
     const phase = phaseOf(r);
@@ -106,12 +162,32 @@ export class ReleaseReconciler implements Reconciler {
     }
     if (phase === "queued") {
       if (r.spec.image) {
-        await this.write(r, { phase: "deploying", image: r.spec.image, deployStartedAt: now }, ctx, "Deploying", `Deploying ${r.spec.image} again (rollback of ${r.spec.rollbackOf ?? "an earlier release"})`);
+        await this.write(
+          r,
+          { phase: "deploying", image: r.spec.image, deployStartedAt: now },
+          ctx,
+          "Deploying",
+          `Deploying ${r.spec.image} again (rollback of ${r.spec.rollbackOf ?? "an earlier release"})`,
+        );
         return;
       }
       const build = this.deps.build;
       if (!build) {
-        await this.write(r, { phase: "build_failed", finishedAt: now, failure: { step: "build", reason: "BuildsNotConfigured", message: "This installation has no builder configured (chart values builder.*): deploy a prebuilt image (spec.image) instead" } }, ctx, "BuildFailed", "Builds are not configured");
+        await this.write(
+          r,
+          {
+            phase: "build_failed",
+            finishedAt: now,
+            failure: {
+              step: "build",
+              reason: "BuildsNotConfigured",
+              message: "This installation has no builder configured (chart values builder.*): deploy a prebuilt image (spec.image) instead",
+            },
+          },
+          ctx,
+          "BuildFailed",
+          "Builds are not configured",
+        );
         return;
       }
       const slot = buildSlot(r, this.deps.releases.list(namespace), build.maxPerWorkspace);
@@ -119,13 +195,24 @@ export class ReleaseReconciler implements Reconciler {
         const key = `${namespace}/${name}`;
         if (!this.waiting.has(key)) {
           this.waiting.add(key);
-          this.deps.events?.event(r, "Normal", "BuildWaiting", `The workspace runs ${slot.running} builds, its most at once (${build.maxPerWorkspace}); this one starts when one ends (${slot.ahead} queued before it)`);
+          this.deps.events?.event(
+            r,
+            "Normal",
+            "BuildWaiting",
+            `The workspace runs ${slot.running} builds, its most at once (${build.maxPerWorkspace}); this one starts when one ends (${slot.ahead} queued before it)`,
+          );
         }
         return { requeueAfterMs: BUILD_SLOT_RECHECK_MS };
       }
       this.waiting.delete(`${namespace}/${name}`);
       await this.ensureJob(buildJob(r, build, this.deps.cfg) as KubeObject);
-      await this.write(r, { phase: "building", buildStartedAt: now }, ctx, "Building", `Building commit ${r.spec.git!.commitSha.slice(0, 12)} of ${r.spec.git!.branch}`);
+      await this.write(
+        r,
+        { phase: "building", buildStartedAt: now },
+        ctx,
+        "Building",
+        `Building commit ${r.spec.git!.commitSha.slice(0, 12)} of ${r.spec.git!.branch}`,
+      );
       return;
     }
     if (phase === "building") return this.building(r, app, ctx);
@@ -155,19 +242,45 @@ export class ReleaseReconciler implements Reconciler {
     const now = this.deps.now().toISOString();
     let next: { change: Partial<ReleaseStatus>; reason: string; message: string };
     if (!outcome.ok || !result?.ok) {
-      const failure = result && !result.ok ? { step: result.step, reason: result.reason, message: result.message }
-        : outcome.ok ? { step: "build", reason: "NoBuildResult", message: "The build finished without reporting an image" }
-        : { step: "build", reason: outcome.reason === "DeadlineExceeded" ? "BuildTimeout" : (outcome.reason ?? "BuildFailed"), message: `${outcome.message ?? ""} ${tail(terminated(pod)?.message)}`.trim() };
-      next = { change: { phase: "build_failed", buildFinishedAt: now, finishedAt: now, failure }, reason: "BuildFailed", message: `${failure.reason}: ${failure.message}`.slice(0, 1000) };
+      const failure =
+        result && !result.ok
+          ? { step: result.step, reason: result.reason, message: result.message }
+          : outcome.ok
+            ? { step: "build", reason: "NoBuildResult", message: "The build finished without reporting an image" }
+            : {
+                step: "build",
+                reason: outcome.reason === "DeadlineExceeded" ? "BuildTimeout" : (outcome.reason ?? "BuildFailed"),
+                message: `${outcome.message ?? ""} ${tail(terminated(pod)?.message)}`.trim(),
+              };
+      next = {
+        change: { phase: "build_failed", buildFinishedAt: now, finishedAt: now, failure },
+        reason: "BuildFailed",
+        message: `${failure.reason}: ${failure.message}`.slice(0, 1000),
+      };
     } else {
-      const built: Partial<ReleaseStatus> = { image: result.image, buildFinishedAt: now, ...(result.stack ? { stack: result.stack } : {}), ...(result.commitMessage ? { commitMessage: result.commitMessage.slice(0, 4096) } : {}) };
+      const built: Partial<ReleaseStatus> = {
+        image: result.image,
+        buildFinishedAt: now,
+        ...(result.stack ? { stack: result.stack } : {}),
+        ...(result.commitMessage ? { commitMessage: result.commitMessage.slice(0, 4096) } : {}),
+      };
       if (r.spec.releaseCommand) {
         const spec = AppSpec.safeParse(app.spec);
         if (!spec.success) return; // the App controller reports the invalid spec; retried when it changes
-        await this.ensureJob(releaseJob(r, spec.data, result.image, this.deps.cfg, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject);
-        next = { change: { ...built, phase: "releasing", releaseStartedAt: now }, reason: "Releasing", message: `Built ${result.image}; running the release command` };
+        await this.ensureJob(
+          releaseJob(r, spec.data, result.image, this.deps.cfg, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject,
+        );
+        next = {
+          change: { ...built, phase: "releasing", releaseStartedAt: now },
+          reason: "Releasing",
+          message: `Built ${result.image}; running the release command`,
+        };
       } else {
-        next = { change: { ...built, phase: "deploying", deployStartedAt: now }, reason: "Deploying", message: `Built ${result.image}; rolling it out` };
+        next = {
+          change: { ...built, phase: "deploying", deployStartedAt: now },
+          reason: "Deploying",
+          message: `Built ${result.image}; rolling it out`,
+        };
       }
     }
     await this.write(r, next.change, ctx, next.reason, next.message);
@@ -187,14 +300,27 @@ export class ReleaseReconciler implements Reconciler {
     if (!outcome.ok) {
       const { reason, message } = releaseFailure(outcome, terminated(pod));
       const failure = { step: "release", reason, message };
-      await this.write(r, { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure }, ctx, "ReleaseFailed", message.slice(0, 1000));
+      await this.write(
+        r,
+        { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure },
+        ctx,
+        "ReleaseFailed",
+        message.slice(0, 1000),
+      );
       return;
     }
-    await this.write(r, { phase: "deploying", releaseFinishedAt: now, deployStartedAt: now }, ctx, "Deploying", "The release command succeeded; rolling out");
+    await this.write(
+      r,
+      { phase: "deploying", releaseFinishedAt: now, deployStartedAt: now },
+      ctx,
+      "Deploying",
+      "The release command succeeded; rolling out",
+    );
   }
 
   private stepPods(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod[] {
-    return this.deps.pods.list(r.metadata.namespace)
+    return this.deps.pods
+      .list(r.metadata.namespace)
       .filter((p) => p.metadata.labels?.[RELEASE_LABEL] === r.metadata.name && p.metadata.labels?.[RELEASE_STEP_LABEL] === step)
       .map((p) => p as k8s.V1Pod);
   }
@@ -203,7 +329,6 @@ export class ReleaseReconciler implements Reconciler {
   private jobPod(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod | undefined {
     return this.stepPods(r, step).find((p) => terminated(p));
   }
-
 
   private async ensureJob(job: KubeObject): Promise<void> {
     if (this.cache.get("Job", job.metadata.namespace!, job.metadata.name!)) return;
@@ -217,12 +342,21 @@ export class ReleaseReconciler implements Reconciler {
   /** Deletes what is beyond the App's history. */
   private async prune(namespace: string, siblings: readonly ReleaseObject[]): Promise<void> {
     for (const name of releasesToPrune(siblings)) {
-      await this.cache.delete(releaseRef(namespace, name), siblings.find((s) => s.metadata.name === name)!);
+      await this.cache.delete(
+        releaseRef(namespace, name),
+        siblings.find((s) => s.metadata.name === name)!,
+      );
     }
   }
 
   /** Writes the whole status (server-side apply: what this manager leaves out would be removed). */
-  private async write(r: ReleaseObject, change: Partial<ReleaseStatus>, ctx: ReconcileContext, reason: string, message: string): Promise<void> {
+  private async write(
+    r: ReleaseObject,
+    change: Partial<ReleaseStatus>,
+    ctx: ReconcileContext,
+    reason: string,
+    message: string,
+  ): Promise<void> {
     const written = await applyReleaseStatus(this.cache, r, change);
     ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: change.phase }, "release phase changed");
     const warning = change.phase === "build_failed" || change.phase === "release_failed" || change.phase === "failed";

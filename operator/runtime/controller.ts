@@ -9,8 +9,13 @@ import type { Informer, KubeObject } from "../../kube/index.ts";
 import type { Metrics, ReconcileResultLabel } from "./metrics.ts";
 import { WorkQueue } from "./queue.ts";
 
-export interface Request { namespace: string; name: string }
-export interface ReconcileResult { requeueAfterMs?: number }
+export interface Request {
+  namespace: string;
+  name: string;
+}
+export interface ReconcileResult {
+  requeueAfterMs?: number;
+}
 /** What one reconcile is given besides its key. */
 export interface ReconcileContext {
   /** Aborted when the controller stops: long calls should pass it on. */
@@ -18,7 +23,9 @@ export interface ReconcileContext {
   /** The controller's logger with this reconcile's key and id on every line. */
   log: Logger;
 }
-export interface Reconciler { reconcile(req: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> }
+export interface Reconciler {
+  reconcile(req: Request, ctx: ReconcileContext): Promise<ReconcileResult | void>;
+}
 
 /** An error that retrying cannot fix (e.g. an invalid spec): recorded, logged, not retried. */
 export class TerminalError extends Error {
@@ -104,7 +111,10 @@ export function controllerOwner(obj: KubeObject, apiVersion: string, kind: strin
 
 /** How long stop() waits for reconciles to return after aborting their signal. */
 const ABORT_GRACE_MS = 5000;
-const sleep = (ms: number) => new Promise<void>((resolve) => { setTimeout(resolve, ms).unref(); });
+const sleep = (ms: number) =>
+  new Promise<void>((resolve) => {
+    setTimeout(resolve, ms).unref();
+  });
 
 export class Controller {
   readonly name: string;
@@ -128,16 +138,23 @@ export class Controller {
     const { primary } = opts;
     this.sources = [
       { informer: primary, updates: opts.updates, map: (o) => [{ namespace: o.metadata.namespace ?? "", name: o.metadata.name ?? "" }] },
-      ...(opts.owned ?? []).map((o) => ({ ...("informer" in o ? o : { informer: o }), map: (obj: KubeObject) => controllerOwner(obj, primary.options.apiVersion, primary.options.kind) })),
+      ...(opts.owned ?? []).map((o) => ({
+        ...("informer" in o ? o : { informer: o }),
+        map: (obj: KubeObject) => controllerOwner(obj, primary.options.apiVersion, primary.options.kind),
+      })),
       ...(opts.watches ?? []),
     ];
     this._queue = this.newQueue();
   }
 
   /** The current work queue (a fresh one after each stop/start cycle). */
-  get queue(): WorkQueue { return this._queue; }
+  get queue(): WorkQueue {
+    return this._queue;
+  }
 
-  get isRunning(): boolean { return this.running; }
+  get isRunning(): boolean {
+    return this.running;
+  }
 
   /** Subscribes to the informers (which must be synced), enqueues every cached object, starts the workers. */
   start(): void {
@@ -147,21 +164,31 @@ export class Controller {
     this.abort = new AbortController();
     const { metrics } = this.opts;
     for (const { informer, map, updates } of this.sources) {
-      const handler = (obj: KubeObject) => { for (const req of map(obj)) this.enqueue(req); };
+      const handler = (obj: KubeObject) => {
+        for (const req of map(obj)) this.enqueue(req);
+      };
       const enqueued = metrics.watchEvents.labels(this.name, informer.options.kind, "enqueued");
       const filtered = metrics.watchEvents.labels(this.name, informer.options.kind, "filtered");
-      this.unsubscribe.push(informer.on((event, obj, old) => {
-        if (event === "update" && old && updates && !updates(old, obj)) { filtered.inc(); return; }
-        enqueued.inc();
-        handler(obj);
-      }));
+      this.unsubscribe.push(
+        informer.on((event, obj, old) => {
+          if (event === "update" && old && updates && !updates(old, obj)) {
+            filtered.inc();
+            return;
+          }
+          enqueued.inc();
+          handler(obj);
+        }),
+      );
       for (const obj of informer.list()) handler(obj);
     }
     const concurrency = Math.max(1, this.opts.concurrency ?? 4);
     // Reconciles that ignored the last stop's abort must end before a key can run again.
     const previous = this.leftover;
     const queue = this._queue;
-    this.workers = Array.from({ length: concurrency }, async () => { await previous; await this.work(queue); });
+    this.workers = Array.from({ length: concurrency }, async () => {
+      await previous;
+      await this.work(queue);
+    });
     this.scheduleResync();
     this.log.info({ concurrency }, "controller started");
   }
@@ -178,7 +205,9 @@ export class Controller {
     this._queue.shutDown();
     const timeoutMs = opts.timeoutMs ?? this.opts.shutdownTimeoutMs ?? 20_000;
     let finished = false;
-    const all = Promise.all(this.workers).then(() => { finished = true; });
+    const all = Promise.all(this.workers).then(() => {
+      finished = true;
+    });
     await Promise.race([all, sleep(timeoutMs)]);
     if (!finished) {
       this.log.warn({ timeoutMs }, "reconciles still running at shutdown; aborting them");

@@ -4,7 +4,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net";
 import type { Metrics } from "./metrics.ts";
 
-export interface ReadinessCheck { name: string; check: () => boolean | Promise<boolean> }
+export interface ReadinessCheck {
+  name: string;
+  check: () => boolean | Promise<boolean>;
+}
 
 export interface HealthServerOptions {
   /** Default 127.0.0.1. */
@@ -24,10 +27,15 @@ export class HealthServer {
   }
 
   async start(): Promise<{ port: number }> {
-    const server = createServer((req, res) => { this.handle(req, res).catch((err: unknown) => this.send(res, 500, String(err))); });
+    const server = createServer((req, res) => {
+      this.handle(req, res).catch((err: unknown) => this.send(res, 500, String(err)));
+    });
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(this.opts.port, this.opts.host ?? "127.0.0.1", () => { server.off("error", reject); resolve(); });
+      server.listen(this.opts.port, this.opts.host ?? "127.0.0.1", () => {
+        server.off("error", reject);
+        resolve();
+      });
     });
     this.server = server;
     return { port: (server.address() as AddressInfo).port };
@@ -45,14 +53,24 @@ export class HealthServer {
 
   /** Runs every readiness check; a check that throws fails. Returns the names of the failing ones. */
   async failingChecks(): Promise<string[]> {
-    const results = await Promise.all(this.opts.readiness.map(async ({ name, check }) => {
-      try { return (await check()) ? undefined : name; } catch { return name; }
-    }));
+    const results = await Promise.all(
+      this.opts.readiness.map(async ({ name, check }) => {
+        try {
+          return (await check()) ? undefined : name;
+        } catch {
+          return name;
+        }
+      }),
+    );
     return results.filter((n): n is string => n !== undefined);
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (req.method !== "GET" && req.method !== "HEAD") { res.setHeader("Allow", "GET, HEAD"); this.send(res, 405, "method not allowed\n"); return; }
+    if (req.method !== "GET" && req.method !== "HEAD") {
+      res.setHeader("Allow", "GET, HEAD");
+      this.send(res, 405, "method not allowed\n");
+      return;
+    }
     const path = new URL(req.url ?? "/", "http://localhost").pathname;
     switch (path) {
       case "/healthz":
@@ -61,7 +79,11 @@ export class HealthServer {
       case "/readyz": {
         const failing = await this.failingChecks();
         const lines = this.opts.readiness.map(({ name }) => (failing.includes(name) ? `[-]${name} failed` : `[+]${name} ok`));
-        this.send(res, failing.length ? 503 : 200, [...lines, failing.length ? `readyz check failed: ${failing.join(", ")}` : "ok"].join("\n") + "\n");
+        this.send(
+          res,
+          failing.length ? 503 : 200,
+          [...lines, failing.length ? `readyz check failed: ${failing.join(", ")}` : "ok"].join("\n") + "\n",
+        );
         return;
       }
       case "/metrics": {

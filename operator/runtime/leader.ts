@@ -20,8 +20,21 @@ import type { Access } from "../../kube/rbac.ts";
  */
 export function leaderElectionAccess(leaseName: string): Access[] {
   return [
-    { group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release", why: "Leader election creates its Lease when missing (create cannot be narrowed by name)" },
-    { group: "coordination.k8s.io", resource: "leases", verbs: ["get", "update"], names: [leaseName], scope: "release", why: "Leader election reads and renews only its own Lease" },
+    {
+      group: "coordination.k8s.io",
+      resource: "leases",
+      verbs: ["create"],
+      scope: "release",
+      why: "Leader election creates its Lease when missing (create cannot be narrowed by name)",
+    },
+    {
+      group: "coordination.k8s.io",
+      resource: "leases",
+      verbs: ["get", "update"],
+      names: [leaseName],
+      scope: "release",
+      why: "Leader election reads and renews only its own Lease",
+    },
   ];
 }
 
@@ -72,17 +85,22 @@ export class LeaderElector {
   constructor(kc: KubeAuth | KubeRest, opts: LeaderElectionOptions, log: Logger) {
     this.rest = KubeRest.from(kc);
     this.opts = { leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 2, ...opts };
-    if (this.opts.renewDeadlineSeconds >= this.opts.leaseDurationSeconds) throw new Error("renewDeadlineSeconds must be less than leaseDurationSeconds");
+    if (this.opts.renewDeadlineSeconds >= this.opts.leaseDurationSeconds)
+      throw new Error("renewDeadlineSeconds must be less than leaseDurationSeconds");
     this.log = log.child({ lease: `${opts.namespace}/${opts.name}`, identity: opts.identity });
   }
 
-  get isLeader(): boolean { return this._isLeader; }
+  get isLeader(): boolean {
+    return this._isLeader;
+  }
 
   /** Campaigns, leads, and campaigns again after losing the Lease, until stop(). */
   run(callbacks: LeaderCallbacks): Promise<void> {
     if (this.running) throw new Error("LeaderElector is already running");
     this.stopping = false;
-    this.running = this.loop(callbacks).finally(() => { this.running = undefined; });
+    this.running = this.loop(callbacks).finally(() => {
+      this.running = undefined;
+    });
     return this.running;
   }
 
@@ -120,14 +138,27 @@ export class LeaderElector {
       // a renewal that hangs must not outlive the renew deadline: the Lease could expire and
       // another replica lead while this one still thinks it does
       const attempt = await this.tryAcquireOrRenew(lastRenew + deadlineMs);
-      if (attempt === "acquired") { lastRenew = Date.now(); continue; }
-      if (attempt === "held") { this.log.warn("the Lease has another holder; stepping down"); break; }
-      if (Date.now() - lastRenew >= deadlineMs) { this.log.warn({ renewDeadlineSeconds: this.opts.renewDeadlineSeconds }, "could not renew the Lease; stepping down"); break; }
+      if (attempt === "acquired") {
+        lastRenew = Date.now();
+        continue;
+      }
+      if (attempt === "held") {
+        this.log.warn("the Lease has another holder; stepping down");
+        break;
+      }
+      if (Date.now() - lastRenew >= deadlineMs) {
+        this.log.warn({ renewDeadlineSeconds: this.opts.renewDeadlineSeconds }, "could not renew the Lease; stepping down");
+        break;
+      }
     }
     this._isLeader = false;
     leading.abort(new Error(this.stopping ? "leader election stopping" : "leadership lost"));
     await work;
-    try { callbacks.onStoppedLeading(); } catch (err) { this.log.error({ err }, "onStoppedLeading failed"); }
+    try {
+      callbacks.onStoppedLeading();
+    } catch (err) {
+      this.log.error({ err }, "onStoppedLeading failed");
+    }
     if (this.stopping) await this.release();
     this.log.info("stopped leading");
   }
@@ -142,20 +173,31 @@ export class LeaderElector {
         const now = microTime(nowMs);
         const lease = await this.read(left());
         if (!lease) {
-          await this.rest.request("POST", this.collection(), { timeoutMs: left(), body: {
-            apiVersion: "coordination.k8s.io/v1", kind: "Lease",
-            metadata: { name, namespace },
-            spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
-          } });
+          await this.rest.request("POST", this.collection(), {
+            timeoutMs: left(),
+            body: {
+              apiVersion: "coordination.k8s.io/v1",
+              kind: "Lease",
+              metadata: { name, namespace },
+              spec: { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: 0 },
+            },
+          });
           return "acquired";
         }
         const spec = lease.spec ?? {};
         const holder = spec.holderIdentity ?? "";
         const expired = timeOf(spec.renewTime) + (spec.leaseDurationSeconds ?? 0) * 1000 < nowMs;
         if (holder && holder !== identity && !expired) return "held";
-        const next: LeaseSpec = holder === identity
-          ? { ...spec, leaseDurationSeconds, renewTime: now }
-          : { holderIdentity: identity, leaseDurationSeconds, acquireTime: now, renewTime: now, leaseTransitions: (spec.leaseTransitions ?? 0) + 1 };
+        const next: LeaseSpec =
+          holder === identity
+            ? { ...spec, leaseDurationSeconds, renewTime: now }
+            : {
+                holderIdentity: identity,
+                leaseDurationSeconds,
+                acquireTime: now,
+                renewTime: now,
+                leaseTransitions: (spec.leaseTransitions ?? 0) + 1,
+              };
         await this.replace({ ...lease, spec: next }, left());
         return "acquired";
       } catch (err) {

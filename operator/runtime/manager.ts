@@ -45,20 +45,29 @@ export class Manager {
       host: opts.health.host,
       port: opts.health.port,
       metrics: opts.metrics,
-      readiness: [{ name: "informers", check: () => [...this.informers.values()].every((i) => i.synced) }, ...(opts.health.readiness ?? [])],
+      readiness: [
+        { name: "informers", check: () => [...this.informers.values()].every((i) => i.synced) },
+        ...(opts.health.readiness ?? []),
+      ],
     });
     this.rest = KubeRest.from(opts.kc);
     this.elector = opts.leaderElection ? new LeaderElector(this.rest, opts.leaderElection, opts.log) : undefined;
   }
 
-  get healthPort(): number | undefined { return this._healthPort; }
+  get healthPort(): number | undefined {
+    return this._healthPort;
+  }
 
   /** True while the controllers may run: elected, or leader election disabled. */
-  get isLeader(): boolean { return this.elector ? this.elector.isLeader : this.state === "started"; }
+  get isLeader(): boolean {
+    return this.elector ? this.elector.isLeader : this.state === "started";
+  }
 
   /** The shared informer of a resource: one per apiVersion, plural, namespace and label selector. */
   informer<T extends KubeObject>(opts: InformerOptions): Informer<T> {
-    const key = [opts.apiVersion, opts.plural, opts.namespace ?? "", opts.labelSelector ?? "", opts.dropManagedFields ? "trim" : ""].join("|");
+    const key = [opts.apiVersion, opts.plural, opts.namespace ?? "", opts.labelSelector ?? "", opts.dropManagedFields ? "trim" : ""].join(
+      "|",
+    );
     let informer = this.informers.get(key);
     if (!informer) {
       this.assertNotStarted("informer()");

@@ -31,19 +31,62 @@ export class Metrics {
   readonly buildResults: Counter<"source">;
 
   constructor() {
-    const registers = [this.registry = new Registry()];
-    this.reconcileTotal = new Counter({ name: "berth_reconcile_total", help: "Reconciles by controller and result.", labelNames: ["controller", "result"], registers });
-    this.reconcileErrors = new Counter({ name: "berth_reconcile_errors_total", help: "Reconciles that failed with an error.", labelNames: ["controller"], registers });
+    const registers = [(this.registry = new Registry())];
+    this.reconcileTotal = new Counter({
+      name: "berth_reconcile_total",
+      help: "Reconciles by controller and result.",
+      labelNames: ["controller", "result"],
+      registers,
+    });
+    this.reconcileErrors = new Counter({
+      name: "berth_reconcile_errors_total",
+      help: "Reconciles that failed with an error.",
+      labelNames: ["controller"],
+      registers,
+    });
     this.reconcileDuration = new Histogram({
-      name: "berth_reconcile_duration_seconds", help: "Duration of reconciles.", labelNames: ["controller"], registers,
+      name: "berth_reconcile_duration_seconds",
+      help: "Duration of reconciles.",
+      labelNames: ["controller"],
+      registers,
       buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
     });
-    this.workqueueDepth = new Gauge({ name: "berth_workqueue_depth", help: "Keys waiting in the work queue.", labelNames: ["controller"], registers });
-    this.workqueueAdds = new Counter({ name: "berth_workqueue_adds_total", help: "Keys added to the work queue.", labelNames: ["controller"], registers });
-    this.watchEvents = new Counter({ name: "berth_watch_events_total", help: "Informer events received by each controller, by kind watched and whether they were enqueued or filtered.", labelNames: ["controller", "kind", "result"], registers });
-    this.leader = new Gauge({ name: "berth_leader", help: "1 while this process is the elected leader.", labelNames: ["identity"], registers });
-    this.kubeRequests = new Counter({ name: "berth_kube_requests_total", help: "Requests to the Kubernetes API server by verb, resource and HTTP status.", labelNames: ["verb", "resource", "code"], registers });
-    this.buildResults = new Counter({ name: "berth_build_results_total", help: "Build outcomes taken by the release controller, by where they were read: the build log's last line or the pod's exit.", labelNames: ["source"], registers });
+    this.workqueueDepth = new Gauge({
+      name: "berth_workqueue_depth",
+      help: "Keys waiting in the work queue.",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.workqueueAdds = new Counter({
+      name: "berth_workqueue_adds_total",
+      help: "Keys added to the work queue.",
+      labelNames: ["controller"],
+      registers,
+    });
+    this.watchEvents = new Counter({
+      name: "berth_watch_events_total",
+      help: "Informer events received by each controller, by kind watched and whether they were enqueued or filtered.",
+      labelNames: ["controller", "kind", "result"],
+      registers,
+    });
+    this.leader = new Gauge({
+      name: "berth_leader",
+      help: "1 while this process is the elected leader.",
+      labelNames: ["identity"],
+      registers,
+    });
+    this.kubeRequests = new Counter({
+      name: "berth_kube_requests_total",
+      help: "Requests to the Kubernetes API server by verb, resource and HTTP status.",
+      labelNames: ["verb", "resource", "code"],
+      registers,
+    });
+    this.buildResults = new Counter({
+      name: "berth_build_results_total",
+      help: "Build outcomes taken by the release controller, by where they were read: the build log's last line or the pod's exit.",
+      labelNames: ["source"],
+      registers,
+    });
     collectDefaultMetrics({ register: this.registry });
   }
 }
@@ -64,11 +107,23 @@ export function describeKubeRequest(method: string, path: string, contentType?: 
   const [plural = "", name, sub] = rest;
   const resource = sub ? `${plural}/${sub}` : plural;
   const watch = /(^|&)watch=(true|1)(&|$)/.test(query);
-  const verb = method === "GET" ? (watch ? "watch" : name ? "get" : "list")
-    : method === "POST" ? "create"
-    : method === "PUT" ? "update"
-    : method === "DELETE" ? "delete"
-    : method === "PATCH" ? (contentType?.includes("apply-patch") ? "apply" : "patch")
-    : method.toLowerCase();
+  const verb =
+    method === "GET"
+      ? watch
+        ? "watch"
+        : name
+          ? "get"
+          : "list"
+      : method === "POST"
+        ? "create"
+        : method === "PUT"
+          ? "update"
+          : method === "DELETE"
+            ? "delete"
+            : method === "PATCH"
+              ? contentType?.includes("apply-patch")
+                ? "apply"
+                : "patch"
+              : method.toLowerCase();
   return { verb, resource };
 }

@@ -37,9 +37,13 @@ export class WorkQueue {
   }
 
   /** Number of keys ready to be handed out (not counting delayed or in-process keys). */
-  get length(): number { return this.ready.length; }
+  get length(): number {
+    return this.ready.length;
+  }
 
-  get isShuttingDown(): boolean { return this.shuttingDown; }
+  get isShuttingDown(): boolean {
+    return this.shuttingDown;
+  }
 
   /** Queues `key` unless it is already waiting; a key being processed runs again after done(). */
   add(key: string): void {
@@ -52,12 +56,18 @@ export class WorkQueue {
   /** Queues `key` after `ms`; if the key is already scheduled earlier, the earlier time is kept. */
   addAfter(key: string, ms: number): void {
     if (this.shuttingDown) return;
-    if (ms <= 0) { this.add(key); return; }
+    if (ms <= 0) {
+      this.add(key);
+      return;
+    }
     const at = Date.now() + ms;
     const existing = this.delayed.get(key);
     if (existing && existing.at <= at) return;
     if (existing) clearTimeout(existing.timer);
-    const timer = setTimeout(() => { this.delayed.delete(key); this.add(key); }, ms);
+    const timer = setTimeout(() => {
+      this.delayed.delete(key);
+      this.add(key);
+    }, ms);
     this.delayed.set(key, { at, timer });
   }
 
@@ -114,7 +124,10 @@ export class WorkQueue {
 
   private push(key: string): void {
     const waiter = this.waiters.shift();
-    if (waiter) { waiter(this.take(key)); return; }
+    if (waiter) {
+      waiter(this.take(key));
+      return;
+    }
     this.ready.push(key);
     this.onDepth?.(this.ready.length);
   }

@@ -9,9 +9,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from "node:http";
 import { hostname } from "node:os";
 
-export type ChatResult =
-  | { kind: "answer"; answer: string }
-  | { kind: "blocked"; phase: string; guards: string[]; traceId: string };
+export type ChatResult = { kind: "answer"; answer: string } | { kind: "blocked"; phase: string; guards: string[]; traceId: string };
 export interface ChatRequest {
   message: string;
   sessionId?: string;
@@ -69,13 +67,17 @@ export function chatRequest(body: unknown): ChatRequest | { problem: string } {
   if (typeof message !== "string" || message.trim() === "") return { problem: "message must be a non-empty string" };
   if (message.length > MAX_MESSAGE_CHARS) return { problem: `message is longer than ${MAX_MESSAGE_CHARS} characters` };
   if (sessionId === undefined) return { message };
-  if (typeof sessionId !== "string" || sessionId === "" || sessionId.length > MAX_SESSION_ID_CHARS) return { problem: `sessionId must be a string of 1 to ${MAX_SESSION_ID_CHARS} characters` };
+  if (typeof sessionId !== "string" || sessionId === "" || sessionId.length > MAX_SESSION_ID_CHARS)
+    return { problem: `sessionId must be a string of 1 to ${MAX_SESSION_ID_CHARS} characters` };
   return { message, sessionId };
 }
 
 function send(res: ServerResponse, status: number, body: unknown): void {
   const text = typeof body === "string" ? body : JSON.stringify(body) + "\n";
-  res.writeHead(status, { "Content-Type": typeof body === "string" ? "text/plain; charset=utf-8" : "application/json", "Content-Length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    "Content-Type": typeof body === "string" ? "text/plain; charset=utf-8" : "application/json",
+    "Content-Length": Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -98,25 +100,47 @@ export function helloHandler(o: HelloOptions): RequestListener {
     "/healthz": { GET: (_req, res) => send(res, 200, "ok\n") },
     // What Berth's edge tells the service about the viewer (docs/shares.md): set only by Berth.
     "/whoami": {
-      GET: (req, res) => send(res, 200, { user: req.headers["x-berth-user"] ?? null, share: req.headers["x-berth-share"] ?? null, via: req.headers["x-sample-probe"] ?? null }),
+      GET: (req, res) =>
+        send(res, 200, {
+          user: req.headers["x-berth-user"] ?? null,
+          share: req.headers["x-berth-share"] ?? null,
+          via: req.headers["x-sample-probe"] ?? null,
+        }),
     },
     "/burn": {
       GET: async (_req, res, url) => {
         const ms = burnMillis(url.searchParams.get("ms"));
-        if (ms === undefined) { send(res, 400, { error: "ms must be a non-negative integer (milliseconds, at most 10000)" }); return; }
+        if (ms === undefined) {
+          send(res, 400, { error: "ms must be a non-negative integer (milliseconds, at most 10000)" });
+          return;
+        }
         const took = await burn(ms);
         send(res, 200, { burnedMs: Math.round(took), host });
       },
     },
     "/chat": {
       POST: async (req, res) => {
-        if ("unavailable" in o.chat) { send(res, 503, { error: `chat is not configured: ${o.chat.unavailable}` }); return; }
+        if ("unavailable" in o.chat) {
+          send(res, 503, { error: `chat is not configured: ${o.chat.unavailable}` });
+          return;
+        }
         const raw = await readBody(req);
-        if (raw === undefined) { send(res, 413, { error: `the body is larger than ${MAX_BODY_BYTES} bytes` }); return; }
+        if (raw === undefined) {
+          send(res, 413, { error: `the body is larger than ${MAX_BODY_BYTES} bytes` });
+          return;
+        }
         let body: unknown;
-        try { body = JSON.parse(raw); } catch { send(res, 400, { error: "the body is not JSON" }); return; }
+        try {
+          body = JSON.parse(raw);
+        } catch {
+          send(res, 400, { error: "the body is not JSON" });
+          return;
+        }
         const request = chatRequest(body);
-        if ("problem" in request) { send(res, 400, { error: request.problem }); return; }
+        if ("problem" in request) {
+          send(res, 400, { error: request.problem });
+          return;
+        }
         const result = await o.chat(request);
         if (result.kind === "blocked") {
           send(res, 422, { error: "blocked by a guard", phase: result.phase, guards: result.guards, traceId: result.traceId });
@@ -138,8 +162,15 @@ export function helloHandler(o: HelloOptions): RequestListener {
     }
     const route = routes[url.pathname];
     const handler = route?.[req.method ?? "GET"];
-    if (!route) { send(res, 404, { error: "not found" }); return; }
-    if (!handler) { res.setHeader("Allow", Object.keys(route).join(", ")); send(res, 405, { error: "method not allowed" }); return; }
+    if (!route) {
+      send(res, 404, { error: "not found" });
+      return;
+    }
+    if (!handler) {
+      res.setHeader("Allow", Object.keys(route).join(", "));
+      send(res, 405, { error: "method not allowed" });
+      return;
+    }
     Promise.resolve(handler(req, res, url)).catch((err: unknown) => {
       log("error", "request failed", { path: url.pathname, error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
       if (!res.headersSent) send(res, 500, { error: "internal error" });

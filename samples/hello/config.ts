@@ -23,6 +23,8 @@ export interface Config {
 
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const e = Env.parse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== "")));
-  const shown = Object.fromEntries(Object.entries(env).filter((kv): kv is [string, string] => kv[0].startsWith(SHOWN_ENV_PREFIX) && kv[1] !== undefined));
+  const shown = Object.fromEntries(
+    Object.entries(env).filter((kv): kv is [string, string] => kv[0].startsWith(SHOWN_ENV_PREFIX) && kv[1] !== undefined),
+  );
   return { port: e.PORT, host: e.HOST, version: e.HELLO_VERSION, shown };
 }

@@ -26,7 +26,11 @@ try {
 const server = createServer(helloHandler({ version: config.version, chat, shown: config.shown, log }));
 server.listen(config.port, config.host, () => {
   const address = server.address();
-  log("info", "listening", { host: config.host, port: typeof address === "object" && address ? address.port : config.port, version: config.version });
+  log("info", "listening", {
+    host: config.host,
+    port: typeof address === "object" && address ? address.port : config.port,
+    version: config.version,
+  });
 });
 
 let stopping = false;

@@ -19,28 +19,52 @@ const REGISTRY = need("BERTH_REGISTRY");
 const k = kube();
 let ns = "";
 
-test.before(async () => { ns = await testNamespace(k, "e2e-buildlog"); });
-test.after.always(async () => { if (ns) await deleteNamespace(k, ns); });
+test.before(async () => {
+  ns = await testNamespace(k, "e2e-buildlog");
+});
+test.after.always(async () => {
+  if (ns) await deleteNamespace(k, ns);
+});
 
 const DIGEST = `sha256:${"ab".repeat(32)}`;
-const RESULT = { ok: true, image: `${REGISTRY}/apps/x/site@${DIGEST}`, digest: DIGEST, tag: "0123456789ab", stack: "dockerfile", commitMessage: "first", cloneMs: 5, buildMs: 9 };
+const RESULT = {
+  ok: true,
+  image: `${REGISTRY}/apps/x/site@${DIGEST}`,
+  digest: DIGEST,
+  tag: "0123456789ab",
+  stack: "dockerfile",
+  commitMessage: "first",
+  cloneMs: 5,
+  buildMs: 9,
+};
 
 /** A pod on the real node whose container prints `lines` (one per 100 ms), then sleeps. */
 async function printer(name: string, lines: string[]): Promise<k8s.V1Pod> {
   const script = `const l = ${JSON.stringify(lines)}; let i = 0; const t = setInterval(() => { if (i < l.length) console.log(l[i++]); else clearInterval(t); }, 100); setTimeout(() => {}, 600000);`;
-  await k.core.createNamespacedPod({ namespace: ns, body: {
-    metadata: { name },
-    spec: {
-      restartPolicy: "Never", automountServiceAccountToken: false, enableServiceLinks: false, terminationGracePeriodSeconds: 0,
-      nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
-      securityContext: { runAsNonRoot: true, runAsUser: 10001 },
-      containers: [{ name: "build", image: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`, command: ["node", "-e", script] }],
+  await k.core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name },
+      spec: {
+        restartPolicy: "Never",
+        automountServiceAccountToken: false,
+        enableServiceLinks: false,
+        terminationGracePeriodSeconds: 0,
+        nodeSelector: { ...REAL_NODE_SELECTOR },
+        tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+        securityContext: { runAsNonRoot: true, runAsUser: 10001 },
+        containers: [{ name: "build", image: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`, command: ["node", "-e", script] }],
+      },
     },
-  } });
-  return eventually(`${name} to run`, async () => {
-    const p = await k.core.readNamespacedPod({ namespace: ns, name });
-    return p.status?.containerStatuses?.[0]?.state?.running ? p : undefined;
-  }, 120_000);
+  });
+  return eventually(
+    `${name} to run`,
+    async () => {
+      const p = await k.core.readNamespacedPod({ namespace: ns, name });
+      return p.status?.containerStatuses?.[0]?.state?.running ? p : undefined;
+    },
+    120_000,
+  );
 }
 
 test("the result line is read while the build pod runs, under the operator's RBAC; a forged line is not a result; forget ends the stream", async (t) => {
@@ -63,7 +87,9 @@ test("the result line is read while the build pod runs, under the operator's RBA
     t.truthy(now.status?.containerStatuses?.[0]?.state?.running, "read while the container still runs");
     logs.forget(pod.metadata!.uid);
     t.is(logs.size, 0);
-  } finally { logs.stop(); }
+  } finally {
+    logs.stop();
+  }
 });
 
 test("a result forgotten and its pod followed anew: the first stream's end does not time out the second", async (t) => {
@@ -82,7 +108,9 @@ test("a result forgotten and its pod followed anew: the first stream's end does 
     await new Promise((r) => setTimeout(r, 1500)); // three times the first stream's would-be expiry
     t.is(logs.size, 1, "the second follow is still there");
     t.deepEqual(logs.result(pod, release), RESULT as unknown);
-  } finally { logs.stop(); }
+  } finally {
+    logs.stop();
+  }
 });
 
 test("a pod whose log never carries a result gives none, and a pod not yet running is not followed", async (t) => {
@@ -91,13 +119,24 @@ test("a pod whose log never carries a result gives none, and a pod not yet runni
   const logs = new BuildLogs(new KubeRest(loadKubeConfig(id.kubeconfig)), (r) => woken.push(r));
   try {
     const pod = await printer("quiet-1-build", ["[clone] fetching", "[result] failed at build: BuildFailed: a build step failed."]);
-    t.is(logs.result({ ...pod, status: { containerStatuses: [{ ...pod.status!.containerStatuses![0]!, state: { waiting: { reason: "ContainerCreating" } } }] } }, { namespace: ns, name: "quiet-1" }), undefined);
+    t.is(
+      logs.result(
+        {
+          ...pod,
+          status: { containerStatuses: [{ ...pod.status!.containerStatuses![0]!, state: { waiting: { reason: "ContainerCreating" } } }] },
+        },
+        { namespace: ns, name: "quiet-1" },
+      ),
+      undefined,
+    );
     t.is(logs.size, 0, "not followed before it runs");
     logs.result(pod, { namespace: ns, name: "quiet-1" });
     t.is(logs.size, 1);
     await new Promise((r) => setTimeout(r, 2000));
     t.deepEqual(woken, []);
     t.is(logs.result(pod, { namespace: ns, name: "quiet-1" }), undefined);
-  } finally { logs.stop(); }
+  } finally {
+    logs.stop();
+  }
   t.is(logs.size, 0, "stop ends every stream");
 });

@@ -34,7 +34,12 @@ let built: Record<"builder" | "python" | "go", BerthImage>;
 const dirs: string[] = [];
 
 test.before(async () => {
-  const images = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder", "python", "go"], log: (l) => console.log(`[berth-images] ${l}`) });
+  const images = await buildBerthImages({
+    registry: REGISTRY,
+    addr: BUILDKIT,
+    components: ["builder", "python", "go"],
+    log: (l) => console.log(`[berth-images] ${l}`),
+  });
   built = Object.fromEntries(images.map((i) => [i.component, i])) as typeof built;
   git = await startGitServer({ auth: CREDENTIALS });
   await k.core.createNamespace({ body: { metadata: { name: ns } } });
@@ -46,7 +51,11 @@ test.after.always(async () => {
   await deleteNamespace(k, ns);
 });
 
-interface Run { code: number; stdout: string; result: BuildResult }
+interface Run {
+  code: number;
+  stdout: string;
+  result: BuildResult;
+}
 
 /** Runs the build program as the Job would, with the contract's environment; the result read back from BERTH_BUILD_RESULT_FILE. */
 async function runBuilder(repo: string, commit: string, extra: Record<string, string> = {}): Promise<Run> {
@@ -54,18 +63,34 @@ async function runBuilder(repo: string, commit: string, extra: Record<string, st
   dirs.push(ws);
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? "/usr/bin:/bin",
-    BERTH_BUILD_REPO_URL: `${git.url}/${repo}.git`, BERTH_BUILD_COMMIT: commit, BERTH_BUILD_BRANCH: "main",
-    BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${ns}/${repo}`, BERTH_BUILD_TAG: commit.slice(0, 12),
-    BUILDKIT_HOST: BUILDKIT, BERTH_BUILD_REGISTRY_INSECURE: "true",
-    BERTH_BUILD_BASE_IMAGES: JSON.stringify({ node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`, python: `${REGISTRY}/${BERTH_IMAGES.python.name}:${BERTH_IMAGES.python.alias}`, go: `${REGISTRY}/${BERTH_IMAGES.go.name}:${BERTH_IMAGES.go.alias}`, static: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}` }),
-    GIT_USERNAME: CREDENTIALS.username, GIT_PASSWORD: CREDENTIALS.password,
-    BERTH_BUILD_RESULT_FILE: join(ws, "termination-log"), BERTH_BUILD_WORKSPACE: ws, BERTH_BUILDCTL: binPath("buildctl"),
+    BERTH_BUILD_REPO_URL: `${git.url}/${repo}.git`,
+    BERTH_BUILD_COMMIT: commit,
+    BERTH_BUILD_BRANCH: "main",
+    BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${ns}/${repo}`,
+    BERTH_BUILD_TAG: commit.slice(0, 12),
+    BUILDKIT_HOST: BUILDKIT,
+    BERTH_BUILD_REGISTRY_INSECURE: "true",
+    BERTH_BUILD_BASE_IMAGES: JSON.stringify({
+      node: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`,
+      python: `${REGISTRY}/${BERTH_IMAGES.python.name}:${BERTH_IMAGES.python.alias}`,
+      go: `${REGISTRY}/${BERTH_IMAGES.go.name}:${BERTH_IMAGES.go.alias}`,
+      static: `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`,
+    }),
+    GIT_USERNAME: CREDENTIALS.username,
+    GIT_PASSWORD: CREDENTIALS.password,
+    BERTH_BUILD_RESULT_FILE: join(ws, "termination-log"),
+    BERTH_BUILD_WORKSPACE: ws,
+    BERTH_BUILDCTL: binPath("buildctl"),
     ...extra,
   };
   const child = spawn(process.execPath, [join(root, "operator/build/main.ts")], { env, cwd: ws, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
-  child.stdout.on("data", (c: Buffer) => { stdout += c.toString(); });
-  child.stderr.on("data", (c: Buffer) => { stdout += c.toString(); });
+  child.stdout.on("data", (c: Buffer) => {
+    stdout += c.toString();
+  });
+  child.stderr.on("data", (c: Buffer) => {
+    stdout += c.toString();
+  });
   const code = await new Promise<number>((resolve) => child.on("close", (c) => resolve(c ?? -1)));
   const text = readFileSync(join(ws, "termination-log"), "utf8");
   if (Buffer.byteLength(text) > 4096) throw new Error("the result is longer than a termination log holds");
@@ -81,111 +106,169 @@ function noSecrets(t: { false: (v: boolean, m?: string) => void }, run: Run): vo
 /** The image's manifest digest in the registry under its tag equals the result's, and the reference pins it. */
 async function inRegistry(t: { is: (a: unknown, b: unknown, m?: string) => void }, run: Run, repo: string, tag: string): Promise<void> {
   if (!run.result.ok) throw new Error(`expected a successful build:\n${run.stdout}`);
-  t.is(await registry.manifestDigest(`apps/${ns}/${repo}`, tag), run.result.digest, "the registry has the image under the tag, with the digest of the result");
+  t.is(
+    await registry.manifestDigest(`apps/${ns}/${repo}`, tag),
+    run.result.digest,
+    "the registry has the image under the tag, with the digest of the result",
+  );
   t.is(run.result.image, `${REGISTRY}/apps/${ns}/${repo}@${run.result.digest}`);
   t.is(run.result.tag, tag);
 }
 
 /** Runs the image as a pod on the real node with PORT=8080 and answers its GET / (through the API server's pod proxy). */
 async function serve(image: string, name: string): Promise<string> {
-  await k.core.createNamespacedPod({ namespace: ns, body: {
-    metadata: { name },
-    spec: {
-      nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
-      containers: [{ name: "app", image, env: [{ name: "PORT", value: "8080" }], ports: [{ containerPort: 8080 }],
-        readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 },
-        securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false } }],
+  await k.core.createNamespacedPod({
+    namespace: ns,
+    body: {
+      metadata: { name },
+      spec: {
+        nodeSelector: { ...REAL_NODE_SELECTOR },
+        tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+        containers: [
+          {
+            name: "app",
+            image,
+            env: [{ name: "PORT", value: "8080" }],
+            ports: [{ containerPort: 8080 }],
+            readinessProbe: { httpGet: { path: "/", port: 8080 }, periodSeconds: 1 },
+            securityContext: { runAsNonRoot: true, allowPrivilegeEscalation: false },
+          },
+        ],
+      },
     },
-  } });
-  return eventually(`${name} to answer on PORT`, async () => {
-    const r = await kubectl(["get", "--raw", `/api/v1/namespaces/${ns}/pods/${name}:8080/proxy/`]);
-    return r.code === 0 ? r.stdout : undefined;
-  }, 90_000, 1000);
+  });
+  return eventually(
+    `${name} to answer on PORT`,
+    async () => {
+      const r = await kubectl(["get", "--raw", `/api/v1/namespaces/${ns}/pods/${name}:8080/proxy/`]);
+      return r.code === 0 ? r.stdout : undefined;
+    },
+    90_000,
+    1000,
+  );
 }
 
-test.serial("a repository with a Dockerfile (dockerfilePath in a subdirectory): built, pushed, the result has the digest, the commit message and the timings", async (t) => {
-  const sha = git.repo("with-dockerfile", undefined, {
-    "deploy/Dockerfile": `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nWORKDIR /app\nCOPY site/hello.txt ./\nCMD ["node", "-e", "console.log(require('fs').readFileSync('hello.txt', 'utf8'))"]\n`,
-    "site/hello.txt": "hello from a Dockerfile\n",
-  }, "Add the Dockerfile\n\nWith a body that says why.");
-  const run = await runBuilder("with-dockerfile", sha, { BERTH_BUILD_DOCKERFILE: "deploy/Dockerfile" });
-  t.is(run.code, 0, run.stdout);
-  t.like(run.result, { ok: true, stack: "dockerfile", commitMessage: "Add the Dockerfile\n\nWith a body that says why." });
-  await inRegistry(t, run, "with-dockerfile", sha.slice(0, 12));
-  if (run.result.ok) t.true(run.result.cloneMs > 0 && run.result.buildMs > 0);
-  for (const prefix of ["[clone]", "[detect]", "[build]", "[push]", "[result]"]) t.true(run.stdout.includes(prefix), `the log has ${prefix} lines`);
-  t.deepEqual(resultOfLine(run.stdout.trimEnd().split("\n").at(-1)!), run.result as unknown, "the log's last line carries the termination message's result");
-  t.true(git.requests.some((r) => r.path.endsWith("/git-upload-pack") && r.authorized), "git sent the credentials to the server");
-  noSecrets(t, run);
-});
+test.serial(
+  "a repository with a Dockerfile (dockerfilePath in a subdirectory): built, pushed, the result has the digest, the commit message and the timings",
+  async (t) => {
+    const sha = git.repo(
+      "with-dockerfile",
+      undefined,
+      {
+        "deploy/Dockerfile": `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nWORKDIR /app\nCOPY site/hello.txt ./\nCMD ["node", "-e", "console.log(require('fs').readFileSync('hello.txt', 'utf8'))"]\n`,
+        "site/hello.txt": "hello from a Dockerfile\n",
+      },
+      "Add the Dockerfile\n\nWith a body that says why.",
+    );
+    const run = await runBuilder("with-dockerfile", sha, { BERTH_BUILD_DOCKERFILE: "deploy/Dockerfile" });
+    t.is(run.code, 0, run.stdout);
+    t.like(run.result, { ok: true, stack: "dockerfile", commitMessage: "Add the Dockerfile\n\nWith a body that says why." });
+    await inRegistry(t, run, "with-dockerfile", sha.slice(0, 12));
+    if (run.result.ok) t.true(run.result.cloneMs > 0 && run.result.buildMs > 0);
+    for (const prefix of ["[clone]", "[detect]", "[build]", "[push]", "[result]"])
+      t.true(run.stdout.includes(prefix), `the log has ${prefix} lines`);
+    t.deepEqual(
+      resultOfLine(run.stdout.trimEnd().split("\n").at(-1)!),
+      run.result as unknown,
+      "the log's last line carries the termination message's result",
+    );
+    t.true(
+      git.requests.some((r) => r.path.endsWith("/git-upload-pack") && r.authorized),
+      "git sent the credentials to the server",
+    );
+    noSecrets(t, run);
+  },
+);
 
 test.serial("berth/python:v1 and berth/go:v1 are the images of their content tags", async (t) => {
   t.is(await registry.manifestDigest(BERTH_IMAGES.python.name, "v1"), built.python.digest);
   t.is(await registry.manifestDigest(BERTH_IMAGES.go.name, "v1"), built.go.digest);
 });
 
-for (const [stack, sample, start] of [["node", "node-detect", "node server.js"], ["python", "python-detect", "python main.py"], ["go", "go-detect", "/app/server"]] as const) {
-  test.serial(`the ${sample} sample by detection: the plan is logged, the image is pushed and serves its page on PORT on the real node`, async (t) => {
-    const sha = git.repo(sample, join(root, "samples", sample));
-    const run = await runBuilder(sample, sha);
-    t.is(run.code, 0, run.stdout);
-    t.like(run.result, { ok: true, stack });
-    await inRegistry(t, run, sample, sha.slice(0, 12));
-    t.true(run.stdout.includes(`[detect] detected ${stack}; start command: ${start}`), run.stdout);
-    t.regex(run.stdout, new RegExp(`\\[detect\\] {3}FROM .*berth/${stack}:v1`));
-    noSecrets(t, run);
-    if (run.result.ok) t.regex(await serve(run.result.image, sample), new RegExp(`^Hello from ${sample}, version 1$`, "m"));
-  });
+for (const [stack, sample, start] of [
+  ["node", "node-detect", "node server.js"],
+  ["python", "python-detect", "python main.py"],
+  ["go", "go-detect", "/app/server"],
+] as const) {
+  test.serial(
+    `the ${sample} sample by detection: the plan is logged, the image is pushed and serves its page on PORT on the real node`,
+    async (t) => {
+      const sha = git.repo(sample, join(root, "samples", sample));
+      const run = await runBuilder(sample, sha);
+      t.is(run.code, 0, run.stdout);
+      t.like(run.result, { ok: true, stack });
+      await inRegistry(t, run, sample, sha.slice(0, 12));
+      t.true(run.stdout.includes(`[detect] detected ${stack}; start command: ${start}`), run.stdout);
+      t.regex(run.stdout, new RegExp(`\\[detect\\] {3}FROM .*berth/${stack}:v1`));
+      noSecrets(t, run);
+      if (run.result.ok) t.regex(await serve(run.result.image, sample), new RegExp(`^Hello from ${sample}, version 1$`, "m"));
+    },
+  );
 }
 
-test.serial("a Dockerfile whose RUN fails: ok false at step build, with the failing command's output in the message; exit code 1", async (t) => {
-  const sha = git.repo("failing", undefined, { Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo "the tests fail on purpose" && exit 3\n` });
-  const run = await runBuilder("failing", sha, { BERTH_BUILD_DOCKERFILE: "Dockerfile" });
-  t.is(run.code, 1);
-  t.like(run.result, { ok: false, step: "build", reason: "BuildFailed" });
-  if (!run.result.ok) {
-    t.regex(run.result.message, /exit code: 3/);
-    t.regex(run.result.message, /the tests fail on purpose/);
-  }
-  t.deepEqual(resultOfLine(run.stdout.trimEnd().split("\n").at(-1)!), run.result as unknown, "a failure's result ends the log too");
-  t.is(await registry.manifestDigest(`apps/${ns}/failing`, sha.slice(0, 12)), undefined, "nothing was pushed");
-});
+test.serial(
+  "a Dockerfile whose RUN fails: ok false at step build, with the failing command's output in the message; exit code 1",
+  async (t) => {
+    const sha = git.repo("failing", undefined, {
+      Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo "the tests fail on purpose" && exit 3\n`,
+    });
+    const run = await runBuilder("failing", sha, { BERTH_BUILD_DOCKERFILE: "Dockerfile" });
+    t.is(run.code, 1);
+    t.like(run.result, { ok: false, step: "build", reason: "BuildFailed" });
+    if (!run.result.ok) {
+      t.regex(run.result.message, /exit code: 3/);
+      t.regex(run.result.message, /the tests fail on purpose/);
+    }
+    t.deepEqual(resultOfLine(run.stdout.trimEnd().split("\n").at(-1)!), run.result as unknown, "a failure's result ends the log too");
+    t.is(await registry.manifestDigest(`apps/${ns}/failing`, sha.slice(0, 12)), undefined, "nothing was pushed");
+  },
+);
 
-test.serial("a commit the repository does not have: ok false at step clone (CommitNotFound); a missing Dockerfile: at detect", async (t) => {
-  git.repo("present", undefined, { "index.html": "<p>hi</p>" });
-  const missing = await runBuilder("present", "0123456789abcdef0123456789abcdef01234567");
-  t.is(missing.code, 1);
-  t.like(missing.result, { ok: false, step: "clone", reason: "CommitNotFound" });
-  noSecrets(t, missing);
-  const sha = git.repo("no-dockerfile", undefined, { "README.md": "nothing to build" });
-  const noDockerfile = await runBuilder("no-dockerfile", sha, { BERTH_BUILD_DOCKERFILE: "build/Dockerfile" });
-  t.like(noDockerfile.result, { ok: false, step: "detect", reason: "DockerfileNotFound" });
-  const nothing = await runBuilder("no-dockerfile", sha);
-  t.like(nothing.result, { ok: false, step: "detect", reason: "StackNotDetected" });
-  const wrong = await runBuilder("no-dockerfile", sha, { GIT_PASSWORD: "wrong" });
-  t.like(wrong.result, { ok: false, step: "clone", reason: "AuthenticationFailed" });
-});
+test.serial(
+  "a commit the repository does not have: ok false at step clone (CommitNotFound); a missing Dockerfile: at detect",
+  async (t) => {
+    git.repo("present", undefined, { "index.html": "<p>hi</p>" });
+    const missing = await runBuilder("present", "0123456789abcdef0123456789abcdef01234567");
+    t.is(missing.code, 1);
+    t.like(missing.result, { ok: false, step: "clone", reason: "CommitNotFound" });
+    noSecrets(t, missing);
+    const sha = git.repo("no-dockerfile", undefined, { "README.md": "nothing to build" });
+    const noDockerfile = await runBuilder("no-dockerfile", sha, { BERTH_BUILD_DOCKERFILE: "build/Dockerfile" });
+    t.like(noDockerfile.result, { ok: false, step: "detect", reason: "DockerfileNotFound" });
+    const nothing = await runBuilder("no-dockerfile", sha);
+    t.like(nothing.result, { ok: false, step: "detect", reason: "StackNotDetected" });
+    const wrong = await runBuilder("no-dockerfile", sha, { GIT_PASSWORD: "wrong" });
+    t.like(wrong.result, { ok: false, step: "clone", reason: "AuthenticationFailed" });
+  },
+);
 
-test.serial("the registry cache: a build exports its App's cache next to its images (an OCI manifest of BuildKit's cache config), the next one imports it", async (t) => {
-  const from = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nWORKDIR /app\nRUN echo ${uniqueName("layer")} > stamp\nCOPY page.txt ./\nCMD ["node", "-e", "console.log(1)"]\n`;
-  const first = git.repo("cached", undefined, { Dockerfile: from, "page.txt": "one\n" }, "One");
-  const ref = `${REGISTRY}/apps/${ns}/cached:buildcache`;
-  const run1 = await runBuilder("cached", first, { BERTH_BUILD_CACHE_REF: ref });
-  t.is(run1.code, 0, run1.stdout);
-  await inRegistry(t, run1, "cached", first.slice(0, 12));
-  t.regex(run1.stdout, /exporting cache to registry/);
-  const cache = await registry.getManifest(`apps/${ns}/cached`, "buildcache");
-  t.is((JSON.parse(cache.bytes.toString()) as { config: { mediaType: string } }).config.mediaType, "application/vnd.buildkit.cacheconfig.v0", "the cache, not an image, under the cache tag");
-  t.is(await registry.manifestDigest(`apps/${ns}/with-dockerfile`, "buildcache"), undefined, "without a cache ref, no registry cache");
+test.serial(
+  "the registry cache: a build exports its App's cache next to its images (an OCI manifest of BuildKit's cache config), the next one imports it",
+  async (t) => {
+    const from = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nWORKDIR /app\nRUN echo ${uniqueName("layer")} > stamp\nCOPY page.txt ./\nCMD ["node", "-e", "console.log(1)"]\n`;
+    const first = git.repo("cached", undefined, { Dockerfile: from, "page.txt": "one\n" }, "One");
+    const ref = `${REGISTRY}/apps/${ns}/cached:buildcache`;
+    const run1 = await runBuilder("cached", first, { BERTH_BUILD_CACHE_REF: ref });
+    t.is(run1.code, 0, run1.stdout);
+    await inRegistry(t, run1, "cached", first.slice(0, 12));
+    t.regex(run1.stdout, /exporting cache to registry/);
+    const cache = await registry.getManifest(`apps/${ns}/cached`, "buildcache");
+    t.is(
+      (JSON.parse(cache.bytes.toString()) as { config: { mediaType: string } }).config.mediaType,
+      "application/vnd.buildkit.cacheconfig.v0",
+      "the cache, not an image, under the cache tag",
+    );
+    t.is(await registry.manifestDigest(`apps/${ns}/with-dockerfile`, "buildcache"), undefined, "without a cache ref, no registry cache");
 
-  // the App's next commit (a repository of its own here: the helper makes one per commit)
-  const second = git.repo("cached-next", undefined, { Dockerfile: from, "page.txt": "two\n" }, "Two");
-  const run2 = await runBuilder("cached-next", second, { BERTH_BUILD_CACHE_REF: ref });
-  t.is(run2.code, 0, run2.stdout);
-  await inRegistry(t, run2, "cached-next", second.slice(0, 12));
-  t.true(run2.stdout.includes(`importing cache manifest from ${ref}`), run2.stdout);
-  noSecrets(t, run2);
-});
+    // the App's next commit (a repository of its own here: the helper makes one per commit)
+    const second = git.repo("cached-next", undefined, { Dockerfile: from, "page.txt": "two\n" }, "Two");
+    const run2 = await runBuilder("cached-next", second, { BERTH_BUILD_CACHE_REF: ref });
+    t.is(run2.code, 0, run2.stdout);
+    await inRegistry(t, run2, "cached-next", second.slice(0, 12));
+    t.true(run2.stdout.includes(`importing cache manifest from ${ref}`), run2.stdout);
+    noSecrets(t, run2);
+  },
+);
 
 test.serial("a static site by detection: served by the static server from the node base", async (t) => {
   const sha = git.repo("static-site", undefined, { "index.html": "<h1>static, version 1</h1>\n", ".secret": "no" });
@@ -195,33 +278,61 @@ test.serial("a static site by detection: served by the static server from the no
   if (run.result.ok) t.regex(await serve(run.result.image, "static-site"), /static, version 1/);
 });
 
-test.serial("the builder image: non-root, its entrypoint the build program, with git and buildctl; nothing but operator/build of the code", async (t) => {
-  const manifest = JSON.parse((await registry.getManifest(BERTH_IMAGES.builder.name, built.builder.tag)).bytes.toString()) as { config: { digest: `sha256:${string}` } };
-  const config = JSON.parse((await registry.getBlob(BERTH_IMAGES.builder.name, manifest.config.digest)).toString()) as { config: { User?: string; Entrypoint?: string[]; WorkingDir?: string } };
-  t.is(config.config.User, "10001:10001");
-  t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
-  t.is(config.config.WorkingDir, "/workspace");
-  // In a pod on the real node: the tools answer, as the image's user.
-  await k.core.createNamespacedPod({ namespace: ns, body: {
-    metadata: { name: "builder-tools" },
-    spec: {
-      restartPolicy: "Never", nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
-      containers: [{ name: "b", image: built.builder.reference, command: ["/bin/sh", "-c", "id -u; git --version; buildctl --version; node --version; ls /app; ls /app/operator"], securityContext: { runAsNonRoot: true } }],
-    },
-  } });
-  const phase = await eventually("the builder-tools pod to finish", async () => {
-    const p = await k.core.readNamespacedPod({ namespace: ns, name: "builder-tools" });
-    return ["Succeeded", "Failed"].includes(p.status?.phase ?? "") ? p.status!.phase! : undefined;
-  }, 90_000, 1000);
-  const logs = await kubectl(["-n", ns, "logs", "builder-tools"]);
-  t.is(phase, "Succeeded", logs.stdout + logs.stderr);
-  const lines = logs.stdout.trim().split("\n");
-  t.is(lines[0], "10001");
-  t.regex(lines[1] ?? "", /^git version 2\./);
-  t.regex(lines[2] ?? "", /^buildctl github.com\/moby\/buildkit v0\./);
-  t.regex(lines[3] ?? "", /^v24\./);
-  t.deepEqual(lines.slice(4), ["compile-cache", "operator", "package.json", "build"], "/app holds Node.js's compile cache, package.json and operator/build only");
-});
+test.serial(
+  "the builder image: non-root, its entrypoint the build program, with git and buildctl; nothing but operator/build of the code",
+  async (t) => {
+    const manifest = JSON.parse((await registry.getManifest(BERTH_IMAGES.builder.name, built.builder.tag)).bytes.toString()) as {
+      config: { digest: `sha256:${string}` };
+    };
+    const config = JSON.parse((await registry.getBlob(BERTH_IMAGES.builder.name, manifest.config.digest)).toString()) as {
+      config: { User?: string; Entrypoint?: string[]; WorkingDir?: string };
+    };
+    t.is(config.config.User, "10001:10001");
+    t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
+    t.is(config.config.WorkingDir, "/workspace");
+    // In a pod on the real node: the tools answer, as the image's user.
+    await k.core.createNamespacedPod({
+      namespace: ns,
+      body: {
+        metadata: { name: "builder-tools" },
+        spec: {
+          restartPolicy: "Never",
+          nodeSelector: { ...REAL_NODE_SELECTOR },
+          tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+          containers: [
+            {
+              name: "b",
+              image: built.builder.reference,
+              command: ["/bin/sh", "-c", "id -u; git --version; buildctl --version; node --version; ls /app; ls /app/operator"],
+              securityContext: { runAsNonRoot: true },
+            },
+          ],
+        },
+      },
+    });
+    const phase = await eventually(
+      "the builder-tools pod to finish",
+      async () => {
+        const p = await k.core.readNamespacedPod({ namespace: ns, name: "builder-tools" });
+        return ["Succeeded", "Failed"].includes(p.status?.phase ?? "") ? p.status!.phase! : undefined;
+      },
+      90_000,
+      1000,
+    );
+    const logs = await kubectl(["-n", ns, "logs", "builder-tools"]);
+    t.is(phase, "Succeeded", logs.stdout + logs.stderr);
+    const lines = logs.stdout.trim().split("\n");
+    t.is(lines[0], "10001");
+    t.regex(lines[1] ?? "", /^git version 2\./);
+    t.regex(lines[2] ?? "", /^buildctl github.com\/moby\/buildkit v0\./);
+    t.regex(lines[3] ?? "", /^v24\./);
+    t.deepEqual(
+      lines.slice(4),
+      ["compile-cache", "operator", "package.json", "build"],
+      "/app holds Node.js's compile cache, package.json and operator/build only",
+    );
+  },
+);
 
 /** A Dockerfile built by buildctl alone, without anything Berth's build program adds (no output). */
 async function plainBuild(dockerfile: string): Promise<{ code: number; out: string }> {
@@ -229,93 +340,133 @@ async function plainBuild(dockerfile: string): Promise<{ code: number; out: stri
   dirs.push(ctx);
   writeFileSync(join(ctx, "Dockerfile"), dockerfile);
   return new Promise((resolve) => {
-    const child = spawn(binPath("buildctl"), ["--addr", BUILDKIT, "build", "--frontend", "dockerfile.v0", "--local", `context=${ctx}`, "--local", `dockerfile=${ctx}`, "--progress", "plain"], { stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(
+      binPath("buildctl"),
+      [
+        "--addr",
+        BUILDKIT,
+        "build",
+        "--frontend",
+        "dockerfile.v0",
+        "--local",
+        `context=${ctx}`,
+        "--local",
+        `dockerfile=${ctx}`,
+        "--progress",
+        "plain",
+      ],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     let out = "";
-    child.stdout.on("data", (c: Buffer) => { out += c.toString(); });
-    child.stderr.on("data", (c: Buffer) => { out += c.toString(); });
+    child.stdout.on("data", (c: Buffer) => {
+      out += c.toString();
+    });
+    child.stderr.on("data", (c: Buffer) => {
+      out += c.toString();
+    });
     child.on("close", (code) => resolve({ code: code ?? -1, out }));
   });
 }
 
-test.serial("FROM another workspace's build is refused (ImageNotAllowed); FROM the workspace's own builds and the base images is not", async (t) => {
-  // the victim's build: an image under apps/<ns>/
-  const secret = uniqueName("victim-secret");
-  const victimSha = git.repo("from-victim", undefined, { Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo "${secret}" > /tmp/secret.txt\n` });
-  const victim = await runBuilder("from-victim", victimSha);
-  if (!victim.result.ok) throw new Error(victim.stdout);
-  const stolen = `FROM ${victim.result.image}\nRUN cat /tmp/secret.txt\n`;
-  // the protection off: BuildKit itself pulls it for anyone
-  const plain = await plainBuild(stolen);
-  t.is(plain.code, 0, plain.out);
-  t.true(plain.out.includes(secret), plain.out);
-  // another workspace's build (its image under apps/<other namespace>/) is refused before any step runs
-  const thiefSha = git.repo("from-thief", undefined, { Dockerfile: stolen });
-  const thief = await runBuilder("from-thief", thiefSha, { BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${uniqueName("other-ws")}/thief` });
-  t.not(thief.code, 0);
-  t.like(thief.result, { ok: false, step: "build", reason: "ImageNotAllowed" });
-  t.false(thief.stdout.includes(secret), "no step ran on the victim's image");
-  // the same Dockerfile in the victim's own workspace builds
-  const own = await runBuilder("from-thief", thiefSha);
-  t.is(own.code, 0, own.stdout);
-});
+test.serial(
+  "FROM another workspace's build is refused (ImageNotAllowed); FROM the workspace's own builds and the base images is not",
+  async (t) => {
+    // the victim's build: an image under apps/<ns>/
+    const secret = uniqueName("victim-secret");
+    const victimSha = git.repo("from-victim", undefined, {
+      Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo "${secret}" > /tmp/secret.txt\n`,
+    });
+    const victim = await runBuilder("from-victim", victimSha);
+    if (!victim.result.ok) throw new Error(victim.stdout);
+    const stolen = `FROM ${victim.result.image}\nRUN cat /tmp/secret.txt\n`;
+    // the protection off: BuildKit itself pulls it for anyone
+    const plain = await plainBuild(stolen);
+    t.is(plain.code, 0, plain.out);
+    t.true(plain.out.includes(secret), plain.out);
+    // another workspace's build (its image under apps/<other namespace>/) is refused before any step runs
+    const thiefSha = git.repo("from-thief", undefined, { Dockerfile: stolen });
+    const thief = await runBuilder("from-thief", thiefSha, { BERTH_BUILD_IMAGE: `${REGISTRY}/apps/${uniqueName("other-ws")}/thief` });
+    t.not(thief.code, 0);
+    t.like(thief.result, { ok: false, step: "build", reason: "ImageNotAllowed" });
+    t.false(thief.stdout.includes(secret), "no step ran on the victim's image");
+    // the same Dockerfile in the victim's own workspace builds
+    const own = await runBuilder("from-thief", thiefSha);
+    t.is(own.code, 0, own.stdout);
+  },
+);
 
-test.serial("a Dockerfile's cache mounts are its App's own: another App's build naming the same cache id neither reads nor plants in it (one namespace shares them)", async (t) => {
-  const id = uniqueName("shared-cache");
-  const base = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\n`;
-  // A fills its cache; B, whatever it names, prints what it finds there (in the build log)
-  // (BuildKit leaves cache ids out of a step's cache key: the commands name the id, so that no step is a cache hit of an earlier run)
-  const plant = git.repo("cache-victim", undefined, { Dockerfile: `${base}RUN --mount=type=cache,id=${id},target=/c,uid=10001 echo "planted ${id}" > /c/planted\n` });
-  const peek = (n: number) => git.repo(`cache-attacker-${n}`, undefined, { Dockerfile: `${base}RUN --mount=type=cache,id=${id},target=/c,uid=10001 echo "run ${n} of ${id}: found [$(cat /c/planted 2>/dev/null || echo nothing)]"\n` });
-  const victim = await runBuilder("cache-victim", plant, { BERTH_BUILD_CACHE_SCOPE: "victimscope0001" });
-  t.is(victim.code, 0, victim.stdout);
+test.serial(
+  "a Dockerfile's cache mounts are its App's own: another App's build naming the same cache id neither reads nor plants in it (one namespace shares them)",
+  async (t) => {
+    const id = uniqueName("shared-cache");
+    const base = `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\n`;
+    // A fills its cache; B, whatever it names, prints what it finds there (in the build log)
+    // (BuildKit leaves cache ids out of a step's cache key: the commands name the id, so that no step is a cache hit of an earlier run)
+    const plant = git.repo("cache-victim", undefined, {
+      Dockerfile: `${base}RUN --mount=type=cache,id=${id},target=/c,uid=10001 echo "planted ${id}" > /c/planted\n`,
+    });
+    const peek = (n: number) =>
+      git.repo(`cache-attacker-${n}`, undefined, {
+        Dockerfile: `${base}RUN --mount=type=cache,id=${id},target=/c,uid=10001 echo "run ${n} of ${id}: found [$(cat /c/planted 2>/dev/null || echo nothing)]"\n`,
+      });
+    const victim = await runBuilder("cache-victim", plant, { BERTH_BUILD_CACHE_SCOPE: "victimscope0001" });
+    t.is(victim.code, 0, victim.stdout);
 
-  // the protection off: B's build in A's cache namespace (as every build was before) reads A's file
-  const shared = await runBuilder("cache-attacker-1", peek(1), { BERTH_BUILD_CACHE_SCOPE: "victimscope0001" });
-  t.is(shared.code, 0, shared.stdout);
-  t.true(shared.stdout.includes(`run 1 of ${id}: found [planted ${id}]`), shared.stdout);
+    // the protection off: B's build in A's cache namespace (as every build was before) reads A's file
+    const shared = await runBuilder("cache-attacker-1", peek(1), { BERTH_BUILD_CACHE_SCOPE: "victimscope0001" });
+    t.is(shared.code, 0, shared.stdout);
+    t.true(shared.stdout.includes(`run 1 of ${id}: found [planted ${id}]`), shared.stdout);
 
-  // each App in its own namespace: B finds nothing under the same id
-  const own = await runBuilder("cache-attacker-2", peek(2), { BERTH_BUILD_CACHE_SCOPE: "attackerscope01" });
-  t.is(own.code, 0, own.stdout);
-  t.true(own.stdout.includes(`run 2 of ${id}: found [nothing]`), own.stdout);
-});
+    // each App in its own namespace: B finds nothing under the same id
+    const own = await runBuilder("cache-attacker-2", peek(2), { BERTH_BUILD_CACHE_SCOPE: "attackerscope01" });
+    t.is(own.code, 0, own.stdout);
+    t.true(own.stdout.includes(`run 2 of ${id}: found [nothing]`), own.stdout);
+  },
+);
 
-test.serial("a # syntax= directive cannot bring another frontend into the daemon: the built-in one builds it, and the log says so", async (t) => {
-  const evil = `${REGISTRY}/${uniqueName("evil-frontend")}:1`; // no such image: forwarding to it fails
-  const dockerfile = `# syntax=${evil}\nFROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo built-in\n`;
-  const sha = git.repo("syntax-directive", undefined, { Dockerfile: dockerfile });
-  const run = await runBuilder("syntax-directive", sha);
-  t.is(run.code, 0, run.stdout);
-  t.true(run.stdout.includes(`[detect] the Dockerfile asks for the frontend ${evil} (# syntax=)`), run.stdout);
-  // the protection off: buildctl without the pinned frontend forwards to the directive's image
-  const plain = await plainBuild(dockerfile);
-  t.not(plain.code, 0);
-  t.true(plain.out.includes(evil.split(":")[0]!.split("/").slice(1).join("/")) || plain.out.includes(evil), plain.out);
-});
+test.serial(
+  "a # syntax= directive cannot bring another frontend into the daemon: the built-in one builds it, and the log says so",
+  async (t) => {
+    const evil = `${REGISTRY}/${uniqueName("evil-frontend")}:1`; // no such image: forwarding to it fails
+    const dockerfile = `# syntax=${evil}\nFROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo built-in\n`;
+    const sha = git.repo("syntax-directive", undefined, { Dockerfile: dockerfile });
+    const run = await runBuilder("syntax-directive", sha);
+    t.is(run.code, 0, run.stdout);
+    t.true(run.stdout.includes(`[detect] the Dockerfile asks for the frontend ${evil} (# syntax=)`), run.stdout);
+    // the protection off: buildctl without the pinned frontend forwards to the directive's image
+    const plain = await plainBuild(dockerfile);
+    t.not(plain.code, 0);
+    t.true(plain.out.includes(evil.split(":")[0]!.split("/").slice(1).join("/")) || plain.out.includes(evil), plain.out);
+  },
+);
 
-test.serial("a RUN step reaches neither PostgreSQL nor the API server on buildkitd's host, by a raw connection or through BuildKit's proxy; with BERTH_BUILD_NETWORK=daemon it did", async (t) => {
-  const pg = Number(need("BERTH_PG_PORT"));
-  const apiServer = new URL(kube().kc.getCurrentCluster()!.server);
-  const run = uniqueName("net"); // in the commands: no step is a cache hit of an earlier run
-  const probe = [
-    `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`,
-    // a raw connection, as the issue's `net.connect(<PostgreSQL>)` from a Dockerfile did
-    `RUN node -e 'const s = require("net").connect(${pg}, "127.0.0.1"); s.on("connect", () => { console.log("${run} pg OPEN"); process.exit(0); }); s.on("error", (e) => { console.log("${run} pg " + e.code); process.exit(0); })'`,
-    // an HTTP request to the API server through whatever proxy the step is given (none: directly)
-    `RUN node -e 'const p = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : undefined; const r = require("http").request(p ? { host: p.hostname, port: p.port, path: "http://127.0.0.1:${apiServer.port}/version" } : { host: "127.0.0.1", port: ${apiServer.port}, path: "/version" }, (res) => { console.log("${run} api " + res.statusCode); process.exit(0); }); r.on("error", (e) => { console.log("${run} api " + e.code); process.exit(0); }); r.end()'`,
-  ].join("\n") + "\n";
-  const sha = git.repo("run-network", undefined, { Dockerfile: probe });
+test.serial(
+  "a RUN step reaches neither PostgreSQL nor the API server on buildkitd's host, by a raw connection or through BuildKit's proxy; with BERTH_BUILD_NETWORK=daemon it did",
+  async (t) => {
+    const pg = Number(need("BERTH_PG_PORT"));
+    const apiServer = new URL(kube().kc.getCurrentCluster()!.server);
+    const run = uniqueName("net"); // in the commands: no step is a cache hit of an earlier run
+    const probe =
+      [
+        `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`,
+        // a raw connection, as the issue's `net.connect(<PostgreSQL>)` from a Dockerfile did
+        `RUN node -e 'const s = require("net").connect(${pg}, "127.0.0.1"); s.on("connect", () => { console.log("${run} pg OPEN"); process.exit(0); }); s.on("error", (e) => { console.log("${run} pg " + e.code); process.exit(0); })'`,
+        // an HTTP request to the API server through whatever proxy the step is given (none: directly)
+        `RUN node -e 'const p = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : undefined; const r = require("http").request(p ? { host: p.hostname, port: p.port, path: "http://127.0.0.1:${apiServer.port}/version" } : { host: "127.0.0.1", port: ${apiServer.port}, path: "/version" }, (res) => { console.log("${run} api " + res.statusCode); process.exit(0); }); r.on("error", (e) => { console.log("${run} api " + e.code); process.exit(0); }); r.end()'`,
+      ].join("\n") + "\n";
+    const sha = git.repo("run-network", undefined, { Dockerfile: probe });
 
-  // the protection off: RUN steps on buildkitd's own network (the host's, here)
-  const open = await runBuilder("run-network", sha, { BERTH_BUILD_NETWORK: "daemon" });
-  t.is(open.code, 0, open.stdout);
-  t.true(open.stdout.includes(`${run} pg OPEN`), open.stdout);
-  t.regex(open.stdout, new RegExp(`${run} api (400|200|401|403)`), "the API server answered (plain HTTP to its TLS port is a 400)");
+    // the protection off: RUN steps on buildkitd's own network (the host's, here)
+    const open = await runBuilder("run-network", sha, { BERTH_BUILD_NETWORK: "daemon" });
+    t.is(open.code, 0, open.stdout);
+    t.true(open.stdout.includes(`${run} pg OPEN`), open.stdout);
+    t.regex(open.stdout, new RegExp(`${run} api (400|200|401|403)`), "the API server answered (plain HTTP to its TLS port is a 400)");
 
-  // the default: only BuildKit's proxy, which goes nowhere private
-  const run2 = run.replace("net-", "net2-");
-  const closed = await runBuilder("run-network-2", git.repo("run-network-2", undefined, { Dockerfile: probe.replaceAll(run, run2) }));
-  t.is(closed.code, 0, closed.stdout);
-  t.regex(closed.stdout, new RegExp(`${run2} pg (ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)`));
-  t.true(closed.stdout.includes(`${run2} api 403`), closed.stdout);
-});
+    // the default: only BuildKit's proxy, which goes nowhere private
+    const run2 = run.replace("net-", "net2-");
+    const closed = await runBuilder("run-network-2", git.repo("run-network-2", undefined, { Dockerfile: probe.replaceAll(run, run2) }));
+    t.is(closed.code, 0, closed.stdout);
+    t.regex(closed.stdout, new RegExp(`${run2} pg (ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)`));
+    t.true(closed.stdout.includes(`${run2} api 403`), closed.stdout);
+  },
+);

@@ -36,11 +36,21 @@ let op: RunningOperator;
 let ca: string;
 
 test.before(async () => {
-  api = await startApi({ env: { BERTH_BASE_DOMAIN: BASE, BERTH_INGRESS_HOST: INGRESS_HOST, BERTH_DOMAIN_VERIFY_WAIT_MS: "20000", BERTH_PUBLIC_URL: `https://console-${run}.example.test` } });
+  api = await startApi({
+    env: {
+      BERTH_BASE_DOMAIN: BASE,
+      BERTH_INGRESS_HOST: INGRESS_HOST,
+      BERTH_DOMAIN_VERIFY_WAIT_MS: "20000",
+      BERTH_PUBLIC_URL: `https://console-${run}.example.test`,
+    },
+  });
   op = await startTestOperator({
     namespace: api.namespace,
     env: {
-      BERTH_BASE_DOMAIN: BASE, BERTH_INGRESS_HOST: INGRESS_HOST, BERTH_DNS_RESOLVER: RESOLVER, BERTH_DOMAIN_ISSUER: ISSUER,
+      BERTH_BASE_DOMAIN: BASE,
+      BERTH_INGRESS_HOST: INGRESS_HOST,
+      BERTH_DNS_RESOLVER: RESOLVER,
+      BERTH_DOMAIN_ISSUER: ISSUER,
       BERTH_OPERATOR_RESYNC_SECONDS: "30",
       BERTH_WORKLOAD_NODE_SELECTOR: JSON.stringify({ "berth.dev/node": "real" }),
       BERTH_WORKLOAD_TOLERATIONS: JSON.stringify([{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }]),
@@ -50,9 +60,12 @@ test.before(async () => {
   ca = await issuerCa(k.core, ISSUER);
 });
 test.after.always(async () => {
-  await op?.stop(); await api?.stop();
+  await op?.stop();
+  await api?.stop();
   for (const h of [SHOP, APEX, LATE]) {
-    await dns.clearCname(h).catch(() => undefined); await dns.clearA(h).catch(() => undefined); await dns.clearTxt(`_berth-challenge.${h}`).catch(() => undefined);
+    await dns.clearCname(h).catch(() => undefined);
+    await dns.clearA(h).catch(() => undefined);
+    await dns.clearTxt(`_berth-challenge.${h}`).catch(() => undefined);
   }
 });
 
@@ -66,49 +79,97 @@ async function domainOf(name: string): Promise<Record<string, any> | undefined> 
   return (r.body as Record<string, any>[]).find((d) => d.domain === name); // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
-test.serial("a domain is added, refused verification without a record, verified once the CNAME exists, and served over HTTPS with a certificate from the CA", async (t) => {
-  const created = await api.fetchJson("POST", apps(), { body: { name: "Web", slug: "web", image: SAMPLE, port: 8080, visibility: "public" } });
-  t.is(created.status, 201, created.text);
-  await eventually("web to be active", async () => (await api.fetchJson("GET", `${apps()}/web`)).body?.status === "active", 180_000, 1000);
+test.serial(
+  "a domain is added, refused verification without a record, verified once the CNAME exists, and served over HTTPS with a certificate from the CA",
+  async (t) => {
+    const created = await api.fetchJson("POST", apps(), {
+      body: { name: "Web", slug: "web", image: SAMPLE, port: 8080, visibility: "public" },
+    });
+    t.is(created.status, 201, created.text);
+    await eventually(
+      "web to be active",
+      async () => (await api.fetchJson("GET", `${apps()}/web`)).body?.status === "active",
+      180_000,
+      1000,
+    );
 
-  const added = await api.fetchJson("POST", domains(), { body: { domain: `  ${SHOP.toUpperCase()}. ` } });
-  t.is(added.status, 201, added.text);
-  t.like(added.body, { id: SHOP, domain: SHOP, targetPort: 8080, verified: false, tlsStatus: "pending", dnsTarget: INGRESS_HOST });
-  t.is(added.body.challenge.name, `_berth-challenge.${SHOP}`);
-  t.regex(added.body.challenge.value, /^berth-verify-[0-9a-f]{32}$/);
-  t.is(added.headers.get("location"), `/api/v1${domains()}/${SHOP}`);
+    const added = await api.fetchJson("POST", domains(), { body: { domain: `  ${SHOP.toUpperCase()}. ` } });
+    t.is(added.status, 201, added.text);
+    t.like(added.body, { id: SHOP, domain: SHOP, targetPort: 8080, verified: false, tlsStatus: "pending", dnsTarget: INGRESS_HOST });
+    t.is(added.body.challenge.name, `_berth-challenge.${SHOP}`);
+    t.regex(added.body.challenge.value, /^berth-verify-[0-9a-f]{32}$/);
+    t.is(added.headers.get("location"), `/api/v1${domains()}/${SHOP}`);
 
-  const failed = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
-  t.is(failed.status, 200, failed.text);
-  t.like(failed.body, { verified: false, tlsStatus: "pending", verification: { status: "failed", reason: "RecordNotFound" } });
-  t.regex(failed.body.verification.message, new RegExp(`${SHOP.replace(/\./g, "\\.")} CNAME ${INGRESS_HOST.replace(/\./g, "\\.")}`));
-  t.truthy(failed.body.verification.nextCheckAt, "the operator checks again later");
+    const failed = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
+    t.is(failed.status, 200, failed.text);
+    t.like(failed.body, { verified: false, tlsStatus: "pending", verification: { status: "failed", reason: "RecordNotFound" } });
+    t.regex(failed.body.verification.message, new RegExp(`${SHOP.replace(/\./g, "\\.")} CNAME ${INGRESS_HOST.replace(/\./g, "\\.")}`));
+    t.truthy(failed.body.verification.nextCheckAt, "the operator checks again later");
 
-  await dns.setCname(SHOP, INGRESS_HOST);
-  const pointing = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
-  t.like(pointing.body, { verified: false, verification: { reason: "ChallengeNotFound" } }, "pointing at the ingress alone proves nothing");
-  await dns.setTxt(added.body.challenge.name, added.body.challenge.value);
-  const ok = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
-  t.is(ok.status, 200, ok.text);
-  t.like(ok.body, { verified: true, verification: { status: "verified", reason: "CnameMatches", nextCheckAt: null } });
+    await dns.setCname(SHOP, INGRESS_HOST);
+    const pointing = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
+    t.like(
+      pointing.body,
+      { verified: false, verification: { reason: "ChallengeNotFound" } },
+      "pointing at the ingress alone proves nothing",
+    );
+    await dns.setTxt(added.body.challenge.name, added.body.challenge.value);
+    const ok = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
+    t.is(ok.status, 200, ok.text);
+    t.like(ok.body, { verified: true, verification: { status: "verified", reason: "CnameMatches", nextCheckAt: null } });
 
-  const active = await eventually("tlsStatus active", async () => { const d = await domainOf(SHOP); return d?.tlsStatus === "active" ? d : undefined; }, 120_000, 500);
-  t.truthy(active.tls.expiresAt);
-  const cert = await client.get<KubeObject & { status?: { conditions?: { type: string; status: string }[] } }>({ apiVersion: "cert-manager.io/v1", kind: "Certificate", namespace: api.namespace, name: SHOP });
-  t.is(cert?.status?.conditions?.find((c) => c.type === "Ready")?.status, "True", "cert-manager reports the Certificate Ready");
+    const active = await eventually(
+      "tlsStatus active",
+      async () => {
+        const d = await domainOf(SHOP);
+        return d?.tlsStatus === "active" ? d : undefined;
+      },
+      120_000,
+      500,
+    );
+    t.truthy(active.tls.expiresAt);
+    const cert = await client.get<KubeObject & { status?: { conditions?: { type: string; status: string }[] } }>({
+      apiVersion: "cert-manager.io/v1",
+      kind: "Certificate",
+      namespace: api.namespace,
+      name: SHOP,
+    });
+    t.is(cert?.status?.conditions?.find((c) => c.type === "Ready")?.status, "True", "cert-manager reports the Certificate Ready");
 
-  const res = await eventually("the ingress to serve the domain over HTTPS", async () => {
-    try { const r = await viaIngressTls(TLS_URL, SHOP, ca); return r.status === 200 ? r : undefined; } catch { return undefined; }
-  }, 60_000, 500);
-  t.regex(res.text, /^Hello from Berth's sample service/, "answered by the pod");
-  t.regex(res.certificate.subjectaltname ?? "", new RegExp(`DNS:${SHOP.replace(/\./g, "\\.")}`), "the certificate names the domain and verified against the CA");
+    const res = await eventually(
+      "the ingress to serve the domain over HTTPS",
+      async () => {
+        try {
+          const r = await viaIngressTls(TLS_URL, SHOP, ca);
+          return r.status === 200 ? r : undefined;
+        } catch {
+          return undefined;
+        }
+      },
+      60_000,
+      500,
+    );
+    t.regex(res.text, /^Hello from Berth's sample service/, "answered by the pod");
+    t.regex(
+      res.certificate.subjectaltname ?? "",
+      new RegExp(`DNS:${SHOP.replace(/\./g, "\\.")}`),
+      "the certificate names the domain and verified against the CA",
+    );
 
-  const secret = await k.core.readNamespacedSecret({ namespace: api.namespace, name: domainChildNames(SHOP).secret });
-  t.true((secret.metadata?.ownerReferences ?? []).some((o) => o.kind === "Domain" && o.name === SHOP), "the certificate's Secret belongs to the Domain");
-  const events = await k.core.listNamespacedEvent({ namespace: api.namespace, fieldSelector: `involvedObject.kind=Domain,involvedObject.name=${SHOP}` });
-  const reasons = new Set(events.items.map((e) => e.reason));
-  for (const r of ["RecordNotFound", "Verified", "CertificateRequested", "Routed", "CertificateActive"]) t.true(reasons.has(r), `Event ${r} (${[...reasons].join(", ")})`);
-});
+    const secret = await k.core.readNamespacedSecret({ namespace: api.namespace, name: domainChildNames(SHOP).secret });
+    t.true(
+      (secret.metadata?.ownerReferences ?? []).some((o) => o.kind === "Domain" && o.name === SHOP),
+      "the certificate's Secret belongs to the Domain",
+    );
+    const events = await k.core.listNamespacedEvent({
+      namespace: api.namespace,
+      fieldSelector: `involvedObject.kind=Domain,involvedObject.name=${SHOP}`,
+    });
+    const reasons = new Set(events.items.map((e) => e.reason));
+    for (const r of ["RecordNotFound", "Verified", "CertificateRequested", "Routed", "CertificateActive"])
+      t.true(reasons.has(r), `Event ${r} (${[...reasons].join(", ")})`);
+  },
+);
 
 test.serial("an apex is verified by A records equal to the ingress host's addresses", async (t) => {
   const added = await api.fetchJson("POST", domains(), { body: { domain: APEX } });
@@ -125,15 +186,28 @@ test.serial("an apex is verified by A records equal to the ingress host's addres
 
 test.serial("another workspace cannot claim the domain; bad names are refused with problem+json", async (t) => {
   const other = await api.createWorkspace("other");
-  const app = await api.fetchJson("POST", `/workspaces/${other.workspaceId}/apps`, { key: other.apiKey, body: { name: "Thief", slug: "thief", image: SAMPLE, port: 8080 } });
+  const app = await api.fetchJson("POST", `/workspaces/${other.workspaceId}/apps`, {
+    key: other.apiKey,
+    body: { name: "Thief", slug: "thief", image: SAMPLE, port: 8080 },
+  });
   t.is(app.status, 201, app.text);
-  const taken = await api.fetchJson("POST", `/workspaces/${other.workspaceId}/apps/thief/domains`, { key: other.apiKey, body: { domain: SHOP } });
+  const taken = await api.fetchJson("POST", `/workspaces/${other.workspaceId}/apps/thief/domains`, {
+    key: other.apiKey,
+    body: { domain: SHOP },
+  });
   t.is(taken.status, 409, taken.text);
   t.is(taken.headers.get("content-type"), "application/problem+json");
   t.is(taken.body.code ?? taken.body.type?.split("/").pop(), "domain_taken");
   const again = await api.fetchJson("POST", domains(), { body: { domain: SHOP } });
   t.is(again.status, 409);
-  for (const [name, code] of [["*.example.test", "wildcard_not_supported"], [`hello.${BASE}`, "platform_domain"], [BASE, "platform_domain"], ["nodot", "invalid_domain"], ["bad_name.example.test", "invalid_domain"], [`${"a".repeat(64)}.example.test`, "invalid_domain"]] as const) {
+  for (const [name, code] of [
+    ["*.example.test", "wildcard_not_supported"],
+    [`hello.${BASE}`, "platform_domain"],
+    [BASE, "platform_domain"],
+    ["nodot", "invalid_domain"],
+    ["bad_name.example.test", "invalid_domain"],
+    [`${"a".repeat(64)}.example.test`, "invalid_domain"],
+  ] as const) {
     const r = await api.fetchJson("POST", domains(), { body: { domain: name } });
     t.is(r.status, 422, `${name}: ${r.text}`);
     t.is(r.headers.get("content-type"), "application/problem+json");
@@ -150,8 +224,19 @@ test.serial("another workspace cannot claim the domain; bad names are refused wi
 
 test.serial("a claim made before the owner set DNS keeps nobody out: the owner claims and verifies with its own TXT record", async (t) => {
   const squatter = await api.createWorkspace("squatter");
-  t.is((await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps`, { key: squatter.apiKey, body: { name: "Squat", slug: `squat-${run}`, image: SAMPLE, port: 8080 } })).status, 201);
-  const early = await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps/squat-${run}/domains`, { key: squatter.apiKey, body: { domain: LATE } });
+  t.is(
+    (
+      await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps`, {
+        key: squatter.apiKey,
+        body: { name: "Squat", slug: `squat-${run}`, image: SAMPLE, port: 8080 },
+      })
+    ).status,
+    201,
+  );
+  const early = await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps/squat-${run}/domains`, {
+    key: squatter.apiKey,
+    body: { domain: LATE },
+  });
   t.is(early.status, 201, early.text);
   const owner = await api.fetchJson("POST", domains(), { body: { domain: LATE } });
   t.is(owner.status, 201, `an unverified claim blocks nobody: ${owner.text}`);
@@ -161,24 +246,42 @@ test.serial("a claim made before the owner set DNS keeps nobody out: the owner c
   const ok = await api.fetchJson("POST", `${domains()}/${LATE}/verify`);
   t.like(ok.body, { verified: true, verification: { reason: "CnameMatches" } });
   // now verified, it is the owner's: a new claim by anyone else is refused
-  t.is((await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps/squat-${run}/domains`, { key: squatter.apiKey, body: { domain: LATE } })).status, 409);
+  t.is(
+    (
+      await api.fetchJson("POST", `/workspaces/${squatter.workspaceId}/apps/squat-${run}/domains`, {
+        key: squatter.apiKey,
+        body: { domain: LATE },
+      })
+    ).status,
+    409,
+  );
   t.is((await api.fetchJson("DELETE", `${domains()}/${LATE}`)).status, 204);
 });
 
 test.serial("delete removes the route, the Certificate and its Secret", async (t) => {
   const names = domainChildNames(SHOP);
   t.is((await api.fetchJson("DELETE", `${domains()}/${SHOP}`)).status, 204);
-  await eventually("the Domain and its children to go", async () => {
-    const [d, ing, cert, svc] = await Promise.all([
-      client.get<Domain>({ apiVersion: API_VERSION, kind: "Domain", namespace: api.namespace, name: SHOP }),
-      client.get({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", namespace: api.namespace, name: names.ingress }),
-      client.get({ apiVersion: "cert-manager.io/v1", kind: "Certificate", namespace: api.namespace, name: names.certificate }),
-      client.get({ apiVersion: "v1", kind: "Service", namespace: api.namespace, name: names.service }),
-    ]);
-    const secret = await k.core.readNamespacedSecret({ namespace: api.namespace, name: names.secret }).catch(() => undefined);
-    return !d && !ing && !cert && !svc && !secret;
-  }, 60_000, 500);
+  await eventually(
+    "the Domain and its children to go",
+    async () => {
+      const [d, ing, cert, svc] = await Promise.all([
+        client.get<Domain>({ apiVersion: API_VERSION, kind: "Domain", namespace: api.namespace, name: SHOP }),
+        client.get({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", namespace: api.namespace, name: names.ingress }),
+        client.get({ apiVersion: "cert-manager.io/v1", kind: "Certificate", namespace: api.namespace, name: names.certificate }),
+        client.get({ apiVersion: "v1", kind: "Service", namespace: api.namespace, name: names.service }),
+      ]);
+      const secret = await k.core.readNamespacedSecret({ namespace: api.namespace, name: names.secret }).catch(() => undefined);
+      return !d && !ing && !cert && !svc && !secret;
+    },
+    60_000,
+    500,
+  );
   t.false((await api.fetchJson("GET", domains())).body.some((d: { domain: string }) => d.domain === SHOP));
-  await eventually("the ingress to stop routing the host", async () => (await viaIngressTls(TLS_URL, SHOP, undefined).catch(() => ({ status: 0 }))).status === 404, 30_000, 500);
+  await eventually(
+    "the ingress to stop routing the host",
+    async () => (await viaIngressTls(TLS_URL, SHOP, undefined).catch(() => ({ status: 0 }))).status === 404,
+    30_000,
+    500,
+  );
   t.is((await api.fetchJson("DELETE", `${domains()}/${SHOP}`)).status, 404);
 });

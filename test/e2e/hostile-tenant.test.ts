@@ -47,10 +47,15 @@ const connectFrom = (ns: string, pod: string, target: string) => inPod(ns, pod, 
 const fetchFrom = (ns: string, pod: string, url: string) => inPod(ns, pod, FETCH, url);
 
 async function readyPod(namespace: string, name: string): Promise<void> {
-  await eventually(`${namespace}/${name} to be Ready`, async () => {
-    const p = await k.core.readNamespacedPod({ name, namespace }).catch(() => undefined);
-    return p?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ? p : undefined;
-  }, 90_000, 500);
+  await eventually(
+    `${namespace}/${name} to be Ready`,
+    async () => {
+      const p = await k.core.readNamespacedPod({ name, namespace }).catch(() => undefined);
+      return p?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ? p : undefined;
+    },
+    90_000,
+    500,
+  );
 }
 
 /** A pod of the sample image that meets the "restricted" Pod Security Standard, idle or (listen) answering "hi" on TCP 8080. */
@@ -58,15 +63,28 @@ function samplePod(name: string, listen = false): k8s.V1Pod {
   return {
     metadata: { name, labels: { role: name } },
     spec: {
-      nodeSelector: { ...REAL_NODE_SELECTOR }, tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })),
-      automountServiceAccountToken: false, enableServiceLinks: false, terminationGracePeriodSeconds: 0,
+      nodeSelector: { ...REAL_NODE_SELECTOR },
+      tolerations: REAL_NODE_TOLERATIONS.map((t) => ({ ...t })),
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 0,
       securityContext: { runAsNonRoot: true, runAsUser: 10001, runAsGroup: 10001, seccompProfile: { type: "RuntimeDefault" } },
-      containers: [{
-        name: "main", image: SAMPLE, command: ["node", "-e", listen ? "require('node:net').createServer((s) => { s.on('error', () => {}); s.end('hi'); }).listen(8080)" : "setInterval(() => {}, 1 << 30)"],
-        readinessProbe: { exec: { command: ["true"] }, periodSeconds: 1 },
-        resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { cpu: "200m", memory: "128Mi" } },
-        securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
-      }],
+      containers: [
+        {
+          name: "main",
+          image: SAMPLE,
+          command: [
+            "node",
+            "-e",
+            listen
+              ? "require('node:net').createServer((s) => { s.on('error', () => {}); s.end('hi'); }).listen(8080)"
+              : "setInterval(() => {}, 1 << 30)",
+          ],
+          readinessProbe: { exec: { command: ["true"] }, periodSeconds: 1 },
+          resources: { requests: { cpu: "10m", memory: "32Mi" }, limits: { cpu: "200m", memory: "128Mi" } },
+          securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+        },
+      ],
     },
   };
 }
@@ -83,15 +101,24 @@ test.before(async () => {
   api = node.api;
   b = await api.createWorkspace("tenant-b");
   // A: a service of the sample image
-  const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, { body: { name: "Victim", slug: "victim", image: SAMPLE, port: 8080, visibility: "public" } });
+  const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, {
+    body: { name: "Victim", slug: "victim", image: SAMPLE, port: 8080, visibility: "public" },
+  });
   if (r.status !== 201) throw new Error(r.text);
-  await eventually("A's service to answer through the ingress", async () => ((await viaIngress(INGRESS, `victim.${DOMAIN}`, "/")).status === 200 ? true : undefined), 120_000, 500);
+  await eventually(
+    "A's service to answer through the ingress",
+    async () => ((await viaIngress(INGRESS, `victim.${DOMAIN}`, "/")).status === 200 ? true : undefined),
+    120_000,
+    500,
+  );
   const pods = (await k.core.listNamespacedPod({ namespace: api.namespace, labelSelector: "berth.dev/app=victim" })).items;
   victimIp = pods[0]!.status!.podIP!;
   await k.core.createNamespacedPod({ namespace: b.namespace, body: samplePod(ATTACKER) });
   await readyPod(b.namespace, ATTACKER);
 });
-test.after.always(async () => { await node?.stop(); });
+test.after.always(async () => {
+  await node?.stop();
+});
 
 test.serial("every workspace namespace carries Berth's NetworkPolicies: all pods, and build pods", async (t) => {
   for (const ns of [api.namespace, b.namespace]) {
@@ -103,36 +130,51 @@ test.serial("every workspace namespace carries Berth's NetworkPolicies: all pods
   }
 });
 
-test.serial("B's pod reaches A's Service with forged X-Berth-* headers, A's pod, PostgreSQL, buildkitd and the kubelet only while the policies are gone", async (t) => {
-  const victimUrl = `http://victim.${api.namespace}.svc.cluster.local/`;
-  const targets = { victimPod: `${victimIp}:8080`, postgres: NODE_PG, buildkitd: BUILDKIT, kubelet: `${NODE_IP}:10250` };
+test.serial(
+  "B's pod reaches A's Service with forged X-Berth-* headers, A's pod, PostgreSQL, buildkitd and the kubelet only while the policies are gone",
+  async (t) => {
+    const victimUrl = `http://victim.${api.namespace}.svc.cluster.local/`;
+    const targets = { victimPod: `${victimIp}:8080`, postgres: NODE_PG, buildkitd: BUILDKIT, kubelet: `${NODE_IP}:10250` };
 
-  // the protection off: the flat network the issue found
-  await removePolicies(api.namespace);
-  await removePolicies(b.namespace);
-  const open = await eventually("B's pod to reach A's service with the policies gone", async () => {
-    const out = await fetchFrom(b.namespace, ATTACKER, victimUrl);
-    return out.startsWith("STATUS 200") ? out : undefined;
-  }, 30_000, 1000);
-  t.regex(open, /^STATUS 200 Hello from Berth's sample service/);
-  for (const [what, target] of Object.entries(targets)) t.is(await connectFrom(b.namespace, ATTACKER, target), "OPEN", `${what} without the policies`);
+    // the protection off: the flat network the issue found
+    await removePolicies(api.namespace);
+    await removePolicies(b.namespace);
+    const open = await eventually(
+      "B's pod to reach A's service with the policies gone",
+      async () => {
+        const out = await fetchFrom(b.namespace, ATTACKER, victimUrl);
+        return out.startsWith("STATUS 200") ? out : undefined;
+      },
+      30_000,
+      1000,
+    );
+    t.regex(open, /^STATUS 200 Hello from Berth's sample service/);
+    for (const [what, target] of Object.entries(targets))
+      t.is(await connectFrom(b.namespace, ATTACKER, target), "OPEN", `${what} without the policies`);
 
-  // the protection on again, as the API writes it for every workspace
-  const ensured = await api.services.workspaces.ensureAll();
-  t.is(ensured.failed, 0);
-  const closed = await eventually("B's pod to be cut off from A's service", async () => {
-    const out = await fetchFrom(b.namespace, ATTACKER, victimUrl);
-    return out.startsWith("FAILED") ? out : undefined;
-  }, 30_000, 1000);
-  t.regex(closed, /^FAILED /);
-  for (const [what, target] of Object.entries(targets)) t.not(await connectFrom(b.namespace, ATTACKER, target), "OPEN", `${what} with the policies`);
+    // the protection on again, as the API writes it for every workspace
+    const ensured = await api.services.workspaces.ensureAll();
+    t.is(ensured.failed, 0);
+    const closed = await eventually(
+      "B's pod to be cut off from A's service",
+      async () => {
+        const out = await fetchFrom(b.namespace, ATTACKER, victimUrl);
+        return out.startsWith("FAILED") ? out : undefined;
+      },
+      30_000,
+      1000,
+    );
+    t.regex(closed, /^FAILED /);
+    for (const [what, target] of Object.entries(targets))
+      t.not(await connectFrom(b.namespace, ATTACKER, target), "OPEN", `${what} with the policies`);
 
-  // what B's pods need still works: cluster DNS (the name resolved: the connection timed out, not ENOTFOUND) and Berth's API
-  t.notRegex(closed, /ENOTFOUND|EAI_AGAIN/);
-  t.regex(await fetchFrom(b.namespace, ATTACKER, `http://${E2E_API_HOST}/healthz`), /^STATUS 200/);
-  // and A is served, through the ingress, as before
-  t.is((await viaIngress(INGRESS, `victim.${DOMAIN}`, "/")).status, 200);
-});
+    // what B's pods need still works: cluster DNS (the name resolved: the connection timed out, not ENOTFOUND) and Berth's API
+    t.notRegex(closed, /ENOTFOUND|EAI_AGAIN/);
+    t.regex(await fetchFrom(b.namespace, ATTACKER, `http://${E2E_API_HOST}/healthz`), /^STATUS 200/);
+    // and A is served, through the ingress, as before
+    t.is((await viaIngress(INGRESS, `victim.${DOMAIN}`, "/")).status, 200);
+  },
+);
 
 test.serial("B's own pods still reach each other under the policies", async (t) => {
   await k.core.createNamespacedPod({ namespace: b.namespace, body: samplePod("peer", true) });

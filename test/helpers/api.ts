@@ -109,7 +109,9 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
   const workspaceIds: string[] = [];
   // runs last (cleanup runs in reverse): after the database, which holds the roles' grants, is gone
   const cleanup: (() => Promise<unknown>)[] = [() => dropGovernanceRoles(workspaceIds), () => db.drop()];
-  const runCleanup = async () => { for (const f of cleanup.reverse()) await f().catch(() => undefined); };
+  const runCleanup = async () => {
+    for (const f of cleanup.reverse()) await f().catch(() => undefined);
+  };
   try {
     const config = loadConfig({
       DATABASE_URL: db.url,
@@ -127,20 +129,39 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
     const logger = createLogger({
       level: config.BERTH_LOG_LEVEL,
       base: { component: "api" },
-      destination: { write: (line: string) => { logs.push(JSON.parse(line) as Record<string, unknown>); } },
+      destination: {
+        write: (line: string) => {
+          logs.push(JSON.parse(line) as Record<string, unknown>);
+        },
+      },
     });
     const orm = await openOrm(db.url, { poolMax: 5 });
     cleanup.push(() => orm.close());
     const kubeConfig = loadKubeConfig(config.KUBECONFIG);
     // The share cookie key as the API's main() finds it (under the API's identity).
-    const shareKey = await resolveShareKey({ configured: config.BERTH_SHARE_COOKIE_KEY, namespace: config.BERTH_NAMESPACE, kube: new KubeClient(kubeConfig), log: logger });
-    const services = buildServices({ config, orm, logger, kubeConfig, shareKey, ...(opts.namespaces ? { namespaces: opts.namespaces } : {}) });
+    const shareKey = await resolveShareKey({
+      configured: config.BERTH_SHARE_COOKIE_KEY,
+      namespace: config.BERTH_NAMESPACE,
+      kube: new KubeClient(kubeConfig),
+      log: logger,
+    });
+    const services = buildServices({
+      config,
+      orm,
+      logger,
+      kubeConfig,
+      shareKey,
+      ...(opts.namespaces ? { namespaces: opts.namespaces } : {}),
+    });
     await startServices(services);
     cleanup.push(() => stopServices(services));
-    const extra = typeof opts.routes === "function" ? opts.routes(services) : opts.routes ?? [];
+    const extra = typeof opts.routes === "function" ? opts.routes(services) : (opts.routes ?? []);
     const routes = [...(opts.defaultRoutes === false ? [] : composeRoutes(services)), ...extra];
     const app = buildServer({
-      config, orm, logger, routes,
+      config,
+      orm,
+      logger,
+      routes,
       readiness: [...serviceReadiness(services), ...(opts.readiness ?? [])],
       keys: services.keys,
       adminKeys: services.adminKeys,
@@ -148,7 +169,14 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       operatorVerifier: services.operatorVerifier,
       ...(opts.now ? { now: opts.now } : {}),
     });
-    const server = await listen(app, { host: config.BERTH_API_HOST, port: config.BERTH_API_PORT, shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS, headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS, requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS, logger });
+    const server = await listen(app, {
+      host: config.BERTH_API_HOST,
+      port: config.BERTH_API_PORT,
+      shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS,
+      headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS,
+      logger,
+    });
     cleanup.push(() => server.close());
 
     const k = opts.namespaces ? undefined : kube();
@@ -169,7 +197,10 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       if (key !== null) headers.Authorization = `Bearer ${key}`;
       let body: string | Uint8Array | undefined;
       if (o.rawBody !== undefined) body = o.rawBody;
-      else if (o.body !== undefined) { body = JSON.stringify(o.body); headers["Content-Type"] = "application/json"; }
+      else if (o.body !== undefined) {
+        body = JSON.stringify(o.body);
+        headers["Content-Type"] = "application/json";
+      }
       Object.assign(headers, o.headers);
       const res = await fetch(server.url + resolvePath(path), { method, headers, body, ...(o.signal ? { signal: o.signal } : {}) });
       const text = await res.text();
@@ -183,7 +214,12 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       ...first,
       url: server.url,
       adminKey: admin.secret,
-      config, db, orm, services, server, logs,
+      config,
+      db,
+      orm,
+      services,
+      server,
+      logs,
       fetchJson,
       createWorkspace,
       stop: () => (stopped ??= runCleanup()),
@@ -204,7 +240,11 @@ export async function serviceAccountToken(namespace: string, name: string): Prom
   await k.core.createNamespacedServiceAccount({ namespace, body: { metadata: { name } } }).catch((err: unknown) => {
     if ((err as { code?: number }).code !== 409) throw err;
   });
-  const tr = await k.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: [], expirationSeconds: 3600 } } });
+  const tr = await k.core.createNamespacedServiceAccountToken({
+    namespace,
+    name,
+    body: { spec: { audiences: [], expirationSeconds: 3600 } },
+  });
   const token = tr.status?.token;
   if (!token) throw new Error(`no token for ServiceAccount ${namespace}/${name}`);
   return token;

@@ -3,9 +3,19 @@
 // redirects followed one by one so a test sees each hop. Requests to a service's host go through
 // `edge`, which stands for the ingress (a real one in test/e2e, the forward-auth call in
 // integration tests).
-export interface Hop { url: string; status: number; headers: Headers; text: string }
+export interface Hop {
+  url: string;
+  status: number;
+  headers: Headers;
+  text: string;
+}
 
-interface Cookie { name: string; value: string; path: string; expires: number }
+interface Cookie {
+  name: string;
+  value: string;
+  path: string;
+  expires: number;
+}
 
 export type Edge = (url: URL, init: { method: string; headers: Record<string, string> }) => Promise<Response>;
 
@@ -22,7 +32,10 @@ export class Browser {
   /** Cookies this browser would send to `url`. */
   cookieHeader(url: URL): string {
     const now = this.#now();
-    return (this.#jar.get(url.hostname) ?? []).filter((c) => c.expires > now && url.pathname.startsWith(c.path)).map((c) => `${c.name}=${c.value}`).join("; ");
+    return (this.#jar.get(url.hostname) ?? [])
+      .filter((c) => c.expires > now && url.pathname.startsWith(c.path))
+      .map((c) => `${c.name}=${c.value}`)
+      .join("; ");
   }
 
   cookie(host: string, name: string): string | undefined {
@@ -67,11 +80,16 @@ export class Browser {
   }
 
   /** Follows redirects (as a browser: 303 and 302 become GET) until an answer that is not one; returns every hop. */
-  async navigate(url: string | URL, init: { method?: string; body?: string; headers?: Record<string, string> } = {}, maxHops = 15): Promise<Hop[]> {
+  async navigate(
+    url: string | URL,
+    init: { method?: string; body?: string; headers?: Record<string, string> } = {},
+    maxHops = 15,
+  ): Promise<Hop[]> {
     const hops: Hop[] = [];
     let next: { url: string; init: typeof init } | undefined = { url: new URL(url).href, init };
     while (next) {
-      if (hops.length >= maxHops) throw new Error(`more than ${maxHops} redirects: ${hops.map((h) => `${h.status} ${h.url}`).join(" -> ")}`);
+      if (hops.length >= maxHops)
+        throw new Error(`more than ${maxHops} redirects: ${hops.map((h) => `${h.status} ${h.url}`).join(" -> ")}`);
       const hop = await this.request(next.url, next.init);
       hops.push(hop);
       const location = hop.headers.get("location");

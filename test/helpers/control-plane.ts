@@ -30,16 +30,27 @@ export interface DedicatedControlPlane {
   stop(): Promise<void>;
 }
 
-interface Proc { child: ChildProcess; exited: Promise<void> }
+interface Proc {
+  child: ChildProcess;
+  exited: Promise<void>;
+}
 
 function start(bin: string, args: string[], log: string): Proc {
   const child = spawn(binPath(bin), args, { stdio: ["ignore", "pipe", "pipe"] });
   // keep the last output for failure messages, nothing on the test's own output
   const lines: string[] = [];
-  const keep = (b: Buffer) => { lines.push(...b.toString().split("\n")); if (lines.length > 400) lines.splice(0, lines.length - 400); };
+  const keep = (b: Buffer) => {
+    lines.push(...b.toString().split("\n"));
+    if (lines.length > 400) lines.splice(0, lines.length - 400);
+  };
   child.stdout.on("data", keep);
   child.stderr.on("data", keep);
-  const exited = new Promise<void>((r) => child.once("exit", () => { writeFileSync(log, lines.join("\n")); r(); }));
+  const exited = new Promise<void>((r) =>
+    child.once("exit", () => {
+      writeFileSync(log, lines.join("\n"));
+      r();
+    }),
+  );
   return { child, exited };
 }
 
@@ -73,34 +84,101 @@ export async function dedicatedControlPlane(): Promise<DedicatedControlPlane> {
     await kill(procs.etcd);
     rmSync(dir, { recursive: true, force: true });
   };
-  const etcdArgs = ["--name", "default", "--data-dir", join(dir, "etcd"),
-    "--listen-client-urls", etcdUrl, "--advertise-client-urls", etcdUrl,
-    "--listen-peer-urls", `http://127.0.0.1:${peerPort}`, "--initial-advertise-peer-urls", `http://127.0.0.1:${peerPort}`,
-    "--initial-cluster", `default=http://127.0.0.1:${peerPort}`, "--unsafe-no-fsync"];
-  const apiArgs = ["--etcd-servers", etcdUrl, "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
-    "--disable-admission-plugins", "ServiceAccount", "--secure-port", String(apiPort),
-    "--tls-cert-file", join(pki, "apiserver.crt"), "--tls-private-key-file", join(pki, "apiserver.key"), "--client-ca-file", join(pki, "ca.crt"),
-    "--service-account-issuer", server, "--service-account-key-file", join(pki, "sa.pub"),
-    "--service-account-signing-key-file", join(pki, "sa.key"), "--service-cluster-ip-range", "10.96.0.0/16",
-    "--authorization-mode", "Node,RBAC", "--allow-privileged=true", "--cert-dir", join(dir, "apiserver-certs"), "--profiling=false"];
-  const kcmArgs = ["--kubeconfig", kubeconfig, "--authentication-kubeconfig", kubeconfig, "--authorization-kubeconfig", kubeconfig,
-    "--bind-address", "127.0.0.1", "--secure-port", String(kcmPort), "--leader-elect=false",
-    "--controllers", "garbagecollector,namespace", "--kube-api-qps", "200", "--kube-api-burst", "400", "--profiling=false"];
+  const etcdArgs = [
+    "--name",
+    "default",
+    "--data-dir",
+    join(dir, "etcd"),
+    "--listen-client-urls",
+    etcdUrl,
+    "--advertise-client-urls",
+    etcdUrl,
+    "--listen-peer-urls",
+    `http://127.0.0.1:${peerPort}`,
+    "--initial-advertise-peer-urls",
+    `http://127.0.0.1:${peerPort}`,
+    "--initial-cluster",
+    `default=http://127.0.0.1:${peerPort}`,
+    "--unsafe-no-fsync",
+  ];
+  const apiArgs = [
+    "--etcd-servers",
+    etcdUrl,
+    "--bind-address",
+    "127.0.0.1",
+    "--advertise-address",
+    "127.0.0.1",
+    "--disable-admission-plugins",
+    "ServiceAccount",
+    "--secure-port",
+    String(apiPort),
+    "--tls-cert-file",
+    join(pki, "apiserver.crt"),
+    "--tls-private-key-file",
+    join(pki, "apiserver.key"),
+    "--client-ca-file",
+    join(pki, "ca.crt"),
+    "--service-account-issuer",
+    server,
+    "--service-account-key-file",
+    join(pki, "sa.pub"),
+    "--service-account-signing-key-file",
+    join(pki, "sa.key"),
+    "--service-cluster-ip-range",
+    "10.96.0.0/16",
+    "--authorization-mode",
+    "Node,RBAC",
+    "--allow-privileged=true",
+    "--cert-dir",
+    join(dir, "apiserver-certs"),
+    "--profiling=false",
+  ];
+  const kcmArgs = [
+    "--kubeconfig",
+    kubeconfig,
+    "--authentication-kubeconfig",
+    kubeconfig,
+    "--authorization-kubeconfig",
+    kubeconfig,
+    "--bind-address",
+    "127.0.0.1",
+    "--secure-port",
+    String(kcmPort),
+    "--leader-elect=false",
+    "--controllers",
+    "garbagecollector,namespace",
+    "--kube-api-qps",
+    "200",
+    "--kube-api-burst",
+    "400",
+    "--profiling=false",
+  ];
 
   const etcdCall = async <R>(path: string, body: unknown): Promise<R> => {
     const res = await fetch(`${etcdUrl}${path}`, { method: "POST", body: JSON.stringify(body) });
     if (!res.ok) throw new Error(`etcd ${path}: ${res.status} ${await res.text()}`);
-    return await res.json() as R;
+    return (await res.json()) as R;
   };
-  const revision = async () => Number((await etcdCall<{ header: { revision: string } }>("/v3/kv/range", { key: Buffer.from("/").toString("base64") })).header.revision);
+  const revision = async () =>
+    Number(
+      (await etcdCall<{ header: { revision: string } }>("/v3/kv/range", { key: Buffer.from("/").toString("base64") })).header.revision,
+    );
 
   const startApiServer = async () => {
     procs.api = start("kube-apiserver", apiArgs, join(dir, "kube-apiserver.log"));
     const api = procs.api;
-    await eventually("the dedicated kube-apiserver to be ready", async () => {
-      if (api.child.exitCode !== null) throw new Error("kube-apiserver exited");
-      return (await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "get", "--raw", "/readyz"], { timeoutMs: 10_000 })).stdout.trim() === "ok";
-    }, 120_000, 500);
+    await eventually(
+      "the dedicated kube-apiserver to be ready",
+      async () => {
+        if (api.child.exitCode !== null) throw new Error("kube-apiserver exited");
+        return (
+          (await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "get", "--raw", "/readyz"], { timeoutMs: 10_000 })).stdout.trim() ===
+          "ok"
+        );
+      },
+      120_000,
+      500,
+    );
   };
 
   try {
@@ -113,19 +191,47 @@ export async function dedicatedControlPlane(): Promise<DedicatedControlPlane> {
     const others = await run(binPath("kubectl"), ["get", "crd", "-o", "json"]);
     if (others.code !== 0) throw new Error(`listing the suite's CRDs failed: ${others.stderr}`);
     const list = JSON.parse(others.stdout) as { items: { metadata: Record<string, unknown>; spec: { group: string }; status?: unknown }[] };
-    const copies = list.items.filter((c) => c.spec.group !== "berth.dev").map((c) => ({ apiVersion: "apiextensions.k8s.io/v1", kind: "CustomResourceDefinition", metadata: { name: c.metadata.name }, spec: c.spec }));
-    const copied = await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-"], { input: JSON.stringify({ apiVersion: "v1", kind: "List", items: copies }) });
+    const copies = list.items
+      .filter((c) => c.spec.group !== "berth.dev")
+      .map((c) => ({
+        apiVersion: "apiextensions.k8s.io/v1",
+        kind: "CustomResourceDefinition",
+        metadata: { name: c.metadata.name },
+        spec: c.spec,
+      }));
+    const copied = await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "apply", "--server-side", "-f", "-"], {
+      input: JSON.stringify({ apiVersion: "v1", kind: "List", items: copies }),
+    });
     if (copied.code !== 0) throw new Error(`copying the CRDs failed: ${copied.stderr}`);
-    const crds = await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "apply", "--server-side", "--force-conflicts", "-f", join(root, "crds/generated")]);
+    const crds = await run(binPath("kubectl"), [
+      "--kubeconfig",
+      kubeconfig,
+      "apply",
+      "--server-side",
+      "--force-conflicts",
+      "-f",
+      join(root, "crds/generated"),
+    ]);
     if (crds.code !== 0) throw new Error(`applying the CRDs failed: ${crds.stderr}`);
-    const est = await run(binPath("kubectl"), ["--kubeconfig", kubeconfig, "wait", "--for", "condition=Established", "--timeout=60s", "-f", join(root, "crds/generated")]);
+    const est = await run(binPath("kubectl"), [
+      "--kubeconfig",
+      kubeconfig,
+      "wait",
+      "--for",
+      "condition=Established",
+      "--timeout=60s",
+      "-f",
+      join(root, "crds/generated"),
+    ]);
     if (est.code !== 0) throw new Error(`the CRDs are not established: ${est.stderr}`);
   } catch (err) {
     await stop();
     throw err;
   }
   return {
-    kubeconfig, server, etcdUrl,
+    kubeconfig,
+    server,
+    etcdUrl,
     stopApiServer: (signal: NodeJS.Signals = "SIGKILL") => kill(procs.api, signal),
     startApiServer,
     revision,

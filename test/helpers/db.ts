@@ -11,16 +11,26 @@ export function adminUrl(): string {
 }
 
 export function databaseUrl(db: string): string {
-  const u = new URL(adminUrl()); u.pathname = `/${db}`; return u.toString();
+  const u = new URL(adminUrl());
+  u.pathname = `/${db}`;
+  return u.toString();
 }
 
 async function withAdmin<R>(fn: (c: pg.Client) => Promise<R>): Promise<R> {
   const c = new pg.Client({ connectionString: adminUrl() });
   await c.connect();
-  try { return await fn(c); } finally { await c.end(); }
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
 }
 
-export interface TestDatabase { name: string; url: string; drop(): Promise<void> }
+export interface TestDatabase {
+  name: string;
+  url: string;
+  drop(): Promise<void>;
+}
 
 /** Creates `t_<random>` from the template (migrated) or empty (`{ empty: true }`). */
 export async function freshDatabase(opts: { empty?: boolean } = {}): Promise<TestDatabase> {
@@ -29,12 +39,23 @@ export async function freshDatabase(opts: { empty?: boolean } = {}): Promise<Tes
   return {
     name,
     url: databaseUrl(name),
-    drop: () => withAdmin(async (c) => { await c.query(`drop database if exists ${name} with (force)`); }),
+    drop: () =>
+      withAdmin(async (c) => {
+        await c.query(`drop database if exists ${name} with (force)`);
+      }),
   };
 }
 
-export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, sql: string, params: unknown[] = []): Promise<R[]> {
+export async function query<R extends pg.QueryResultRow = Record<string, unknown>>(
+  url: string,
+  sql: string,
+  params: unknown[] = [],
+): Promise<R[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
-  try { return (await c.query<R>(sql, params)).rows; } finally { await c.end(); }
+  try {
+    return (await c.query<R>(sql, params)).rows;
+  } finally {
+    await c.end();
+  }
 }

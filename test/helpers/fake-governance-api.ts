@@ -9,7 +9,9 @@ export async function fakeGovernanceApi(t: { teardown(fn: () => void): void }): 
   const received: TraceRecord[] = [];
   const server = createServer((req, res) => {
     let body = "";
-    req.on("data", (c: Buffer) => { body += c.toString(); });
+    req.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
     req.on("end", () => {
       if (req.url === "/api/v1/governance/config") {
         res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ project: "svc", observability: {}, engine: {} }));
@@ -17,7 +19,9 @@ export async function fakeGovernanceApi(t: { teardown(fn: () => void): void }): 
       }
       const traces = (JSON.parse(body) as { traces: TraceRecord[] }).traces;
       received.push(...traces);
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results: traces.map((x) => ({ traceId: x.traceId, status: "created" })) }));
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ results: traces.map((x) => ({ traceId: x.traceId, status: "created" })) }));
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));

@@ -21,19 +21,30 @@ export interface GitServer {
   close(): Promise<void>;
 }
 
-const GIT_ENV = { GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null", GIT_AUTHOR_NAME: "Berth Test", GIT_AUTHOR_EMAIL: "test@berth.local", GIT_COMMITTER_NAME: "Berth Test", GIT_COMMITTER_EMAIL: "test@berth.local" };
+const GIT_ENV = {
+  GIT_CONFIG_NOSYSTEM: "1",
+  GIT_CONFIG_GLOBAL: "/dev/null",
+  GIT_AUTHOR_NAME: "Berth Test",
+  GIT_AUTHOR_EMAIL: "test@berth.local",
+  GIT_COMMITTER_NAME: "Berth Test",
+  GIT_COMMITTER_EMAIL: "test@berth.local",
+};
 
 export async function startGitServer(opts: { auth?: { username: string; password: string } } = {}): Promise<GitServer> {
   const root = mkdtempSync(join(tmpdir(), "berth-git-"));
   const requests: GitServer["requests"] = [];
   const server: Server = gitServer({
-    root, authAll: !!opts.auth, onRequest: (r) => requests.push(r),
+    root,
+    authAll: !!opts.auth,
+    onRequest: (r) => requests.push(r),
     ...(opts.auth ? { credentials: `${opts.auth.username}:${opts.auth.password}` } : {}),
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
-    url, root, requests,
+    url,
+    root,
+    requests,
     repo(name, dir, extra = {}, message = `${name}: test commit`) {
       const work = mkdtempSync(join(tmpdir(), "berth-git-work-"));
       try {
@@ -42,7 +53,8 @@ export async function startGitServer(opts: { auth?: { username: string; password
           mkdirSync(dirname(join(work, path)), { recursive: true });
           writeFileSync(join(work, path), text);
         }
-        const git = (args: string[], cwd = work) => execFileSync("git", args, { cwd, env: { ...process.env, ...GIT_ENV }, encoding: "utf8" }).trim();
+        const git = (args: string[], cwd = work) =>
+          execFileSync("git", args, { cwd, env: { ...process.env, ...GIT_ENV }, encoding: "utf8" }).trim();
         git(["init", "--quiet", "-b", "main"]);
         git(["add", "-A"]);
         git(["commit", "--quiet", "-m", message]);

@@ -26,11 +26,20 @@ export function keyOf(connectionString: string): string {
  * Creates the App `name` (type web, no image) and provisions its store with the operator's token,
  * in the test API's first workspace or in `workspace` (one of api.createWorkspace()).
  */
-export async function provisionApp(api: TestApi, operatorToken: string, name: string, workspace: { namespace: string } = api): Promise<ProvisionedApp> {
+export async function provisionApp(
+  api: TestApi,
+  operatorToken: string,
+  name: string,
+  workspace: { namespace: string } = api,
+): Promise<ProvisionedApp> {
   const { namespace } = workspace;
-  const app = await api.services.kube.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace }, spec: { name, slug: name } }, "test");
+  const app = await api.services.kube.create<KubeObject>(
+    { apiVersion: API_VERSION, kind: "App", metadata: { name, namespace }, spec: { name, slug: name } },
+    "test",
+  );
   const r = await api.fetchJson("POST", "/internal/governance/provision", {
-    key: operatorToken, body: { namespace, appName: name, appUid: app.metadata.uid, generation: 1 },
+    key: operatorToken,
+    body: { namespace, appName: name, appUid: app.metadata.uid, generation: 1 },
   });
   if (r.status !== 200) throw new Error(`provisioning ${name} failed: ${r.text}`);
   const connectionString = r.body.connectionString as string;

@@ -16,7 +16,10 @@ export async function lockHostApiPort(timeoutMs = 30 * 60_000): Promise<() => vo
       return () => rmSync(dir(), { recursive: true, force: true });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== "EEXIST" || Date.now() > deadline) throw err;
-      if (!holderAlive()) { rmSync(dir(), { recursive: true, force: true }); continue; } // left by a process that died
+      if (!holderAlive()) {
+        rmSync(dir(), { recursive: true, force: true });
+        continue;
+      } // left by a process that died
       await new Promise((r) => setTimeout(r, 500));
     }
   }
@@ -24,6 +27,15 @@ export async function lockHostApiPort(timeoutMs = 30 * 60_000): Promise<() => vo
 
 function holderAlive(): boolean {
   let pid: number;
-  try { pid = Number(readFileSync(join(dir(), "pid"), "utf8")); } catch { return true; } // being written
-  try { process.kill(pid, 0); return true; } catch { return false; }
+  try {
+    pid = Number(readFileSync(join(dir(), "pid"), "utf8"));
+  } catch {
+    return true;
+  } // being written
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }

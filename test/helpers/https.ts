@@ -11,19 +11,38 @@ export async function issuerCa(core: CoreV1Api, issuer: string): Promise<string>
   return Buffer.from(secret.data!["ca.crt"] ?? secret.data!["tls.crt"]!, "base64").toString();
 }
 
-export interface HttpsAnswer { status: number; text: string; certificate: PeerCertificate }
+export interface HttpsAnswer {
+  status: number;
+  text: string;
+  certificate: PeerCertificate;
+}
 
 export function viaIngressTls(tlsUrl: string, host: string, ca: string | undefined, path = "/", timeoutMs = 10_000): Promise<HttpsAnswer> {
   const u = new URL(tlsUrl);
   return new Promise((resolve, reject) => {
-    const req = request({
-      host: u.hostname, port: Number(u.port), path, method: "GET", servername: host, headers: { Host: host },
-      ...(ca ? { ca } : { rejectUnauthorized: false }), timeout: timeoutMs, agent: false,
-    }, (res) => {
-      const certificate = (res.socket as TLSSocket).getPeerCertificate();
-      let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text, certificate }));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: Number(u.port),
+        path,
+        method: "GET",
+        servername: host,
+        headers: { Host: host },
+        ...(ca ? { ca } : { rejectUnauthorized: false }),
+        timeout: timeoutMs,
+        agent: false,
+      },
+      (res) => {
+        const certificate = (res.socket as TLSSocket).getPeerCertificate();
+        let text = "";
+        res
+          .setEncoding("utf8")
+          .on("data", (d: string) => {
+            text += d;
+          })
+          .on("end", () => resolve({ status: res.statusCode ?? 0, text, certificate }));
+      },
+    );
     req.on("timeout", () => req.destroy(new Error(`no answer in ${timeoutMs} ms`))).on("error", reject);
     req.end();
   });

@@ -32,23 +32,47 @@ export interface Identity {
   username: string;
 }
 
-const TEMPLATES = ["templates/operator-serviceaccount.yaml", "templates/api-serviceaccount.yaml", "templates/operator-rbac.yaml", "templates/api-rbac.yaml"];
+const TEMPLATES = [
+  "templates/operator-serviceaccount.yaml",
+  "templates/api-serviceaccount.yaml",
+  "templates/operator-rbac.yaml",
+  "templates/api-rbac.yaml",
+];
 
 let installed: Promise<void> | undefined;
 
 /** Renders the chart's ServiceAccounts and RBAC and applies them (once per process). */
 export function installChartIdentities(): Promise<void> {
   installed ??= (async () => {
-    const rendered = await helm(["template", RELEASE, join(root, "charts/berth"), "--namespace", RELEASE_NAMESPACE, "--kube-version", K8S_VERSION, ...TEMPLATES.flatMap((t) => ["--show-only", t])]);
+    const rendered = await helm([
+      "template",
+      RELEASE,
+      join(root, "charts/berth"),
+      "--namespace",
+      RELEASE_NAMESPACE,
+      "--kube-version",
+      K8S_VERSION,
+      ...TEMPLATES.flatMap((t) => ["--show-only", t]),
+    ]);
     if (rendered.code !== 0) throw new Error(`helm template of the chart's RBAC failed:\n${rendered.stderr}`);
     const ns = await kubectl(["create", "namespace", RELEASE_NAMESPACE, "--dry-run=client", "-o", "yaml"]);
-    const applied = await kubectl(["apply", "--server-side", "--force-conflicts", "--field-manager", "berth-tests", "-f", "-"], `${ns.stdout}\n---\n${rendered.stdout}`);
+    const applied = await kubectl(
+      ["apply", "--server-side", "--force-conflicts", "--field-manager", "berth-tests", "-f", "-"],
+      `${ns.stdout}\n---\n${rendered.stdout}`,
+    );
     if (applied.code !== 0) throw new Error(`applying the chart's RBAC failed:\n${applied.stderr}`);
     // The authorizer follows new bindings within moments.
-    const can = async (c: Component, verb: string, resource: string) => (await kubectl(["auth", "can-i", verb, resource, "-A", `--as=${usernameOf(c)}`])).code === 0;
-    await eventually("the chart's RBAC to take effect", async () => (await can("operator", "watch", "apps.berth.dev")) && (await can("api", "create", "namespaces")), 15_000);
+    const can = async (c: Component, verb: string, resource: string) =>
+      (await kubectl(["auth", "can-i", verb, resource, "-A", `--as=${usernameOf(c)}`])).code === 0;
+    await eventually(
+      "the chart's RBAC to take effect",
+      async () => (await can("operator", "watch", "apps.berth.dev")) && (await can("api", "create", "namespaces")),
+      15_000,
+    );
   })();
-  installed.catch(() => { installed = undefined; });
+  installed.catch(() => {
+    installed = undefined;
+  });
   return installed;
 }
 
@@ -69,22 +93,35 @@ async function mint(c: Component): Promise<Identity> {
   await installChartIdentities();
   const k = kube();
   // Two hours: longer than any test run; the API server's maximum is not configured lower.
-  const tr = await k.core.createNamespacedServiceAccountToken({ namespace: RELEASE_NAMESPACE, name: SERVICE_ACCOUNTS[c], body: { spec: { audiences: [], expirationSeconds: 7200 } } });
+  const tr = await k.core.createNamespacedServiceAccountToken({
+    namespace: RELEASE_NAMESPACE,
+    name: SERVICE_ACCOUNTS[c],
+    body: { spec: { audiences: [], expirationSeconds: 7200 } },
+  });
   const token = tr.status?.token;
   if (!token) throw new Error(`no token for ServiceAccount ${RELEASE_NAMESPACE}/${SERVICE_ACCOUNTS[c]}`);
-  const admin = yaml.load(readFileSync(process.env.KUBECONFIG!, "utf8")) as { "current-context": string; contexts: { name: string; context: { cluster: string } }[]; clusters: { name: string; cluster: Record<string, unknown> }[] };
+  const admin = yaml.load(readFileSync(process.env.KUBECONFIG!, "utf8")) as {
+    "current-context": string;
+    contexts: { name: string; context: { cluster: string } }[];
+    clusters: { name: string; cluster: Record<string, unknown> }[];
+  };
   const context = admin.contexts.find((x) => x.name === admin["current-context"])!.context;
   const cluster = admin.clusters.find((x) => x.name === context.cluster)!.cluster;
   const dir = mkdtempSync(join(tmpdir(), `berth-${c}-`));
   const kubeconfig = join(dir, "kubeconfig");
   const tokenFile = join(dir, "token");
   writeFileSync(tokenFile, token, { mode: 0o600 });
-  writeFileSync(kubeconfig, yaml.dump({
-    apiVersion: "v1", kind: "Config",
-    clusters: [{ name: "test", cluster }],
-    users: [{ name: SERVICE_ACCOUNTS[c], user: { token } }],
-    contexts: [{ name: "test", context: { cluster: "test", user: SERVICE_ACCOUNTS[c] } }],
-    "current-context": "test",
-  }), { mode: 0o600 });
+  writeFileSync(
+    kubeconfig,
+    yaml.dump({
+      apiVersion: "v1",
+      kind: "Config",
+      clusters: [{ name: "test", cluster }],
+      users: [{ name: SERVICE_ACCOUNTS[c], user: { token } }],
+      contexts: [{ name: "test", context: { cluster: "test", user: SERVICE_ACCOUNTS[c] } }],
+      "current-context": "test",
+    }),
+    { mode: 0o600 },
+  );
   return { kubeconfig, tokenFile, token, username: usernameOf(c) };
 }

@@ -3,7 +3,11 @@
 // node:http, because fetch drops a Host header (a forbidden header name).
 import { request, type IncomingHttpHeaders } from "node:http";
 
-export interface Answer { status: number; text: string; headers: IncomingHttpHeaders }
+export interface Answer {
+  status: number;
+  text: string;
+  headers: IncomingHttpHeaders;
+}
 
 export interface IngressRequest {
   method?: string;
@@ -17,13 +21,27 @@ export function viaIngress(ingress: string, host: string, path = "/", opts: Ingr
   const body = opts.json === undefined ? undefined : JSON.stringify(opts.json);
   const timeoutMs = opts.timeoutMs ?? 10_000;
   return new Promise((resolve, reject) => {
-    const req = request(`${ingress}${path}`, {
-      method: opts.method ?? "GET", timeout: timeoutMs,
-      headers: { ...opts.headers, Host: host, ...(body ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}) },
-    }, (res) => {
-      let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
-    });
+    const req = request(
+      `${ingress}${path}`,
+      {
+        method: opts.method ?? "GET",
+        timeout: timeoutMs,
+        headers: {
+          ...opts.headers,
+          Host: host,
+          ...(body ? { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(body) } : {}),
+        },
+      },
+      (res) => {
+        let text = "";
+        res
+          .setEncoding("utf8")
+          .on("data", (d: string) => {
+            text += d;
+          })
+          .on("end", () => resolve({ status: res.statusCode ?? 0, text, headers: res.headers }));
+      },
+    );
     req.on("timeout", () => req.destroy(new Error(`no answer in ${timeoutMs} ms`))).on("error", reject);
     req.end(body);
   });

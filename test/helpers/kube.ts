@@ -44,15 +44,23 @@ export async function deleteNamespace(k: Kube, name: string): Promise<void> {
 }
 
 /** Polls `fn` until it returns a truthy value; fails the test with `what` on timeout. */
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined | null | false>, timeoutMs = 30_000, intervalMs = 200): Promise<T> {
+export async function eventually<T>(
+  what: string,
+  fn: () => Promise<T | undefined | null | false>,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const v = await fn();
       if (v) return v;
-    } catch (err) { last = err; }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? `: ${last.message}` : ""}`);
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last instanceof Error ? `: ${last.message}` : ""}`);
     await new Promise((r) => setTimeout(r, intervalMs));
   }
 }
@@ -61,8 +69,13 @@ export async function eventually<T>(what: string, fn: () => Promise<T | undefine
 export function apiError(err: unknown): { code: number; message: string } {
   const e = err as { code?: number; body?: unknown };
   let body: { message?: string } = {};
-  if (typeof e.body === "string") { try { body = JSON.parse(e.body) as { message?: string }; } catch { body = { message: e.body }; } }
-  else if (e.body && typeof e.body === "object") body = e.body;
+  if (typeof e.body === "string") {
+    try {
+      body = JSON.parse(e.body) as { message?: string };
+    } catch {
+      body = { message: e.body };
+    }
+  } else if (e.body && typeof e.body === "object") body = e.body;
   return { code: e.code ?? 0, message: body.message ?? String(err) };
 }
 

@@ -2,8 +2,15 @@
 declare module "oidc-provider" {
   import type { IncomingMessage, ServerResponse } from "node:http";
 
-  interface Interaction { uid: string; params: Record<string, unknown>; prompt: { name: string } }
-  interface Account { accountId: string; claims: () => Record<string, unknown> | Promise<Record<string, unknown>> }
+  interface Interaction {
+    uid: string;
+    params: Record<string, unknown>;
+    prompt: { name: string };
+  }
+  interface Account {
+    accountId: string;
+    claims: () => Record<string, unknown> | Promise<Record<string, unknown>>;
+  }
   class Grant {
     constructor(props: { accountId: string; clientId: string });
     addOIDCScope(scope: string): void;
@@ -24,6 +31,11 @@ declare module "oidc-provider" {
     Grant: typeof Grant;
     callback(): (req: IncomingMessage, res: ServerResponse) => void;
     interactionDetails(req: IncomingMessage, res: ServerResponse): Promise<Interaction>;
-    interactionFinished(req: IncomingMessage, res: ServerResponse, result: Record<string, unknown>, opts?: { mergeWithLastSubmission?: boolean }): Promise<void>;
+    interactionFinished(
+      req: IncomingMessage,
+      res: ServerResponse,
+      result: Record<string, unknown>,
+      opts?: { mergeWithLastSubmission?: boolean },
+    ): Promise<void>;
   }
 }

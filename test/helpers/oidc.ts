@@ -21,11 +21,22 @@ export interface TestOidcProvider {
 function readForm(req: IncomingMessage): Promise<URLSearchParams> {
   return new Promise((resolve, reject) => {
     let body = "";
-    req.setEncoding("utf8").on("data", (d: string) => { body += d; }).on("end", () => resolve(new URLSearchParams(body))).on("error", reject);
+    req
+      .setEncoding("utf8")
+      .on("data", (d: string) => {
+        body += d;
+      })
+      .on("end", () => resolve(new URLSearchParams(body)))
+      .on("error", reject);
   });
 }
 
-export async function startOidcProvider(opts: { redirectUri: string; clientId?: string; clientSecret?: string; port?: number }): Promise<TestOidcProvider> {
+export async function startOidcProvider(opts: {
+  redirectUri: string;
+  clientId?: string;
+  clientSecret?: string;
+  port?: number;
+}): Promise<TestOidcProvider> {
   const clientId = opts.clientId ?? "berth";
   const clientSecret = opts.clientSecret ?? "berth-test-client-secret-0123456789";
   const signIns: string[] = [];
@@ -34,17 +45,28 @@ export async function startOidcProvider(opts: { redirectUri: string; clientId?: 
     const url = new URL(req.url ?? "/", "http://x");
     const m = /^\/interaction\/([^/]+)(\/login)?$/.exec(url.pathname);
     const p = holder.provider;
-    if (!p) { res.writeHead(503).end(); return; }
-    if (!m) { p.callback()(req, res); return; }
+    if (!p) {
+      res.writeHead(503).end();
+      return;
+    }
+    if (!m) {
+      p.callback()(req, res);
+      return;
+    }
     void (async () => {
       try {
         const details = await p.interactionDetails(req, res);
         if (req.method === "GET") {
-          res.writeHead(200, { "Content-Type": "text/html" }).end(`<form method="post" action="/interaction/${details.uid}/login"><input name="login"><button>Sign in</button></form>`);
+          res
+            .writeHead(200, { "Content-Type": "text/html" })
+            .end(`<form method="post" action="/interaction/${details.uid}/login"><input name="login"><button>Sign in</button></form>`);
           return;
         }
         const login = (await readForm(req)).get("login");
-        if (!login) { res.writeHead(400).end("login required"); return; }
+        if (!login) {
+          res.writeHead(400).end("login required");
+          return;
+        }
         const grant = new p.Grant({ accountId: login, clientId: String(details.params.client_id) });
         grant.addOIDCScope(String(details.params.scope));
         const grantId = await grant.save();
@@ -58,9 +80,21 @@ export async function startOidcProvider(opts: { redirectUri: string; clientId?: 
   await new Promise<void>((resolve) => server.listen(opts.port ?? 0, "127.0.0.1", resolve));
   const issuer = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   holder.provider = new Provider(issuer, {
-    clients: [{ client_id: clientId, client_secret: clientSecret, redirect_uris: [opts.redirectUri], grant_types: ["authorization_code"], response_types: ["code"], token_endpoint_auth_method: "client_secret_basic" }],
+    clients: [
+      {
+        client_id: clientId,
+        client_secret: clientSecret,
+        redirect_uris: [opts.redirectUri],
+        grant_types: ["authorization_code"],
+        response_types: ["code"],
+        token_endpoint_auth_method: "client_secret_basic",
+      },
+    ],
     // A login starting with "unverified-" has an email its provider did not verify.
-    findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: !id.startsWith("unverified-") }) }),
+    findAccount: (_ctx, id) => ({
+      accountId: id,
+      claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: !id.startsWith("unverified-") }),
+    }),
     claims: { openid: ["sub"], email: ["email", "email_verified"] },
     features: { devInteractions: { enabled: false } },
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
@@ -70,7 +104,14 @@ export async function startOidcProvider(opts: { redirectUri: string; clientId?: 
     conformIdTokenClaims: false,
   });
   return {
-    issuer, clientId, clientSecret, signIns,
-    stop: () => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
+    issuer,
+    clientId,
+    clientSecret,
+    signIns,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }

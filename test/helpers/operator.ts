@@ -18,10 +18,16 @@ export interface TestOperatorOptions {
 
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {
   const id = await identity("operator");
-  return startOperator(loadOperatorConfig({
-    KUBECONFIG: id.kubeconfig, BERTH_OPERATOR_TOKEN_FILE: id.tokenFile,
-    BERTH_WATCH_NAMESPACE: opts.namespace, BERTH_LEADER_ELECTION: "false", BERTH_OPERATOR_HEALTH_PORT: "0",
-    ...(opts.apiUrl ? { BERTH_OPERATOR_API_URL: opts.apiUrl } : {}),
-    ...opts.env,
-  }), opts.logger ?? pino({ level: "silent" }));
+  return startOperator(
+    loadOperatorConfig({
+      KUBECONFIG: id.kubeconfig,
+      BERTH_OPERATOR_TOKEN_FILE: id.tokenFile,
+      BERTH_WATCH_NAMESPACE: opts.namespace,
+      BERTH_LEADER_ELECTION: "false",
+      BERTH_OPERATOR_HEALTH_PORT: "0",
+      ...(opts.apiUrl ? { BERTH_OPERATOR_API_URL: opts.apiUrl } : {}),
+      ...opts.env,
+    }),
+    opts.logger ?? pino({ level: "silent" }),
+  );
 }

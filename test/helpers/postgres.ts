@@ -33,12 +33,26 @@ export async function dedicatedPostgres(): Promise<DedicatedPostgres> {
   };
   const adminUrl = (await pg("up")).split("\n").pop()!;
   const migrated = await run(process.execPath, [join(root, "hack/db.ts"), "template", adminUrl], { timeoutMs: 180_000 });
-  if (migrated.code !== 0) { await pg("purge"); throw new Error(`migrating the dedicated PostgreSQL failed:\n${migrated.stderr}`); }
+  if (migrated.code !== 0) {
+    await pg("purge");
+    throw new Error(`migrating the dedicated PostgreSQL failed:\n${migrated.stderr}`);
+  }
   return {
-    adminUrl, port,
-    start: async () => { await pg("up"); },
-    restart: async () => { await pg("down"); await pg("up"); },
-    crash: async () => { await pg("crash"); },
-    purge: async () => { await pg("purge"); rmSync(local, { recursive: true, force: true }); },
+    adminUrl,
+    port,
+    start: async () => {
+      await pg("up");
+    },
+    restart: async () => {
+      await pg("down");
+      await pg("up");
+    },
+    crash: async () => {
+      await pg("crash");
+    },
+    purge: async () => {
+      await pg("purge");
+      rmSync(local, { recursive: true, force: true });
+    },
   };
 }

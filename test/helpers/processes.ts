@@ -10,7 +10,6 @@ import { eventually } from "./kube.ts";
 import { freePort } from "../../hack/bench/proc.ts";
 export { freePort };
 
-
 export interface NodeProcess {
   readonly name: string;
   readonly child: ChildProcess;
@@ -28,7 +27,8 @@ export interface NodeProcess {
 /** Runs `node <script>` from the repository with `env` (on top of PATH and HOME only: nothing else leaks in). */
 export function spawnNode(name: string, script: string, env: Record<string, string>, args: string[] = []): NodeProcess {
   const child = spawn(process.execPath, [join(root, script), ...args], {
-    cwd: root, stdio: ["ignore", "pipe", "pipe"],
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
   });
   const lines: string[] = [];
@@ -40,7 +40,9 @@ export function spawnNode(name: string, script: string, env: Record<string, stri
       rest = parts.pop() ?? "";
       lines.push(...parts);
     });
-    stream.on("end", () => { if (rest) lines.push(rest); });
+    stream.on("end", () => {
+      if (rest) lines.push(rest);
+    });
   };
   collect(child.stdout);
   collect(child.stderr);
@@ -48,7 +50,11 @@ export function spawnNode(name: string, script: string, env: Record<string, stri
   if (child.pid === undefined) throw new Error(`${name} did not start`);
   const pid = child.pid;
   return {
-    name, child, pid, lines, exited,
+    name,
+    child,
+    pid,
+    lines,
+    exited,
     async stop(signal: NodeJS.Signals = "SIGTERM", timeoutMs = 15_000) {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill(signal);
@@ -63,12 +69,19 @@ export function spawnNode(name: string, script: string, env: Record<string, stri
 /** Waits until the process has written a log line whose `msg` is `msg`; fails with its last lines if it exits first. */
 export async function waitForLog(p: NodeProcess, msg: string, timeoutMs = 60_000): Promise<Record<string, unknown>> {
   let exit: number | string | undefined;
-  void p.exited.then((e) => { exit = e; });
+  void p.exited.then((e) => {
+    exit = e;
+  });
   try {
-    return await eventually(`${p.name} to log "${msg}"`, () => {
-      if (exit !== undefined) throw new Error(`${p.name} exited (${exit})`);
-      return Promise.resolve(logLines(p).find((l) => l.msg === msg));
-    }, timeoutMs, 100);
+    return await eventually(
+      `${p.name} to log "${msg}"`,
+      () => {
+        if (exit !== undefined) throw new Error(`${p.name} exited (${exit})`);
+        return Promise.resolve(logLines(p).find((l) => l.msg === msg));
+      },
+      timeoutMs,
+      100,
+    );
   } catch (err) {
     throw new Error(`${(err as Error).message}\n--- last lines of ${p.name} ---\n${p.tail()}`, { cause: err });
   }
@@ -79,7 +92,11 @@ export function logLines(p: NodeProcess): Record<string, unknown>[] {
   const out: Record<string, unknown>[] = [];
   for (const l of p.lines) {
     if (!l.startsWith("{")) continue;
-    try { out.push(JSON.parse(l) as Record<string, unknown>); } catch { /* a partial line */ }
+    try {
+      out.push(JSON.parse(l) as Record<string, unknown>);
+    } catch {
+      /* a partial line */
+    }
   }
   return out;
 }
@@ -98,9 +115,12 @@ export interface OperatorProcessOptions {
 export async function spawnOperator(opts: OperatorProcessOptions): Promise<NodeProcess> {
   const id = await identity("operator");
   const p = spawnNode(`operator ${opts.identity ?? ""}`.trim(), "operator/main.ts", {
-    KUBECONFIG: id.kubeconfig, BERTH_OPERATOR_TOKEN_FILE: id.tokenFile,
-    BERTH_WATCH_NAMESPACE: opts.namespace, BERTH_LEADER_ELECTION: String(opts.leaderElection ?? false),
-    BERTH_OPERATOR_HEALTH_PORT: "0", BERTH_LOG_LEVEL: "info",
+    KUBECONFIG: id.kubeconfig,
+    BERTH_OPERATOR_TOKEN_FILE: id.tokenFile,
+    BERTH_WATCH_NAMESPACE: opts.namespace,
+    BERTH_LEADER_ELECTION: String(opts.leaderElection ?? false),
+    BERTH_OPERATOR_HEALTH_PORT: "0",
+    BERTH_LOG_LEVEL: "info",
     ...(opts.identity ? { BERTH_OPERATOR_IDENTITY: opts.identity } : {}),
     ...opts.env,
   });

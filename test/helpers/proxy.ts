@@ -14,17 +14,37 @@ export async function cuttableProxy(target: URL): Promise<CuttableProxy> {
   const sockets = new Set<net.Socket>();
   let cut = false;
   const server = net.createServer((client) => {
-    if (cut) { client.destroy(); return; }
+    if (cut) {
+      client.destroy();
+      return;
+    }
     const upstream = net.connect(Number(target.port), target.hostname);
-    const close = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream); };
-    for (const s of [client, upstream]) { sockets.add(s); s.on("error", close).on("close", close); }
+    const close = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on("error", close).on("close", close);
+    }
     client.pipe(upstream).pipe(client);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     port: (server.address() as net.AddressInfo).port,
-    cut() { cut = true; for (const s of sockets) s.destroy(); },
-    restore() { cut = false; },
-    close: () => new Promise<void>((resolve) => { for (const s of sockets) s.destroy(); server.close(() => resolve()); }),
+    cut() {
+      cut = true;
+      for (const s of sockets) s.destroy();
+    },
+    restore() {
+      cut = false;
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
   };
 }

@@ -31,23 +31,33 @@ export async function startRegistry(): Promise<TestRegistry> {
   const port = await freePort();
   const host = `127.0.0.1:${port}`;
   const config = join(dir, "config.yml");
-  await writeFile(config, [
-    "version: 0.1",
-    "log:",
-    "  level: warn",
-    "storage:",
-    "  filesystem:",
-    `    rootdirectory: ${join(dir, "data")}`,
-    "http:",
-    `  addr: ${host}`,
-    "  secret: berth-test-registry",
-    "",
-  ].join("\n"));
+  await writeFile(
+    config,
+    [
+      "version: 0.1",
+      "log:",
+      "  level: warn",
+      "storage:",
+      "  filesystem:",
+      `    rootdirectory: ${join(dir, "data")}`,
+      "http:",
+      `  addr: ${host}`,
+      "  secret: berth-test-registry",
+      "",
+    ].join("\n"),
+  );
   // no telemetry: the registry's OpenTelemetry exporter stays off
-  const child = spawn(bin, ["serve", config], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, OTEL_TRACES_EXPORTER: "none", OTEL_SDK_DISABLED: "true" } });
+  const child = spawn(bin, ["serve", config], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, OTEL_TRACES_EXPORTER: "none", OTEL_SDK_DISABLED: "true" },
+  });
   let output = "";
-  child.stdout.on("data", (d: Buffer) => { output += d.toString(); });
-  child.stderr.on("data", (d: Buffer) => { output += d.toString(); });
+  child.stdout.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
   const exited = new Promise<void>((r) => child.once("exit", () => r()));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
@@ -58,11 +68,16 @@ export async function startRegistry(): Promise<TestRegistry> {
   const client = new Registry(host);
   try {
     // an exit ends the wait at once: returned, not thrown (eventually retries what throws until its timeout)
-    const state = await eventually(`the registry at ${host}`, async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return "exited";
-      await client.ping();
-      return "up";
-    }, 15_000, 100);
+    const state = await eventually(
+      `the registry at ${host}`,
+      async () => {
+        if (child.exitCode !== null || child.signalCode !== null) return "exited";
+        await client.ping();
+        return "up";
+      },
+      15_000,
+      100,
+    );
     if (state === "exited") throw new Error(`the registry exited (${child.exitCode ?? child.signalCode}): ${output}`);
   } catch (err) {
     await stop();

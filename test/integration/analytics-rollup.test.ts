@@ -36,8 +36,22 @@ function rng(seed: number): () => number {
   };
 }
 
-interface Row { id: string; at: number; latency: number; p: number; c: number; error: boolean; blocked: boolean; cost: number }
-interface Ev { trace: number; type: string; score: number; passed: boolean }
+interface Row {
+  id: string;
+  at: number;
+  latency: number;
+  p: number;
+  c: number;
+  error: boolean;
+  blocked: boolean;
+  cost: number;
+}
+interface Ev {
+  trace: number;
+  type: string;
+  score: number;
+  passed: boolean;
+}
 
 function generate(seed: number, n: number): { rows: Row[]; evals: Ev[] } {
   const r = rng(seed);
@@ -50,9 +64,19 @@ function generate(seed: number, n: number): { rows: Row[]; evals: Ev[] } {
     const at = i % 10 === 0 ? T0 + Math.floor(r() * 50) * H + (i % 30 === 0 ? -1 : i % 20 === 0 ? 1 : 0) : T0 + Math.floor(r() * SPAN);
     const p = Math.floor(r() * 500);
     const c = Math.floor(r() * 300);
-    rows.push({ id: crypto.randomUUID(), at, latency: Math.floor(r() * 3000) + r(), p, c, error: r() < 0.1, blocked: r() < 0.12, cost: r() / 100 });
+    rows.push({
+      id: crypto.randomUUID(),
+      at,
+      latency: Math.floor(r() * 3000) + r(),
+      p,
+      c,
+      error: r() < 0.1,
+      blocked: r() < 0.12,
+      cost: r() / 100,
+    });
     const k = Math.floor(r() * 4);
-    for (let j = 0; j < k; j++) evals.push({ trace: i, type: types[Math.floor(r() * 4)]!, score: r() < 0.5 ? scores[Math.floor(r() * 5)]! : r(), passed: r() < 0.6 });
+    for (let j = 0; j < k; j++)
+      evals.push({ trace: i, type: types[Math.floor(r() * 4)]!, score: r() < 0.5 ? scores[Math.floor(r() * 5)]! : r(), passed: r() < 0.6 });
   }
   return { rows, evals };
 }
@@ -66,12 +90,22 @@ async function insert(url: string, schema: string, rows: Row[], evals: Ev[], ids
                                        guard_evaluations, eval_score, cost_usd, priced, price_version, created_at)
        select u.id, 'gpt-4o', 'p', 'r', case when u.err then 'failed' end, u.p, u.c, u.p + u.c, u.lat, u.blocked, '[]', 0.5, u.cost, true, 'v', u.at
          from unnest($1::uuid[], $2::bool[], $3::int[], $4::int[], $5::float8[], $6::bool[], $7::float8[], $8::timestamptz[]) as u(id, err, p, c, lat, blocked, cost, at)`,
-      [rows.map((x) => x.id), rows.map((x) => x.error), rows.map((x) => x.p), rows.map((x) => x.c), rows.map((x) => x.latency), rows.map((x) => x.blocked),
-        rows.map((x) => x.cost), rows.map((x) => iso(x.at))]);
+      [
+        rows.map((x) => x.id),
+        rows.map((x) => x.error),
+        rows.map((x) => x.p),
+        rows.map((x) => x.c),
+        rows.map((x) => x.latency),
+        rows.map((x) => x.blocked),
+        rows.map((x) => x.cost),
+        rows.map((x) => iso(x.at)),
+      ],
+    );
     if (evals.length > 0) {
       await c.query(
         `insert into "${schema}".evals (trace_id, eval_type, score, passed, details) select * , '' from unnest($1::uuid[], $2::text[], $3::float8[], $4::bool[])`,
-        [evals.map((e) => ids[e.trace]), evals.map((e) => e.type), evals.map((e) => e.score), evals.map((e) => e.passed)]);
+        [evals.map((e) => ids[e.trace]), evals.map((e) => e.type), evals.map((e) => e.score), evals.map((e) => e.passed)],
+      );
     }
   } finally {
     await c.end();
@@ -82,20 +116,42 @@ async function insert(url: string, schema: string, rows: Row[], evals: Ev[], ids
 async function insertConcurrently(schema: string, data: { rows: Row[]; evals: Ev[] }, parts: number): Promise<void> {
   const ids = data.rows.map((x) => x.id);
   const size = Math.ceil(data.rows.length / parts);
-  await Promise.all(Array.from({ length: parts }, (_, k) => {
-    const lo = k * size;
-    const hi = Math.min(data.rows.length, lo + size);
-    return insert(api.db.url, schema, data.rows.slice(lo, hi), data.evals.filter((e) => e.trace >= lo && e.trace < hi), ids);
-  }));
+  await Promise.all(
+    Array.from({ length: parts }, (_, k) => {
+      const lo = k * size;
+      const hi = Math.min(data.rows.length, lo + size);
+      return insert(
+        api.db.url,
+        schema,
+        data.rows.slice(lo, hi),
+        data.evals.filter((e) => e.trace >= lo && e.trace < hi),
+        ids,
+      );
+    }),
+  );
 }
 
 // ---- the expectations, in plain JavaScript --------------------------------------------------------
 
-interface Sums { calls: number; tokens: number; p: number; c: number; latency: number; cost: number; blocked: number; errors: number }
+interface Sums {
+  calls: number;
+  tokens: number;
+  p: number;
+  c: number;
+  latency: number;
+  cost: number;
+  blocked: number;
+  errors: number;
+}
 function sums(rows: Row[]): Sums {
   const s = { calls: 0, tokens: 0, p: 0, c: 0, latency: 0, cost: 0, blocked: 0, errors: 0 };
   for (const x of rows) {
-    s.calls++; s.tokens += x.p + x.c; s.p += x.p; s.c += x.c; s.latency += x.latency; s.cost += x.cost;
+    s.calls++;
+    s.tokens += x.p + x.c;
+    s.p += x.p;
+    s.c += x.c;
+    s.latency += x.latency;
+    s.cost += x.cost;
     if (x.blocked) s.blocked++;
     if (x.error) s.errors++;
   }
@@ -104,7 +160,13 @@ function sums(rows: Row[]): Sums {
 const within = (rows: Row[], start: number, end: number) => rows.filter((x) => x.at >= start && x.at < end);
 function metricOf(s: Sums, m: Metric): number {
   if (s.calls === 0) return 0;
-  return { total_calls: s.calls, total_tokens: s.tokens, avg_latency: s.latency / s.calls, total_cost: s.cost, error_rate: s.errors / s.calls }[m];
+  return {
+    total_calls: s.calls,
+    total_tokens: s.tokens,
+    avg_latency: s.latency / s.calls,
+    total_cost: s.cost,
+    error_rate: s.errors / s.calls,
+  }[m];
 }
 const close = (a: number, b: number) => Math.abs(a - b) <= 1e-9 * Math.max(1, Math.abs(b));
 
@@ -120,8 +182,15 @@ async function checkRange(t: ExecutionContext, app: string, data: { rows: Row[];
   const s = sums(rows);
   const summary = await api.fetchJson("GET", `${base(app)}/summary?${q(start, end)}`);
   t.is(summary.status, 200, summary.text);
-  t.deepEqual([summary.body.totalCalls, summary.body.totalTokens, summary.body.blockedByGuard], [s.calls, s.tokens, s.blocked], `summary ${label}`);
-  t.true(close(summary.body.avgLatencyMs, s.calls ? s.latency / s.calls : 0), `avgLatencyMs ${label}: ${summary.body.avgLatencyMs} vs ${s.latency / s.calls}`);
+  t.deepEqual(
+    [summary.body.totalCalls, summary.body.totalTokens, summary.body.blockedByGuard],
+    [s.calls, s.tokens, s.blocked],
+    `summary ${label}`,
+  );
+  t.true(
+    close(summary.body.avgLatencyMs, s.calls ? s.latency / s.calls : 0),
+    `avgLatencyMs ${label}: ${summary.body.avgLatencyMs} vs ${s.latency / s.calls}`,
+  );
   t.true(close(summary.body.totalCostUsd, s.cost), `totalCostUsd ${label}`);
   t.true(close(summary.body.errorRate, s.calls ? s.errors / s.calls : 0), `errorRate ${label}`);
 
@@ -135,11 +204,17 @@ async function checkRange(t: ExecutionContext, app: string, data: { rows: Row[];
     if (!inRange.has(data.rows[e.trace]!.id)) continue;
     const x = expected.get(e.type) ?? { count: 0, sum: 0, passed: 0, counts: new Array<number>(10).fill(0) };
     expected.set(e.type, x);
-    x.count++; x.sum += e.score; if (e.passed) x.passed++;
+    x.count++;
+    x.sum += e.score;
+    if (e.passed) x.passed++;
     x.counts[Math.min(Math.max(Math.floor(e.score * 10) + 1, 1), 10) - 1]!++;
   }
   const got = dist.body.byType as { evalType: string; count: number; mean: number; passRate: number; counts: number[] }[];
-  t.deepEqual(got.map((g) => g.evalType), [...expected.keys()].sort(), `eval types ${label}`);
+  t.deepEqual(
+    got.map((g) => g.evalType),
+    [...expected.keys()].sort(),
+    `eval types ${label}`,
+  );
   for (const g of got) {
     const x = expected.get(g.evalType)!;
     t.deepEqual([g.count, g.counts], [x.count, x.counts], `eval distribution ${g.evalType} ${label}`);
@@ -147,7 +222,15 @@ async function checkRange(t: ExecutionContext, app: string, data: { rows: Row[];
   }
 }
 
-async function checkSeries(t: ExecutionContext, app: string, data: { rows: Row[] }, start: number, end: number, interval: Interval, metric: Metric): Promise<void> {
+async function checkSeries(
+  t: ExecutionContext,
+  app: string,
+  data: { rows: Row[] },
+  start: number,
+  end: number,
+  interval: Interval,
+  metric: Metric,
+): Promise<void> {
   const r = await api.fetchJson("GET", `${base(app)}/timeseries?${q(start, end)}&interval=${interval}&metric=${metric}`);
   t.is(r.status, 200, r.text);
   const w = INTERVALS[interval];
@@ -159,7 +242,11 @@ async function checkSeries(t: ExecutionContext, app: string, data: { rows: Row[]
   }
   t.deepEqual(r.body.labels, labels, `labels ${interval} [${iso(start)}, ${iso(end)})`);
   const bad = values.findIndex((v, i) => !close(r.body.values[i] as number, v));
-  t.is(bad, -1, `${metric}/${interval} [${iso(start)}, ${iso(end)}): bucket ${labels[bad]} is ${r.body.values[bad]}, expected ${values[bad]}`);
+  t.is(
+    bad,
+    -1,
+    `${metric}/${interval} [${iso(start)}, ${iso(end)}): bucket ${labels[bad]} is ${r.body.values[bad]}, expected ${values[bad]}`,
+  );
 }
 
 let roll: { rows: Row[]; evals: Ev[] };
@@ -171,7 +258,9 @@ test.before(async () => {
   roll = generate(20261121, 3000);
   await insertConcurrently(schema, roll, 4);
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
 test("summary, token usage and eval distribution equal the traces for aligned, unaligned, one-hour and random ranges", async (t) => {
   const ranges: [number, number][] = [
@@ -211,24 +300,46 @@ test("timeseries equal the traces for every metric and interval, with unaligned 
 test("ingestion through the API under concurrent batches keeps the rollups equal to the traces", async (t) => {
   const { key, schema } = await provision("ingested");
   const r = rng(3);
-  const batches = Array.from({ length: 8 }, () => Array.from({ length: 40 }, () => {
-    const p = Math.floor(r() * 100);
-    return {
-      traceId: crypto.randomUUID(), input: "What are your opening hours?", output: "Nine to five.", model: "gpt-4o",
-      latency: Math.floor(r() * 500), tokens: { prompt: p, completion: 5, total: p + 5 }, timestamp: iso(T0 + Math.floor(r() * 3 * H)),
-    };
-  }));
+  const batches = Array.from({ length: 8 }, () =>
+    Array.from({ length: 40 }, () => {
+      const p = Math.floor(r() * 100);
+      return {
+        traceId: crypto.randomUUID(),
+        input: "What are your opening hours?",
+        output: "Nine to five.",
+        model: "gpt-4o",
+        latency: Math.floor(r() * 500),
+        tokens: { prompt: p, completion: 5, total: p + 5 },
+        timestamp: iso(T0 + Math.floor(r() * 3 * H)),
+      };
+    }),
+  );
   const results = await Promise.all(batches.map((traces) => api.fetchJson("POST", "/governance/traces", { key, body: { traces } })));
-  t.deepEqual(results.map((x) => x.body.created), new Array(8).fill(40));
+  t.deepEqual(
+    results.map((x) => x.body.created),
+    new Array(8).fill(40),
+  );
   // a retried batch is all duplicates: the rollups do not move
   await api.fetchJson("POST", "/governance/traces", { key, body: { traces: batches[0] } });
   const byHour = (sql: string) => query<{ hour: string; calls: string; tokens: string; evals: string }>(api.db.url, sql);
-  const raw = await byHour(`select date_bin('1 hour', created_at, '2000-01-03Z') as hour, count(*) as calls, sum(total_tokens) as tokens from "${schema}".traces group by 1 order by 1`);
-  const rolled = await byHour(`select hour, sum(calls) as calls, sum(total_tokens) as tokens from "${schema}".traces_hourly group by 1 order by 1`);
-  t.deepEqual(rolled.map((x) => [String(x.hour), x.calls, x.tokens]), raw.map((x) => [String(x.hour), x.calls, x.tokens]));
-  t.is(raw.reduce((a, x) => a + Number(x.calls), 0), 320);
-  const [evals] = await query<{ raw: string; rolled: string }>(api.db.url,
-    `select (select count(*) from "${schema}".evals) as raw, (select sum(n) from "${schema}".evals_hourly) as rolled`);
+  const raw = await byHour(
+    `select date_bin('1 hour', created_at, '2000-01-03Z') as hour, count(*) as calls, sum(total_tokens) as tokens from "${schema}".traces group by 1 order by 1`,
+  );
+  const rolled = await byHour(
+    `select hour, sum(calls) as calls, sum(total_tokens) as tokens from "${schema}".traces_hourly group by 1 order by 1`,
+  );
+  t.deepEqual(
+    rolled.map((x) => [String(x.hour), x.calls, x.tokens]),
+    raw.map((x) => [String(x.hour), x.calls, x.tokens]),
+  );
+  t.is(
+    raw.reduce((a, x) => a + Number(x.calls), 0),
+    320,
+  );
+  const [evals] = await query<{ raw: string; rolled: string }>(
+    api.db.url,
+    `select (select count(*) from "${schema}".evals) as raw, (select sum(n) from "${schema}".evals_hourly) as rolled`,
+  );
   t.is(evals!.rolled, evals!.raw);
   t.true(Number(evals!.raw) > 0);
 });
@@ -251,14 +362,26 @@ test("a store of the previous template is completed at start: rollups created an
 
   // history backfilled, and what is inserted after the upgrade counted once
   const after = generate(100, 200);
-  await insert(api.db.url, schema, after.rows, after.evals, after.rows.map((x) => x.id));
-  const all = { rows: [...before.rows, ...after.rows], evals: [...before.evals, ...after.evals.map((e) => ({ ...e, trace: e.trace + before.rows.length }))] };
+  await insert(
+    api.db.url,
+    schema,
+    after.rows,
+    after.evals,
+    after.rows.map((x) => x.id),
+  );
+  const all = {
+    rows: [...before.rows, ...after.rows],
+    evals: [...before.evals, ...after.evals.map((e) => ({ ...e, trace: e.trace + before.rows.length }))],
+  };
   await checkRange(t, "legacy", all, T0 - DAY, T0 + 3 * DAY);
   await checkRange(t, "legacy", all, T0 + 2 * H + 1, T0 + 20 * H - 1);
 });
 
 test("the app's role reads the rollups and can change none of them", async (t) => {
-  const [p] = await query<{ schema_name: string; role_name: string }>(api.db.url, `select schema_name, role_name from governance_projects where app_id = 'roll'`);
+  const [p] = await query<{ schema_name: string; role_name: string }>(
+    api.db.url,
+    `select schema_name, role_name from governance_projects where app_id = 'roll'`,
+  );
   const c = new pg.Client({ connectionString: api.db.url });
   await c.connect();
   try {
@@ -272,7 +395,10 @@ test("the app's role reads the rollups and can change none of them", async (t) =
       `insert into "${p!.schema_name}".traces_hourly (hour, shard, calls, prompt_tokens, completion_tokens, total_tokens, latency_sum, cost_usd, blocked, errors) values (now(), 9, 1, 0, 0, 0, 0, 0, 0, 0)`,
     ]) {
       await c.query("savepoint s");
-      const err = await c.query(sql).then(() => undefined, (e: { code?: string }) => e);
+      const err = await c.query(sql).then(
+        () => undefined,
+        (e: { code?: string }) => e,
+      );
       t.is(err?.code, "42501", `refused: ${sql}`);
       await c.query("rollback to savepoint s");
     }

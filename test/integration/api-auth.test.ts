@@ -17,7 +17,9 @@ test.before(async () => {
   api = await startApi();
   other = await api.createWorkspace("other team");
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
 const KEY_FORMAT = /^ws_sk_[A-Za-z0-9_-]{43}$/;
 
@@ -32,7 +34,10 @@ function assert401(t: ExecutionContext, r: ApiResponse, message?: string) {
 test("requests without a valid key are 401 with WWW-Authenticate: Bearer", async (t) => {
   const path = `/workspaces/${api.workspaceId}/api-keys`;
   assert401(t, await api.fetchJson("GET", path, { key: null }));
-  assert401(t, await api.fetchJson("GET", path, { key: null, headers: { Authorization: `Basic ${Buffer.from("a:b").toString("base64")}` } }));
+  assert401(
+    t,
+    await api.fetchJson("GET", path, { key: null, headers: { Authorization: `Basic ${Buffer.from("a:b").toString("base64")}` } }),
+  );
   assert401(t, await api.fetchJson("GET", path, { key: null, headers: { Authorization: `Token ${api.apiKey}` } }));
   assert401(t, await api.fetchJson("GET", path, { key: null, headers: { Authorization: "Bearer" } }));
   assert401(t, await api.fetchJson("GET", path, { key: "ws_sk_short" }));
@@ -59,7 +64,11 @@ test("a key of workspace A on workspace B's paths is a 404 workspace_not_found w
     t.false(r.text.includes("other team"));
   }
   // The other workspace's key was not revoked and no key was added to it.
-  const keys = await query<{ n: string }>(api.db.url, `select count(*)::text as n from api_keys where workspace_id = $1 and revoked_at is null`, [other.workspaceId]);
+  const keys = await query<{ n: string }>(
+    api.db.url,
+    `select count(*)::text as n from api_keys where workspace_id = $1 and revoked_at is null`,
+    [other.workspaceId],
+  );
   t.is(keys[0]!.n, "1");
   // A key of workspace A cannot read B's key through A's path either.
   const cross = await api.fetchJson("GET", `/workspaces/${api.workspaceId}/api-keys/${other.apiKeyId}`);
@@ -127,7 +136,8 @@ test("a revoked key is refused at once; a key cannot revoke itself; revoking twi
 
 test("lastUsedAt is written on use but at most once a minute", async (t) => {
   const k = (await api.fetchJson("POST", `/workspaces/${api.workspaceId}/api-keys`, { body: { name: "touch" } })).body;
-  const lastUsed = async () => (await query<{ last_used_at: Date | null }>(api.db.url, `select last_used_at from api_keys where id = $1`, [k.id]))[0]!.last_used_at;
+  const lastUsed = async () =>
+    (await query<{ last_used_at: Date | null }>(api.db.url, `select last_used_at from api_keys where id = $1`, [k.id]))[0]!.last_used_at;
   t.is(await lastUsed(), null);
   await api.fetchJson("GET", `/workspaces/${api.workspaceId}`, { key: k.key });
   const first = await lastUsed();
@@ -169,16 +179,30 @@ test("a platform admin creates a workspace: real labelled namespace, first key, 
   t.is(r.body.namespace, `berth-${r.body.id}`);
   t.regex(r.body.apiKey.key, KEY_FORMAT);
   const k = kube();
-  t.teardown(() => k.core.deleteNamespace({ name: r.body.namespace }).then(() => undefined, () => undefined));
+  t.teardown(() =>
+    k.core.deleteNamespace({ name: r.body.namespace }).then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
   const ns = await k.core.readNamespace({ name: r.body.namespace });
   t.is(ns.metadata?.labels?.["berth.dev/workspace"], r.body.id);
   t.is(ns.metadata?.labels?.["pod-security.kubernetes.io/enforce"], "restricted");
   // what a workspace's own kubectl could create there: a privileged pod is refused by the API
   // server; the same pod is admitted in a namespace without the label (the protection off)
-  const privileged = (namespace: string) => k.core.createNamespacedPod({ namespace, dryRun: "All", body: {
-    metadata: { name: "escape" }, spec: { containers: [{ name: "c", image: "registry.invalid/x:1", securityContext: { privileged: true } }] },
-  } });
-  const refused = await privileged(r.body.namespace).then(() => undefined, (e: unknown) => e as { code?: number; body?: unknown });
+  const privileged = (namespace: string) =>
+    k.core.createNamespacedPod({
+      namespace,
+      dryRun: "All",
+      body: {
+        metadata: { name: "escape" },
+        spec: { containers: [{ name: "c", image: "registry.invalid/x:1", securityContext: { privileged: true } }] },
+      },
+    });
+  const refused = await privileged(r.body.namespace).then(
+    () => undefined,
+    (e: unknown) => e as { code?: number; body?: unknown },
+  );
   t.is(refused?.code, 403, "refused by Pod Security admission");
   t.regex(String(refused?.body), /violates PodSecurity/);
   const plain = await testNamespace(k, "no-pss");
@@ -194,10 +218,20 @@ test("a platform admin creates a workspace: real labelled namespace, first key, 
   t.is(retry.status, 409, retry.text);
   t.is(retry.body.code, "workspace_exists");
   t.is(retry.body.apiKey, undefined);
-  t.deepEqual((await api.fetchJson("GET", `/workspaces/${r.body.id}/api-keys`, { key: r.body.apiKey.key })).body.data.map((k: { name: string }) => k.name), ["initial"]);
+  t.deepEqual(
+    (await api.fetchJson("GET", `/workspaces/${r.body.id}/api-keys`, { key: r.body.apiKey.key })).body.data.map(
+      (k: { name: string }) => k.name,
+    ),
+    ["initial"],
+  );
   // a create interrupted before its first key (the row, no key): the retry finishes it
   const half = await api.services.workspaces.create(api.orm.em.fork(), { name: "Half" });
-  t.teardown(() => k.core.deleteNamespace({ name: half.workspace.namespace }).then(() => undefined, () => undefined));
+  t.teardown(() =>
+    k.core.deleteNamespace({ name: half.workspace.namespace }).then(
+      () => undefined,
+      () => undefined,
+    ),
+  );
   const finished = await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "Half", id: half.workspace.id } });
   t.is(finished.status, 200, finished.text);
   t.regex(finished.body.apiKey.key, KEY_FORMAT);
@@ -206,7 +240,10 @@ test("a platform admin creates a workspace: real labelled namespace, first key, 
   t.is(clash.body.code, "workspace_exists");
   const badId = await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "x", id: "WS-1" } });
   t.is(badId.status, 422);
-  t.deepEqual((badId.body.errors as { field: string }[]).map((e) => e.field), ["body.id"]);
+  t.deepEqual(
+    (badId.body.errors as { field: string }[]).map((e) => e.field),
+    ["body.id"],
+  );
 });
 
 test("no key secret ever reaches the logs", async (t) => {
@@ -220,13 +257,29 @@ test("no key secret ever reaches the logs", async (t) => {
 
 test("app-key routes use the AppKeyVerifier given to the server, scoped to the app's workspace", async (t) => {
   const appApi = await startApi({
-    appKeyVerifier: (token) => Promise.resolve(token === "app_good" ? { kind: "app" as const, workspaceId: appApi.workspaceId, appId: "web", keyId: "k1", store: null } : undefined),
-    routes: [defineRoute({
-      method: "post", path: "/workspaces/:workspaceId/ingest", operationId: "ingestProbe", summary: "t", tags: ["test"], auth: "app-key",
-      params: z.object({ workspaceId: z.string() }).strict(),
-      responses: { 200: z.object({ kind: z.string(), appId: z.string(), principal: z.null() }).strict() },
-      handler: ({ caller, principal }) => Promise.resolve({ status: 200, body: { kind: caller!.kind, appId: caller!.kind === "app" ? caller!.appId : "", principal: principal ?? null } }),
-    })],
+    appKeyVerifier: (token) =>
+      Promise.resolve(
+        token === "app_good"
+          ? { kind: "app" as const, workspaceId: appApi.workspaceId, appId: "web", keyId: "k1", store: null }
+          : undefined,
+      ),
+    routes: [
+      defineRoute({
+        method: "post",
+        path: "/workspaces/:workspaceId/ingest",
+        operationId: "ingestProbe",
+        summary: "t",
+        tags: ["test"],
+        auth: "app-key",
+        params: z.object({ workspaceId: z.string() }).strict(),
+        responses: { 200: z.object({ kind: z.string(), appId: z.string(), principal: z.null() }).strict() },
+        handler: ({ caller, principal }) =>
+          Promise.resolve({
+            status: 200,
+            body: { kind: caller!.kind, appId: caller!.kind === "app" ? caller!.appId : "", principal: principal ?? null },
+          }),
+      }),
+    ],
   });
   t.teardown(() => appApi.stop());
   const path = `/workspaces/${appApi.workspaceId}/ingest`;
@@ -242,6 +295,18 @@ test("app-key routes use the AppKeyVerifier given to the server, scoped to the a
 });
 
 test("a server with app-key routes but no verifier refuses to build", (t) => {
-  const route = defineRoute({ method: "get", path: "/x", operationId: "x", summary: "t", tags: ["t"], auth: "app-key", responses: { 204: null }, handler: () => Promise.resolve({ status: 204 }) });
-  t.throws(() => buildServer({ config: api.config, orm: api.orm, logger: createLogger({ level: "silent" }), routes: [route], readiness: [] }), { message: /no appKeyVerifier/ });
+  const route = defineRoute({
+    method: "get",
+    path: "/x",
+    operationId: "x",
+    summary: "t",
+    tags: ["t"],
+    auth: "app-key",
+    responses: { 204: null },
+    handler: () => Promise.resolve({ status: 204 }),
+  });
+  t.throws(
+    () => buildServer({ config: api.config, orm: api.orm, logger: createLogger({ level: "silent" }), routes: [route], readiness: [] }),
+    { message: /no appKeyVerifier/ },
+  );
 });

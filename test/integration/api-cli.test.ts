@@ -11,13 +11,19 @@ import { startApi, type TestApi } from "../helpers/api.ts";
 const k = kube();
 let api: TestApi;
 const namespaces: string[] = [];
-test.before(async () => { api = await startApi(); });
+test.before(async () => {
+  api = await startApi();
+});
 test.after.always(async () => {
   await api?.stop();
   for (const name of namespaces) await k.core.deleteNamespace({ name }).catch(() => undefined);
 });
 
-interface Run { code: number | null; stdout: string; stderr: string }
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
 
 /** The CLI as an operator of Berth runs it next to the API: with the API's ServiceAccount. */
 async function run(args: string[], env: Record<string, string | undefined> = {}): Promise<Run> {
@@ -29,8 +35,12 @@ async function run(args: string[], env: Record<string, string | undefined> = {})
     });
     let stdout = "";
     let stderr = "";
-    child.stdout.on("data", (d: Buffer) => { stdout += d.toString(); });
-    child.stderr.on("data", (d: Buffer) => { stderr += d.toString(); });
+    child.stdout.on("data", (d: Buffer) => {
+      stdout += d.toString();
+    });
+    child.stderr.on("data", (d: Buffer) => {
+      stderr += d.toString();
+    });
     child.on("error", reject);
     child.on("close", (code) => resolve({ code, stdout, stderr }));
   });
@@ -134,9 +144,13 @@ test("node api/main.ts --migrate serves a fresh database and stops cleanly on SI
     env: { PATH: process.env.PATH, KUBECONFIG: (await identity("api")).kubeconfig, DATABASE_URL: db.url, BERTH_API_PORT: "0" },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  t.teardown(() => { child.kill("SIGKILL"); });
+  t.teardown(() => {
+    child.kill("SIGKILL");
+  });
   let stderr = "";
-  child.stderr.on("data", (d: Buffer) => { stderr += d.toString(); });
+  child.stderr.on("data", (d: Buffer) => {
+    stderr += d.toString();
+  });
   const lines: Record<string, unknown>[] = [];
   const exited = new Promise<number | null>((resolve) => child.on("close", resolve));
   const url = await new Promise<string>((resolve, reject) => {

@@ -28,7 +28,8 @@ let dir = "";
 let sha = "";
 
 // Asynchronous: the Git server runs in this process.
-const sh = async (cwd: string, ...args: string[]) => (await promisify(execFile)("git", ["-c", "user.email=t@berth.local", "-c", "user.name=t", ...args], { cwd })).stdout.trim();
+const sh = async (cwd: string, ...args: string[]) =>
+  (await promisify(execFile)("git", ["-c", "user.email=t@berth.local", "-c", "user.name=t", ...args], { cwd })).stdout.trim();
 
 test.before(async () => {
   // the Git server listens on loopback: allow-listed, as ./hack/up allow-lists its own
@@ -54,7 +55,9 @@ test.after.always(async () => {
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 
 async function gitApp(slug: string, extra: Record<string, unknown> = {}): Promise<void> {
-  const r = await api.fetchJson("POST", apps(), { body: { name: slug, slug, gitRepoUrl: `${gitUrl}/site.git`, gitBranch: "main", autoDeploy: true, ...extra } });
+  const r = await api.fetchJson("POST", apps(), {
+    body: { name: slug, slug, gitRepoUrl: `${gitUrl}/site.git`, gitBranch: "main", autoDeploy: true, ...extra },
+  });
   if (r.status !== 201) throw new Error(r.text);
 }
 
@@ -65,19 +68,36 @@ async function secretOf(slug: string): Promise<string> {
 }
 
 function push(branch: string, after: string, repo = `${gitUrl}/site.git`) {
-  return { ref: `refs/heads/${branch}`, before: "0".repeat(40), after, repository: { clone_url: repo }, head_commit: { id: after, message: "first version" } };
+  return {
+    ref: `refs/heads/${branch}`,
+    before: "0".repeat(40),
+    after,
+    repository: { clone_url: repo },
+    head_commit: { id: after, message: "first version" },
+  };
 }
 
 async function deliver(slug: string, payload: unknown, o: { secret: string; event?: string; delivery?: string; signature?: string }) {
   const raw = Buffer.from(JSON.stringify(payload));
   const signature = o.signature ?? `sha256=${createHmac("sha256", o.secret).update(raw).digest("hex")}`;
   return api.fetchJson("POST", `/webhooks/github/${api.workspaceId}/${slug}`, {
-    key: null, rawBody: raw,
-    headers: { "Content-Type": "application/json", "X-GitHub-Event": o.event ?? "push", "X-GitHub-Delivery": o.delivery ?? crypto.randomUUID(), "X-Hub-Signature-256": signature },
+    key: null,
+    rawBody: raw,
+    headers: {
+      "Content-Type": "application/json",
+      "X-GitHub-Event": o.event ?? "push",
+      "X-GitHub-Delivery": o.delivery ?? crypto.randomUUID(),
+      "X-Hub-Signature-256": signature,
+    },
   });
 }
 
-const releases = async (slug: string) => (await client.list<KubeObject & { spec: { appRef: { name: string }; trigger: string; git?: { commitSha: string; deliveryId?: string } } }>(API_VERSION, "Release", api.namespace)).items.filter((r) => r.spec.appRef.name === slug);
+const releases = async (slug: string) =>
+  (
+    await client.list<
+      KubeObject & { spec: { appRef: { name: string }; trigger: string; git?: { commitSha: string; deliveryId?: string } } }
+    >(API_VERSION, "Release", api.namespace)
+  ).items.filter((r) => r.spec.appRef.name === slug);
 
 test("pure parts: GitHub's signature in constant time, repository identity, a branch head from a ref advertisement", (t) => {
   const body = Buffer.from('{"a":1}');
@@ -90,7 +110,9 @@ test("pure parts: GitHub's signature in constant time, repository identity, a br
   t.is(repoIdentity("https://GitHub.com/Org/Repo.git/"), repoIdentity("https://github.com/org/repo"));
   t.not(repoIdentity("https://github.com/org/repo"), repoIdentity("https://github.com/org/repo2"));
   const pkt = (s: string) => `${(s.length + 4).toString(16).padStart(4, "0")}${s}`;
-  const adv = Buffer.from(`${pkt("# service=git-upload-pack\n")}0000${pkt(`${"a".repeat(40)} HEAD\0multi_ack\n`)}${pkt(`${"b".repeat(40)} refs/heads/feature/x\n`)}${pkt(`${"c".repeat(40)} refs/heads/main\n`)}0000`);
+  const adv = Buffer.from(
+    `${pkt("# service=git-upload-pack\n")}0000${pkt(`${"a".repeat(40)} HEAD\0multi_ack\n`)}${pkt(`${"b".repeat(40)} refs/heads/feature/x\n`)}${pkt(`${"c".repeat(40)} refs/heads/main\n`)}0000`,
+  );
   t.is(headOf(adv, "main"), "c".repeat(40));
   t.is(headOf(adv, "feature/x"), "b".repeat(40));
   t.is(headOf(adv, "nope"), undefined);
@@ -104,14 +126,28 @@ test("a signed push to the branch starts one deployment; a replay of the deliver
   const r = await deliver("hooked", push("main", sha), { secret, delivery });
   t.is(r.status, 202, r.text);
   t.is(r.body.status, "queued");
-  t.like(r.body.deployment, { id: "hooked-1", number: 1, status: "queued", trigger: "push", gitBranch: "main", gitCommitSha: sha, gitCommitMessage: "first version" });
+  t.like(r.body.deployment, {
+    id: "hooked-1",
+    number: 1,
+    status: "queued",
+    trigger: "push",
+    gitBranch: "main",
+    gitCommitSha: sha,
+    gitCommitMessage: "first version",
+  });
   const again = await deliver("hooked", push("main", sha), { secret, delivery });
   t.is(again.status, 200, again.text);
   t.is(again.body.status, "duplicate");
   const rs = await releases("hooked");
-  t.deepEqual(rs.map((x) => [x.metadata.name, x.spec.trigger, x.spec.git?.deliveryId]), [["hooked-1", "push", delivery]]);
+  t.deepEqual(
+    rs.map((x) => [x.metadata.name, x.spec.trigger, x.spec.git?.deliveryId]),
+    [["hooked-1", "push", delivery]],
+  );
   const list = await api.fetchJson("GET", `${apps()}/hooked/deployments`);
-  t.deepEqual(list.body.data.map((d: { id: string }) => d.id), ["hooked-1"]);
+  t.deepEqual(
+    list.body.data.map((d: { id: string }) => d.id),
+    ["hooked-1"],
+  );
   const got = await api.fetchJson("GET", `${apps()}/hooked/deployments/hooked-1`);
   t.is(got.body.gitCommitSha, sha);
   const logs = await api.fetchJson("GET", `${apps()}/hooked/deployments/hooked-1/logs`);
@@ -130,7 +166,16 @@ test("a captured push re-sent under a new delivery id does not deploy its commit
   t.is((await releases("replayed")).length, 1);
   // the same delivery after the release failed: a retry is a deployment (what the rule lets through)
   const [r1] = await releases("replayed");
-  await client.applyStatus("releases", { apiVersion: API_VERSION, kind: "Release", metadata: { name: r1!.metadata.name!, namespace: api.namespace }, status: { phase: "build_failed" } }, "test");
+  await client.applyStatus(
+    "releases",
+    {
+      apiVersion: API_VERSION,
+      kind: "Release",
+      metadata: { name: r1!.metadata.name!, namespace: api.namespace },
+      status: { phase: "build_failed" },
+    },
+    "test",
+  );
   const retry = await eventually("a push after the failure to deploy", async () => {
     const r = await deliver("replayed", push("main", sha), { secret, delivery: crypto.randomUUID() });
     return r.body.status === "queued" ? r : undefined;
@@ -159,19 +204,35 @@ test("the webhook secret's URLs: paths on the API's host by default, absolute un
   await gitApp("urls");
   const rel = await api.fetchJson("POST", `${apps()}/urls/webhook-secret`);
   t.is(rel.status, 201, rel.text);
-  t.like(rel.body, { url: `/api/v1/webhooks/github/${api.workspaceId}/urls`, gitlabUrl: `/api/v1/webhooks/gitlab/${api.workspaceId}/urls` });
+  t.like(rel.body, {
+    url: `/api/v1/webhooks/github/${api.workspaceId}/urls`,
+    gitlabUrl: `/api/v1/webhooks/gitlab/${api.workspaceId}/urls`,
+  });
   // the path is the one deliveries are received at
   const pong = await api.fetchJson("POST", (rel.body.url as string).replace(/^\/api\/v1/, ""), {
-    key: null, rawBody: Buffer.from("{}"),
-    headers: { "Content-Type": "application/json", "X-GitHub-Event": "ping", "X-GitHub-Delivery": crypto.randomUUID(), "X-Hub-Signature-256": `sha256=${createHmac("sha256", rel.body.secret as string).update("{}").digest("hex")}` },
+    key: null,
+    rawBody: Buffer.from("{}"),
+    headers: {
+      "Content-Type": "application/json",
+      "X-GitHub-Event": "ping",
+      "X-GitHub-Delivery": crypto.randomUUID(),
+      "X-Hub-Signature-256": `sha256=${createHmac("sha256", rel.body.secret as string)
+        .update("{}")
+        .digest("hex")}`,
+    },
   });
   t.is(pong.status, 200, pong.text);
   const pub = await startApi({ env: { BERTH_PUBLIC_URL: "https://berth.example.com/" } });
   try {
-    const r = await pub.fetchJson("POST", `/workspaces/${pub.workspaceId}/apps`, { body: { name: "urls", slug: "urls", gitRepoUrl: `${gitUrl}/site.git` } });
+    const r = await pub.fetchJson("POST", `/workspaces/${pub.workspaceId}/apps`, {
+      body: { name: "urls", slug: "urls", gitRepoUrl: `${gitUrl}/site.git` },
+    });
     t.is(r.status, 201, r.text);
     const abs = await pub.fetchJson("POST", `/workspaces/${pub.workspaceId}/apps/urls/webhook-secret`);
-    t.like(abs.body, { url: `https://berth.example.com/api/v1/webhooks/github/${pub.workspaceId}/urls`, gitlabUrl: `https://berth.example.com/api/v1/webhooks/gitlab/${pub.workspaceId}/urls` });
+    t.like(abs.body, {
+      url: `https://berth.example.com/api/v1/webhooks/github/${pub.workspaceId}/urls`,
+      gitlabUrl: `https://berth.example.com/api/v1/webhooks/gitlab/${pub.workspaceId}/urls`,
+    });
   } finally {
     await pub.stop();
   }
@@ -225,7 +286,7 @@ test("other branches, tags, deletions, other events and autoDeploy off are ignor
   const off = await deliver("manual-only", push("main", sha), { secret: s2 });
   t.is(off.body.status, "ignored");
   t.regex(off.body.reason, /autoDeploy is off/);
-  t.deepEqual([...await releases("picky"), ...await releases("manual-only")], []);
+  t.deepEqual([...(await releases("picky")), ...(await releases("manual-only"))], []);
 });
 
 test("a manual deploy builds the branch's head from the Git server; numbers follow; a rollback needs a built deployment", async (t) => {
@@ -236,7 +297,11 @@ test("a manual deploy builds the branch's head from the Git server; numbers foll
   const second = await api.fetchJson("POST", `${apps()}/byhand/deployments`, { body: { commitSha: sha } });
   t.is(second.body.id, "byhand-2");
   const list = await api.fetchJson("GET", `${apps()}/byhand/deployments`);
-  t.deepEqual(list.body.data.map((d: { id: string }) => d.id), ["byhand-2", "byhand-1"], "newest first");
+  t.deepEqual(
+    list.body.data.map((d: { id: string }) => d.id),
+    ["byhand-2", "byhand-1"],
+    "newest first",
+  );
   const rollback = await api.fetchJson("POST", `${apps()}/byhand/deployments/byhand-1/redeploy`);
   t.is(rollback.status, 409, rollback.text);
   t.is(rollback.body.code, "deployment_not_built");
@@ -247,7 +312,11 @@ test("a manual deploy builds the branch's head from the Git server; numbers foll
   t.is(none.status, 409);
   t.is(none.body.code, "no_repository");
   const other = await api.createWorkspace("other");
-  t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status, 404, "another workspace sees nothing");
+  t.is(
+    (await api.fetchJson("GET", `/workspaces/${other.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status,
+    404,
+    "another workspace sees nothing",
+  );
   t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/byhand/deployments`, { key: other.apiKey })).status, 404);
 });
 
@@ -257,20 +326,33 @@ test("a gitRepoUrl at an address the platform does not reach (loopback, the API 
   t.teardown(() => closed.stop());
   const ws = `/workspaces/${closed.workspaceId}/apps`;
   let hits = 0;
-  const count = (req: { url?: string }) => { if (req.url?.includes("/info/refs")) hits++; };
+  const count = (req: { url?: string }) => {
+    if (req.url?.includes("/info/refs")) hits++;
+  };
   git.on("request", count);
-  t.teardown(() => { git.off("request", count); });
+  t.teardown(() => {
+    git.off("request", count);
+  });
   const server = new URL(k.kc.getCurrentCluster()!.server);
-  for (const [slug, repo] of [["loopback", `${gitUrl}/site.git`], ["apiserver", `https://127.0.0.1:${server.port}/api`], ["metadata", "http://169.254.169.254/latest"]] as const) {
+  for (const [slug, repo] of [
+    ["loopback", `${gitUrl}/site.git`],
+    ["apiserver", `https://127.0.0.1:${server.port}/api`],
+    ["metadata", "http://169.254.169.254/latest"],
+  ] as const) {
     t.is((await closed.fetchJson("POST", ws, { body: { name: slug, slug, gitRepoUrl: repo, autoDeploy: false } })).status, 201);
     const r = await closed.fetchJson("POST", `${ws}/${slug}/deployments`);
     t.is(r.status, 502, r.text);
     t.is(r.body.code, "git_unreachable");
     t.notRegex(r.text, /127\.0\.0\.1|169\.254|refused|ECONN|\b40[0-9]\b/, "nothing of what is at the address reaches the caller");
-    t.true(closed.logs.some((l) => l.repoUrl === repo && /refused address/.test(String(l.detail))), `${slug}: the log says why`);
+    t.true(
+      closed.logs.some((l) => l.repoUrl === repo && /refused address/.test(String(l.detail))),
+      `${slug}: the log says why`,
+    );
   }
   t.is(hits, 0, "the Git server saw no request from the closed API");
-  const allowed = await api.fetchJson("POST", apps(), { body: { name: "reach", slug: "reach", gitRepoUrl: `${gitUrl}/site.git`, autoDeploy: false } });
+  const allowed = await api.fetchJson("POST", apps(), {
+    body: { name: "reach", slug: "reach", gitRepoUrl: `${gitUrl}/site.git`, autoDeploy: false },
+  });
   t.is(allowed.status, 201);
   t.is((await api.fetchJson("POST", `${apps()}/reach/deployments`)).status, 202, "allow-listed, the same repository is read");
   t.true(hits > 0);
@@ -279,10 +361,21 @@ test("a gitRepoUrl at an address the platform does not reach (loopback, the API 
 test("GitLab: the token is the secret (a wrong one is 401), a Push Hook to the branch starts one deployment, a replay none", async (t) => {
   await gitApp("labbed");
   const secret = await secretOf("labbed");
-  const payload = { object_kind: "push", ref: "refs/heads/main", before: "0".repeat(40), after: sha, checkout_sha: sha, project: { git_http_url: `${gitUrl}/site.git` }, commits: [{ id: sha, message: "first version\n" }] };
-  const send = (token: string, delivery: string, event = "Push Hook") => api.fetchJson("POST", `/webhooks/gitlab/${api.workspaceId}/labbed`, {
-    key: null, rawBody: JSON.stringify(payload), headers: { "Content-Type": "application/json", "X-Gitlab-Event": event, "X-Gitlab-Event-UUID": delivery, "X-Gitlab-Token": token },
-  });
+  const payload = {
+    object_kind: "push",
+    ref: "refs/heads/main",
+    before: "0".repeat(40),
+    after: sha,
+    checkout_sha: sha,
+    project: { git_http_url: `${gitUrl}/site.git` },
+    commits: [{ id: sha, message: "first version\n" }],
+  };
+  const send = (token: string, delivery: string, event = "Push Hook") =>
+    api.fetchJson("POST", `/webhooks/gitlab/${api.workspaceId}/labbed`, {
+      key: null,
+      rawBody: JSON.stringify(payload),
+      headers: { "Content-Type": "application/json", "X-Gitlab-Event": event, "X-Gitlab-Event-UUID": delivery, "X-Gitlab-Token": token },
+    });
   t.is((await send("wrong", crypto.randomUUID())).status, 401);
   t.is((await send(`${secret}x`, crypto.randomUUID())).status, 401);
   const delivery = crypto.randomUUID();

@@ -9,66 +9,113 @@ import { startApi, type ApiResponse, type TestApi } from "../helpers/api.ts";
 
 const LIMIT = 4096;
 
-const ProbeBody = z.object({
-  name: z.string().min(1).max(20),
-  cpuLimitMillicores: z.int().min(50).max(32000),
-  type: z.enum(["web", "api"]).default("web"),
-  nested: z.object({ flag: z.boolean() }).strict().optional(),
-  items: z.array(z.object({ n: z.int() }).strict()).optional(),
-}).strict().meta({ id: "ProbeBody" });
+const ProbeBody = z
+  .object({
+    name: z.string().min(1).max(20),
+    cpuLimitMillicores: z.int().min(50).max(32000),
+    type: z.enum(["web", "api"]).default("web"),
+    nested: z.object({ flag: z.boolean() }).strict().optional(),
+    items: z.array(z.object({ n: z.int() }).strict()).optional(),
+  })
+  .strict()
+  .meta({ id: "ProbeBody" });
 
 const Probe = z.object({ name: z.string(), cpuLimitMillicores: z.int(), type: z.string(), limit: z.int(), wsId: z.string() }).strict();
 
 const routes = [
   defineRoute({
-    method: "post", path: "/workspaces/:wsId/probe", operationId: "probe", summary: "test", tags: ["test"], auth: "workspace",
+    method: "post",
+    path: "/workspaces/:wsId/probe",
+    operationId: "probe",
+    summary: "test",
+    tags: ["test"],
+    auth: "workspace",
     params: z.object({ wsId: z.string() }).strict(),
     query: z.object({ limit: z.coerce.number().int().min(1).max(100).default(20) }).strict(),
     body: ProbeBody,
     responses: { 200: Probe },
-    handler: ({ params, query, body }) => Promise.resolve({ status: 200, body: { name: body.name, cpuLimitMillicores: body.cpuLimitMillicores, type: body.type, limit: query.limit, wsId: params.wsId } }),
+    handler: ({ params, query, body }) =>
+      Promise.resolve({
+        status: 200,
+        body: { name: body.name, cpuLimitMillicores: body.cpuLimitMillicores, type: body.type, limit: query.limit, wsId: params.wsId },
+      }),
   }),
   defineRoute({
-    method: "post", path: "/public/echo", operationId: "echo", summary: "test", tags: ["test"], auth: "none",
+    method: "post",
+    path: "/public/echo",
+    operationId: "echo",
+    summary: "test",
+    tags: ["test"],
+    auth: "none",
     body: z.object({ text: z.string() }).strict().optional(),
     responses: { 200: z.object({ text: z.string().nullable() }).strict() },
     handler: ({ body }) => Promise.resolve({ status: 200, body: { text: body?.text ?? null } }),
   }),
   defineRoute({
-    method: "delete", path: "/public/nobody", operationId: "nobody", summary: "test", tags: ["test"], auth: "none",
+    method: "delete",
+    path: "/public/nobody",
+    operationId: "nobody",
+    summary: "test",
+    tags: ["test"],
+    auth: "none",
     responses: { 204: null },
     handler: () => Promise.resolve({ status: 204 }),
   }),
   defineRoute({
-    method: "get", path: "/public/boom", operationId: "boom", summary: "test", tags: ["test"], auth: "none",
+    method: "get",
+    path: "/public/boom",
+    operationId: "boom",
+    summary: "test",
+    tags: ["test"],
+    auth: "none",
     responses: { 200: z.object({}).strict() },
     handler: () => Promise.reject(new Error("db password hunter2 at 10.0.0.7 exploded")),
   }),
   defineRoute({
-    method: "get", path: "/public/conflict", operationId: "conflict", summary: "test", tags: ["test"], auth: "none",
+    method: "get",
+    path: "/public/conflict",
+    operationId: "conflict",
+    summary: "test",
+    tags: ["test"],
+    auth: "none",
     responses: { 200: z.object({}).strict(), 409: null },
-    handler: () => Promise.reject(new ConflictError("slug_taken", "The slug 'web' is already used in this workspace.", { details: { slug: "web" } })),
+    handler: () =>
+      Promise.reject(new ConflictError("slug_taken", "The slug 'web' is already used in this workspace.", { details: { slug: "web" } })),
   }),
 ];
 
 // Registered param-first on purpose: the most specific path must still win.
 routes.push(
   defineRoute({
-    method: "get", path: "/public/things/:thingId", operationId: "getThingById", summary: "test", tags: ["test"], auth: "none",
+    method: "get",
+    path: "/public/things/:thingId",
+    operationId: "getThingById",
+    summary: "test",
+    tags: ["test"],
+    auth: "none",
     params: z.object({ thingId: z.string() }).strict(),
     responses: { 200: z.object({ by: z.literal("id"), id: z.string() }).strict() },
     handler: ({ params }) => Promise.resolve({ status: 200, body: { by: "id" as const, id: params.thingId } }),
   }),
   defineRoute({
-    method: "get", path: "/public/things/stats", operationId: "getThingStats", summary: "test", tags: ["test"], auth: "none",
+    method: "get",
+    path: "/public/things/stats",
+    operationId: "getThingStats",
+    summary: "test",
+    tags: ["test"],
+    auth: "none",
     responses: { 200: z.object({ by: z.literal("stats") }).strict() },
     handler: () => Promise.resolve({ status: 200, body: { by: "stats" as const } }),
   }),
 );
 
 let api: TestApi;
-test.before(async () => { api = await startApi({ routes, env: { BERTH_BODY_LIMIT_BYTES: String(LIMIT) } }); });
-test.after.always(async () => { await api?.stop(); });
+test.before(async () => {
+  api = await startApi({ routes, env: { BERTH_BODY_LIMIT_BYTES: String(LIMIT) } });
+});
+test.after.always(async () => {
+  await api?.stop();
+});
 
 const probePath = () => `/workspaces/${api.workspaceId}/probe`;
 const good = { name: "web", cpuLimitMillicores: 500 };
@@ -94,14 +141,29 @@ test("a valid request passes parsed values (defaults, coerced query) to the hand
 
 test("validation reports every offending field: unknown, wrong type, out of range, missing", async (t) => {
   const r = await api.fetchJson("POST", `${probePath()}?limit=500&verbose=1`, {
-    body: { cpuLimitMillicores: "lots", type: "desktop", extra: 1, other: true, nested: { flag: "yes", more: 1 }, items: [{ n: 1 }, { n: 1.5 }] },
+    body: {
+      cpuLimitMillicores: "lots",
+      type: "desktop",
+      extra: 1,
+      other: true,
+      nested: { flag: "yes", more: 1 },
+      items: [{ n: 1 }, { n: 1.5 }],
+    },
   });
   assertProblem(t, r, 422, "validation_failed");
   t.is(r.body.instance, `/api/v1${probePath()}`);
   const fields = Object.fromEntries((r.body.errors as { field: string; message: string }[]).map((e) => [e.field, e.message]));
   t.deepEqual(Object.keys(fields).sort(), [
-    "body.cpuLimitMillicores", "body.extra", "body.items[1].n", "body.name", "body.nested.flag", "body.nested.more", "body.other", "body.type",
-    "query.limit", "query.verbose",
+    "body.cpuLimitMillicores",
+    "body.extra",
+    "body.items[1].n",
+    "body.name",
+    "body.nested.flag",
+    "body.nested.more",
+    "body.other",
+    "body.type",
+    "query.limit",
+    "query.verbose",
   ]);
   t.is(fields["body.name"], "required");
   t.is(fields["body.extra"], "unknown field");
@@ -114,7 +176,10 @@ test("out-of-range values are refused at both bounds", async (t) => {
   for (const cpu of [49, 32001]) {
     const r = await api.fetchJson("POST", probePath(), { body: { ...good, cpuLimitMillicores: cpu } });
     assertProblem(t, r, 422, "validation_failed");
-    t.deepEqual((r.body.errors as { field: string }[]).map((e) => e.field), ["body.cpuLimitMillicores"]);
+    t.deepEqual(
+      (r.body.errors as { field: string }[]).map((e) => e.field),
+      ["body.cpuLimitMillicores"],
+    );
   }
   const ok = await api.fetchJson("POST", probePath(), { body: { ...good, cpuLimitMillicores: 32000 } });
   t.is(ok.status, 200);
@@ -123,7 +188,10 @@ test("out-of-range values are refused at both bounds", async (t) => {
 test("a body that is not an object is a validation error on `body`", async (t) => {
   const r = await api.fetchJson("POST", probePath(), { body: [1, 2] });
   assertProblem(t, r, 422, "validation_failed");
-  t.deepEqual((r.body.errors as { field: string }[]).map((e) => e.field), ["body"]);
+  t.deepEqual(
+    (r.body.errors as { field: string }[]).map((e) => e.field),
+    ["body"],
+  );
 });
 
 test("a required body that is missing is a validation error", async (t) => {
@@ -147,14 +215,23 @@ test("an optional body may be omitted; a route without a body refuses one", asyn
 });
 
 test("text PostgreSQL cannot store (NUL, a lone surrogate) is refused in params, query and body, naming each field", async (t) => {
-  const r = await api.fetchJson("POST", `${probePath()}?limit=7`, { rawBody: '{"name":"a\\u0000b","cpuLimitMillicores":500,"items":[{"n":1,"\\ud800":1}]}', headers: { "Content-Type": "application/json" } });
+  const r = await api.fetchJson("POST", `${probePath()}?limit=7`, {
+    rawBody: '{"name":"a\\u0000b","cpuLimitMillicores":500,"items":[{"n":1,"\\ud800":1}]}',
+    headers: { "Content-Type": "application/json" },
+  });
   assertProblem(t, r, 422, "validation_failed");
-  t.like(r.body.errors, [{ field: "body.name", message: "must be well-formed Unicode text without NUL characters" }, { field: "body.items[0]", message: "a key must be well-formed Unicode text without NUL characters" }]);
+  t.like(r.body.errors, [
+    { field: "body.name", message: "must be well-formed Unicode text without NUL characters" },
+    { field: "body.items[0]", message: "a key must be well-formed Unicode text without NUL characters" },
+  ]);
   const q = await api.fetchJson("POST", `${probePath()}?limit=%00`, { body: good });
   assertProblem(t, q, 422, "validation_failed");
   t.is(q.body.errors[0].field, "query.limit");
   // found by the fuzzer on real routes: a key's name and a trace filter used to reach PostgreSQL and fail with a 500
-  const key = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/api-keys`, { rawBody: '{"name":"a\\u0000"}', headers: { "Content-Type": "application/json" } });
+  const key = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/api-keys`, {
+    rawBody: '{"name":"a\\u0000"}',
+    headers: { "Content-Type": "application/json" },
+  });
   assertProblem(t, key, 422, "validation_failed");
   t.is(key.body.errors[0].field, "body.name");
 });
@@ -164,7 +241,10 @@ test("malformed JSON is a 400 invalid_json", async (t) => {
     const r = await api.fetchJson("POST", probePath(), { rawBody: raw, headers: { "Content-Type": "application/json" } });
     assertProblem(t, r, 400, "invalid_json");
   }
-  const bad = await api.fetchJson("POST", probePath(), { rawBody: new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), headers: { "Content-Type": "application/json" } });
+  const bad = await api.fetchJson("POST", probePath(), {
+    rawBody: new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]),
+    headers: { "Content-Type": "application/json" },
+  });
   assertProblem(t, bad, 400, "invalid_json");
 });
 
@@ -177,10 +257,16 @@ test("a body over the limit is a 413 payload_too_large, with and without Content
   // Chunked: no Content-Length, the limit is enforced while reading.
   const chunks = [big.slice(0, 1000), big.slice(1000)];
   const stream = new ReadableStream<Uint8Array>({
-    pull(c) { const next = chunks.shift(); if (next === undefined) c.close(); else c.enqueue(new TextEncoder().encode(next)); },
+    pull(c) {
+      const next = chunks.shift();
+      if (next === undefined) c.close();
+      else c.enqueue(new TextEncoder().encode(next));
+    },
   });
   const res = await fetch(`${api.url}/api/v1${probePath()}`, {
-    method: "POST", body: stream, duplex: "half",
+    method: "POST",
+    body: stream,
+    duplex: "half",
     headers: { "Content-Type": "application/json", Authorization: `Bearer ${api.apiKey}` },
   });
   t.is(res.status, 413);
@@ -197,11 +283,16 @@ test("a body without Content-Type or with another media type is a 415", async (t
     assertProblem(t, r, 415, "unsupported_media_type");
   }
   const noType = await fetch(`${api.url}/api/v1${probePath()}`, {
-    method: "POST", body: new TextEncoder().encode(body), headers: { Authorization: `Bearer ${api.apiKey}` },
+    method: "POST",
+    body: new TextEncoder().encode(body),
+    headers: { Authorization: `Bearer ${api.apiKey}` },
   });
   t.is(noType.status, 415);
   t.regex(noType.headers.get("content-type") ?? "", /^application\/problem\+json/);
-  const charset = await api.fetchJson("POST", probePath(), { rawBody: body, headers: { "Content-Type": "application/json; charset=UTF-8" } });
+  const charset = await api.fetchJson("POST", probePath(), {
+    rawBody: body,
+    headers: { "Content-Type": "application/json; charset=UTF-8" },
+  });
   t.is(charset.status, 200);
 });
 
@@ -254,7 +345,7 @@ test("a safe X-Request-Id from the caller is kept; an unsafe one is replaced", a
   const mine = await api.fetchJson("GET", "/public/conflict", { headers: { "X-Request-Id": "trace-abc.123" } });
   t.is(mine.headers.get("x-request-id"), "trace-abc.123");
   t.is(mine.body.requestId, "trace-abc.123");
-  const unsafe = await api.fetchJson("GET", "/public/conflict", { headers: { "X-Request-Id": "a b\"<script>" } });
+  const unsafe = await api.fetchJson("GET", "/public/conflict", { headers: { "X-Request-Id": 'a b"<script>' } });
   t.regex(unsafe.headers.get("x-request-id") ?? "", /^[0-9a-f-]{36}$/);
 });
 

@@ -19,7 +19,8 @@ test("the fuzzer finds no server error and no answer that contradicts the OpenAP
     env: {
       // The fuzzer sends thousands of requests with one key: its budget would answer most of them
       // with the (documented) 429 and the handlers behind it would go untested.
-      BERTH_RATE_LIMIT_API_PER_SECOND: "0", BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0",
+      BERTH_RATE_LIMIT_API_PER_SECOND: "0",
+      BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0",
       BERTH_LOG_LEVEL: "warn",
     },
   });
@@ -32,17 +33,24 @@ test("the fuzzer finds no server error and no answer that contradicts the OpenAP
     env: {
       ...process.env,
       BERTH_FUZZ_URL: api.url,
-      BERTH_FUZZ_WORKSPACE_ID: api.workspaceId, BERTH_FUZZ_WORKSPACE_KEY: api.apiKey,
+      BERTH_FUZZ_WORKSPACE_ID: api.workspaceId,
+      BERTH_FUZZ_WORKSPACE_KEY: api.apiKey,
       BERTH_FUZZ_ADMIN_KEY: api.adminKey,
-      BERTH_FUZZ_APP_ID: "fuzzed", BERTH_FUZZ_APP_KEY: app.key,
-      BERTH_FUZZ_MAX_EXAMPLES: "8", BERTH_FUZZ_SEED: "17",
+      BERTH_FUZZ_APP_ID: "fuzzed",
+      BERTH_FUZZ_APP_KEY: app.key,
+      BERTH_FUZZ_MAX_EXAMPLES: "8",
+      BERTH_FUZZ_SEED: "17",
       BERTH_FUZZ_REPORT_DIR: reports,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  child.stdout.on("data", (d: Buffer) => { output += d.toString(); });
-  child.stderr.on("data", (d: Buffer) => { output += d.toString(); });
+  child.stdout.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
   const code = await new Promise<number | null>((resolve) => child.on("close", resolve));
 
   if (code !== 0) {
@@ -51,8 +59,16 @@ test("the fuzzer finds no server error and no answer that contradicts the OpenAP
     if (junit) t.log(`JUnit report (${join(reports, junit)}):\n${readFileSync(join(reports, junit), "utf8").slice(0, 20_000)}`);
   }
   // 500s the fuzzer may not see as such (schemathesis checks what it is sent; this is what the server logged)
-  const errors = api.logs.filter((l) => l.msg === "request failed with an unexpected error" || l.msg === "response does not match its documented schema");
-  if (errors.length > 0) t.log(`API errors:\n${errors.slice(0, 20).map((l) => JSON.stringify(l)).join("\n")}`);
+  const errors = api.logs.filter(
+    (l) => l.msg === "request failed with an unexpected error" || l.msg === "response does not match its documented schema",
+  );
+  if (errors.length > 0)
+    t.log(
+      `API errors:\n${errors
+        .slice(0, 20)
+        .map((l) => JSON.stringify(l))
+        .join("\n")}`,
+    );
   t.is(code, 0, "schemathesis reported failures (its report is above)");
   t.regex(output, /\d+ generated, \d+ passed/, "the run tested something");
   t.is(errors.length, 0, "no request failed with an unexpected error");

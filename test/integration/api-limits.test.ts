@@ -14,7 +14,9 @@ function rawConnection(api: TestApi): { socket: Socket; received: Promise<string
   const socket = connect(Number(url.port), url.hostname);
   let text = "";
   socket.setEncoding("utf8");
-  socket.on("data", (d: string) => { text += d; });
+  socket.on("data", (d: string) => {
+    text += d;
+  });
   const received = new Promise<string>((resolve) => {
     socket.on("close", () => resolve(text));
     socket.on("error", () => undefined); // a reset after the answer: what was read is kept
@@ -27,7 +29,11 @@ function parseAnswer(raw: string): { status: number; headers: string; body: Reco
   const [head = "", body = ""] = raw.split("\r\n\r\n", 2);
   const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1] ?? 0);
   let json: Record<string, unknown> | undefined;
-  try { json = JSON.parse(body) as Record<string, unknown>; } catch { json = undefined; }
+  try {
+    json = JSON.parse(body) as Record<string, unknown>;
+  } catch {
+    json = undefined;
+  }
   return { status, headers: head, body: json };
 }
 
@@ -37,8 +43,10 @@ test("a workspace over its budget gets 429 with Retry-After, all its keys togeth
   const api = await startApi({
     now: () => now,
     env: {
-      BERTH_RATE_LIMIT_API_PER_SECOND: "1", BERTH_RATE_LIMIT_API_BURST: "3",
-      BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0.5", BERTH_RATE_LIMIT_INGEST_BURST: "2",
+      BERTH_RATE_LIMIT_API_PER_SECOND: "1",
+      BERTH_RATE_LIMIT_API_BURST: "3",
+      BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0.5",
+      BERTH_RATE_LIMIT_INGEST_BURST: "2",
     },
   });
   t.teardown(() => api.stop());
@@ -58,13 +66,33 @@ test("a workspace over its budget gets 429 with Retry-After, all its keys togeth
   t.is(limited.body.code, "rate_limited");
   t.is(limited.headers.get("retry-after"), "1");
   t.is(limited.headers.get("ratelimit"), '"api";r=0;t=3');
-  t.is((await api.fetchJson("POST", `${ws}/apps`, { body: { name: "x", slug: "x", type: "web" } })).status, 429, "every route of the api budget");
+  t.is(
+    (await api.fetchJson("POST", `${ws}/apps`, { body: { name: "x", slug: "x", type: "web" } })).status,
+    429,
+    "every route of the api budget",
+  );
 
-  t.is((await api.fetchJson("GET", ws, { key: second })).status, 429, "another key of the same workspace shares its budget: minting keys buys no requests");
-  t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status, 200, "another workspace is unaffected");
-  t.is((await api.fetchJson("GET", "/governance/guard-templates", { key: api.adminKey })).status, 200, "a platform admin key has its own budget");
+  t.is(
+    (await api.fetchJson("GET", ws, { key: second })).status,
+    429,
+    "another key of the same workspace shares its budget: minting keys buys no requests",
+  );
+  t.is(
+    (await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status,
+    200,
+    "another workspace is unaffected",
+  );
+  t.is(
+    (await api.fetchJson("GET", "/governance/guard-templates", { key: api.adminKey })).status,
+    200,
+    "a platform admin key has its own budget",
+  );
   for (let i = 0; i < 2; i++) t.is((await api.fetchJson("GET", ws, { key: other.apiKey })).status, 404);
-  t.is((await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status, 429, "calls on another workspace's path spend the caller's own budget");
+  t.is(
+    (await api.fetchJson("GET", `/workspaces/${other.workspaceId}`, { key: other.apiKey })).status,
+    429,
+    "calls on another workspace's path spend the caller's own budget",
+  );
 
   // Ingestion spends its own budget, per app key.
   const app = await provisionApp(api, (await identity("operator")).token, "limited");
@@ -98,11 +126,16 @@ test("behind trusted proxies each client has its own budget (X-Forwarded-For); w
   const now = 1_700_000_000_000;
   const env = { BERTH_RATE_LIMIT_API_PER_SECOND: "1", BERTH_RATE_LIMIT_API_BURST: "2" };
   // The test's client stands for the ingress controller: its peer address is 127.0.0.1.
-  const anon = (api: TestApi, forwardedFor: string) => api.fetchJson("GET", "/openapi.json", { key: null, headers: { "X-Forwarded-For": forwardedFor } });
+  const anon = (api: TestApi, forwardedFor: string) =>
+    api.fetchJson("GET", "/openapi.json", { key: null, headers: { "X-Forwarded-For": forwardedFor } });
   const shared = await startApi({ now: () => now, env });
   t.teardown(() => shared.stop());
   for (let i = 0; i < 2; i++) t.is((await anon(shared, "203.0.113.7")).status, 200);
-  t.is((await anon(shared, "203.0.113.8")).status, 429, "without trusted proxies: one noisy client locks out every other behind the ingress");
+  t.is(
+    (await anon(shared, "203.0.113.8")).status,
+    429,
+    "without trusted proxies: one noisy client locks out every other behind the ingress",
+  );
   const behind = await startApi({ now: () => now, env: { ...env, BERTH_TRUSTED_PROXIES: "127.0.0.0/8" } });
   t.teardown(() => behind.stop());
   for (let i = 0; i < 2; i++) t.is((await anon(behind, "203.0.113.7")).status, 200);
@@ -112,9 +145,17 @@ test("behind trusted proxies each client has its own budget (X-Forwarded-For); w
 });
 
 test("forward-auth: one viewer past its budget gets 429 through the ingress; every other viewer of the service is still served", async (t) => {
-  const check = (api: TestApi, viewer: string) => fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
-    redirect: "manual", headers: { "X-Forwarded-For": viewer, "X-Forwarded-Proto": "http", "X-Forwarded-Host": "shop.apps.berth.local", "X-Forwarded-Uri": "/", "X-Forwarded-Method": "GET" },
-  });
+  const check = (api: TestApi, viewer: string) =>
+    fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
+      redirect: "manual",
+      headers: {
+        "X-Forwarded-For": viewer,
+        "X-Forwarded-Proto": "http",
+        "X-Forwarded-Host": "shop.apps.berth.local",
+        "X-Forwarded-Uri": "/",
+        "X-Forwarded-Method": "GET",
+      },
+    });
   const limited = await startApi({ env: { BERTH_RATE_LIMIT_EDGE_PER_SECOND: "0.001", BERTH_RATE_LIMIT_EDGE_BURST: "3" } });
   t.teardown(() => limited.stop());
   for (let i = 0; i < 3; i++) t.not((await check(limited, "203.0.113.7")).status, 429);
@@ -157,13 +198,25 @@ test("slow clients (headers or body) are cut off with a 408 after the configured
   const drips: NodeJS.Timeout[] = [];
   for (const [i, c] of slowHeaders.entries()) {
     c.socket.write(`GET /api/v1/workspaces/${api.workspaceId} HTTP/1.1\r\nHost: x\r\n`);
-    drips.push(setInterval(() => { if (c.socket.writable) c.socket.write(`X-Drip-${i}: a\r\n`); }, 100));
+    drips.push(
+      setInterval(() => {
+        if (c.socket.writable) c.socket.write(`X-Drip-${i}: a\r\n`);
+      }, 100),
+    );
   }
   // A slow body: complete headers, then a byte at a time of the announced length.
   const slowBody = rawConnection(api);
-  slowBody.socket.write(`POST /api/v1/workspaces/${api.workspaceId}/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`);
-  drips.push(setInterval(() => { if (slowBody.socket.writable) slowBody.socket.write(" "); }, 100));
-  t.teardown(() => { for (const d of drips) clearInterval(d); });
+  slowBody.socket.write(
+    `POST /api/v1/workspaces/${api.workspaceId}/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{`,
+  );
+  drips.push(
+    setInterval(() => {
+      if (slowBody.socket.writable) slowBody.socket.write(" ");
+    }, 100),
+  );
+  t.teardown(() => {
+    for (const d of drips) clearInterval(d);
+  });
 
   // Meanwhile a normal client is served, repeatedly.
   for (let i = 0; i < 5; i++) t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}`)).status, 200);
@@ -199,7 +252,9 @@ test("a body over the limit is refused with 413: at once when announced, and whi
 
   // Streamed (chunked, no length): refused once the limit is passed, without waiting for the end.
   const streamed = rawConnection(api);
-  streamed.socket.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`);
+  streamed.socket.write(
+    `POST ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+  );
   const chunk = `{"name":"${"x".repeat(1000)}`;
   for (let i = 0; i < 3; i++) streamed.socket.write(`${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`);
   const s = parseAnswer(await streamed.received);
@@ -207,8 +262,13 @@ test("a body over the limit is refused with 413: at once when announced, and whi
   t.is(s.body?.code, "payload_too_large");
 
   // The same through fetch, and a body within the limit still works.
-  const big = await api.fetchJson("POST", path.replace("/api/v1", ""), { rawBody: JSON.stringify({ name: "x".repeat(5000) }), headers: { "Content-Type": "application/json" } });
+  const big = await api.fetchJson("POST", path.replace("/api/v1", ""), {
+    rawBody: JSON.stringify({ name: "x".repeat(5000) }),
+    headers: { "Content-Type": "application/json" },
+  });
   t.is(big.status, 413);
-  const ok = await api.fetchJson("POST", path.replace("/api/v1", ""), { body: { name: "small", slug: "small", type: "web", image: "nginx:1.27" } });
+  const ok = await api.fetchJson("POST", path.replace("/api/v1", ""), {
+    body: { name: "small", slug: "small", type: "web", image: "nginx:1.27" },
+  });
   t.is(ok.status, 201);
 });

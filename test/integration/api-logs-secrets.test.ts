@@ -26,8 +26,13 @@ test.before(async () => {
   // anything the process writes outside the logger (a console.log, a library's warning) counts too
   for (const stream of [process.stdout, process.stderr]) {
     const write = stream.write.bind(stream);
-    stream.write = ((chunk: string | Uint8Array, ...rest: never[]) => { out.push(String(chunk)); return write(chunk, ...rest); });
-    restore.push(() => { stream.write = write; });
+    stream.write = (chunk: string | Uint8Array, ...rest: never[]) => {
+      out.push(String(chunk));
+      return write(chunk, ...rest);
+    };
+    restore.push(() => {
+      stream.write = write;
+    });
   }
   api = await startApi({ env: { BERTH_LOG_LEVEL: "trace" } });
 });
@@ -53,10 +58,17 @@ const RESPONSES = [
 
 test.serial("a journey with every kind of key and PII in traces leaves no secret and no prompt or response text in the logs", async (t) => {
   const secrets: string[] = [api.apiKey, api.adminKey];
-  const ok = (r: ApiResponse, status: number, what: string) => { t.is(r.status, status, `${what}: ${r.text}`); return r; };
+  const ok = (r: ApiResponse, status: number, what: string) => {
+    t.is(r.status, status, `${what}: ${r.text}`);
+    return r;
+  };
 
   // platform admin: a workspace with its first key
-  const ws = ok(await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "Secrets journey" } }), 201, "create workspace").body;
+  const ws = ok(
+    await api.fetchJson("POST", "/workspaces", { key: api.adminKey, body: { name: "Secrets journey" } }),
+    201,
+    "create workspace",
+  ).body;
   secrets.push(ws.apiKey.key);
   t.teardown(() => deleteNamespace(kube(), ws.namespace));
   ok(await api.fetchJson("GET", "/workspaces", { key: api.adminKey }), 200, "list workspaces");
@@ -86,31 +98,82 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   ok(await api.fetchJson("POST", `${W}/apps`, { body: { name: "Journey", slug: "journey" } }), 201, "create app");
   const operator = (await identity("operator")).token;
   secrets.push(operator);
-  const uid = (await api.services.kube.get({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "journey" }))!.metadata.uid;
+  const uid = (await api.services.kube.get({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "journey" }))!.metadata
+    .uid;
   const provision = async (generation: number) => {
-    const r = ok(await api.fetchJson("POST", "/internal/governance/provision", { key: operator, body: { namespace: api.namespace, appName: "journey", appUid: uid, generation } }), 200, "provision");
+    const r = ok(
+      await api.fetchJson("POST", "/internal/governance/provision", {
+        key: operator,
+        body: { namespace: api.namespace, appName: "journey", appUid: uid, generation },
+      }),
+      200,
+      "provision",
+    );
     secrets.push(r.body.connectionString, keyOf(r.body.connectionString));
     return keyOf(r.body.connectionString);
   };
   let appKey = await provision(1);
-  ok(await api.fetchJson("POST", "/internal/governance/provision", { key: api.apiKey, body: { namespace: api.namespace, appName: "journey", appUid: uid, generation: 1 } }), 403, "a workspace key on the operator route");
+  ok(
+    await api.fetchJson("POST", "/internal/governance/provision", {
+      key: api.apiKey,
+      body: { namespace: api.namespace, appName: "journey", appUid: uid, generation: 1 },
+    }),
+    403,
+    "a workspace key on the operator route",
+  );
 
   // a template that redacts PII, then traces with PII and distinctive text, one by one and in a batch
-  const tpl = ok(await api.fetchJson("POST", "/governance/guard-templates", { body: { name: "Redact PII", guardType: "pii_detection", config: { action: "redact" } } }), 201, "template").body;
+  const tpl = ok(
+    await api.fetchJson("POST", "/governance/guard-templates", {
+      body: { name: "Redact PII", guardType: "pii_detection", config: { action: "redact" } },
+    }),
+    201,
+    "template",
+  ).body;
   const G = `${W}/governance/apps/journey`;
-  ok(await api.fetchJson("PUT", `${G}/observability-config`, { body: { guards: { custom_templates: [{ template_id: tpl.id }] } } }), 200, "config");
+  ok(
+    await api.fetchJson("PUT", `${G}/observability-config`, { body: { guards: { custom_templates: [{ template_id: tpl.id }] } } }),
+    200,
+    "config",
+  );
   const trace = (i: number) => ({
-    traceId: crypto.randomUUID(), input: PROMPTS[i % PROMPTS.length], output: RESPONSES[i % RESPONSES.length], model: "gpt-4o", latency: 120,
-    tokens: { prompt: 20, completion: 12, total: 32 }, timestamp: new Date().toISOString(), sessionId: "journey-session",
+    traceId: crypto.randomUUID(),
+    input: PROMPTS[i % PROMPTS.length],
+    output: RESPONSES[i % RESPONSES.length],
+    model: "gpt-4o",
+    latency: 120,
+    tokens: { prompt: 20, completion: 12, total: 32 },
+    timestamp: new Date().toISOString(),
+    sessionId: "journey-session",
   });
   const first = trace(0);
   ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, body: first }), 201, "one trace");
   ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, body: first }), 200, "a duplicate");
   ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { traces: [1, 2, 3, 4, 5].map(trace) } }), 200, "a batch");
-  ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { traces: [{ ...trace(1), latency: -1 }, trace(2)] } }), 200, "a batch with an invalid item");
-  ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { ...trace(3), project: "another-app" } }), 403, "another project");
-  ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { ...trace(0), colour: PROMPTS[0] } }), 422, "an unknown field");
-  ok(await api.fetchJson("POST", "/governance/traces", { key: appKey, rawBody: `{"input": "${PROMPTS[1]}", "output": `, headers: { "Content-Type": "application/json" } }), 400, "bad JSON");
+  ok(
+    await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { traces: [{ ...trace(1), latency: -1 }, trace(2)] } }),
+    200,
+    "a batch with an invalid item",
+  );
+  ok(
+    await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { ...trace(3), project: "another-app" } }),
+    403,
+    "another project",
+  );
+  ok(
+    await api.fetchJson("POST", "/governance/traces", { key: appKey, body: { ...trace(0), colour: PROMPTS[0] } }),
+    422,
+    "an unknown field",
+  );
+  ok(
+    await api.fetchJson("POST", "/governance/traces", {
+      key: appKey,
+      rawBody: `{"input": "${PROMPTS[1]}", "output": `,
+      headers: { "Content-Type": "application/json" },
+    }),
+    400,
+    "bad JSON",
+  );
   ok(await api.fetchJson("POST", "/governance/traces", { key: api.apiKey, body: trace(0) }), 401, "a workspace key on ingestion");
   ok(await api.fetchJson("GET", "/governance/config", { key: appKey }), 200, "toolkit config");
 
@@ -132,10 +195,24 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   const signature = `sha256=${createHmac("sha256", rotated.secret).update(payload).digest("hex")}`;
   const forgedSignature = `sha256=${createHmac("sha256", hook.secret).update(payload).digest("hex")}`;
   secrets.push(signature.slice(7), forgedSignature.slice(7));
-  for (const [sig, status] of [[signature, 200], [forgedSignature, 401]] as const) {
-    ok(await api.fetchJson("POST", rotated.url.replace(/^\/api\/v1/, ""), {
-      key: null, rawBody: payload, headers: { "Content-Type": "application/json", "X-Hub-Signature-256": sig, "X-GitHub-Event": "ping", "X-GitHub-Delivery": crypto.randomUUID() },
-    }), status, "webhook delivery");
+  for (const [sig, status] of [
+    [signature, 200],
+    [forgedSignature, 401],
+  ] as const) {
+    ok(
+      await api.fetchJson("POST", rotated.url.replace(/^\/api\/v1/, ""), {
+        key: null,
+        rawBody: payload,
+        headers: {
+          "Content-Type": "application/json",
+          "X-Hub-Signature-256": sig,
+          "X-GitHub-Event": "ping",
+          "X-GitHub-Delivery": crypto.randomUUID(),
+        },
+      }),
+      status,
+      "webhook delivery",
+    );
   }
 
   // a fresh store: the old app key stops working, a new one is minted
@@ -148,10 +225,16 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   // what was captured
   await new Promise((r) => setTimeout(r, 200)); // the logger's last lines
   const lines = [...api.logs.map((l) => JSON.stringify(l)), ...out];
-  t.true(api.logs.some((l) => l.level === "debug" && l.msg === "traces ingested"), "debug lines are captured");
+  t.true(
+    api.logs.some((l) => l.level === "debug" && l.msg === "traces ingested"),
+    "debug lines are captured",
+  );
   t.true(api.logs.filter((l) => l.msg === "request").length >= 35, "every request was logged");
 
-  t.true(api.logs.some((l) => l.path === "/api/v1/governance/guard-templates/ws_sk_[redacted]"), "a key in a path is scrubbed from the line");
+  t.true(
+    api.logs.some((l) => l.path === "/api/v1/governance/guard-templates/ws_sk_[redacted]"),
+    "a key in a path is scrubbed from the line",
+  );
   const forbidden = new Map<string, string>();
   for (const s of secrets) {
     forbidden.set(s, "a secret");
@@ -160,7 +243,8 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   }
   for (const text of [...PROMPTS, ...RESPONSES]) {
     forbidden.set(text, "a prompt or response");
-    for (const m of text.match(/(violet umbrella|harbour ferryman|tangerine eclipse|obsidian walrus|quartz heron)/g) ?? []) forbidden.set(m, "prompt or response text");
+    for (const m of text.match(/(violet umbrella|harbour ferryman|tangerine eclipse|obsidian walrus|quartz heron)/g) ?? [])
+      forbidden.set(m, "prompt or response text");
   }
   for (const p of PII) forbidden.set(p, "PII");
   const leaks: string[] = [];
@@ -172,39 +256,81 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   t.deepEqual(leaks, [], `leaks:\n${leaks.join("\n")}`);
 });
 
-test.serial("the operator's own lines at trace level, through a reconcile that provisions governance, mounts secret variables and rolls on their change, hold no secret", async (t) => {
-  t.timeout(150_000);
-  const lines: string[] = [];
-  // The operator's logger as operator/main.ts makes it, at trace level, into memory.
-  const logger = createLogger({ level: "trace", base: { component: "operator" }, destination: { write: (l: string) => { lines.push(l); } } });
-  const op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url, logger });
-  t.teardown(() => op.stop());
-  const W = `/workspaces/${api.workspaceId}/apps`;
-  const ok = (r: ApiResponse, status: number, what: string) => { t.is(r.status, status, `${what}: ${r.text}`); return r; };
-  const VALUE = "lapis-kestrel-0x5e3c-payload-of-the-env-var";
-  const ROTATED = "garnet-osprey-0x91aa-the-rotated-variable";
-  ok(await api.fetchJson("POST", W, { body: { name: "Vault", slug: "vault", image: "registry.invalid/vault:1" } }), 201, "create app");
-  ok(await api.fetchJson("PUT", `${W}/vault/env/DB_PASSWORD`, { body: { value: VALUE } }), 201, "a secret variable");
-  const hook = ok(await api.fetchJson("POST", `${W}/vault/webhook-secret`), 201, "webhook secret").body;
+test.serial(
+  "the operator's own lines at trace level, through a reconcile that provisions governance, mounts secret variables and rolls on their change, hold no secret",
+  async (t) => {
+    t.timeout(150_000);
+    const lines: string[] = [];
+    // The operator's logger as operator/main.ts makes it, at trace level, into memory.
+    const logger = createLogger({
+      level: "trace",
+      base: { component: "operator" },
+      destination: {
+        write: (l: string) => {
+          lines.push(l);
+        },
+      },
+    });
+    const op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url, logger });
+    t.teardown(() => op.stop());
+    const W = `/workspaces/${api.workspaceId}/apps`;
+    const ok = (r: ApiResponse, status: number, what: string) => {
+      t.is(r.status, status, `${what}: ${r.text}`);
+      return r;
+    };
+    const VALUE = "lapis-kestrel-0x5e3c-payload-of-the-env-var";
+    const ROTATED = "garnet-osprey-0x91aa-the-rotated-variable";
+    ok(await api.fetchJson("POST", W, { body: { name: "Vault", slug: "vault", image: "registry.invalid/vault:1" } }), 201, "create app");
+    ok(await api.fetchJson("PUT", `${W}/vault/env/DB_PASSWORD`, { body: { value: VALUE } }), 201, "a secret variable");
+    const hook = ok(await api.fetchJson("POST", `${W}/vault/webhook-secret`), 201, "webhook secret").body;
 
-  const client = new KubeClient(kube().kc); // the test's own reads, as cluster admin
-  const secretData = async (name: string) => (await client.get<{ data?: Record<string, string> } & { metadata: object }>({ apiVersion: "v1", kind: "Secret", namespace: api.namespace, name }))?.data;
-  const conn = await eventually("the operator provisions governance", async () => {
-    const d = await secretData("vault-governance");
-    return d?.GOVDB_CONNECTION ? Buffer.from(d.GOVDB_CONNECTION, "base64").toString("utf8") : undefined;
-  }, 60_000);
-  const template = async () => (await client.get<{ spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } } & { metadata: object }>({ apiVersion: "apps/v1", kind: "Deployment", namespace: api.namespace, name: "vault" }))?.spec?.template?.metadata?.annotations;
-  const before = JSON.stringify(await eventually("the Deployment", template, 60_000));
-  ok(await api.fetchJson("PUT", `${W}/vault/env/DB_PASSWORD`, { body: { value: ROTATED } }), 200, "the variable changed");
-  await eventually("the change rolls the pod template", async () => JSON.stringify(await template()) !== before, 60_000);
-  await op.stop();
+    const client = new KubeClient(kube().kc); // the test's own reads, as cluster admin
+    const secretData = async (name: string) =>
+      (
+        await client.get<{ data?: Record<string, string> } & { metadata: object }>({
+          apiVersion: "v1",
+          kind: "Secret",
+          namespace: api.namespace,
+          name,
+        })
+      )?.data;
+    const conn = await eventually(
+      "the operator provisions governance",
+      async () => {
+        const d = await secretData("vault-governance");
+        return d?.GOVDB_CONNECTION ? Buffer.from(d.GOVDB_CONNECTION, "base64").toString("utf8") : undefined;
+      },
+      60_000,
+    );
+    const template = async () =>
+      (
+        await client.get<{ spec?: { template?: { metadata?: { annotations?: Record<string, string> } } } } & { metadata: object }>({
+          apiVersion: "apps/v1",
+          kind: "Deployment",
+          namespace: api.namespace,
+          name: "vault",
+        })
+      )?.spec?.template?.metadata?.annotations;
+    const before = JSON.stringify(await eventually("the Deployment", template, 60_000));
+    ok(await api.fetchJson("PUT", `${W}/vault/env/DB_PASSWORD`, { body: { value: ROTATED } }), 200, "the variable changed");
+    await eventually("the change rolls the pod template", async () => JSON.stringify(await template()) !== before, 60_000);
+    await op.stop();
 
-  const secrets = new Map<string, string>([
-    [conn, "the governance connection string"], [keyOf(conn), "the app key"], [keyOf(conn).slice(-24), "the end of the app key"], [hashToken(keyOf(conn)), "the app key's digest"],
-    [VALUE, "a secret variable"], [ROTATED, "a secret variable"], [Buffer.from(VALUE).toString("base64"), "a secret variable, base64"],
-    [hook.secret, "the webhook secret"], [(await identity("operator")).token.slice(-40), "the operator's token"],
-  ]);
-  t.true(lines.length >= 10 && lines.some((l) => l.includes("vault")), `the operator logged its work on the App (${lines.length} lines)`);
-  const leaks = [...secrets].flatMap(([needle, what]) => lines.filter((l) => l.includes(needle)).map((l) => `${what} in: ${l.slice(0, 300)}`));
-  t.deepEqual(leaks, [], `leaks:\n${leaks.join("\n")}`);
-});
+    const secrets = new Map<string, string>([
+      [conn, "the governance connection string"],
+      [keyOf(conn), "the app key"],
+      [keyOf(conn).slice(-24), "the end of the app key"],
+      [hashToken(keyOf(conn)), "the app key's digest"],
+      [VALUE, "a secret variable"],
+      [ROTATED, "a secret variable"],
+      [Buffer.from(VALUE).toString("base64"), "a secret variable, base64"],
+      [hook.secret, "the webhook secret"],
+      [(await identity("operator")).token.slice(-40), "the operator's token"],
+    ]);
+    t.true(lines.length >= 10 && lines.some((l) => l.includes("vault")), `the operator logged its work on the App (${lines.length} lines)`);
+    const leaks = [...secrets].flatMap(([needle, what]) =>
+      lines.filter((l) => l.includes(needle)).map((l) => `${what} in: ${l.slice(0, 300)}`),
+    );
+    t.deepEqual(leaks, [], `leaks:\n${leaks.join("\n")}`);
+  },
+);

@@ -10,28 +10,52 @@ import { composeRoutes } from "../../api/main.ts";
 import { allRoutes } from "../../api/server.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 
-const Thing = z.object({ id: z.string(), size: z.int().min(0), createdAt: z.iso.datetime() }).strict().meta({ id: "TestThing" });
+const Thing = z
+  .object({ id: z.string(), size: z.int().min(0), createdAt: z.iso.datetime() })
+  .strict()
+  .meta({ id: "TestThing" });
 
 const testRoutes: RouteDef[] = [
   defineRoute({
-    method: "get", path: "/things/:thingId", operationId: "getThing", summary: "A thing", tags: ["test"], auth: "workspace",
+    method: "get",
+    path: "/things/:thingId",
+    operationId: "getThing",
+    summary: "A thing",
+    tags: ["test"],
+    auth: "workspace",
     params: z.object({ thingId: z.string().describe("The thing") }).strict(),
     query: z.object({ expand: z.enum(["all", "none"]).optional() }).strict(),
     responses: { 200: Thing },
-    handler: ({ params }) => Promise.resolve({ status: 200, body: { id: params.thingId, size: 3, createdAt: new Date("2026-01-02T03:04:05Z") } }),
+    handler: ({ params }) =>
+      Promise.resolve({ status: 200, body: { id: params.thingId, size: 3, createdAt: new Date("2026-01-02T03:04:05Z") } }),
   }),
   defineRoute({
-    method: "get", path: "/wrong-shape", operationId: "wrongShape", summary: "Returns what it does not document", tags: ["test"], auth: "none",
+    method: "get",
+    path: "/wrong-shape",
+    operationId: "wrongShape",
+    summary: "Returns what it does not document",
+    tags: ["test"],
+    auth: "none",
     responses: { 200: Thing },
     handler: () => Promise.resolve({ status: 200, body: { id: "x", size: -1, createdAt: "yesterday", secretHash: "abc" } }),
   }),
   defineRoute({
-    method: "post", path: "/wrong-status", operationId: "wrongStatus", summary: "Returns an undocumented status", tags: ["test"], auth: "none",
+    method: "post",
+    path: "/wrong-status",
+    operationId: "wrongStatus",
+    summary: "Returns an undocumented status",
+    tags: ["test"],
+    auth: "none",
     responses: { 201: Thing },
     handler: () => Promise.resolve({ status: 200, body: { id: "x", size: 1, createdAt: new Date().toISOString() } }),
   }),
   defineRoute({
-    method: "delete", path: "/wrong-empty", operationId: "wrongEmpty", summary: "Returns a body on a 204", tags: ["test"], auth: "none",
+    method: "delete",
+    path: "/wrong-empty",
+    operationId: "wrongEmpty",
+    summary: "Returns a body on a 204",
+    tags: ["test"],
+    auth: "none",
     responses: { 204: null },
     handler: () => Promise.resolve({ status: 204, body: { oops: true } }),
   }),
@@ -46,16 +70,30 @@ test.before(async () => {
   if (r.status !== 200) throw new Error(`openapi.json: ${r.status} ${r.text}`);
   doc = r.body;
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
-type Op = { operationId: string; security: Record<string, string[]>[]; parameters: { name: string; in: string; required: boolean }[]; responses: Record<string, { content?: Record<string, { schema: unknown }> }>; requestBody?: { content: Record<string, { schema: unknown }> } };
-const operations = (): [string, string, Op][] => Object.entries(doc.paths as Record<string, Record<string, Op>>).flatMap(([p, ms]) => Object.entries(ms).map(([m, op]) => [p, m, op] as [string, string, Op]));
+type Op = {
+  operationId: string;
+  security: Record<string, string[]>[];
+  parameters: { name: string; in: string; required: boolean }[];
+  responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
+  requestBody?: { content: Record<string, { schema: unknown }> };
+};
+const operations = (): [string, string, Op][] =>
+  Object.entries(doc.paths as Record<string, Record<string, Op>>).flatMap(([p, ms]) =>
+    Object.entries(ms).map(([m, op]) => [p, m, op] as [string, string, Op]),
+  );
 
 test("the document is OpenAPI 3.1 with info, servers, tags and bearer security schemes", (t) => {
   t.is(doc.openapi, "3.1.0");
   t.is(doc.info.title, "Berth API");
   t.truthy(doc.info.version);
-  t.deepEqual((doc.servers as { url: string }[]).map((s) => s.url), ["/api/v1"]);
+  t.deepEqual(
+    (doc.servers as { url: string }[]).map((s) => s.url),
+    ["/api/v1"],
+  );
   for (const name of ["workspaceKey", "platformAdminKey", "appKey"]) {
     t.is(doc.components.securitySchemes[name].type, "http");
     t.is(doc.components.securitySchemes[name].scheme, "bearer");
@@ -100,12 +138,19 @@ test("security, parameters and error responses follow each route's definition", 
   t.is(doc.paths["/openapi.json"].get.responses["401"], undefined, "public routes have no 401");
   t.deepEqual(keys.post.requestBody.content["application/json"].schema, { $ref: "#/components/schemas/CreateApiKeyRequest" });
   const thing = doc.paths["/things/{thingId}"].get as Op;
-  t.deepEqual(thing.parameters.map((p) => [p.name, p.in, p.required]), [["thingId", "path", true], ["expand", "query", false]]);
+  t.deepEqual(
+    thing.parameters.map((p) => [p.name, p.in, p.required]),
+    [
+      ["thingId", "path", true],
+      ["expand", "query", false],
+    ],
+  );
 });
 
 test("named schemas are components; every $ref resolves; request schemas refuse unknown keys", (t) => {
   const schemas = doc.components.schemas;
-  for (const name of ["Problem", "FieldError", "ApiKey", "CreatedApiKey", "CreateApiKeyRequest", "Workspace", "TestThing"]) t.truthy(schemas[name], name);
+  for (const name of ["Problem", "FieldError", "ApiKey", "CreatedApiKey", "CreateApiKeyRequest", "Workspace", "TestThing"])
+    t.truthy(schemas[name], name);
   const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"([^"]+)"/g)].map((m) => m[1]!);
   t.true(refs.length > 10);
   for (const ref of refs) {
@@ -168,21 +213,42 @@ class FakeElement {
   attrs: Record<string, string> = {};
   textContent = "";
   tag: string;
-  constructor(tag: string) { this.tag = tag; }
-  appendChild(c: FakeElement) { this.children.push(c); return c; }
-  setAttribute(k: string, v: string) { this.attrs[k] = v; }
-  allText(): string { return [this.textContent, ...this.children.map((c) => c.allText())].join(" "); }
-  find(pred: (e: FakeElement) => boolean): FakeElement[] { return [...(pred(this) ? [this] : []), ...this.children.flatMap((c) => c.find(pred))]; }
+  constructor(tag: string) {
+    this.tag = tag;
+  }
+  appendChild(c: FakeElement) {
+    this.children.push(c);
+    return c;
+  }
+  setAttribute(k: string, v: string) {
+    this.attrs[k] = v;
+  }
+  allText(): string {
+    return [this.textContent, ...this.children.map((c) => c.allText())].join(" ");
+  }
+  find(pred: (e: FakeElement) => boolean): FakeElement[] {
+    return [...(pred(this) ? [this] : []), ...this.children.flatMap((c) => c.find(pred))];
+  }
 }
 
 test("the docs page's script renders every operation of the document it fetches", async (t) => {
   const app = new FakeElement("div");
   const fetched: string[] = [];
   const context = createContext({
-    document: { title: "", getElementById: (id: string) => (id === "app" ? app : null), createElement: (tag: string) => new FakeElement(tag) },
+    document: {
+      title: "",
+      getElementById: (id: string) => (id === "app" ? app : null),
+      createElement: (tag: string) => new FakeElement(tag),
+    },
     location: { pathname: "/api/v1/docs" },
-    fetch: (url: string) => { fetched.push(url); return fetch(api.url + url); },
-    JSON, Object, Number, Error,
+    fetch: (url: string) => {
+      fetched.push(url);
+      return fetch(api.url + url);
+    },
+    JSON,
+    Object,
+    Number,
+    Error,
   });
   runInContext(DOCS_SCRIPT, context);
   for (let i = 0; i < 100 && app.children.length < 2; i++) await new Promise((r) => setTimeout(r, 20));

@@ -20,7 +20,10 @@ test("/healthz is 200 while the process serves; /readyz follows the database and
 
   const ready = await api.fetchJson("GET", "/readyz", { key: null });
   t.is(ready.status, 200);
-  t.deepEqual(ready.body, { status: "ready", checks: { "app-cache": true, database: true, flaky: true, "share-cache": true, steady: true } });
+  t.deepEqual(ready.body, {
+    status: "ready",
+    checks: { "app-cache": true, database: true, flaky: true, "share-cache": true, steady: true },
+  });
 
   flaky = false;
   const notReady = await api.fetchJson("GET", "/readyz", { key: null });
@@ -55,7 +58,9 @@ test("readiness fails when the database is unreachable", async (t) => {
 
 function gate() {
   let open!: () => void;
-  const opened = new Promise<void>((r) => { open = r; });
+  const opened = new Promise<void>((r) => {
+    open = r;
+  });
   return { open, opened };
 }
 
@@ -63,18 +68,31 @@ test("shutdown stops accepting, finishes the in-flight request, then resolves", 
   const entered = gate();
   const release = gate();
   const api = await startApi({
-    routes: [defineRoute({
-      method: "get", path: "/slow", operationId: "slow", summary: "waits", tags: ["test"], auth: "none",
-      responses: { 200: z.object({ done: z.literal(true) }).strict() },
-      handler: async () => { entered.open(); await release.opened; return { status: 200, body: { done: true } }; },
-    })],
+    routes: [
+      defineRoute({
+        method: "get",
+        path: "/slow",
+        operationId: "slow",
+        summary: "waits",
+        tags: ["test"],
+        auth: "none",
+        responses: { 200: z.object({ done: z.literal(true) }).strict() },
+        handler: async () => {
+          entered.open();
+          await release.opened;
+          return { status: 200, body: { done: true } };
+        },
+      }),
+    ],
   });
   t.teardown(() => api.stop());
 
   const inflight = fetch(`${api.url}/api/v1/slow`);
   await entered.opened;
   let closed = false;
-  const closing = api.server.close().then(() => { closed = true; });
+  const closing = api.server.close().then(() => {
+    closed = true;
+  });
   await new Promise((r) => setTimeout(r, 100));
   t.false(closed, "close waits for the in-flight request");
   await t.throwsAsync(fetch(`${api.url}/healthz`), undefined, "new connections are refused");
@@ -92,11 +110,22 @@ test("shutdown cuts requests that outlive the timeout", async (t) => {
   const entered = gate();
   const api = await startApi({
     env: { BERTH_SHUTDOWN_TIMEOUT_MS: "300" },
-    routes: [defineRoute({
-      method: "get", path: "/stuck", operationId: "stuck", summary: "never answers", tags: ["test"], auth: "none",
-      responses: { 200: z.object({}).strict() },
-      handler: async () => { entered.open(); await new Promise(() => undefined); return { status: 200, body: {} }; },
-    })],
+    routes: [
+      defineRoute({
+        method: "get",
+        path: "/stuck",
+        operationId: "stuck",
+        summary: "never answers",
+        tags: ["test"],
+        auth: "none",
+        responses: { 200: z.object({}).strict() },
+        handler: async () => {
+          entered.open();
+          await new Promise(() => undefined);
+          return { status: 200, body: {} };
+        },
+      }),
+    ],
   });
   t.teardown(() => api.stop());
   const inflight = fetch(`${api.url}/api/v1/stuck`);

@@ -23,11 +23,19 @@ async function dropSecret(): Promise<void> {
 }
 
 /** The edge check as Traefik calls it; the answer's status and Set-Cookie. */
-async function edge(api: TestApi, namespace: string, app: string, opts: { uri?: string; cookie?: string }): Promise<{ status: number; cookie?: string }> {
+async function edge(
+  api: TestApi,
+  namespace: string,
+  app: string,
+  opts: { uri?: string; cookie?: string },
+): Promise<{ status: number; cookie?: string }> {
   const r = await fetch(`${api.url}/api/v1/forward-auth/${namespace}/${app}`, {
     redirect: "manual",
     headers: {
-      "X-Forwarded-Method": "GET", "X-Forwarded-Proto": "http", "X-Forwarded-Host": `${app}.${DOMAIN}`, "X-Forwarded-Uri": opts.uri ?? "/",
+      "X-Forwarded-Method": "GET",
+      "X-Forwarded-Proto": "http",
+      "X-Forwarded-Host": `${app}.${DOMAIN}`,
+      "X-Forwarded-Uri": opts.uri ?? "/",
       ...(opts.cookie ? { Cookie: opts.cookie } : {}),
     },
   });
@@ -36,38 +44,59 @@ async function edge(api: TestApi, namespace: string, app: string, opts: { uri?: 
   return { status: r.status, ...(set ? { cookie: set.split(";")[0] } : {}) };
 }
 
-test.serial("replicas started together create one key in Berth's namespace; a cookie of one passes another, and a replica started later", async (t) => {
-  t.timeout(150_000);
-  await dropSecret();
-  const [a, b] = await Promise.all([startApi({ env }), startApi({ env })]);
-  t.teardown(() => a.stop());
-  let bStopped = false;
-  t.teardown(() => (bStopped ? undefined : b.stop()));
+test.serial(
+  "replicas started together create one key in Berth's namespace; a cookie of one passes another, and a replica started later",
+  async (t) => {
+    t.timeout(150_000);
+    await dropSecret();
+    const [a, b] = await Promise.all([startApi({ env }), startApi({ env })]);
+    t.teardown(() => a.stop());
+    let bStopped = false;
+    t.teardown(() => (bStopped ? undefined : b.stop()));
 
-  const secret = await admin.get<Secret>(ref);
-  t.truthy(secret, "the first replica created the Secret");
-  t.is(Buffer.from(secret!.data!.key!, "base64").length, 32, "a 32-byte random key");
+    const secret = await admin.get<Secret>(ref);
+    t.truthy(secret, "the first replica created the Secret");
+    t.is(Buffer.from(secret!.data!.key!, "base64").length, 32, "a 32-byte random key");
 
-  // A private App of replica a's workspace and a share link of it.
-  t.is((await a.fetchJson("POST", `/workspaces/${a.workspaceId}/apps`, { body: { name: "shop", slug: "shop", type: "web", image: "registry.invalid/x:1" } })).status, 201);
-  const share = await a.fetchJson("POST", `/workspaces/${a.workspaceId}/apps/shop/public-shares`, { body: {} });
-  t.is(share.status, 201, share.text);
-  const first = await edge(a, a.namespace, "shop", { uri: `/?${FORWARD_AUTH.shareParam}=${share.body.token as string}` });
-  t.is(first.status, 302, "the token is exchanged for a cookie");
-  const cookie = first.cookie!;
-  t.truthy(cookie);
+    // A private App of replica a's workspace and a share link of it.
+    t.is(
+      (
+        await a.fetchJson("POST", `/workspaces/${a.workspaceId}/apps`, {
+          body: { name: "shop", slug: "shop", type: "web", image: "registry.invalid/x:1" },
+        })
+      ).status,
+      201,
+    );
+    const share = await a.fetchJson("POST", `/workspaces/${a.workspaceId}/apps/shop/public-shares`, { body: {} });
+    t.is(share.status, 201, share.text);
+    const first = await edge(a, a.namespace, "shop", { uri: `/?${FORWARD_AUTH.shareParam}=${share.body.token as string}` });
+    t.is(first.status, 302, "the token is exchanged for a cookie");
+    const cookie = first.cookie!;
+    t.truthy(cookie);
 
-  // Replica b never saw the token: its key and its watch of the Share decide.
-  await eventually("replica b honours replica a's cookie", async () => (await edge(b, a.namespace, "shop", { cookie })).status === 200, 30_000, 200);
-  t.is((await edge(b, a.namespace, "shop", { cookie: `${cookie}x` })).status, 403, "a tampered cookie is still refused");
+    // Replica b never saw the token: its key and its watch of the Share decide.
+    await eventually(
+      "replica b honours replica a's cookie",
+      async () => (await edge(b, a.namespace, "shop", { cookie })).status === 200,
+      30_000,
+      200,
+    );
+    t.is((await edge(b, a.namespace, "shop", { cookie: `${cookie}x` })).status, 403, "a tampered cookie is still refused");
 
-  // Both gone; a new replica reads the same key.
-  await b.stop(); bStopped = true;
-  const c = await startApi({ env });
-  t.teardown(() => c.stop());
-  await eventually("a replica started later honours the cookie", async () => (await edge(c, a.namespace, "shop", { cookie })).status === 200, 30_000, 200);
-  t.is((await admin.get<Secret>(ref))!.metadata.resourceVersion, secret!.metadata.resourceVersion, "the Secret was never rewritten");
-});
+    // Both gone; a new replica reads the same key.
+    await b.stop();
+    bStopped = true;
+    const c = await startApi({ env });
+    t.teardown(() => c.stop());
+    await eventually(
+      "a replica started later honours the cookie",
+      async () => (await edge(c, a.namespace, "shop", { cookie })).status === 200,
+      30_000,
+      200,
+    );
+    t.is((await admin.get<Secret>(ref))!.metadata.resourceVersion, secret!.metadata.resourceVersion, "the Secret was never rewritten");
+  },
+);
 
 test.serial("a Secret that holds no usable key stops the API at start, and is left as it was", async (t) => {
   t.timeout(90_000);

@@ -30,16 +30,30 @@ test.before(async () => {
   idp = await startOidcProvider({ redirectUri: redirect });
   api = await startApi({
     env: {
-      BERTH_API_PORT: String(port), BERTH_BASE_DOMAIN: DOMAIN, BERTH_SHARE_COOKIE_KEY: SHARE_KEY,
-      BERTH_OIDC_ISSUER_URL: idp.issuer, BERTH_OIDC_CLIENT_ID: idp.clientId, BERTH_OIDC_CLIENT_SECRET: idp.clientSecret, BERTH_OIDC_REDIRECT_URL: redirect,
+      BERTH_API_PORT: String(port),
+      BERTH_BASE_DOMAIN: DOMAIN,
+      BERTH_SHARE_COOKIE_KEY: SHARE_KEY,
+      BERTH_OIDC_ISSUER_URL: idp.issuer,
+      BERTH_OIDC_CLIENT_ID: idp.clientId,
+      BERTH_OIDC_CLIENT_SECRET: idp.clientSecret,
+      BERTH_OIDC_REDIRECT_URL: redirect,
     },
   });
-  for (const [slug, type] of [["shop", "web"], ["blog", "web"], ["cruncher", "worker"]] as const) {
-    const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, { body: { name: slug, slug, type, image: "registry.invalid/x:1" } });
+  for (const [slug, type] of [
+    ["shop", "web"],
+    ["blog", "web"],
+    ["cruncher", "worker"],
+  ] as const) {
+    const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, {
+      body: { name: slug, slug, type, image: "registry.invalid/x:1" },
+    });
     if (r.status !== 201) throw new Error(r.text);
   }
 });
-test.after.always(async () => { await api?.stop(); await idp?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+  await idp?.stop();
+});
 
 const shares = (app = "shop") => `/workspaces/${api.workspaceId}/apps/${app}/public-shares`;
 const hostOf = (app: string) => `${app}.${DOMAIN}`;
@@ -52,12 +66,21 @@ function browser(proto: "http" | "https" = "http"): Browser {
       const app = url.hostname.slice(0, -DOMAIN.length - 1);
       const auth = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/${app}`, {
         redirect: "manual",
-        headers: { ...init.headers, "X-Forwarded-Method": init.method, "X-Forwarded-Proto": proto, "X-Forwarded-Host": url.host, "X-Forwarded-Uri": `${url.pathname}${url.search}` },
+        headers: {
+          ...init.headers,
+          "X-Forwarded-Method": init.method,
+          "X-Forwarded-Proto": proto,
+          "X-Forwarded-Host": url.host,
+          "X-Forwarded-Uri": `${url.pathname}${url.search}`,
+        },
       });
       if (auth.status < 200 || auth.status >= 300) return auth;
       const headers = new Headers({ "Content-Type": "text/plain" });
       for (const c of auth.headers.getSetCookie()) headers.append("Set-Cookie", c);
-      return new Response(`${app} answered; share=${auth.headers.get("x-berth-share")}; user=${auth.headers.get("x-berth-user") ?? ""}`, { status: 200, headers });
+      return new Response(`${app} answered; share=${auth.headers.get("x-berth-share")}; user=${auth.headers.get("x-berth-user") ?? ""}`, {
+        status: 200,
+        headers,
+      });
     },
   });
 }
@@ -78,75 +101,101 @@ test.serial("create shows the link and token once; the Share keeps only the toke
   t.regex(r.body.token, /^shr_sk_[A-Za-z0-9_-]{43}$/);
   t.is(r.body.url, `https://shop.${DOMAIN}/?berth_share=${r.body.token}`);
   t.like(r.body, { appId: "shop", requireAuth: false, expiresAt: null, active: true });
-  const cr = await client.get<KubeObject & { spec: Record<string, unknown> }>({ apiVersion: API_VERSION, kind: "Share", namespace: api.namespace, name: r.body.id });
+  const cr = await client.get<KubeObject & { spec: Record<string, unknown> }>({
+    apiVersion: API_VERSION,
+    kind: "Share",
+    namespace: api.namespace,
+    name: r.body.id,
+  });
   t.truthy(cr);
   t.is(cr!.spec.tokenHash, createHash("sha256").update(r.body.token).digest("hex"));
   t.false(JSON.stringify(cr).includes(r.body.token.slice(7)), "the token is nowhere in the Share");
   t.like(cr!.metadata.ownerReferences?.[0], { kind: "App", name: "shop" });
   const list = await api.fetchJson("GET", shares());
   t.is(list.status, 200);
-  t.deepEqual(list.body.data.map((s: { id: string }) => s.id), [r.body.id]);
+  t.deepEqual(
+    list.body.data.map((s: { id: string }) => s.id),
+    [r.body.id],
+  );
   t.false(list.text.includes(r.body.token), "never listed again");
   t.deepEqual(Object.keys(list.body.data[0]).sort(), ["active", "appId", "createdAt", "expiresAt", "id", "requireAuth"]);
   await api.fetchJson("DELETE", `${shares()}/${r.body.id}`);
 });
 
-test.serial("bad input is refused with problems: a past expiresAt, unknown fields, a worker, another workspace, an unknown share", async (t) => {
-  const past = await api.fetchJson("POST", shares(), { body: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
-  t.is(past.status, 422);
-  t.is(past.body.errors[0].field, "body.expiresAt");
-  t.is((await api.fetchJson("POST", shares(), { body: { expiresAt: "tomorrow" } })).status, 422);
-  t.is((await api.fetchJson("POST", shares(), { body: { colour: "red" } })).status, 422);
-  const worker = await api.fetchJson("POST", shares("cruncher"), { body: {} });
-  t.is(worker.status, 409);
-  t.is(worker.body.code, "not_served");
-  t.is((await api.fetchJson("POST", shares("nope"), { body: {} })).status, 404);
-  const other = await api.createWorkspace("other");
-  t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/shop/public-shares`, { key: other.apiKey })).status, 404);
-  const unknown = await api.fetchJson("DELETE", `${shares()}/shop-0000000000`);
-  t.is(unknown.status, 404);
-  t.is(unknown.body.code, "share_not_found");
-  t.regex(unknown.headers.get("content-type") ?? "", /application\/problem\+json/);
-});
+test.serial(
+  "bad input is refused with problems: a past expiresAt, unknown fields, a worker, another workspace, an unknown share",
+  async (t) => {
+    const past = await api.fetchJson("POST", shares(), { body: { expiresAt: new Date(Date.now() - 1000).toISOString() } });
+    t.is(past.status, 422);
+    t.is(past.body.errors[0].field, "body.expiresAt");
+    t.is((await api.fetchJson("POST", shares(), { body: { expiresAt: "tomorrow" } })).status, 422);
+    t.is((await api.fetchJson("POST", shares(), { body: { colour: "red" } })).status, 422);
+    const worker = await api.fetchJson("POST", shares("cruncher"), { body: {} });
+    t.is(worker.status, 409);
+    t.is(worker.body.code, "not_served");
+    t.is((await api.fetchJson("POST", shares("nope"), { body: {} })).status, 404);
+    const other = await api.createWorkspace("other");
+    t.is((await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/shop/public-shares`, { key: other.apiKey })).status, 404);
+    const unknown = await api.fetchJson("DELETE", `${shares()}/shop-0000000000`);
+    t.is(unknown.status, 404);
+    t.is(unknown.body.code, "share_not_found");
+    t.regex(unknown.headers.get("content-type") ?? "", /application\/problem\+json/);
+  },
+);
 
-test.serial("a private service refuses a visitor without a share and a forged token; a valid token becomes a host-only cookie", async (t) => {
-  const b = browser();
-  const none = last(await b.navigate(`http://shop.${DOMAIN}/`));
-  t.is(none.status, 403);
-  t.is(problemCode(none), "share_no_grant");
-  const forged = last(await b.navigate(`http://shop.${DOMAIN}/?berth_share=shr_sk_${"A".repeat(43)}`));
-  t.is(forged.status, 403);
-  t.is(problemCode(forged), "share_invalid_token");
-  t.is(last(await b.navigate(`http://shop.${DOMAIN}/?berth_share=not-even-a-token`)).status, 403);
+test.serial(
+  "a private service refuses a visitor without a share and a forged token; a valid token becomes a host-only cookie",
+  async (t) => {
+    const b = browser();
+    const none = last(await b.navigate(`http://shop.${DOMAIN}/`));
+    t.is(none.status, 403);
+    t.is(problemCode(none), "share_no_grant");
+    const forged = last(await b.navigate(`http://shop.${DOMAIN}/?berth_share=shr_sk_${"A".repeat(43)}`));
+    t.is(forged.status, 403);
+    t.is(problemCode(forged), "share_invalid_token");
+    t.is(last(await b.navigate(`http://shop.${DOMAIN}/?berth_share=not-even-a-token`)).status, 403);
 
-  const s = await createShare();
-  const hops = await b.navigate(`${s.url.replace("https:", "http:")}&x=1`.replace("/?", "/page?"));
-  t.is(hops[0]!.status, 302, "the token is taken and the viewer sent back without it");
-  t.is(hops[0]!.headers.get("location"), `http://shop.${DOMAIN}/page?x=1`);
-  const setCookie = hops[0]!.headers.getSetCookie()[0]!;
-  t.regex(setCookie, /^berth_share=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
-  t.is(last(hops).status, 200);
-  t.regex(last(hops).text, new RegExp(`shop answered; share=${s.id}`));
-  // later requests: the cookie alone
-  const again = await b.request(`http://shop.${DOMAIN}/other`);
-  t.is(again.status, 200);
-  t.is(b.cookie(`blog.${DOMAIN}`, "berth_share"), undefined, "the cookie belongs to the App's host only");
+    const s = await createShare();
+    const hops = await b.navigate(`${s.url.replace("https:", "http:")}&x=1`.replace("/?", "/page?"));
+    t.is(hops[0]!.status, 302, "the token is taken and the viewer sent back without it");
+    t.is(hops[0]!.headers.get("location"), `http://shop.${DOMAIN}/page?x=1`);
+    const setCookie = hops[0]!.headers.getSetCookie()[0]!;
+    t.regex(setCookie, /^berth_share=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax$/);
+    t.is(last(hops).status, 200);
+    t.regex(last(hops).text, new RegExp(`shop answered; share=${s.id}`));
+    // later requests: the cookie alone
+    const again = await b.request(`http://shop.${DOMAIN}/other`);
+    t.is(again.status, 200);
+    t.is(b.cookie(`blog.${DOMAIN}`, "berth_share"), undefined, "the cookie belongs to the App's host only");
 
-  // over https the cookie is __Host- and Secure, and it alone opens the App there
-  const secure = browser("https");
-  const h = await secure.request(s.url);
-  t.is(h.status, 302);
-  const hostCookie = h.headers.getSetCookie()[0]!;
-  t.regex(hostCookie, /^__Host-berth_share=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax; Secure$/, "no Domain, path /, Secure: what the prefix demands");
-  const value = hostCookie.split(";")[0]!.slice("__Host-berth_share=".length);
-  const viaHttps = (cookie: string) => fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
-    redirect: "manual", headers: { "X-Forwarded-Method": "GET", "X-Forwarded-Proto": "https", "X-Forwarded-Host": hostOf("shop"), "X-Forwarded-Uri": "/", Cookie: cookie },
-  });
-  t.is((await viaHttps(`__Host-berth_share=${value}`)).status, 200);
-  // the same grant under the plain name (what a sibling host under the base domain could toss in) counts for nothing over https
-  t.is((await viaHttps(`berth_share=${value}`)).status, 403);
-  await api.fetchJson("DELETE", `${shares()}/${s.id}`);
-});
+    // over https the cookie is __Host- and Secure, and it alone opens the App there
+    const secure = browser("https");
+    const h = await secure.request(s.url);
+    t.is(h.status, 302);
+    const hostCookie = h.headers.getSetCookie()[0]!;
+    t.regex(
+      hostCookie,
+      /^__Host-berth_share=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Lax; Secure$/,
+      "no Domain, path /, Secure: what the prefix demands",
+    );
+    const value = hostCookie.split(";")[0]!.slice("__Host-berth_share=".length);
+    const viaHttps = (cookie: string) =>
+      fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
+        redirect: "manual",
+        headers: {
+          "X-Forwarded-Method": "GET",
+          "X-Forwarded-Proto": "https",
+          "X-Forwarded-Host": hostOf("shop"),
+          "X-Forwarded-Uri": "/",
+          Cookie: cookie,
+        },
+      });
+    t.is((await viaHttps(`__Host-berth_share=${value}`)).status, 200);
+    // the same grant under the plain name (what a sibling host under the base domain could toss in) counts for nothing over https
+    t.is((await viaHttps(`berth_share=${value}`)).status, 403);
+    await api.fetchJson("DELETE", `${shares()}/${s.id}`);
+  },
+);
 
 test.serial("tampered and misplaced cookies are refused", async (t) => {
   const s = await createShare();
@@ -157,7 +206,11 @@ test.serial("tampered and misplaced cookies are refused", async (t) => {
   const payload = JSON.parse(Buffer.from(body, "base64url").toString()) as Record<string, unknown>;
 
   const evil = browser();
-  evil.setCookie(hostOf("shop"), "berth_share", `${Buffer.from(JSON.stringify({ ...payload, exp: (payload.exp as number) + 86400 * 365 })).toString("base64url")}.${mac}`);
+  evil.setCookie(
+    hostOf("shop"),
+    "berth_share",
+    `${Buffer.from(JSON.stringify({ ...payload, exp: (payload.exp as number) + 86400 * 365 })).toString("base64url")}.${mac}`,
+  );
   const tampered = last(await evil.navigate(`http://shop.${DOMAIN}/`));
   t.is(tampered.status, 403);
   t.is(problemCode(tampered), "share_invalid_grant");
@@ -184,7 +237,10 @@ test.serial("revoking a share refuses the very next request of a viewer in the m
   t.is(next.status, 403);
   t.is(problemCode(next), "share_share_revoked");
   t.is(problemCode(last(await browser().navigate(s.url.replace("https:", "http:")))), "share_invalid_token");
-  t.false((await api.fetchJson("GET", shares())).body.data.some((x: { id: string }) => x.id === s.id), "no longer listed");
+  t.false(
+    (await api.fetchJson("GET", shares())).body.data.some((x: { id: string }) => x.id === s.id),
+    "no longer listed",
+  );
   t.is((await api.fetchJson("DELETE", `${shares()}/${s.id}`)).status, 404);
 });
 
@@ -210,59 +266,84 @@ test.serial("an expiring share works until expiresAt, then its cookie and its li
   t.false((await api.fetchJson("GET", shares())).body.data.some((x: { id: string }) => x.id === s.id));
 });
 
-test.serial("requireAuth: without signing in the viewer is sent to sign in and never reaches the service; after signing in with the identity provider they do", async (t) => {
-  const s = await createShare({ requireAuth: true });
-  t.true((await api.fetchJson("GET", shares())).body.data.find((x: { id: string }) => x.id === s.id).requireAuth);
-  const b = browser();
-  const link = s.url.replace("https:", "http:");
-  const hops = await b.navigate(link);
-  t.is(hops[0]!.status, 302);
-  const login = new URL(hops[0]!.headers.get("location")!);
-  t.is(`${login.origin}${login.pathname}`, `${api.url}/api/v1/auth/oidc/login`);
-  t.is(login.searchParams.get("rd"), `http://shop.${DOMAIN}/`, "the token never travels on");
-  const authorize = new URL(hops[1]!.headers.get("location")!);
-  t.is(authorize.origin, idp.issuer);
-  t.is(authorize.searchParams.get("code_challenge_method"), "S256");
-  t.truthy(authorize.searchParams.get("state"));
-  t.truthy(authorize.searchParams.get("nonce"));
-  t.is(last(hops).status, 200, "the identity provider's sign-in page");
-  t.regex(last(hops).text, /<form method="post"/);
-  // Not signed in: the share's cookie alone does not open the service.
-  const notYet = await b.request(`http://shop.${DOMAIN}/`);
-  t.is(notYet.status, 302, "sent away to sign in, not served");
-  t.regex(notYet.headers.get("location") ?? "", /\/api\/v1\/auth\/oidc\/login\?rd=/);
+test.serial(
+  "requireAuth: without signing in the viewer is sent to sign in and never reaches the service; after signing in with the identity provider they do",
+  async (t) => {
+    const s = await createShare({ requireAuth: true });
+    t.true((await api.fetchJson("GET", shares())).body.data.find((x: { id: string }) => x.id === s.id).requireAuth);
+    const b = browser();
+    const link = s.url.replace("https:", "http:");
+    const hops = await b.navigate(link);
+    t.is(hops[0]!.status, 302);
+    const login = new URL(hops[0]!.headers.get("location")!);
+    t.is(`${login.origin}${login.pathname}`, `${api.url}/api/v1/auth/oidc/login`);
+    t.is(login.searchParams.get("rd"), `http://shop.${DOMAIN}/`, "the token never travels on");
+    const authorize = new URL(hops[1]!.headers.get("location")!);
+    t.is(authorize.origin, idp.issuer);
+    t.is(authorize.searchParams.get("code_challenge_method"), "S256");
+    t.truthy(authorize.searchParams.get("state"));
+    t.truthy(authorize.searchParams.get("nonce"));
+    t.is(last(hops).status, 200, "the identity provider's sign-in page");
+    t.regex(last(hops).text, /<form method="post"/);
+    // Not signed in: the share's cookie alone does not open the service.
+    const notYet = await b.request(`http://shop.${DOMAIN}/`);
+    t.is(notYet.status, 302, "sent away to sign in, not served");
+    t.regex(notYet.headers.get("location") ?? "", /\/api\/v1\/auth\/oidc\/login\?rd=/);
 
-  // Sign in on the identity provider's page.
-  const form = last(hops);
-  const action = new URL(/action="([^"]+)"/.exec(form.text)![1]!, form.url);
-  const after = await b.navigate(action, { method: "POST", body: "login=alice", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
-  const back = after.find((h) => h.url.startsWith(`http://shop.${DOMAIN}/?berth_login=`));
-  t.truthy(back, after.map((h) => `${h.status} ${h.url}`).join("\n"));
-  t.is(back!.status, 302);
-  t.is(back!.headers.get("location"), `http://shop.${DOMAIN}/`);
-  t.is(last(after).status, 200);
-  t.regex(last(after).text, /shop answered; share=.*; user=alice@example.com/);
-  t.deepEqual(idp.signIns, ["alice"]);
-  t.is((await b.request(`http://shop.${DOMAIN}/later`)).status, 200, "the signed-in cookie works on later requests");
+    // Sign in on the identity provider's page.
+    const form = last(hops);
+    const action = new URL(/action="([^"]+)"/.exec(form.text)![1]!, form.url);
+    const after = await b.navigate(action, {
+      method: "POST",
+      body: "login=alice",
+      headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    });
+    const back = after.find((h) => h.url.startsWith(`http://shop.${DOMAIN}/?berth_login=`));
+    t.truthy(back, after.map((h) => `${h.status} ${h.url}`).join("\n"));
+    t.is(back!.status, 302);
+    t.is(back!.headers.get("location"), `http://shop.${DOMAIN}/`);
+    t.is(last(after).status, 200);
+    t.regex(last(after).text, /shop answered; share=.*; user=alice@example.com/);
+    t.deepEqual(idp.signIns, ["alice"]);
+    t.is((await b.request(`http://shop.${DOMAIN}/later`)).status, 200, "the signed-in cookie works on later requests");
 
-  // The sign-in ticket works once, and only on its host.
-  const ticket = new URL(back!.url).searchParams.get("berth_login")!;
-  const replay = await b.request(`http://shop.${DOMAIN}/?berth_login=${ticket}`);
-  t.is(replay.status, 403);
-  // ... also on another replica: one with the same key and database, its own memory.
-  const replica = new ForwardAuth({
-    cache: new ReadYourWritesCache(api.services.kube, API_FIELD_MANAGER).track("Share", api.services.shareCache), key: Buffer.from(SHARE_KEY, "utf8"), sessionSeconds: 3600, signIn: undefined,
-    tickets: new PgTicketLedger(api.orm), log: pino({ level: "silent" }), now: () => new Date(),
-  });
-  const cookie = b.cookieHeader(new URL(`http://shop.${DOMAIN}/`));
-  const elsewhere = await Promise.resolve().then(() => replica.check({ namespace: api.namespace, app: "shop", method: "GET", proto: "http", host: `shop.${DOMAIN}`, uri: `/?berth_login=${ticket}`, cookie, nginx: false })).catch((e: unknown) => e);
-  t.true(elsewhere instanceof EdgeDenied && elsewhere.reason === "invalid_grant", "the ticket was already taken on the first replica");
-  const forgedTicket = await b.request(`http://shop.${DOMAIN}/?berth_login=${ticket.slice(0, -3)}abc`);
-  t.is(forgedTicket.status, 403);
-  // Another browser with only the share link still has to sign in.
-  t.false(last(await browser().navigate(link)).text.includes("shop answered"));
-  await api.fetchJson("DELETE", `${shares()}/${s.id}`);
-});
+    // The sign-in ticket works once, and only on its host.
+    const ticket = new URL(back!.url).searchParams.get("berth_login")!;
+    const replay = await b.request(`http://shop.${DOMAIN}/?berth_login=${ticket}`);
+    t.is(replay.status, 403);
+    // ... also on another replica: one with the same key and database, its own memory.
+    const replica = new ForwardAuth({
+      cache: new ReadYourWritesCache(api.services.kube, API_FIELD_MANAGER).track("Share", api.services.shareCache),
+      key: Buffer.from(SHARE_KEY, "utf8"),
+      sessionSeconds: 3600,
+      signIn: undefined,
+      tickets: new PgTicketLedger(api.orm),
+      log: pino({ level: "silent" }),
+      now: () => new Date(),
+    });
+    const cookie = b.cookieHeader(new URL(`http://shop.${DOMAIN}/`));
+    const elsewhere = await Promise.resolve()
+      .then(() =>
+        replica.check({
+          namespace: api.namespace,
+          app: "shop",
+          method: "GET",
+          proto: "http",
+          host: `shop.${DOMAIN}`,
+          uri: `/?berth_login=${ticket}`,
+          cookie,
+          nginx: false,
+        }),
+      )
+      .catch((e: unknown) => e);
+    t.true(elsewhere instanceof EdgeDenied && elsewhere.reason === "invalid_grant", "the ticket was already taken on the first replica");
+    const forgedTicket = await b.request(`http://shop.${DOMAIN}/?berth_login=${ticket.slice(0, -3)}abc`);
+    t.is(forgedTicket.status, 403);
+    // Another browser with only the share link still has to sign in.
+    t.false(last(await browser().navigate(link)).text.includes("shop answered"));
+    await api.fetchJson("DELETE", `${shares()}/${s.id}`);
+  },
+);
 
 test.serial("an email the identity provider did not verify is never the viewer's name: the App is told issuer#subject", async (t) => {
   const s = await createShare({ requireAuth: true });
@@ -270,7 +351,11 @@ test.serial("an email the identity provider did not verify is never the viewer's
   const hops = await b.navigate(s.url.replace("https:", "http:"));
   const form = last(hops);
   const action = new URL(/action="([^"]+)"/.exec(form.text)![1]!, form.url);
-  const after = await b.navigate(action, { method: "POST", body: "login=unverified-mallory", headers: { "Content-Type": "application/x-www-form-urlencoded" } });
+  const after = await b.navigate(action, {
+    method: "POST",
+    body: "login=unverified-mallory",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+  });
   t.is(last(after).status, 200);
   t.notRegex(last(after).text, /user=unverified-mallory@example\.com/, "the unverified email is not passed on");
   t.true(last(after).text.includes(`user=${idp.issuer}#unverified-mallory`), last(after).text);
@@ -301,35 +386,62 @@ test.serial("every decision is logged, and no line holds a token, a cookie or a 
   await api.fetchJson("DELETE", `${shares()}/${s.id}`);
 });
 
-test.serial("the check answers alike before Koa (a plain GET) and through it (the same path with a trailing slash, which only Koa's router takes)", async (t) => {
-  const s = await createShare();
-  const b = browser();
-  await b.navigate(s.url.replace("https:", "http:"));
-  const cookie = `berth_share=${b.cookie(hostOf("shop"), "berth_share")!}`;
-  const check = async (suffix: string, headers: Record<string, string>) => {
-    const r = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop${suffix}`, {
-      redirect: "manual", headers: { "X-Forwarded-Method": "GET", "X-Forwarded-Proto": "http", "X-Forwarded-Host": hostOf("shop"), "X-Forwarded-Uri": "/a?b=1", ...headers },
-    });
-    const text = await r.text();
-    return {
-      status: r.status, share: r.headers.get("x-berth-share"), location: r.headers.get("location"), problemType: r.status >= 400 ? r.headers.get("content-type") : null,
-      setCookie: r.headers.getSetCookie().map((c) => c.replace(/=[^;]+/, "=<value>")), code: text.startsWith("{") ? (JSON.parse(text) as { code: string }).code : undefined,
+test.serial(
+  "the check answers alike before Koa (a plain GET) and through it (the same path with a trailing slash, which only Koa's router takes)",
+  async (t) => {
+    const s = await createShare();
+    const b = browser();
+    await b.navigate(s.url.replace("https:", "http:"));
+    const cookie = `berth_share=${b.cookie(hostOf("shop"), "berth_share")!}`;
+    const check = async (suffix: string, headers: Record<string, string>) => {
+      const r = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop${suffix}`, {
+        redirect: "manual",
+        headers: {
+          "X-Forwarded-Method": "GET",
+          "X-Forwarded-Proto": "http",
+          "X-Forwarded-Host": hostOf("shop"),
+          "X-Forwarded-Uri": "/a?b=1",
+          ...headers,
+        },
+      });
+      const text = await r.text();
+      return {
+        status: r.status,
+        share: r.headers.get("x-berth-share"),
+        location: r.headers.get("location"),
+        problemType: r.status >= 400 ? r.headers.get("content-type") : null,
+        setCookie: r.headers.getSetCookie().map((c) => c.replace(/=[^;]+/, "=<value>")),
+        code: text.startsWith("{") ? (JSON.parse(text) as { code: string }).code : undefined,
+      };
     };
-  };
-  const cases: Record<string, string>[] = [
-    {}, { Cookie: cookie }, { Cookie: `${cookie}x` }, { "X-Forwarded-Uri": `/?berth_share=${s.token}` }, { "X-Forwarded-Uri": "/?berth_share=shr_sk_nope" },
-    { "X-Original-URL": `http://${hostOf("shop")}/?berth_share=${s.token}` }, { "X-Forwarded-Method": "POST", "X-Forwarded-Uri": `/?berth_share=${s.token}` },
-  ];
-  for (const headers of cases) {
-    const bare = await check("", headers), koa = await check("/", headers);
-    t.deepEqual(bare, koa, JSON.stringify(headers).replace(s.token, "<token>"));
-  }
-  // The plain GET really was answered before Koa: Koa gives a 200 without a body its own text/plain "OK".
-  const plain = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, { headers: { "X-Forwarded-Host": hostOf("shop"), Cookie: cookie } });
-  t.is(plain.status, 200);
-  t.is(plain.headers.get("content-type"), null, "no body and no Content-Type: the bare path answered");
-  t.is(await plain.text(), "");
-  const routes = api.logs.filter((l) => l.msg === "request" && typeof l.path === "string" && l.path.includes("/forward-auth/")).map((l) => [l.path, l.route]);
-  t.true(routes.some(([p]) => !String(p).endsWith("/")) && routes.every(([, r]) => r === "/api/v1/forward-auth/:namespace/:appId"), "both logged as the route");
-  await api.fetchJson("DELETE", `${shares()}/${s.id}`);
-});
+    const cases: Record<string, string>[] = [
+      {},
+      { Cookie: cookie },
+      { Cookie: `${cookie}x` },
+      { "X-Forwarded-Uri": `/?berth_share=${s.token}` },
+      { "X-Forwarded-Uri": "/?berth_share=shr_sk_nope" },
+      { "X-Original-URL": `http://${hostOf("shop")}/?berth_share=${s.token}` },
+      { "X-Forwarded-Method": "POST", "X-Forwarded-Uri": `/?berth_share=${s.token}` },
+    ];
+    for (const headers of cases) {
+      const bare = await check("", headers),
+        koa = await check("/", headers);
+      t.deepEqual(bare, koa, JSON.stringify(headers).replace(s.token, "<token>"));
+    }
+    // The plain GET really was answered before Koa: Koa gives a 200 without a body its own text/plain "OK".
+    const plain = await fetch(`${api.url}/api/v1/forward-auth/${api.namespace}/shop`, {
+      headers: { "X-Forwarded-Host": hostOf("shop"), Cookie: cookie },
+    });
+    t.is(plain.status, 200);
+    t.is(plain.headers.get("content-type"), null, "no body and no Content-Type: the bare path answered");
+    t.is(await plain.text(), "");
+    const routes = api.logs
+      .filter((l) => l.msg === "request" && typeof l.path === "string" && l.path.includes("/forward-auth/"))
+      .map((l) => [l.path, l.route]);
+    t.true(
+      routes.some(([p]) => !String(p).endsWith("/")) && routes.every(([, r]) => r === "/api/v1/forward-auth/:namespace/:appId"),
+      "both logged as the route",
+    );
+    await api.fetchJson("DELETE", `${shares()}/${s.id}`);
+  },
+);

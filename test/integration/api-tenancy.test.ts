@@ -32,12 +32,12 @@ type KeyKind = "workspace" | "admin" | "app" | "operator";
 
 /** The kinds of key each auth mode takes. A Record over AuthMode: a new mode does not compile until it is classified here. */
 const ACCEPTS: Record<AuthMode, readonly KeyKind[]> = {
-  "none": [],
-  "workspace": ["workspace"],
+  none: [],
+  workspace: ["workspace"],
   "platform-admin": ["admin"],
   "workspace-or-platform-admin": ["workspace", "admin"],
   "app-key": ["app"],
-  "operator": ["operator"],
+  operator: ["operator"],
 };
 
 interface Tenant extends TestWorkspace {
@@ -65,35 +65,67 @@ const marker = (label: string) => `${label}-zebra-7713`;
  * kubectl would apply it (the id "shared", a slug of its own).
  */
 async function createApp(w: TestWorkspace, label: string, slug: string): Promise<Tenant["apps"][string]> {
-  const source = slug === "shared" ? { gitRepoUrl: `https://git.example.invalid/${label.toLowerCase()}/shop.git` } : { image: "registry.invalid/shop:1" };
+  const source =
+    slug === "shared"
+      ? { gitRepoUrl: `https://git.example.invalid/${label.toLowerCase()}/shop.git` }
+      : { image: "registry.invalid/shop:1" };
   const body = { name: `${label} ${slug} service`, slug, ...source };
   const taken = slug === "shared" && label !== "Alfa";
   if (taken) {
-    await api.services.kube.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: slug, namespace: w.namespace, labels: { [WORKSPACE_LABEL]: w.workspaceId } }, spec: { ...body, slug: `${slug}-${label.toLowerCase()}` } }, "kubectl");
+    await api.services.kube.create(
+      {
+        apiVersion: API_VERSION,
+        kind: "App",
+        metadata: { name: slug, namespace: w.namespace, labels: { [WORKSPACE_LABEL]: w.workspaceId } },
+        spec: { ...body, slug: `${slug}-${label.toLowerCase()}` },
+      },
+      "kubectl",
+    );
   } else {
     const r = await api.fetchJson("POST", `/workspaces/${w.workspaceId}/apps`, { key: w.apiKey, body });
     if (r.status !== 201) throw new Error(`create ${slug}: ${r.text}`);
   }
   const app = await api.services.kube.get({ apiVersion: API_VERSION, kind: "App", namespace: w.namespace, name: slug });
-  const p = await api.fetchJson("POST", "/internal/governance/provision", { key: operator, body: { namespace: w.namespace, appName: slug, appUid: app!.metadata.uid, generation: 1 } });
+  const p = await api.fetchJson("POST", "/internal/governance/provision", {
+    key: operator,
+    body: { namespace: w.namespace, appName: slug, appUid: app!.metadata.uid, generation: 1 },
+  });
   if (p.status !== 200) throw new Error(`provision ${slug}: ${p.text}`);
   const key = keyOf(p.body.connectionString);
   const traceId = crypto.randomUUID();
-  const t = await api.fetchJson("POST", "/governance/traces", { key, body: traceBody(traceId, `${marker(label)} ${slug} asks about invoices`) });
+  const t = await api.fetchJson("POST", "/governance/traces", {
+    key,
+    body: traceBody(traceId, `${marker(label)} ${slug} asks about invoices`),
+  });
   if (t.status !== 201) throw new Error(`trace ${slug}: ${t.text}`);
   return { key, traceId };
 }
 
 function traceBody(traceId: string, input: string, extra: Record<string, unknown> = {}) {
-  return { traceId, input, output: `${input}: answered`, model: "gpt-4o", latency: 10, tokens: { prompt: 1, completion: 1, total: 2 }, timestamp: new Date().toISOString(), ...extra };
+  return {
+    traceId,
+    input,
+    output: `${input}: answered`,
+    model: "gpt-4o",
+    latency: 10,
+    tokens: { prompt: 1, completion: 1, total: 2 },
+    timestamp: new Date().toISOString(),
+    ...extra,
+  };
 }
 
 async function tenant(w: TestWorkspace, label: string, slugs: string[]): Promise<Tenant> {
   const apps: Tenant["apps"] = {};
   for (const slug of slugs) apps[slug] = await createApp(w, label, slug);
   const key = await api.fetchJson("POST", `/workspaces/${w.workspaceId}/api-keys`, { key: w.apiKey, body: { name: `${label} extra key` } });
-  const tpl = await api.fetchJson("POST", "/governance/guard-templates", { key: w.apiKey, body: { name: `${label} template`, guardType: "custom", config: { keywords: [marker(label)] } } });
-  const cfg = await api.fetchJson("PUT", `/workspaces/${w.workspaceId}/governance/apps/${slugs[0]}/observability-config`, { key: w.apiKey, body: { guards: { custom_templates: [{ template_id: tpl.body.id }] } } });
+  const tpl = await api.fetchJson("POST", "/governance/guard-templates", {
+    key: w.apiKey,
+    body: { name: `${label} template`, guardType: "custom", config: { keywords: [marker(label)] } },
+  });
+  const cfg = await api.fetchJson("PUT", `/workspaces/${w.workspaceId}/governance/apps/${slugs[0]}/observability-config`, {
+    key: w.apiKey,
+    body: { guards: { custom_templates: [{ template_id: tpl.body.id }] } },
+  });
   if (key.status !== 201 || tpl.status !== 201 || cfg.status !== 200) throw new Error(`${key.text} ${tpl.text} ${cfg.text}`);
   return { ...w, label, apps, extraKeyId: key.body.id, templateId: tpl.body.id };
 }
@@ -108,7 +140,9 @@ test.before(async () => {
   await discoverIds(B, 2);
   before = await snapshot(B);
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
 // ---- building requests from route definitions ----------------------------------------------------
 
@@ -117,12 +151,18 @@ function idFor(name: string, w: Tenant, appId: string): string | undefined {
   if ((WORKSPACE_PARAMS as readonly string[]).includes(name)) return w.workspaceId;
   const app = w.apps[appId];
   switch (name) {
-    case "appId": return appId;
-    case "traceId": return app?.traceId;
-    case "keyId": return w.extraKeyId;
-    case "id": return w.templateId;
-    case "namespace": return w.namespace; // the edge check names the App by its namespace
-    default: return discovered.get(`${w.workspaceId}/${appId}/${name}`);
+    case "appId":
+      return appId;
+    case "traceId":
+      return app?.traceId;
+    case "keyId":
+      return w.extraKeyId;
+    case "id":
+      return w.templateId;
+    case "namespace":
+      return w.namespace; // the edge check names the App by its namespace
+    default:
+      return discovered.get(`${w.workspaceId}/${appId}/${name}`);
   }
 }
 
@@ -130,7 +170,8 @@ function idFor(name: string, w: Tenant, appId: string): string | undefined {
 const discovered = new Map<string, string>();
 /** Why an id could not be made, by parameter name (for the failure message). */
 const discoveryNotes = new Map<string, string>();
-const missing = (name: string, w: Tenant) => `no id of workspace ${w.label} for path parameter :${name}${discoveryNotes.has(name) ? ` (${discoveryNotes.get(name)})` : ""}: give idFor one, or make its collection's POST (or the item's PUT) work with an EXAMPLES body`;
+const missing = (name: string, w: Tenant) =>
+  `no id of workspace ${w.label} for path parameter :${name}${discoveryNotes.has(name) ? ` (${discoveryNotes.get(name)})` : ""}: give idFor one, or make its collection's POST (or the item's PUT) work with an EXAMPLES body`;
 
 /**
  * For every path parameter this test has no id for (a deployment's, an environment variable's...):
@@ -144,7 +185,11 @@ const missing = (name: string, w: Tenant) => `no id of workspace ${w.label} for 
 async function discoverIds(w: Tenant, count: number): Promise<void> {
   for (const route of routes) {
     for (const [i, name] of pathParamNames(route.path).entries()) {
-      if (idFor(name, w, "shared") !== undefined || [...discovered.keys()].some((k) => k.startsWith(`${w.workspaceId}/`) && k.endsWith(`/${name}`))) continue;
+      if (
+        idFor(name, w, "shared") !== undefined ||
+        [...discovered.keys()].some((k) => k.startsWith(`${w.workspaceId}/`) && k.endsWith(`/${name}`))
+      )
+        continue;
       const collection = route.path.slice(0, route.path.indexOf(`/:${name}`));
       const at = (r: RouteDef, path: string) => r.path === path && pathParamNames(r.path).length === pathParamNames(path).length;
       const list = routes.find((r) => r.method === "get" && at(r, collection));
@@ -161,7 +206,8 @@ async function discoverIds(w: Tenant, count: number): Promise<void> {
           for (let n = 0; n < (post ? count : 1); n++) {
             const target = post ? path : `${path}/${encodeURIComponent(`${w.label}_tenancy`)}`;
             const made = await api.fetchJson(post ? "POST" : "PUT", target, { key: w.apiKey, ...body });
-            if (made.status >= 300 && !discoveryNotes.has(name)) discoveryNotes.set(name, `${post ? "POST" : "PUT"} ${target} answered ${made.status} ${made.body?.code ?? ""}`);
+            if (made.status >= 300 && !discoveryNotes.has(name))
+              discoveryNotes.set(name, `${post ? "POST" : "PUT"} ${target} answered ${made.status} ${made.body?.code ?? ""}`);
           }
         }
         const r = await api.fetchJson("GET", path, { key: w.apiKey });
@@ -203,9 +249,15 @@ function bodyFor(route: RouteDef): { body?: unknown } | { error: string } {
   const example = Object.hasOwn(EXAMPLES, route.operationId);
   if (!example && bodyOptional(route.body)) return {};
   const known = EXAMPLES[route.operationId];
-  const candidate = example ? (typeof known === "function" ? (known as () => unknown)() : known) : generate(z.toJSONSchema(route.body, { io: "input", unrepresentable: "any" }));
+  const candidate = example
+    ? typeof known === "function"
+      ? (known as () => unknown)()
+      : known
+    : generate(z.toJSONSchema(route.body, { io: "input", unrepresentable: "any" }));
   const ok = route.body.safeParse(candidate);
-  return ok.success ? { body: candidate } : { error: `${route.operationId}: no valid example body (add one to EXAMPLES): ${ok.error.message}` };
+  return ok.success
+    ? { body: candidate }
+    : { error: `${route.operationId}: no valid example body (add one to EXAMPLES): ${ok.error.message}` };
 }
 
 /** A minimal instance of a JSON Schema: required properties only, the first enum value, the least number allowed. */
@@ -220,21 +272,32 @@ function generate(s: Record<string, unknown>, defs = (s.$defs ?? {}) as Record<s
       const props = (s.properties ?? {}) as Record<string, unknown>;
       return Object.fromEntries(((s.required ?? []) as string[]).map((k) => [k, g(props[k])]));
     }
-    case "array": return Array.from({ length: Number(s.minItems ?? 0) }, () => g(s.items));
-    case "string": return s.format === "uri" ? "https://example.invalid/x" : "x".repeat(Math.max(1, Number(s.minLength ?? 1)));
-    case "integer": case "number": return Number(s.minimum ?? s.exclusiveMinimum ?? 0) + (s.exclusiveMinimum !== undefined ? 1 : 0);
-    case "boolean": return false;
-    default: return null;
+    case "array":
+      return Array.from({ length: Number(s.minItems ?? 0) }, () => g(s.items));
+    case "string":
+      return s.format === "uri" ? "https://example.invalid/x" : "x".repeat(Math.max(1, Number(s.minLength ?? 1)));
+    case "integer":
+    case "number":
+      return Number(s.minimum ?? s.exclusiveMinimum ?? 0) + (s.exclusiveMinimum !== undefined ? 1 : 0);
+    case "boolean":
+      return false;
+    default:
+      return null;
   }
 }
 
 /** B's data: what no answer to A may contain (unless A sent it in the path). */
 function victimMarkers(): string[] {
   return [
-    marker(B.label), "Bravo", B.workspaceId, B.templateId, B.extraKeyId,
+    marker(B.label),
+    "Bravo",
+    B.workspaceId,
+    B.templateId,
+    B.extraKeyId,
     ...Object.values(B.apps).flatMap((a) => [a.traceId, a.key]),
     ...[...discovered].filter(([k]) => k.startsWith(`${B.workspaceId}/`)).map(([, id]) => id),
-    B.apiKey, B.apiKey.slice(0, 12),
+    B.apiKey,
+    B.apiKey.slice(0, 12),
   ];
 }
 
@@ -253,7 +316,10 @@ const whole = (m: string) => new RegExp(`(?<![A-Za-z0-9_-])${m.replace(/[.*+?^${
 const keyOfKind = (kind: KeyKind, w: Tenant): string =>
   kind === "workspace" ? w.apiKey : kind === "admin" ? api.adminKey : kind === "app" ? w.apps.shared!.key : operator;
 
-interface Problem { route: string; problem: string }
+interface Problem {
+  route: string;
+  problem: string;
+}
 
 function classify(route: RouteDef): readonly KeyKind[] | undefined {
   return Object.hasOwn(ACCEPTS, route.auth) ? ACCEPTS[route.auth] : undefined;
@@ -266,7 +332,8 @@ test.serial("the route table is enumerated and every route is classified by its 
   const unclassified = routes.filter((r) => classify(r) === undefined).map((r) => `${r.operationId} (auth ${String(r.auth)})`);
   t.deepEqual(unclassified, [], "a route whose auth mode this test does not know");
   const seen = new Set(routes.map((r) => r.auth));
-  for (const mode of ["workspace", "platform-admin", "workspace-or-platform-admin", "app-key", "operator", "none"] as const) t.true(seen.has(mode), mode);
+  for (const mode of ["workspace", "platform-admin", "workspace-or-platform-admin", "app-key", "operator", "none"] as const)
+    t.true(seen.has(mode), mode);
 });
 
 test.serial("A's key on B's ids: 404 (or 403) on every route that takes a workspace key, and nothing of B in the answer", async (t) => {
@@ -282,16 +349,23 @@ test.serial("A's key on B's ids: 404 (or 403) on every route that takes a worksp
     const variants: ((n: string) => string | undefined)[] = [];
     if (hasWs) variants.push((n) => idFor(n, B, own.some((x) => x !== "appId") ? "shared" : "bravoonly"));
     if (own.length > 0) {
-      const mixed = (appId: string) => (n: string) => (WORKSPACE_PARAMS as readonly string[]).includes(n) ? A.workspaceId : n === "appId" ? appId : idFor(n, B, "shared");
+      const mixed = (appId: string) => (n: string) =>
+        (WORKSPACE_PARAMS as readonly string[]).includes(n) ? A.workspaceId : n === "appId" ? appId : idFor(n, B, "shared");
       variants.push(mixed("bravoonly")); // an app that only B has
       if (own.some((n) => n !== "appId")) variants.push(mixed("shared")); // A's app of the same name, B's trace, deployment...
     }
     if (variants.length === 0) continue; // no ids in the path: a listing or a create in no workspace (checked below)
     const body = bodyFor(route);
-    if ("error" in body) { problems.push({ route: route.operationId, problem: body.error }); continue; }
+    if ("error" in body) {
+      problems.push({ route: route.operationId, problem: body.error });
+      continue;
+    }
     for (const v of variants) {
       const path = pathOf(route, v);
-      if (typeof path !== "string") { problems.push({ route: route.operationId, problem: missing(path.missing, B) }); break; }
+      if (typeof path !== "string") {
+        problems.push({ route: route.operationId, problem: missing(path.missing, B) });
+        break;
+      }
       const r = await api.fetchJson(route.method.toUpperCase(), path, { key: A.apiKey, ...body });
       calls++;
       // a PUT under a name the client chooses may create the caller's own resource of that name (201),
@@ -300,11 +374,15 @@ test.serial("A's key on B's ids: 404 (or 403) on every route that takes a worksp
       if (createdOwn) {
         // undone at once, so that the sweep's DELETE of that name finds nothing of A's either
         const undo = routes.find((x) => x.method === "delete" && x.path === route.path);
-        if (!undo || (await api.fetchJson("DELETE", path, { key: A.apiKey })).status !== 204) problems.push({ route: `PUT ${path}`, problem: "created A's own resource and no DELETE of the same path removes it" });
-      } else if (r.status !== 404 && r.status !== 403) problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}: ${r.text.slice(0, 200)}` });
-      else if (!(r.headers.get("content-type") ?? "").startsWith("application/problem+json")) problems.push({ route: path, problem: "not a problem document" });
+        if (!undo || (await api.fetchJson("DELETE", path, { key: A.apiKey })).status !== 204)
+          problems.push({ route: `PUT ${path}`, problem: "created A's own resource and no DELETE of the same path removes it" });
+      } else if (r.status !== 404 && r.status !== 403)
+        problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}: ${r.text.slice(0, 200)}` });
+      else if (!(r.headers.get("content-type") ?? "").startsWith("application/problem+json"))
+        problems.push({ route: path, problem: "not a problem document" });
       const leaked = leaks(r, path, victimMarkers());
-      if (leaked.length > 0) problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `B's data in the answer: ${leaked.join(", ")}` });
+      if (leaked.length > 0)
+        problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `B's data in the answer: ${leaked.join(", ")}` });
     }
   }
   t.deepEqual(problems, []);
@@ -318,11 +396,15 @@ test.serial("read routes with A's own ids, and listings, answer nothing of B, wh
     if (route.method !== "get") continue;
     for (const kind of kinds.length === 0 ? [undefined] : kinds) {
       const path = pathOf(route, (n) => idFor(n, A, "shared"));
-      if (typeof path !== "string") { problems.push({ route: route.operationId, problem: missing(path.missing, A) }); continue; }
+      if (typeof path !== "string") {
+        problems.push({ route: route.operationId, problem: missing(path.missing, A) });
+        continue;
+      }
       const r = await api.fetchJson("GET", path, { key: kind ? keyOfKind(kind, A) : null });
       if (route.auth === "platform-admin") continue; // the platform's own listing (GET /workspaces) names every workspace by design
       const leaked = leaks(r, path, victimMarkers());
-      if (leaked.length > 0) problems.push({ route: `${kind ?? "public"} GET ${path}`, problem: `status ${r.status}, B's data: ${leaked.join(", ")}` });
+      if (leaked.length > 0)
+        problems.push({ route: `${kind ?? "public"} GET ${path}`, problem: `status ${r.status}, B's data: ${leaked.join(", ")}` });
     }
   }
   t.deepEqual(problems, []);
@@ -332,10 +414,14 @@ test.serial("public routes that name ids answer B's ids with no success and none
   const problems: Problem[] = [];
   for (const route of routes.filter((r) => r.auth === "none" && pathParamNames(r.path).length > 0)) {
     const path = pathOf(route, (n) => idFor(n, B, "shared"));
-    if (typeof path !== "string") { problems.push({ route: route.operationId, problem: missing(path.missing, B) }); continue; }
+    if (typeof path !== "string") {
+      problems.push({ route: route.operationId, problem: missing(path.missing, B) });
+      continue;
+    }
     for (const key of [null, A.apiKey]) {
       const r = await api.fetchJson(route.method.toUpperCase(), path, { key, ...(route.body ? { body: {} } : {}) });
-      if (r.status < 400) problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status} without B's credentials` });
+      if (r.status < 400)
+        problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status} without B's credentials` });
       const leaked = leaks(r, path, victimMarkers());
       if (leaked.length > 0) problems.push({ route: path, problem: `B's data: ${leaked.join(", ")}` });
     }
@@ -349,10 +435,14 @@ test.serial("keys of a kind a route does not take are refused (401/403) on every
     const kinds = classify(route) ?? [];
     if (route.auth === "none") continue;
     const path = pathOf(route, (n) => idFor(n, A, "shared"));
-    if (typeof path !== "string") { problems.push({ route: route.operationId, problem: missing(path.missing, A) }); continue; }
+    if (typeof path !== "string") {
+      problems.push({ route: route.operationId, problem: missing(path.missing, A) });
+      continue;
+    }
     for (const kind of (["workspace", "admin", "app", "operator"] as const).filter((k) => !kinds.includes(k))) {
       const r = await api.fetchJson(route.method.toUpperCase(), path, { key: keyOfKind(kind, A), ...(route.body ? { body: {} } : {}) });
-      if (r.status !== 401 && r.status !== 403) problems.push({ route: `${kind} key on ${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}` });
+      if (r.status !== 401 && r.status !== 403)
+        problems.push({ route: `${kind} key on ${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}` });
     }
   }
   t.deepEqual(problems, []);
@@ -364,21 +454,32 @@ test.serial("an app's scoped key reads and writes its own store only", async (t)
   const others = [marker(B.label), A.apps.alfatwo!.traceId, B.apps.shared!.traceId, "alfatwo asks"];
   for (const route of routes.filter((r) => r.auth === "app-key")) {
     const body = bodyFor(route);
-    if ("error" in body) { t.fail(body.error); continue; }
+    if ("error" in body) {
+      t.fail(body.error);
+      continue;
+    }
     const r = await api.fetchJson(route.method.toUpperCase(), route.path, { key: own.key, ...body });
     t.true(r.status < 300, `${route.operationId}: ${r.text}`);
     t.deepEqual(leaks(r, route.path, others), [], route.operationId);
   }
   // another app's project, of the same workspace or of B: refused, nothing written
   for (const project of ["alfatwo", "bravoonly"]) {
-    const r = await api.fetchJson("POST", "/governance/traces", { key: own.key, body: traceBody(crypto.randomUUID(), "cross-app write", { project }) });
+    const r = await api.fetchJson("POST", "/governance/traces", {
+      key: own.key,
+      body: traceBody(crypto.randomUUID(), "cross-app write", { project }),
+    });
     t.is(r.status, 403, r.text);
     t.is(r.body.code, "project_mismatch");
   }
   // a traceId that another store holds is a new trace of this store, not that store's duplicate
-  const same = await api.fetchJson("POST", "/governance/traces", { key: own.key, body: traceBody(B.apps.shared!.traceId, "same id, other store") });
+  const same = await api.fetchJson("POST", "/governance/traces", {
+    key: own.key,
+    body: traceBody(B.apps.shared!.traceId, "same id, other store"),
+  });
   t.is(same.status, 201, same.text);
-  const theirs = await api.fetchJson("GET", `/workspaces/${B.workspaceId}/governance/apps/shared/traces/${B.apps.shared!.traceId}`, { key: B.apiKey });
+  const theirs = await api.fetchJson("GET", `/workspaces/${B.workspaceId}/governance/apps/shared/traces/${B.apps.shared!.traceId}`, {
+    key: B.apiKey,
+  });
   t.true(theirs.body.prompt.startsWith(marker(B.label)), "B's trace is untouched");
   // the config the toolkit loads is the app's own
   const cfg = await api.fetchJson("GET", "/governance/config", { key: own.key });
@@ -410,11 +511,15 @@ test.serial("a revoked key stops working at once, on every route of its kind", a
       const key = revoked[kind];
       if (!key) continue; // the operator's token is Kubernetes' to revoke
       const path = pathOf(route, (n) => idFor(n, A, "shared"));
-      if (typeof path !== "string") { problems.push({ route: route.operationId, problem: missing(path.missing, A) }); continue; }
+      if (typeof path !== "string") {
+        problems.push({ route: route.operationId, problem: missing(path.missing, A) });
+        continue;
+      }
       const body = bodyFor(route);
       const r = await api.fetchJson(route.method.toUpperCase(), path, { key, ...("body" in body ? { body: body.body } : {}) });
       calls++;
-      if (r.status !== 401) problems.push({ route: `revoked ${kind} key on ${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}` });
+      if (r.status !== 401)
+        problems.push({ route: `revoked ${kind} key on ${route.method.toUpperCase()} ${path}`, problem: `status ${r.status}` });
     }
   }
   t.deepEqual(problems, []);
@@ -437,8 +542,15 @@ async function snapshot(w: Tenant): Promise<unknown> {
     const app = await get(`${W}/apps/${slug}`);
     // every collection of an app the route table lists (deployments, environment variables...)
     const collections: Record<string, unknown> = {};
-    for (const r of routes.filter((x) => x.method === "get" && x.auth === "workspace" && !x.query && pathParamNames(x.path).length === 2 && pathParamNames(x.path)[1] === "appId")) {
-      const body = await get(pathOf(r, (n) => n === "appId" ? slug : w.workspaceId) as string);
+    for (const r of routes.filter(
+      (x) =>
+        x.method === "get" &&
+        x.auth === "workspace" &&
+        !x.query &&
+        pathParamNames(x.path).length === 2 &&
+        pathParamNames(x.path)[1] === "appId",
+    )) {
+      const body = await get(pathOf(r, (n) => (n === "appId" ? slug : w.workspaceId)) as string);
       if (Array.isArray(body?.data)) collections[r.operationId] = body.data;
     }
     stores[slug] = {

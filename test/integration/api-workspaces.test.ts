@@ -29,13 +29,18 @@ test.after.always(async () => {
 });
 
 async function namespaceLabels(name: string): Promise<Record<string, string> | undefined> {
-  try { return (await k.core.readNamespace({ name })).metadata?.labels ?? {}; } catch { return undefined; }
+  try {
+    return (await k.core.readNamespace({ name })).metadata?.labels ?? {};
+  } catch {
+    return undefined;
+  }
 }
 
 test("a create interrupted after the row is written is finished by a retry with the same id", async (t) => {
   let failures = 1;
   const flaky: NamespaceEnsurer = {
-    ensure: (name, labels) => (failures-- > 0 ? Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6443")) : real.ensure(name, labels)),
+    ensure: (name, labels) =>
+      failures-- > 0 ? Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6443")) : real.ensure(name, labels),
   };
   const svc = new WorkspaceService({ orm, namespaces: flaky, log });
   const id = newWorkspaceId();

@@ -11,7 +11,14 @@ import * as yaml from "js-yaml";
 import type * as k8s from "@kubernetes/client-node";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { loadConfig } from "../../api/config.ts";
-import { API_INGRESS_HOST, DATABASE_SECRET, localValues, parseReference, REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
+import {
+  API_INGRESS_HOST,
+  DATABASE_SECRET,
+  localValues,
+  parseReference,
+  REAL_NODE_SELECTOR,
+  REAL_NODE_TOLERATIONS,
+} from "../../hack/lib/local-values.ts";
 import { NODE_UID } from "../../hack/images.ts";
 import { K8S_VERSION, helm, kubectl, root } from "../helpers/binaries.ts";
 import { deleteNamespace, kube, uniqueName } from "../helpers/kube.ts";
@@ -27,11 +34,23 @@ test.before(async () => {
   dir = mkdtempSync(join(tmpdir(), "berth-local-values-"));
   const file = join(dir, "values.json");
   writeFileSync(file, JSON.stringify(localValues({ api: parseReference(API), operator: parseReference(OPERATOR) })));
-  const r = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file]);
+  const r = await helm([
+    "template",
+    "berth",
+    join(root, "charts/berth"),
+    "--namespace",
+    "berth-system",
+    "--kube-version",
+    K8S_VERSION,
+    "-f",
+    file,
+  ]);
   if (r.code !== 0) throw new Error(`helm template failed (${r.code}):\n${r.stderr}`);
   rendered = (yaml.loadAll(r.stdout) as (Obj | null)[]).filter((o): o is Obj => o !== null);
 });
-test.after.always(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
+test.after.always(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
 
 const find = (kind: string, name: string): Obj => {
   const o = rendered.find((x) => x.kind === kind && x.metadata.name === name);
@@ -59,7 +78,11 @@ test("the chart's pods run the local images on the real node as the images' user
   for (const w of workloads) {
     const spec = podSpec(w);
     t.deepEqual(spec.nodeSelector, { ...REAL_NODE_SELECTOR }, `${w.kind}/${w.metadata.name}`);
-    t.deepEqual(spec.tolerations, REAL_NODE_TOLERATIONS.map((x) => ({ ...x })), `${w.kind}/${w.metadata.name}`);
+    t.deepEqual(
+      spec.tolerations,
+      REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+      `${w.kind}/${w.metadata.name}`,
+    );
     t.like(spec.securityContext, { runAsNonRoot: true, runAsUser: NODE_UID, runAsGroup: NODE_UID });
   }
   t.is(podSpec(find("Deployment", "berth-api")).containers[0]!.image, API);
@@ -72,12 +95,18 @@ test("the operator places Apps' pods on the real node, and the database URL come
   const env = podSpec(find("Deployment", "berth-operator")).containers[0]!.env ?? [];
   const config = loadOperatorConfig(Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value])));
   t.deepEqual(config.BERTH_WORKLOAD_NODE_SELECTOR, { ...REAL_NODE_SELECTOR });
-  t.deepEqual(config.BERTH_WORKLOAD_TOLERATIONS, REAL_NODE_TOLERATIONS.map((x) => ({ ...x })));
+  t.deepEqual(
+    config.BERTH_WORKLOAD_TOLERATIONS,
+    REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+  );
   for (const w of [find("Deployment", "berth-api"), find("Job", "berth-migrations")]) {
     const db = podSpec(w).containers[0]!.env?.find((e) => e.name === "DATABASE_URL");
     t.deepEqual(db?.valueFrom?.secretKeyRef, { name: DATABASE_SECRET, key: "DATABASE_URL" });
   }
-  t.false(rendered.some((o) => o.kind === "Secret"), "no Secret of the chart's own: the URL never passes through Helm values");
+  t.false(
+    rendered.some((o) => o.kind === "Secret"),
+    "no Secret of the chart's own: the URL never passes through Helm values",
+  );
   const ingress = find("Ingress", "berth-api") as Obj & { spec: k8s.V1IngressSpec };
   t.is(ingress.spec.rules?.[0]?.host, API_INGRESS_HOST);
 });
@@ -89,7 +118,17 @@ test("the API server accepts every rendered object (server-side dry run), with n
   await k.core.createNamespace({ body: { metadata: { name: ns, labels: pss } } });
   t.teardown(() => deleteNamespace(k, ns));
   // cluster-scoped names (ClusterRoles) follow the release: one of its own
-  const r = await helm(["template", uniqueName("berth-lv"), join(root, "charts/berth"), "--namespace", ns, "--kube-version", K8S_VERSION, "-f", join(dir, "values.json")]);
+  const r = await helm([
+    "template",
+    uniqueName("berth-lv"),
+    join(root, "charts/berth"),
+    "--namespace",
+    ns,
+    "--kube-version",
+    K8S_VERSION,
+    "-f",
+    join(dir, "values.json"),
+  ]);
   t.is(r.code, 0, r.stderr);
   const applied = await kubectl(["apply", "--dry-run=server", "-f", "-"], r.stdout);
   t.is(applied.code, 0, applied.stderr);
@@ -99,36 +138,95 @@ test("the API server accepts every rendered object (server-side dry run), with n
 
 test("with a builder, the operator's build configuration comes from the values and parses", async (t) => {
   const file = join(dir, "values-builder.json");
-  writeFileSync(file, JSON.stringify(localValues({
-    api: parseReference(API), operator: parseReference(OPERATOR),
-    builder: { image: parseReference("127.0.0.1:5000/berth/berth-builder:0123"), buildkitHost: "tcp://10.201.0.1:26552", registry: "127.0.0.1:5000", baseImages: { node: "127.0.0.1:5000/berth/node:v1" } },
-  })));
-  const r = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file]);
+  writeFileSync(
+    file,
+    JSON.stringify(
+      localValues({
+        api: parseReference(API),
+        operator: parseReference(OPERATOR),
+        builder: {
+          image: parseReference("127.0.0.1:5000/berth/berth-builder:0123"),
+          buildkitHost: "tcp://10.201.0.1:26552",
+          registry: "127.0.0.1:5000",
+          baseImages: { node: "127.0.0.1:5000/berth/node:v1" },
+        },
+      }),
+    ),
+  );
+  const r = await helm([
+    "template",
+    "berth",
+    join(root, "charts/berth"),
+    "--namespace",
+    "berth-system",
+    "--kube-version",
+    K8S_VERSION,
+    "-f",
+    file,
+  ]);
   t.is(r.code, 0, r.stderr);
   const op = (yaml.loadAll(r.stdout) as (Obj | null)[]).find((o) => o?.kind === "Deployment" && o.metadata.name === "berth-operator")!;
   const env = podSpec(op).containers[0]!.env ?? [];
   const config = loadOperatorConfig(Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value])));
   t.like(config, {
-    BERTH_BUILDER_IMAGE: "127.0.0.1:5000/berth/berth-builder:0123", BERTH_BUILDKIT_HOST: "tcp://10.201.0.1:26552",
-    BERTH_BUILD_REGISTRY: "127.0.0.1:5000", BERTH_BUILD_REGISTRY_INSECURE: true, BERTH_BUILD_BASE_IMAGES: { node: "127.0.0.1:5000/berth/node:v1" },
+    BERTH_BUILDER_IMAGE: "127.0.0.1:5000/berth/berth-builder:0123",
+    BERTH_BUILDKIT_HOST: "tcp://10.201.0.1:26552",
+    BERTH_BUILD_REGISTRY: "127.0.0.1:5000",
+    BERTH_BUILD_REGISTRY_INSECURE: true,
+    BERTH_BUILD_BASE_IMAGES: { node: "127.0.0.1:5000/berth/node:v1" },
     BERTH_BUILD_CACHE: "local",
   });
-  const registryCache = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file, "--set", "builder.cache=registry"]);
+  const registryCache = await helm([
+    "template",
+    "berth",
+    join(root, "charts/berth"),
+    "--namespace",
+    "berth-system",
+    "--kube-version",
+    K8S_VERSION,
+    "-f",
+    file,
+    "--set",
+    "builder.cache=registry",
+  ]);
   t.is(registryCache.code, 0, registryCache.stderr);
-  const op2 = (yaml.loadAll(registryCache.stdout) as (Obj | null)[]).find((o) => o?.kind === "Deployment" && o.metadata.name === "berth-operator")!;
+  const op2 = (yaml.loadAll(registryCache.stdout) as (Obj | null)[]).find(
+    (o) => o?.kind === "Deployment" && o.metadata.name === "berth-operator",
+  )!;
   const env2 = podSpec(op2).containers[0]!.env ?? [];
-  t.is(loadOperatorConfig(Object.fromEntries(env2.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]))).BERTH_BUILD_CACHE, "registry");
+  t.is(
+    loadOperatorConfig(Object.fromEntries(env2.filter((e) => e.value !== undefined).map((e) => [e.name, e.value]))).BERTH_BUILD_CACHE,
+    "registry",
+  );
   const without = podSpec(find("Deployment", "berth-operator")).containers[0]!.env ?? [];
-  t.false(without.some((e) => e.name.startsWith("BERTH_BUILD")), "builds are off unless configured");
+  t.false(
+    without.some((e) => e.name.startsWith("BERTH_BUILD")),
+    "builds are off unless configured",
+  );
 });
 
 test("the API may read branch heads from the local Git server on the node's private address, and from nothing else private", async (t) => {
   const file = join(dir, "values-git.json");
-  writeFileSync(file, JSON.stringify(localValues({ api: parseReference(API), operator: parseReference(OPERATOR), gitUrl: "http://10.201.0.1:26553" })));
-  const r = await helm(["template", "berth", join(root, "charts/berth"), "--namespace", "berth-system", "--kube-version", K8S_VERSION, "-f", file]);
+  writeFileSync(
+    file,
+    JSON.stringify(localValues({ api: parseReference(API), operator: parseReference(OPERATOR), gitUrl: "http://10.201.0.1:26553" })),
+  );
+  const r = await helm([
+    "template",
+    "berth",
+    join(root, "charts/berth"),
+    "--namespace",
+    "berth-system",
+    "--kube-version",
+    K8S_VERSION,
+    "-f",
+    file,
+  ]);
   t.is(r.code, 0, r.stderr);
   const api = (yaml.loadAll(r.stdout) as (Obj | null)[]).find((o) => o?.kind === "Deployment" && o.metadata.name === "berth-api")!;
-  const env = Object.fromEntries((podSpec(api).containers[0]!.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+  const env = Object.fromEntries(
+    (podSpec(api).containers[0]!.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]),
+  );
   const config = loadConfig({ ...env, DATABASE_URL: "postgres://u:p@db:5432/berth" });
   t.deepEqual(config.BERTH_OUTBOUND_ALLOW, ["10.201.0.1/32"]);
   t.deepEqual(config.BERTH_OUTBOUND_DENY, []);

@@ -32,12 +32,26 @@ let secondValuesFile = "";
 /** The second values set: an existing database Secret, the API Ingress with TLS, 2 operator replicas. */
 const secondValues = {
   database: { existingSecret: "berth-db", existingSecretKey: "url" },
-  operator: { replicas: 2, config: { ingressClassName: "nginx", defaultTlsSecret: "wildcard-tls", watchNamespace: "team-a", concurrency: 4 } },
+  operator: {
+    replicas: 2,
+    config: { ingressClassName: "nginx", defaultTlsSecret: "wildcard-tls", watchNamespace: "team-a", concurrency: 4 },
+  },
   api: {
     replicas: 3,
-    ingress: { enabled: true, className: "nginx", host: "berth.example.com", annotations: { "cert-manager.io/cluster-issuer": "letsencrypt" }, tls: { enabled: true } },
+    ingress: {
+      enabled: true,
+      className: "nginx",
+      host: "berth.example.com",
+      annotations: { "cert-manager.io/cluster-issuer": "letsencrypt" },
+      tls: { enabled: true },
+    },
     config: { host: "::", outbound: { allow: ["10.20.0.15/32", "fd00:1::/64"], deny: ["203.0.113.0/24"] } },
-    oidc: { issuerUrl: "https://login.example.com/realms/acme", clientId: "berth", clientSecret: { existingSecret: "berth-oidc", key: "secret" }, redirectUrl: "https://berth.example.com/api/v1/auth/oidc/callback" },
+    oidc: {
+      issuerUrl: "https://login.example.com/realms/acme",
+      clientId: "berth",
+      clientSecret: { existingSecret: "berth-oidc", key: "secret" },
+      redirectUrl: "https://berth.example.com/api/v1/auth/oidc/callback",
+    },
   },
 };
 
@@ -76,7 +90,9 @@ test.before(() => {
   secondValuesFile = join(tmp, "second.yaml");
   writeFileSync(secondValuesFile, yaml.dump(secondValues));
 });
-test.after.always(() => { if (tmp) rmSync(tmp, { recursive: true, force: true }); });
+test.after.always(() => {
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+});
 
 // ---- lint and render ----
 
@@ -90,51 +106,90 @@ test("helm lint --strict passes with the default values and with the second valu
 
 test("network: Berth's pods closed but for the port each serves; workspaces' policies name DNS and this release's API pods, checked by the API's own schema", async (t) => {
   const { objects } = await render("berth", NS);
-  type Policy = { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress?: { ports?: { port: string }[] }[] } };
+  type Policy = {
+    spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress?: { ports?: { port: string }[] }[] };
+  };
   const deny = find<Policy>(objects, "NetworkPolicy", "berth-default-deny");
   t.deepEqual(deny.spec.podSelector.matchLabels, { "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth" });
   t.deepEqual(deny.spec.policyTypes, ["Ingress"]);
   t.is(deny.spec.ingress, undefined, "no ingress rule: every connection in refused");
   const api = find<Policy>(objects, "NetworkPolicy", "berth-api");
   t.is(api.spec.podSelector.matchLabels["app.kubernetes.io/component"], "api");
-  t.deepEqual(api.spec.ingress?.[0]?.ports?.map((p) => p.port), ["http"]);
+  t.deepEqual(
+    api.spec.ingress?.[0]?.ports?.map((p) => p.port),
+    ["http"],
+  );
   const deployment = find<k8s.V1Deployment>(objects, "Deployment", "berth-api");
-  t.true(container(deployment, "api").ports?.some((p) => p.name === "http"), "the port the policy names exists");
-  t.deepEqual(find<Policy>(objects, "NetworkPolicy", "berth-operator").spec.ingress?.[0]?.ports?.map((p) => p.port), ["health"]);
+  t.true(
+    container(deployment, "api").ports?.some((p) => p.name === "http"),
+    "the port the policy names exists",
+  );
+  t.deepEqual(
+    find<Policy>(objects, "NetworkPolicy", "berth-operator").spec.ingress?.[0]?.ports?.map((p) => p.port),
+    ["health"],
+  );
 
   // the API's BERTH_WORKSPACE_NETWORK: parsed by the API's own configuration, as its pod would
   const env = envOf(container(deployment, "api"), () => "");
-  const network = loadConfig({ DATABASE_URL: "postgres://u:p@db/berth", BERTH_WORKSPACE_NETWORK: env.BERTH_WORKSPACE_NETWORK }).BERTH_WORKSPACE_NETWORK;
+  const network = loadConfig({
+    DATABASE_URL: "postgres://u:p@db/berth",
+    BERTH_WORKSPACE_NETWORK: env.BERTH_WORKSPACE_NETWORK,
+  }).BERTH_WORKSPACE_NETWORK;
   t.true(network.enabled);
   t.deepEqual(network.ingressFrom, [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "kube-system" } } }]);
   t.deepEqual(network.egressTo[1], {
-    to: [{ namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": NS } }, podSelector: { matchLabels: { "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth", "app.kubernetes.io/component": "api" } } }],
+    to: [
+      {
+        namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": NS } },
+        podSelector: {
+          matchLabels: { "app.kubernetes.io/name": "berth", "app.kubernetes.io/instance": "berth", "app.kubernetes.io/component": "api" },
+        },
+      },
+    ],
     ports: [{ protocol: "TCP", port: 8080 }],
   });
-  t.deepEqual(network.egressTo[0]?.ports, [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 53 }]);
+  t.deepEqual(network.egressTo[0]?.ports, [
+    { protocol: "UDP", port: 53 },
+    { protocol: "TCP", port: 53 },
+  ]);
 
   const off = await render("berth", NS, ["--set", "networkPolicy.enabled=false", "--set", "workspaces.network.enabled=false"]);
   t.false(off.objects.some((o) => o.kind === "NetworkPolicy"));
   const offEnv = envOf(container(find<k8s.V1Deployment>(off.objects, "Deployment", "berth-api"), "api"), () => "");
-  t.false(loadConfig({ DATABASE_URL: "postgres://u:p@db/berth", BERTH_WORKSPACE_NETWORK: offEnv.BERTH_WORKSPACE_NETWORK }).BERTH_WORKSPACE_NETWORK.enabled);
+  t.false(
+    loadConfig({ DATABASE_URL: "postgres://u:p@db/berth", BERTH_WORKSPACE_NETWORK: offEnv.BERTH_WORKSPACE_NETWORK }).BERTH_WORKSPACE_NETWORK
+      .enabled,
+  );
 });
 
 test("the default values render the operator, the API, their RBAC and the migration hook", async (t) => {
   const { objects } = await render("berth", NS);
   t.deepEqual(kinds(objects), [
-    "ClusterRole/berth-api", "ClusterRole/berth-operator",
-    "ClusterRoleBinding/berth-api", "ClusterRoleBinding/berth-operator",
-    "Deployment/berth-api", "Deployment/berth-operator",
+    "ClusterRole/berth-api",
+    "ClusterRole/berth-operator",
+    "ClusterRoleBinding/berth-api",
+    "ClusterRoleBinding/berth-operator",
+    "Deployment/berth-api",
+    "Deployment/berth-operator",
     "Job/berth-migrations",
-    "NetworkPolicy/berth-api", "NetworkPolicy/berth-default-deny", "NetworkPolicy/berth-operator",
+    "NetworkPolicy/berth-api",
+    "NetworkPolicy/berth-default-deny",
+    "NetworkPolicy/berth-operator",
     "PodDisruptionBudget/berth-api",
-    "Role/berth-api-release", "Role/berth-operator-release", "RoleBinding/berth-api-release", "RoleBinding/berth-operator-release",
-    "Secret/berth-database", "Secret/berth-migrations-db",
-    "Service/berth-api", "Service/berth-operator-metrics",
-    "ServiceAccount/berth-api", "ServiceAccount/berth-operator",
+    "Role/berth-api-release",
+    "Role/berth-operator-release",
+    "RoleBinding/berth-api-release",
+    "RoleBinding/berth-operator-release",
+    "Secret/berth-database",
+    "Secret/berth-migrations-db",
+    "Service/berth-api",
+    "Service/berth-operator-metrics",
+    "ServiceAccount/berth-api",
+    "ServiceAccount/berth-operator",
   ]);
   for (const o of objects) {
-    if (!["ClusterRole", "ClusterRoleBinding"].includes(o.kind!)) t.is(o.metadata.namespace, NS, `${o.kind}/${o.metadata.name} is not in the release namespace`);
+    if (!["ClusterRole", "ClusterRoleBinding"].includes(o.kind!))
+      t.is(o.metadata.namespace, NS, `${o.kind}/${o.metadata.name} is not in the release namespace`);
   }
 
   const op = find<k8s.V1Deployment>(objects, "Deployment", "berth-operator");
@@ -144,7 +199,10 @@ test("the default values render the operator, the API, their RBAC and the migrat
   t.is(opc.image, `ghcr.io/berth-dev/berth-operator:${appVersion}`);
   t.is(opc.imagePullPolicy, "IfNotPresent");
   t.deepEqual(opc.command, ["node", "--max-semi-space-size=1", "--optimize-for-size", "--v8-pool-size=1", "operator/main.ts"]);
-  t.like(envOf(opc, () => "pod"), { BERTH_LEADER_ELECTION: "true", BERTH_LEADER_ELECTION_NAMESPACE: NS, BERTH_OPERATOR_HEALTH_HOST: "0.0.0.0" });
+  t.like(
+    envOf(opc, () => "pod"),
+    { BERTH_LEADER_ELECTION: "true", BERTH_LEADER_ELECTION_NAMESPACE: NS, BERTH_OPERATOR_HEALTH_HOST: "0.0.0.0" },
+  );
 
   const api = find<k8s.V1Deployment>(objects, "Deployment", "berth-api");
   t.is(api.spec?.replicas, 2);
@@ -180,20 +238,41 @@ test("the default values render the operator, the API, their RBAC and the migrat
 
 test("the second values set renders: existing database Secret, API Ingress with TLS, 2 operator replicas", async (t) => {
   const { objects } = await render("berth", NS, ["--values", secondValuesFile]);
-  t.deepEqual(objects.filter((o) => o.kind === "Secret"), [], "no Secret is rendered when database.existingSecret is set");
+  t.deepEqual(
+    objects.filter((o) => o.kind === "Secret"),
+    [],
+    "no Secret is rendered when database.existingSecret is set",
+  );
   const op = find<k8s.V1Deployment>(objects, "Deployment", "berth-operator");
   t.is(op.spec?.replicas, 2);
-  t.like(envOf(container(op, "operator"), () => "pod"), { BERTH_INGRESS_CLASS: "nginx", BERTH_DEFAULT_TLS_SECRET: "wildcard-tls", BERTH_WATCH_NAMESPACE: "team-a", BERTH_OPERATOR_CONCURRENCY: "4" });
+  t.like(
+    envOf(container(op, "operator"), () => "pod"),
+    {
+      BERTH_INGRESS_CLASS: "nginx",
+      BERTH_DEFAULT_TLS_SECRET: "wildcard-tls",
+      BERTH_WATCH_NAMESPACE: "team-a",
+      BERTH_OPERATOR_CONCURRENCY: "4",
+    },
+  );
   const api = find<k8s.V1Deployment>(objects, "Deployment", "berth-api");
   t.is(api.spec?.replicas, 3);
   const ref = { name: "berth-db", key: "url" };
   t.deepEqual(container(api, "api").env?.find((e) => e.name === "DATABASE_URL")?.valueFrom?.secretKeyRef, ref);
-  t.deepEqual(container(find<k8s.V1Job>(objects, "Job", "berth-migrations"), "migrations").env?.find((e) => e.name === "DATABASE_URL")?.valueFrom?.secretKeyRef, ref);
+  t.deepEqual(
+    container(find<k8s.V1Job>(objects, "Job", "berth-migrations"), "migrations").env?.find((e) => e.name === "DATABASE_URL")?.valueFrom
+      ?.secretKeyRef,
+    ref,
+  );
   const ing = find<k8s.V1Ingress>(objects, "Ingress", "berth-api");
   t.is(ing.spec?.ingressClassName, "nginx");
   t.like(ing.metadata.annotations, { "cert-manager.io/cluster-issuer": "letsencrypt" });
   t.deepEqual(ing.spec?.tls, [{ hosts: ["berth.example.com"], secretName: "berth-api-tls" }]);
-  t.deepEqual(ing.spec?.rules, [{ host: "berth.example.com", http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "berth-api", port: { name: "http" } } } }] } }]);
+  t.deepEqual(ing.spec?.rules, [
+    {
+      host: "berth.example.com",
+      http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "berth-api", port: { name: "http" } } } }] },
+    },
+  ]);
 });
 
 test("every pod is locked down: non-root, read-only root filesystem, no capabilities, RuntimeDefault seccomp, no service links", async (t) => {
@@ -209,10 +288,24 @@ test("every pod is locked down: non-root, read-only root filesystem, no capabili
       t.false(pod.enableServiceLinks, what);
       t.false(pod.hostNetwork ?? false, what);
       for (const c of [...pod.containers, ...(pod.initContainers ?? [])]) {
-        t.like(c.securityContext, { runAsNonRoot: true, allowPrivilegeEscalation: false, privileged: false, readOnlyRootFilesystem: true, capabilities: { drop: ["ALL"] }, seccompProfile: { type: "RuntimeDefault" } }, `${what} ${c.name}`);
+        t.like(
+          c.securityContext,
+          {
+            runAsNonRoot: true,
+            allowPrivilegeEscalation: false,
+            privileged: false,
+            readOnlyRootFilesystem: true,
+            capabilities: { drop: ["ALL"] },
+            seccompProfile: { type: "RuntimeDefault" },
+          },
+          `${what} ${c.name}`,
+        );
         t.truthy(c.resources?.requests?.memory, `${what} ${c.name} has no memory request`);
         t.truthy(c.resources?.limits?.memory, `${what} ${c.name} has no memory limit`);
-        t.truthy(c.volumeMounts?.find((m) => m.mountPath === "/tmp"), `${what} ${c.name}: a writable /tmp`);
+        t.truthy(
+          c.volumeMounts?.find((m) => m.mountPath === "/tmp"),
+          `${what} ${c.name}: a writable /tmp`,
+        );
       }
     }
   }
@@ -220,7 +313,10 @@ test("every pod is locked down: non-root, read-only root filesystem, no capabili
 
 test("probes hit /healthz and /readyz on the port the code listens on", async (t) => {
   const { objects } = await render("berth", NS, ["--set", "operator.config.healthPort=9440", "--set", "api.config.port=9080"]);
-  for (const [name, portVar, port] of [["operator", "BERTH_OPERATOR_HEALTH_PORT", 9440], ["api", "BERTH_API_PORT", 9080]] as const) {
+  for (const [name, portVar, port] of [
+    ["operator", "BERTH_OPERATOR_HEALTH_PORT", 9440],
+    ["api", "BERTH_API_PORT", 9080],
+  ] as const) {
     const c = container(find<k8s.V1Deployment>(objects, "Deployment", `berth-${name}`), name);
     t.is(c.env?.find((e) => e.name === portVar)?.value, String(port));
     t.is(c.ports?.length, 1);
@@ -237,13 +333,19 @@ test("probes hit /healthz and /readyz on the port the code listens on", async (t
 // ---- the environment contract with operator/config.ts and api/config.ts ----
 
 /** The value sets every render-level test runs with. */
-const valueSets = [["default values", () => []], ["second values set", () => ["--values", secondValuesFile]]] as const;
+const valueSets = [
+  ["default values", () => []],
+  ["second values set", () => ["--values", secondValuesFile]],
+] as const;
 
 for (const [label, values] of valueSets) {
   test(`operator and API environments (${label}) hold only variables the code reads, and parse`, async (t) => {
     const { objects } = await render("berth", NS, values());
     const opc = container(find<k8s.V1Deployment>(objects, "Deployment", "berth-operator"), "operator");
-    const opEnv = envOf(opc, (e) => { t.is(e.valueFrom?.fieldRef?.fieldPath, "metadata.name"); return "berth-operator-5d9c-x2x7q"; });
+    const opEnv = envOf(opc, (e) => {
+      t.is(e.valueFrom?.fieldRef?.fieldPath, "metadata.name");
+      return "berth-operator-5d9c-x2x7q";
+    });
     const operatorVars = Object.keys(OperatorConfigSchema.shape);
     for (const name of Object.keys(opEnv)) t.true(operatorVars.includes(name), `operator env ${name} is not read by operator/config.ts`);
     const opCfg = loadOperatorConfig(opEnv);
@@ -262,7 +364,10 @@ for (const [label, values] of valueSets) {
     const dbUrl = "postgresql://berth:secret@db.example.com:5432/berth";
     const apic = container(find<k8s.V1Deployment>(objects, "Deployment", "berth-api"), "api");
     const apiEnv = envOf(apic, (e) => {
-      if (e.valueFrom?.fieldRef) { t.is(e.valueFrom.fieldRef.fieldPath, "metadata.namespace"); return NS; }
+      if (e.valueFrom?.fieldRef) {
+        t.is(e.valueFrom.fieldRef.fieldPath, "metadata.namespace");
+        return NS;
+      }
       t.truthy(e.valueFrom?.secretKeyRef);
       return e.name === "BERTH_OIDC_CLIENT_SECRET" ? "an-oidc-client-secret" : dbUrl;
     });
@@ -281,8 +386,16 @@ for (const [label, values] of valueSets) {
     if (label === "second values set") {
       t.is(apiCfg.BERTH_PUBLIC_URL, "https://berth.example.com", "the public URL from the API's Ingress, https with its TLS");
       t.deepEqual([apiCfg.BERTH_OUTBOUND_ALLOW, apiCfg.BERTH_OUTBOUND_DENY], [["10.20.0.15/32", "fd00:1::/64"], ["203.0.113.0/24"]]);
-      t.like(apiCfg, { BERTH_OIDC_ISSUER_URL: "https://login.example.com/realms/acme", BERTH_OIDC_CLIENT_ID: "berth", BERTH_OIDC_CLIENT_SECRET: "an-oidc-client-secret", BERTH_OIDC_SCOPES: "openid email profile" });
-      t.deepEqual(apic.env?.find((e) => e.name === "BERTH_OIDC_CLIENT_SECRET")?.valueFrom?.secretKeyRef, { name: "berth-oidc", key: "secret" });
+      t.like(apiCfg, {
+        BERTH_OIDC_ISSUER_URL: "https://login.example.com/realms/acme",
+        BERTH_OIDC_CLIENT_ID: "berth",
+        BERTH_OIDC_CLIENT_SECRET: "an-oidc-client-secret",
+        BERTH_OIDC_SCOPES: "openid email profile",
+      });
+      t.deepEqual(apic.env?.find((e) => e.name === "BERTH_OIDC_CLIENT_SECRET")?.valueFrom?.secretKeyRef, {
+        name: "berth-oidc",
+        key: "secret",
+      });
     } else {
       t.is(apiCfg.BERTH_OIDC_ISSUER_URL, undefined, "sign-in is off by default");
       t.is(apiCfg.BERTH_PUBLIC_URL, undefined, "no Ingress, no public URL: webhook URLs are paths");
@@ -326,7 +439,12 @@ const refusals: [string, string[], string, RegExp][] = [
   ["a loopback API host", ["--set", "api.config.host=127.0.0.1"], "/api/config/host", /one of '0\.0\.0\.0', '::'/],
   ["a loopback health host", ["--set", "operator.config.healthHost=127.0.0.1"], "/operator/config/healthHost", /one of/],
   ["a database URL that is not PostgreSQL", ["--set", "database.url=mysql://db/berth"], "/database/url", /does not match pattern/],
-  ["2 operator replicas without leader election", ["--set", "operator.replicas=2", "--set", "operator.config.leaderElection=false"], "/operator/config/leaderElection", /must be true/],
+  [
+    "2 operator replicas without leader election",
+    ["--set", "operator.replicas=2", "--set", "operator.config.leaderElection=false"],
+    "/operator/config/leaderElection",
+    /must be true/,
+  ],
   ["an Ingress without a host", ["--set", "api.ingress.enabled=true"], "/api/ingress/host", /minLength/],
   ["operator concurrency 65", ["--set", "operator.config.concurrency=65"], "/operator/config/concurrency", /maximum/],
   ["an unknown value", ["--set", "api.replica=3"], "/api", /additional properties 'replica' not allowed/],
@@ -344,11 +462,24 @@ for (const [what, args, path, message] of refusals) {
 }
 
 test("sign-in needs the whole OIDC client: the template names the value that is missing", async (t) => {
-  const base = ["--set", "api.oidc.issuerUrl=https://login.example.com", "--set", "api.oidc.clientId=berth", "--set", "api.oidc.redirectUrl=https://b.example.com/api/v1/auth/oidc/callback"];
+  const base = [
+    "--set",
+    "api.oidc.issuerUrl=https://login.example.com",
+    "--set",
+    "api.oidc.clientId=berth",
+    "--set",
+    "api.oidc.redirectUrl=https://b.example.com/api/v1/auth/oidc/callback",
+  ];
   const r = await template("berth", NS, base);
   t.not(r.code, 0);
   t.regex(r.stderr, /api\.oidc\.clientSecret\.existingSecret is required with api\.oidc\.issuerUrl/);
-  const bad = await template("berth", NS, [...base, "--set", "api.oidc.clientSecret.existingSecret=s", "--set", "api.oidc.redirectUrl=https://b.example.com/callback"]);
+  const bad = await template("berth", NS, [
+    ...base,
+    "--set",
+    "api.oidc.clientSecret.existingSecret=s",
+    "--set",
+    "api.oidc.redirectUrl=https://b.example.com/callback",
+  ]);
   t.not(bad.code, 0);
   t.true(bad.stderr.includes("at '/api/oidc/redirectUrl'"), bad.stderr);
 });
@@ -357,7 +488,12 @@ test("the template refuses both minAvailable and maxUnavailable for the API's Po
   const r = await template("berth", NS, ["--set", "api.podDisruptionBudget.minAvailable=1"]);
   t.not(r.code, 0);
   t.regex(r.stderr, /set either maxUnavailable or minAvailable, not both/);
-  const ok = await render("berth", NS, ["--set", "api.podDisruptionBudget.minAvailable=50%", "--set", "api.podDisruptionBudget.maxUnavailable=null"]);
+  const ok = await render("berth", NS, [
+    "--set",
+    "api.podDisruptionBudget.minAvailable=50%",
+    "--set",
+    "api.podDisruptionBudget.maxUnavailable=null",
+  ]);
   t.like(find<k8s.V1PodDisruptionBudget>(ok.objects, "PodDisruptionBudget", "berth-api").spec, { minAvailable: "50%" });
 });
 
@@ -372,21 +508,45 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
   t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-operator-release").rules, plain(rulesOf(OPERATOR_ACCESS, "release")));
   t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api").rules, plain(rulesOf(API_ACCESS, "cluster")));
   t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-api-release").rules, plain(rulesOf(API_ACCESS, "release")));
-  t.deepEqual(objects.filter((o) => o.kind === "Role").map((o) => o.metadata.name).sort(), ["berth-api-release", "berth-operator-release"]);
-  for (const o of objects.filter((x) => x.kind === "ClusterRole" || x.kind === "Role") as unknown as { metadata: { name: string }; rules: Rule[] }[]) {
+  t.deepEqual(
+    objects
+      .filter((o) => o.kind === "Role")
+      .map((o) => o.metadata.name)
+      .sort(),
+    ["berth-api-release", "berth-operator-release"],
+  );
+  for (const o of objects.filter((x) => x.kind === "ClusterRole" || x.kind === "Role") as unknown as {
+    metadata: { name: string };
+    rules: Rule[];
+  }[]) {
     for (const r of o.rules) {
       const values = [...(r.apiGroups ?? []), ...(r.resources ?? []), ...r.verbs];
-      t.false(values.some((v) => v.includes("*")), `${o.metadata.name}: wildcard in ${JSON.stringify(r)}`);
-      t.false(r.verbs.some((v) => ["escalate", "bind", "impersonate", "deletecollection"].includes(v)), `${o.metadata.name}: ${JSON.stringify(r)}`);
+      t.false(
+        values.some((v) => v.includes("*")),
+        `${o.metadata.name}: wildcard in ${JSON.stringify(r)}`,
+      );
+      t.false(
+        r.verbs.some((v) => ["escalate", "bind", "impersonate", "deletecollection"].includes(v)),
+        `${o.metadata.name}: ${JSON.stringify(r)}`,
+      );
     }
   }
   for (const b of objects.filter((x) => x.kind === "ClusterRoleBinding" || x.kind === "RoleBinding") as unknown as k8s.V1RoleBinding[]) {
     t.true(b.roleRef.name.startsWith("berth-"), `${b.metadata?.name} binds ${b.roleRef.name}`);
-    t.deepEqual(b.subjects?.map((s) => `${s.kind}:${s.namespace}:${s.name}`), [`ServiceAccount:${NS}:${b.roleRef.name.startsWith("berth-api") ? "berth-api" : "berth-operator"}`]);
+    t.deepEqual(
+      b.subjects?.map((s) => `${s.kind}:${s.namespace}:${s.name}`),
+      [`ServiceAccount:${NS}:${b.roleRef.name.startsWith("berth-api") ? "berth-api" : "berth-operator"}`],
+    );
   }
   // Without leader election there is no Lease to write: no operator Role.
   const single = await render("berth", NS, ["--set", "operator.config.leaderElection=false"]);
-  t.deepEqual(single.objects.filter((o) => o.kind === "Role" || o.kind === "RoleBinding").map((o) => `${o.kind}/${o.metadata.name}`).sort(), ["Role/berth-api-release", "RoleBinding/berth-api-release"]);
+  t.deepEqual(
+    single.objects
+      .filter((o) => o.kind === "Role" || o.kind === "RoleBinding")
+      .map((o) => `${o.kind}/${o.metadata.name}`)
+      .sort(),
+    ["Role/berth-api-release", "RoleBinding/berth-api-release"],
+  );
 });
 
 // ---- the real API server: dry-run of everything, and the RBAC applied for real ----
@@ -429,7 +589,10 @@ for (const [label, values] of valueSets) {
 test("the documented CRD upgrade (server-side apply, --force-conflicts) takes over CRDs that Helm created", async (t) => {
   // Helm creates crds/ on the first install with the field manager "helm" and never updates them.
   // A copy of the Share CRD in a throwaway group stands in for one it created.
-  type Crd = { metadata: { name: string }; spec: { group: string; names: Record<string, unknown>; versions: { additionalPrinterColumns: unknown[] }[] } };
+  type Crd = {
+    metadata: { name: string };
+    spec: { group: string; names: Record<string, unknown>; versions: { additionalPrinterColumns: unknown[] }[] };
+  };
   const crd = yaml.load(readFileSync(join(chartDir, "crds/berth.dev_shares.yaml"), "utf8")) as Crd;
   const group = `${uniqueName("t")}.chart.berth.dev`;
   crd.metadata.name = `shares.${group}`;
@@ -457,9 +620,15 @@ test("the documented CRD upgrade (server-side apply, --force-conflicts) takes ov
 });
 
 /** `kubectl auth can-i` as a ServiceAccount of the chart. */
-async function can(sa: "operator" | "api", verb: string, resource: string, opts: { ns?: string; subresource?: string } = {}): Promise<boolean> {
+async function can(
+  sa: "operator" | "api",
+  verb: string,
+  resource: string,
+  opts: { ns?: string; subresource?: string } = {},
+): Promise<boolean> {
   const args = ["auth", "can-i", verb, resource, `--as=${saOf(sa)}`];
-  if (opts.ns === "*") args.push("--all-namespaces"); else args.push("-n", opts.ns ?? "team-a");
+  if (opts.ns === "*") args.push("--all-namespaces");
+  else args.push("-n", opts.ns ?? "team-a");
   if (opts.subresource) args.push(`--subresource=${opts.subresource}`);
   const r = await kubectl(args);
   if (r.code > 1) throw new Error(`kubectl auth can-i failed: ${r.stderr}`);
@@ -478,7 +647,11 @@ function applyRbac(): Promise<void> {
     // The authorizer's caches follow the new bindings within moments.
     await eventually("the operator's ClusterRoleBinding to take effect", () => can("operator", "patch", "deployments.apps"), 15_000);
     await eventually("the API's ClusterRoleBinding to take effect", () => can("api", "create", "namespaces"), 15_000);
-    await eventually("the release-namespace RoleBinding to take effect", () => can("operator", "create", "leases.coordination.k8s.io", { ns: rbacNs }), 15_000);
+    await eventually(
+      "the release-namespace RoleBinding to take effect",
+      () => can("operator", "create", "leases.coordination.k8s.io", { ns: rbacNs }),
+      15_000,
+    );
   })();
   return rbacApplied;
 }
@@ -563,7 +736,8 @@ const denied: Check[] = [
 
 const describe = ([sa, verb, resource, opts]: Check) =>
   `${sa} ${verb} ${resource}${opts?.subresource ? `/${opts.subresource}` : ""}${opts?.ns === "*" ? " in all namespaces" : opts?.ns === "<release>" ? " in the release namespace" : opts?.ns ? ` in ${opts.ns}` : ""}`;
-const nsOf = (opts?: { ns?: string; subresource?: string }) => (opts ? { ...opts, ...(opts.ns === "<release>" ? { ns: rbacNs } : {}) } : {});
+const nsOf = (opts?: { ns?: string; subresource?: string }) =>
+  opts ? { ...opts, ...(opts.ns === "<release>" ? { ns: rbacNs } : {}) } : {};
 
 for (const check of allowed) {
   test(`RBAC (applied): the ${describe(check)} is allowed`, async (t) => {
@@ -585,7 +759,10 @@ test("RBAC (applied): neither ServiceAccount holds a wildcard rule anywhere", as
       const r = await kubectl(["auth", "can-i", "--list", "-n", ns, `--as=${saOf(sa)}`]);
       t.is(r.code, 0, r.stderr);
       // Rows: "Resources  Non-Resource URLs  Resource Names  Verbs"; non-resource rows start blank.
-      const rows = r.stdout.split("\n").slice(1).filter((l) => l.trim() && !/^\s/.test(l));
+      const rows = r.stdout
+        .split("\n")
+        .slice(1)
+        .filter((l) => l.trim() && !/^\s/.test(l));
       t.true(rows.length > 0);
       for (const row of rows) {
         const resource = row.split(/\s+/)[0]!;

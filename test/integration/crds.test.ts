@@ -10,12 +10,21 @@ import { apiError, deleteNamespace, kube, testNamespace } from "../helpers/kube.
 
 const k = kube();
 let ns = "";
-test.before(async () => { ns = await testNamespace(k, "crds"); });
-test.after.always(async () => { await deleteNamespace(k, ns); });
+test.before(async () => {
+  ns = await testNamespace(k, "crds");
+});
+test.after.always(async () => {
+  await deleteNamespace(k, ns);
+});
 
 const validSpec = { name: "Shop", slug: "shop", gitRepoUrl: "https://git.example.com/acme/shop.git" };
 let n = 0;
-const app = (spec: Record<string, unknown>) => ({ apiVersion: API_VERSION, kind: "App", metadata: { name: `app-${++n}`, namespace: ns }, spec });
+const app = (spec: Record<string, unknown>) => ({
+  apiVersion: API_VERSION,
+  kind: "App",
+  metadata: { name: `app-${++n}`, namespace: ns },
+  spec,
+});
 
 test("every generated CRD is Established and serves its kind", async (t) => {
   const ext = k.kc.makeApiClient(k8s.ApiextensionsV1Api);
@@ -27,12 +36,15 @@ test("every generated CRD is Established and serves its kind", async (t) => {
     const crd = await ext.readCustomResourceDefinition({ name: doc.metadata.name });
     const established = crd.status?.conditions?.find((c) => c.type === "Established");
     t.is(established?.status, "True", `${doc.metadata.name} is not established`);
-    t.deepEqual(crd.spec.versions.map((v) => v.name), ["v1alpha1"]);
+    t.deepEqual(
+      crd.spec.versions.map((v) => v.name),
+      ["v1alpha1"],
+    );
   }
 });
 
 test("a valid App is accepted and the schema applies its defaults", async (t) => {
-  const created = await k.objects.create(app(validSpec)) as { spec: Record<string, unknown> };
+  const created = (await k.objects.create(app(validSpec))) as { spec: Record<string, unknown> };
   t.like(created.spec, { type: "web", gitBranch: "main", visibility: "private", autoDeploy: false, minReplicas: 1, suspended: false });
 });
 
@@ -73,30 +85,42 @@ for (const missing of ["name", "slug"]) {
 }
 
 test("maxReplicas equal to minReplicas is accepted", async (t) => {
-  const created = await k.objects.create(app({ ...validSpec, minReplicas: 2, maxReplicas: 2 })) as unknown as { spec: { maxReplicas: number } };
+  const created = (await k.objects.create(app({ ...validSpec, minReplicas: 2, maxReplicas: 2 }))) as unknown as {
+    spec: { maxReplicas: number };
+  };
   t.is(created.spec.maxReplicas, 2);
 });
 
 test("unknown spec fields are pruned, not stored", async (t) => {
-  const created = await k.objects.create(app({ ...validSpec, bogus: true })) as { spec: Record<string, unknown> };
+  const created = (await k.objects.create(app({ ...validSpec, bogus: true }))) as { spec: Record<string, unknown> };
   t.false("bogus" in created.spec);
 });
 
 // Each cross-field rule is stated once (crds/schemas.ts APP_RULES): its CEL runs in the API
 // server, its check in zod (the REST API and the operator). Both must give the same answer.
 const ruleCases: Record<string, unknown>[] = [
-  { minReplicas: 3, maxReplicas: 2 }, { minReplicas: 2, maxReplicas: 2 }, { minReplicas: 1 }, { maxReplicas: 5 },
-  { type: "cron" }, { type: "cron", schedule: "0 3 * * *" }, { type: "web", schedule: "0 3 * * *" }, { type: "worker" },
+  { minReplicas: 3, maxReplicas: 2 },
+  { minReplicas: 2, maxReplicas: 2 },
+  { minReplicas: 1 },
+  { maxReplicas: 5 },
+  { type: "cron" },
+  { type: "cron", schedule: "0 3 * * *" },
+  { type: "web", schedule: "0 3 * * *" },
+  { type: "worker" },
   { type: "cron", schedule: "@daily", minReplicas: 2, maxReplicas: 1 },
 ];
 for (const patch of ruleCases) {
   test(`zod and the API server agree on ${JSON.stringify(patch)}`, async (t) => {
     const spec = { ...validSpec, ...patch };
     const zod = AppSpec.safeParse(spec);
-    const server = await k.objects.create(app(spec)).then(() => undefined, (err: unknown) => apiError(err));
+    const server = await k.objects.create(app(spec)).then(
+      () => undefined,
+      (err: unknown) => apiError(err),
+    );
     t.is(zod.success, server === undefined, `zod: ${zod.success ? "accepts" : zod.error.message}; server: ${server?.message ?? "accepts"}`);
     if (!zod.success && server) {
-      for (const issue of zod.error.issues) t.true(server.message.includes(issue.message), `the server names "${issue.message}": ${server.message}`);
+      for (const issue of zod.error.issues)
+        t.true(server.message.includes(issue.message), `the server names "${issue.message}": ${server.message}`);
     }
   });
 }

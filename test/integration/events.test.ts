@@ -20,12 +20,24 @@ const logged: Record<string, unknown>[] = [];
 
 test.before(async () => {
   ns = await testNamespace(k, "events");
-  app = await new KubeClient(k.kc).create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: ns }, spec: { name: "Shop", slug: "shop" } }, "test");
+  app = await new KubeClient(k.kc).create(
+    { apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: ns }, spec: { name: "Shop", slug: "shop" } },
+    "test",
+  );
   const rest = KubeRest.from(await loadLeanKubeConfig((await identity("operator")).kubeconfig, {}));
-  const log = pino({ level: "warn" }, { write: (l: string) => { logged.push(JSON.parse(l) as Record<string, unknown>); } });
+  const log = pino(
+    { level: "warn" },
+    {
+      write: (l: string) => {
+        logged.push(JSON.parse(l) as Record<string, unknown>);
+      },
+    },
+  );
   recorder = new KubeEventRecorder(rest, { component: "berth-operator", instance: "test-0", log });
 });
-test.after.always(async () => { await deleteNamespace(k, ns); });
+test.after.always(async () => {
+  await deleteNamespace(k, ns);
+});
 
 const eventsOf = async (reason: string) =>
   (await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=shop,reason=${reason}` })).items;
@@ -38,7 +50,13 @@ test.serial("an Event names the App and is aggregated on repeat", async (t) => {
   await recorder.flush();
   const events = await eventsOf("Created");
   t.is(events.length, 1);
-  t.like(events[0], { type: "Normal", message: "Created Deployment shop", count: 3, reportingComponent: "berth-operator", reportingInstance: "test-0" });
+  t.like(events[0], {
+    type: "Normal",
+    message: "Created Deployment shop",
+    count: 3,
+    reportingComponent: "berth-operator",
+    reportingInstance: "test-0",
+  });
   t.like(events[0]!.involvedObject, { apiVersion: API_VERSION, kind: "App", name: "shop", namespace: ns, uid: app.metadata.uid });
 });
 
@@ -53,7 +71,9 @@ test.serial("another message is another Event; a long message is trimmed to what
 
 test.serial("an Event that cannot be written fails no caller, and is logged as a warning", async (t) => {
   logged.length = 0;
-  t.notThrows(() => recorder.event({ ...app, metadata: { ...app.metadata, namespace: "no-such-namespace-here" } }, "Normal", "Created", "x"));
+  t.notThrows(() =>
+    recorder.event({ ...app, metadata: { ...app.metadata, namespace: "no-such-namespace-here" } }, "Normal", "Created", "x"),
+  );
   await recorder.flush();
   t.is(logged.length, 1);
   t.like(logged[0], { level: 40, msg: "could not record an Event", reason: "Created", object: "App/no-such-namespace-here/shop" });

@@ -38,14 +38,22 @@ test.after.always(async () => {
 type App = KubeObject & { spec: Record<string, unknown>; status?: { observedGeneration?: number } };
 const appRef = (ns: string, name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace: ns, name });
 const spec = (name: string, tag = 1) => ({ name, slug: name, image: `registry.invalid/${name}:${tag}`, visibility: "public" });
-const createApp = (ns: string, name: string, tag = 1) => client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec: spec(name, tag) }, "faults");
-const setImage = (ns: string, name: string, tag: number) => client.mergePatch(appRef(ns, name), { spec: { image: `registry.invalid/${name}:${tag}` } }, "faults");
+const createApp = (ns: string, name: string, tag = 1) =>
+  client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name, namespace: ns }, spec: spec(name, tag) }, "faults");
+const setImage = (ns: string, name: string, tag: number) =>
+  client.mergePatch(appRef(ns, name), { spec: { image: `registry.invalid/${name}:${tag}` } }, "faults");
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function operator(ns: string, opts: { kubeconfig?: string; leaderElection?: boolean; identity?: string } = {}): Promise<NodeProcess> {
   const p = await spawnOperator({
-    namespace: ns, leaderElection: opts.leaderElection ?? false, ...(opts.identity ? { identity: opts.identity } : {}),
-    env: { BERTH_BASE_DOMAIN: "apps.faults.local", BERTH_OPERATOR_RESYNC_SECONDS: "10", ...(opts.kubeconfig ? { KUBECONFIG: opts.kubeconfig } : {}) },
+    namespace: ns,
+    leaderElection: opts.leaderElection ?? false,
+    ...(opts.identity ? { identity: opts.identity } : {}),
+    env: {
+      BERTH_BASE_DOMAIN: "apps.faults.local",
+      BERTH_OPERATOR_RESYNC_SECONDS: "10",
+      ...(opts.kubeconfig ? { KUBECONFIG: opts.kubeconfig } : {}),
+    },
   });
   running.push(p);
   return p;
@@ -68,16 +76,27 @@ async function divergence(ns: string): Promise<string[]> {
   const have = await children(ns);
   for (const a of apps) {
     const name = a.metadata.name!;
-    if (a.status?.observedGeneration !== a.metadata.generation) problems.push(`App ${name}: generation ${a.metadata.generation} not observed (${a.status?.observedGeneration})`);
+    if (a.status?.observedGeneration !== a.metadata.generation)
+      problems.push(`App ${name}: generation ${a.metadata.generation} not observed (${a.status?.observedGeneration})`);
     const s = AppSpec.parse(a.spec);
-    for (const c of buildChildren({ name, namespace: ns, uid: a.metadata.uid! }, s, {}, { baseDomain: "apps.faults.local", edge: { controller: "traefik", forwardAuthUrl: "http://api.invalid/api/v1/forward-auth" } })) {
+    for (const c of buildChildren(
+      { name, namespace: ns, uid: a.metadata.uid! },
+      s,
+      {},
+      { baseDomain: "apps.faults.local", edge: { controller: "traefik", forwardAuthUrl: "http://api.invalid/api/v1/forward-auth" } },
+    )) {
       const key = `${c.kind}/${c.metadata.name}`;
       want.add(key);
       const live = have.get(key);
-      if (!live) { problems.push(`${key} is missing`); continue; }
-      if (live.metadata.ownerReferences?.find((r) => r.controller)?.uid !== a.metadata.uid) problems.push(`${key} is not controlled by App ${name}`);
+      if (!live) {
+        problems.push(`${key} is missing`);
+        continue;
+      }
+      if (live.metadata.ownerReferences?.find((r) => r.controller)?.uid !== a.metadata.uid)
+        problems.push(`${key} is not controlled by App ${name}`);
       if (c.kind === "Deployment") {
-        const image = (live as { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }).spec?.template?.spec?.containers?.[0]?.image;
+        const image = (live as { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }).spec?.template?.spec
+          ?.containers?.[0]?.image;
         if (image !== s.image) problems.push(`${key}: image ${image}, want ${s.image}`);
       }
     }
@@ -88,8 +107,17 @@ async function divergence(ns: string): Promise<string[]> {
 
 async function converged(ns: string, what: string, timeoutMs = 120_000, op?: NodeProcess): Promise<void> {
   let last: string[] = [];
-  await eventually(what, async () => { last = await divergence(ns); return last.length === 0; }, timeoutMs, 500)
-    .catch((err: unknown) => { throw new Error(`${(err as Error).message}\n  ${last.join("\n  ")}${op ? `\n--- operator ---\n${op.tail(20)}` : ""}`); });
+  await eventually(
+    what,
+    async () => {
+      last = await divergence(ns);
+      return last.length === 0;
+    },
+    timeoutMs,
+    500,
+  ).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}\n  ${last.join("\n  ")}${op ? `\n--- operator ---\n${op.tail(20)}` : ""}`);
+  });
 }
 
 /** Sum of a counter of the operator's /metrics, over the series whose labels match `labels`. */
@@ -100,7 +128,8 @@ async function metric(p: NodeProcess, name: string, labels: (l: string) => boole
   return sum;
 }
 /** Requests that write anything but the Lease (the one write a follower makes). */
-const writesBesidesLease = (p: NodeProcess) => metric(p, "berth_kube_requests_total", (l) => /verb="(create|apply|patch|update|delete)"/.test(l) && !/resource="leases"/.test(l));
+const writesBesidesLease = (p: NodeProcess) =>
+  metric(p, "berth_kube_requests_total", (l) => /verb="(create|apply|patch|update|delete)"/.test(l) && !/resource="leases"/.test(l));
 
 test.serial("kube-apiserver restarts: the operator's watches resume, and changes made right after and later are reconciled", async (t) => {
   t.timeout(8 * 60_000);
@@ -160,63 +189,92 @@ test.serial("etcd compacted while the operator is cut off: its watches get 410 G
   t.log(`etcd compacted at revision ${revision}`);
   proxy.restore();
 
-  await eventually("the operator's App watch to be answered 410 Gone and relist", () =>
-    Promise.resolve(logLines(op).some((l) => l.msg === "watch expired (410 Gone); relisting" && l.resource === "apps")), 120_000, 500)
-    .catch((err: unknown) => { throw new Error(`${(err as Error).message}\n${op.tail(30)}`); });
+  await eventually(
+    "the operator's App watch to be answered 410 Gone and relist",
+    () => Promise.resolve(logLines(op).some((l) => l.msg === "watch expired (410 Gone); relisting" && l.resource === "apps")),
+    120_000,
+    500,
+  ).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}\n${op.tail(30)}`);
+  });
   await converged(ns, "the changes made while the operator was cut off to be reconciled", 180_000, op);
   await setImage(ns, "y3", 5);
   await converged(ns, "a change after the relist to be reconciled", 120_000, op);
   t.is(op.child.exitCode, null, "the operator kept running");
 });
 
-test.serial("two replicas: the leader is killed mid-reconcile, the other takes over within the lease time, and nothing is written twice", async (t) => {
-  t.timeout(8 * 60_000);
-  const ns = await testNamespace(kube(), "fcp");
-  const a = await operator(ns, { leaderElection: true, identity: "replica-a" });
-  const b = await operator(ns, { leaderElection: true, identity: "replica-b" });
-  const leaseRef = { apiVersion: "coordination.k8s.io/v1", kind: "Lease", namespace: RELEASE_NAMESPACE, name: LEADER_ELECTION_LEASE };
-  type Lease = KubeObject & { spec?: { holderIdentity?: string; leaseDurationSeconds?: number; renewTime?: string; acquireTime?: string; leaseTransitions?: number } };
-  const first = await eventually("a leader", async () => (await client.get<Lease>(leaseRef))?.spec?.holderIdentity, 60_000);
-  const [leader, follower] = first === "replica-a" ? [a, b] : [b, a];
-  t.log(`leader ${first}`);
+test.serial(
+  "two replicas: the leader is killed mid-reconcile, the other takes over within the lease time, and nothing is written twice",
+  async (t) => {
+    t.timeout(8 * 60_000);
+    const ns = await testNamespace(kube(), "fcp");
+    const a = await operator(ns, { leaderElection: true, identity: "replica-a" });
+    const b = await operator(ns, { leaderElection: true, identity: "replica-b" });
+    const leaseRef = { apiVersion: "coordination.k8s.io/v1", kind: "Lease", namespace: RELEASE_NAMESPACE, name: LEADER_ELECTION_LEASE };
+    type Lease = KubeObject & {
+      spec?: {
+        holderIdentity?: string;
+        leaseDurationSeconds?: number;
+        renewTime?: string;
+        acquireTime?: string;
+        leaseTransitions?: number;
+      };
+    };
+    const first = await eventually("a leader", async () => (await client.get<Lease>(leaseRef))?.spec?.holderIdentity, 60_000);
+    const [leader, follower] = first === "replica-a" ? [a, b] : [b, a];
+    t.log(`leader ${first}`);
 
-  const names = Array.from({ length: 8 }, (_, i) => `w${i}`);
-  for (const n of names.slice(0, 4)) await createApp(ns, n);
-  await converged(ns, "the first Apps to converge under the leader", 120_000, leader);
-  t.is(await writesBesidesLease(follower), 0, "the follower wrote nothing while the other led");
+    const names = Array.from({ length: 8 }, (_, i) => `w${i}`);
+    for (const n of names.slice(0, 4)) await createApp(ns, n);
+    await converged(ns, "the first Apps to converge under the leader", 120_000, leader);
+    t.is(await writesBesidesLease(follower), 0, "the follower wrote nothing while the other led");
 
-  // A burst of creates, and the leader killed while it works on them.
-  for (const n of names.slice(4)) await createApp(ns, n);
-  await sleep(300);
-  const before = await client.get<Lease>(leaseRef);
-  await leader.stop("SIGKILL");
-  const duration = before?.spec?.leaseDurationSeconds ?? 15;
-  // bounded: the Lease expires `duration` after its last renewal; the follower retries every 2 s (+20 %)
-  const after = await eventually(`the follower to take the Lease within its duration (${duration} s) and a retry period`, async () => {
-    const l = await client.get<Lease>(leaseRef);
-    return l?.spec?.holderIdentity === (follower === a ? "replica-a" : "replica-b") ? l : undefined;
-  }, (duration + 15) * 1000, 200);
-  t.is(after.spec?.leaseTransitions, (before?.spec?.leaseTransitions ?? 0) + 1, "one transition");
-  t.log(`taken over ${(Date.parse(after.spec!.acquireTime!) - Date.parse(before!.spec!.renewTime!)) / 1000} s after the dead leader's last renewal (lease ${duration} s)`);
-  await converged(ns, "every App to converge under the new leader", 120_000, follower);
+    // A burst of creates, and the leader killed while it works on them.
+    for (const n of names.slice(4)) await createApp(ns, n);
+    await sleep(300);
+    const before = await client.get<Lease>(leaseRef);
+    await leader.stop("SIGKILL");
+    const duration = before?.spec?.leaseDurationSeconds ?? 15;
+    // bounded: the Lease expires `duration` after its last renewal; the follower retries every 2 s (+20 %)
+    const after = await eventually(
+      `the follower to take the Lease within its duration (${duration} s) and a retry period`,
+      async () => {
+        const l = await client.get<Lease>(leaseRef);
+        return l?.spec?.holderIdentity === (follower === a ? "replica-a" : "replica-b") ? l : undefined;
+      },
+      (duration + 15) * 1000,
+      200,
+    );
+    t.is(after.spec?.leaseTransitions, (before?.spec?.leaseTransitions ?? 0) + 1, "one transition");
+    t.log(
+      `taken over ${(Date.parse(after.spec!.acquireTime!) - Date.parse(before!.spec!.renewTime!)) / 1000} s after the dead leader's last renewal (lease ${duration} s)`,
+    );
+    await converged(ns, "every App to converge under the new leader", 120_000, follower);
 
-  // No double writes: once converged, the new leader's resyncs (every 10 s) write nothing, and no
-  // App or child changes.
-  const snapshot = async () => {
-    const out = new Map<string, string>();
-    for (const [k, o] of await children(ns)) out.set(k, o.metadata.resourceVersion!);
-    for (const o of (await client.list<App>(API_VERSION, "App", ns)).items) out.set(`App/${o.metadata.name}`, o.metadata.resourceVersion!);
-    return out;
-  };
-  const writes0 = await writesBesidesLease(follower);
-  const reconciles0 = await metric(follower, "berth_reconcile_total", (l) => l.includes(`controller="app"`));
-  const s0 = await snapshot();
-  await eventually("a full resync of the new leader", async () => (await metric(follower, "berth_reconcile_total", (l) => l.includes(`controller="app"`))) >= reconciles0 + names.length, 60_000, 500);
-  t.is(await writesBesidesLease(follower), writes0, "the new leader wrote nothing once converged");
-  const s1 = await snapshot();
-  // (this control plane runs no workload controllers: nothing but the operator writes these)
-  for (const [k, rv] of s0) t.is(s1.get(k), rv, `${k} was not written again`);
-  // and it reconciles what comes next
-  await setImage(ns, "w0", 9);
-  await converged(ns, "a change under the new leader", 120_000, follower);
-});
+    // No double writes: once converged, the new leader's resyncs (every 10 s) write nothing, and no
+    // App or child changes.
+    const snapshot = async () => {
+      const out = new Map<string, string>();
+      for (const [k, o] of await children(ns)) out.set(k, o.metadata.resourceVersion!);
+      for (const o of (await client.list<App>(API_VERSION, "App", ns)).items)
+        out.set(`App/${o.metadata.name}`, o.metadata.resourceVersion!);
+      return out;
+    };
+    const writes0 = await writesBesidesLease(follower);
+    const reconciles0 = await metric(follower, "berth_reconcile_total", (l) => l.includes(`controller="app"`));
+    const s0 = await snapshot();
+    await eventually(
+      "a full resync of the new leader",
+      async () => (await metric(follower, "berth_reconcile_total", (l) => l.includes(`controller="app"`))) >= reconciles0 + names.length,
+      60_000,
+      500,
+    );
+    t.is(await writesBesidesLease(follower), writes0, "the new leader wrote nothing once converged");
+    const s1 = await snapshot();
+    // (this control plane runs no workload controllers: nothing but the operator writes these)
+    for (const [k, rv] of s0) t.is(s1.get(k), rv, `${k} was not written again`);
+    // and it reconciles what comes next
+    await setImage(ns, "w0", 9);
+    await converged(ns, "a change under the new leader", 120_000, follower);
+  },
+);

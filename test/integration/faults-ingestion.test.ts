@@ -34,10 +34,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function startApiProcess(): Promise<NodeProcess> {
   const p = spawnNode("api", "api/main.ts", apiEnv);
-  await eventually("the API to answer /healthz", async () => {
-    if (p.child.exitCode !== null) throw new Error(`the API exited: ${p.tail()}`);
-    return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok;
-  }, 60_000, 100).catch(async (err: unknown) => { await p.stop("SIGKILL"); throw new Error(`${(err as Error).message}\n${p.tail()}`); });
+  await eventually(
+    "the API to answer /healthz",
+    async () => {
+      if (p.child.exitCode !== null) throw new Error(`the API exited: ${p.tail()}`);
+      return (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => undefined))?.ok;
+    },
+    60_000,
+    100,
+  ).catch(async (err: unknown) => {
+    await p.stop("SIGKILL");
+    throw new Error(`${(err as Error).message}\n${p.tail()}`);
+  });
   api = p;
   return p;
 }
@@ -48,12 +56,18 @@ test.before(async () => {
   db = await freshDatabase();
   port = await freePort();
   apiEnv = {
-    DATABASE_URL: db.url, KUBECONFIG: (await identity("api")).kubeconfig,
-    BERTH_API_HOST: "127.0.0.1", BERTH_API_PORT: String(port), BERTH_GOVERNANCE_HOST: `127.0.0.1:${port}`,
-    BERTH_LOG_LEVEL: "info", BERTH_SHUTDOWN_TIMEOUT_MS: "3000",
+    DATABASE_URL: db.url,
+    KUBECONFIG: (await identity("api")).kubeconfig,
+    BERTH_API_HOST: "127.0.0.1",
+    BERTH_API_PORT: String(port),
+    BERTH_GOVERNANCE_HOST: `127.0.0.1:${port}`,
+    BERTH_LOG_LEVEL: "info",
+    BERTH_SHUTDOWN_TIMEOUT_MS: "3000",
   };
   // a workspace (and its namespace) and its key, as an operator bootstraps one
-  const created = await run(process.execPath, [join(root, "api/cli.ts"), "workspace", "create", "--name", "faults"], { env: { ...process.env, ...apiEnv } });
+  const created = await run(process.execPath, [join(root, "api/cli.ts"), "workspace", "create", "--name", "faults"], {
+    env: { ...process.env, ...apiEnv },
+  });
   if (created.code !== 0) throw new Error(`api/cli.ts workspace create failed: ${created.stderr}`);
   workspace = JSON.parse(created.stdout) as typeof workspace;
   await startApiProcess();
@@ -67,19 +81,38 @@ test.after.always(async () => {
 test("API and PostgreSQL restarts and crashes during ingestion: every trace is stored exactly once and the audit chain verifies", async (t) => {
   t.timeout(10 * 60_000);
   // the App and its store, provisioned as the operator does it
-  const app = await client.create<KubeObject>({ apiVersion: API_VERSION, kind: "App", metadata: { name: "chat", namespace: workspace.namespace }, spec: { name: "chat", slug: "chat" } }, "test");
+  const app = await client.create<KubeObject>(
+    {
+      apiVersion: API_VERSION,
+      kind: "App",
+      metadata: { name: "chat", namespace: workspace.namespace },
+      spec: { name: "chat", slug: "chat" },
+    },
+    "test",
+  );
   const prov = await fetch(`http://127.0.0.1:${port}/api/v1/internal/governance/provision`, {
-    method: "POST", headers: { Authorization: `Bearer ${(await identity("operator")).token}`, "Content-Type": "application/json" },
+    method: "POST",
+    headers: { Authorization: `Bearer ${(await identity("operator")).token}`, "Content-Type": "application/json" },
     body: JSON.stringify({ namespace: workspace.namespace, appName: "chat", appUid: app.metadata.uid, generation: 1 }),
   });
   t.is(prov.status, 200, await prov.clone().text());
-  const { connectionString, database: schema } = await prov.json() as { connectionString: string; database: string };
+  const { connectionString, database: schema } = (await prov.json()) as { connectionString: string; database: string };
 
   const warnings: string[] = [];
-  const logger: GovernanceLogger = { warn: (m) => { warnings.push(m); } };
+  const logger: GovernanceLogger = {
+    warn: (m) => {
+      warnings.push(m);
+    },
+  };
   const g = new Governance({
     env: { GOVDB_CONNECTION: connectionString, GOVERNANCE_PROJECT: "chat" },
-    lingerMs: 20, batchSize: 50, initialBackoffMs: 100, maxBackoffMs: 1000, maxQueue: 100_000, requestTimeoutMs: 5000, logger,
+    lingerMs: 20,
+    batchSize: 50,
+    initialBackoffMs: 100,
+    maxBackoffMs: 1000,
+    maxQueue: 100_000,
+    requestTimeoutMs: 5000,
+    logger,
   });
   await g.start();
   t.teardown(() => g.shutdown(1000).then(() => undefined));
@@ -91,7 +124,14 @@ test("API and PostgreSQL restarts and crashes during ingestion: every trace is s
     let i = 0;
     while (producing) {
       for (let j = 0; j < 20; j++, i++) {
-        const id = g.submit({ input: `question ${i}: what is the refund policy?`, output: `answer ${i}: within 30 days.`, model: "gpt-4o-mini", latency: 300, tokens: { prompt: 12, completion: 8, total: 20 }, sessionId: `s-${i % 7}` });
+        const id = g.submit({
+          input: `question ${i}: what is the refund policy?`,
+          output: `answer ${i}: within 30 days.`,
+          model: "gpt-4o-mini",
+          latency: 300,
+          tokens: { prompt: 12, completion: 8, total: 20 },
+          sessionId: `s-${i % 7}`,
+        });
         if (!id) throw new Error(`trace ${i} was not queued`);
         ids.push(id);
       }
@@ -100,14 +140,31 @@ test("API and PostgreSQL restarts and crashes during ingestion: every trace is s
   })();
 
   const faults: string[] = [];
-  const fault = async (what: string, fn: () => Promise<void>) => { await sleep(1500); faults.push(what); await fn(); };
-  await fault("API SIGKILL, restart", async () => { await api!.stop("SIGKILL"); await sleep(700); await startApiProcess(); });
-  await fault("PostgreSQL crash (immediate stop), restart", async () => { await pg!.crash(); await sleep(700); await pg!.start(); });
-  await fault("API SIGTERM (graceful), restart", async () => { await api!.stop("SIGTERM"); await startApiProcess(); });
-  await fault("PostgreSQL restart (fast stop)", async () => { await pg!.restart(); });
+  const fault = async (what: string, fn: () => Promise<void>) => {
+    await sleep(1500);
+    faults.push(what);
+    await fn();
+  };
+  await fault("API SIGKILL, restart", async () => {
+    await api!.stop("SIGKILL");
+    await sleep(700);
+    await startApiProcess();
+  });
+  await fault("PostgreSQL crash (immediate stop), restart", async () => {
+    await pg!.crash();
+    await sleep(700);
+    await pg!.start();
+  });
+  await fault("API SIGTERM (graceful), restart", async () => {
+    await api!.stop("SIGTERM");
+    await startApiProcess();
+  });
+  await fault("PostgreSQL restart (fast stop)", async () => {
+    await pg!.restart();
+  });
   await fault("PostgreSQL crash and API SIGKILL together, both restarted", async () => {
     await Promise.all([pg!.crash(), api!.stop("SIGKILL")]);
-   
+
     await pg!.start();
     await startApiProcess();
   });
@@ -130,14 +187,22 @@ test("API and PostgreSQL restarts and crashes during ingestion: every trace is s
   t.is(stored.length, ids.length, "one trace row per trace");
   const want = new Set(ids);
   t.is(new Set(stored.map((r) => r.trace_id)).size, ids.length);
-  t.true(stored.every((r) => want.has(r.trace_id)), "no trace that was not sent");
-  const [audit] = await query<{ n: string; distinct_ids: string; max_seq: string }>(db.url, `select count(*) as n, count(distinct trace_id) as distinct_ids, max(sequence) as max_seq from "${schema}".audit_log`);
+  t.true(
+    stored.every((r) => want.has(r.trace_id)),
+    "no trace that was not sent",
+  );
+  const [audit] = await query<{ n: string; distinct_ids: string; max_seq: string }>(
+    db.url,
+    `select count(*) as n, count(distinct trace_id) as distinct_ids, max(sequence) as max_seq from "${schema}".audit_log`,
+  );
   t.is(Number(audit!.n), ids.length, "one audit entry per trace");
   t.is(Number(audit!.distinct_ids), ids.length);
   t.is(Number(audit!.max_seq), ids.length, "the audit sequence has no gap");
 
-  const verify = await fetch(`http://127.0.0.1:${port}/api/v1/workspaces/${workspace.workspaceId}/governance/apps/chat/audit/verify`, { headers: { Authorization: `Bearer ${workspace.apiKey}` } });
-  const v = await verify.json() as { valid: boolean; entries: number; firstBrokenLink: unknown };
+  const verify = await fetch(`http://127.0.0.1:${port}/api/v1/workspaces/${workspace.workspaceId}/governance/apps/chat/audit/verify`, {
+    headers: { Authorization: `Bearer ${workspace.apiKey}` },
+  });
+  const v = (await verify.json()) as { valid: boolean; entries: number; firstBrokenLink: unknown };
   t.is(verify.status, 200);
   t.true(v.valid, `the audit chain does not verify: ${JSON.stringify(v.firstBrokenLink)}`);
   t.is(v.entries, ids.length);

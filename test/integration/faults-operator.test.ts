@@ -37,12 +37,15 @@ test.after.always(async () => {
   await api?.stop();
 });
 
-type App = KubeObject & { spec: Record<string, unknown>; status?: { phase?: string; observedGeneration?: number; conditions?: { type: string; status: string; reason?: string }[] } };
+type App = KubeObject & {
+  spec: Record<string, unknown>;
+  status?: { phase?: string; observedGeneration?: number; conditions?: { type: string; status: string; reason?: string }[] };
+};
 const appRef = (name: string) => ({ apiVersion: API_VERSION, kind: "App", namespace: ns, name });
 
 // A seeded generator: a failure can be replayed with the same sequence of operations.
 let seed = Number(process.env.BERTH_FAULTS_SEED ?? 17);
-const rnd = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+const rnd = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -52,7 +55,11 @@ const TYPES = ["web", "api", "worker", "cron"] as const;
 function newSpec(name: string): Record<string, unknown> {
   const type = pick(TYPES);
   return {
-    name, slug: name, type, image: `registry.invalid/${name}:1`, visibility: pick(["public", "private"]),
+    name,
+    slug: name,
+    type,
+    image: `registry.invalid/${name}:1`,
+    visibility: pick(["public", "private"]),
     ...(type === "cron" ? { schedule: "*/5 * * * *" } : { minReplicas: 1, maxReplicas: 3 }),
   };
 }
@@ -74,35 +81,86 @@ async function step(counts: { create: number; update: number; delete: number }):
     return;
   }
   const tag = Number(/:(\d+)$/.exec(String(app.spec.image))?.[1] ?? 1) + 1;
-  const patch: Record<string, unknown> = r < 0.55 ? { image: `registry.invalid/${name}:${tag}` }
-    : r < 0.75 ? { suspended: !app.spec.suspended }
-    : r < 0.9 ? { visibility: app.spec.visibility === "private" ? "public" : "private" }
-    : app.spec.type === "cron" ? { schedule: pick(["*/5 * * * *", "0 * * * *"]) } : { minReplicas: pick([1, 2]), maxReplicas: 3 };
+  const patch: Record<string, unknown> =
+    r < 0.55
+      ? { image: `registry.invalid/${name}:${tag}` }
+      : r < 0.75
+        ? { suspended: !app.spec.suspended }
+        : r < 0.9
+          ? { visibility: app.spec.visibility === "private" ? "public" : "private" }
+          : app.spec.type === "cron"
+            ? { schedule: pick(["*/5 * * * *", "0 * * * *"]) }
+            : { minReplicas: pick([1, 2]), maxReplicas: 3 };
   // guarded by the version read: a concurrent finalizer change makes it a 409, and the next step goes on
-  await client.mergePatch(appRef(name), { metadata: { resourceVersion: app.metadata.resourceVersion }, spec: patch }, "faults").catch((err: unknown) => {
-    if (!isConflict(err)) throw err;
-  });
+  await client
+    .mergePatch(appRef(name), { metadata: { resourceVersion: app.metadata.resourceVersion }, spec: patch }, "faults")
+    .catch((err: unknown) => {
+      if (!isConflict(err)) throw err;
+    });
   counts.update++;
 }
 
-interface Foreign { kind: string; apiVersion: string; name: string; uid: string; resourceVersion: string; generation?: number | undefined }
+interface Foreign {
+  kind: string;
+  apiVersion: string;
+  name: string;
+  uid: string;
+  resourceVersion: string;
+  generation?: number | undefined;
+}
 
 async function foreignObjects(): Promise<Foreign[]> {
   const labels = { "app.kubernetes.io/name": "legacy", "app.kubernetes.io/managed-by": "helm" };
   const objs: KubeObject[] = [
     { apiVersion: "v1", kind: "ConfigMap", metadata: { name: "legacy-config", namespace: ns, labels }, data: { a: "1" } } as KubeObject,
-    { apiVersion: "v1", kind: "Secret", metadata: { name: "legacy-secret", namespace: ns, labels }, stringData: { password: "not-berths" } } as KubeObject,
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: "legacy-secret", namespace: ns, labels },
+      stringData: { password: "not-berths" },
+    } as KubeObject,
     // named as an App's governance Secret and env Secret would be, but for no App
-    { apiVersion: "v1", kind: "Secret", metadata: { name: governanceSecretName("legacy"), namespace: ns, labels }, stringData: { x: "y" } } as KubeObject,
-    { apiVersion: "v1", kind: "Service", metadata: { name: "legacy", namespace: ns, labels }, spec: { ports: [{ port: 80 }], selector: { app: "legacy" } } },
-    { apiVersion: "apps/v1", kind: "Deployment", metadata: { name: "legacy-worker", namespace: ns, labels }, spec: { replicas: 1, selector: { matchLabels: { app: "legacy" } }, template: { metadata: { labels: { app: "legacy" } }, spec: { containers: [{ name: "c", image: "registry.invalid/legacy:1" }] } } } },
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: { name: governanceSecretName("legacy"), namespace: ns, labels },
+      stringData: { x: "y" },
+    } as KubeObject,
+    {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "legacy", namespace: ns, labels },
+      spec: { ports: [{ port: 80 }], selector: { app: "legacy" } },
+    },
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: { name: "legacy-worker", namespace: ns, labels },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: "legacy" } },
+        template: { metadata: { labels: { app: "legacy" } }, spec: { containers: [{ name: "c", image: "registry.invalid/legacy:1" }] } },
+      },
+    },
     // a Service whose name the App "clash" claims below: the App must fail, the Service stay as it is
-    { apiVersion: "v1", kind: "Service", metadata: { name: "clash", namespace: ns, labels }, spec: { ports: [{ port: 81 }], selector: { app: "clash" } } },
+    {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "clash", namespace: ns, labels },
+      spec: { ports: [{ port: 81 }], selector: { app: "clash" } },
+    },
   ];
   const out: Foreign[] = [];
   for (const o of objs) {
     const c = await client.create(o, "someone-else");
-    out.push({ kind: c.kind!, apiVersion: c.apiVersion!, name: c.metadata.name!, uid: c.metadata.uid!, resourceVersion: c.metadata.resourceVersion!, generation: c.metadata.generation });
+    out.push({
+      kind: c.kind!,
+      apiVersion: c.apiVersion!,
+      name: c.metadata.name!,
+      uid: c.metadata.uid!,
+      resourceVersion: c.metadata.resourceVersion!,
+      generation: c.metadata.generation,
+    });
   }
   return out;
 }
@@ -123,7 +181,10 @@ async function reconciles(p: NodeProcess): Promise<number> {
 /** Every object of the App's child kinds, and Secrets, in the namespace. */
 async function allChildren(): Promise<KubeObject[]> {
   const out: KubeObject[] = [];
-  const kinds = [...(Object.entries(CHILD_KINDS) as [ChildKind, { apiVersion: string }][]).map(([kind, v]) => ({ kind, apiVersion: v.apiVersion })), { kind: "Secret", apiVersion: "v1" }];
+  const kinds = [
+    ...(Object.entries(CHILD_KINDS) as [ChildKind, { apiVersion: string }][]).map(([kind, v]) => ({ kind, apiVersion: v.apiVersion })),
+    { kind: "Secret", apiVersion: "v1" },
+  ];
   for (const { kind, apiVersion } of kinds) {
     for (const o of (await client.list<KubeObject>(apiVersion, kind, ns)).items) out.push({ ...o, kind, apiVersion });
   }
@@ -137,7 +198,9 @@ async function divergence(): Promise<string[]> {
   const problems: string[] = [];
   const apps = (await client.list<App>(API_VERSION, "App", ns)).items;
   const live = new Map(apps.filter((a) => !a.metadata.deletionTimestamp).map((a) => [a.metadata.uid!, a]));
-  for (const a of apps) if (a.metadata.deletionTimestamp) problems.push(`App ${a.metadata.name} is still terminating (finalizers ${JSON.stringify(a.metadata.finalizers)})`);
+  for (const a of apps)
+    if (a.metadata.deletionTimestamp)
+      problems.push(`App ${a.metadata.name} is still terminating (finalizers ${JSON.stringify(a.metadata.finalizers)})`);
   const children = await allChildren();
   const owned = new Map<string, KubeObject[]>();
   for (const c of children) {
@@ -147,7 +210,10 @@ async function divergence(): Promise<string[]> {
       if (managed && c.kind !== "Secret") problems.push(`${c.kind} ${c.metadata.name} is Berth-managed but has no App controller`);
       continue;
     }
-    if (!live.has(owner.uid)) { problems.push(`${c.kind} ${c.metadata.name} is an orphan (App uid ${owner.uid} gone)`); continue; }
+    if (!live.has(owner.uid)) {
+      problems.push(`${c.kind} ${c.metadata.name} is an orphan (App uid ${owner.uid} gone)`);
+      continue;
+    }
     const list = owned.get(owner.uid) ?? [];
     list.push(c);
     owned.set(owner.uid, list);
@@ -155,30 +221,58 @@ async function divergence(): Promise<string[]> {
   for (const a of live.values()) {
     const name = a.metadata.name!;
     if (name === "clash") continue;
-    if (a.status?.observedGeneration !== a.metadata.generation) { problems.push(`App ${name}: generation ${a.metadata.generation} not observed (${a.status?.observedGeneration})`); continue; }
+    if (a.status?.observedGeneration !== a.metadata.generation) {
+      problems.push(`App ${name}: generation ${a.metadata.generation} not observed (${a.status?.observedGeneration})`);
+      continue;
+    }
     const spec = AppSpec.parse(a.spec);
-    const want = buildChildren({ name, namespace: ns, uid: a.metadata.uid! }, spec, {}, { baseDomain: OPERATOR_ENV.BERTH_BASE_DOMAIN, edge: { controller: "traefik", forwardAuthUrl: `${api.url}/api/v1/forward-auth` } })
-      .map((c) => `${c.kind}/${c.metadata.name}`);
+    const want = buildChildren(
+      { name, namespace: ns, uid: a.metadata.uid! },
+      spec,
+      {},
+      { baseDomain: OPERATOR_ENV.BERTH_BASE_DOMAIN, edge: { controller: "traefik", forwardAuthUrl: `${api.url}/api/v1/forward-auth` } },
+    ).map((c) => `${c.kind}/${c.metadata.name}`);
     want.push(`Secret/${governanceSecretName(name)}`);
     const have = (owned.get(a.metadata.uid!) ?? []).map((c) => `${c.kind}/${c.metadata.name}`);
-    if (JSON.stringify([...have].sort()) !== JSON.stringify([...want].sort())) problems.push(`App ${name}: children ${JSON.stringify(have.sort())}, want ${JSON.stringify(want.sort())}`);
+    if (JSON.stringify([...have].sort()) !== JSON.stringify([...want].sort()))
+      problems.push(`App ${name}: children ${JSON.stringify(have.sort())}, want ${JSON.stringify(want.sort())}`);
     for (const c of owned.get(a.metadata.uid!) ?? []) {
-      const images = c.kind === "Deployment" ? (c as k8s.V1Deployment).spec?.template.spec?.containers.map((x) => x.image)
-        : c.kind === "CronJob" ? (c as k8s.V1CronJob).spec?.jobTemplate.spec?.template.spec?.containers.map((x) => x.image) : undefined;
-      if (images && JSON.stringify(images) !== JSON.stringify([spec.image])) problems.push(`${c.kind} ${c.metadata.name}: image ${JSON.stringify(images)}, want ${spec.image}`);
+      const images =
+        c.kind === "Deployment"
+          ? (c as k8s.V1Deployment).spec?.template.spec?.containers.map((x) => x.image)
+          : c.kind === "CronJob"
+            ? (c as k8s.V1CronJob).spec?.jobTemplate.spec?.template.spec?.containers.map((x) => x.image)
+            : undefined;
+      if (images && JSON.stringify(images) !== JSON.stringify([spec.image]))
+        problems.push(`${c.kind} ${c.metadata.name}: image ${JSON.stringify(images)}, want ${spec.image}`);
     }
   }
   // governance stores: one schema per live App (one deleted App's store is dropped before its finalizer goes)
-  const schemas = (await query<{ schema_name: string }>(api.db.url, `select schema_name from information_schema.schemata where schema_name like $1`, [`gov\\_${api.workspaceId}\\_%`])).map((r) => r.schema_name).sort();
+  const schemas = (
+    await query<{ schema_name: string }>(api.db.url, `select schema_name from information_schema.schemata where schema_name like $1`, [
+      `gov\\_${api.workspaceId}\\_%`,
+    ])
+  )
+    .map((r) => r.schema_name)
+    .sort();
   const wantSchemas = [...live.values()].map((a) => `gov_${api.workspaceId}_${a.metadata.name!.replaceAll("-", "_")}`).sort();
-  if (JSON.stringify(schemas) !== JSON.stringify(wantSchemas)) problems.push(`governance schemas ${JSON.stringify(schemas)}, want ${JSON.stringify(wantSchemas)}`);
+  if (JSON.stringify(schemas) !== JSON.stringify(wantSchemas))
+    problems.push(`governance schemas ${JSON.stringify(schemas)}, want ${JSON.stringify(wantSchemas)}`);
   return problems;
 }
 
 test("killed again and again mid-reconcile under a stream of App changes, the operator converges: no duplicate, no orphan, no foreign object touched", async (t) => {
   t.timeout(15 * 60_000);
   const foreign = await foreignObjects();
-  await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "clash", namespace: ns }, spec: { name: "clash", slug: "clash", image: "registry.invalid/clash:1", visibility: "public" } }, "faults");
+  await client.create(
+    {
+      apiVersion: API_VERSION,
+      kind: "App",
+      metadata: { name: "clash", namespace: ns },
+      spec: { name: "clash", slug: "clash", image: "registry.invalid/clash:1", visibility: "public" },
+    },
+    "faults",
+  );
   await startOperator();
 
   const counts = { create: 0, update: 0, delete: 0 };
@@ -215,10 +309,15 @@ test("killed again and again mid-reconcile under a stream of App changes, the op
   // The last operator runs on; everything converges.
   let last: string[] = [];
   try {
-    await eventually("the Apps and their children to converge", async () => {
-      last = await divergence();
-      return last.length === 0;
-    }, 180_000, 1000);
+    await eventually(
+      "the Apps and their children to converge",
+      async () => {
+        last = await divergence();
+        return last.length === 0;
+      },
+      180_000,
+      1000,
+    );
   } catch (err) {
     t.fail(`${(err as Error).message}\nnot converged:\n  ${last.join("\n  ")}\n--- operator ---\n${op?.tail(20)}`);
     return;
@@ -233,14 +332,22 @@ test("killed again and again mid-reconcile under a stream of App changes, the op
     // unchanged (generation); every other object is exactly as it was (resourceVersion).
     if (f.kind === "Deployment") t.is(now?.metadata.generation, f.generation, `${f.kind} ${f.name}'s spec was not written`);
     else t.is(now?.metadata.resourceVersion, f.resourceVersion, `${f.kind} ${f.name} was not written`);
-    t.deepEqual((now?.metadata.managedFields ?? []).filter((m) => m.manager?.startsWith("berth")).map((m) => m.manager), [], `${f.kind} ${f.name} has no field of Berth's`);
+    t.deepEqual(
+      (now?.metadata.managedFields ?? []).filter((m) => m.manager?.startsWith("berth")).map((m) => m.manager),
+      [],
+      `${f.kind} ${f.name} has no field of Berth's`,
+    );
     t.falsy(now?.metadata.ownerReferences?.length, `${f.kind} ${f.name} got no owner`);
   }
   // The App that claims the foreign Service's name fails instead of taking it.
-  const clash = await eventually("the App clash to report the conflict", async () => {
-    const a = await client.get<App>(appRef("clash"));
-    return a?.status?.conditions?.find((c) => c.type === "Ready" && c.status === "False") ? a : undefined;
-  }, 60_000);
+  const clash = await eventually(
+    "the App clash to report the conflict",
+    async () => {
+      const a = await client.get<App>(appRef("clash"));
+      return a?.status?.conditions?.find((c) => c.type === "Ready" && c.status === "False") ? a : undefined;
+    },
+    60_000,
+  );
   t.not(clash.status?.phase, "active");
   t.is(op!.child.exitCode, null, "the last operator is still running");
 });

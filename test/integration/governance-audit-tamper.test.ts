@@ -18,12 +18,19 @@ test.before(async () => {
   api = await startApi();
   operator = (await identity("operator")).token;
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
 const N = 10;
 const trace = (i: number) => ({
-  traceId: crypto.randomUUID(), input: `Question ${i} about the invoice`, output: `Answer ${i}: it is attached.`, model: "gpt-4o",
-  latency: 100 + i, tokens: { prompt: 10, completion: 20, total: 30 }, timestamp: new Date(Date.now() - 60_000 + i).toISOString(),
+  traceId: crypto.randomUUID(),
+  input: `Question ${i} about the invoice`,
+  output: `Answer ${i}: it is attached.`,
+  model: "gpt-4o",
+  latency: 100 + i,
+  tokens: { prompt: 10, completion: 20, total: 30 },
+  timestamp: new Date(Date.now() - 60_000 + i).toISOString(),
 });
 const schemaOf = (app: string) => `"gov_${api.workspaceId}_${app}"`;
 const verify = (app: string) => api.fetchJson("GET", `/workspaces/${api.workspaceId}/governance/apps/${app}/audit/verify`);
@@ -36,7 +43,10 @@ async function chainOf(t: ExecutionContext, app: string, n = N): Promise<{ key: 
   t.is(r.body.created, n, r.text);
   const v = await verify(app);
   t.like(v.body, { valid: true, entries: n }, "intact before tampering");
-  const rows = await query<{ sequence: string; trace_id: string }>(api.db.url, `select sequence, trace_id from ${schemaOf(app)}.audit_log order by sequence`);
+  const rows = await query<{ sequence: string; trace_id: string }>(
+    api.db.url,
+    `select sequence, trace_id from ${schemaOf(app)}.audit_log order by sequence`,
+  );
   return { key, traceAt: ["", ...rows.map((x) => x.trace_id)] };
 }
 
@@ -58,7 +68,12 @@ async function asOwner(app: string, ...statements: string[]): Promise<void> {
   }
 }
 
-async function broken(t: ExecutionContext, app: string, link: { sequence: number; traceId: string | null; reason: string }, entries: number): Promise<void> {
+async function broken(
+  t: ExecutionContext,
+  app: string,
+  link: { sequence: number; traceId: string | null; reason: string },
+  entries: number,
+): Promise<void> {
   const v = await verify(app);
   t.is(v.status, 200, v.text);
   t.deepEqual(v.body, { valid: false, entries, firstBrokenLink: link, headHash: null, restarts: [] });
@@ -81,7 +96,11 @@ test("the owner is refused by the triggers until it switches them off", async (t
 
 test("altered: a changed prompt, response, model or guard decision names that entry", async (t) => {
   const { traceAt } = await chainOf(t, "altered");
-  await asOwner("altered", `update $log set response = 'a different answer' where sequence = 4`, `update $log set model = 'gpt-3' where sequence = 7`);
+  await asOwner(
+    "altered",
+    `update $log set response = 'a different answer' where sequence = 4`,
+    `update $log set model = 'gpt-3' where sequence = 7`,
+  );
   await broken(t, "altered", { sequence: 4, traceId: traceAt[4]!, reason: CONTENT }, N);
 
   const { traceAt: d } = await chainOf(t, "decision");
@@ -95,8 +114,22 @@ test("altered with its own hash recomputed: the next link breaks; for the last e
     ["rehashedlast", N, N, "the entry's hash is not the chain's recorded head: the last entry was rewritten"],
   ] as const) {
     const { traceAt } = await chainOf(t, app);
-    const [e] = await query<Record<string, string>>(api.db.url, `select *, ${ISO("called_at")} as c, ${ISO("recorded_at")} as r from ${schemaOf(app)}.audit_log where sequence = ${seq}`);
-    const content = { sequence: seq, traceId: e!.trace_id!, workspaceId: api.workspaceId, appId: app, model: e!.model!, prompt: "a forged prompt", response: e!.response!, guardDecision: e!.guard_decision, calledAt: e!.c!, recordedAt: e!.r! };
+    const [e] = await query<Record<string, string>>(
+      api.db.url,
+      `select *, ${ISO("called_at")} as c, ${ISO("recorded_at")} as r from ${schemaOf(app)}.audit_log where sequence = ${seq}`,
+    );
+    const content = {
+      sequence: seq,
+      traceId: e!.trace_id!,
+      workspaceId: api.workspaceId,
+      appId: app,
+      model: e!.model!,
+      prompt: "a forged prompt",
+      response: e!.response!,
+      guardDecision: e!.guard_decision,
+      calledAt: e!.c!,
+      recordedAt: e!.r!,
+    };
     await asOwner(app, `update $log set prompt = 'a forged prompt', hash = '${entryHash(e!.prev_hash!, content)}' where sequence = ${seq}`);
     await broken(t, app, { sequence: named, traceId: traceAt[named]!, reason }, N);
   }
@@ -113,11 +146,21 @@ test("deleted: the first entry, one in the middle, the last ones, all of them", 
 
   await chainOf(t, "deltail");
   await asOwner("deltail", `delete from $log where sequence > 8`);
-  await broken(t, "deltail", { sequence: 9, traceId: null, reason: `entries 9-${N} are missing: the chain's recorded head is entry ${N}` }, 8);
+  await broken(
+    t,
+    "deltail",
+    { sequence: 9, traceId: null, reason: `entries 9-${N} are missing: the chain's recorded head is entry ${N}` },
+    8,
+  );
 
   await chainOf(t, "delall");
   await asOwner("delall", `delete from $log`);
-  await broken(t, "delall", { sequence: 1, traceId: null, reason: `entries 1-${N} are missing: the chain's recorded head is entry ${N}` }, 0);
+  await broken(
+    t,
+    "delall",
+    { sequence: 1, traceId: null, reason: `entries 1-${N} are missing: the chain's recorded head is entry ${N}` },
+    0,
+  );
 });
 
 test("deleted from the end, then ingestion goes on: the gap stays and is still named", async (t) => {
@@ -125,25 +168,37 @@ test("deleted from the end, then ingestion goes on: the gap stays and is still n
   await asOwner("healing", `delete from $log where sequence > 7`);
   const r = await api.fetchJson("POST", "/governance/traces", { key, body: { traces: [trace(100), trace(101)] } });
   t.is(r.body.created, 2, r.text);
-  const seq = await query<{ sequence: string }>(api.db.url, `select sequence from ${schemaOf("healing")}.audit_log where sequence > 7 order by sequence`);
-  t.deepEqual(seq.map((x) => Number(x.sequence)), [N + 1, N + 2], "the chain continues from its recorded head, not over the deleted entries");
+  const seq = await query<{ sequence: string }>(
+    api.db.url,
+    `select sequence from ${schemaOf("healing")}.audit_log where sequence > 7 order by sequence`,
+  );
+  t.deepEqual(
+    seq.map((x) => Number(x.sequence)),
+    [N + 1, N + 2],
+    "the chain continues from its recorded head, not over the deleted entries",
+  );
   const v = await verify("healing");
   t.like(v.body, { valid: false, entries: 9, firstBrokenLink: { sequence: N + 1, reason: `entries 8-${N} are missing` } });
 });
 
 test("reordered: two entries' sequence numbers swapped, two entries' contents swapped, an entry moved to the end", async (t) => {
   const swapped = await chainOf(t, "swapseq");
-  await asOwner("swapseq",
+  await asOwner(
+    "swapseq",
     `update $log set sequence = 1000 where sequence = 4`,
     `update $log set sequence = 4 where sequence = 5`,
-    `update $log set sequence = 5 where sequence = 1000`);
+    `update $log set sequence = 5 where sequence = 1000`,
+  );
   await broken(t, "swapseq", { sequence: 4, traceId: swapped.traceAt[5]!, reason: PREV }, N);
 
   const contents = await chainOf(t, "swaprows");
   // everything but the chain fields: the rows trade places while sequence, prev_hash and hash stay
-  await asOwner("swaprows", `
+  await asOwner(
+    "swaprows",
+    `
     update $log a set trace_id = b.trace_id, prompt = b.prompt, response = b.response, guard_decision = b.guard_decision, called_at = b.called_at
-      from $log b where (a.sequence, b.sequence) in ((6, 7), (7, 6))`);
+      from $log b where (a.sequence, b.sequence) in ((6, 7), (7, 6))`,
+  );
   await broken(t, "swaprows", { sequence: 6, traceId: contents.traceAt[7]!, reason: CONTENT }, N);
 
   const moved = await chainOf(t, "moved");

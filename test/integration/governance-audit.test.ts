@@ -17,7 +17,9 @@ test.before(async () => {
   api = await startApi();
   token = (await identity("operator")).token;
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
 const provisionKey = async (name: string) => (await provisionApp(api, token, name)).key;
 
@@ -46,11 +48,28 @@ test.serial("an empty chain verifies; so does a chain built by concurrent batche
   t.deepEqual(v.body, { valid: true, entries: 200, firstBrokenLink: null, headHash: v.body.headHash, restarts: [] });
   t.regex(v.body.headHash, /^[0-9a-f]{64}$/);
   const seq = await query<{ sequence: string }>(api.db.url, `select sequence from ${schema("chain")}.audit_log order by sequence`);
-  t.deepEqual(seq.map((r) => Number(r.sequence)), Array.from({ length: 200 }, (_, i) => i + 1));
+  t.deepEqual(
+    seq.map((r) => Number(r.sequence)),
+    Array.from({ length: 200 }, (_, i) => i + 1),
+  );
 
   // recompute entry 1 by hand from the documented formula
-  const [e] = await query<Record<string, unknown>>(api.db.url, `select *, to_char(called_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as c, to_char(recorded_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as r from ${schema("chain")}.audit_log where sequence = 1`);
-  const content = { sequence: 1, traceId: e!.trace_id, workspaceId: api.workspaceId, appId: "chain", model: "gpt-4o", prompt: e!.prompt, response: e!.response, guardDecision: e!.guard_decision, calledAt: e!.c, recordedAt: e!.r };
+  const [e] = await query<Record<string, unknown>>(
+    api.db.url,
+    `select *, to_char(called_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as c, to_char(recorded_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as r from ${schema("chain")}.audit_log where sequence = 1`,
+  );
+  const content = {
+    sequence: 1,
+    traceId: e!.trace_id,
+    workspaceId: api.workspaceId,
+    appId: "chain",
+    model: "gpt-4o",
+    prompt: e!.prompt,
+    response: e!.response,
+    guardDecision: e!.guard_decision,
+    calledAt: e!.c,
+    recordedAt: e!.r,
+  };
   t.is(e!.prev_hash, GENESIS_HASH);
   t.is(entryHash(GENESIS_HASH, content as never), String(e!.hash));
   t.true(canonicalJson(content).startsWith(`{"appId":"chain","calledAt":`));
@@ -88,7 +107,13 @@ test.serial("a row changed behind the API's back (triggers off, as superuser) is
   await su.query("commit");
   const v = await verify("chain");
   t.is(v.status, 200);
-  t.deepEqual(v.body, { valid: false, entries: 200, firstBrokenLink: { sequence: 57, traceId: target!.trace_id, reason: "the entry's content does not match its hash" }, headHash: null, restarts: [] });
+  t.deepEqual(v.body, {
+    valid: false,
+    entries: 200,
+    firstBrokenLink: { sequence: 57, traceId: target!.trace_id, reason: "the entry's content does not match its hash" },
+    headHash: null,
+    restarts: [],
+  });
 });
 
 test.serial("a deleted entry and a forged hash are named too", async (t) => {
@@ -111,15 +136,33 @@ test.serial("a deleted entry and a forged hash are named too", async (t) => {
   // rewriting a row and its own hash still breaks the next link
   const key2 = await provisionKey("forged");
   await api.fetchJson("POST", "/governance/traces", { key: key2, body: { traces: Array.from({ length: 5 }, (_, i) => trace(i)) } });
-  const [e] = await query<Record<string, unknown>>(api.db.url, `select *, to_char(called_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as c, to_char(recorded_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as r from ${schema("forged")}.audit_log where sequence = 2`);
-  const forged = { sequence: 2, traceId: e!.trace_id, workspaceId: api.workspaceId, appId: "forged", model: e!.model, prompt: "forged prompt", response: e!.response, guardDecision: e!.guard_decision, calledAt: e!.c, recordedAt: e!.r };
+  const [e] = await query<Record<string, unknown>>(
+    api.db.url,
+    `select *, to_char(called_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as c, to_char(recorded_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as r from ${schema("forged")}.audit_log where sequence = 2`,
+  );
+  const forged = {
+    sequence: 2,
+    traceId: e!.trace_id,
+    workspaceId: api.workspaceId,
+    appId: "forged",
+    model: e!.model,
+    prompt: "forged prompt",
+    response: e!.response,
+    guardDecision: e!.guard_decision,
+    calledAt: e!.c,
+    recordedAt: e!.r,
+  };
   const newHash = entryHash(String(e!.prev_hash), forged as never);
   await su.query("begin");
   await su.query("set local session_replication_role = replica");
   await su.query(`update ${schema("forged")}.audit_log set prompt = 'forged prompt', hash = $1 where sequence = 2`, [newHash]);
   await su.query("commit");
   const v2 = await verify("forged");
-  t.deepEqual(v2.body.firstBrokenLink, { sequence: 3, traceId: v2.body.firstBrokenLink.traceId, reason: "prev_hash does not match the previous entry's hash" });
+  t.deepEqual(v2.body.firstBrokenLink, {
+    sequence: 3,
+    traceId: v2.body.firstBrokenLink.traceId,
+    reason: "prev_hash does not match the previous entry's hash",
+  });
 });
 
 test.serial("a re-provisioned store's chain begins again, and verification says when, by whom and what went", async (t) => {
@@ -133,7 +176,12 @@ test.serial("a re-provisioned store's chain begins again, and verification says 
   // the chain alone looks whole: an empty, valid chain; the restart is what tells the story
   t.like(after.body, { valid: true, entries: 0, headHash: null });
   t.is(after.body.restarts.length, 1);
-  t.like(after.body.restarts[0], { reason: "reprovisioned", actor: `key:${api.apiKeyId}`, previousEntries: 5, previousHeadHash: before.body.headHash });
+  t.like(after.body.restarts[0], {
+    reason: "reprovisioned",
+    actor: `key:${api.apiKeyId}`,
+    previousEntries: 5,
+    previousHeadHash: before.body.headHash,
+  });
   t.regex(after.body.restarts[0].at, /^\d{4}-\d\d-\d\dT/);
   // the record is outside the store: switching governance off and on again keeps it, and adds none for an empty chain
   t.is((await api.fetchJson("DELETE", `/workspaces/${api.workspaceId}/governance/apps/phoenix/provision`)).status, 204);
@@ -153,7 +201,10 @@ test.serial("verification reads large entries in pages of bounded size, not a th
   const g = api.services.governance;
   const v = await g.reader.verifyAudit(await g.store(api.workspaceId, "bulky"), (rows, bytes) => pages.push({ rows, bytes }));
   t.like(v, { valid: true, entries: 24 });
-  t.is(pages.reduce((n, p) => n + p.rows, 0), 24);
+  t.is(
+    pages.reduce((n, p) => n + p.rows, 0),
+    24,
+  );
   t.true(pages.length > 2, JSON.stringify(pages));
   // a page never holds more than the budget and one entry (a page of 1000 would have held all 22 MB)
   for (const p of pages) t.true(p.bytes <= AUDIT_PAGE_BYTES + 1024 * 1024, JSON.stringify(pages));

@@ -22,35 +22,67 @@ test.before(async () => {
   // As the chart runs it: the operator's ServiceAccount and RBAC, its token checked by TokenReview.
   op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url });
 });
-test.after.always(async () => { await op?.stop(); await api?.stop(); });
+test.after.always(async () => {
+  await op?.stop();
+  await api?.stop();
+});
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
 const gov = (app: string) => `/workspaces/${api.workspaceId}/governance/apps/${app}`;
-const secretOf = (app: string) => client.get<k8s.V1Secret & KubeObject>({ apiVersion: "v1", kind: "Secret", namespace: api.namespace, name: `${app}-governance` });
-const decode = (s: k8s.V1Secret | undefined, key: string) => (s?.data?.[key] ? Buffer.from(s.data[key], "base64").toString("utf8") : undefined);
+const secretOf = (app: string) =>
+  client.get<k8s.V1Secret & KubeObject>({ apiVersion: "v1", kind: "Secret", namespace: api.namespace, name: `${app}-governance` });
+const decode = (s: k8s.V1Secret | undefined, key: string) =>
+  s?.data?.[key] ? Buffer.from(s.data[key], "base64").toString("utf8") : undefined;
 const keyIn = (conn: string) => /^govdb:\/\/(gov_sk_[A-Za-z0-9_-]+)@/.exec(conn)?.[1];
-const trace = () => ({ traceId: randomUUID(), input: "What is our refund policy?", output: "Refunds are accepted within 30 days.", model: "gpt-4o-mini", latency: 420, tokens: { prompt: 12, completion: 9, total: 21 }, timestamp: new Date().toISOString() });
+const trace = () => ({
+  traceId: randomUUID(),
+  input: "What is our refund policy?",
+  output: "Refunds are accepted within 30 days.",
+  model: "gpt-4o-mini",
+  latency: 420,
+  tokens: { prompt: 12, completion: 9, total: 21 },
+  timestamp: new Date().toISOString(),
+});
 const ingest = (key: string) => api.fetchJson("POST", "/governance/traces", { key, body: trace() });
 
 test.serial("the first rollout waits for the governance Secret, and the container gets both variables", async (t) => {
   const r = await api.fetchJson("POST", apps(), { body: { name: "Chat", slug: "chat", image: "registry.invalid/chat:1" } });
   t.is(r.status, 201, r.text);
-  const d = await eventually("the Deployment", () => client.get<k8s.V1Deployment & KubeObject>({ apiVersion: "apps/v1", kind: "Deployment", namespace: api.namespace, name: "chat" }), 60_000);
+  const d = await eventually(
+    "the Deployment",
+    () => client.get<k8s.V1Deployment & KubeObject>({ apiVersion: "apps/v1", kind: "Deployment", namespace: api.namespace, name: "chat" }),
+    60_000,
+  );
   const secret = await secretOf("chat");
   t.truthy(secret, "the Secret exists once the Deployment does");
   t.true(new Date(secret!.metadata.creationTimestamp!) <= new Date(d.metadata.creationTimestamp!), "Secret first");
-  t.deepEqual(d.spec?.template.spec?.containers[0]?.envFrom?.map((e) => e.secretRef?.name), ["chat-governance"]);
+  t.deepEqual(
+    d.spec?.template.spec?.containers[0]?.envFrom?.map((e) => e.secretRef?.name),
+    ["chat-governance"],
+  );
   const conn = decode(secret, "GOVDB_CONNECTION")!;
   t.regex(conn, /^govdb:\/\/gov_sk_[A-Za-z0-9_-]{43}@127\.0\.0\.1:9\/[a-z0-9_]+$/);
   t.is(decode(secret, "GOVERNANCE_PROJECT"), "chat");
   const app = await client.get<KubeObject>({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "chat" });
   t.true(app?.metadata.finalizers?.includes("berth.dev/governance"));
-  await eventually("the App to be active with GovernanceReady", async () => {
-    const a = await client.get<KubeObject & { status?: { phase?: string; conditions?: { type: string; status: string }[] } }>({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "chat" });
-    return a?.status?.phase === "active" && a.status.conditions?.some((c) => c.type === "GovernanceReady" && c.status === "True");
-  }, 60_000);
+  await eventually(
+    "the App to be active with GovernanceReady",
+    async () => {
+      const a = await client.get<KubeObject & { status?: { phase?: string; conditions?: { type: string; status: string }[] } }>({
+        apiVersion: API_VERSION,
+        kind: "App",
+        namespace: api.namespace,
+        name: "chat",
+      });
+      return a?.status?.phase === "active" && a.status.conditions?.some((c) => c.type === "GovernanceReady" && c.status === "True");
+    },
+    60_000,
+  );
   const pods = await k.core.listNamespacedPod({ namespace: api.namespace, labelSelector: "berth.dev/app=chat" });
-  t.deepEqual(pods.items[0]?.spec?.containers[0]?.envFrom?.map((e) => e.secretRef?.name), ["chat-governance"]);
+  t.deepEqual(
+    pods.items[0]?.spec?.containers[0]?.envFrom?.map((e) => e.secretRef?.name),
+    ["chat-governance"],
+  );
 });
 
 test.serial("the key in the Secret ingests traces for its app", async (t) => {
@@ -69,17 +101,30 @@ test.serial("a forced re-provision mints a new key into the Secret and rolls the
   const r = await api.fetchJson("POST", `${gov("chat")}/provision`);
   t.is(r.status, 200, r.text);
   t.regex(r.body.connectionString, /^govdb:\/\/\*+@/);
-  const after = await eventually("a new key in the Secret", async () => {
-    const c = decode(await secretOf("chat"), "GOVDB_CONNECTION");
-    return c && c !== before ? c : undefined;
-  }, 60_000);
+  const after = await eventually(
+    "a new key in the Secret",
+    async () => {
+      const c = decode(await secretOf("chat"), "GOVDB_CONNECTION");
+      return c && c !== before ? c : undefined;
+    },
+    60_000,
+  );
   t.is((await ingest(keyIn(before)!)).status, 401);
   const ok = await ingest(keyIn(after)!);
   t.true(ok.status === 200 || ok.status === 201, ok.text);
-  const d = await eventually("the pod template to carry generation 2", async () => {
-    const d = await client.get<k8s.V1Deployment & KubeObject>({ apiVersion: "apps/v1", kind: "Deployment", namespace: api.namespace, name: "chat" });
-    return d?.spec?.template.metadata?.annotations?.["berth.dev/governance-generation"] === "2" ? d : undefined;
-  }, 60_000);
+  const d = await eventually(
+    "the pod template to carry generation 2",
+    async () => {
+      const d = await client.get<k8s.V1Deployment & KubeObject>({
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        namespace: api.namespace,
+        name: "chat",
+      });
+      return d?.spec?.template.metadata?.annotations?.["berth.dev/governance-generation"] === "2" ? d : undefined;
+    },
+    60_000,
+  );
   t.truthy(d);
 });
 
@@ -87,10 +132,19 @@ test.serial("de-provisioning removes the Secret and the variables", async (t) =>
   const r = await api.fetchJson("DELETE", `${gov("chat")}/provision`);
   t.is(r.status, 204, r.text);
   await eventually("the Secret to go", async () => !(await secretOf("chat")), 60_000);
-  const d = await eventually("envFrom to go", async () => {
-    const d = await client.get<k8s.V1Deployment & KubeObject>({ apiVersion: "apps/v1", kind: "Deployment", namespace: api.namespace, name: "chat" });
-    return d && !d.spec?.template.spec?.containers[0]?.envFrom ? d : undefined;
-  }, 60_000);
+  const d = await eventually(
+    "envFrom to go",
+    async () => {
+      const d = await client.get<k8s.V1Deployment & KubeObject>({
+        apiVersion: "apps/v1",
+        kind: "Deployment",
+        namespace: api.namespace,
+        name: "chat",
+      });
+      return d && !d.spec?.template.spec?.containers[0]?.envFrom ? d : undefined;
+    },
+    60_000,
+  );
   t.truthy(d);
 });
 
@@ -99,6 +153,10 @@ test.serial("a permanently deleted App has its store dropped before it goes", as
   const key = keyIn(await eventually("the Secret", async () => decode(await secretOf("gone"), "GOVDB_CONNECTION"), 60_000))!;
   t.true([200, 201].includes((await ingest(key)).status));
   t.is((await api.fetchJson("DELETE", `${apps()}/gone/permanent`)).status, 204);
-  await eventually("the App to be gone (finalizer released)", async () => !(await client.get({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "gone" })), 60_000);
+  await eventually(
+    "the App to be gone (finalizer released)",
+    async () => !(await client.get({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "gone" })),
+    60_000,
+  );
   t.is((await ingest(key)).status, 401, "the store and its key are gone");
 });

@@ -24,7 +24,10 @@ test.before(async () => {
   operatorToken = (await identity("operator")).token;
   intruderToken = await serviceAccountToken(opNs, "intruder");
 });
-test.after.always(async () => { await api?.stop(); await deleteNamespace(k, opNs); });
+test.after.always(async () => {
+  await api?.stop();
+  await deleteNamespace(k, opNs);
+});
 
 const ws = () => `/workspaces/${api.workspaceId}/governance/apps`;
 
@@ -50,11 +53,20 @@ const keyOf = (connectionString: string) => /^govdb:\/\/([^@]+)@/.exec(connectio
 function ingest(key: string, traceId = crypto.randomUUID()) {
   return api.fetchJson("POST", "/governance/traces", {
     key,
-    body: { traceId, input: "What is the capital of France?", output: "Paris.", model: "gpt-4o-mini", latency: 420, tokens: { prompt: 8, completion: 2, total: 10 }, timestamp: new Date().toISOString() },
+    body: {
+      traceId,
+      input: "What is the capital of France?",
+      output: "Paris.",
+      model: "gpt-4o-mini",
+      latency: 420,
+      tokens: { prompt: 8, completion: 2, total: 10 },
+      timestamp: new Date().toISOString(),
+    },
   });
 }
 
-const schemaExists = async (schema: string) => (await query(api.db.url, `select 1 from pg_namespace where nspname = $1`, [schema])).length === 1;
+const schemaExists = async (schema: string) =>
+  (await query(api.db.url, `select 1 from pg_namespace where nspname = $1`, [schema])).length === 1;
 const roleExists = async (role: string) => (await query(api.db.url, `select 1 from pg_roles where rolname = $1`, [role])).length === 1;
 
 test.serial("the operator provisions a store: schema, role, tables, a gov_sk_ key stored only as a hash", async (t) => {
@@ -70,17 +82,31 @@ test.serial("the operator provisions a store: schema, role, tables, a gov_sk_ ke
 
   t.true(await schemaExists(`gov_${api.workspaceId}_shop`));
   t.true(await roleExists(`govr_${api.workspaceId}_shop`));
-  const tables = await query<{ table_name: string }>(api.db.url, `select table_name from information_schema.tables where table_schema = $1 order by 1`, [`gov_${api.workspaceId}_shop`]);
-  t.deepEqual(tables.map((x) => x.table_name), ["audit_head", "audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"]);
-  const role = await query<{ rolcanlogin: boolean }>(api.db.url, `select rolcanlogin from pg_roles where rolname = $1`, [`govr_${api.workspaceId}_shop`]);
+  const tables = await query<{ table_name: string }>(
+    api.db.url,
+    `select table_name from information_schema.tables where table_schema = $1 order by 1`,
+    [`gov_${api.workspaceId}_shop`],
+  );
+  t.deepEqual(
+    tables.map((x) => x.table_name),
+    ["audit_head", "audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"],
+  );
+  const role = await query<{ rolcanlogin: boolean }>(api.db.url, `select rolcanlogin from pg_roles where rolname = $1`, [
+    `govr_${api.workspaceId}_shop`,
+  ]);
   t.false(role[0]!.rolcanlogin, "the app role is NOLOGIN");
 
   const key = keyOf(r.body.connectionString);
-  const stored = await query<{ hash: string; prefix: string }>(api.db.url, `select hash, prefix from governance_app_keys where app_id = 'shop' and revoked_at is null`);
+  const stored = await query<{ hash: string; prefix: string }>(
+    api.db.url,
+    `select hash, prefix from governance_app_keys where app_id = 'shop' and revoked_at is null`,
+  );
   t.is(stored.length, 1);
   t.is(stored[0]!.hash.length, 64);
   t.is(stored[0]!.prefix, key.slice(0, 12));
-  const everything = JSON.stringify(await query(api.db.url, `select * from governance_app_keys`)) + JSON.stringify(await query(api.db.url, `select * from governance_projects`));
+  const everything =
+    JSON.stringify(await query(api.db.url, `select * from governance_app_keys`)) +
+    JSON.stringify(await query(api.db.url, `select * from governance_projects`));
   t.false(everything.includes(key.slice(7)), "the key is never stored");
   t.false(JSON.stringify(api.logs).includes(key.slice(7)), "nor logged");
 
@@ -117,11 +143,21 @@ test.serial("a provisioning interrupted half-way leaves nothing a retry cannot f
   // what a crash after the role and part of the schema would have left, had it not been one transaction
   await query(api.db.url, `create role "govr_${api.workspaceId}_halfway" nologin`);
   await query(api.db.url, `create schema "gov_${api.workspaceId}_halfway"`);
-  await query(api.db.url, `create table "gov_${api.workspaceId}_halfway".traces (trace_id uuid primary key, session_id text, model text not null, prompt text not null, response text not null, error text, prompt_tokens integer not null, completion_tokens integer not null, total_tokens integer not null, latency_ms double precision not null, metadata jsonb, guard_blocked boolean not null, guard_evaluations jsonb not null, eval_score double precision not null, cost_usd double precision not null, priced boolean not null, price_version text not null, created_at timestamptz not null, ingested_at timestamptz not null default now())`);
+  await query(
+    api.db.url,
+    `create table "gov_${api.workspaceId}_halfway".traces (trace_id uuid primary key, session_id text, model text not null, prompt text not null, response text not null, error text, prompt_tokens integer not null, completion_tokens integer not null, total_tokens integer not null, latency_ms double precision not null, metadata jsonb, guard_blocked boolean not null, guard_evaluations jsonb not null, eval_score double precision not null, cost_usd double precision not null, priced boolean not null, price_version text not null, created_at timestamptz not null, ingested_at timestamptz not null default now())`,
+  );
   const r = await provision(app);
   t.is(r.status, 200, r.text);
-  const tables = await query<{ table_name: string }>(api.db.url, `select table_name from information_schema.tables where table_schema = $1 order by 1`, [`gov_${api.workspaceId}_halfway`]);
-  t.deepEqual(tables.map((x) => x.table_name), ["audit_head", "audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"]);
+  const tables = await query<{ table_name: string }>(
+    api.db.url,
+    `select table_name from information_schema.tables where table_schema = $1 order by 1`,
+    [`gov_${api.workspaceId}_halfway`],
+  );
+  t.deepEqual(
+    tables.map((x) => x.table_name),
+    ["audit_head", "audit_log", "evals", "evals_hourly", "guard_blocks", "traces", "traces_hourly"],
+  );
   t.is((await ingest(keyOf(r.body.connectionString))).status, 201);
 });
 
@@ -129,8 +165,12 @@ test.serial("the operator route refuses other callers: no token, a garbage token
   const app = (await getApp("shop"))!;
   const body = { namespace: api.namespace, appName: "shop", appUid: app.metadata.uid, generation: 1 };
   for (const [what, key, status] of [
-    ["no token", null, 401], ["a garbage token", "not-a-token", 401], ["another ServiceAccount", intruderToken, 403],
-    ["a workspace key", api.apiKey, 403], ["a platform admin key", api.adminKey, 403], ["an unknown ws_sk_ key", `ws_sk_${"A".repeat(43)}`, 401],
+    ["no token", null, 401],
+    ["a garbage token", "not-a-token", 401],
+    ["another ServiceAccount", intruderToken, 403],
+    ["a workspace key", api.apiKey, 403],
+    ["a platform admin key", api.adminKey, 403],
+    ["an unknown ws_sk_ key", `ws_sk_${"A".repeat(43)}`, 401],
   ] as const) {
     const r = await internal("POST", body, key);
     t.is(r.status, status, `${what}: ${r.text}`);
@@ -179,7 +219,11 @@ test.serial("the public re-provision drops the old data, revokes keys and annota
 
   const r = await api.fetchJson("POST", `${ws()}/shop/provision`);
   t.is(r.status, 200, r.text);
-  t.deepEqual(r.body, { appId: "shop", harborDatabase: `gov_${api.workspaceId}_shop`, connectionString: `govdb://****@gov.berth.test/gov_${api.workspaceId}_shop` });
+  t.deepEqual(r.body, {
+    appId: "shop",
+    harborDatabase: `gov_${api.workspaceId}_shop`,
+    connectionString: `govdb://****@gov.berth.test/gov_${api.workspaceId}_shop`,
+  });
   const after = await query<{ n: string }>(api.db.url, `select count(*) as n from "gov_${api.workspaceId}_shop".traces`);
   t.is(Number(after[0]!.n), 0, "a fresh, empty store");
   t.is((await ingest(key)).status, 401, "the old key is revoked");
@@ -217,7 +261,9 @@ test.serial("pipeline state reports the real governance stage", async (t) => {
   t.is(ps.body.harbor.status, "active");
   t.true(ps.body.harbor.guardsEnabled);
   t.regex(ps.body.harbor.lastEvalAt ?? "", /^\d{4}-\d\d-\d\dT/);
-  await api.fetchJson("PUT", `${ws()}/shop/observability-config`, { body: { guards: { prompt_injection: { enabled: false }, sensitive_data: { enabled: false } } } });
+  await api.fetchJson("PUT", `${ws()}/shop/observability-config`, {
+    body: { guards: { prompt_injection: { enabled: false }, sensitive_data: { enabled: false } } },
+  });
   const off = await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/shop/pipeline-state`);
   t.false(off.body.harbor.guardsEnabled);
   await createApp("fresh");
@@ -280,7 +326,11 @@ test.serial("a new App with the name of a deleted one gets a fresh store, never 
   await client.delete({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "phoenix" });
   let second: KubeObject | undefined;
   for (let i = 0; i < 50 && !second; i++) {
-    try { second = await createApp("phoenix"); } catch { await new Promise((r) => setTimeout(r, 100)); }
+    try {
+      second = await createApp("phoenix");
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
   t.truthy(second);
   t.not(second!.metadata.uid, first.metadata.uid);
@@ -298,7 +348,11 @@ test.serial("an App deleted before its store existed leaves no config to a later
   await client.delete({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "ember" });
   let second: KubeObject | undefined;
   for (let i = 0; i < 50 && !second; i++) {
-    try { second = await createApp("ember"); } catch { await new Promise((r) => setTimeout(r, 100)); }
+    try {
+      second = await createApp("ember");
+    } catch {
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
   t.not(second!.metadata.uid, first.metadata.uid);
   // the earlier App's row is still there (nothing removed it: the App had no store, so no finalizer) ...
@@ -311,6 +365,10 @@ test.serial("an App deleted before its store existed leaves no config to a later
   t.is((await provision(second!)).status, 200);
   t.is((await query(api.db.url, `select 1 from governance_app_configs where app_id = 'ember'`)).length, 0, "provisioning removed it");
   // the new App's own config is its own
-  t.is((await api.fetchJson("PUT", cfg, { body: { guards: { prompt_injection: { threshold: 0.5 } } } })).body.guards.prompt_injection.threshold, 0.5);
+  t.is(
+    (await api.fetchJson("PUT", cfg, { body: { guards: { prompt_injection: { threshold: 0.5 } } } })).body.guards.prompt_injection
+      .threshold,
+    0.5,
+  );
   t.like((await api.fetchJson("GET", cfg)).body.guards.prompt_injection, { enabled: true, threshold: 0.5 });
 });

@@ -29,15 +29,25 @@ test.before(async () => {
   if (p.status !== 201 || ra.status !== 201 || rb.status !== 201) throw new Error(`${p.text} ${ra.text} ${rb.text}`);
   [platformId, aId, bId] = [p.body.id, ra.body.id, rb.body.id];
 });
-test.after.always(async () => { await api?.stop(); });
+test.after.always(async () => {
+  await api?.stop();
+});
 
 test("a workspace key creates a template of its own workspace; the owner is in the body and the table", async (t) => {
   const r = await api.fetchJson("GET", `${T}/${aId}`, { key: a.apiKey });
   t.is(r.status, 200, r.text);
   t.like(r.body, { id: aId, workspaceId: a.workspaceId, name: "A codes", guardType: "custom" });
   t.is((await api.fetchJson("GET", `${T}/${platformId}`, { key: a.apiKey })).body.workspaceId, null);
-  const rows = await query<{ id: string; workspace_id: string | null }>(api.db.url, `select id, workspace_id from governance_guard_templates where id = any($1)`, [[platformId, aId, bId]]);
-  t.deepEqual(Object.fromEntries(rows.map((r) => [r.id, r.workspace_id])), { [platformId]: null, [aId]: a.workspaceId, [bId]: b.workspaceId });
+  const rows = await query<{ id: string; workspace_id: string | null }>(
+    api.db.url,
+    `select id, workspace_id from governance_guard_templates where id = any($1)`,
+    [[platformId, aId, bId]],
+  );
+  t.deepEqual(Object.fromEntries(rows.map((r) => [r.id, r.workspace_id])), {
+    [platformId]: null,
+    [aId]: a.workspaceId,
+    [bId]: b.workspaceId,
+  });
 });
 
 test("the list shows the platform's templates and the caller's own, never another workspace's", async (t) => {
@@ -47,7 +57,11 @@ test("the list shows the platform's templates and the caller's own, never anothe
 });
 
 test("another workspace's template is 404 on GET, PUT and DELETE, and stays unchanged", async (t) => {
-  for (const [method, body] of [["GET", undefined], ["PUT", full("Taken over")], ["DELETE", undefined]] as const) {
+  for (const [method, body] of [
+    ["GET", undefined],
+    ["PUT", full("Taken over")],
+    ["DELETE", undefined],
+  ] as const) {
     const r = await api.fetchJson(method, `${T}/${bId}`, { key: a.apiKey, ...(body ? { body } : {}) });
     t.is(r.status, 404, `${method}: ${r.text}`);
     t.is(r.headers.get("content-type"), "application/problem+json");
@@ -60,7 +74,10 @@ test("another workspace's template is 404 on GET, PUT and DELETE, and stays unch
 });
 
 test("platform templates are read-only to workspace keys: PUT and DELETE are 403 guard_template_read_only", async (t) => {
-  for (const [method, body] of [["PUT", full("Hijacked")], ["DELETE", undefined]] as const) {
+  for (const [method, body] of [
+    ["PUT", full("Hijacked")],
+    ["DELETE", undefined],
+  ] as const) {
     const r = await api.fetchJson(method, `${T}/${platformId}`, { key: a.apiKey, ...(body ? { body } : {}) });
     t.is(r.status, 403, `${method}: ${r.text}`);
     t.is(r.headers.get("content-type"), "application/problem+json");
@@ -71,7 +88,11 @@ test("platform templates are read-only to workspace keys: PUT and DELETE are 403
 
 test("an app's scoped key cannot use the template endpoints", async (t) => {
   const app = await provisionApp(api, (await identity("operator")).token, "scoped");
-  for (const [method, path] of [["GET", T], ["POST", T], ["GET", `${T}/${aId}`]] as const) {
+  for (const [method, path] of [
+    ["GET", T],
+    ["POST", T],
+    ["GET", `${T}/${aId}`],
+  ] as const) {
     const r = await api.fetchJson(method, path, { key: app.key, ...(method === "POST" ? { body: tpl("x") } : {}) });
     t.is(r.status, 403, `${method} ${path}`);
     t.is(r.body.code, "insufficient_scope");
@@ -84,7 +105,10 @@ test.serial("a workspace replaces and deletes its own templates; the owner canno
   const owner = await api.fetchJson("PUT", `${T}/${id}`, { key: a.apiKey, body: { ...full("Temp"), workspaceId: b.workspaceId } });
   t.is(owner.status, 422);
   t.deepEqual(owner.body.errors, [{ field: "body.workspaceId", message: "unknown field" }]);
-  const replaced = await api.fetchJson("PUT", `${T}/${id}`, { key: a.apiKey, body: { ...full("Temp v2"), guardType: "toxicity", config: { sensitivity: "high" } } });
+  const replaced = await api.fetchJson("PUT", `${T}/${id}`, {
+    key: a.apiKey,
+    body: { ...full("Temp v2"), guardType: "toxicity", config: { sensitivity: "high" } },
+  });
   t.is(replaced.status, 200, replaced.text);
   t.like(replaced.body, { id, workspaceId: a.workspaceId, name: "Temp v2", guardType: "toxicity" });
   t.is((await api.fetchJson("DELETE", `${T}/${id}`, { key: a.apiKey })).status, 204);
@@ -94,20 +118,33 @@ test.serial("a workspace replaces and deletes its own templates; the owner canno
 test.serial("an observability config references platform templates and the workspace's own, never another workspace's", async (t) => {
   await provisionApp(api, (await identity("operator")).token, "cfg");
   const path = `/workspaces/${a.workspaceId}/governance/apps/cfg/observability-config`;
-  const foreign = await api.fetchJson("PUT", path, { key: a.apiKey, body: { guards: { custom_templates: [{ template_id: platformId }, { template_id: bId }] } } });
+  const foreign = await api.fetchJson("PUT", path, {
+    key: a.apiKey,
+    body: { guards: { custom_templates: [{ template_id: platformId }, { template_id: bId }] } },
+  });
   t.is(foreign.status, 422, foreign.text);
   t.deepEqual(foreign.body.errors, [{ field: "body.guards.custom_templates[1].template_id", message: `no guard template ${bId}` }]);
   t.false(foreign.text.includes("B codes"));
-  const ok = await api.fetchJson("PUT", path, { key: a.apiKey, body: { guards: { custom_templates: [{ template_id: platformId }, { template_id: aId }] } } });
+  const ok = await api.fetchJson("PUT", path, {
+    key: a.apiKey,
+    body: { guards: { custom_templates: [{ template_id: platformId }, { template_id: aId }] } },
+  });
   t.is(ok.status, 200, ok.text);
-  t.deepEqual(ok.body.guards.custom_templates.map((e: { template_name: string }) => e.template_name), ["Platform codes", "A codes"]);
+  t.deepEqual(
+    ok.body.guards.custom_templates.map((e: { template_name: string }) => e.template_name),
+    ["Platform codes", "A codes"],
+  );
 });
 
 test("the migration's owner column: nullable (null: a platform template), a foreign key that removes a workspace's templates with it", async (t) => {
-  const [col] = await query<{ is_nullable: string; data_type: string }>(api.db.url,
-    `select is_nullable, data_type from information_schema.columns where table_name = 'governance_guard_templates' and column_name = 'workspace_id'`);
+  const [col] = await query<{ is_nullable: string; data_type: string }>(
+    api.db.url,
+    `select is_nullable, data_type from information_schema.columns where table_name = 'governance_guard_templates' and column_name = 'workspace_id'`,
+  );
   t.deepEqual(col, { is_nullable: "YES", data_type: "character varying" });
-  const [fk] = await query<{ def: string }>(api.db.url,
-    `select pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'governance_guard_templates'::regclass and contype = 'f'`);
+  const [fk] = await query<{ def: string }>(
+    api.db.url,
+    `select pg_get_constraintdef(oid) as def from pg_constraint where conrelid = 'governance_guard_templates'::regclass and contype = 'f'`,
+  );
   t.regex(fk!.def, /REFERENCES workspaces\(id\) ON DELETE CASCADE/);
 });

@@ -35,8 +35,15 @@ test.after.always(async () => {
 /** The manifest, config and layers of name:tag as the registry serves them. */
 async function pulled(name: string, tag: string) {
   const m = await reg.client.getManifest(name, tag);
-  const manifest = JSON.parse(m.bytes.toString()) as { mediaType: string; config: { digest: `sha256:${string}`; mediaType: string }; layers: { digest: `sha256:${string}`; mediaType: string; size: number }[] };
-  const config = JSON.parse((await reg.client.getBlob(name, manifest.config.digest)).toString()) as { config: Record<string, unknown>; rootfs: { diff_ids: string[] } };
+  const manifest = JSON.parse(m.bytes.toString()) as {
+    mediaType: string;
+    config: { digest: `sha256:${string}`; mediaType: string };
+    layers: { digest: `sha256:${string}`; mediaType: string; size: number }[];
+  };
+  const config = JSON.parse((await reg.client.getBlob(name, manifest.config.digest)).toString()) as {
+    config: Record<string, unknown>;
+    rootfs: { diff_ids: string[] };
+  };
   return { digest: m.digest, contentType: m.mediaType, manifest, config };
 }
 
@@ -53,7 +60,7 @@ test.serial("berth/pause: pushed, read back by digest, and its binary waits unti
   t.is(back.contentType, MEDIA_TYPE.manifest);
   t.is(back.manifest.config.mediaType, MEDIA_TYPE.config);
   t.deepEqual(back.config.config, { Entrypoint: ["/pause"], StopSignal: "SIGTERM", User: "65535:65535" });
-  t.is((await reg.client.manifestDigest(IMAGES.pause.name, pause.image.manifestDigest)), pause.image.manifestDigest, "addressable by digest");
+  t.is(await reg.client.manifestDigest(IMAGES.pause.name, pause.image.manifestDigest), pause.image.manifestDigest, "addressable by digest");
 
   // the layer from the registry, unpacked: a static binary that runs anywhere
   const dir = await tempDir();
@@ -69,30 +76,48 @@ test.serial("berth/pause: pushed, read back by digest, and its binary waits unti
   t.is(await exit, 0);
 });
 
-test.serial("base and sample images: pushed, read back, the sample on top of berth/node with its blobs mounted, not uploaded", async (t) => {
-  base = await buildBase({ log });
-  const results = await pushImages(reg.host, [base.debian, base.node], { log });
-  for (const [r, b] of [[results[0]!, base.debian], [results[1]!, base.node]] as const) {
-    t.is(r.digest, b.image.manifestDigest);
-    t.is((await pulled(b.name, b.tag)).digest, b.image.manifestDigest, `${b.name} read back`);
-  }
-  t.is(results[1]!.blobsMounted, 1, "berth/node mounts the Debian layer from berth/debian");
+test.serial(
+  "base and sample images: pushed, read back, the sample on top of berth/node with its blobs mounted, not uploaded",
+  async (t) => {
+    base = await buildBase({ log });
+    const results = await pushImages(reg.host, [base.debian, base.node], { log });
+    for (const [r, b] of [
+      [results[0]!, base.debian],
+      [results[1]!, base.node],
+    ] as const) {
+      t.is(r.digest, b.image.manifestDigest);
+      t.is((await pulled(b.name, b.tag)).digest, b.image.manifestDigest, `${b.name} read back`);
+    }
+    t.is(results[1]!.blobsMounted, 1, "berth/node mounts the Debian layer from berth/debian");
 
-  sample = await buildSample({ log }, base.node);
-  t.regex(sample.tag, /^[0-9a-f]{12}$/);
-  const [pushed] = await pushImages(reg.host, [sample], { log });
-  t.like(pushed, { reference: `${reg.host}/berth/samples-hello:${sample.tag}`, upToDate: false, blobsMounted: 2 });
-  t.is(pushed!.blobsUploaded, 3, "its two layers and its config");
-  const back = await pulled(IMAGES.sample.name, sample.tag);
-  t.is(back.digest, sample.image.manifestDigest);
-  const nodeLayers = base.node.image.spec.layers.map((l) => l.digest);
-  t.deepEqual(back.manifest.layers.slice(0, nodeLayers.length).map((l) => l.digest), nodeLayers, "berth/node's layers, then the sample's");
-  t.is(back.manifest.layers.length, nodeLayers.length + 2);
-  t.true(back.manifest.layers.every((l) => l.mediaType === MEDIA_TYPE.layer));
-  t.like(back.config.config, { User: `${NODE_UID}:${NODE_UID}`, WorkingDir: "/app", Entrypoint: ["node", "/app/samples/hello/server.ts"], ExposedPorts: { "8080/tcp": {} } });
-  t.true((back.config.config.Env as string[]).includes("PORT=8080"));
-  t.deepEqual(back.config.rootfs.diff_ids, sample.image.spec.layers.map((l) => l.diffId));
-});
+    sample = await buildSample({ log }, base.node);
+    t.regex(sample.tag, /^[0-9a-f]{12}$/);
+    const [pushed] = await pushImages(reg.host, [sample], { log });
+    t.like(pushed, { reference: `${reg.host}/berth/samples-hello:${sample.tag}`, upToDate: false, blobsMounted: 2 });
+    t.is(pushed!.blobsUploaded, 3, "its two layers and its config");
+    const back = await pulled(IMAGES.sample.name, sample.tag);
+    t.is(back.digest, sample.image.manifestDigest);
+    const nodeLayers = base.node.image.spec.layers.map((l) => l.digest);
+    t.deepEqual(
+      back.manifest.layers.slice(0, nodeLayers.length).map((l) => l.digest),
+      nodeLayers,
+      "berth/node's layers, then the sample's",
+    );
+    t.is(back.manifest.layers.length, nodeLayers.length + 2);
+    t.true(back.manifest.layers.every((l) => l.mediaType === MEDIA_TYPE.layer));
+    t.like(back.config.config, {
+      User: `${NODE_UID}:${NODE_UID}`,
+      WorkingDir: "/app",
+      Entrypoint: ["node", "/app/samples/hello/server.ts"],
+      ExposedPorts: { "8080/tcp": {} },
+    });
+    t.true((back.config.config.Env as string[]).includes("PORT=8080"));
+    t.deepEqual(
+      back.config.rootfs.diff_ids,
+      sample.image.spec.layers.map((l) => l.diffId),
+    );
+  },
+);
 
 test.serial("a rebuild gives the same digests and a second push sends nothing", async (t) => {
   const again = await buildBase({ log });
@@ -118,19 +143,37 @@ test.serial("the sample image's filesystem runs the service as user 10001 with t
   const port = await freePort();
   // the image's own entrypoint, environment and user; ungoverned (no API here: tested on the host in sample-hello.test.ts)
   const config = image.image.spec.config;
-  const env = [...(config.Env ?? []).filter((e) => !e.startsWith("PORT=")), `PORT=${port}`, "HOST=127.0.0.1", "BERTH_GOVERNANCE=off", "HELLO_VERSION=image"];
-  const child = spawn("chroot", [`--userspec=${config.User!}`, rootfs, "/usr/bin/env", "-i", ...env, ...config.Entrypoint!], { stdio: ["ignore", "pipe", "pipe"] });
+  const env = [
+    ...(config.Env ?? []).filter((e) => !e.startsWith("PORT=")),
+    `PORT=${port}`,
+    "HOST=127.0.0.1",
+    "BERTH_GOVERNANCE=off",
+    "HELLO_VERSION=image",
+  ];
+  const child = spawn("chroot", [`--userspec=${config.User!}`, rootfs, "/usr/bin/env", "-i", ...env, ...config.Entrypoint!], {
+    stdio: ["ignore", "pipe", "pipe"],
+  });
   let output = "";
-  child.stdout.on("data", (d: Buffer) => { output += d.toString(); });
-  child.stderr.on("data", (d: Buffer) => { output += d.toString(); });
+  child.stdout.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
   const exit = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  t.teardown(() => { if (child.exitCode === null) child.kill("SIGKILL"); });
+  t.teardown(() => {
+    if (child.exitCode === null) child.kill("SIGKILL");
+  });
   const url = `http://127.0.0.1:${port}`;
-  const hello = await eventually("the sample in the image's filesystem", async () => {
-    if (child.exitCode !== null) return { exited: child.exitCode };
-    const r = await fetch(`${url}/`);
-    return r.ok ? { text: await r.text() } : undefined;
-  }, 30_000);
+  const hello = await eventually(
+    "the sample in the image's filesystem",
+    async () => {
+      if (child.exitCode !== null) return { exited: child.exitCode };
+      const r = await fetch(`${url}/`);
+      return r.ok ? { text: await r.text() } : undefined;
+    },
+    30_000,
+  );
   t.regex(hello.text ?? `exited ${hello.exited}: ${output}`, /version image/);
   // chroot and env exec the next program: the child's pid is node's
   const proc = (await execFileAsync("ps", ["-o", "uid=,args=", "-p", String(child.pid)])).stdout.trim();

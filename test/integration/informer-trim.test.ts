@@ -7,8 +7,12 @@ import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kub
 
 const k = kube();
 let ns = "";
-test.before(async () => { ns = await testNamespace(k, "trim"); });
-test.after.always(async () => { await deleteNamespace(k, ns); });
+test.before(async () => {
+  ns = await testNamespace(k, "trim");
+});
+test.after.always(async () => {
+  await deleteNamespace(k, ns);
+});
 
 test("managedFields are dropped from listed and watched objects only when asked", async (t) => {
   await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "listed" }, data: { a: "1" } } });
@@ -16,7 +20,10 @@ test("managedFields are dropped from listed and watched objects only when asked"
   const trimmed = new Informer<KubeObject>(k.kc, { ...opts, dropManagedFields: true });
   const full = new Informer<KubeObject>(k.kc, opts);
   await Promise.all([trimmed.start(), full.start()]);
-  t.teardown(async () => { await trimmed.stop(); await full.stop(); });
+  t.teardown(async () => {
+    await trimmed.stop();
+    await full.stop();
+  });
 
   await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "watched" }, data: { b: "2" } } });
   await eventually("both caches to see the watched object", () => Promise.resolve(trimmed.get(ns, "watched") && full.get(ns, "watched")));

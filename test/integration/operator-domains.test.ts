@@ -31,111 +31,252 @@ let dns: TestDns;
 
 test.before(async () => {
   const [dnsPort, mgmtPort] = [await freePort(), await freePort()];
-  dnsServer = spawn(binPath("pebble-challtestsrv"), ["-dnsserver", `127.0.0.1:${dnsPort}`, "-management", `127.0.0.1:${mgmtPort}`, "-http01", "", "-https01", "", "-doh", "", "-tlsalpn01", "", "-defaultIPv4", "", "-defaultIPv6", ""], { stdio: "ignore" });
+  dnsServer = spawn(
+    binPath("pebble-challtestsrv"),
+    [
+      "-dnsserver",
+      `127.0.0.1:${dnsPort}`,
+      "-management",
+      `127.0.0.1:${mgmtPort}`,
+      "-http01",
+      "",
+      "-https01",
+      "",
+      "-doh",
+      "",
+      "-tlsalpn01",
+      "",
+      "-defaultIPv4",
+      "",
+      "-defaultIPv6",
+      "",
+    ],
+    { stdio: "ignore" },
+  );
   dns = new TestDns(`http://127.0.0.1:${mgmtPort}`);
-  await eventually("the DNS server", async () => { try { await dns.clearA("probe.invalid"); return true; } catch { return false; } }, 15_000);
+  await eventually(
+    "the DNS server",
+    async () => {
+      try {
+        await dns.clearA("probe.invalid");
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    15_000,
+  );
   await dns.addA(INGRESS_HOST, ["10.1.2.3"]);
   ns = await testNamespace(k, "opdom");
   op = await startTestOperator({
     namespace: ns,
-    env: { BERTH_OPERATOR_RESYNC_SECONDS: "10", BERTH_BASE_DOMAIN: "apps.it.test", BERTH_INGRESS_HOST: INGRESS_HOST, BERTH_DNS_RESOLVER: `127.0.0.1:${dnsPort}`, BERTH_DOMAIN_ISSUER: ISSUER },
+    env: {
+      BERTH_OPERATOR_RESYNC_SECONDS: "10",
+      BERTH_BASE_DOMAIN: "apps.it.test",
+      BERTH_INGRESS_HOST: INGRESS_HOST,
+      BERTH_DNS_RESOLVER: `127.0.0.1:${dnsPort}`,
+      BERTH_DOMAIN_ISSUER: ISSUER,
+    },
   });
-  await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: ns }, spec: { name: "Shop", slug: "shop", image: "registry.invalid/shop:1", port: 8080, visibility: "public" } }, "test");
+  await client.create(
+    {
+      apiVersion: API_VERSION,
+      kind: "App",
+      metadata: { name: "shop", namespace: ns },
+      spec: { name: "Shop", slug: "shop", image: "registry.invalid/shop:1", port: 8080, visibility: "public" },
+    },
+    "test",
+  );
 });
-test.after.always(async () => { await op?.stop(); dnsServer?.kill(); await deleteNamespace(k, ns); });
+test.after.always(async () => {
+  await op?.stop();
+  dnsServer?.kill();
+  await deleteNamespace(k, ns);
+});
 
 type Cond = { type: string; status: string; reason: string; message: string };
-type Domain = KubeObject & { spec: Record<string, unknown>; status?: { verified?: boolean; tlsStatus?: string; nextCheckAt?: string; handledVerifyRequest?: string; conditions?: Cond[] } };
+type Domain = KubeObject & {
+  spec: Record<string, unknown>;
+  status?: { verified?: boolean; tlsStatus?: string; nextCheckAt?: string; handledVerifyRequest?: string; conditions?: Cond[] };
+};
 const ref = (name: string) => ({ apiVersion: API_VERSION, kind: "Domain", namespace: ns, name });
 const getDomain = (name: string) => client.get<Domain>(ref(name));
 const cond = (d: Domain | undefined, type: string) => d?.status?.conditions?.find((c) => c.type === type);
 const createDomain = (name: string, domain: string, app = "shop") =>
-  client.create({ apiVersion: API_VERSION, kind: "Domain", metadata: { name, namespace: ns }, spec: { appRef: { name: app }, domain } }, "test");
-const requestVerify = (name: string, token: string) => client.mergePatch(ref(name), { metadata: { annotations: { [VERIFY_REQUEST_ANNOTATION]: token } } }, "test");
+  client.create(
+    { apiVersion: API_VERSION, kind: "Domain", metadata: { name, namespace: ns }, spec: { appRef: { name: app }, domain } },
+    "test",
+  );
+const requestVerify = (name: string, token: string) =>
+  client.mergePatch(ref(name), { metadata: { annotations: { [VERIFY_REQUEST_ANNOTATION]: token } } }, "test");
 const get = (apiVersion: string, kind: string, name: string) => client.get<KubeObject>({ apiVersion, kind, namespace: ns, name });
-const reasons = async (name: string) => new Set((await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=Domain,involvedObject.name=${name}` })).items.map((e) => e.reason));
+const reasons = async (name: string) =>
+  new Set(
+    (
+      await k.core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=Domain,involvedObject.name=${name}` })
+    ).items.map((e) => e.reason),
+  );
 
 const D = "www.shop-it.example";
 const names = domainChildNames(D);
 
-test.serial("a Domain without a record is checked at once and told what to create; a check on request verifies it once the CNAME exists", async (t) => {
-  await createDomain(D, D);
-  const failed = await eventually("the first check", async () => { const d = await getDomain(D); return cond(d, "Verified")?.reason === "RecordNotFound" ? d : undefined; });
-  t.false(failed.status?.verified);
-  t.is(failed.status?.tlsStatus, "pending");
-  t.truthy(failed.status?.nextCheckAt);
-  t.regex(cond(failed, "Verified")!.message, new RegExp(`CNAME ${INGRESS_HOST.replace(/\./g, "\\.")}`));
-  t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress), "not routed before verification");
+test.serial(
+  "a Domain without a record is checked at once and told what to create; a check on request verifies it once the CNAME exists",
+  async (t) => {
+    await createDomain(D, D);
+    const failed = await eventually("the first check", async () => {
+      const d = await getDomain(D);
+      return cond(d, "Verified")?.reason === "RecordNotFound" ? d : undefined;
+    });
+    t.false(failed.status?.verified);
+    t.is(failed.status?.tlsStatus, "pending");
+    t.truthy(failed.status?.nextCheckAt);
+    t.regex(cond(failed, "Verified")!.message, new RegExp(`CNAME ${INGRESS_HOST.replace(/\./g, "\\.")}`));
+    t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress), "not routed before verification");
 
-  await dns.setCname(D, INGRESS_HOST);
-  await requestVerify(D, "t0");
-  const pointing = await eventually("the requested check", async () => { const d = await getDomain(D); return d?.status?.handledVerifyRequest === "t0" ? d : undefined; });
-  t.false(pointing.status?.verified, "pointing at the ingress proves nothing alone (a dangling CNAME points there for anyone)");
-  t.is(cond(pointing, "Verified")?.reason, "ChallengeNotFound");
-  t.regex(cond(pointing, "Verified")!.message, new RegExp(`${challengeHost(D).replace(/\./g, "\\.")} with the value ${challengeToken(pointing.metadata.uid!)}`));
-  t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress));
-  await dns.setTxt(challengeHost(D), challengeToken(pointing.metadata.uid!));
-  await requestVerify(D, "t1");
-  const ok = await eventually("the requested check", async () => { const d = await getDomain(D); return d?.status?.handledVerifyRequest === "t1" ? d : undefined; });
-  t.true(ok.status?.verified);
-  t.is(cond(ok, "Verified")?.reason, "CnameMatches");
-  t.truthy((await reasons(D)).has("RecordNotFound"));
-});
+    await dns.setCname(D, INGRESS_HOST);
+    await requestVerify(D, "t0");
+    const pointing = await eventually("the requested check", async () => {
+      const d = await getDomain(D);
+      return d?.status?.handledVerifyRequest === "t0" ? d : undefined;
+    });
+    t.false(pointing.status?.verified, "pointing at the ingress proves nothing alone (a dangling CNAME points there for anyone)");
+    t.is(cond(pointing, "Verified")?.reason, "ChallengeNotFound");
+    t.regex(
+      cond(pointing, "Verified")!.message,
+      new RegExp(`${challengeHost(D).replace(/\./g, "\\.")} with the value ${challengeToken(pointing.metadata.uid!)}`),
+    );
+    t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress));
+    await dns.setTxt(challengeHost(D), challengeToken(pointing.metadata.uid!));
+    await requestVerify(D, "t1");
+    const ok = await eventually("the requested check", async () => {
+      const d = await getDomain(D);
+      return d?.status?.handledVerifyRequest === "t1" ? d : undefined;
+    });
+    t.true(ok.status?.verified);
+    t.is(cond(ok, "Verified")?.reason, "CnameMatches");
+    t.truthy((await reasons(D)).has("RecordNotFound"));
+  },
+);
 
-test.serial("a verified Domain gets its Service, Ingress and Certificate; tlsStatus follows the Certificate; the Secret is adopted", async (t) => {
-  const ing = await eventually("the Ingress", async () => (await get("networking.k8s.io/v1", "Ingress", names.ingress)) as k8s.V1Ingress | undefined);
-  t.is(ing.spec?.rules?.[0]?.host, D);
-  t.deepEqual(ing.spec?.tls, [{ hosts: [D], secretName: names.secret }]);
-  const svc = (await get("v1", "Service", names.service)) as k8s.V1Service | undefined;
-  t.is(svc?.spec?.ports?.[0]?.targetPort, 8080);
-  const cert = await eventually("the Certificate", () => get("cert-manager.io/v1", "Certificate", names.certificate));
-  t.like((cert.spec as Record<string, unknown>).issuerRef, { kind: "ClusterIssuer", name: ISSUER });
-  if (!REAL_CERT_MANAGER) await fakeIssuance(t);
-  const active = await eventually("active", async () => { const d = await getDomain(D); return d?.status?.tlsStatus === "active" ? d : undefined; }, 60_000);
-  t.is(cond(active, "Ready")?.status, "True");
-  const secret = await eventually("the Secret adopted", async () => {
-    const s = await k.core.readNamespacedSecret({ namespace: ns, name: names.secret });
-    return s.metadata?.ownerReferences?.some((o) => o.kind === "Domain" && o.name === D) ? s : undefined;
-  });
-  t.truthy(secret);
-  for (const r of ["Verified", "CertificateRequested", "Routed", "CertificateActive"]) t.true((await reasons(D)).has(r), r);
-});
+test.serial(
+  "a verified Domain gets its Service, Ingress and Certificate; tlsStatus follows the Certificate; the Secret is adopted",
+  async (t) => {
+    const ing = await eventually(
+      "the Ingress",
+      async () => (await get("networking.k8s.io/v1", "Ingress", names.ingress)) as k8s.V1Ingress | undefined,
+    );
+    t.is(ing.spec?.rules?.[0]?.host, D);
+    t.deepEqual(ing.spec?.tls, [{ hosts: [D], secretName: names.secret }]);
+    const svc = (await get("v1", "Service", names.service)) as k8s.V1Service | undefined;
+    t.is(svc?.spec?.ports?.[0]?.targetPort, 8080);
+    const cert = await eventually("the Certificate", () => get("cert-manager.io/v1", "Certificate", names.certificate));
+    t.like((cert.spec as Record<string, unknown>).issuerRef, { kind: "ClusterIssuer", name: ISSUER });
+    if (!REAL_CERT_MANAGER) await fakeIssuance(t);
+    const active = await eventually(
+      "active",
+      async () => {
+        const d = await getDomain(D);
+        return d?.status?.tlsStatus === "active" ? d : undefined;
+      },
+      60_000,
+    );
+    t.is(cond(active, "Ready")?.status, "True");
+    const secret = await eventually("the Secret adopted", async () => {
+      const s = await k.core.readNamespacedSecret({ namespace: ns, name: names.secret });
+      return s.metadata?.ownerReferences?.some((o) => o.kind === "Domain" && o.name === D) ? s : undefined;
+    });
+    t.truthy(secret);
+    for (const r of ["Verified", "CertificateRequested", "Routed", "CertificateActive"]) t.true((await reasons(D)).has(r), r);
+  },
+);
 
 /** What cert-manager does, when it does not run here: the Domain is issuing until the Secret and then the Certificate's Ready status exist. */
 async function fakeIssuance(t: ExecutionContext): Promise<void> {
-  t.is((await eventually("issuing", async () => { const d = await getDomain(D); return d?.status?.tlsStatus === "issuing" ? d : undefined; })).status?.tlsStatus, "issuing");
-  await k.core.createNamespacedSecret({ namespace: ns, body: {
-    metadata: { name: names.secret, labels: { "app.kubernetes.io/managed-by": "berth", "berth.dev/domain": D }, annotations: { "cert-manager.io/certificate-name": names.certificate } },
-    type: "kubernetes.io/tls", data: { "tls.crt": "", "tls.key": "" },
-  } });
+  t.is(
+    (
+      await eventually("issuing", async () => {
+        const d = await getDomain(D);
+        return d?.status?.tlsStatus === "issuing" ? d : undefined;
+      })
+    ).status?.tlsStatus,
+    "issuing",
+  );
+  await k.core.createNamespacedSecret({
+    namespace: ns,
+    body: {
+      metadata: {
+        name: names.secret,
+        labels: { "app.kubernetes.io/managed-by": "berth", "berth.dev/domain": D },
+        annotations: { "cert-manager.io/certificate-name": names.certificate },
+      },
+      type: "kubernetes.io/tls",
+      data: { "tls.crt": "", "tls.key": "" },
+    },
+  });
   const now = Date.now();
   await client.rest.request("PATCH", `/apis/cert-manager.io/v1/namespaces/${ns}/certificates/${names.certificate}/status`, {
-    query: { fieldManager: "test-cert-manager", force: true }, contentType: "application/apply-patch+yaml",
-    body: { apiVersion: "cert-manager.io/v1", kind: "Certificate", metadata: { name: names.certificate, namespace: ns }, status: {
-      conditions: [{ type: "Ready", status: "True", reason: "Ready", message: "Certificate is up to date and has not expired", lastTransitionTime: new Date(now).toISOString() }],
-      notAfter: new Date(now + 90 * 86400_000).toISOString(), renewalTime: new Date(now + 60 * 86400_000).toISOString(),
-    } },
+    query: { fieldManager: "test-cert-manager", force: true },
+    contentType: "application/apply-patch+yaml",
+    body: {
+      apiVersion: "cert-manager.io/v1",
+      kind: "Certificate",
+      metadata: { name: names.certificate, namespace: ns },
+      status: {
+        conditions: [
+          {
+            type: "Ready",
+            status: "True",
+            reason: "Ready",
+            message: "Certificate is up to date and has not expired",
+            lastTransitionTime: new Date(now).toISOString(),
+          },
+        ],
+        notAfter: new Date(now + 90 * 86400_000).toISOString(),
+        renewalTime: new Date(now + 60 * 86400_000).toISOString(),
+      },
+    },
   });
 }
 
-test.serial("a second claim of a verified domain is refused by the first-verified rule; a name under the base domain is invalid", async (t) => {
-  await client.create({ apiVersion: API_VERSION, kind: "App", metadata: { name: "other", namespace: ns }, spec: { name: "Other", slug: "other", image: "registry.invalid/o:1" } }, "test");
-  await createDomain("dup", D, "other");
-  await requestVerify("dup", "t2");
-  const dup = await eventually("the second claim's check", async () => { const d = await getDomain("dup"); return d?.status?.handledVerifyRequest === "t2" ? d : undefined; });
-  t.false(dup.status?.verified);
-  t.is(cond(dup, "Verified")?.reason, "ClaimedByAnotherApp");
-  t.falsy(await get("networking.k8s.io/v1", "Ingress", "dup"));
-  t.true((await getDomain(D))?.status?.verified, "the first claim keeps the domain");
+test.serial(
+  "a second claim of a verified domain is refused by the first-verified rule; a name under the base domain is invalid",
+  async (t) => {
+    await client.create(
+      {
+        apiVersion: API_VERSION,
+        kind: "App",
+        metadata: { name: "other", namespace: ns },
+        spec: { name: "Other", slug: "other", image: "registry.invalid/o:1" },
+      },
+      "test",
+    );
+    await createDomain("dup", D, "other");
+    await requestVerify("dup", "t2");
+    const dup = await eventually("the second claim's check", async () => {
+      const d = await getDomain("dup");
+      return d?.status?.handledVerifyRequest === "t2" ? d : undefined;
+    });
+    t.false(dup.status?.verified);
+    t.is(cond(dup, "Verified")?.reason, "ClaimedByAnotherApp");
+    t.falsy(await get("networking.k8s.io/v1", "Ingress", "dup"));
+    t.true((await getDomain(D))?.status?.verified, "the first claim keeps the domain");
 
-  await createDomain("bad", "x.apps.it.test");
-  const bad = await eventually("the invalid Domain's status", async () => { const d = await getDomain("bad"); return cond(d, "Verified")?.reason === "InvalidDomain" ? d : undefined; });
-  t.regex(cond(bad, "Verified")!.message, /platform's own domain/);
-});
+    await createDomain("bad", "x.apps.it.test");
+    const bad = await eventually("the invalid Domain's status", async () => {
+      const d = await getDomain("bad");
+      return cond(d, "Verified")?.reason === "InvalidDomain" ? d : undefined;
+    });
+    t.regex(cond(bad, "Verified")!.message, /platform's own domain/);
+  },
+);
 
 test.serial("soft delete of the App removes the route and keeps the certificate; resume routes again", async (t) => {
   await client.mergePatch({ apiVersion: API_VERSION, kind: "App", namespace: ns, name: "shop" }, { spec: { suspended: true } }, "test");
-  await eventually("the route to go", async () => !(await get("networking.k8s.io/v1", "Ingress", names.ingress)) && !(await get("v1", "Service", names.service)));
+  await eventually(
+    "the route to go",
+    async () => !(await get("networking.k8s.io/v1", "Ingress", names.ingress)) && !(await get("v1", "Service", names.service)),
+  );
   t.is(cond(await getDomain(D), "Routed")?.reason, "AppSuspended");
   t.truthy(await get("cert-manager.io/v1", "Certificate", names.certificate));
   await client.mergePatch({ apiVersion: API_VERSION, kind: "App", namespace: ns, name: "shop" }, { spec: { suspended: false } }, "test");
@@ -145,10 +286,18 @@ test.serial("soft delete of the App removes the route and keeps the certificate;
 
 test.serial("deleting the Domain removes its route, Certificate and Secret", async (t) => {
   await client.delete(ref(D));
-  await eventually("the children to go", async () => {
-    const [ing, svc, cert] = await Promise.all([get("networking.k8s.io/v1", "Ingress", names.ingress), get("v1", "Service", names.service), get("cert-manager.io/v1", "Certificate", names.certificate)]);
-    const secret = await k.core.readNamespacedSecret({ namespace: ns, name: names.secret }).catch(() => undefined);
-    return !ing && !svc && !cert && !secret;
-  }, 60_000);
+  await eventually(
+    "the children to go",
+    async () => {
+      const [ing, svc, cert] = await Promise.all([
+        get("networking.k8s.io/v1", "Ingress", names.ingress),
+        get("v1", "Service", names.service),
+        get("cert-manager.io/v1", "Certificate", names.certificate),
+      ]);
+      const secret = await k.core.readNamespacedSecret({ namespace: ns, name: names.secret }).catch(() => undefined);
+      return !ing && !svc && !cert && !secret;
+    },
+    60_000,
+  );
   t.pass();
 });

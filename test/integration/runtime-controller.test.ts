@@ -6,14 +6,26 @@ import test from "ava";
 import { Writable } from "node:stream";
 import { pino } from "pino";
 import { Informer, KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/index.ts";
-import { Controller, Metrics, TerminalError, specChanged, type ControllerOptions, type Reconciler, type Request } from "../../operator/runtime/index.ts";
+import {
+  Controller,
+  Metrics,
+  TerminalError,
+  specChanged,
+  type ControllerOptions,
+  type Reconciler,
+  type Request,
+} from "../../operator/runtime/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let ns = "";
-test.before(async () => { ns = await testNamespace(k, "rt-ctrl"); });
-test.after.always(async () => { await deleteNamespace(k, ns); });
+test.before(async () => {
+  ns = await testNamespace(k, "rt-ctrl");
+});
+test.after.always(async () => {
+  await deleteNamespace(k, ns);
+});
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const until = (what: string, cond: () => boolean, timeoutMs?: number) => eventually(what, () => Promise.resolve(cond()), timeoutMs);
@@ -23,14 +35,29 @@ type ConfigMap = KubeObject & { data?: Record<string, string> };
 /** Log lines written by the controller, parsed. */
 function captureLog() {
   const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({ write(chunk: Buffer, _enc, cb) { lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>); cb(); } });
+  const stream = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      lines.push(JSON.parse(chunk.toString()) as Record<string, unknown>);
+      cb();
+    },
+  });
   return { log: pino({ level: "info" }, stream), lines };
 }
 
-interface Harness { label: string; configMaps: Informer<ConfigMap>; controller: Controller; metrics: Metrics; lines: Array<Record<string, unknown>> }
+interface Harness {
+  label: string;
+  configMaps: Informer<ConfigMap>;
+  controller: Controller;
+  metrics: Metrics;
+  lines: Array<Record<string, unknown>>;
+}
 
 /** Informers over this test's ConfigMaps and Secrets (by label) and a started controller. */
-async function harness(t: { teardown(fn: () => Promise<void>): void }, reconciler: (h: { label: string; configMaps: Informer<ConfigMap> }) => Reconciler, opts: Partial<ControllerOptions> = {}): Promise<Harness> {
+async function harness(
+  t: { teardown(fn: () => Promise<void>): void },
+  reconciler: (h: { label: string; configMaps: Informer<ConfigMap> }) => Reconciler,
+  opts: Partial<ControllerOptions> = {},
+): Promise<Harness> {
   const label = uniqueName("l");
   const selector = { namespace: ns, labelSelector: `rt-test=${label}` };
   const configMaps = new Informer<ConfigMap>(k.kc, { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", ...selector });
@@ -39,10 +66,19 @@ async function harness(t: { teardown(fn: () => Promise<void>): void }, reconcile
   const metrics = new Metrics();
   const { log, lines } = captureLog();
   const controller = new Controller({
-    name: "copy", primary: configMaps, owned: [secrets], reconciler: reconciler({ label, configMaps }), metrics, log, ...opts,
+    name: "copy",
+    primary: configMaps,
+    owned: [secrets],
+    reconciler: reconciler({ label, configMaps }),
+    metrics,
+    log,
+    ...opts,
   });
   controller.start();
-  t.teardown(async () => { await controller.stop({ timeoutMs: 1000 }); await Promise.all([configMaps.stop(), secrets.stop()]); });
+  t.teardown(async () => {
+    await controller.stop({ timeoutMs: 1000 });
+    await Promise.all([configMaps.stop(), secrets.stop()]);
+  });
   return { label, configMaps, controller, metrics, lines };
 }
 
@@ -52,14 +88,22 @@ function copier({ label, configMaps }: { label: string; configMaps: Informer<Con
     async reconcile(req: Request) {
       const cm = configMaps.get(req.namespace, req.name);
       if (!cm) return; // the Secret goes with it: garbage collection follows the ownerReference
-      await client.apply({
-        apiVersion: "v1", kind: "Secret",
-        metadata: {
-          name: `${req.name}-copy`, namespace: req.namespace, labels: { "rt-test": label },
-          ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: req.name, uid: cm.metadata.uid!, controller: true, blockOwnerDeletion: true }],
+      await client.apply(
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: {
+            name: `${req.name}-copy`,
+            namespace: req.namespace,
+            labels: { "rt-test": label },
+            ownerReferences: [
+              { apiVersion: "v1", kind: "ConfigMap", name: req.name, uid: cm.metadata.uid!, controller: true, blockOwnerDeletion: true },
+            ],
+          },
+          data: Object.fromEntries(Object.entries(cm.data ?? {}).map(([key, v]) => [key, b64(v)])),
         },
-        data: Object.fromEntries(Object.entries(cm.data ?? {}).map(([key, v]) => [key, b64(v)])),
-      }, OPERATOR_FIELD_MANAGER);
+        OPERATOR_FIELD_MANAGER,
+      );
     },
   };
 }
@@ -70,7 +114,11 @@ async function createConfigMap(label: string, name: string, data: Record<string,
 const readSecret = (name: string) => k.core.readNamespacedSecret({ namespace: ns, name }).catch(() => undefined);
 const secretHas = (name: string, data: Record<string, string>) => async () => {
   const s = await readSecret(name);
-  return s && Object.entries(data).every(([key, v]) => s.data?.[key] === b64(v)) && Object.keys(s.data ?? {}).length === Object.keys(data).length ? s : undefined;
+  return s &&
+    Object.entries(data).every(([key, v]) => s.data?.[key] === b64(v)) &&
+    Object.keys(s.data ?? {}).length === Object.keys(data).length
+    ? s
+    : undefined;
 };
 async function counter(metrics: Metrics, result: string): Promise<number> {
   return (await metrics.reconcileTotal.get()).values.find((v) => v.labels.result === result)?.value ?? 0;
@@ -83,13 +131,24 @@ test("creating, updating and deleting the child by hand all converge", async (t)
   const cm = await createConfigMap(h.label, name, { greeting: "hello" });
 
   const created = await eventually("the child to be created", secretHas(child, { greeting: "hello" }));
-  t.deepEqual(created.metadata?.ownerReferences?.map((r) => [r.kind, r.name, r.uid, r.controller]), [["ConfigMap", name, cm.metadata!.uid, true]]);
+  t.deepEqual(
+    created.metadata?.ownerReferences?.map((r) => [r.kind, r.name, r.uid, r.controller]),
+    [["ConfigMap", name, cm.metadata!.uid, true]],
+  );
 
-  await k.core.patchNamespacedConfigMap({ namespace: ns, name, body: [{ op: "replace", path: "/data", value: { greeting: "bonjour", extra: "1" } }] });
+  await k.core.patchNamespacedConfigMap({
+    namespace: ns,
+    name,
+    body: [{ op: "replace", path: "/data", value: { greeting: "bonjour", extra: "1" } }],
+  });
   await eventually("the child to follow the parent", secretHas(child, { greeting: "bonjour", extra: "1" }));
 
   // Someone edits the child by hand: the controller takes its field back.
-  await k.core.patchNamespacedSecret({ namespace: ns, name: child, body: [{ op: "replace", path: "/data/greeting", value: b64("tampered") }] });
+  await k.core.patchNamespacedSecret({
+    namespace: ns,
+    name: child,
+    body: [{ op: "replace", path: "/data/greeting", value: b64("tampered") }],
+  });
   await eventually("the hand edit to be reverted", secretHas(child, { greeting: "bonjour", extra: "1" }));
 
   // Someone deletes the child: it comes back.
@@ -113,17 +172,21 @@ test("with concurrency > 1 one key is never reconciled twice at once", async (t)
   const runs = new Map<string, number>();
   let overlaps = 0;
   let maxParallel = 0;
-  const h = await harness(t, () => ({
-    async reconcile(req) {
-      const key = `${req.namespace}/${req.name}`;
-      if (active.has(key)) overlaps++;
-      active.add(key);
-      maxParallel = Math.max(maxParallel, active.size);
-      runs.set(key, (runs.get(key) ?? 0) + 1);
-      await sleep(25);
-      active.delete(key);
-    },
-  }), { concurrency: 4 });
+  const h = await harness(
+    t,
+    () => ({
+      async reconcile(req) {
+        const key = `${req.namespace}/${req.name}`;
+        if (active.has(key)) overlaps++;
+        active.add(key);
+        maxParallel = Math.max(maxParallel, active.size);
+        runs.set(key, (runs.get(key) ?? 0) + 1);
+        await sleep(25);
+        active.delete(key);
+      },
+    }),
+    { concurrency: 4 },
+  );
   const names = [uniqueName("cm"), uniqueName("cm"), uniqueName("cm")];
   await Promise.all(names.map((n) => createConfigMap(h.label, n, { v: "0" })));
   // Hammer the same keys from every path at once: informer events, direct enqueues, requeues.
@@ -131,7 +194,12 @@ test("with concurrency > 1 one key is never reconciled twice at once", async (t)
   let i = 0;
   while (Date.now() < deadline) {
     for (const n of names) h.controller.enqueue({ namespace: ns, name: n });
-    if (i % 5 === 0) await Promise.all(names.map((n) => k.core.patchNamespacedConfigMap({ namespace: ns, name: n, body: [{ op: "replace", path: "/data/v", value: String(i) }] })));
+    if (i % 5 === 0)
+      await Promise.all(
+        names.map((n) =>
+          k.core.patchNamespacedConfigMap({ namespace: ns, name: n, body: [{ op: "replace", path: "/data/v", value: String(i) }] }),
+        ),
+      );
     h.controller.queue.addAfter(`${ns}/${names[i % 3]!}`, 5);
     i++;
     await sleep(5);
@@ -144,16 +212,20 @@ test("with concurrency > 1 one key is never reconciled twice at once", async (t)
 
 test("an error retries with growing backoff until success", async (t) => {
   const calls: number[] = [];
-  const h = await harness(t, (ctx) => {
-    const copy = copier(ctx);
-    return {
-      async reconcile(req, rctx) {
-        calls.push(Date.now());
-        if (calls.length <= 4) throw new Error(`transient failure ${calls.length}`);
-        await copy.reconcile(req, rctx);
-      },
-    };
-  }, { baseDelayMs: 100 });
+  const h = await harness(
+    t,
+    (ctx) => {
+      const copy = copier(ctx);
+      return {
+        async reconcile(req, rctx) {
+          calls.push(Date.now());
+          if (calls.length <= 4) throw new Error(`transient failure ${calls.length}`);
+          await copy.reconcile(req, rctx);
+        },
+      };
+    },
+    { baseDelayMs: 100 },
+  );
   const name = uniqueName("cm");
   await createConfigMap(h.label, name, { a: "b" });
   await eventually("the child after retries", secretHas(`${name}-copy`, { a: "b" }));
@@ -166,14 +238,26 @@ test("an error retries with growing backoff until success", async (t) => {
   t.true((await counter(h.metrics, "success")) >= 1);
   const errors = h.lines.filter((l) => l.level === 50);
   t.is(errors.length, 4);
-  t.true(errors.every((l) => l.object === `${ns}/${name}` && l.controller === "copy" && (l.err as { message: string }).message.startsWith("transient failure")));
+  t.true(
+    errors.every(
+      (l) =>
+        l.object === `${ns}/${name}` && l.controller === "copy" && (l.err as { message: string }).message.startsWith("transient failure"),
+    ),
+  );
 });
 
 test("a TerminalError is recorded and not retried", async (t) => {
   let calls = 0;
-  const h = await harness(t, () => ({
-    reconcile() { calls++; return Promise.reject(new TerminalError("spec can never work")); },
-  }), { baseDelayMs: 20 });
+  const h = await harness(
+    t,
+    () => ({
+      reconcile() {
+        calls++;
+        return Promise.reject(new TerminalError("spec can never work"));
+      },
+    }),
+    { baseDelayMs: 20 },
+  );
   const name = uniqueName("cm");
   await createConfigMap(h.label, name, { a: "b" });
   await until("the first reconcile", () => calls === 1);
@@ -192,7 +276,10 @@ test("a TerminalError is recorded and not retried", async (t) => {
 test("requeueAfterMs looks at the key again later", async (t) => {
   const calls: number[] = [];
   const h = await harness(t, () => ({
-    reconcile() { calls.push(Date.now()); return Promise.resolve(calls.length < 3 ? { requeueAfterMs: 300 } : {}); },
+    reconcile() {
+      calls.push(Date.now());
+      return Promise.resolve(calls.length < 3 ? { requeueAfterMs: 300 } : {});
+    },
   }));
   await createConfigMap(h.label, uniqueName("cm"), {});
   await until("three reconciles", () => calls.length >= 3);
@@ -205,9 +292,16 @@ test("requeueAfterMs looks at the key again later", async (t) => {
 
 test("periodic resync reconciles every object again", async (t) => {
   const runs = new Map<string, number>();
-  const h = await harness(t, () => ({
-    reconcile(req) { runs.set(req.name, (runs.get(req.name) ?? 0) + 1); return Promise.resolve(); },
-  }), { resyncPeriodMs: 300 });
+  const h = await harness(
+    t,
+    () => ({
+      reconcile(req) {
+        runs.set(req.name, (runs.get(req.name) ?? 0) + 1);
+        return Promise.resolve();
+      },
+    }),
+    { resyncPeriodMs: 300 },
+  );
   const names = [uniqueName("cm"), uniqueName("cm")];
   await Promise.all(names.map((n) => createConfigMap(h.label, n, {})));
   await until("several resyncs of each object", () => names.every((n) => (runs.get(n) ?? 0) >= 4), 10_000);
@@ -221,8 +315,18 @@ test("stop waits for in-flight reconciles, then aborts them after the timeout", 
     async reconcile(_req, { signal }) {
       const slow = _req.name.startsWith("slow");
       await new Promise<void>((resolve) => {
-        const onAbort = () => { clearTimeout(timer); aborted++; resolve(); };
-        const timer = setTimeout(() => { signal.removeEventListener("abort", onAbort); resolve(); }, slow ? 60_000 : 300);
+        const onAbort = () => {
+          clearTimeout(timer);
+          aborted++;
+          resolve();
+        };
+        const timer = setTimeout(
+          () => {
+            signal.removeEventListener("abort", onAbort);
+            resolve();
+          },
+          slow ? 60_000 : 300,
+        );
         signal.addEventListener("abort", onAbort, { once: true });
       });
       if (!signal.aborted) finished++;
@@ -249,30 +353,60 @@ test("an update predicate (specChanged) skips status-only updates and lets the r
   // A LoadBalancer Service no cloud controller serves: its status is written here, as an HPA's or
   // an Ingress's is by their controllers, and nothing else touches it.
   const label = uniqueName("l");
-  const services = new Informer<KubeObject>(k.kc, { apiVersion: "v1", kind: "Service", plural: "services", namespace: ns, labelSelector: `rt-test=${label}` });
+  const services = new Informer<KubeObject>(k.kc, {
+    apiVersion: "v1",
+    kind: "Service",
+    plural: "services",
+    namespace: ns,
+    labelSelector: `rt-test=${label}`,
+  });
   await services.start();
   const metrics = new Metrics();
   const runs: string[] = [];
   const controller = new Controller({
-    name: "svc", primary: services, updates: specChanged, metrics, log: captureLog().log,
-    reconciler: { reconcile(req) { runs.push(req.name); return Promise.resolve(); } },
+    name: "svc",
+    primary: services,
+    updates: specChanged,
+    metrics,
+    log: captureLog().log,
+    reconciler: {
+      reconcile(req) {
+        runs.push(req.name);
+        return Promise.resolve();
+      },
+    },
   });
   controller.start();
-  t.teardown(async () => { await controller.stop({ timeoutMs: 1000 }); await services.stop(); });
-  const events = async (result: string) => (await metrics.watchEvents.get()).values.find((v) => v.labels.kind === "Service" && v.labels.result === result)?.value ?? 0;
+  t.teardown(async () => {
+    await controller.stop({ timeoutMs: 1000 });
+    await services.stop();
+  });
+  const events = async (result: string) =>
+    (await metrics.watchEvents.get()).values.find((v) => v.labels.kind === "Service" && v.labels.result === result)?.value ?? 0;
 
   const name = uniqueName("svc");
-  await k.core.createNamespacedService({ namespace: ns, body: {
-    metadata: { name, labels: { "rt-test": label } },
-    spec: { type: "LoadBalancer", allocateLoadBalancerNodePorts: false, selector: { app: name }, ports: [{ port: 80 }] },
-  } });
+  await k.core.createNamespacedService({
+    namespace: ns,
+    body: {
+      metadata: { name, labels: { "rt-test": label } },
+      spec: { type: "LoadBalancer", allocateLoadBalancerNodePorts: false, selector: { app: name }, ports: [{ port: 80 }] },
+    },
+  });
   await until("the create to be reconciled", () => runs.length === 1);
 
-  await k.core.patchNamespacedServiceStatus({ namespace: ns, name, body: [{ op: "add", path: "/status/loadBalancer/ingress", value: [{ ip: "192.0.2.10" }] }] });
+  await k.core.patchNamespacedServiceStatus({
+    namespace: ns,
+    name,
+    body: [{ op: "add", path: "/status/loadBalancer/ingress", value: [{ ip: "192.0.2.10" }] }],
+  });
   await eventually("the status update to arrive and be filtered", async () => (await events("filtered")) === 1);
   t.deepEqual(runs, [name], "a status-only update reconciles nothing");
 
-  await k.core.patchNamespacedService({ namespace: ns, name, body: [{ op: "add", path: "/metadata/annotations", value: { "example.com/changed": "1" } }] });
+  await k.core.patchNamespacedService({
+    namespace: ns,
+    name,
+    body: [{ op: "add", path: "/metadata/annotations", value: { "example.com/changed": "1" } }],
+  });
   await until("the annotation change to be reconciled", () => runs.length === 2);
   t.is(await events("filtered"), 1);
   t.true((await events("enqueued")) >= 2, "the create and the annotation change were enqueued");

@@ -12,15 +12,28 @@ const k = kube();
 const leases = k.kc.makeApiClient(k8s.CoordinationV1Api);
 const log = pino({ level: "silent" });
 let ns = "";
-test.before(async () => { ns = await testNamespace(k, "rt-leader"); });
-test.after.always(async () => { await deleteNamespace(k, ns); });
+test.before(async () => {
+  ns = await testNamespace(k, "rt-leader");
+});
+test.after.always(async () => {
+  await deleteNamespace(k, ns);
+});
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const until = (what: string, cond: () => boolean, timeoutMs?: number) => eventually(what, () => Promise.resolve(cond()), timeoutMs, 20);
 
-interface Candidate { elector: LeaderElector; identity: string; events: Array<{ at: number; what: "started" | "stopped" | "work-done" }>; run: Promise<void> }
+interface Candidate {
+  elector: LeaderElector;
+  identity: string;
+  events: Array<{ at: number; what: "started" | "stopped" | "work-done" }>;
+  run: Promise<void>;
+}
 
-function candidate(t: { teardown(fn: () => Promise<void>): void }, kc: k8s.KubeConfig, opts: Omit<LeaderElectionOptions, "namespace" | "identity">): Candidate {
+function candidate(
+  t: { teardown(fn: () => Promise<void>): void },
+  kc: k8s.KubeConfig,
+  opts: Omit<LeaderElectionOptions, "namespace" | "identity">,
+): Candidate {
   const identity = uniqueName("id");
   const elector = new LeaderElector(kc, { namespace: ns, identity, ...opts }, log);
   const events: Candidate["events"] = [];
@@ -31,7 +44,9 @@ function candidate(t: { teardown(fn: () => Promise<void>): void }, kc: k8s.KubeC
       await sleep(100); // leading work winding down
       events.push({ at: Date.now(), what: "work-done" });
     },
-    onStoppedLeading: () => { events.push({ at: Date.now(), what: "stopped" }); },
+    onStoppedLeading: () => {
+      events.push({ at: Date.now(), what: "stopped" });
+    },
   });
   t.teardown(() => elector.stop());
   return { elector, identity, events, run };
@@ -70,7 +85,11 @@ test("stopping the leader releases the Lease and the other takes over at once", 
   const stoppedAt = Date.now();
   await a.elector.stop();
   await a.run;
-  t.deepEqual(a.events.map((e) => e.what), ["started", "work-done", "stopped"], "the leading work ended before run() returned");
+  t.deepEqual(
+    a.events.map((e) => e.what),
+    ["started", "work-done", "stopped"],
+    "the leading work ended before run() returned",
+  );
   await until("b to lead", () => b.elector.isLeader, 5000);
   const took = Date.now() - stoppedAt;
   t.true(took < 3000, `hand-over took ${took} ms; without release it would take the 15 s lease duration`);
@@ -129,7 +148,8 @@ test("a leader that cannot renew steps down within renewDeadline, before another
   const watchRenewals = (async () => {
     while (watching) {
       const l = await readLease(name);
-      if (l.spec?.holderIdentity === a.identity && l.spec.renewTime) aLastRenew = Math.max(aLastRenew, new Date(l.spec.renewTime).getTime());
+      if (l.spec?.holderIdentity === a.identity && l.spec.renewTime)
+        aLastRenew = Math.max(aLastRenew, new Date(l.spec.renewTime).getTime());
       await sleep(50);
     }
   })();
@@ -144,7 +164,10 @@ test("a leader that cannot renew steps down within renewDeadline, before another
   const bStarted = b.events.find((e) => e.what === "started")!.at;
   t.true(aStopped - cutAt >= 1500 && aStopped - cutAt < 3500, `a stepped down ${aStopped - cutAt} ms after the cut (renewDeadline 2 s)`);
   t.true(aStopped < bStarted, "never two leaders: a stopped before b started");
-  t.true(aLastRenew > 0 && bStarted >= aLastRenew + fast.leaseDurationSeconds * 1000 - 50, `b waited for the lease to expire: it started ${bStarted - aLastRenew} ms after a's last renewal (lease ${fast.leaseDurationSeconds} s)`);
+  t.true(
+    aLastRenew > 0 && bStarted >= aLastRenew + fast.leaseDurationSeconds * 1000 - 50,
+    `b waited for the lease to expire: it started ${bStarted - aLastRenew} ms after a's last renewal (lease ${fast.leaseDurationSeconds} s)`,
+  );
 
   proxy.restore();
   await sleep(1000);

@@ -12,8 +12,12 @@ const client = new KubeClient(k.kc);
 const leases = k.kc.makeApiClient(k8s.CoordinationV1Api);
 const log = pino({ level: "silent" });
 let ns = "";
-test.before(async () => { ns = await testNamespace(k, "rt-manager"); });
-test.after.always(async () => { await deleteNamespace(k, ns); });
+test.before(async () => {
+  ns = await testNamespace(k, "rt-manager");
+});
+test.after.always(async () => {
+  await deleteNamespace(k, ns);
+});
 
 const until = (what: string, cond: () => boolean, timeoutMs?: number) => eventually(what, () => Promise.resolve(cond()), timeoutMs, 20);
 const get = async (port: number, path: string, method = "GET") => {
@@ -29,11 +33,15 @@ const sample = (text: string, series: string): number | undefined => {
 test("the health server serves liveness, readiness with the failing checks, and metrics", async (t) => {
   const metrics = new Metrics();
   let cacheReady = false;
-  const health = new HealthServer({ port: 0, metrics, readiness: [
-    { name: "cache", check: () => cacheReady },
-    { name: "database", check: () => Promise.resolve(true) },
-    { name: "broken", check: () => Promise.reject(new Error("boom")) },
-  ] });
+  const health = new HealthServer({
+    port: 0,
+    metrics,
+    readiness: [
+      { name: "cache", check: () => cacheReady },
+      { name: "database", check: () => Promise.resolve(true) },
+      { name: "broken", check: () => Promise.reject(new Error("boom")) },
+    ],
+  });
   const { port } = await health.start();
   t.teardown(() => health.stop());
   t.true(port > 0);
@@ -77,7 +85,12 @@ function copyManager(label: string, leaderElection: ConstructorParameters<typeof
   const metrics = new Metrics();
   const manager = new Manager({ kc: k.kc, log, metrics, health: { port: 0 }, leaderElection });
   const selector = { namespace: ns, labelSelector: `rt-test=${label}` };
-  const configMaps = manager.informer<KubeObject & { data?: Record<string, string> }>({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", ...selector });
+  const configMaps = manager.informer<KubeObject & { data?: Record<string, string> }>({
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    plural: "configmaps",
+    ...selector,
+  });
   const secrets = manager.informer({ apiVersion: "v1", kind: "Secret", plural: "secrets", ...selector });
   const reconciled: string[] = [];
   const reconciler: Reconciler = {
@@ -85,27 +98,50 @@ function copyManager(label: string, leaderElection: ConstructorParameters<typeof
       reconciled.push(req.name);
       const cm = configMaps.get(req.namespace, req.name);
       if (!cm) return;
-      await client.apply({
-        apiVersion: "v1", kind: "Secret",
-        metadata: { name: `${req.name}-copy`, namespace: req.namespace, labels: { "rt-test": label }, ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: req.name, uid: cm.metadata.uid!, controller: true }] },
-        stringData: cm.data ?? {},
-      }, OPERATOR_FIELD_MANAGER);
+      await client.apply(
+        {
+          apiVersion: "v1",
+          kind: "Secret",
+          metadata: {
+            name: `${req.name}-copy`,
+            namespace: req.namespace,
+            labels: { "rt-test": label },
+            ownerReferences: [{ apiVersion: "v1", kind: "ConfigMap", name: req.name, uid: cm.metadata.uid!, controller: true }],
+          },
+          stringData: cm.data ?? {},
+        },
+        OPERATOR_FIELD_MANAGER,
+      );
     },
   };
   const controller = manager.addController({ name: "copy", primary: configMaps, owned: [secrets], reconciler });
   return { manager, metrics, controller, configMaps, secrets, reconciled };
 }
 
-const createCm = (name: string, label: string) => k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name, labels: { "rt-test": label } }, data: { k: name } } });
-const secretExists = (name: string) => () => k.core.readNamespacedSecret({ namespace: ns, name }).then(() => true, () => false);
+const createCm = (name: string, label: string) =>
+  k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name, labels: { "rt-test": label } }, data: { k: name } } });
+const secretExists = (name: string) => () =>
+  k.core.readNamespacedSecret({ namespace: ns, name }).then(
+    () => true,
+    () => false,
+  );
 
 test("only the elected manager reconciles; its metrics count it; a graceful stop hands over at once", async (t) => {
   const label = uniqueName("l");
   const lease = uniqueName("lease");
-  const election = (identity: string) => ({ namespace: ns, name: lease, identity, leaseDurationSeconds: 15, renewDeadlineSeconds: 10, retryPeriodSeconds: 0.2 });
+  const election = (identity: string) => ({
+    namespace: ns,
+    name: lease,
+    identity,
+    leaseDurationSeconds: 15,
+    renewDeadlineSeconds: 10,
+    retryPeriodSeconds: 0.2,
+  });
   const a = copyManager(label, election("a"));
   const b = copyManager(label, election("b"));
-  t.teardown(async () => { await Promise.all([a.manager.stop(), b.manager.stop()]); });
+  t.teardown(async () => {
+    await Promise.all([a.manager.stop(), b.manager.stop()]);
+  });
   await createCm(uniqueName("before"), label);
 
   await a.manager.start();
@@ -158,13 +194,19 @@ test("without leader election controllers run at once; informers are shared; reg
   const label = uniqueName("l");
   const { manager, configMaps } = copyManager(label, false);
   t.teardown(() => manager.stop());
-  t.is(manager.informer({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespace: ns, labelSelector: `rt-test=${label}` }), configMaps, "one informer per resource and selector");
+  t.is(
+    manager.informer({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespace: ns, labelSelector: `rt-test=${label}` }),
+    configMaps,
+    "one informer per resource and selector",
+  );
   t.not(manager.informer({ apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespace: ns }), configMaps);
   await manager.start();
   t.true(manager.isLeader);
   const name = uniqueName("cm");
   await createCm(name, label);
   await eventually("the child", secretExists(`${name}-copy`));
-  t.throws(() => manager.addController({ name: "late", primary: configMaps, reconciler: { reconcile: () => Promise.resolve() } }), { message: /before start/ });
+  t.throws(() => manager.addController({ name: "late", primary: configMaps, reconciler: { reconcile: () => Promise.resolve() } }), {
+    message: /before start/,
+  });
   t.throws(() => manager.informer({ apiVersion: "v1", kind: "Pod", plural: "pods", namespace: ns }), { message: /before start/ });
 });

@@ -17,18 +17,37 @@ test("binStart: hours, 6-hour blocks from midnight UTC, UTC days and ISO weeks",
 });
 
 test("wholeHours: the whole hours inside a range; none for a range inside one hour", (t) => {
-  t.deepEqual(show(wholeHours(r("2026-11-18T10:00:00Z", "2026-11-18T14:00:00Z"))), ["2026-11-18T10:00:00.000Z", "2026-11-18T14:00:00.000Z"]);
-  t.deepEqual(show(wholeHours(r("2026-11-18T10:00:00.001Z", "2026-11-18T13:59:59.999Z"))), ["2026-11-18T11:00:00.000Z", "2026-11-18T13:00:00.000Z"]);
-  t.deepEqual(show(wholeHours(r("2026-11-18T10:15:00Z", "2026-11-18T11:30:00Z"))), ["2026-11-18T11:00:00.000Z", "2026-11-18T11:00:00.000Z"], "no whole hour, edges meet");
-  t.deepEqual(show(wholeHours(r("2026-11-18T10:15:00Z", "2026-11-18T10:45:00Z"))), ["2026-11-18T10:45:00.000Z", "2026-11-18T10:45:00.000Z"], "inside one hour: the traces answer all of it");
-  t.deepEqual(show(wholeHours(r("2026-11-18T10:00:00Z", "2026-11-18T10:30:00Z"))), ["2026-11-18T10:00:00.000Z", "2026-11-18T10:00:00.000Z"]);
+  t.deepEqual(show(wholeHours(r("2026-11-18T10:00:00Z", "2026-11-18T14:00:00Z"))), [
+    "2026-11-18T10:00:00.000Z",
+    "2026-11-18T14:00:00.000Z",
+  ]);
+  t.deepEqual(show(wholeHours(r("2026-11-18T10:00:00.001Z", "2026-11-18T13:59:59.999Z"))), [
+    "2026-11-18T11:00:00.000Z",
+    "2026-11-18T13:00:00.000Z",
+  ]);
+  t.deepEqual(
+    show(wholeHours(r("2026-11-18T10:15:00Z", "2026-11-18T11:30:00Z"))),
+    ["2026-11-18T11:00:00.000Z", "2026-11-18T11:00:00.000Z"],
+    "no whole hour, edges meet",
+  );
+  t.deepEqual(
+    show(wholeHours(r("2026-11-18T10:15:00Z", "2026-11-18T10:45:00Z"))),
+    ["2026-11-18T10:45:00.000Z", "2026-11-18T10:45:00.000Z"],
+    "inside one hour: the traces answer all of it",
+  );
+  t.deepEqual(show(wholeHours(r("2026-11-18T10:00:00Z", "2026-11-18T10:30:00Z"))), [
+    "2026-11-18T10:00:00.000Z",
+    "2026-11-18T10:00:00.000Z",
+  ]);
 });
 
 test("resolveRange: defaults to the last 7 days; start must be before end", (t) => {
   const now = at("2026-11-21T12:00:00Z");
   t.deepEqual(show(resolveRange({}, now)), ["2026-11-14T12:00:00.000Z", "2026-11-21T12:00:00.000Z"]);
   t.deepEqual(show(resolveRange({ end: "2026-11-20T00:00:00Z" }, now)), ["2026-11-13T00:00:00.000Z", "2026-11-20T00:00:00.000Z"]);
-  const e = t.throws(() => resolveRange({ start: "2026-11-20T00:00:00Z", end: "2026-11-20T00:00:00Z" }, now), { instanceOf: ValidationError });
+  const e = t.throws(() => resolveRange({ start: "2026-11-20T00:00:00Z", end: "2026-11-20T00:00:00Z" }, now), {
+    instanceOf: ValidationError,
+  });
   t.regex(JSON.stringify(e), /query\.start/);
 });
 
@@ -39,6 +58,13 @@ test("resolveBuckets: 24 default buckets ending with the current one; the first 
   t.is(d.first.toISOString(), "2026-11-20T13:00:00.000Z");
   const u = resolveBuckets({ interval: "6h", start: "2026-11-20T05:00:00Z", end: "2026-11-21T00:00:01Z" }, now);
   t.deepEqual([u.first.toISOString(), u.count], ["2026-11-20T00:00:00.000Z", 5]);
-  t.throws(() => resolveBuckets({ interval: "1h", start: "2026-01-01T00:00:00Z", end: "2026-11-01T00:00:00Z" }, now), { instanceOf: ValidationError, message: /./ });
-  t.is(resolveBuckets({ interval: "1h", start: "2026-08-01T00:00:00Z", end: "2026-10-23T08:00:00Z" }, now).count, 2000, "exactly the cap is allowed");
+  t.throws(() => resolveBuckets({ interval: "1h", start: "2026-01-01T00:00:00Z", end: "2026-11-01T00:00:00Z" }, now), {
+    instanceOf: ValidationError,
+    message: /./,
+  });
+  t.is(
+    resolveBuckets({ interval: "1h", start: "2026-08-01T00:00:00Z", end: "2026-10-23T08:00:00Z" }, now).count,
+    2000,
+    "exactly the cap is allowed",
+  );
 });

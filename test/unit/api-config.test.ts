@@ -8,7 +8,13 @@ test("BERTH_PUBLIC_URL: an http(s) URL, with a path prefix or not, without a tra
   t.is(loadConfig({ ...base, BERTH_PUBLIC_URL: "http://127.0.0.1:8080" }).BERTH_PUBLIC_URL, "http://127.0.0.1:8080");
   t.is(loadConfig({ ...base, BERTH_PUBLIC_URL: "https://example.com/berth/" }).BERTH_PUBLIC_URL, "https://example.com/berth");
   t.is(loadConfig(base).BERTH_PUBLIC_URL, undefined);
-  for (const bad of ["https://api.example.com/#x", "https://api.example.com/?x=1", "ftp://api.example.com", "api.example.com", "https://u:p@api.example.com"]) {
+  for (const bad of [
+    "https://api.example.com/#x",
+    "https://api.example.com/?x=1",
+    "ftp://api.example.com",
+    "api.example.com",
+    "https://u:p@api.example.com",
+  ]) {
     t.throws(() => loadConfig({ ...base, BERTH_PUBLIC_URL: bad }), { message: /BERTH_PUBLIC_URL/ }, bad);
   }
 });

@@ -1,16 +1,26 @@
 // Pure pieces of the error model: zod issues to field errors, problem documents, their headers.
 import test from "ava";
 import { z } from "zod";
-import { ConflictError, DomainError, NotFoundError, UnauthorizedError, ValidationError, fieldErrorsFromZod, formatPath } from "../../api/errors.ts";
+import {
+  ConflictError,
+  DomainError,
+  NotFoundError,
+  UnauthorizedError,
+  ValidationError,
+  fieldErrorsFromZod,
+  formatPath,
+} from "../../api/errors.ts";
 import { MethodNotAllowedError, ProblemSchema, problemHeaders, renderProblem, toDomainError } from "../../api/http/problem.ts";
 
-const Schema = z.object({
-  name: z.string().min(1),
-  cpu: z.int().min(50).max(32000),
-  kind: z.enum(["a", "b"]),
-  nested: z.object({ flag: z.boolean() }).strict().optional(),
-  list: z.array(z.object({ n: z.int() }).strict()).optional(),
-}).strict();
+const Schema = z
+  .object({
+    name: z.string().min(1),
+    cpu: z.int().min(50).max(32000),
+    kind: z.enum(["a", "b"]),
+    nested: z.object({ flag: z.boolean() }).strict().optional(),
+    list: z.array(z.object({ n: z.int() }).strict()).optional(),
+  })
+  .strict();
 
 function errorsOf(input: unknown, prefix: "body" | "query" | "params" = "body") {
   const r = Schema.safeParse(input);
@@ -36,8 +46,14 @@ test("each unknown key is reported at its own path", (t) => {
 });
 
 test("a root-level issue is reported on the prefix itself", (t) => {
-  t.deepEqual(errorsOf("text", "query").map((e) => e.field), ["query"]);
-  t.deepEqual(errorsOf(null, "params").map((e) => e.field), ["params"]);
+  t.deepEqual(
+    errorsOf("text", "query").map((e) => e.field),
+    ["query"],
+  );
+  t.deepEqual(
+    errorsOf(null, "params").map((e) => e.field),
+    ["params"],
+  );
 });
 
 test("formatPath uses dots for keys and brackets for indexes", (t) => {
@@ -51,7 +67,13 @@ test("domain errors carry status and code; ValidationError summarises its fields
   t.is(v.status, 422);
   t.is(v.code, "validation_failed");
   t.is(v.message, "The request is invalid: body.cpu: too big.");
-  t.regex(new ValidationError([{ field: "a", message: "x" }, { field: "b", message: "y" }]).message, /2 fields/);
+  t.regex(
+    new ValidationError([
+      { field: "a", message: "x" },
+      { field: "b", message: "y" },
+    ]).message,
+    /2 fields/,
+  );
   t.is(new UnauthorizedError().status, 401);
   t.is(new UnauthorizedError().code, "unauthorized");
   t.is(new NotFoundError("app_not_found", "no").status, 404);
@@ -72,7 +94,10 @@ test("renderProblem builds a valid RFC 9457 document", (t) => {
     errors: [{ field: "body.name", message: "required" }],
   });
   t.true(ProblemSchema.safeParse(p).success);
-  const withDetails = renderProblem(new ConflictError("slug_taken", "taken", { details: { slug: "web" } }), { instance: "/", requestId: "r" });
+  const withDetails = renderProblem(new ConflictError("slug_taken", "taken", { details: { slug: "web" } }), {
+    instance: "/",
+    requestId: "r",
+  });
   t.deepEqual(withDetails.details, { slug: "web" });
   t.false("errors" in withDetails);
 });

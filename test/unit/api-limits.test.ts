@@ -8,7 +8,10 @@ test("a caller gets its burst at once, then one request per interval; Retry-Afte
   const now = 1_000_000;
   const seen = [1, 2, 3].map(() => l.take("key:a", now));
   t.true(seen.every((d) => d.allowed));
-  t.deepEqual(seen.map((d) => d.remaining), [2, 1, 0]);
+  t.deepEqual(
+    seen.map((d) => d.remaining),
+    [2, 1, 0],
+  );
   const refused = l.take("key:a", now);
   t.false(refused.allowed);
   if (!refused.allowed) t.is(refused.retryAfterSeconds, 1, "one request every 500 ms: the next passes within a second");
@@ -74,7 +77,7 @@ test("the RateLimit header fields", (t) => {
   const budget = { perSecond: 2, burst: 10 };
   const l = new RateLimiter(budget);
   const d = l.take("c", 0);
-  t.deepEqual(rateLimitHeaders("api", d, budget), { "RateLimit-Policy": '"api";q=10;w=5', "RateLimit": '"api";r=9;t=1' });
+  t.deepEqual(rateLimitHeaders("api", d, budget), { "RateLimit-Policy": '"api";q=10;w=5', RateLimit: '"api";r=9;t=1' });
 });
 
 test("callers without a key are named by their address; IPv6 by its /64", (t) => {
@@ -92,12 +95,19 @@ test("the client's address: the peer's, or behind a trusted proxy the rightmost 
   t.is(clientAddress("203.0.113.9", "198.51.100.1", trusted), "203.0.113.9", "an untrusted peer's header is ignored");
   t.is(clientAddress("10.0.0.5", "198.51.100.1", trusted), "198.51.100.1");
   t.is(clientAddress("::ffff:10.0.0.5", "198.51.100.1", trusted), "198.51.100.1", "an IPv4-mapped peer");
-  t.is(clientAddress("10.0.0.5", "1.2.3.4, 198.51.100.1, 10.0.0.9", trusted), "198.51.100.1", "prepended hops and trusted hops are passed over");
+  t.is(
+    clientAddress("10.0.0.5", "1.2.3.4, 198.51.100.1, 10.0.0.9", trusted),
+    "198.51.100.1",
+    "prepended hops and trusted hops are passed over",
+  );
   t.is(clientAddress("10.0.0.5", "10.0.0.7, 10.0.0.9", trusted), "10.0.0.7", "all trusted: the first");
   t.is(clientAddress("10.0.0.5", "not-an-ip", trusted), "10.0.0.5", "a malformed hop: the proxy's own address");
   t.is(clientAddress("10.0.0.5", undefined, trusted), "10.0.0.5");
   t.is(clientAddress("10.0.0.5", "198.51.100.1", undefined), "10.0.0.5", "no trusted proxies configured");
   t.is(budgetName({ kind: "workspace", keyId: "k1", workspaceId: "ws1" }), "workspace:ws1");
   t.is(budgetName({ kind: "app", keyId: "k2" }), "app:k2");
-  t.is(budgetName({ kind: "operator", username: "system:serviceaccount:berth-system:berth-operator" }), "operator:system:serviceaccount:berth-system:berth-operator");
+  t.is(
+    budgetName({ kind: "operator", username: "system:serviceaccount:berth-system:berth-operator" }),
+    "operator:system:serviceaccount:berth-system:berth-operator",
+  );
 });

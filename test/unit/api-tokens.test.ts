@@ -1,7 +1,16 @@
 // Key material: format, hashing, display prefix, constant-time comparison, Bearer parsing.
 import test from "ava";
 import { createHash } from "node:crypto";
-import { PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken, digestsEqual, displayPrefix, hashToken, isTokenOfKind, mintToken } from "../../api/auth/tokens.ts";
+import {
+  PLATFORM_ADMIN_KEY_PREFIX,
+  WORKSPACE_KEY_PREFIX,
+  bearerToken,
+  digestsEqual,
+  displayPrefix,
+  hashToken,
+  isTokenOfKind,
+  mintToken,
+} from "../../api/auth/tokens.ts";
 import { WORKSPACE_ID_PATTERN, namespaceFor, newWorkspaceId } from "../../api/workspaces/service.ts";
 
 test("workspace keys are ws_sk_ + 43 base64url characters of 32 random bytes", (t) => {

@@ -3,7 +3,20 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../crds/schemas.ts";
 import { ENV_HASH_ANNOTATION, OPERATOR_ENV_NAMES, governanceDisabled, governanceGeneration, reservedEnvName } from "../../crds/app.ts";
-import { buildChildren, buildGovernanceSecret, childKinds, contains, cpuQuantity, desiredReplicas, envHash, HASH_ANNOTATION, memoryQuantity, STARTUP_SECONDS, upToDate, type BuildConfig } from "../../operator/app/builders.ts";
+import {
+  buildChildren,
+  buildGovernanceSecret,
+  childKinds,
+  contains,
+  cpuQuantity,
+  desiredReplicas,
+  envHash,
+  HASH_ANNOTATION,
+  memoryQuantity,
+  STARTUP_SECONDS,
+  upToDate,
+  type BuildConfig,
+} from "../../operator/app/builders.ts";
 import type { KubeObject } from "../../kube/client.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };
@@ -26,7 +39,9 @@ for (const [what, s, want] of table) {
 
 test("every child is owned by the App as its controller and labelled", (t) => {
   for (const c of buildChildren(ref, spec(), {}, cfg)) {
-    t.deepEqual(c.metadata.ownerReferences, [{ apiVersion: "berth.dev/v1alpha1", kind: "App", name: "shop", uid: "u-1", controller: true, blockOwnerDeletion: true }]);
+    t.deepEqual(c.metadata.ownerReferences, [
+      { apiVersion: "berth.dev/v1alpha1", kind: "App", name: "shop", uid: "u-1", controller: true, blockOwnerDeletion: true },
+    ]);
     t.is(c.metadata.name, "shop");
     t.is(c.metadata.labels?.["berth.dev/app"], "shop");
     t.regex(c.metadata.annotations?.[HASH_ANNOTATION] ?? "", /^[a-f0-9]{16}$/);
@@ -48,7 +63,8 @@ test("the Deployment carries limits, requests and secure pod defaults", (t) => {
 });
 
 test("a served container is probed on its port: every second until it opens (startup), then every 10 s (readiness); a worker is not probed", (t) => {
-  const container = (s: Partial<AppSpecInput>) => (buildChildren(ref, spec(s), {}, cfg)[0] as k8s.V1Deployment).spec!.template.spec!.containers[0]!;
+  const container = (s: Partial<AppSpecInput>) =>
+    (buildChildren(ref, spec(s), {}, cfg)[0] as k8s.V1Deployment).spec!.template.spec!.containers[0]!;
   for (const type of ["web", "api"] as const) {
     const c = container({ type });
     t.deepEqual(c.startupProbe, { tcpSocket: { port: "http" }, periodSeconds: 1, failureThreshold: STARTUP_SECONDS }, type);
@@ -62,14 +78,17 @@ test("a served container is probed on its port: every second until it opens (sta
 });
 
 test("the Ingress routes <slug>.<baseDomain> to the Service", (t) => {
-  const ing = buildChildren(ref, spec({ slug: "storefront" }), {}, { ...cfg, ingressClassName: "nginx" }).find((o) => o.kind === "Ingress") as k8s.V1Ingress;
+  const ing = buildChildren(ref, spec({ slug: "storefront" }), {}, { ...cfg, ingressClassName: "nginx" }).find(
+    (o) => o.kind === "Ingress",
+  ) as k8s.V1Ingress;
   t.is(ing.spec?.ingressClassName, "nginx");
   t.is(ing.spec?.rules?.[0]?.host, "storefront.apps.example.com");
   t.is(ing.spec?.rules?.[0]?.http?.paths[0]?.backend.service?.name, "shop");
 });
 
 test("the HPA takes min, max and CPU target; max defaults to min and the target to 80%", (t) => {
-  const hpa = (s: Partial<AppSpecInput>) => buildChildren(ref, spec(s), {}, cfg).find((o) => o.kind === "HorizontalPodAutoscaler") as k8s.V2HorizontalPodAutoscaler;
+  const hpa = (s: Partial<AppSpecInput>) =>
+    buildChildren(ref, spec(s), {}, cfg).find((o) => o.kind === "HorizontalPodAutoscaler") as k8s.V2HorizontalPodAutoscaler;
   t.like(hpa({ minReplicas: 2, maxReplicas: 7, cpuTargetUtilization: 65 }).spec, { minReplicas: 2, maxReplicas: 7 });
   t.is(hpa({ cpuTargetUtilization: 65 }).spec?.metrics?.[0]?.resource?.target.averageUtilization, 65);
   t.like(hpa({ minReplicas: 3 }).spec, { minReplicas: 3, maxReplicas: 3 });
@@ -96,8 +115,13 @@ test("cron apps get a CronJob with the schedule, suspended with the App", (t) =>
 });
 
 test("quantities are in the API server's canonical form", (t) => {
-  t.is(cpuQuantity(50), "50m"); t.is(cpuQuantity(1000), "1"); t.is(cpuQuantity(32000), "32"); t.is(cpuQuantity(1500), "1500m");
-  t.is(memoryQuantity(64), "64Mi"); t.is(memoryQuantity(1024), "1Gi"); t.is(memoryQuantity(1536), "1536Mi");
+  t.is(cpuQuantity(50), "50m");
+  t.is(cpuQuantity(1000), "1");
+  t.is(cpuQuantity(32000), "32");
+  t.is(cpuQuantity(1500), "1500m");
+  t.is(memoryQuantity(64), "64Mi");
+  t.is(memoryQuantity(1024), "1Gi");
+  t.is(memoryQuantity(1536), "1536Mi");
 });
 
 test("builders are deterministic: same input, same hash", (t) => {
@@ -111,13 +135,16 @@ test("upToDate: live objects with server defaults match; hand edits and new hash
   const [d] = buildChildren(ref, spec(), {}, cfg) as [k8s.V1Deployment];
   const live = structuredClone(d) as k8s.V1Deployment & { metadata: k8s.V1ObjectMeta };
   delete (live as { apiVersion?: string }).apiVersion; // list items carry none
-  live.metadata.uid = "x"; live.metadata.resourceVersion = "9";
+  live.metadata.uid = "x";
+  live.metadata.resourceVersion = "9";
   live.spec!.template.spec!.dnsPolicy = "ClusterFirst";
   live.status = { replicas: 1 };
   t.true(upToDate(d as never, live));
-  const edited = structuredClone(live); edited.spec!.template.spec!.containers[0]!.image = "evil:1";
+  const edited = structuredClone(live);
+  edited.spec!.template.spec!.containers[0]!.image = "evil:1";
   t.false(upToDate(d as never, edited));
-  const rehashed = structuredClone(live); rehashed.metadata.annotations![HASH_ANNOTATION] = "0000000000000000";
+  const rehashed = structuredClone(live);
+  rehashed.metadata.annotations![HASH_ANNOTATION] = "0000000000000000";
   t.false(upToDate(d as never, rehashed));
   t.false(upToDate(d as never, undefined));
 });
@@ -150,7 +177,7 @@ test("the governance Secret holds both variables, owned by the App", (t) => {
   t.is(s.metadata?.ownerReferences?.[0]?.uid, "u-1");
 });
 
-test("governance annotations: generation defaults to 1, disabled only when \"true\"", (t) => {
+test('governance annotations: generation defaults to 1, disabled only when "true"', (t) => {
   t.is(governanceGeneration(undefined), 1);
   t.is(governanceGeneration({ "berth.dev/governance-generation": "7" }), 7);
   t.is(governanceGeneration({ "berth.dev/governance-generation": "x" }), 1);
@@ -159,7 +186,11 @@ test("governance annotations: generation defaults to 1, disabled only when \"tru
 });
 
 test("pods go where the configuration places them: nodeSelector and tolerations on Deployments and CronJobs, none by default", (t) => {
-  const placed = { ...cfg, nodeSelector: { "berth.dev/node": "real" }, tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }] };
+  const placed = {
+    ...cfg,
+    nodeSelector: { "berth.dev/node": "real" },
+    tolerations: [{ key: "berth.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
+  };
   const d = buildChildren(ref, spec(), {}, placed)[0] as k8s.V1Deployment;
   t.deepEqual(d.spec!.template.spec!.nodeSelector, { "berth.dev/node": "real" });
   t.deepEqual(d.spec!.template.spec!.tolerations, placed.tolerations);
@@ -187,7 +218,8 @@ test("the service's variables: envFrom of <app>-env (optional) before the govern
 });
 
 test("a change of a variable changes the pod template (a rollout); the same data, in any order, does not; no env Secret changes nothing", (t) => {
-  const template = (env?: { secretName: string; hash: string }) => (buildChildren(ref, spec(), {}, cfg, undefined, env)[0] as k8s.V1Deployment).spec!.template;
+  const template = (env?: { secretName: string; hash: string }) =>
+    (buildChildren(ref, spec(), {}, cfg, undefined, env)[0] as k8s.V1Deployment).spec!.template;
   const b64 = (s: string) => Buffer.from(s).toString("base64");
   const a = envHash({ A: b64("1"), B: b64("2") });
   t.regex(a, /^[a-f0-9]{16}$/);
@@ -196,7 +228,10 @@ test("a change of a variable changes the pod template (a rollout); the same data
   t.not(envHash({ A: b64("1") }), a);
   t.is(envHash(undefined), envHash({}));
   t.notDeepEqual(template({ secretName: "shop-env", hash: a }), template({ secretName: "shop-env", hash: envHash({ A: b64("1") }) }));
-  t.deepEqual(template({ secretName: "shop-env", hash: a }), template({ secretName: "shop-env", hash: envHash({ B: b64("2"), A: b64("1") }) }));
+  t.deepEqual(
+    template({ secretName: "shop-env", hash: a }),
+    template({ secretName: "shop-env", hash: envHash({ B: b64("2"), A: b64("1") }) }),
+  );
   const plain = template();
   t.is(plain.metadata?.annotations, undefined, "an App without variables keeps the template it had: upgrading the operator rolls nothing");
   t.is(plain.spec!.containers[0]!.envFrom, undefined);
@@ -216,19 +251,36 @@ test("every variable the operator sets is reserved: the API refuses to set it", 
 
 // ---- private Apps at the edge (docs/shares.md) ----------------------------------------------
 
-const traefik: BuildConfig = { ...cfg, edge: { controller: "traefik", forwardAuthUrl: "http://berth-api.berth-system.svc/api/v1/forward-auth/" } };
-const nginx: BuildConfig = { ...cfg, ingressClassName: "nginx", edge: { controller: "nginx", forwardAuthUrl: "http://berth-api.berth-system.svc/api/v1/forward-auth", signInUrl: "https://api.example.com/api/v1/auth/oidc/login" } };
+const traefik: BuildConfig = {
+  ...cfg,
+  edge: { controller: "traefik", forwardAuthUrl: "http://berth-api.berth-system.svc/api/v1/forward-auth/" },
+};
+const nginx: BuildConfig = {
+  ...cfg,
+  ingressClassName: "nginx",
+  edge: {
+    controller: "nginx",
+    forwardAuthUrl: "http://berth-api.berth-system.svc/api/v1/forward-auth",
+    signInUrl: "https://api.example.com/api/v1/auth/oidc/login",
+  },
+};
 
 test("a private App behind Traefik gets a ForwardAuth Middleware for it, named by its Ingress", (t) => {
   const children = buildChildren(ref, spec({ visibility: "private" }), {}, traefik);
-  t.deepEqual(children.map((c) => c.kind), ["Deployment", "HorizontalPodAutoscaler", "Middleware", "Service", "Ingress"]);
+  t.deepEqual(
+    children.map((c) => c.kind),
+    ["Deployment", "HorizontalPodAutoscaler", "Middleware", "Service", "Ingress"],
+  );
   const mw = children.find((c) => c.kind === "Middleware") as KubeObject & { spec: { forwardAuth: Record<string, unknown> } };
   t.is(mw.apiVersion, "traefik.io/v1alpha1");
   t.like(mw.metadata, { name: "shop", namespace: "ws1" });
   t.is(mw.metadata.ownerReferences?.[0]?.uid, ref.uid);
   t.deepEqual(mw.spec.forwardAuth, {
-    address: "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop", trustForwardHeader: false,
-    authRequestHeaders: ["Cookie"], authResponseHeaders: ["X-Berth-Share", "X-Berth-User"], addAuthCookiesToResponse: ["berth_share", "__Host-berth_share"],
+    address: "http://berth-api.berth-system.svc/api/v1/forward-auth/ws1/shop",
+    trustForwardHeader: false,
+    authRequestHeaders: ["Cookie"],
+    authResponseHeaders: ["X-Berth-Share", "X-Berth-User"],
+    addAuthCookiesToResponse: ["berth_share", "__Host-berth_share"],
     maxResponseBodySize: 65536,
   });
   const ing = children.find((c) => c.kind === "Ingress")!;
@@ -237,15 +289,24 @@ test("a private App behind Traefik gets a ForwardAuth Middleware for it, named b
 
 test("a public App passes without any check, but clients' own X-Berth-* headers are removed (Traefik)", (t) => {
   const children = buildChildren(ref, spec({ visibility: "public" }), {}, traefik);
-  t.deepEqual(children.map((c) => c.kind), ["Deployment", "HorizontalPodAutoscaler", "Middleware", "Service", "Ingress"]);
+  t.deepEqual(
+    children.map((c) => c.kind),
+    ["Deployment", "HorizontalPodAutoscaler", "Middleware", "Service", "Ingress"],
+  );
   const mw = children.find((c) => c.kind === "Middleware") as KubeObject & { spec: Record<string, unknown> };
   t.deepEqual(mw.spec, { headers: { customRequestHeaders: { "X-Berth-Share": "", "X-Berth-User": "" } } });
   const annotations = children.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {};
   t.is(annotations["traefik.ingress.kubernetes.io/router.middlewares"], "ws1-shop@kubernetescrd");
-  t.deepEqual(Object.keys(annotations).filter((k) => k.includes("auth")), []);
+  t.deepEqual(
+    Object.keys(annotations).filter((k) => k.includes("auth")),
+    [],
+  );
   const viaNginx = buildChildren(ref, spec({ visibility: "public" }), {}, nginx);
   t.false(viaNginx.some((o) => o.kind === "Middleware"));
-  t.deepEqual(Object.keys(viaNginx.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {}).filter((k) => k.includes("auth")), []);
+  t.deepEqual(
+    Object.keys(viaNginx.find((o) => o.kind === "Ingress")!.metadata.annotations ?? {}).filter((k) => k.includes("auth")),
+    [],
+  );
 });
 
 test("a private App behind ingress-nginx gets auth-url, auth-signin and the response headers", (t) => {

@@ -5,21 +5,34 @@
 import test from "ava";
 import { fieldErrorsFromZod } from "../../api/errors.ts";
 import { ENV_LIMITS, EnvName, SetEnvVarBody, UpdateEnvBody } from "../../api/apps/schemas.ts";
-import { applyEnvChange, buildEnvSecret, changeOf, dataPatch, EnvLimitError, envList, EnvService, varsOfSecret, type EnvVarState } from "../../api/apps/env.ts";
+import {
+  applyEnvChange,
+  buildEnvSecret,
+  changeOf,
+  dataPatch,
+  EnvLimitError,
+  envList,
+  EnvService,
+  varsOfSecret,
+  type EnvVarState,
+} from "../../api/apps/env.ts";
 import type { AppObject } from "../../api/apps/service.ts";
 import type { KubeObject, ObjectClient } from "../../kube/objects.ts";
 import { KubeApiError } from "../../kube/transport.ts";
 import { ENV_PLAIN_ANNOTATION } from "../../crds/app.ts";
 
-const vars = (o: Record<string, [string, boolean]>) => new Map<string, EnvVarState>(Object.entries(o).map(([k, [value, secret]]) => [k, { value, secret }]));
+const vars = (o: Record<string, [string, boolean]>) =>
+  new Map<string, EnvVarState>(Object.entries(o).map(([k, [value, secret]]) => [k, { value, secret }]));
 const errors = (schema: typeof UpdateEnvBody | typeof SetEnvVarBody, input: unknown) => {
   const r = schema.safeParse(input);
   return r.success ? [] : fieldErrorsFromZod(r.error, "body");
 };
 
 test("names: POSIX-style, bounded; the operator's names and BERTH_* are refused with a reason", (t) => {
-  for (const ok of ["A", "_", "a_b", "DATABASE_URL", "x1", "_9", "N".repeat(ENV_LIMITS.maxNameLength)]) t.true(EnvName.safeParse(ok).success, ok);
-  for (const bad of ["", "1A", "A-B", "A B", "É", "A.B", "N".repeat(ENV_LIMITS.maxNameLength + 1)]) t.false(EnvName.safeParse(bad).success, bad);
+  for (const ok of ["A", "_", "a_b", "DATABASE_URL", "x1", "_9", "N".repeat(ENV_LIMITS.maxNameLength)])
+    t.true(EnvName.safeParse(ok).success, ok);
+  for (const bad of ["", "1A", "A-B", "A B", "É", "A.B", "N".repeat(ENV_LIMITS.maxNameLength + 1)])
+    t.false(EnvName.safeParse(bad).success, bad);
   for (const reserved of ["PORT", "GOVDB_CONNECTION", "GOVERNANCE_PROJECT", "BERTH_GOVERNANCE", "BERTH_ANYTHING"]) {
     const r = EnvName.safeParse(reserved);
     t.false(r.success, reserved);
@@ -31,11 +44,28 @@ test("names: POSIX-style, bounded; the operator's names and BERTH_* are refused 
 test("PATCH body: every offending name and value is reported at its own field, never with the value", (t) => {
   const secretish = "s3cr3t-value-that-must-not-echo";
   const e = errors(UpdateEnvBody, {
-    set: { "bad-name": secretish, GOVDB_CONNECTION: secretish, OK: { value: secretish, extra: 1 }, BIG: "x".repeat(ENV_LIMITS.maxValueBytes + 1), NUL: "a\u0000b" },
+    set: {
+      "bad-name": secretish,
+      GOVDB_CONNECTION: secretish,
+      OK: { value: secretish, extra: 1 },
+      BIG: "x".repeat(ENV_LIMITS.maxValueBytes + 1),
+      NUL: "a\u0000b",
+    },
     unset: ["PORT", "1X"],
   });
   const fields = e.map((x) => x.field).sort();
-  t.deepEqual(fields, ["body.set.BIG", "body.set.GOVDB_CONNECTION", "body.set.NUL", "body.set.OK.extra", "body.set.bad-name", "body.unset[0]", "body.unset[1]"].sort());
+  t.deepEqual(
+    fields,
+    [
+      "body.set.BIG",
+      "body.set.GOVDB_CONNECTION",
+      "body.set.NUL",
+      "body.set.OK.extra",
+      "body.set.bad-name",
+      "body.unset[0]",
+      "body.unset[1]",
+    ].sort(),
+  );
   t.regex(e.find((x) => x.field === "body.set.GOVDB_CONNECTION")!.message, /set by Berth/);
   t.regex(e.find((x) => x.field === "body.set.bad-name")!.message, /POSIX-style/);
   t.false(JSON.stringify(e).includes(secretish));
@@ -45,16 +75,28 @@ test("PATCH body: a value's bound is in UTF-8 bytes; a name both set and unset i
   const euro = "€".repeat(Math.floor(ENV_LIMITS.maxValueBytes / 3)); // 3 bytes each
   t.deepEqual(errors(UpdateEnvBody, { set: { A: euro } }), []);
   t.is(errors(UpdateEnvBody, { set: { A: euro + "€" } })[0]?.field, "body.set.A");
-  t.deepEqual(errors(UpdateEnvBody, { set: { A: "x" }, unset: ["A"] }).map((x) => x.field), ["body.unset[0]"]);
+  t.deepEqual(
+    errors(UpdateEnvBody, { set: { A: "x" }, unset: ["A"] }).map((x) => x.field),
+    ["body.unset[0]"],
+  );
   t.deepEqual(errors(UpdateEnvBody, { set: { A: "" } }), []);
   t.deepEqual(errors(UpdateEnvBody, {}), [], "nothing to do is not an error");
   t.deepEqual(errors(SetEnvVarBody, { value: "1", secret: false }), []);
-  t.deepEqual(errors(SetEnvVarBody, { secret: false }).map((x) => x.field), ["body.value"]);
+  t.deepEqual(
+    errors(SetEnvVarBody, { secret: false }).map((x) => x.field),
+    ["body.value"],
+  );
 });
 
 test("a change: set and unset at once; an omitted secret flag keeps the current one, a new variable is secret", (t) => {
   const current = vars({ LOG_LEVEL: ["info", false], TOKEN: ["t1", true], OLD: ["x", true] });
-  const next = applyEnvChange(current, changeOf({ set: { LOG_LEVEL: "debug", TOKEN: { value: "t2" }, NEW: "n", SHOWN: { value: "s", secret: false } }, unset: ["OLD", "NEVER_SET"] }));
+  const next = applyEnvChange(
+    current,
+    changeOf({
+      set: { LOG_LEVEL: "debug", TOKEN: { value: "t2" }, NEW: "n", SHOWN: { value: "s", secret: false } },
+      unset: ["OLD", "NEVER_SET"],
+    }),
+  );
   t.deepEqual([...next].sort(), [
     ["LOG_LEVEL", { value: "debug", secret: false }],
     ["NEW", { value: "n", secret: true }],
@@ -62,7 +104,10 @@ test("a change: set and unset at once; an omitted secret flag keeps the current 
     ["TOKEN", { value: "t2", secret: true }],
   ]);
   t.is(current.get("OLD")?.value, "x", "the current state is not changed in place");
-  t.false(applyEnvChange(current, changeOf({ set: { TOKEN: { value: "t1", secret: false } } })).get("TOKEN")!.secret, "the flag can be changed");
+  t.false(
+    applyEnvChange(current, changeOf({ set: { TOKEN: { value: "t1", secret: false } } })).get("TOKEN")!.secret,
+    "the flag can be changed",
+  );
 });
 
 test("limits of a whole service: the number of variables and the total bytes, with a 422 env_limit_exceeded", (t) => {
@@ -93,7 +138,12 @@ test("the Secret: values base64, plain names in an annotation, owned by the App 
 
 test("answers never carry a secret value; an unreadable plain annotation makes every variable secret", (t) => {
   const s = buildEnvSecret({ name: "shop", namespace: "ws", uid: "u-1" }, vars({ B_SHOWN: ["visible", false], A_TOKEN: ["hidden", true] }));
-  t.deepEqual(envList(varsOfSecret(s)), { data: [{ name: "A_TOKEN", value: null, secret: true }, { name: "B_SHOWN", value: "visible", secret: false }] });
+  t.deepEqual(envList(varsOfSecret(s)), {
+    data: [
+      { name: "A_TOKEN", value: null, secret: true },
+      { name: "B_SHOWN", value: "visible", secret: false },
+    ],
+  });
   for (const broken of ["not json", '{"B_SHOWN":true}', "[1]"]) {
     const hand = { ...s, metadata: { ...s.metadata, annotations: { [ENV_PLAIN_ANNOTATION]: broken } } };
     t.false(JSON.stringify(envList(varsOfSecret(hand))).includes("visible"), broken);
@@ -107,7 +157,9 @@ test("the merge patch of a change: changed values, null for removed names, nothi
 });
 
 /** An API server of one Secret: merge patches with a resourceVersion precondition, creates that fail when it exists. */
-function fakeKube(opts: { beforeWrite?: (store: { secret: KubeObject & { data?: Record<string, string> } | undefined; rv: number }) => void } = {}) {
+function fakeKube(
+  opts: { beforeWrite?: (store: { secret: (KubeObject & { data?: Record<string, string> }) | undefined; rv: number }) => void } = {},
+) {
   const store: { secret: (KubeObject & { data?: Record<string, string> }) | undefined; rv: number } = { secret: undefined, rv: 1 };
   let writes = 0;
   const conflict = () => new KubeApiError(409, { kind: "Status", code: 409, reason: "Conflict" }, "conflict");
@@ -119,18 +171,43 @@ function fakeKube(opts: { beforeWrite?: (store: { secret: KubeObject & { data?: 
       store.secret = { ...o, metadata: { ...o.metadata, resourceVersion: String(++store.rv) } };
       return Promise.resolve(store.secret);
     },
-    mergePatch: (_ref: unknown, patch: { metadata: { resourceVersion: string; annotations: Record<string, string> }; data: Record<string, string | null> }) => {
+    mergePatch: (
+      _ref: unknown,
+      patch: { metadata: { resourceVersion: string; annotations: Record<string, string> }; data: Record<string, string | null> },
+    ) => {
       if (writes++ === 0) opts.beforeWrite?.(store);
       const s = store.secret!;
       if (patch.metadata.resourceVersion !== s.metadata.resourceVersion) return Promise.reject(conflict());
       const data = { ...s.data };
-      for (const [k, v] of Object.entries(patch.data)) { if (v === null) delete data[k]; else data[k] = v; }
-      store.secret = { ...s, data, metadata: { ...s.metadata, annotations: { ...s.metadata.annotations, ...patch.metadata.annotations }, resourceVersion: String(++store.rv) } };
+      for (const [k, v] of Object.entries(patch.data)) {
+        if (v === null) delete data[k];
+        else data[k] = v;
+      }
+      store.secret = {
+        ...s,
+        data,
+        metadata: {
+          ...s.metadata,
+          annotations: { ...s.metadata.annotations, ...patch.metadata.annotations },
+          resourceVersion: String(++store.rv),
+        },
+      };
       return Promise.resolve(store.secret);
     },
   };
-  const app = { apiVersion: "berth.dev/v1alpha1", kind: "App", metadata: { name: "shop", namespace: "ws", uid: "u-1" }, spec: {} } as AppObject;
-  return { store, service: new EnvService({ apps: { load: () => Promise.resolve(app) }, kube: kube as unknown as Pick<ObjectClient, "get" | "create" | "mergePatch"> }) };
+  const app = {
+    apiVersion: "berth.dev/v1alpha1",
+    kind: "App",
+    metadata: { name: "shop", namespace: "ws", uid: "u-1" },
+    spec: {},
+  } as AppObject;
+  return {
+    store,
+    service: new EnvService({
+      apps: { load: () => Promise.resolve(app) },
+      kube: kube as unknown as Pick<ObjectClient, "get" | "create" | "mergePatch">,
+    }),
+  };
 }
 
 test("a writer that came in between (another replica, kubectl) is not lost: the conflict is retried on a fresh read", async (t) => {
@@ -139,18 +216,30 @@ test("a writer that came in between (another replica, kubectl) is not lost: the 
   const other = fakeKube({
     beforeWrite: (s) => {
       // Someone else adds B between this write's read and its patch.
-      s.secret = { ...s.secret!, data: { ...s.secret!.data, B: Buffer.from("2").toString("base64") }, metadata: { ...s.secret!.metadata, resourceVersion: String(++s.rv) } };
+      s.secret = {
+        ...s.secret!,
+        data: { ...s.secret!.data, B: Buffer.from("2").toString("base64") },
+        metadata: { ...s.secret!.metadata, resourceVersion: String(++s.rv) },
+      };
     },
   });
   other.store.secret = structuredClone(store.secret);
   other.store.rv = store.rv;
   const out = await other.service.update("ws", "shop", { set: { C: { value: "3", secret: false } } });
-  t.deepEqual(out.data.map((v) => v.name), ["A", "B", "C"]);
+  t.deepEqual(
+    out.data.map((v) => v.name),
+    ["A", "B", "C"],
+  );
   t.deepEqual(varsOfSecret(other.store.secret).get("B"), { value: "2", secret: true });
 });
 
 test("a create that loses to another create is retried as a patch of the Secret the other one made", async (t) => {
-  const { store, service } = fakeKube({ beforeWrite: (s) => { s.secret = buildEnvSecret({ name: "shop", namespace: "ws", uid: "u-1" }, vars({ B: ["2", true] })); s.secret.metadata.resourceVersion = String(++s.rv); } });
+  const { store, service } = fakeKube({
+    beforeWrite: (s) => {
+      s.secret = buildEnvSecret({ name: "shop", namespace: "ws", uid: "u-1" }, vars({ B: ["2", true] }));
+      s.secret.metadata.resourceVersion = String(++s.rv);
+    },
+  });
   const put = await service.put("ws", "shop", "A", { value: "1" });
   t.true(put.created);
   t.deepEqual([...varsOfSecret(store.secret).keys()].sort(), ["A", "B"]);

@@ -15,11 +15,21 @@ import { AppReconciler, type AppObject } from "../../operator/app/reconcile.ts";
 class FakeInformer<T extends KubeObject> {
   readonly objects = new Map<string, T>();
   private readonly handlers = new Set<(e: InformerEvent, o: T) => void>();
-  get(namespace: string | undefined, name: string): T | undefined { return this.objects.get(`${namespace}/${name}`); }
-  list(): T[] { return [...this.objects.values()]; }
-  on(h: (e: InformerEvent, o: T) => void): () => void { this.handlers.add(h); return () => this.handlers.delete(h); }
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.objects.get(`${namespace}/${name}`);
+  }
+  list(): T[] {
+    return [...this.objects.values()];
+  }
+  on(h: (e: InformerEvent, o: T) => void): () => void {
+    this.handlers.add(h);
+    return () => this.handlers.delete(h);
+  }
   /** What the watch would deliver: the cache changes, then the handlers run. */
-  put(o: T): void { this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o); for (const h of this.handlers) h("update", o); }
+  put(o: T): void {
+    this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o);
+    for (const h of this.handlers) h("update", o);
+  }
 }
 
 /** `exists`: kinds of which an object of the App's name exists on the server but not in the caches: ours (a lagging cache) or foreign. */
@@ -28,23 +38,36 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
   let clock = Date.parse("2026-11-21T10:00:00Z");
   const calls: { verb: string; kind: string; obj: KubeObject }[] = [];
   const onServer = new Map<string, KubeObject>();
-  const stamp = <T extends KubeObject>(o: T): T => ({ ...o, metadata: { ...o.metadata, uid: o.metadata.uid ?? `uid-${o.kind}`, generation: 1, resourceVersion: String(++rv) } });
+  const stamp = <T extends KubeObject>(o: T): T => ({
+    ...o,
+    metadata: { ...o.metadata, uid: o.metadata.uid ?? `uid-${o.kind}`, generation: 1, resourceVersion: String(++rv) },
+  });
   const apps = new FakeInformer<AppObject>();
-  const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((k) => [k, new FakeInformer<KubeObject>()])) as Record<ChildKind, FakeInformer<KubeObject>>;
+  const children = Object.fromEntries((Object.keys(CHILD_KINDS) as ChildKind[]).map((k) => [k, new FakeInformer<KubeObject>()])) as Record<
+    ChildKind,
+    FakeInformer<KubeObject>
+  >;
   const secrets = new FakeInformer<KubeObject>();
   const podInformer = new FakeInformer<KubeObject>();
   const client = {
-    apply: (o: KubeObject) => { calls.push({ verb: "apply", kind: o.kind!, obj: o }); return Promise.resolve(stamp(o)); },
+    apply: (o: KubeObject) => {
+      calls.push({ verb: "apply", kind: o.kind!, obj: o });
+      return Promise.resolve(stamp(o));
+    },
     applyNew: (o: KubeObject) => {
       calls.push({ verb: "applyNew", kind: o.kind!, obj: o });
       const there = exists[o.kind as ChildKind];
       if (!there) return Promise.resolve(stamp(o));
-      onServer.set(o.kind!, there === "ours" ? stamp(o) : stamp({ ...o, metadata: { ...o.metadata, ownerReferences: [], uid: "someone-else" } }));
+      onServer.set(
+        o.kind!,
+        there === "ours" ? stamp(o) : stamp({ ...o, metadata: { ...o.metadata, ownerReferences: [], uid: "someone-else" } }),
+      );
       return Promise.reject(new KubeApiError(409, { kind: "Status", code: 409, reason: "Conflict" }, `apply ${o.kind}`));
     },
     applyStatus: (_plural: string, o: AppObject) => {
       calls.push({ verb: "applyStatus", kind: "App", obj: o });
-      if (opts.appDeleted) return Promise.reject(new KubeApiError(404, { kind: "Status", code: 404, reason: "NotFound" }, "apply apps/status"));
+      if (opts.appDeleted)
+        return Promise.reject(new KubeApiError(404, { kind: "Status", code: 404, reason: "NotFound" }, "apply apps/status"));
       const app = apps.get(o.metadata.namespace, o.metadata.name!)!;
       return Promise.resolve({ ...app, status: o.status, metadata: { ...app.metadata, resourceVersion: String(++rv) } });
     },
@@ -53,15 +76,31 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
     mergePatch: () => Promise.reject(new Error("not expected")),
   } as unknown as ObjectClient;
   const reconciler = new AppReconciler({
-    client, apps: apps as unknown as Informer<AppObject>, children: children as unknown as Record<ChildKind, Informer<KubeObject>>,
-    secrets: secrets as unknown as Informer<KubeObject>, cfg: { baseDomain: "apps.test" }, now: () => new Date(clock), countsDelayMs: 5000,
+    client,
+    apps: apps as unknown as Informer<AppObject>,
+    children: children as unknown as Record<ChildKind, Informer<KubeObject>>,
+    secrets: secrets as unknown as Informer<KubeObject>,
+    cfg: { baseDomain: "apps.test" },
+    now: () => new Date(clock),
+    countsDelayMs: 5000,
     pods: podInformer as unknown as Informer<KubeObject>,
   });
-  apps.put({ apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", uid: "app-uid", generation: 1, resourceVersion: String(++rv) }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", minReplicas: 3 } });
+  apps.put({
+    apiVersion: API_VERSION,
+    kind: "App",
+    metadata: { name: "shop", namespace: "ns", uid: "app-uid", generation: 1, resourceVersion: String(++rv) },
+    spec: { name: "Shop", slug: "shop", image: "r/shop:1", minReplicas: 3 },
+  });
   return {
-    apps, children, secrets, calls,
-    reconcile: () => reconciler.reconcile({ namespace: "ns", name: "shop" }, { signal: new AbortController().signal, log: pino({ level: "silent" }) }),
-    tick: (ms: number) => { clock += ms; },
+    apps,
+    children,
+    secrets,
+    calls,
+    reconcile: () =>
+      reconciler.reconcile({ namespace: "ns", name: "shop" }, { signal: new AbortController().signal, log: pino({ level: "silent" }) }),
+    tick: (ms: number) => {
+      clock += ms;
+    },
     writes: (verb: string) => calls.filter((c) => c.verb === verb),
     /** The caches catch up with every write so far. */
     catchUp: () => {
@@ -71,20 +110,46 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
         if (!have) children[c.kind as ChildKind].put(stamp(c.obj));
       }
       const last = calls.filter((c) => c.verb === "applyStatus").at(-1);
-      if (last) apps.put({ ...apps.get("ns", "shop")!, status: (last.obj as AppObject).status, metadata: { ...apps.get("ns", "shop")!.metadata, resourceVersion: String(++rv) } });
+      if (last)
+        apps.put({
+          ...apps.get("ns", "shop")!,
+          status: (last.obj as AppObject).status,
+          metadata: { ...apps.get("ns", "shop")!.metadata, resourceVersion: String(++rv) },
+        });
       return Promise.resolve();
     },
     /** A pod of the App whose container crashed `restarts` times and runs again since `startedAgoMs`. */
     crashedPod: (restarts: number, startedAgoMs: number) => {
-      podInformer.put({ apiVersion: "v1", kind: "Pod", metadata: { name: "shop-1", namespace: "ns", labels: { [APP_LABEL]: "shop" }, resourceVersion: String(++rv) },
+      podInformer.put({
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "shop-1", namespace: "ns", labels: { [APP_LABEL]: "shop" }, resourceVersion: String(++rv) },
         spec: { containers: [{ name: "app", image: "r/shop:1" }] },
-        status: { containerStatuses: [{ name: "app", image: "r/shop:1", imageID: "", ready: true, restartCount: restarts,
-          state: { running: { startedAt: new Date(clock - startedAgoMs) } }, lastState: { terminated: { exitCode: 1, reason: "Error" } } }] } });
+        status: {
+          containerStatuses: [
+            {
+              name: "app",
+              image: "r/shop:1",
+              imageID: "",
+              ready: true,
+              restartCount: restarts,
+              state: { running: { startedAt: new Date(clock - startedAgoMs) } },
+              lastState: { terminated: { exitCode: 1, reason: "Error" } },
+            },
+          ],
+        },
+      });
     },
     /** The deployment controller reports pods: `ready` of 3. */
     pods: (ready: number) => {
       const d = children.Deployment.get("ns", "shop")!;
-      const status: k8s.V1DeploymentStatus = { observedGeneration: 1, replicas: 3, updatedReplicas: 3, readyReplicas: ready, availableReplicas: ready };
+      const status: k8s.V1DeploymentStatus = {
+        observedGeneration: 1,
+        replicas: 3,
+        updatedReplicas: 3,
+        readyReplicas: ready,
+        availableReplicas: ready,
+      };
       children.Deployment.put({ ...d, metadata: { ...d.metadata, resourceVersion: String(++rv) }, status });
     },
   };
@@ -95,7 +160,13 @@ const runtime = (c: { obj: KubeObject } | undefined) => (c?.obj as AppObject | u
 test("a reconcile that runs before the caches show its writes creates nothing twice and repeats no status", async (t) => {
   const w = world();
   await w.reconcile();
-  t.deepEqual(w.writes("applyNew").map((c) => c.kind).sort(), ["Deployment", "HorizontalPodAutoscaler", "Ingress", "Service"]);
+  t.deepEqual(
+    w
+      .writes("applyNew")
+      .map((c) => c.kind)
+      .sort(),
+    ["Deployment", "HorizontalPodAutoscaler", "Ingress", "Service"],
+  );
   t.is(w.writes("applyStatus").length, 1);
   await w.reconcile(); // the caches still hold nothing of it
   t.is(w.writes("applyNew").length, 4);
@@ -155,7 +226,13 @@ test("counts held back go out with the next transition", async (t) => {
 test("a create refused with 409 reads the object: ours (a cache lagging behind) is taken as converged, the next wave goes on", async (t) => {
   const w = world({ Service: "ours" });
   await w.reconcile();
-  t.deepEqual(w.writes("applyNew").map((c) => c.kind).sort(), ["Deployment", "HorizontalPodAutoscaler", "Ingress", "Service"]);
+  t.deepEqual(
+    w
+      .writes("applyNew")
+      .map((c) => c.kind)
+      .sort(),
+    ["Deployment", "HorizontalPodAutoscaler", "Ingress", "Service"],
+  );
   t.is(w.writes("apply").length, 0, "the Service on the server is already as desired");
   t.not((w.writes("applyStatus").at(-1)!.obj as AppObject).status?.phase, "failed");
 });
@@ -163,7 +240,10 @@ test("a create refused with 409 reads the object: ours (a cache lagging behind) 
 test("a create refused with 409 by a foreign object: nothing is written to it, nothing refers to it, the App says why", async (t) => {
   const w = world({ Service: "foreign" });
   await w.reconcile();
-  t.false(w.writes("applyNew").some((c) => c.kind === "Ingress"), "the Ingress would route to someone else's Service");
+  t.false(
+    w.writes("applyNew").some((c) => c.kind === "Ingress"),
+    "the Ingress would route to someone else's Service",
+  );
   t.is(w.writes("apply").length, 0);
   const status = (w.writes("applyStatus").at(-1)!.obj as AppObject).status;
   t.is(status?.phase, "failed");
@@ -173,7 +253,14 @@ test("a create refused with 409 by a foreign object: nothing is written to it, n
 test("the App's <app>-env Secret is mounted with the hash of its data, and a change of its data changes the Deployment; one the App does not own is never mounted", async (t) => {
   const template = (c: { obj: KubeObject } | undefined) => (c!.obj as k8s.V1Deployment).spec!.template;
   const env = (owner: string, data: Record<string, string>): KubeObject & { data: Record<string, string> } => ({
-    apiVersion: "v1", kind: "Secret", metadata: { name: "shop-env", namespace: "ns", ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name: "shop", uid: owner, controller: true }] }, data,
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: {
+      name: "shop-env",
+      namespace: "ns",
+      ownerReferences: [{ apiVersion: API_VERSION, kind: "App", name: "shop", uid: owner, controller: true }],
+    },
+    data,
   });
   const foreign = world();
   foreign.secrets.put(env("someone-else", { A: "MQ==" }));

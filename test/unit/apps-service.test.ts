@@ -17,17 +17,27 @@ function world() {
   const cache = {
     get: (_ns: string, name: string) => objects.get(name),
     list: () => [...objects.values()],
-    on: (h: (e: InformerEvent, o: AppObject) => void) => { handlers.add(h); return () => handlers.delete(h); },
+    on: (h: (e: InformerEvent, o: AppObject) => void) => {
+      handlers.add(h);
+      return () => handlers.delete(h);
+    },
   } as unknown as Informer<AppObject>;
-  const app: AppObject = { apiVersion: API_VERSION, kind: "App", metadata: { name: "shop", namespace: "ns", resourceVersion: String(rv), creationTimestamp: new Date("2026-11-22T10:00:00Z") }, spec: { name: "Shop", slug: "shop", image: "r/shop:1", type: "web" } };
+  const app: AppObject = {
+    apiVersion: API_VERSION,
+    kind: "App",
+    metadata: { name: "shop", namespace: "ns", resourceVersion: String(rv), creationTimestamp: new Date("2026-11-22T10:00:00Z") },
+    spec: { name: "Shop", slug: "shop", image: "r/shop:1", type: "web" },
+  };
   objects.set("shop", app);
   const client = {
-    mergePatch: (_ref: unknown, patch: { spec?: Record<string, unknown> }) => Promise.resolve({ ...app, metadata: { ...app.metadata, resourceVersion: String(++rv) }, spec: { ...app.spec, ...patch.spec } }),
+    mergePatch: (_ref: unknown, patch: { spec?: Record<string, unknown> }) =>
+      Promise.resolve({ ...app, metadata: { ...app.metadata, resourceVersion: String(++rv) }, spec: { ...app.spec, ...patch.spec } }),
     delete: () => Promise.resolve(true),
     // the server still holds every App the cache holds (a deleted one terminates, held by its finalizer)
-    create: (o: AppObject) => (objects.has(o.metadata.name!)
-      ? Promise.reject(new KubeApiError(409, { message: "already exists" }, "create"))
-      : Promise.resolve({ ...o, metadata: { ...o.metadata, resourceVersion: String(++rv), uid: `uid-${rv}` } })),
+    create: (o: AppObject) =>
+      objects.has(o.metadata.name!)
+        ? Promise.reject(new KubeApiError(409, { message: "already exists" }, "create"))
+        : Promise.resolve({ ...o, metadata: { ...o.metadata, resourceVersion: String(++rv), uid: `uid-${rv}` } }),
     get: () => Promise.resolve(undefined), // the server no longer has it
   } as unknown as KubeClient;
   const apps = new ReadYourWritesCache(client, API_FIELD_MANAGER).track("App", cache);
@@ -35,7 +45,11 @@ function world() {
   // Governance reads Apps through the same cache, as buildServices wires it.
   const governanceLookup = appLookup({ apps, namespaceOf: () => Promise.resolve("ns") });
   /** The watch delivers an event (the cache catches up). */
-  const deliver = (e: InformerEvent, o: AppObject) => { if (e === "delete") objects.delete(o.metadata.name!); else objects.set(o.metadata.name!, o); for (const h of handlers) h(e, o); };
+  const deliver = (e: InformerEvent, o: AppObject) => {
+    if (e === "delete") objects.delete(o.metadata.name!);
+    else objects.set(o.metadata.name!, o);
+    for (const h of handlers) h(e, o);
+  };
   return { service, deliver, app, governanceLookup };
 }
 
@@ -43,7 +57,10 @@ test("a GET right after an update answers the update, before the cache shows it"
   const w = world();
   await w.service.update("ws", "shop", { image: "r/shop:2", name: "Shop 2" });
   t.is((await w.service.get("ws", "shop")).image, "r/shop:2");
-  t.deepEqual((await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.name), ["Shop 2"]);
+  t.deepEqual(
+    (await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.name),
+    ["Shop 2"],
+  );
 });
 
 test("after a permanent delete the service is gone for GET and list, though the cache still holds it", async (t) => {
@@ -70,7 +87,11 @@ test("two creates of one slug before the cache shows the first: the second is re
   const body = { name: "Blog", slug: "blog", image: "r/blog:1" } as Parameters<typeof w.service.create>[1];
   t.is((await w.service.create("ws", body)).id, "blog");
   await t.throwsAsync(w.service.create("ws", body), { instanceOf: ConflictError, message: /slug blog already exists/ });
-  t.deepEqual((await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.id).sort(), ["blog", "shop"], "the list shows the new App at once");
+  t.deepEqual(
+    (await w.service.list("ws", { page: 1, limit: 20 })).data.map((d) => d.id).sort(),
+    ["blog", "shop"],
+    "the list shows the new App at once",
+  );
 });
 
 test("governance reads the services' writes through the shared cache: a just-deleted App is gone for it too", async (t) => {

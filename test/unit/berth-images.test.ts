@@ -6,7 +6,20 @@ import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BERTH_IMAGES, componentTag, componentTags, COMPONENTS, dockerfileInputs, fileDigests, goToolchain, imageInputs, inputsTag, namedInputs, outputNames, skipped } from "../../hack/berth-images.ts";
+import {
+  BERTH_IMAGES,
+  componentTag,
+  componentTags,
+  COMPONENTS,
+  dockerfileInputs,
+  fileDigests,
+  goToolchain,
+  imageInputs,
+  inputsTag,
+  namedInputs,
+  outputNames,
+  skipped,
+} from "../../hack/berth-images.ts";
 import { pinned, root } from "../helpers/binaries.ts";
 import { guardModelDir } from "../../hack/guard-model.ts";
 
@@ -74,9 +87,25 @@ COPY two/ ./two
 
 test("the inputs are the build-context paths a target's stages copy, read from the Dockerfile", (t) => {
   t.deepEqual(dockerfileInputs(DOCKERFILE, "deps"), ["package-lock.json", "package.json"]);
-  t.deepEqual(dockerfileInputs(DOCKERFILE, "one"), ["kube", "one", "package-lock.json", "package.json", "toolkit/src"], "its stage, the stage it is FROM and the stage it copies --from");
-  t.deepEqual(dockerfileInputs(DOCKERFILE, "two"), ["kube", "package-lock.json", "package.json", "scripts", "toolkit/src", "two"], "a RUN's bind mount of the context is an input");
-  t.deepEqual(imageInputs(DOCKERFILE, "one"), ["Dockerfile", ".dockerignore", "kube", "one", "package-lock.json", "package.json", "toolkit/src"]);
+  t.deepEqual(
+    dockerfileInputs(DOCKERFILE, "one"),
+    ["kube", "one", "package-lock.json", "package.json", "toolkit/src"],
+    "its stage, the stage it is FROM and the stage it copies --from",
+  );
+  t.deepEqual(
+    dockerfileInputs(DOCKERFILE, "two"),
+    ["kube", "package-lock.json", "package.json", "scripts", "toolkit/src", "two"],
+    "a RUN's bind mount of the context is an input",
+  );
+  t.deepEqual(imageInputs(DOCKERFILE, "one"), [
+    "Dockerfile",
+    ".dockerignore",
+    "kube",
+    "one",
+    "package-lock.json",
+    "package.json",
+    "toolkit/src",
+  ]);
   t.throws(() => dockerfileInputs(DOCKERFILE, "three"), { message: /no stage three/ });
   t.throws(() => dockerfileInputs(DOCKERFILE.replace("COPY one", "COPY *.json"), "one"), { message: /glob/ });
 });
@@ -92,7 +121,11 @@ test("a COPY added to the Dockerfile is a new input of the targets built on its 
   const fromStage = `${DOCKERFILE}COPY --from=deps /app/package.json ./copy.json\n`;
   t.deepEqual(dockerfileInputs(fromStage, "two"), before.two, "a COPY --from another stage reads no new file of the context");
   const covered = DOCKERFILE.replace("FROM runtime AS one", "COPY toolkit ./toolkit\nFROM runtime AS one");
-  t.deepEqual(dockerfileInputs(covered, "one"), ["kube", "one", "package-lock.json", "package.json", "toolkit"], "a path under another is not listed twice");
+  t.deepEqual(
+    dockerfileInputs(covered, "one"),
+    ["kube", "one", "package-lock.json", "package.json", "toolkit"],
+    "a path under another is not listed twice",
+  );
 });
 
 test("the repository's Dockerfile: each image's inputs are there, its own code and not the other's; the tags of both at once are those of each alone", async (t) => {
@@ -101,7 +134,10 @@ test("the repository's Dockerfile: each image's inputs are there, its own code a
     const inputs = imageInputs(dockerfile, BERTH_IMAGES[c].target);
     const other = BERTH_IMAGES[c === "api" ? "operator" : "api"].code;
     t.true(inputs.includes(BERTH_IMAGES[c].code) && !inputs.includes(other), `${c}: ${inputs.join(" ")}`);
-    t.true(["package.json", "package-lock.json", "kube", "crds"].every((p) => inputs.includes(p)), `${c}: ${inputs.join(" ")}`);
+    t.true(
+      ["package.json", "package-lock.json", "kube", "crds"].every((p) => inputs.includes(p)),
+      `${c}: ${inputs.join(" ")}`,
+    );
     // the toolkit is the API's (its guards); the operator never loads it
     t.is(inputs.includes("toolkit/src") && inputs.includes("toolkit/package.json"), c === "api", `${c}: ${inputs.join(" ")}`);
     t.true((await fileDigests(root, inputs)).length > 50);
@@ -115,11 +151,19 @@ test("the builder image is built from operator/build and package.json only (no d
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/build", "package.json"]);
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
-  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.go.target), ["Dockerfile", ".dockerignore"], "the toolchain is the named context go, not the repository's");
-  t.deepEqual(namedInputs("go"), { go: execFileSync("go", ["env", "GOVERSION"], { encoding: "utf8", env: { ...process.env, GOTOOLCHAIN: "local" } }).trim() });
+  t.deepEqual(
+    imageInputs(dockerfile, BERTH_IMAGES.go.target),
+    ["Dockerfile", ".dockerignore"],
+    "the toolchain is the named context go, not the repository's",
+  );
+  t.deepEqual(namedInputs("go"), {
+    go: execFileSync("go", ["env", "GOVERSION"], { encoding: "utf8", env: { ...process.env, GOTOOLCHAIN: "local" } }).trim(),
+  });
   t.regex(goToolchain().version, /^go1\.\d+/);
   t.deepEqual(namedInputs("builder"), { buildctl: pinned("BUILDKIT_VERSION") });
-  t.deepEqual(namedInputs("api"), { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 });
+  t.deepEqual(namedInputs("api"), {
+    guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256,
+  });
   t.deepEqual(namedInputs("operator"), {});
   const files: [string, string][] = [["operator/build/main.ts", "-sha256:x"]];
   t.not(inputsTag({ files, baseDigest: BASE, guardModel: "a" }), inputsTag({ files, baseDigest: BASE, guardModel: "b" }));

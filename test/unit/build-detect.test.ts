@@ -23,7 +23,10 @@ function plan(d: Detection): Plan {
 
 /** The Dockerfile's instructions (continuations joined, comments and blank lines dropped). */
 function instructions(dockerfile: string): string[] {
-  return dockerfile.replace(/\\\n\s*/g, "").split("\n").filter((l) => l.trim() !== "" && !l.startsWith("#"));
+  return dockerfile
+    .replace(/\\\n\s*/g, "")
+    .split("\n")
+    .filter((l) => l.trim() !== "" && !l.startsWith("#"));
 }
 
 const cmd = (p: Plan) => instructions(p.dockerfile).find((l) => /^(CMD|ENTRYPOINT) /.test(l));
@@ -42,7 +45,12 @@ test("the stack: Go before Python before Node.js before a static site; nothing k
 });
 
 test("a stack without a configured base image fails with a reason that says which", (t) => {
-  for (const [files, stack] of [[{ "package.json": "{}", "server.js": "" }, "node"], [{ "main.py": "" }, "python"], [{ "go.mod": "", "main.go": "" }, "go"], [{ "index.html": "" }, "static"]] as const) {
+  for (const [files, stack] of [
+    [{ "package.json": "{}", "server.js": "" }, "node"],
+    [{ "main.py": "" }, "python"],
+    [{ "go.mod": "", "main.go": "" }, "go"],
+    [{ "index.html": "" }, "static"],
+  ] as const) {
     const bases = { ...BASES };
     delete bases[stack];
     const d = detect(tree(files), bases);
@@ -52,19 +60,32 @@ test("a stack without a configured base image fails with a reason that says whic
 });
 
 test("Node.js without dependencies: one stage on the node base, the start script through sh, PORT a default only", (t) => {
-  const p = plan(detect(tree({ "package.json": JSON.stringify({ scripts: { start: "node server.js" } }), "server.js": "", VERSION: "1" }), BASES));
+  const p = plan(
+    detect(tree({ "package.json": JSON.stringify({ scripts: { start: "node server.js" } }), "server.js": "", VERSION: "1" }), BASES),
+  );
   t.is(p.stack, "node");
   t.is(p.start, "node server.js");
   t.deepEqual(instructions(p.dockerfile), [
-    "FROM reg/berth/node:v1", "WORKDIR /app", "COPY . .",
-    "ENV NODE_ENV=production PORT=8080 PATH=/app/node_modules/.bin:$PATH", "EXPOSE 8080",
+    "FROM reg/berth/node:v1",
+    "WORKDIR /app",
+    "COPY . .",
+    "ENV NODE_ENV=production PORT=8080 PATH=/app/node_modules/.bin:$PATH",
+    "EXPOSE 8080",
     'CMD ["/bin/sh","-c","node server.js"]',
   ]);
   t.false(p.dockerfile.includes("npm"), "nothing to install: no npm needed");
 });
 
 test("Node.js with dependencies and a lock: npm ci --omit=dev in a build stage that checks for npm; the runtime stage gets /app", (t) => {
-  const p = plan(detect(tree({ "package.json": JSON.stringify({ scripts: { start: "node index.js" }, dependencies: { koa: "3" } }), "package-lock.json": "{}" }), BASES));
+  const p = plan(
+    detect(
+      tree({
+        "package.json": JSON.stringify({ scripts: { start: "node index.js" }, dependencies: { koa: "3" } }),
+        "package-lock.json": "{}",
+      }),
+      BASES,
+    ),
+  );
   const ins = instructions(p.dockerfile);
   t.deepEqual(ins.slice(0, 5), ["FROM reg/berth/node:v1 AS build", "USER root", "ENV NODE_USE_SYSTEM_CA=1", "WORKDIR /app", "COPY . ."]);
   const run = ins.find((l) => l.startsWith("RUN "))!;
@@ -73,16 +94,34 @@ test("Node.js with dependencies and a lock: npm ci --omit=dev in a build stage t
   t.regex(run, /npm ci --omit=dev --no-audit --no-fund$/);
   t.true(ins.includes("COPY --from=build /app /app"));
   t.is(ins.filter((l) => l.startsWith("FROM ")).length, 2);
-  t.true(p.notes.some((n) => /needs npm/.test(n)), "the log says the base needs npm");
+  t.true(
+    p.notes.some((n) => /needs npm/.test(n)),
+    "the log says the base needs npm",
+  );
   const noLock = plan(detect(tree({ "package.json": JSON.stringify({ main: "app.js", dependencies: { koa: "3" } }) }), BASES));
   t.regex(noLock.dockerfile, /npm install --omit=dev/);
   t.is(noLock.start, "node app.js", "main when there is no start script");
 });
 
 test("Node.js with a build script: all dependencies, npm run build, then pruned to production", (t) => {
-  const p = plan(detect(tree({ "package.json": JSON.stringify({ scripts: { build: "tsc", start: "node dist/main.js" }, dependencies: { a: "1" }, devDependencies: { typescript: "6" } }), "package-lock.json": "" }), BASES));
+  const p = plan(
+    detect(
+      tree({
+        "package.json": JSON.stringify({
+          scripts: { build: "tsc", start: "node dist/main.js" },
+          dependencies: { a: "1" },
+          devDependencies: { typescript: "6" },
+        }),
+        "package-lock.json": "",
+      }),
+      BASES,
+    ),
+  );
   const ins = instructions(p.dockerfile);
-  t.true(ins.some((l) => /npm ci --no-audit --no-fund$/.test(l)), "devDependencies are installed for the build");
+  t.true(
+    ins.some((l) => /npm ci --no-audit --no-fund$/.test(l)),
+    "devDependencies are installed for the build",
+  );
   t.true(ins.includes("RUN npm run build"));
   t.true(ins.includes("RUN npm prune --omit=dev --no-audit --no-fund"));
   t.true(ins.indexOf("RUN npm run build") < ins.indexOf("RUN npm prune --omit=dev --no-audit --no-fund"));
@@ -90,11 +129,23 @@ test("Node.js with a build script: all dependencies, npm run build, then pruned 
 
 test("Node.js start command: the Procfile's web line, else the start script, else main, else a common entry file; none is a clear failure", (t) => {
   const pkg = (o: object) => JSON.stringify(o);
-  t.is(plan(detect(tree({ "package.json": pkg({ scripts: { start: "node a.js" } }), Procfile: "worker: x\nweb: node web.js --port $PORT\n" }), BASES)).start, "node web.js --port $PORT");
+  t.is(
+    plan(
+      detect(
+        tree({ "package.json": pkg({ scripts: { start: "node a.js" } }), Procfile: "worker: x\nweb: node web.js --port $PORT\n" }),
+        BASES,
+      ),
+    ).start,
+    "node web.js --port $PORT",
+  );
   t.is(plan(detect(tree({ "package.json": pkg({ scripts: { start: "node a.js" }, main: "b.js" }) }), BASES)).start, "node a.js");
   t.is(plan(detect(tree({ "package.json": pkg({ main: "b.js" }), "index.js": "" }), BASES)).start, "node b.js");
   t.is(plan(detect(tree({ "package.json": pkg({}), "index.js": "", "server.js": "" }), BASES)).start, "node server.js");
-  t.is(plan(detect(tree({ "package.json": pkg({}), "server.ts": "" }), BASES)).start, "node server.ts", "Node.js 24 runs TypeScript by stripping types");
+  t.is(
+    plan(detect(tree({ "package.json": pkg({}), "server.ts": "" }), BASES)).start,
+    "node server.ts",
+    "Node.js 24 runs TypeScript by stripping types",
+  );
   const none = detect(tree({ "package.json": pkg({ scripts: { test: "ava" } }), "lib/x.js": "" }), BASES);
   t.like(none, { ok: false, reason: "NoStartCommand" });
   t.regex((none as { message: string }).message, /\$PORT/);
@@ -103,9 +154,18 @@ test("Node.js start command: the Procfile's web line, else the start script, els
 test("Node.js: a package.json that is not an object, or another package manager's lock without npm's, fails clearly", (t) => {
   t.like(detect(tree({ "package.json": "{ nope" }), BASES), { ok: false, reason: "InvalidPackageJson" });
   t.like(detect(tree({ "package.json": "[]" }), BASES), { ok: false, reason: "InvalidPackageJson" });
-  t.like(detect(tree({ "package.json": JSON.stringify({ main: "a.js" }), "yarn.lock": "" }), BASES), { ok: false, reason: "UnsupportedPackageManager" });
-  t.like(detect(tree({ "package.json": JSON.stringify({ main: "a.js", packageManager: "pnpm@9.0.0" }) }), BASES), { ok: false, reason: "UnsupportedPackageManager" });
-  t.true(detect(tree({ "package.json": JSON.stringify({ main: "a.js" }), "yarn.lock": "", "package-lock.json": "" }), BASES).ok, "npm's lock wins");
+  t.like(detect(tree({ "package.json": JSON.stringify({ main: "a.js" }), "yarn.lock": "" }), BASES), {
+    ok: false,
+    reason: "UnsupportedPackageManager",
+  });
+  t.like(detect(tree({ "package.json": JSON.stringify({ main: "a.js", packageManager: "pnpm@9.0.0" }) }), BASES), {
+    ok: false,
+    reason: "UnsupportedPackageManager",
+  });
+  t.true(
+    detect(tree({ "package.json": JSON.stringify({ main: "a.js" }), "yarn.lock": "", "package-lock.json": "" }), BASES).ok,
+    "npm's lock wins",
+  );
 });
 
 test("a start command is JSON in the Dockerfile: quotes and backslashes survive", (t) => {
@@ -118,16 +178,25 @@ test("Python, standard library only: one stage, python main.py, unbuffered outpu
   const p = plan(detect(tree({ "main.py": "", VERSION: "1" }), BASES));
   t.is(p.stack, "python");
   t.deepEqual(instructions(p.dockerfile), [
-    "FROM reg/berth/python:v1", "WORKDIR /app", "COPY . .",
-    "ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PORT=8080", "EXPOSE 8080",
+    "FROM reg/berth/python:v1",
+    "WORKDIR /app",
+    "COPY . .",
+    "ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PORT=8080",
+    "EXPOSE 8080",
     'CMD ["/bin/sh","-c","python main.py"]',
   ]);
   t.is(plan(detect(tree({ "app.py": "" }), BASES)).start, "python app.py");
-  t.is(plan(detect(tree({ "requirements.txt": "# nothing yet\n\n", "main.py": "" }), BASES)).dockerfile.includes("pip"), false, "an empty requirements.txt installs nothing");
+  t.is(
+    plan(detect(tree({ "requirements.txt": "# nothing yet\n\n", "main.py": "" }), BASES)).dockerfile.includes("pip"),
+    false,
+    "an empty requirements.txt installs nothing",
+  );
 });
 
 test("Python with requirements: a virtual environment built in a build stage, on PATH in the runtime stage", (t) => {
-  const p = plan(detect(tree({ "requirements.txt": "flask==3.1\n", "app.py": "", Procfile: "web: gunicorn app:app --bind 0.0.0.0:$PORT" }), BASES));
+  const p = plan(
+    detect(tree({ "requirements.txt": "flask==3.1\n", "app.py": "", Procfile: "web: gunicorn app:app --bind 0.0.0.0:$PORT" }), BASES),
+  );
   const ins = instructions(p.dockerfile);
   t.is(p.start, "gunicorn app:app --bind 0.0.0.0:$PORT");
   const run = ins.find((l) => l.startsWith("RUN "))!;
@@ -160,8 +229,18 @@ test("Go: a build stage on the go base, a static binary on an empty image, non-r
   const ins = instructions(p.dockerfile);
   t.is(p.stack, "go");
   t.is(ins[0], "FROM reg/berth/go:v1 AS build");
-  t.regex(ins.find((l) => l.startsWith("RUN "))!, /CGO_ENABLED=0 .*go build -trimpath .* -o \/out\/app\/server \.$/);
-  t.deepEqual(ins.slice(ins.indexOf("FROM scratch")), ["FROM scratch", "COPY --from=build /out/ /", "USER 65532:65532", "ENV PORT=8080", "EXPOSE 8080", 'ENTRYPOINT ["/app/server"]']);
+  t.regex(
+    ins.find((l) => l.startsWith("RUN "))!,
+    /CGO_ENABLED=0 .*go build -trimpath .* -o \/out\/app\/server \.$/,
+  );
+  t.deepEqual(ins.slice(ins.indexOf("FROM scratch")), [
+    "FROM scratch",
+    "COPY --from=build /out/ /",
+    "USER 65532:65532",
+    "ENV PORT=8080",
+    "EXPOSE 8080",
+    'ENTRYPOINT ["/app/server"]',
+  ]);
   t.true(p.notes.some((n) => /go 1\.24/.test(n)));
 });
 
@@ -203,7 +282,10 @@ test("the static server serves files, index.html for directories, and nothing ou
   writeFileSync(join(dir, "outside.txt"), "outside");
   writeFileSync(join(dir, "server.mjs"), STATIC_SERVER_SOURCE);
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const child = spawn(process.execPath, [join(dir, "server.mjs")], { env: { PORT: String(port), BERTH_STATIC_ROOT: join(dir, "www") }, stdio: ["ignore", "pipe", "inherit"] });
+  const child = spawn(process.execPath, [join(dir, "server.mjs")], {
+    env: { PORT: String(port), BERTH_STATIC_ROOT: join(dir, "www") },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   t.teardown(() => child.kill());
   await new Promise<void>((resolve) => child.stdout.once("data", () => resolve()));
   const get = async (path: string, method = "GET") => {

@@ -5,10 +5,16 @@ import type { KubeObject } from "../../kube/objects.ts";
 
 type Obj = KubeObject & { spec?: unknown; status?: unknown };
 const hpa = (over: { metadata?: Partial<KubeObject["metadata"]>; spec?: unknown; status?: unknown } = {}): Obj => ({
-  apiVersion: "autoscaling/v2", kind: "HorizontalPodAutoscaler",
+  apiVersion: "autoscaling/v2",
+  kind: "HorizontalPodAutoscaler",
   metadata: {
-    name: "web", namespace: "ws-a", resourceVersion: "10", generation: 1, labels: { "app.kubernetes.io/managed-by": "berth" },
-    annotations: { "berth.dev/hash": "abc" }, ownerReferences: [{ apiVersion: "berth.dev/v1alpha1", kind: "App", name: "web", uid: "u1", controller: true }],
+    name: "web",
+    namespace: "ws-a",
+    resourceVersion: "10",
+    generation: 1,
+    labels: { "app.kubernetes.io/managed-by": "berth" },
+    annotations: { "berth.dev/hash": "abc" },
+    ownerReferences: [{ apiVersion: "berth.dev/v1alpha1", kind: "App", name: "web", uid: "u1", controller: true }],
     ...over.metadata,
   },
   spec: over.spec ?? { minReplicas: 1, maxReplicas: 2 },
@@ -17,8 +23,18 @@ const hpa = (over: { metadata?: Partial<KubeObject["metadata"]>; spec?: unknown;
 
 test("an update of the status, resourceVersion or managedFields alone is not worth a reconcile", (t) => {
   const old = hpa();
-  t.false(specChanged(old, hpa({ metadata: { resourceVersion: "11" }, status: { currentReplicas: 2, conditions: [{ type: "AbleToScale", status: "False" }] } })));
-  t.false(specChanged(old, hpa({ metadata: { resourceVersion: "12", managedFields: [{ manager: "kube-controller-manager", operation: "Update" }] } })));
+  t.false(
+    specChanged(
+      old,
+      hpa({ metadata: { resourceVersion: "11" }, status: { currentReplicas: 2, conditions: [{ type: "AbleToScale", status: "False" }] } }),
+    ),
+  );
+  t.false(
+    specChanged(
+      old,
+      hpa({ metadata: { resourceVersion: "12", managedFields: [{ manager: "kube-controller-manager", operation: "Update" }] } }),
+    ),
+  );
   t.false(specChanged(old, { ...hpa({ metadata: { resourceVersion: "13" } }), status: undefined }));
 });
 
@@ -37,7 +53,8 @@ test("a change of spec, labels, annotations, owners, finalizers or deletion is",
 });
 
 test("it reads neither object's fields in place (the cache's objects stay whole)", (t) => {
-  const old = hpa(), obj = hpa({ metadata: { resourceVersion: "11" }, status: { currentReplicas: 3 } });
+  const old = hpa(),
+    obj = hpa({ metadata: { resourceVersion: "11" }, status: { currentReplicas: 3 } });
   specChanged(old, obj);
   t.is(obj.metadata.resourceVersion, "11");
   t.deepEqual(obj.status, { currentReplicas: 3 });

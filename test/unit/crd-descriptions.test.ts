@@ -8,7 +8,13 @@ import * as yaml from "js-yaml";
 import { z } from "zod";
 import { structural } from "../../crds/generate.ts";
 
-type Schema = { type?: string; description?: unknown; properties?: Record<string, Schema>; items?: Schema; additionalProperties?: Schema | boolean };
+type Schema = {
+  type?: string;
+  description?: unknown;
+  properties?: Record<string, Schema>;
+  items?: Schema;
+  additionalProperties?: Schema | boolean;
+};
 
 /**
  * The paths of the fields under `schema` without a description: every property (a.b), every
@@ -62,16 +68,24 @@ const EXEMPT = new Set(["metadata"]);
 
 for (const dir of ["crds/generated", "charts/berth/crds"]) {
   const files = readdirSync(join(root, dir)).filter((f) => f.endsWith(".yaml"));
-  test(`${dir} holds the CRDs`, (t) => { t.true(files.length >= 4, files.join(", ")); });
+  test(`${dir} holds the CRDs`, (t) => {
+    t.true(files.length >= 4, files.join(", "));
+  });
   for (const file of files) {
     const text = readFileSync(join(root, dir, file), "utf8");
-    const crd = yaml.load(text) as { spec: { versions: { name: string; schema: { openAPIV3Schema: Schema & { properties: Record<string, Schema> } } }[] } };
+    const crd = yaml.load(text) as {
+      spec: { versions: { name: string; schema: { openAPIV3Schema: Schema & { properties: Record<string, Schema> } } }[] };
+    };
     for (const v of crd.spec.versions) {
       const schema = v.schema.openAPIV3Schema;
       test(`${dir}/${file} ${v.name}: every field has a description`, (t) => {
         t.truthy(schema.description, "the kind itself");
         const missing = undescribed(schema, EXEMPT);
-        t.deepEqual(missing, [], `fields without a description (add .describe() in crds/schemas.ts, then node hack/gen.ts):\n  ${missing.join("\n  ")}`);
+        t.deepEqual(
+          missing,
+          [],
+          `fields without a description (add .describe() in crds/schemas.ts, then node hack/gen.ts):\n  ${missing.join("\n  ")}`,
+        );
       });
       test(`${dir}/${file} ${v.name}: the root metadata is left to the API server`, (t) => {
         t.deepEqual(schema.properties.metadata, { type: "object" });

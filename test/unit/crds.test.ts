@@ -22,7 +22,17 @@ for (const [file, text] of generateCrds()) {
 
 test("the zod schema applies the same defaults as the CRD", (t) => {
   const spec = AppSpec.parse({ name: "Shop", slug: "shop" });
-  t.like(spec, { type: "web", gitBranch: "main", visibility: "private", autoDeploy: false, minReplicas: 1, cpuLimitMillicores: 500, memoryLimitMi: 512, port: 8080, suspended: false });
+  t.like(spec, {
+    type: "web",
+    gitBranch: "main",
+    visibility: "private",
+    autoDeploy: false,
+    minReplicas: 1,
+    cpuLimitMillicores: 500,
+    memoryLimitMi: 512,
+    port: 8080,
+    suspended: false,
+  });
 });
 
 const bad: [string, Record<string, unknown>, string][] = [
@@ -41,7 +51,11 @@ for (const [what, patch, field] of bad) {
   test(`the zod schema refuses ${what}`, (t) => {
     const r = AppSpec.safeParse({ name: "Shop", slug: "shop", ...patch });
     t.false(r.success);
-    if (field) t.true(r.error!.issues.some((i) => i.path.join(".") === field), JSON.stringify(r.error!.issues));
+    if (field)
+      t.true(
+        r.error!.issues.some((i) => i.path.join(".") === field),
+        JSON.stringify(r.error!.issues),
+      );
   });
 }
 

@@ -1,7 +1,13 @@
 // The model price table: exact names, dated snapshots and tags, provider paths, unknown models,
 // configured extra prices and the version recorded on traces.
 import test from "ava";
-import { BUILTIN_PRICE_VERSION, BUILTIN_PRICES, ModelPricesConfig, PriceTable, normalizeModel } from "../../api/governance/ingest/pricing.ts";
+import {
+  BUILTIN_PRICE_VERSION,
+  BUILTIN_PRICES,
+  ModelPricesConfig,
+  PriceTable,
+  normalizeModel,
+} from "../../api/governance/ingest/pricing.ts";
 import { loadConfig } from "../../api/config.ts";
 
 const table = new PriceTable();
@@ -39,7 +45,10 @@ test("cost is tokens times the price per million; unknown models cost 0 and are 
 });
 
 test("configured prices add models and override built-in ones; the version says so", (t) => {
-  const extra = new PriceTable({ version: "acme-2", models: { "Acme-LLM": { prompt: 1, completion: 2 }, "gpt-4o": { prompt: 1, completion: 1 } } });
+  const extra = new PriceTable({
+    version: "acme-2",
+    models: { "Acme-LLM": { prompt: 1, completion: 2 }, "gpt-4o": { prompt: 1, completion: 1 } },
+  });
   t.is(extra.version, `${BUILTIN_PRICE_VERSION}+acme-2`);
   t.is(extra.cost("acme-llm-v3", 1_000_000, 0).costUsd, 1);
   t.is(extra.cost("gpt-4o", 1_000_000, 1_000_000).costUsd, 2);
@@ -57,9 +66,13 @@ test("every built-in price is sane", (t) => {
 
 test("BERTH_MODEL_PRICES is parsed with zod once, in the config", (t) => {
   const base = { DATABASE_URL: "postgres://u:p@localhost/db" };
-  t.deepEqual(loadConfig({ ...base, BERTH_MODEL_PRICES: '{"models":{"m":{"prompt":1,"completion":2}}}' }).BERTH_MODEL_PRICES, { models: { m: { prompt: 1, completion: 2 } } });
+  t.deepEqual(loadConfig({ ...base, BERTH_MODEL_PRICES: '{"models":{"m":{"prompt":1,"completion":2}}}' }).BERTH_MODEL_PRICES, {
+    models: { m: { prompt: 1, completion: 2 } },
+  });
   t.is(loadConfig(base).BERTH_MODEL_PRICES, undefined);
   t.throws(() => loadConfig({ ...base, BERTH_MODEL_PRICES: "{not json" }), { message: /BERTH_MODEL_PRICES: must be JSON/ });
-  t.throws(() => loadConfig({ ...base, BERTH_MODEL_PRICES: '{"models":{"m":{"prompt":-1,"completion":2}}}' }), { message: /models\.m\.prompt/ });
+  t.throws(() => loadConfig({ ...base, BERTH_MODEL_PRICES: '{"models":{"m":{"prompt":-1,"completion":2}}}' }), {
+    message: /models\.m\.prompt/,
+  });
   t.false(ModelPricesConfig.safeParse({ models: {}, extra: 1 }).success);
 });

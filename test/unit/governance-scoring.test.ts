@@ -32,8 +32,20 @@ test("the pool and the in-process scorer agree with the toolkit, trace by trace,
     t.deepEqual(a[i]!.blocks, { input: input.blocks, output: output.blocks });
     // the stored JSON: every verdict of both phases in chain order, and the audit's canonical decision
     t.deepEqual(JSON.parse(a[i]!.evaluationsJson), [
-      ...input.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "input", source: e.source })),
-      ...output.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "output", source: e.source })),
+      ...input.evaluations.map((e) => ({
+        guardType: e.guardType,
+        result: e.result,
+        confidence: e.confidence,
+        phase: "input",
+        source: e.source,
+      })),
+      ...output.evaluations.map((e) => ({
+        guardType: e.guardType,
+        result: e.result,
+        confidence: e.confidence,
+        phase: "output",
+        source: e.source,
+      })),
     ]);
     const decision = guardDecisionOf({ guardBlocked: a[i]!.guardBlocked, input, output });
     t.is(a[i]!.decisionJson, canonicalJson(decision));
@@ -44,7 +56,9 @@ test("the pool and the in-process scorer agree with the toolkit, trace by trace,
 test("a config the engine refuses fails that call only; the pool keeps serving", async (t) => {
   const pool = new WorkerPoolScorer({ size: 1, log: pino({ level: "silent" }) });
   t.teardown(() => pool.close());
-  await t.throwsAsync(pool.score(1, { guards: { custom_templates: [{ template_id: "missing" }] } }, traces.slice(0, 3)), { message: /scoring failed/ });
+  await t.throwsAsync(pool.score(1, { guards: { custom_templates: [{ template_id: "missing" }] } }, traces.slice(0, 3)), {
+    message: /scoring failed/,
+  });
   t.is((await pool.score(2, {}, traces.slice(0, 3))).length, 3);
   await pool.close();
   await t.throwsAsync(pool.score(2, {}, traces.slice(0, 1)), { message: /closed/ });

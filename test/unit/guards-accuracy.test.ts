@@ -24,22 +24,59 @@ const dir = join(import.meta.dirname, "../fixtures/guards");
 const load = <T>(file: string): T => JSON.parse(readFileSync(join(dir, file), "utf8")) as T;
 const offTopic = load<{ topics: TopicInput[]; examples: Example[] }>("off_topic.json");
 
-const guards: Array<{ name: string; examples: Example[]; check: (text: string) => GuardVerdict; floor: { precision: number; recall: number } }> = [
-  { name: "pii_detection (threshold 0.5)", examples: load<Example[]>("pii.json"), check: (text) => ({ guardType: "pii_detection", result: detectPii(text).some((h) => h.score >= 0.5) ? "block" : "pass", confidence: 0, matches: [] }), floor: { precision: 0.9, recall: 0.85 } },
-  { name: "prompt_injection (threshold 0.7)", examples: load<Example[]>("injection.json"), check: (text) => injectionGuard(text), floor: { precision: 0.9, recall: 0.85 } },
-  { name: "toxicity (sensitivity medium, 0.6)", examples: load<Example[]>("toxicity.json"), check: (text) => toxicityGuard(text), floor: { precision: 0.9, recall: 0.85 } },
-  { name: "off_topic (sensitivity medium, 0.6)", examples: offTopic.examples, check: (text) => offTopicGuard(text, { topics: offTopic.topics }), floor: { precision: 0.8, recall: 0.8 } },
+const guards: Array<{
+  name: string;
+  examples: Example[];
+  check: (text: string) => GuardVerdict;
+  floor: { precision: number; recall: number };
+}> = [
+  {
+    name: "pii_detection (threshold 0.5)",
+    examples: load<Example[]>("pii.json"),
+    check: (text) => ({
+      guardType: "pii_detection",
+      result: detectPii(text).some((h) => h.score >= 0.5) ? "block" : "pass",
+      confidence: 0,
+      matches: [],
+    }),
+    floor: { precision: 0.9, recall: 0.85 },
+  },
+  {
+    name: "prompt_injection (threshold 0.7)",
+    examples: load<Example[]>("injection.json"),
+    check: (text) => injectionGuard(text),
+    floor: { precision: 0.9, recall: 0.85 },
+  },
+  {
+    name: "toxicity (sensitivity medium, 0.6)",
+    examples: load<Example[]>("toxicity.json"),
+    check: (text) => toxicityGuard(text),
+    floor: { precision: 0.9, recall: 0.85 },
+  },
+  {
+    name: "off_topic (sensitivity medium, 0.6)",
+    examples: offTopic.examples,
+    check: (text) => offTopicGuard(text, { topics: offTopic.topics }),
+    floor: { precision: 0.8, recall: 0.8 },
+  },
 ];
 
 function score(examples: Example[], check: (text: string) => GuardVerdict) {
-  let tp = 0, fp = 0, fn = 0, tn = 0;
+  let tp = 0,
+    fp = 0,
+    fn = 0,
+    tn = 0;
   const errors: string[] = [];
   for (const ex of examples) {
     const predicted = check(ex.text).result !== "pass";
     if (predicted && ex.label) tp++;
-    else if (predicted) { fp++; errors.push(`FP ${ex.id}`); }
-    else if (ex.label) { fn++; errors.push(`FN ${ex.id}`); }
-    else tn++;
+    else if (predicted) {
+      fp++;
+      errors.push(`FP ${ex.id}`);
+    } else if (ex.label) {
+      fn++;
+      errors.push(`FN ${ex.id}`);
+    } else tn++;
   }
   const precision = tp + fp === 0 ? 1 : tp / (tp + fp);
   const recall = tp + fn === 0 ? 1 : tp / (tp + fn);
@@ -55,7 +92,9 @@ for (const g of guards) {
     test(`${g.name} on ${split} (${examples.length} examples)`, (t) => {
       t.true(examples.length > 0);
       const s = score(examples, g.check);
-      t.log(`| ${g.name} | ${split} | ${examples.length} | ${s.tp} | ${s.fp} | ${s.fn} | ${s.tn} | ${pct(s.precision)} | ${pct(s.recall)} | ${s.errors.join(", ") || "-"} |`);
+      t.log(
+        `| ${g.name} | ${split} | ${examples.length} | ${s.tp} | ${s.fp} | ${s.fn} | ${s.tn} | ${pct(s.precision)} | ${pct(s.recall)} | ${s.errors.join(", ") || "-"} |`,
+      );
       if (split === "challenge") return; // reported, not held to a floor
       t.true(s.precision >= g.floor.precision, `precision ${s.precision} < ${g.floor.precision}: ${s.errors.join(", ")}`);
       t.true(s.recall >= g.floor.recall, `recall ${s.recall} < ${g.floor.recall}: ${s.errors.join(", ")}`);
@@ -67,7 +106,11 @@ test("pii_detection: every expected kind is found in dev and holdout positives",
   const missed: string[] = [];
   for (const ex of guards[0]!.examples) {
     if (!ex.label || ex.split === "challenge") continue;
-    const found = new Set(detectPii(ex.text).filter((h) => h.score >= 0.5).map((h) => h.kind));
+    const found = new Set(
+      detectPii(ex.text)
+        .filter((h) => h.score >= 0.5)
+        .map((h) => h.kind),
+    );
     for (const kind of ex.kinds ?? []) if (!found.has(kind)) missed.push(`${ex.id}:${kind}`);
   }
   t.deepEqual(missed, []);

@@ -49,7 +49,13 @@ test("custom: patterns and keywords, described by name, never by the matched tex
   });
   t.is(v.result, "block");
   t.is(v.confidence, 0.9);
-  t.deepEqual(v.matches.map((m) => [m.kind, m.description]), [["custom_pattern", 'custom pattern "project code"'], ["keyword", 'keyword "project falcon"']]);
+  t.deepEqual(
+    v.matches.map((m) => [m.kind, m.description]),
+    [
+      ["custom_pattern", 'custom pattern "project code"'],
+      ["keyword", 'keyword "project falcon"'],
+    ],
+  );
   t.false(v.matches.some((m) => m.description.includes("PRJ-1234")));
 });
 
@@ -123,9 +129,19 @@ test("catastrophic patterns run in linear time on 1 MiB: a backtracking engine w
   t.is(customGuard(`${digits}!`, { patterns: ["\\d+()\\d+()\\d+()\\d+()\\d+!"] }).result, "block");
   // the same matches as JavaScript's engine where it does return: indices in UTF-16 code units
   const text = "😀 Café ABC-1234 and xyz-9999, café";
-  const ours = customGuard(text, { patterns: [{ pattern: "[a-z]{3}-\\d{4}", flags: "i" }, { pattern: "caf\\u00e9", flags: "i" }] }).matches.map((m) => [m.start, m.end]);
-  const v8 = [...text.matchAll(/[a-z]{3}-\d{4}/gi), ...text.matchAll(/caf\u00e9/gi)].map((m) => [m.index, m.index + m[0].length]).sort((a, b) => a[0]! - b[0]!);
-  t.deepEqual(ours.sort((a, b) => a[0]! - b[0]!), v8);
+  const ours = customGuard(text, {
+    patterns: [
+      { pattern: "[a-z]{3}-\\d{4}", flags: "i" },
+      { pattern: "caf\\u00e9", flags: "i" },
+    ],
+  }).matches.map((m) => [m.start, m.end]);
+  const v8 = [...text.matchAll(/[a-z]{3}-\d{4}/gi), ...text.matchAll(/caf\u00e9/gi)]
+    .map((m) => [m.index, m.index + m[0].length])
+    .sort((a, b) => a[0]! - b[0]!);
+  t.deepEqual(
+    ours.sort((a, b) => a[0]! - b[0]!),
+    v8,
+  );
 });
 
 test("checkPattern refuses flags other than i, m, s, u (g and y are the engine's)", (t) => {

@@ -33,19 +33,54 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["host 2001:db8:85a3::8a2e:370:7334 down", "ip_address", "2001:db8:85a3::8a2e:370:7334", "IPv6 address 2001:db8:…"],
   ["key AKIAIOSFODNN7EXAMPLE", "api_key", "AKIAIOSFODNN7EXAMPLE", "AWS access key ID (AKIA…, 20 chars)"],
   ["ghp_R8sT2vW4xY6zA1bC3dE5fG7hJ9kL0mN2pQ4r", "api_key", "ghp_R8sT2vW4xY6zA1bC3dE5fG7hJ9kL0mN2pQ4r", "GitHub token (ghp_…, 40 chars)"],
-  ["xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "api_key", "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx", "Slack token (xoxb-…, 54 chars)"],
+  [
+    "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "api_key",
+    "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "Slack token (xoxb-…, 54 chars)",
+  ],
   ["sk_live_4eC39HqLyjWDarjtT1zdp7dc", "api_key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "Stripe live secret key (sk_live_…, 32 chars)"],
-  ["key=sk-proj-Zx81Qw7Er6Ty5Ui4Op3As2Df1GhJkLmN0bVcXz9", "api_key", "sk-proj-Zx81Qw7Er6Ty5Ui4Op3As2Df1GhJkLmN0bVcXz9", "LLM API key (sk-…, 47 chars)"],
+  [
+    "key=sk-proj-Zx81Qw7Er6Ty5Ui4Op3As2Df1GhJkLmN0bVcXz9",
+    "api_key",
+    "sk-proj-Zx81Qw7Er6Ty5Ui4Op3As2Df1GhJkLmN0bVcXz9",
+    "LLM API key (sk-…, 47 chars)",
+  ],
   ["Bearer ws_sk_Hq81dkLm29xPq0aZ7yTn", "api_key", "ws_sk_Hq81dkLm29xPq0aZ7yTn", "Berth workspace API key (ws_sk_…, 26 chars)"],
-  ["-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----", "private_key", "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----", "PEM private key (EC)"],
-  ["t=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "jwt", "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U", "JSON Web Token (108 chars)"],
+  [
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----",
+    "private_key",
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----",
+    "PEM private key (EC)",
+  ],
+  [
+    "t=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "jwt",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "JSON Web Token (108 chars)",
+  ],
   ["db password: Xk9#mP2$vL7q", "secret", "Xk9#mP2$vL7q", 'value of "password" (12 chars)'],
   ["my password is Tr0ub4dor&3", "secret", "Tr0ub4dor&3", 'value of "password" (11 chars)'],
   ["postgres://app:s3cr3tPass@db:5432/x", "secret", "s3cr3tPass", "password in a URL (10 chars)"],
   ["1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "crypto_address", "1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "Bitcoin address ending vfNa"],
-  ["bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "crypto_address", "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "Bitcoin address ending f3t4"],
-  ["bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3", "crypto_address", "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3", "Bitcoin address ending fmv3"],
-  ["to 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "crypto_address", "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed", "Ethereum address ending eAed"],
+  [
+    "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
+    "crypto_address",
+    "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
+    "Bitcoin address ending f3t4",
+  ],
+  [
+    "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3",
+    "crypto_address",
+    "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3",
+    "Bitcoin address ending fmv3",
+  ],
+  [
+    "to 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "crypto_address",
+    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "Ethereum address ending eAed",
+  ],
 ];
 
 for (const [text, kind, value, description] of positives) {
@@ -111,14 +146,26 @@ test("private, loopback and link-local addresses score below the default thresho
 
 test("spans claimed by a specific detector are not reported again by a general one", (t) => {
   // the card is not also a phone number, the key value is not also a generic secret
-  t.deepEqual(detectPii("card 4242424242424242").map((h) => h.kind), ["credit_card"]);
-  t.deepEqual(detectPii("aws_access_key_id = AKIAIOSFODNN7EXAMPLE").map((h) => h.kind), ["api_key"]);
+  t.deepEqual(
+    detectPii("card 4242424242424242").map((h) => h.kind),
+    ["credit_card"],
+  );
+  t.deepEqual(
+    detectPii("aws_access_key_id = AKIAIOSFODNN7EXAMPLE").map((h) => h.kind),
+    ["api_key"],
+  );
 });
 
 test("entities limits the kinds reported", (t) => {
   const text = "jane@example.com 4242 4242 4242 4242";
-  t.deepEqual(detectPii(text, { entities: ["email"] }).map((h) => h.kind), ["email"]);
-  t.deepEqual(detectPii(text, { entities: ["credit_card"] }).map((h) => h.kind), ["credit_card"]);
+  t.deepEqual(
+    detectPii(text, { entities: ["email"] }).map((h) => h.kind),
+    ["email"],
+  );
+  t.deepEqual(
+    detectPii(text, { entities: ["credit_card"] }).map((h) => h.kind),
+    ["credit_card"],
+  );
 });
 
 test("phoneRegions decides which national formats count", (t) => {
@@ -147,8 +194,20 @@ for (const [text, expected] of redactions) {
 
 test("redact merges overlapping spans under the longest kind and clamps out-of-range spans", (t) => {
   const text = "abcdefghij";
-  t.is(redact(text, [{ kind: "a", start: 1, end: 4 }, { kind: "longer", start: 2, end: 8 }]), "a[REDACTED:LONGER]ij");
-  t.is(redact(text, [{ kind: "x", start: 8, end: 99 }, { kind: "y", start: 3, end: 3 }]), "abcdefgh[REDACTED:X]");
+  t.is(
+    redact(text, [
+      { kind: "a", start: 1, end: 4 },
+      { kind: "longer", start: 2, end: 8 },
+    ]),
+    "a[REDACTED:LONGER]ij",
+  );
+  t.is(
+    redact(text, [
+      { kind: "x", start: 8, end: 99 },
+      { kind: "y", start: 3, end: 3 },
+    ]),
+    "abcdefgh[REDACTED:X]",
+  );
   t.is(redact(text, []), text);
 });
 
@@ -164,7 +223,10 @@ test("piiGuard: threshold and action decide the result", (t) => {
 test("piiGuard: the allowlist never triggers (literal and pattern)", (t) => {
   const text = "write to support@berth.dev or jane@example.com";
   const literal = piiGuard(text, { allowlist: ["SUPPORT@berth.dev"] });
-  t.deepEqual(literal.matches.map((m) => m.description), ["email address j***@e***.com"]);
+  t.deepEqual(
+    literal.matches.map((m) => m.description),
+    ["email address j***@e***.com"],
+  );
   const pattern = piiGuard(text, { allowlist: ["/[a-z.]+@(?:berth\\.dev|example\\.com)/"] });
   t.like(pattern, { result: "pass", confidence: 0, matches: [] });
 });
@@ -205,7 +267,10 @@ for (const [text, kind] of issue16Pii) {
   test(`pii (issue 16): ${JSON.stringify(text)} is ${kind}`, (t) => {
     const v = piiGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
-    t.true(v.matches.some((m) => m.kind === kind), JSON.stringify(v.matches));
+    t.true(
+      v.matches.some((m) => m.kind === kind),
+      JSON.stringify(v.matches),
+    );
   });
 }
 for (const text of [

@@ -5,7 +5,14 @@ import { detectToxicity, toxicityGuard } from "../../toolkit/src/guards/index.ts
 import type { ToxicityCategory } from "../../toolkit/src/guards/index.ts";
 import { wordMatcher, wordMatches } from "../../toolkit/src/guards/toxicity.ts";
 import { WordPrefilter } from "../../toolkit/src/guards/word-prefilter.ts";
-import { collapseDuplicatesTransformer, englishDataset, RegExpMatcher, resolveLeetSpeakTransformer, skipNonAlphabeticTransformer, toAsciiLowerCaseTransformer } from "obscenity";
+import {
+  collapseDuplicatesTransformer,
+  englishDataset,
+  RegExpMatcher,
+  resolveLeetSpeakTransformer,
+  skipNonAlphabeticTransformer,
+  toAsciiLowerCaseTransformer,
+} from "obscenity";
 
 const toxic: Array<[string, ToxicityCategory]> = [
   ["I will kill you.", "threat"],
@@ -27,7 +34,10 @@ for (const [text, category] of toxic) {
   test(`toxicity: ${JSON.stringify(text)} blocks as ${category}`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
-    t.true(v.matches.some((m) => m.kind === category), JSON.stringify(v.matches));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
   });
 }
 
@@ -68,7 +78,10 @@ test("sensitivity high (0.4) catches casual profanity, low (0.8) only the severe
 });
 
 test("categories limit what is reported", (t) => {
-  t.deepEqual(detectToxicity("I will kill you, idiot", { categories: ["threat"] }).map((h) => h.kind), ["threat"]);
+  t.deepEqual(
+    detectToxicity("I will kill you, idiot", { categories: ["threat"] }).map((h) => h.kind),
+    ["threat"],
+  );
 });
 
 test("descriptions never spell the word out", (t) => {
@@ -88,17 +101,73 @@ test("allowlist: a term an app needs never triggers", (t) => {
 test("word prefilter: exact against obscenity on the labelled set and on generated texts", (t) => {
   const { matcher, prefilter } = wordMatcher();
   if (!prefilter) return t.fail("no prefilter: obscenity's compiled terms were not found (another version?)");
-  const internals = matcher as unknown as { applyTransformers(text: string, set: unknown): [number[], string]; blacklistMatcherTransformers: unknown };
+  const internals = matcher as unknown as {
+    applyTransformers(text: string, set: unknown): [number[], string];
+    blacklistMatcherTransformers: unknown;
+  };
   let seed = 7;
   const rnd = (n: number) => Math.floor(((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000) * n);
-  const alphabet = [..."abcdefghiklnorstuy ABCFGIKSTU 0134567@$!|/(.,'-_\n", "Ｆ", "ｕ", "𝐟", "𝐜", "ⓚ", "ü", "ñ", "ſ", "ß", "ı", "\u{1F600}", "\uD800", "\uDC00", "\u200B"];
-  const words = ["fuck", "shit", "ass", "cum laude", "analysis", "dick", "retard", "pussy", "nigger", "bitch", "whore", "cock", "sex", "tit", "class", "assassin", "Scunthorpe"];
-  const mutate = (w: string) => [...w].map((c) => [c, c, c, c, c.toUpperCase(), c + c, c + c + c, { a: "4", e: "3", i: "1", o: "0", s: "$", t: "7" }[c] ?? c, c + "."][rnd(9)]).join("");
+  const alphabet = [
+    ..."abcdefghiklnorstuy ABCFGIKSTU 0134567@$!|/(.,'-_\n",
+    "Ｆ",
+    "ｕ",
+    "𝐟",
+    "𝐜",
+    "ⓚ",
+    "ü",
+    "ñ",
+    "ſ",
+    "ß",
+    "ı",
+    "\u{1F600}",
+    "\uD800",
+    "\uDC00",
+    "\u200B",
+  ];
+  const words = [
+    "fuck",
+    "shit",
+    "ass",
+    "cum laude",
+    "analysis",
+    "dick",
+    "retard",
+    "pussy",
+    "nigger",
+    "bitch",
+    "whore",
+    "cock",
+    "sex",
+    "tit",
+    "class",
+    "assassin",
+    "Scunthorpe",
+  ];
+  const mutate = (w: string) =>
+    [...w]
+      .map(
+        (c) => [c, c, c, c, c.toUpperCase(), c + c, c + c + c, { a: "4", e: "3", i: "1", o: "0", s: "$", t: "7" }[c] ?? c, c + "."][rnd(9)],
+      )
+      .join("");
   const texts = [
-    ...toxic.map(([s]) => s), ...clean,
-    "", "f", "ＦＵＣＫ you", "fuuuuck", "sh1t", "b!tch", "a$$hole", "c0ck", "ſhit", "pen is mightier", "s\u{1F600}hit", "\uD800fuck\uDC00",
+    ...toxic.map(([s]) => s),
+    ...clean,
+    "",
+    "f",
+    "ＦＵＣＫ you",
+    "fuuuuck",
+    "sh1t",
+    "b!tch",
+    "a$$hole",
+    "c0ck",
+    "ſhit",
+    "pen is mightier",
+    "s\u{1F600}hit",
+    "\uD800fuck\uDC00",
     ...Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(40) }, () => alphabet[rnd(alphabet.length)]).join("")),
-    ...Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(4) }, () => (rnd(2) ? mutate(words[rnd(words.length)]!) : alphabet[rnd(alphabet.length)])).join(" ")),
+    ...Array.from({ length: 3000 }, () =>
+      Array.from({ length: 1 + rnd(4) }, () => (rnd(2) ? mutate(words[rnd(words.length)]!) : alphabet[rnd(alphabet.length)])).join(" "),
+    ),
   ];
   let maybe = 0;
   for (const text of texts) {
@@ -121,12 +190,29 @@ test("word prefilter: exact on other transformer pipelines (the general loop)", 
     [toAsciiLowerCaseTransformer(), collapseDuplicatesTransformer({ defaultThreshold: 2 }), resolveLeetSpeakTransformer()],
     [resolveLeetSpeakTransformer(), toAsciiLowerCaseTransformer()],
   ];
-  const texts = ["", "F.u.c.k you", "fuuuuck", "sh1t", "b!tch", "a$$hole", "SSSHIT happens", "cum laude", "s\u{1F600}hit", "\uD800fuck\uDC00", "ＦＵＣＫ", "class assassin", "pen is mightier"];
+  const texts = [
+    "",
+    "F.u.c.k you",
+    "fuuuuck",
+    "sh1t",
+    "b!tch",
+    "a$$hole",
+    "SSSHIT happens",
+    "cum laude",
+    "s\u{1F600}hit",
+    "\uD800fuck\uDC00",
+    "ＦＵＣＫ",
+    "class assassin",
+    "pen is mightier",
+  ];
   for (const transformers of pipelines) {
     const matcher = new RegExpMatcher({ ...englishDataset.build(), blacklistMatcherTransformers: transformers });
     const prefilter = WordPrefilter.for(matcher, transformers);
     if (!prefilter) return t.fail("no prefilter");
-    const internals = matcher as unknown as { applyTransformers(text: string, set: unknown): [number[], string]; blacklistMatcherTransformers: unknown };
+    const internals = matcher as unknown as {
+      applyTransformers(text: string, set: unknown): [number[], string];
+      blacklistMatcherTransformers: unknown;
+    };
     for (const text of texts) {
       t.is(prefilter.transform(text), internals.applyTransformers(text, internals.blacklistMatcherTransformers)[1], JSON.stringify(text));
       if (!prefilter.mayMatch(text)) t.deepEqual(matcher.getAllMatches(text), [], JSON.stringify(text));
@@ -149,7 +235,10 @@ for (const [text, category] of issue16Toxic) {
   test(`toxicity (issue 16): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
-    t.true(v.matches.some((m) => m.kind === category), JSON.stringify(v.matches));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
   });
 }
 for (const text of [
@@ -197,7 +286,10 @@ for (const [text, category] of round2Toxic) {
   test(`toxicity (issue 16, round 2): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
-    t.true(v.matches.some((m) => m.kind === category), JSON.stringify(v.matches));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
   });
 }
 for (const text of [

@@ -30,7 +30,10 @@ test("EngineConfig: partial guard objects keep the other defaults (PUT is a part
 
 const invalid: Array<[string, unknown]> = [
   ["threshold above 1", { guards: { sensitive_data: { threshold: 1.5 } } }],
-  ["an enabled template that is not resolved", { guards: { custom_templates: [{ template_id: "t9", template_name: "x", enabled: true, threshold: 0.5 }] } }],
+  [
+    "an enabled template that is not resolved",
+    { guards: { custom_templates: [{ template_id: "t9", template_name: "x", enabled: true, threshold: 0.5 }] } },
+  ],
   ["latency target above max", { evals: { latency: { target_ms: 5000, max_ms: 1000 } } }],
   ["a key of another guard type", { templates: { t: { guardType: "toxicity", config: { topics: [{ name: "a", keywords: ["b"] }] } } } }],
   ["an unknown template config key", { templates: { t: { guardType: "toxicity", config: { sensitivty: "high" } } } }],
@@ -45,8 +48,13 @@ for (const [what, input] of invalid) {
 }
 
 test("a disabled reference to a missing template is accepted and skipped", (t) => {
-  const e = new GuardEngine({ guards: { custom_templates: [{ template_id: "gone", template_name: "old", enabled: false, threshold: 0.5 }] } });
-  t.deepEqual(e.checks.map((c) => c.source), ["prompt_injection", "sensitive_data"]);
+  const e = new GuardEngine({
+    guards: { custom_templates: [{ template_id: "gone", template_name: "old", enabled: false, threshold: 0.5 }] },
+  });
+  t.deepEqual(
+    e.checks.map((c) => c.source),
+    ["prompt_injection", "sensitive_data"],
+  );
 });
 
 test("GuardTemplateConfig defaults: sensitivity medium, action block, empty allowlist", (t) => {
@@ -66,17 +74,27 @@ const full: EngineConfigInput = {
     pii: { name: "Redact PII", guardType: "pii_detection", config: { action: "redact", allowlist: ["support@berth.dev"] } },
     tox: { name: "Toxicity", guardType: "toxicity", config: { sensitivity: "high" } },
     topic: { name: "Billing only", guardType: "off_topic", config: { action: "flag" } },
-    codes: { name: "Project codes", guardType: "custom", config: { patterns: [{ pattern: "PRJ-\\d{4}", name: "project code", kind: "project_code" }], action: "redact", phases: ["output"] } },
+    codes: {
+      name: "Project codes",
+      guardType: "custom",
+      config: { patterns: [{ pattern: "PRJ-\\d{4}", name: "project code", kind: "project_code" }], action: "redact", phases: ["output"] },
+    },
   },
   allowedTopics: [{ name: "billing", keywords: ["invoice", "refund", "payment"] }],
 };
 
 test("the chain runs in config order and per phase", (t) => {
   const input = evaluateGuards("Where is my refund?", "input", full);
-  t.deepEqual(input.evaluations.map((e) => e.source), ["prompt_injection", "sensitive_data", "template:pii", "template:tox", "template:topic"]);
+  t.deepEqual(
+    input.evaluations.map((e) => e.source),
+    ["prompt_injection", "sensitive_data", "template:pii", "template:tox", "template:topic"],
+  );
   const output = evaluateGuards("Your refund was sent.", "output", full);
   // injection and off_topic look at prompts only; the project-code template at responses only
-  t.deepEqual(output.evaluations.map((e) => e.source), ["sensitive_data", "template:pii", "template:tox", "template:codes"]);
+  t.deepEqual(
+    output.evaluations.map((e) => e.source),
+    ["sensitive_data", "template:pii", "template:tox", "template:codes"],
+  );
   t.is(input.decision, "allow");
   t.deepEqual(input.blocks, []);
 });
@@ -85,10 +103,13 @@ test("block wins over redact; the redacted text is still given", (t) => {
   const d = evaluateGuards("refund to jane@example.com please", "input", full);
   t.is(d.decision, "block"); // sensitive_data (built in) blocks at 0.5
   t.is(d.redactedText, "refund to [REDACTED:EMAIL] please");
-  t.deepEqual(d.blocks.map((b) => [b.source, b.action, b.blockedContent]), [
-    ["sensitive_data", "block", "email address j***@e***.com"],
-    ["template:pii", "redact", "email address j***@e***.com"],
-  ]);
+  t.deepEqual(
+    d.blocks.map((b) => [b.source, b.action, b.blockedContent]),
+    [
+      ["sensitive_data", "block", "email address j***@e***.com"],
+      ["template:pii", "redact", "email address j***@e***.com"],
+    ],
+  );
 });
 
 test("with the built-in guard off, a redact template redacts and the call goes on", (t) => {
@@ -96,7 +117,10 @@ test("with the built-in guard off, a redact template redacts and the call goes o
   const d = evaluateGuards("invoice for jane@example.com, card 4242 4242 4242 4242", "input", cfg);
   t.is(d.decision, "redact");
   t.is(d.redactedText, "invoice for [REDACTED:EMAIL], card [REDACTED:CREDIT_CARD]");
-  t.like(d.evaluations.find((e) => e.source === "template:pii"), { guardType: "pii_detection", result: "redact", confidence: 0.97 });
+  t.like(
+    d.evaluations.find((e) => e.source === "template:pii"),
+    { guardType: "pii_detection", result: "redact", confidence: 0.97 },
+  );
 });
 
 test("redactions of several templates merge into one text", (t) => {
@@ -110,13 +134,19 @@ test("the template allowlist is honoured inside the engine", (t) => {
   const cfg: EngineConfigInput = { ...full, guards: { ...full.guards, sensitive_data: { enabled: false } } };
   const d = evaluateGuards("refund questions: support@berth.dev", "input", cfg);
   t.is(d.decision, "allow");
-  t.like(d.evaluations.find((e) => e.source === "template:pii"), { result: "pass", confidence: 0 });
+  t.like(
+    d.evaluations.find((e) => e.source === "template:pii"),
+    { result: "pass", confidence: 0 },
+  );
 });
 
 test("flag records without blocking", (t) => {
   const d = evaluateGuards("Write a poem about the sea and the stars", "input", full);
   t.is(d.decision, "allow");
-  t.like(d.evaluations.find((e) => e.source === "template:topic"), { guardType: "off_topic", result: "flag" });
+  t.like(
+    d.evaluations.find((e) => e.source === "template:topic"),
+    { guardType: "off_topic", result: "flag" },
+  );
   t.deepEqual(d.blocks, []);
 });
 
@@ -138,17 +168,41 @@ test("thresholds of the built-in guards are honoured", (t) => {
 });
 
 test("an off_topic template without topics uses the app's allowed topics; none at all -> pass", (t) => {
-  t.like(evaluateGuards("Write a poem about the sea", "input", { ...full, templates: { ...full.templates, topic: { guardType: "off_topic", config: {} } } }).evaluations.find((e) => e.source === "template:topic"), { result: "block" });
-  const noTopics: EngineConfigInput = { ...full, allowedTopics: [], templates: { ...full.templates, topic: { guardType: "off_topic", config: {} } } };
-  t.like(evaluateGuards("Write a poem about the sea", "input", noTopics).evaluations.find((e) => e.source === "template:topic"), { result: "pass", confidence: 0 });
+  t.like(
+    evaluateGuards("Write a poem about the sea", "input", {
+      ...full,
+      templates: { ...full.templates, topic: { guardType: "off_topic", config: {} } },
+    }).evaluations.find((e) => e.source === "template:topic"),
+    { result: "block" },
+  );
+  const noTopics: EngineConfigInput = {
+    ...full,
+    allowedTopics: [],
+    templates: { ...full.templates, topic: { guardType: "off_topic", config: {} } },
+  };
+  t.like(
+    evaluateGuards("Write a poem about the sea", "input", noTopics).evaluations.find((e) => e.source === "template:topic"),
+    { result: "pass", confidence: 0 },
+  );
 });
 
 test("guard blocks describe, never repeat, the sensitive content", (t) => {
-  const secrets = ["4242 4242 4242 4242", "jane@example.com", "078-05-1120", "AKIAIOSFODNN7EXAMPLE", "Xk9#mP2$vL7q", "GB29 NWBK 6016 1331 9268 19"];
+  const secrets = [
+    "4242 4242 4242 4242",
+    "jane@example.com",
+    "078-05-1120",
+    "AKIAIOSFODNN7EXAMPLE",
+    "Xk9#mP2$vL7q",
+    "GB29 NWBK 6016 1331 9268 19",
+  ];
   const text = `card ${secrets[0]} mail ${secrets[1]} ssn ${secrets[2]} key ${secrets[3]} password: ${secrets[4]} iban ${secrets[5]}`;
   const d = evaluateGuards(text, "input", {});
   t.is(d.decision, "block");
-  const everything = JSON.stringify({ blocks: d.blocks, evaluations: d.evaluations, verdicts: d.verdicts.map((v) => v.matches.map((m) => m.description)) });
+  const everything = JSON.stringify({
+    blocks: d.blocks,
+    evaluations: d.evaluations,
+    verdicts: d.verdicts.map((v) => v.matches.map((m) => m.description)),
+  });
   for (const s of secrets) t.false(everything.includes(s), s);
 });
 
@@ -172,7 +226,7 @@ test("adversarial inputs stay linear: no pathological 1 KB text takes more than 
     "IBAN-like runs": ("GB29" + "A".repeat(40) + "a ").repeat(25),
     "spaced IBAN-like groups": ("GB29 " + "AB ".repeat(20) + "x ").repeat(15),
     "long digit runs": ("1".repeat(30) + " ").repeat(30),
-    "phone-like fragments": ("(201) 555-01 2-3-4-5-6-7-8-9 ").repeat(40),
+    "phone-like fragments": "(201) 555-01 2-3-4-5-6-7-8-9 ".repeat(40),
     "unclosed quotes": "'ignore previous instructions' what does it mean? " + "'a ".repeat(300),
     "email-like local parts": ("a".repeat(60) + "@").repeat(15),
     "email-like domains": ("a@" + "b-".repeat(60) + " ").repeat(8),
@@ -206,11 +260,43 @@ test("adversarial inputs stay linear: no pathological 1 KB text takes more than 
 });
 
 test("anyOf: one regex that matches exactly when one of its parts does; refuses what it cannot join", (t) => {
-  t.deepEqual(alternatives(String.raw`\bfoo|bar(?:a|b)|[|]x|\|y|(c|d)\b`), [String.raw`\bfoo`, "bar(?:a|b)", "[|]x", String.raw`\|y`, String.raw`(c|d)\b`]);
+  t.deepEqual(alternatives(String.raw`\bfoo|bar(?:a|b)|[|]x|\|y|(c|d)\b`), [
+    String.raw`\bfoo`,
+    "bar(?:a|b)",
+    "[|]x",
+    String.raw`\|y`,
+    String.raw`(c|d)\b`,
+  ]);
   const parts = [/\bcat\b/g, /dog(?:gy)?s?/g, /(?<![a-z])bird/g, /^fish/g, /\bfoo|bar\b|[|]x|\|y/g, /(a|b)\bzz/g];
   const any = anyOf(parts);
-  for (const s of ["a cat", "concatenate", "hotdogs", "blackbird", "a bird", "fish food", "a fish", "", "CAT", "food", "afoo", "crowbar", "bars", "|x", "a|y", "y", "b zz", "bzz"]) {
-    t.is(any.test(s), parts.some((re) => { re.lastIndex = 0; return re.test(s); }), s);
+  for (const s of [
+    "a cat",
+    "concatenate",
+    "hotdogs",
+    "blackbird",
+    "a bird",
+    "fish food",
+    "a fish",
+    "",
+    "CAT",
+    "food",
+    "afoo",
+    "crowbar",
+    "bars",
+    "|x",
+    "a|y",
+    "y",
+    "b zz",
+    "bzz",
+  ]) {
+    t.is(
+      any.test(s),
+      parts.some((re) => {
+        re.lastIndex = 0;
+        return re.test(s);
+      }),
+      s,
+    );
   }
   t.false(any.global);
   t.false(unitable([/a/g, /b/gi]));

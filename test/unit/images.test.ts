@@ -10,11 +10,41 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
 import type { ImageSpec, Layer, TarEntry } from "../../hack/lib/oci.ts";
-import { canonicalJson, entryHeader, extendImage, imageBlobs, layerBytes, LAYER_MTIME, MEDIA_TYPE, mergeEnv, parentDirs, paxRecord, sha256, sortEntries } from "../../hack/lib/oci.ts";
+import {
+  canonicalJson,
+  entryHeader,
+  extendImage,
+  imageBlobs,
+  layerBytes,
+  LAYER_MTIME,
+  MEDIA_TYPE,
+  mergeEnv,
+  parentDirs,
+  paxRecord,
+  sha256,
+  sortEntries,
+} from "../../hack/lib/oci.ts";
 import { loopbackRegistry, uploadUrl } from "../../hack/lib/registry.ts";
-import { ACMESOLVER_UID, buildAcmeSolver, cacheKey, contentTag, debianMirror, ImageCache, sampleAppEntries, treeEntries, withNodeUser } from "../../hack/images.ts";
+import {
+  ACMESOLVER_UID,
+  buildAcmeSolver,
+  cacheKey,
+  contentTag,
+  debianMirror,
+  ImageCache,
+  sampleAppEntries,
+  treeEntries,
+  withNodeUser,
+} from "../../hack/images.ts";
 
-const file = (path: string, text: string, mode = 0o644): TarEntry => ({ path, type: "file", mode, uid: 0, gid: 0, data: Buffer.from(text) });
+const file = (path: string, text: string, mode = 0o644): TarEntry => ({
+  path,
+  type: "file",
+  mode,
+  uid: 0,
+  gid: 0,
+  data: Buffer.from(text),
+});
 
 async function tempDir(t: { teardown(f: () => Promise<void>): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "berth-images-"));
@@ -26,7 +56,9 @@ async function tempDir(t: { teardown(f: () => Promise<void>): void }): Promise<s
 async function gnuTarList(t: { teardown(f: () => Promise<void>): void }, gz: Buffer): Promise<string[]> {
   const dir = await tempDir(t);
   await writeFile(join(dir, "layer.tar.gz"), gz);
-  return execFileSync("tar", ["--numeric-owner", "-tvzf", join(dir, "layer.tar.gz")], { encoding: "utf8" }).trim().split("\n");
+  return execFileSync("tar", ["--numeric-owner", "-tvzf", join(dir, "layer.tar.gz")], { encoding: "utf8" })
+    .trim()
+    .split("\n");
 }
 
 test("the same entries give the same layer digest, in any order; other content gives another", async (t) => {
@@ -61,10 +93,15 @@ test("a tree read twice gives the same digest whatever the files' times and crea
   const lb = await layerBytes(await treeEntries(b, "app", { owner, normalizeModes: true }));
   t.is(la.digest, lb.digest);
   const list = await gnuTarList(t, la.bytes);
-  t.true(list.every((l) => l.includes("1970-01-01 00:00")), `every mtime is ${LAYER_MTIME}: ${list.join("\n")}`);
-  t.deepEqual(list.map((l) => l.split(/\s+/).slice(5).join(" ")), [
-    "app/sub/", "app/sub/deeper/", "app/sub/deeper/z.txt", "app/sub/link -> ../x.txt", "app/sub/y.txt", "app/x.txt",
-  ], "sorted bytewise, directories with a trailing slash, the link kept");
+  t.true(
+    list.every((l) => l.includes("1970-01-01 00:00")),
+    `every mtime is ${LAYER_MTIME}: ${list.join("\n")}`,
+  );
+  t.deepEqual(
+    list.map((l) => l.split(/\s+/).slice(5).join(" ")),
+    ["app/sub/", "app/sub/deeper/", "app/sub/deeper/z.txt", "app/sub/link -> ../x.txt", "app/sub/y.txt", "app/x.txt"],
+    "sorted bytewise, directories with a trailing slash, the link kept",
+  );
 });
 
 test("GNU tar reads back long and non-ASCII names, hard and symbolic links, setuid, sticky bits and owners", async (t) => {
@@ -115,11 +152,22 @@ test("pax records count their own length", (t) => {
 });
 
 test("archive order: bytewise by path; unclean or repeated paths and a hard link before its file are refused", (t) => {
-  t.deepEqual(sortEntries([file("a/b", ""), file("a-c", ""), file("a", ""), file("B", "")]).map((e) => e.path), ["B", "a", "a-c", "a/b"]);
-  for (const path of ["/abs", "./rel", "dir/", "a//b", "a/../b", ""]) t.throws(() => sortEntries([file(path, "")]), { message: /not a clean relative path/ });
+  t.deepEqual(
+    sortEntries([file("a/b", ""), file("a-c", ""), file("a", ""), file("B", "")]).map((e) => e.path),
+    ["B", "a", "a-c", "a/b"],
+  );
+  for (const path of ["/abs", "./rel", "dir/", "a//b", "a/../b", ""])
+    t.throws(() => sortEntries([file(path, "")]), { message: /not a clean relative path/ });
   t.throws(() => sortEntries([file("x", ""), file("x", "")]), { message: /appears twice/ });
-  t.throws(() => sortEntries([file("b", ""), { path: "a", type: "hardlink", mode: 0o644, uid: 0, gid: 0, linkname: "b" }]), { message: /not before it/ });
-  t.deepEqual(parentDirs([file("usr/local/bin/node", ""), { path: "usr", type: "dir", mode: 0o755, uid: 0, gid: 0 }]).map((e) => e.path).sort(), ["usr/local", "usr/local/bin"]);
+  t.throws(() => sortEntries([file("b", ""), { path: "a", type: "hardlink", mode: 0o644, uid: 0, gid: 0, linkname: "b" }]), {
+    message: /not before it/,
+  });
+  t.deepEqual(
+    parentDirs([file("usr/local/bin/node", ""), { path: "usr", type: "dir", mode: 0o755, uid: 0, gid: 0 }])
+      .map((e) => e.path)
+      .sort(),
+    ["usr/local", "usr/local/bin"],
+  );
 });
 
 test("treeEntries: a file with other names becomes hard links to its first name in archive order", async (t) => {
@@ -127,14 +175,24 @@ test("treeEntries: a file with other names becomes hard links to its first name 
   await writeFile(join(dir, "z-first-created"), "same inode");
   await link(join(dir, "z-first-created"), join(dir, "a-second-name"));
   const entries = await treeEntries(dir, "");
-  t.like(entries.find((e) => e.path === "a-second-name"), { type: "file" });
-  t.like(entries.find((e) => e.path === "z-first-created"), { type: "hardlink", linkname: "a-second-name" });
+  t.like(
+    entries.find((e) => e.path === "a-second-name"),
+    { type: "file" },
+  );
+  t.like(
+    entries.find((e) => e.path === "z-first-created"),
+    { type: "hardlink", linkname: "a-second-name" },
+  );
 });
 
 const layer = (n: number): Layer => ({ digest: sha256(`blob ${n}`), diffId: sha256(`tar ${n}`), size: 100 + n, createdBy: `step ${n}` });
 
 test("image config and manifest: the OCI image spec's shapes and media types, canonical JSON", (t) => {
-  const spec: ImageSpec = { layers: [layer(1), layer(2)], config: { User: "10001:10001", Env: ["PATH=/bin"], Entrypoint: ["/pause"] }, annotations: { "org.opencontainers.image.title": "x" } };
+  const spec: ImageSpec = {
+    layers: [layer(1), layer(2)],
+    config: { User: "10001:10001", Env: ["PATH=/bin"], Entrypoint: ["/pause"] },
+    annotations: { "org.opencontainers.image.title": "x" },
+  };
   const image = imageBlobs(spec);
   const config = JSON.parse(image.config.toString()) as Record<string, unknown>;
   t.deepEqual(config, {
@@ -142,7 +200,10 @@ test("image config and manifest: the OCI image spec's shapes and media types, ca
     os: "linux",
     config: { Entrypoint: ["/pause"], Env: ["PATH=/bin"], User: "10001:10001" },
     rootfs: { type: "layers", diff_ids: [layer(1).diffId, layer(2).diffId] },
-    history: [{ created: "1970-01-01T00:00:00.000Z", created_by: "step 1" }, { created: "1970-01-01T00:00:00.000Z", created_by: "step 2" }],
+    history: [
+      { created: "1970-01-01T00:00:00.000Z", created_by: "step 1" },
+      { created: "1970-01-01T00:00:00.000Z", created_by: "step 2" },
+    ],
   });
   const manifest = JSON.parse(image.manifest.toString()) as Record<string, unknown>;
   t.deepEqual(manifest, {
@@ -156,29 +217,59 @@ test("image config and manifest: the OCI image spec's shapes and media types, ca
   t.is(image.configDescriptor.mediaType, MEDIA_TYPE.config);
   t.is(image.manifest.toString(), canonicalJson(manifest), "keys sorted at every level");
   // the same spec written with its keys in another order gives the same bytes
-  const reordered = imageBlobs({ annotations: spec.annotations!, config: { Entrypoint: ["/pause"], Env: ["PATH=/bin"], User: "10001:10001" }, layers: spec.layers });
+  const reordered = imageBlobs({
+    annotations: spec.annotations!,
+    config: { Entrypoint: ["/pause"], Env: ["PATH=/bin"], User: "10001:10001" },
+    layers: spec.layers,
+  });
   t.is(reordered.manifestDigest, image.manifestDigest);
 });
 
 test("extendImage: base layers first, the runtime config overridden field by field, Env merged by name", (t) => {
   const base: ImageSpec = { layers: [layer(1)], config: { Env: ["PATH=/bin", "A=1"], Cmd: ["bash"], User: "0" } };
-  const child = extendImage(base, { layers: [layer(2)], config: { Env: ["A=2", "B=3"], Entrypoint: ["node", "server.ts"], User: "10001:10001" } });
-  t.deepEqual(child.layers.map((l) => l.createdBy), ["step 1", "step 2"]);
-  t.deepEqual(child.config, { Env: ["PATH=/bin", "A=2", "B=3"], Entrypoint: ["node", "server.ts"], User: "10001:10001" }, "a new Entrypoint resets the base's Cmd");
+  const child = extendImage(base, {
+    layers: [layer(2)],
+    config: { Env: ["A=2", "B=3"], Entrypoint: ["node", "server.ts"], User: "10001:10001" },
+  });
+  t.deepEqual(
+    child.layers.map((l) => l.createdBy),
+    ["step 1", "step 2"],
+  );
+  t.deepEqual(
+    child.config,
+    { Env: ["PATH=/bin", "A=2", "B=3"], Entrypoint: ["node", "server.ts"], User: "10001:10001" },
+    "a new Entrypoint resets the base's Cmd",
+  );
   t.deepEqual(mergeEnv(["X=1=2"], ["X=3"]), ["X=3"]);
 });
 
 test("the Debian mirror comes from the machine's apt sources, deb822 or one-line, never the security archive", (t) => {
-  const deb822 = "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\nComponents: main\n\nTypes: deb\n# snapshot\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n";
+  const deb822 =
+    "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\nComponents: main\n\nTypes: deb\n# snapshot\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n";
   t.is(debianMirror([{ name: "debian.sources", text: deb822 }]), "http://mirror.example/debian");
-  t.is(debianMirror([{ name: "sources.list", text: "# x\ndeb http://security.debian.org/debian-security bookworm main\ndeb [arch=amd64] http://ftp.example/debian bookworm main\n" }]), "http://ftp.example/debian");
+  t.is(
+    debianMirror([
+      {
+        name: "sources.list",
+        text: "# x\ndeb http://security.debian.org/debian-security bookworm main\ndeb [arch=amd64] http://ftp.example/debian bookworm main\n",
+      },
+    ]),
+    "http://ftp.example/debian",
+  );
   t.is(debianMirror([{ name: "other.list", text: "deb https://packages.example/apt cloud-sdk-bookworm main\n" }]), undefined);
 });
 
 test("the sample's /app and everything in it belong to root, as samples/hello/Dockerfile builds it", async (t) => {
   const entries = await sampleAppEntries();
-  t.true(entries.some((e) => e.path === "app" && e.type === "dir"), "the layer has the directory app/");
-  t.deepEqual(entries.filter((e) => e.uid !== 0 || e.gid !== 0).map((e) => e.path), [], "the process's user cannot change its code");
+  t.true(
+    entries.some((e) => e.path === "app" && e.type === "dir"),
+    "the layer has the directory app/",
+  );
+  t.deepEqual(
+    entries.filter((e) => e.uid !== 0 || e.gid !== 0).map((e) => e.path),
+    [],
+    "the process's user cannot change its code",
+  );
 });
 
 test("the node user is added to passwd and group once", (t) => {
@@ -199,8 +290,14 @@ test("cache keys and content tags follow the content", (t) => {
 test("the registry is loopback only; upload locations resolve against it and keep their query", (t) => {
   for (const ok of ["127.0.0.1:5000", "localhost:5000", "[::1]:5000", "127.0.0.2:1"]) t.is(loopbackRegistry(ok), ok);
   for (const bad of ["10.0.0.1:5000", "registry.example:5000", "127.0.0.1", "http://127.0.0.1:5000"]) t.throws(() => loopbackRegistry(bad));
-  t.is(uploadUrl("http://127.0.0.1:5000", "/v2/a/blobs/uploads/u1?_state=s", { digest: "sha256:ab" }), "http://127.0.0.1:5000/v2/a/blobs/uploads/u1?_state=s&digest=sha256%3Aab");
-  t.is(uploadUrl("http://127.0.0.1:5000", "http://127.0.0.1:5000/v2/a/blobs/uploads/u2", { digest: "sha256:cd" }), "http://127.0.0.1:5000/v2/a/blobs/uploads/u2?digest=sha256%3Acd");
+  t.is(
+    uploadUrl("http://127.0.0.1:5000", "/v2/a/blobs/uploads/u1?_state=s", { digest: "sha256:ab" }),
+    "http://127.0.0.1:5000/v2/a/blobs/uploads/u1?_state=s&digest=sha256%3Aab",
+  );
+  t.is(
+    uploadUrl("http://127.0.0.1:5000", "http://127.0.0.1:5000/v2/a/blobs/uploads/u2", { digest: "sha256:cd" }),
+    "http://127.0.0.1:5000/v2/a/blobs/uploads/u2?digest=sha256%3Acd",
+  );
 });
 
 test("the ACME solver's image: the binary as /acmesolver, tagged with the binary's version and hash, run as a non-root user", async (t) => {
@@ -221,7 +318,11 @@ test("the ACME solver's image: the binary as /acmesolver, tagged with the binary
   const again = await buildAcmeSolver(bin, { cacheDir: join(dir, "cache"), log: () => {} });
   t.is(again.image.manifestDigest, built.image.manifestDigest, "the same binary gives the same image");
   await writeFile(bin, "#!another solver\n");
-  t.not((await buildAcmeSolver(bin, { cacheDir: join(dir, "cache"), log: () => {} })).image.manifestDigest, built.image.manifestDigest, "another binary another image");
+  t.not(
+    (await buildAcmeSolver(bin, { cacheDir: join(dir, "cache"), log: () => {} })).image.manifestDigest,
+    built.image.manifestDigest,
+    "another binary another image",
+  );
   const wrong = join(dir, "solver");
   await writeFile(wrong, "x");
   await t.throwsAsync(buildAcmeSolver(wrong, { cacheDir: join(dir, "cache") }), { message: /acmesolver-<version>-<hash>/ });

@@ -6,24 +6,60 @@ import { once } from "node:events";
 import type { AddressInfo } from "node:net";
 import { KubeApiError, KubeRest, RETRY_AFTER_ATTEMPTS, quotaConflictMs, retryAfterMs } from "../../kube/transport.ts";
 
-const initializing = JSON.stringify({ kind: "Status", apiVersion: "v1", status: "Failure", message: "storage is (re)initializing", reason: "TooManyRequests", details: { retryAfterSeconds: 0 }, code: 429 });
+const initializing = JSON.stringify({
+  kind: "Status",
+  apiVersion: "v1",
+  status: "Failure",
+  message: "storage is (re)initializing",
+  reason: "TooManyRequests",
+  details: { retryAfterSeconds: 0 },
+  code: 429,
+});
 
 // What kube-apiserver answers when the quota admission plugin loses the race to record usage.
-const quotaRace = { kind: "Status", apiVersion: "v1", status: "Failure", reason: "Conflict", code: 409, details: { name: "berth-workspace", kind: "resourcequotas" },
-  message: 'Operation cannot be fulfilled on resourcequotas "berth-workspace": the object has been modified; please apply your changes to the latest version and try again' };
+const quotaRace = {
+  kind: "Status",
+  apiVersion: "v1",
+  status: "Failure",
+  reason: "Conflict",
+  code: 409,
+  details: { name: "berth-workspace", kind: "resourcequotas" },
+  message:
+    'Operation cannot be fulfilled on resourcequotas "berth-workspace": the object has been modified; please apply your changes to the latest version and try again',
+};
 // A plain 409 on the object written (here: it exists already).
-const exists = { kind: "Status", apiVersion: "v1", status: "Failure", reason: "AlreadyExists", code: 409, details: { name: "a", group: "berth.dev", kind: "apps" }, message: 'apps.berth.dev "a" already exists' };
+const exists = {
+  kind: "Status",
+  apiVersion: "v1",
+  status: "Failure",
+  reason: "AlreadyExists",
+  code: 409,
+  details: { name: "a", group: "berth.dev", kind: "apps" },
+  message: 'apps.berth.dev "a" already exists',
+};
 
-async function apiServer(answers: Array<{ status: number; retryAfter?: string; body?: unknown }>): Promise<{ rest: KubeRest; server: Server; seen: string[] }> {
+async function apiServer(
+  answers: Array<{ status: number; retryAfter?: string; body?: unknown }>,
+): Promise<{ rest: KubeRest; server: Server; seen: string[] }> {
   const seen: string[] = [];
   const server = createServer((req, res) => {
     let body = "";
-    req.setEncoding("utf8").on("data", (c: string) => { body += c; }).on("end", () => {
-      seen.push(`${req.method} ${req.url} ${body}`);
-      const a = answers.shift() ?? { status: 200 };
-      res.writeHead(a.status, { "Content-Type": "application/json", ...(a.retryAfter !== undefined ? { "Retry-After": a.retryAfter } : {}) });
-      res.end(a.body !== undefined ? JSON.stringify(a.body) : a.status === 200 ? JSON.stringify({ kind: "List", items: [] }) : initializing);
-    });
+    req
+      .setEncoding("utf8")
+      .on("data", (c: string) => {
+        body += c;
+      })
+      .on("end", () => {
+        seen.push(`${req.method} ${req.url} ${body}`);
+        const a = answers.shift() ?? { status: 200 };
+        res.writeHead(a.status, {
+          "Content-Type": "application/json",
+          ...(a.retryAfter !== undefined ? { "Retry-After": a.retryAfter } : {}),
+        });
+        res.end(
+          a.body !== undefined ? JSON.stringify(a.body) : a.status === 200 ? JSON.stringify({ kind: "List", items: [] }) : initializing,
+        );
+      });
   });
   server.listen(0, "127.0.0.1");
   await once(server, "listening");
@@ -33,11 +69,16 @@ async function apiServer(answers: Array<{ status: number; retryAfter?: string; b
 }
 
 test("a 429 or 5xx with Retry-After is sent again after that wait (the same body), then answered", async (t) => {
-  const { rest, server, seen } = await apiServer([{ status: 429, retryAfter: "0" }, { status: 503, retryAfter: "0" }]);
+  const { rest, server, seen } = await apiServer([
+    { status: 429, retryAfter: "0" },
+    { status: 503, retryAfter: "0" },
+  ]);
   try {
     t.deepEqual(await rest.request("POST", "/apis/berth.dev/v1alpha1/domains", { body: { a: 1 } }), { kind: "List", items: [] });
     t.deepEqual(seen, Array(3).fill(`POST /apis/berth.dev/v1alpha1/domains {"a":1}`));
-  } finally { server.close(); }
+  } finally {
+    server.close();
+  }
 });
 
 test("without Retry-After, or after the last attempt, the answer is the error", async (t) => {
@@ -46,13 +87,17 @@ test("without Retry-After, or after the last attempt, the answer is the error", 
     const err = await t.throwsAsync(plain.rest.request("GET", "/x"), { instanceOf: KubeApiError });
     t.is(err.code, 429);
     t.is(plain.seen.length, 1);
-  } finally { plain.server.close(); }
+  } finally {
+    plain.server.close();
+  }
   const always = await apiServer(Array.from({ length: 20 }, () => ({ status: 429, retryAfter: "0" })));
   try {
     const err = await t.throwsAsync(always.rest.request("GET", "/x"), { instanceOf: KubeApiError });
     t.regex(err.message, /429 storage is \(re\)initializing/);
     t.is(always.seen.length, RETRY_AFTER_ATTEMPTS);
-  } finally { always.server.close(); }
+  } finally {
+    always.server.close();
+  }
 });
 
 test("retryAfterMs: only 429 and 5xx, only whole seconds, capped", (t) => {
@@ -66,29 +111,47 @@ test("retryAfterMs: only 429 and 5xx, only whole seconds, capped", (t) => {
 });
 
 test("a write that lost a race on the namespace's ResourceQuota is sent again; any other 409 is the caller's", async (t) => {
-  const raced = await apiServer([{ status: 409, body: quotaRace }, { status: 409, body: quotaRace }]);
+  const raced = await apiServer([
+    { status: 409, body: quotaRace },
+    { status: 409, body: quotaRace },
+  ]);
   try {
-    t.deepEqual(await raced.rest.request("POST", "/apis/berth.dev/v1alpha1/namespaces/w/apps", { body: { a: 1 } }), { kind: "List", items: [] });
+    t.deepEqual(await raced.rest.request("POST", "/apis/berth.dev/v1alpha1/namespaces/w/apps", { body: { a: 1 } }), {
+      kind: "List",
+      items: [],
+    });
     t.is(raced.seen.length, 3);
-  } finally { raced.server.close(); }
+  } finally {
+    raced.server.close();
+  }
   const taken = await apiServer([{ status: 409, body: exists }]);
   try {
-    const err = await t.throwsAsync(taken.rest.request("POST", "/apis/berth.dev/v1alpha1/namespaces/w/apps", { body: { a: 1 } }), { instanceOf: KubeApiError });
+    const err = await t.throwsAsync(taken.rest.request("POST", "/apis/berth.dev/v1alpha1/namespaces/w/apps", { body: { a: 1 } }), {
+      instanceOf: KubeApiError,
+    });
     t.is(err.code, 409);
     t.is(taken.seen.length, 1);
-  } finally { taken.server.close(); }
+  } finally {
+    taken.server.close();
+  }
   // a stale write to the quota itself is not sent again: its version will not get any fresher
   const own = await apiServer([{ status: 409, body: quotaRace }]);
   try {
-    await t.throwsAsync(own.rest.request("PUT", "/api/v1/namespaces/w/resourcequotas/berth-workspace", { body: {} }), { instanceOf: KubeApiError });
+    await t.throwsAsync(own.rest.request("PUT", "/api/v1/namespaces/w/resourcequotas/berth-workspace", { body: {} }), {
+      instanceOf: KubeApiError,
+    });
     t.is(own.seen.length, 1);
-  } finally { own.server.close(); }
+  } finally {
+    own.server.close();
+  }
   const endless = await apiServer(Array.from({ length: 20 }, () => ({ status: 409, body: quotaRace })));
   try {
     const err = await t.throwsAsync(endless.rest.request("POST", "/api/v1/namespaces/w/pods", { body: {} }), { instanceOf: KubeApiError });
     t.regex(err.message, /resourcequotas "berth-workspace"/);
     t.is(endless.seen.length, RETRY_AFTER_ATTEMPTS);
-  } finally { endless.server.close(); }
+  } finally {
+    endless.server.close();
+  }
 });
 
 test("quotaConflictMs: only a 409 naming the resourcequotas, backing off", (t) => {
@@ -107,7 +170,15 @@ test("lines: a stream read line by line, however the chunks fall; an overlong li
   const server = createServer((_req, res) => {
     res.writeHead(200, { "Content-Type": "text/plain" });
     const chunks = ["fir", "st\nsec", `ond\n${long.slice(0, 45)}`, `${long.slice(45)}\nthird\n\n`, "last"];
-    const next = () => { const c = chunks.shift(); if (c === undefined) { res.end(); return; } res.write(c); setTimeout(next, 5); };
+    const next = () => {
+      const c = chunks.shift();
+      if (c === undefined) {
+        res.end();
+        return;
+      }
+      res.write(c);
+      setTimeout(next, 5);
+    };
     next();
   });
   server.listen(0, "127.0.0.1");
@@ -118,16 +189,23 @@ test("lines: a stream read line by line, however the chunks fall; an overlong li
     const got: string[] = [];
     await rest.lines("/log", { follow: true }, (l) => got.push(l), new AbortController().signal, { maxLine: 40 });
     t.deepEqual(got, ["first", "second", "third", "", "last"]);
-  } finally { server.close(); }
+  } finally {
+    server.close();
+  }
 });
 
 test("lines: a non-200 answer is a KubeApiError; an abort resolves quietly", async (t) => {
   const { rest, server } = await apiServer([{ status: 400 }]);
   try {
-    const err = await t.throwsAsync(rest.lines("/log", {}, () => {}, new AbortController().signal), { instanceOf: KubeApiError });
+    const err = await t.throwsAsync(
+      rest.lines("/log", {}, () => {}, new AbortController().signal),
+      { instanceOf: KubeApiError },
+    );
     t.is(err?.code, 400);
     const aborted = new AbortController();
     aborted.abort();
     await t.notThrowsAsync(rest.lines("/log", {}, () => {}, aborted.signal));
-  } finally { server.close(); }
+  } finally {
+    server.close();
+  }
 });

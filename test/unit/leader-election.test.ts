@@ -14,29 +14,51 @@ async function standIn(t: ExecutionContext) {
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     if (state.hang) return; // never answers
     let body = "";
-    req.on("data", (c: Buffer) => { body += c.toString(); });
+    req.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
     req.on("end", () => {
       res.setHeader("Content-Type", "application/json");
-      if (req.method === "GET" && !state.lease) { res.statusCode = 404; res.end(JSON.stringify({ kind: "Status", code: 404, reason: "NotFound" })); return; }
-      if (req.method === "POST" || req.method === "PUT") state.lease = { ...JSON.parse(body) as Record<string, unknown>, metadata: { name: "l", namespace: "ns", resourceVersion: "1" } };
+      if (req.method === "GET" && !state.lease) {
+        res.statusCode = 404;
+        res.end(JSON.stringify({ kind: "Status", code: 404, reason: "NotFound" }));
+        return;
+      }
+      if (req.method === "POST" || req.method === "PUT")
+        state.lease = { ...(JSON.parse(body) as Record<string, unknown>), metadata: { name: "l", namespace: "ns", resourceVersion: "1" } };
       res.end(JSON.stringify(state.lease));
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  t.teardown(() => { server.closeAllConnections(); server.close(); });
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
   return { state, server, kc: new LeanKubeConfig({ server: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }, {}) };
 }
 
 test("a leader whose renewals hang steps down by the renew deadline, before the Lease expires", async (t) => {
   t.timeout(20_000);
   const { state, server, kc } = await standIn(t);
-  const elector = new LeaderElector(kc, { namespace: "ns", name: "l", identity: "me", leaseDurationSeconds: 6, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.2 }, pino({ level: "silent" }));
+  const elector = new LeaderElector(
+    kc,
+    { namespace: "ns", name: "l", identity: "me", leaseDurationSeconds: 6, renewDeadlineSeconds: 2, retryPeriodSeconds: 0.2 },
+    pino({ level: "silent" }),
+  );
   let startedAt = 0;
   let stoppedAt = 0;
   const stopped = new Promise<void>((resolve) => {
     void elector.run({
-      onStartedLeading: () => { startedAt = Date.now(); setTimeout(() => { state.hang = true; }, 300); },
-      onStoppedLeading: () => { stoppedAt = Date.now(); resolve(); },
+      onStartedLeading: () => {
+        startedAt = Date.now();
+        setTimeout(() => {
+          state.hang = true;
+        }, 300);
+      },
+      onStoppedLeading: () => {
+        stoppedAt = Date.now();
+        resolve();
+      },
     });
   });
   await stopped;
@@ -52,10 +74,20 @@ test("a leader whose renewals hang steps down by the renew deadline, before the 
 test("stop() while the API server hangs returns by the renew deadline: the Lease's release does not hold up shutdown", async (t) => {
   t.timeout(15_000); // the release used to wait for the transport's 60 s default
   const { state, kc } = await standIn(t);
-  const elector = new LeaderElector(kc, { namespace: "ns", name: "l", identity: "me", leaseDurationSeconds: 6, renewDeadlineSeconds: 2, retryPeriodSeconds: 5 }, pino({ level: "silent" }));
-  await new Promise<void>((resolve) => { void elector.run({ onStartedLeading: () => resolve(), onStoppedLeading: () => {} }); });
+  const elector = new LeaderElector(
+    kc,
+    { namespace: "ns", name: "l", identity: "me", leaseDurationSeconds: 6, renewDeadlineSeconds: 2, retryPeriodSeconds: 5 },
+    pino({ level: "silent" }),
+  );
+  await new Promise<void>((resolve) => {
+    void elector.run({ onStartedLeading: () => resolve(), onStoppedLeading: () => {} });
+  });
   state.hang = true;
   await elector.stop();
   t.false(elector.isLeader);
-  t.is((state.lease?.spec as { holderIdentity?: string } | undefined)?.holderIdentity, "me", "the release could not reach the server; the Lease will expire");
+  t.is(
+    (state.lease?.spec as { holderIdentity?: string } | undefined)?.holderIdentity,
+    "me",
+    "the release could not reach the server; the Lease will expire",
+  );
 });

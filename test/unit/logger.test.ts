@@ -9,7 +9,14 @@ const JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQifQ.c2l
 
 function capture() {
   const lines: string[] = [];
-  const log = createLogger({ level: "trace", destination: { write: (l: string) => { lines.push(l); } } });
+  const log = createLogger({
+    level: "trace",
+    destination: {
+      write: (l: string) => {
+        lines.push(l);
+      },
+    },
+  });
   return { log, lines };
 }
 
@@ -17,7 +24,8 @@ test("scrubTokens replaces keys (keeping their kind) and JWTs, and nothing else"
   t.is(scrubTokens(`/api/v1/workspaces/${KEY}/apps`), "/api/v1/workspaces/ws_sk_[redacted]/apps");
   t.is(scrubTokens(`govdb://gov_sk_abcDEF123-_@host/db and pa_sk_Zz9`), "govdb://gov_sk_[redacted]@host/db and pa_sk_[redacted]");
   t.is(scrubTokens(`Bearer ${JWT}`), "Bearer [redacted]");
-  for (const benign of ["/api/v1/workspaces/wsabcdefghij/apps/shop", "traces ingested", "task_sk", "ask_sk_", "eyJustice.is.blind"]) t.is(scrubTokens(benign), benign);
+  for (const benign of ["/api/v1/workspaces/wsabcdefghij/apps/shop", "traces ingested", "task_sk", "ask_sk_", "eyJustice.is.blind"])
+    t.is(scrubTokens(benign), benign);
 });
 
 test("a key or token anywhere in a line is scrubbed: message, error message and stack, deep values", (t) => {
@@ -36,7 +44,10 @@ test("a key or token anywhere in a line is scrubbed: message, error message and 
 
 test("fields named like secrets or AI payloads are redacted by name, one level down too", (t) => {
   const { log, lines } = capture();
-  log.info({ prompt: "the violet umbrella", trace: { output: "the harbour ferryman" }, headers: { authorization: "Basic abc" }, key: "hunter2" }, "x");
+  log.info(
+    { prompt: "the violet umbrella", trace: { output: "the harbour ferryman" }, headers: { authorization: "Basic abc" }, key: "hunter2" },
+    "x",
+  );
   const line = JSON.parse(lines[0]!) as Record<string, unknown>;
   t.like(line, { prompt: "[redacted]", trace: { output: "[redacted]" }, headers: { authorization: "[redacted]" }, key: "[redacted]" });
 });
@@ -47,7 +58,12 @@ test("redaction by name reaches two levels down, arrays included, and child bind
   const before = JSON.stringify(obj);
   log.child({ cookie: "berth_share=abc", requestId: "r1" }).info(obj, "x");
   const line = JSON.parse(lines[0]!) as Record<string, unknown>;
-  t.like(line, { cookie: "[redacted]", requestId: "r1", a: { b: { secret: "[redacted]" } }, items: [{ token: "[redacted]" }, { name: "ok" }] });
+  t.like(line, {
+    cookie: "[redacted]",
+    requestId: "r1",
+    a: { b: { secret: "[redacted]" } },
+    items: [{ token: "[redacted]" }, { name: "ok" }],
+  });
   t.deepEqual(line.deep, { b: { c: { password: "p4" } } }, "three levels down is past the name rule (the shape scrub still applies)");
   t.is(JSON.stringify(obj), before);
   const err = Object.assign(new Error("boom"), { code: "E1" });

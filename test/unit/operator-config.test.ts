@@ -17,11 +17,17 @@ test("workload placement: a nodeSelector object and a tolerations array", (t) =>
 const refused: [string, Record<string, string>, RegExp][] = [
   ["a selector that is not JSON", { BERTH_WORKLOAD_NODE_SELECTOR: "berth.dev/node=real" }, /BERTH_WORKLOAD_NODE_SELECTOR: must be JSON/],
   ["a selector key that is no label key", { BERTH_WORKLOAD_NODE_SELECTOR: '{"no spaces allowed":"x"}' }, /BERTH_WORKLOAD_NODE_SELECTOR/],
-  ["a toleration with an unknown effect", { BERTH_WORKLOAD_TOLERATIONS: '[{"key":"a","effect":"Sometimes"}]' }, /BERTH_WORKLOAD_TOLERATIONS/],
+  [
+    "a toleration with an unknown effect",
+    { BERTH_WORKLOAD_TOLERATIONS: '[{"key":"a","effect":"Sometimes"}]' },
+    /BERTH_WORKLOAD_TOLERATIONS/,
+  ],
   ["a toleration with an unknown field", { BERTH_WORKLOAD_TOLERATIONS: '[{"key":"a","colour":"red"}]' }, /BERTH_WORKLOAD_TOLERATIONS/],
 ];
 for (const [what, env, message] of refused) {
-  test(`the configuration refuses ${what}`, (t) => { t.throws(() => loadOperatorConfig(env), { message }); });
+  test(`the configuration refuses ${what}`, (t) => {
+    t.throws(() => loadOperatorConfig(env), { message });
+  });
 }
 
 test("the build cache: buildkitd's own by default, or the registry; nothing else", (t) => {

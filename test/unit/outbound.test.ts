@@ -9,8 +9,30 @@ import { embeddedIpv4, Outbound, OutboundPolicy, parseCidrList, type OutboundErr
 
 test("refused: loopback, private, link-local (metadata), shared, reserved, and IPv6 forms of them; public passes", (t) => {
   const p = new OutboundPolicy();
-  for (const a of ["127.0.0.1", "127.1.2.3", "10.96.0.1", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1", "255.255.255.255",
-    "::1", "::", "fe80::1", "fd00:ec2::254", "fc00::1", "::ffff:127.0.0.1", "::ffff:7f00:1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::1", "::127.0.0.1"]) {
+  for (const a of [
+    "127.0.0.1",
+    "127.1.2.3",
+    "10.96.0.1",
+    "172.16.0.1",
+    "172.31.255.255",
+    "192.168.1.1",
+    "169.254.169.254",
+    "100.64.0.1",
+    "0.0.0.0",
+    "224.0.0.1",
+    "255.255.255.255",
+    "::1",
+    "::",
+    "fe80::1",
+    "fd00:ec2::254",
+    "fc00::1",
+    "::ffff:127.0.0.1",
+    "::ffff:7f00:1",
+    "::ffff:10.0.0.1",
+    "64:ff9b::a9fe:a9fe",
+    "2002:7f00:1::1",
+    "::127.0.0.1",
+  ]) {
     t.false(p.permits(a), a);
   }
   for (const a of ["93.184.216.34", "8.8.8.8", "172.32.0.1", "2606:4700::1111", "::ffff:8.8.8.8"]) t.true(p.permits(a), a);
@@ -40,11 +62,20 @@ async function serve(host: string, handler: Parameters<typeof createServer>[1]):
 }
 
 const request = { timeoutMs: 5000, maxBytes: 1024 };
-const detailOf = async (p: Promise<unknown>) => ((await p.then(() => undefined, (e: unknown) => e)) as OutboundError | undefined)?.detail;
+const detailOf = async (p: Promise<unknown>) =>
+  (
+    (await p.then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as OutboundError | undefined
+  )?.detail;
 
 test("a name that resolves to a refused address is refused before connecting; allow-listed, the same request goes through", async (t) => {
   let hits = 0;
-  const { server, url } = await serve("127.0.0.1", (_req, res) => { hits++; res.end("secret"); });
+  const { server, url } = await serve("127.0.0.1", (_req, res) => {
+    hits++;
+    res.end("secret");
+  });
   t.teardown(() => server.close());
   const port = new URL(url).port;
   const attacker = () => Promise.resolve([{ address: "127.0.0.1", family: 4 }]);
@@ -52,7 +83,12 @@ test("a name that resolves to a refused address is refused before connecting; al
   t.regex((await detailOf(refused.get(`http://git.attacker.test:${port}/x`, request)))!, /resolves to a refused address \(127\.0\.0\.1\)/);
   t.regex((await detailOf(refused.get(`${url}/x`, request)))!, /127\.0\.0\.1 is a refused address/);
   // one address of several refused is enough (a rebinding answer mixes them)
-  const mixed = new Outbound(new OutboundPolicy(), () => Promise.resolve([{ address: "93.184.216.34", family: 4 }, { address: "127.0.0.1", family: 4 }]));
+  const mixed = new Outbound(new OutboundPolicy(), () =>
+    Promise.resolve([
+      { address: "93.184.216.34", family: 4 },
+      { address: "127.0.0.1", family: 4 },
+    ]),
+  );
   t.regex((await detailOf(mixed.get(`http://git.attacker.test:${port}/x`, request)))!, /refused address/);
   t.is(hits, 0);
   // the protection off (the address allow-listed): the very same request reads the server
@@ -65,12 +101,18 @@ test("a name that resolves to a refused address is refused before connecting; al
 
 test("a redirect is checked like the first hop: an allowed server cannot send the request to a refused one", async (t) => {
   let inside = 0;
-  const target = await serve("127.0.0.1", (_req, res) => { inside++; res.end("inside"); });
+  const target = await serve("127.0.0.1", (_req, res) => {
+    inside++;
+    res.end("inside");
+  });
   const front = await serve("127.0.0.2", (req, res) => {
     res.writeHead(302, { Location: req.url === "/loop" ? "/loop" : `${target.url}/metadata` });
     res.end();
   });
-  t.teardown(() => { target.server.close(); front.server.close(); });
+  t.teardown(() => {
+    target.server.close();
+    front.server.close();
+  });
   const policy = new OutboundPolicy({ allow: ["127.0.0.2/32"] });
   t.regex((await detailOf(new Outbound(policy).get(`${front.url}/x`, request)))!, /127\.0\.0\.1 is a refused address/);
   t.is(inside, 0);
@@ -84,13 +126,24 @@ test("a redirect is checked like the first hop: an allowed server cannot send th
 test("the body is capped and the request has a deadline", async (t) => {
   const endless = await serve("127.0.0.1", (req, res) => {
     if (req.url === "/silent") return; // never answers
-    if (req.url === "/declared") { res.writeHead(200, { "Content-Length": String(10 * 1024 * 1024) }); res.write("x"); return; }
+    if (req.url === "/declared") {
+      res.writeHead(200, { "Content-Length": String(10 * 1024 * 1024) });
+      res.write("x");
+      return;
+    }
     const chunk = Buffer.alloc(64 * 1024, 97);
-    const pump = () => { while (res.write(chunk)) { /* until the socket pushes back */ } };
+    const pump = () => {
+      while (res.write(chunk)) {
+        /* until the socket pushes back */
+      }
+    };
     res.on("drain", pump);
     pump();
   });
-  t.teardown(() => { endless.server.closeAllConnections(); endless.server.close(); });
+  t.teardown(() => {
+    endless.server.closeAllConnections();
+    endless.server.close();
+  });
   const o = new Outbound(new OutboundPolicy({ allow: ["127.0.0.1/32"] }));
   t.regex((await detailOf(o.get(`${endless.url}/endless`, { timeoutMs: 5000, maxBytes: 256 * 1024 })))!, /over the cap of 262144 bytes/);
   t.regex((await detailOf(o.get(`${endless.url}/declared`, { timeoutMs: 5000, maxBytes: 256 * 1024 })))!, /10485760 bytes, over the cap/);

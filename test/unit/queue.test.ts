@@ -7,7 +7,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Resolves with the next key, or "timeout" when none comes within `ms`. */
 async function getWithin(q: WorkQueue, ms: number): Promise<string | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<string>((r) => { timer = setTimeout(() => r("timeout"), ms); });
+  const timeout = new Promise<string>((r) => {
+    timer = setTimeout(() => r("timeout"), ms);
+  });
   const key = await Promise.race([q.get(), timeout]);
   clearTimeout(timer);
   return key;
@@ -15,7 +17,10 @@ async function getWithin(q: WorkQueue, ms: number): Promise<string | undefined> 
 
 test("add dedupes keys that are waiting", async (t) => {
   const q = new WorkQueue();
-  q.add("a"); q.add("b"); q.add("a"); q.add("a");
+  q.add("a");
+  q.add("b");
+  q.add("a");
+  q.add("a");
   t.is(q.length, 2);
   t.is(await q.get(), "a");
   t.is(await q.get(), "b");
@@ -28,7 +33,8 @@ test("a key added while processing is not handed out until done, then runs again
   q.add("a");
   const first = await q.get();
   t.is(first, "a");
-  q.add("a"); q.add("a");
+  q.add("a");
+  q.add("a");
   t.is(q.length, 0, "the key being processed is not in line");
   const waiting = q.get();
   t.is(await Promise.race([waiting, sleep(50).then(() => "still waiting")]), "still waiting", "never handed out while processing");
@@ -119,8 +125,15 @@ test("shutDown releases waiting getters and drops delayed keys", async (t) => {
 test("hooks report adds after dedupe and the depth", async (t) => {
   let adds = 0;
   let depth = -1;
-  const q = new WorkQueue({ onAdd: () => adds++, onDepth: (n) => { depth = n; } });
-  q.add("a"); q.add("a"); q.add("b");
+  const q = new WorkQueue({
+    onAdd: () => adds++,
+    onDepth: (n) => {
+      depth = n;
+    },
+  });
+  q.add("a");
+  q.add("a");
+  q.add("b");
   t.is(adds, 2);
   t.is(depth, 2);
   await q.get();

@@ -20,13 +20,16 @@ for (const [file, text] of generateChartRbac()) {
 const a = (over: Partial<Access>): Access => ({ group: "apps", resource: "deployments", verbs: ["get"], why: "w", ...over });
 
 test("declarations of one resource merge their verbs (in RBAC's order) and reasons; scopes stay apart", (t) => {
-  const rules = rulesOf([
-    a({ verbs: ["watch", "list"], why: "cache" }),
-    a({ group: "", resource: "secrets", verbs: ["create"], why: "secret" }),
-    a({ verbs: ["patch", "get"], why: "apply" }),
-    a({ verbs: ["get"], why: "apply" }),
-    a({ group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release", why: "lease" }),
-  ], "cluster");
+  const rules = rulesOf(
+    [
+      a({ verbs: ["watch", "list"], why: "cache" }),
+      a({ group: "", resource: "secrets", verbs: ["create"], why: "secret" }),
+      a({ verbs: ["patch", "get"], why: "apply" }),
+      a({ verbs: ["get"], why: "apply" }),
+      a({ group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release", why: "lease" }),
+    ],
+    "cluster",
+  );
   t.deepEqual(rules, [
     { rule: { apiGroups: ["apps"], resources: ["deployments"], verbs: ["get", "list", "watch", "patch"] }, why: ["cache", "apply"] },
     { rule: { apiGroups: [""], resources: ["secrets"], verbs: ["create"] }, why: ["secret"] },
@@ -34,14 +37,20 @@ test("declarations of one resource merge their verbs (in RBAC's order) and reaso
 });
 
 test("named grants are their own rules, names sorted and deduplicated", (t) => {
-  const rules = rulesOf([
-    a({ group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release" }),
-    a({ group: "coordination.k8s.io", resource: "leases", verbs: ["update", "get"], names: ["b", "a", "b"], scope: "release" }),
-  ], "release");
-  t.deepEqual(rules.map((r) => r.rule), [
-    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
-    { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["a", "b"], verbs: ["get", "update"] },
-  ]);
+  const rules = rulesOf(
+    [
+      a({ group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release" }),
+      a({ group: "coordination.k8s.io", resource: "leases", verbs: ["update", "get"], names: ["b", "a", "b"], scope: "release" }),
+    ],
+    "release",
+  );
+  t.deepEqual(
+    rules.map((r) => r.rule),
+    [
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["a", "b"], verbs: ["get", "update"] },
+    ],
+  );
 });
 
 const refused: [string, Access, RegExp][] = [
@@ -62,8 +71,10 @@ for (const [what, access, message] of refused) {
 }
 
 test("rules render as YAML list items with their reasons as comments", (t) => {
-  t.is(renderRules(rulesOf([a({ verbs: ["get", "list"], why: "because" })], "cluster"), 2),
-    '  # because\n  - apiGroups: ["apps"]\n    resources: ["deployments"]\n    verbs: ["get", "list"]');
+  t.is(
+    renderRules(rulesOf([a({ verbs: ["get", "list"], why: "because" })], "cluster"), 2),
+    '  # because\n  - apiGroups: ["apps"]\n    resources: ["deployments"]\n    verbs: ["get", "list"]',
+  );
 });
 
 // What the processes do, against the rules they get: a change that drops a grant a call needs
@@ -85,8 +96,13 @@ test("the operator may manage its finalizer and status but never an App's spec b
 });
 
 test("the API never touches workloads; of Secrets it reads, creates and patches one at a time (a service's <app>-env and <app>-webhook)", (t) => {
-  for (const [group, resource] of [["apps", "deployments"], ["", "services"], ["batch", "jobs"]] as const) {
-    for (const verb of ["get", "list", "create", "patch", "delete"] as const) t.false(allows(API, verb, group, resource), `${verb} ${resource}`);
+  for (const [group, resource] of [
+    ["apps", "deployments"],
+    ["", "services"],
+    ["batch", "jobs"],
+  ] as const) {
+    for (const verb of ["get", "list", "create", "patch", "delete"] as const)
+      t.false(allows(API, verb, group, resource), `${verb} ${resource}`);
   }
   for (const verb of ["get", "create", "patch"] as const) t.true(allows(API, verb, "", "secrets"), `${verb} secrets`);
   for (const verb of ["list", "watch", "update", "delete"] as const) t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);

@@ -3,15 +3,23 @@ import test from "ava";
 import type { Informer, InformerEvent, KubeObject } from "../../kube/index.ts";
 import { RecentWrites, newerVersion } from "../../kube/recent.ts";
 
-const obj = (name: string, resourceVersion: string, extra: Partial<KubeObject["metadata"]> = {}): KubeObject =>
-  ({ metadata: { name, namespace: "ns", resourceVersion, ...extra } });
+const obj = (name: string, resourceVersion: string, extra: Partial<KubeObject["metadata"]> = {}): KubeObject => ({
+  metadata: { name, namespace: "ns", resourceVersion, ...extra },
+});
 
 /** Just enough of an Informer for track(): handlers and a way to fire events. */
 function fakeInformer() {
   const handlers = new Set<(e: InformerEvent, o: KubeObject) => void>();
   return {
-    informer: { on: (h: (e: InformerEvent, o: KubeObject) => void) => { handlers.add(h); return () => handlers.delete(h); } } as unknown as Informer<KubeObject>,
-    fire: (e: InformerEvent, o: KubeObject) => { for (const h of handlers) h(e, o); },
+    informer: {
+      on: (h: (e: InformerEvent, o: KubeObject) => void) => {
+        handlers.add(h);
+        return () => handlers.delete(h);
+      },
+    } as unknown as Informer<KubeObject>,
+    fire: (e: InformerEvent, o: KubeObject) => {
+      for (const h of handlers) h(e, o);
+    },
   };
 }
 

@@ -5,12 +5,26 @@ import test from "ava";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createServer, request } from "node:http";
-import { burn, burnMillis, chatRequest, DEFAULT_BURN_MS, helloHandler, MAX_BURN_MS, MAX_MESSAGE_CHARS, shownVariable } from "../../samples/hello/app.ts";
+import {
+  burn,
+  burnMillis,
+  chatRequest,
+  DEFAULT_BURN_MS,
+  helloHandler,
+  MAX_BURN_MS,
+  MAX_MESSAGE_CHARS,
+  shownVariable,
+} from "../../samples/hello/app.ts";
 import { loadConfig } from "../../samples/hello/config.ts";
 
 test("configuration: PORT 8080, all interfaces and version 1 by default; invalid values are refused", (t) => {
   t.deepEqual(loadConfig({}), { port: 8080, host: "0.0.0.0", version: "1", shown: {} });
-  t.deepEqual(loadConfig({ PORT: "9000", HOST: "127.0.0.1", HELLO_VERSION: "2", UNRELATED: "x" }), { port: 9000, host: "127.0.0.1", version: "2", shown: {} });
+  t.deepEqual(loadConfig({ PORT: "9000", HOST: "127.0.0.1", HELLO_VERSION: "2", UNRELATED: "x" }), {
+    port: 9000,
+    host: "127.0.0.1",
+    version: "2",
+    shown: {},
+  });
   t.deepEqual(loadConfig({ PORT: "", HELLO_VERSION: "" }), { port: 8080, host: "0.0.0.0", version: "1", shown: {} }, "empty is unset");
   t.throws(() => loadConfig({ PORT: "eighty" }));
   t.throws(() => loadConfig({ PORT: "70000" }));
@@ -25,16 +39,26 @@ test("GET /env/<name> shows SAMPLE_* variables only: the configuration keeps no 
   t.is(shownVariable({ ...shown, PATH: "/bin" }, "PATH"), undefined, "never another name, even if given");
   t.is(shownVariable(shown, "constructor"), undefined);
 
-  const server = createServer(helloHandler({ version: "1", chat: { unavailable: "test" }, shown: { ...shown, GOVDB_CONNECTION: "secret" } }));
+  const server = createServer(
+    helloHandler({ version: "1", chat: { unavailable: "test" }, shown: { ...shown, GOVDB_CONNECTION: "secret" } }),
+  );
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   t.teardown(() => server.close());
   const port = (server.address() as { port: number }).port;
-  const get = (path: string) => new Promise<{ status: number; text: string }>((resolve, reject) => {
-    request({ host: "127.0.0.1", port, path }, (res) => {
-      let text = "";
-      res.setEncoding("utf8").on("data", (d: string) => { text += d; }).on("end", () => resolve({ status: res.statusCode ?? 0, text }));
-    }).on("error", reject).end();
-  });
+  const get = (path: string) =>
+    new Promise<{ status: number; text: string }>((resolve, reject) => {
+      request({ host: "127.0.0.1", port, path }, (res) => {
+        let text = "";
+        res
+          .setEncoding("utf8")
+          .on("data", (d: string) => {
+            text += d;
+          })
+          .on("end", () => resolve({ status: res.statusCode ?? 0, text }));
+      })
+        .on("error", reject)
+        .end();
+    });
   t.deepEqual(await get("/env/SAMPLE_GREETING"), { status: 200, text: "hej" });
   t.is((await get("/env/SAMPLE_MISSING")).status, 404);
   const gov = await get("/env/GOVDB_CONNECTION");
@@ -59,7 +83,9 @@ test("burn keeps the CPU busy for the time asked, and lets other work run betwee
   // sleeping whatever the scheduler does, and timers must run between slices.
   const elu0 = performance.eventLoopUtilization();
   let ticks = 0;
-  const timer = setInterval(() => { ticks++; }, 5);
+  const timer = setInterval(() => {
+    ticks++;
+  }, 5);
   const took = await burn(200);
   clearInterval(timer);
   const busy = performance.eventLoopUtilization(elu0).utilization;
@@ -71,7 +97,18 @@ test("burn keeps the CPU busy for the time asked, and lets other work run betwee
 test("/chat's body: a non-empty message of bounded length and an optional sessionId", (t) => {
   t.deepEqual(chatRequest({ message: "hi" }), { message: "hi" });
   t.deepEqual(chatRequest({ message: "hi", sessionId: "s1" }), { message: "hi", sessionId: "s1" });
-  for (const bad of [null, [], "hi", {}, { message: "" }, { message: "  " }, { message: 3 }, { message: "x".repeat(MAX_MESSAGE_CHARS + 1) }, { message: "hi", sessionId: "" }, { message: "hi", sessionId: 7 }]) {
+  for (const bad of [
+    null,
+    [],
+    "hi",
+    {},
+    { message: "" },
+    { message: "  " },
+    { message: 3 },
+    { message: "x".repeat(MAX_MESSAGE_CHARS + 1) },
+    { message: "hi", sessionId: "" },
+    { message: "hi", sessionId: 7 },
+  ]) {
     t.true("problem" in chatRequest(bad), JSON.stringify(bad)?.slice(0, 40));
   }
 });
@@ -79,7 +116,12 @@ test("/chat's body: a non-empty message of bounded length and an optional sessio
 const root = join(import.meta.dirname, "../..");
 
 test("the sample's dependencies are the toolkit's at the same versions plus the root's @langchain/core, and its lock matches", async (t) => {
-  const read = async (p: string) => JSON.parse(await readFile(join(root, p), "utf8")) as { dependencies?: Record<string, string>; devDependencies?: Record<string, string>; packages?: Record<string, { dependencies?: Record<string, string>; version?: string }> };
+  const read = async (p: string) =>
+    JSON.parse(await readFile(join(root, p), "utf8")) as {
+      dependencies?: Record<string, string>;
+      devDependencies?: Record<string, string>;
+      packages?: Record<string, { dependencies?: Record<string, string>; version?: string }>;
+    };
   const sample = await read("samples/hello/package.json");
   const toolkit = await read("toolkit/package.json");
   const rootPkg = await read("package.json");

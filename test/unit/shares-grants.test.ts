@@ -4,8 +4,22 @@ import test from "ava";
 import { viewerOf } from "../../api/shares/oidc.ts";
 import { createHash } from "node:crypto";
 import {
-  cookieValue, decide, grantCookie, grantExpiry, isShareToken, mintShareToken, parseGrant, parseTicket, shareLive, shareTokenHash, sign, tokenMatches, verify, withoutParams,
-  type Grant, type ShareView,
+  cookieValue,
+  decide,
+  grantCookie,
+  grantExpiry,
+  isShareToken,
+  mintShareToken,
+  parseGrant,
+  parseTicket,
+  shareLive,
+  shareTokenHash,
+  sign,
+  tokenMatches,
+  verify,
+  withoutParams,
+  type Grant,
+  type ShareView,
 } from "../../api/shares/grants.ts";
 import { scrubTokens } from "../../kube/logger.ts";
 
@@ -14,7 +28,8 @@ const otherKey = Buffer.from("o".repeat(32));
 const NOW = Date.parse("2030-01-01T00:00:00Z");
 
 test("a share token is 32 random bytes with its prefix; its hash is SHA-256 hex; logs scrub it by its shape", (t) => {
-  const a = mintShareToken(), b = mintShareToken();
+  const a = mintShareToken(),
+    b = mintShareToken();
   t.regex(a, /^shr_sk_[A-Za-z0-9_-]{43}$/);
   t.not(a, b);
   t.true(isShareToken(a));
@@ -112,6 +127,7 @@ test("the viewer is sent back without the token or ticket, everything else kept"
 test("the signed-in viewer: the email only when the provider verified it, else issuer#subject", (t) => {
   const iss = "https://login.example.com";
   t.deepEqual(viewerOf({ iss, sub: "u1", email: "a@corp.example", email_verified: true }), { sub: `${iss}#u1`, email: "a@corp.example" });
-  for (const email_verified of [false, "true", undefined]) t.deepEqual(viewerOf({ iss, sub: "u1", email: "ceo@corp.example", email_verified }), { sub: `${iss}#u1` }, String(email_verified));
+  for (const email_verified of [false, "true", undefined])
+    t.deepEqual(viewerOf({ iss, sub: "u1", email: "ceo@corp.example", email_verified }), { sub: `${iss}#u1` }, String(email_verified));
   t.deepEqual(viewerOf({ iss, sub: "u1", email_verified: true }), { sub: `${iss}#u1` });
 });

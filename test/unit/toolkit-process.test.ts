@@ -12,7 +12,12 @@ const toolkit = fileURLToPath(new URL("../../toolkit/src/index.ts", import.meta.
 /** The stand-in API, recording the inputs of the traces it is sent. */
 async function fakeApi(t: { teardown(fn: () => void): void }) {
   const api = await fakeGovernanceApi(t);
-  return { get received() { return api.received.map((x) => x.input); }, port: api.port };
+  return {
+    get received() {
+      return api.received.map((x) => x.input);
+    },
+    port: api.port,
+  };
 }
 
 /** A child service: submits three traces (a long linger keeps them queued), then `then`. */

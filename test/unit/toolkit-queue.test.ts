@@ -20,7 +20,9 @@ class FakeClock implements Clock {
   timer(fn: () => void, ms: number): () => void {
     const entry = { at: this.t + ms, fn, seq: this.#seq++ };
     this.#timers.push(entry);
-    return () => { this.#timers = this.#timers.filter((e) => e !== entry); };
+    return () => {
+      this.#timers = this.#timers.filter((e) => e !== entry);
+    };
   }
 
   /** the time of the next timer, if any */
@@ -49,7 +51,11 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise<void>((r) => setImmediate(r));
 }
 
-interface Sent { at: number; ids: string[]; bytes: number }
+interface Sent {
+  at: number;
+  ids: string[];
+  bytes: number;
+}
 
 /** A transport that answers from a script (default: every trace created) and records what it got. */
 class ScriptedTransport {
@@ -77,7 +83,7 @@ class ScriptedTransport {
       results: ids.map((id) => {
         const dup = this.stored.has(id);
         this.stored.add(id);
-        return { traceId: id, status: dup ? "duplicate" as const : "created" as const };
+        return { traceId: id, status: dup ? ("duplicate" as const) : ("created" as const) };
       }),
     });
   }
@@ -122,7 +128,10 @@ test("traces wait up to lingerMs for a batch, then go in one request", async (t)
   await clock.advance(249);
   t.is(transport.sent.length, 0, "nothing before the linger");
   await clock.advance(1);
-  t.deepEqual(transport.sent.map((s) => s.ids), [ids]);
+  t.deepEqual(
+    transport.sent.map((s) => s.ids),
+    [ids],
+  );
   t.like(queue.stats(), { queued: 0, submitted: 3, sent: 3, duplicates: 0, rejected: 0, dropped: 0, retries: 0 });
 });
 
@@ -130,9 +139,16 @@ test("a full batch goes at once; batches hold at most 500 traces", async (t) => 
   const { clock, transport, queue } = setup({ lingerMs: 10_000 });
   for (let i = 0; i < 1200; i++) queue.enqueue(record());
   await clock.advance(0);
-  t.deepEqual(transport.sent.map((s) => s.ids.length), [500, 500], "two full batches without waiting");
+  t.deepEqual(
+    transport.sent.map((s) => s.ids.length),
+    [500, 500],
+    "two full batches without waiting",
+  );
   await clock.advance(10_000);
-  t.deepEqual(transport.sent.map((s) => s.ids.length), [500, 500, 200]);
+  t.deepEqual(
+    transport.sent.map((s) => s.ids.length),
+    [500, 500, 200],
+  );
   t.is(queue.stats().sent, 1200);
 });
 
@@ -140,7 +156,10 @@ test("batchSize above 500 is capped at 500", async (t) => {
   const { clock, transport, queue } = setup({ batchSize: 2000, lingerMs: 0 });
   for (let i = 0; i < 700; i++) queue.enqueue(record());
   await clock.advance(0);
-  t.deepEqual(transport.sent.map((s) => s.ids.length), [500, 200]);
+  t.deepEqual(
+    transport.sent.map((s) => s.ids.length),
+    [500, 200],
+  );
 });
 
 test("a batch stays under maxBatchBytes; a trace larger than a request is rejected without sending", async (t) => {
@@ -148,7 +167,10 @@ test("a batch stays under maxBatchBytes; a trace larger than a request is reject
   for (let i = 0; i < 10; i++) queue.enqueue(record({ input: "x".repeat(300) }));
   t.false(queue.enqueue(record({ input: "y".repeat(5000) })));
   await clock.advance(0);
-  t.true(transport.sent.every((s) => s.bytes <= 2000), transport.sent.map((s) => s.bytes).join(","));
+  t.true(
+    transport.sent.every((s) => s.bytes <= 2000),
+    transport.sent.map((s) => s.bytes).join(","),
+  );
   t.is(transport.sent.flatMap((s) => s.ids).length, 10);
   t.true(transport.sent.length >= 3);
   t.like(queue.stats(), { sent: 10, rejected: 1 });
@@ -171,17 +193,35 @@ test("network errors and 5xx are retried with exponential backoff and jitter unt
     await clock.advance(1);
     t.is(transport.sent.length, before + 1, `an attempt at ${delay} ms`);
   }
-  t.deepEqual(transport.sent.map((s) => s.ids), Array(6).fill([r.traceId]));
+  t.deepEqual(
+    transport.sent.map((s) => s.ids),
+    Array(6).fill([r.traceId]),
+  );
   t.like(queue.stats(), { sent: 1, retries: 5, queued: 0 });
   t.like(queue.stats().lastError, { message: "network error: ECONNREFUSED" });
 });
 
 test("backoffDelay: exponential, capped, jitter within [half, full]", (t) => {
-  t.is(backoffDelay(1, 500, 30_000, () => 0), 250);
-  t.is(backoffDelay(1, 500, 30_000, () => 0.999999), 500);
-  t.is(backoffDelay(4, 500, 30_000, () => 0), 2000);
-  t.is(backoffDelay(20, 500, 30_000, () => 0), 15_000);
-  t.is(backoffDelay(200, 500, 30_000, () => 1), 30_000);
+  t.is(
+    backoffDelay(1, 500, 30_000, () => 0),
+    250,
+  );
+  t.is(
+    backoffDelay(1, 500, 30_000, () => 0.999999),
+    500,
+  );
+  t.is(
+    backoffDelay(4, 500, 30_000, () => 0),
+    2000,
+  );
+  t.is(
+    backoffDelay(20, 500, 30_000, () => 0),
+    15_000,
+  );
+  t.is(
+    backoffDelay(200, 500, 30_000, () => 1),
+    30_000,
+  );
 });
 
 test("Retry-After is honoured (and parsed from seconds or a date)", async (t) => {
@@ -214,11 +254,16 @@ test("a 4xx on the batch is not retried: its traces count as rejected, with a wa
 test("per-item results: created, duplicate and rejected are counted apart", async (t) => {
   const { clock, transport, queue, warnings } = setup({ lingerMs: 0 });
   const [a, b, c] = [record(), record(), record()];
-  transport.script = [() => ({ kind: "accepted", results: [
-    { traceId: a.traceId, status: "created" },
-    { traceId: b.traceId, status: "duplicate" },
-    { traceId: c.traceId, status: "rejected", reason: "body.traces[2].timestamp: is more than 1 hour in the future" },
-  ] })];
+  transport.script = [
+    () => ({
+      kind: "accepted",
+      results: [
+        { traceId: a.traceId, status: "created" },
+        { traceId: b.traceId, status: "duplicate" },
+        { traceId: c.traceId, status: "rejected", reason: "body.traces[2].timestamp: is more than 1 hour in the future" },
+      ],
+    }),
+  ];
   for (const r of [a, b, c]) queue.enqueue(r);
   await clock.advance(0);
   t.like(queue.stats(), { sent: 1, duplicates: 1, rejected: 1 });
@@ -232,18 +277,26 @@ test("a retry after a lost answer never stores twice: the API answers duplicate"
   transport.script = [() => "store-then-fail"];
   const ids = [record(), record()].map((r) => (queue.enqueue(r), r.traceId));
   await clock.advance(1000);
-  t.deepEqual(transport.sent.map((s) => s.ids), [ids, ids], "the same traceIds are sent again");
+  t.deepEqual(
+    transport.sent.map((s) => s.ids),
+    [ids, ids],
+    "the same traceIds are sent again",
+  );
   t.like(queue.stats(), { sent: 0, duplicates: 2, retries: 1, queued: 0 });
   t.is(transport.stored.size, 2);
 });
 
 test("413: the batch is split in half until it fits; a single trace too large is rejected", async (t) => {
   const { clock, transport, queue } = setup({ lingerMs: 0 });
-  const script = (ids: string[]): SendOutcome => (ids.length > 3 ? { kind: "too_large", error: "HTTP 413" } : { kind: "accepted", results: [] });
+  const script = (ids: string[]): SendOutcome =>
+    ids.length > 3 ? { kind: "too_large", error: "HTTP 413" } : { kind: "accepted", results: [] };
   transport.script = Array(20).fill(script);
   for (let i = 0; i < 10; i++) queue.enqueue(record());
   await clock.advance(0);
-  t.deepEqual(transport.sent.map((s) => s.ids.length), [10, 5, 3, 3, 3, 1]);
+  t.deepEqual(
+    transport.sent.map((s) => s.ids.length),
+    [10, 5, 3, 3, 3, 1],
+  );
   t.like(queue.stats(), { sent: 10, rejected: 0, retries: 0 });
 
   const single = setup({ lingerMs: 0 });
@@ -254,7 +307,14 @@ test("413: the batch is split in half until it fits; a single trace too large is
 });
 
 test("the memory bound drops the oldest traces, with one counted warning per interval", async (t) => {
-  const { clock, transport, queue, warnings } = setup({ lingerMs: 0, maxQueue: 5, batchSize: 2, initialBackoffMs: 1000, maxBackoffMs: 2000, warnIntervalMs: 30_000 });
+  const { clock, transport, queue, warnings } = setup({
+    lingerMs: 0,
+    maxQueue: 5,
+    batchSize: 2,
+    initialBackoffMs: 1000,
+    maxBackoffMs: 2000,
+    warnIntervalMs: 30_000,
+  });
   transport.script = Array(1000).fill(() => ({ kind: "retry", error: "network error: ECONNREFUSED" }));
   const all = Array.from({ length: 9 }, () => record());
   for (const r of all) queue.enqueue(r);
@@ -316,7 +376,16 @@ test("shutdown flushes, then drops what is left with a warning; later submits ar
 test("a logger that throws does not break the sender", async (t) => {
   const clock = new FakeClock();
   const transport = new ScriptedTransport(clock);
-  const queue = new TraceQueue({ transport, clock, lingerMs: 0, logger: { warn() { throw new Error("boom"); } } });
+  const queue = new TraceQueue({
+    transport,
+    clock,
+    lingerMs: 0,
+    logger: {
+      warn() {
+        throw new Error("boom");
+      },
+    },
+  });
   transport.script = [() => ({ kind: "retry", error: "x" })];
   queue.enqueue(record());
   await clock.advance(10_000);
@@ -331,10 +400,26 @@ test("HttpTransport: bearer key, per-item results, retry on 503 with Retry-After
   const answers: [number, Record<string, string>, string][] = [];
   const server = createServer((req, res) => {
     let body = "";
-    req.on("data", (c: Buffer) => { body += c.toString(); });
+    req.on("data", (c: Buffer) => {
+      body += c.toString();
+    });
     req.on("end", () => {
       seen.push({ auth: req.headers.authorization, type: req.headers["content-type"], path: req.url });
-      const [status, headers, text] = answers.shift() ?? [200, {}, JSON.stringify({ results: (JSON.parse(body) as { traces: TraceRecord[] }).traces.map((x) => ({ traceId: x.traceId, status: "created", guardBlocked: false, evalScore: 1 })), created: 1, duplicates: 0, rejected: 0 })];
+      const [status, headers, text] = answers.shift() ?? [
+        200,
+        {},
+        JSON.stringify({
+          results: (JSON.parse(body) as { traces: TraceRecord[] }).traces.map((x) => ({
+            traceId: x.traceId,
+            status: "created",
+            guardBlocked: false,
+            evalScore: 1,
+          })),
+          created: 1,
+          duplicates: 0,
+          rejected: 0,
+        }),
+      ];
       res.writeHead(status, { "content-type": "application/json", ...headers }).end(text);
     });
   });
@@ -355,9 +440,22 @@ test("HttpTransport: bearer key, per-item results, retry on 503 with Retry-After
   answers.push([413, {}, JSON.stringify({ code: "payload_too_large" })]);
   t.like(await transport.send(body, 1, signal), { kind: "too_large" });
   answers.push([403, {}, JSON.stringify({ code: "project_mismatch", detail: "This key belongs to project a" })]);
-  t.deepEqual(await transport.send(body, 1, signal), { kind: "rejected", error: "HTTP 403 project_mismatch: This key belongs to project a", status: 403 });
-  answers.push([200, {}, JSON.stringify({ results: [{ traceId: r.traceId, status: "rejected", errors: [{ field: "body.traces[0].model", message: "required" }] }] })]);
-  t.deepEqual(await transport.send(body, 1, signal), { kind: "accepted", results: [{ traceId: r.traceId, status: "rejected", reason: "body.traces[0].model: required" }] });
+  t.deepEqual(await transport.send(body, 1, signal), {
+    kind: "rejected",
+    error: "HTTP 403 project_mismatch: This key belongs to project a",
+    status: 403,
+  });
+  answers.push([
+    200,
+    {},
+    JSON.stringify({
+      results: [{ traceId: r.traceId, status: "rejected", errors: [{ field: "body.traces[0].model", message: "required" }] }],
+    }),
+  ]);
+  t.deepEqual(await transport.send(body, 1, signal), {
+    kind: "accepted",
+    results: [{ traceId: r.traceId, status: "rejected", reason: "body.traces[0].model: required" }],
+  });
 
   answers.push([200, {}, JSON.stringify({ project: "shop", observability: {}, engine: { guards: {} } })]);
   t.deepEqual(await transport.config(), { ok: true, config: { project: "shop", observability: {}, engine: { guards: {} } } });
@@ -377,14 +475,29 @@ test("HttpTransport: bearer key, per-item results, retry on 503 with Retry-After
 
 const CONNECTION = `govdb://gov_sk_${"a".repeat(43)}@127.0.0.1:1/db`;
 
-function governanceWith(configs: (() => ReturnType<HttpTransport["config"]>)[], extra: Partial<ConstructorParameters<typeof Governance>[0]> = {}) {
+function governanceWith(
+  configs: (() => ReturnType<HttpTransport["config"]>)[],
+  extra: Partial<ConstructorParameters<typeof Governance>[0]> = {},
+) {
   const clock = new FakeClock();
   const transport = Object.assign(new ScriptedTransport(clock), {
     configCalls: 0,
-    config() { this.configCalls++; return (configs.shift() ?? (() => Promise.resolve({ ok: false as const, error: "network error: ECONNREFUSED", retryable: true })))(); },
+    config() {
+      this.configCalls++;
+      return (configs.shift() ?? (() => Promise.resolve({ ok: false as const, error: "network error: ECONNREFUSED", retryable: true })))();
+    },
   });
   const warnings = new Warnings();
-  const g = new Governance({ connection: CONNECTION, env: {}, transport, clock, logger: warnings, random: () => 0.5, lingerMs: 0, ...extra });
+  const g = new Governance({
+    connection: CONNECTION,
+    env: {},
+    transport,
+    clock,
+    logger: warnings,
+    random: () => 0.5,
+    lingerMs: 0,
+    ...extra,
+  });
   return { g, clock, transport, warnings };
 }
 
@@ -408,7 +521,10 @@ test("the config fetch fails: default engine at once, retried in the background,
   t.is(transport.configCalls, 1);
   await clock.advance(750);
   t.is(transport.configCalls, 2, "retried after a backoff");
-  (transport as unknown as { config: () => Promise<unknown> }).config = () => { transport.configCalls++; return Promise.resolve({ ok: true, config: remote }); };
+  (transport as unknown as { config: () => Promise<unknown> }).config = () => {
+    transport.configCalls++;
+    return Promise.resolve({ ok: true, config: remote });
+  };
   await clock.advance(1500);
   t.is(transport.configCalls, 3);
   t.is(g.stats().config, "api");
@@ -424,7 +540,9 @@ test("the config fetch gives up after configAttempts, and never retries a 401", 
   t.is(transport.configCalls, 3);
   t.regex(warnings.lines.at(-1)!.message, /gave up loading the governance config/);
 
-  const unauthorized = governanceWith([() => Promise.resolve({ ok: false, error: "HTTP 401 unauthorized", status: 401, retryable: false })]);
+  const unauthorized = governanceWith([
+    () => Promise.resolve({ ok: false, error: "HTTP 401 unauthorized", status: 401, retryable: false }),
+  ]);
   await unauthorized.g.start();
   await unauthorized.clock.advance(600_000);
   t.is(unauthorized.transport.configCalls, 1);
@@ -432,8 +550,14 @@ test("the config fetch gives up after configAttempts, and never retries a 401", 
 });
 
 test("requireConfig: start() fails fast with GovernanceConfigError", async (t) => {
-  const { g, transport } = governanceWith([() => Promise.resolve({ ok: false, error: "HTTP 503 not_ready", status: 503, retryable: true })], { requireConfig: true });
-  const err = await t.throwsAsync(g.start(), { name: "GovernanceConfigError", message: /could not load the governance config at boot: HTTP 503/ });
+  const { g, transport } = governanceWith(
+    [() => Promise.resolve({ ok: false, error: "HTTP 503 not_ready", status: 503, retryable: true })],
+    { requireConfig: true },
+  );
+  const err = await t.throwsAsync(g.start(), {
+    name: "GovernanceConfigError",
+    message: /could not load the governance config at boot: HTTP 503/,
+  });
   t.is((err as unknown as { status: number }).status, 503);
   t.is(transport.configCalls, 1);
 });
@@ -450,7 +574,19 @@ test("submit: defaults applied, project tagged, invalid traces warned about and 
   await g.start();
   const id = g.submit({ input: "hi", output: "hello", model: "m", latency: 12.5, tokens: { prompt: 1, completion: 2 } });
   t.regex(id!, /^[0-9a-f-]{36}$/);
-  const explicit = g.submit({ traceId: "11111111-2222-4333-8444-555555555555", input: "a", output: "b", model: "m", latency: 1, tokens: { prompt: 0, completion: 0, total: 0 }, timestamp: "2026-01-01T00:00:00Z", sessionId: "s1" }, { project: "shop" });
+  const explicit = g.submit(
+    {
+      traceId: "11111111-2222-4333-8444-555555555555",
+      input: "a",
+      output: "b",
+      model: "m",
+      latency: 1,
+      tokens: { prompt: 0, completion: 0, total: 0 },
+      timestamp: "2026-01-01T00:00:00Z",
+      sessionId: "s1",
+    },
+    { project: "shop" },
+  );
   t.is(explicit, "11111111-2222-4333-8444-555555555555");
   // @ts-expect-error: a JavaScript caller may pass anything
   t.is(g.submit({ input: 1 }), undefined);
@@ -469,8 +605,30 @@ test("HttpTransport bodies carry the trace as given plus the defaults", async (t
   };
   const g = new Governance({ connection: CONNECTION, env: { GOVERNANCE_PROJECT: "shop" }, fetch: fetchStub, lingerMs: 0 });
   const at = new Date("2026-11-21T21:20:00.243Z");
-  const id = g.submit({ input: "p", output: "r", model: "m", latency: 3, tokens: { prompt: 4, completion: 5 }, timestamp: at, error: "Error: boom" });
+  const id = g.submit({
+    input: "p",
+    output: "r",
+    model: "m",
+    latency: 3,
+    tokens: { prompt: 4, completion: 5 },
+    timestamp: at,
+    error: "Error: boom",
+  });
   t.true(await g.flush(5000));
-  t.deepEqual(JSON.parse(body), { traces: [{ traceId: id, input: "p", output: "r", model: "m", latency: 3, tokens: { prompt: 4, completion: 5, total: 9 }, timestamp: "2026-11-21T21:20:00.243Z", error: "Error: boom", project: "shop" }] });
+  t.deepEqual(JSON.parse(body), {
+    traces: [
+      {
+        traceId: id,
+        input: "p",
+        output: "r",
+        model: "m",
+        latency: 3,
+        tokens: { prompt: 4, completion: 5, total: 9 },
+        timestamp: "2026-11-21T21:20:00.243Z",
+        error: "Error: boom",
+        project: "shop",
+      },
+    ],
+  });
   await g.shutdown();
 });

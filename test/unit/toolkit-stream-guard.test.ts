@@ -15,22 +15,49 @@ const redactPii: EngineConfigInput = {
 const blockPii: EngineConfigInput = {};
 
 test("strategy: passthrough without enforcing output guards, buffer for whole-text judgements, else window", (t) => {
-  t.is(streamStrategy(new GuardEngine({ guards: { sensitive_data: { enabled: false } } })), "passthrough", "prompt_injection looks at prompts only");
+  t.is(
+    streamStrategy(new GuardEngine({ guards: { sensitive_data: { enabled: false } } })),
+    "passthrough",
+    "prompt_injection looks at prompts only",
+  );
   t.is(streamStrategy(new GuardEngine({})), "window", "the built-in sensitive_data guard blocks on output");
   t.is(streamStrategy(new GuardEngine(redactPii)), "window");
   t.is(streamStrategy(new GuardEngine(redactPii), "buffer"), "buffer");
-  t.is(streamStrategy(new GuardEngine({
-    guards: { sensitive_data: { enabled: false }, custom_templates: [{ template_id: "f", enabled: true }] },
-    templates: { f: { name: "flag", guardType: "toxicity", config: { action: "flag" } } },
-  })), "passthrough", "a flag is recorded, never enforced");
-  t.is(streamStrategy(new GuardEngine({
-    guards: { sensitive_data: { enabled: false }, custom_templates: [{ template_id: "t", enabled: true }] },
-    templates: { t: { name: "topics", guardType: "off_topic", config: { phases: ["output"], topics: [{ name: "billing", keywords: ["invoice"] }] } } },
-  })), "buffer");
+  t.is(
+    streamStrategy(
+      new GuardEngine({
+        guards: { sensitive_data: { enabled: false }, custom_templates: [{ template_id: "f", enabled: true }] },
+        templates: { f: { name: "flag", guardType: "toxicity", config: { action: "flag" } } },
+      }),
+    ),
+    "passthrough",
+    "a flag is recorded, never enforced",
+  );
+  t.is(
+    streamStrategy(
+      new GuardEngine({
+        guards: { sensitive_data: { enabled: false }, custom_templates: [{ template_id: "t", enabled: true }] },
+        templates: {
+          t: {
+            name: "topics",
+            guardType: "off_topic",
+            config: { phases: ["output"], topics: [{ name: "billing", keywords: ["invoice"] }] },
+          },
+        },
+      }),
+    ),
+    "buffer",
+  );
 });
 
 /** Streams `text` in pieces of `size` characters; returns what went out, in order, and when. */
-function run(engine: GuardEngine, text: string, size: number, opts = {}, check?: (out: string) => void): { out: string; firstOutAt: number | undefined; releases: number; block?: StepResult; pieces: string[] } {
+function run(
+  engine: GuardEngine,
+  text: string,
+  size: number,
+  opts = {},
+  check?: (out: string) => void,
+): { out: string; firstOutAt: number | undefined; releases: number; block?: StepResult; pieces: string[] } {
   const guard = new StreamGuard(engine, opts);
   const pieces: string[] = [];
   for (let i = 0; i < text.length; i += size) pieces.push(text.slice(i, i + size));
@@ -122,7 +149,8 @@ test("window, block: the stream stops before the card number goes out", (t) => {
 
 test("a token still growing is held back until it is complete, whatever the holdback", (t) => {
   const engine = new GuardEngine(redactPii);
-  const jwt = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yQV_adQssw5c";
+  const jwt =
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yQV_adQssw5c";
   const text = benign.slice(0, 200) + "Here is the token: " + jwt + " and that is all. " + benign.slice(0, 200);
   let checks = 0;
   const r = run(engine, text, 1, { holdback: 8, step: 8 }, (out) => {
@@ -140,7 +168,7 @@ test("a held chunk (tool-call arguments) holds everything after it until the end
   t.deepEqual(guard.push("x".repeat(10) + " "), { kind: "release", release: undefined });
   t.deepEqual(guard.push("", true), { kind: "release", release: undefined });
   const s = guard.push(" more text ".repeat(10));
-  t.is(s.kind === "release" ? s.release?.count ?? 0 : -1, 1, "only the chunk before the held one");
+  t.is(s.kind === "release" ? (s.release?.count ?? 0) : -1, 1, "only the chunk before the held one");
   const end = guard.finish(engine.evaluate(guard.text, "output"));
   t.deepEqual(end, { kind: "release", release: { count: 2 } });
 });

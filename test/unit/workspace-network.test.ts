@@ -3,10 +3,19 @@
 // the real node: test/e2e/hostile-tenant.test.ts.
 import test from "ava";
 import { loadConfig } from "../../api/config.ts";
-import { BUILD_NETWORK_POLICY, DEFAULT_DNS_EGRESS, NETWORK_POLICY, WorkspaceNetworkSchema, workspaceNetworkPolicies } from "../../api/workspaces/network.ts";
+import {
+  BUILD_NETWORK_POLICY,
+  DEFAULT_DNS_EGRESS,
+  NETWORK_POLICY,
+  WorkspaceNetworkSchema,
+  workspaceNetworkPolicies,
+} from "../../api/workspaces/network.ts";
 
 const base = { DATABASE_URL: "postgres://u:p@localhost/db" };
-type Policy = { metadata: { name: string; namespace: string }; spec: { podSelector: unknown; policyTypes: string[]; ingress?: { from: unknown[] }[]; egress: { to: unknown[]; ports?: unknown[] }[] } };
+type Policy = {
+  metadata: { name: string; namespace: string };
+  spec: { podSelector: unknown; policyTypes: string[]; ingress?: { from: unknown[] }[]; egress: { to: unknown[]; ports?: unknown[] }[] };
+};
 
 test("by default: ingress from the own namespace only; egress to the own namespace, kube-dns and public addresses only", (t) => {
   const [every, builds] = workspaceNetworkPolicies("berth-wsa", loadConfig(base).BERTH_WORKSPACE_NETWORK) as unknown as Policy[];
@@ -21,8 +30,12 @@ test("by default: ingress from the own namespace only; egress to the own namespa
   // the outside leaves out every range a cluster's pods, Services, nodes and metadata live in
   const outside = egress[2]!.to as { ipBlock: { cidr: string; except: string[] } }[];
   t.is(egress.length, 3);
-  t.deepEqual(outside.map((p) => p.ipBlock.cidr), ["0.0.0.0/0", "::/0"]);
-  for (const cidr of ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "100.64.0.0/10"]) t.true(outside[0]!.ipBlock.except.includes(cidr), cidr);
+  t.deepEqual(
+    outside.map((p) => p.ipBlock.cidr),
+    ["0.0.0.0/0", "::/0"],
+  );
+  for (const cidr of ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16", "127.0.0.0/8", "100.64.0.0/10"])
+    t.true(outside[0]!.ipBlock.except.includes(cidr), cidr);
   for (const cidr of ["fc00::/7", "fe80::/10", "::1/128"]) t.true(outside[1]!.ipBlock.except.includes(cidr), cidr);
   // build pods: their own policy, adding nothing unless the platform names it
   t.is(builds!.metadata.name, BUILD_NETWORK_POLICY);
@@ -40,8 +53,19 @@ test("the platform's peers: the ingress controller in, DNS, the API and builders
     outside: [],
   });
   const [every, builds] = workspaceNetworkPolicies("berth-wsb", n) as unknown as Policy[];
-  t.deepEqual(every!.spec.ingress, [{ from: [{ podSelector: {} }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress" } } }] }]);
-  t.deepEqual(every!.spec.egress, [{ to: [{ podSelector: {} }] }, { to: [node], ports: [{ protocol: "UDP", port: 53 }, { protocol: "TCP", port: 8080 }] }]);
+  t.deepEqual(every!.spec.ingress, [
+    { from: [{ podSelector: {} }, { namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": "ingress" } } }] },
+  ]);
+  t.deepEqual(every!.spec.egress, [
+    { to: [{ podSelector: {} }] },
+    {
+      to: [node],
+      ports: [
+        { protocol: "UDP", port: 53 },
+        { protocol: "TCP", port: 8080 },
+      ],
+    },
+  ]);
   t.deepEqual(builds!.spec.egress, [{ to: [node], ports: [{ protocol: "TCP", port: 1234 }] }]);
 });
 

@@ -23,7 +23,14 @@ import { piiDefinition } from "./guards/pii/index.ts";
 import type { PiiConfig } from "./guards/pii/common.ts";
 import { redact } from "./guards/redact.ts";
 import type { GuardTemplateConfig } from "./guards/template.ts";
-import { DEFAULT_PHASES, GuardTemplateConfig as GuardTemplateConfigSchema, PhoneRegion, refineTemplate, sensitivityThreshold, Topic } from "./guards/template.ts";
+import {
+  DEFAULT_PHASES,
+  GuardTemplateConfig as GuardTemplateConfigSchema,
+  PhoneRegion,
+  refineTemplate,
+  sensitivityThreshold,
+  Topic,
+} from "./guards/template.ts";
 import { prepareToxicity, toxicityDefinition } from "./guards/toxicity.ts";
 import type { GuardAction, GuardDefinition, GuardPolicy, GuardResult, GuardType, GuardVerdict, Hit, Phase } from "./guards/types.ts";
 import { GUARD_TYPES } from "./guards/types.ts";
@@ -108,7 +115,11 @@ export const EngineConfig = z
     c.guards.custom_templates.forEach((ref, i) => {
       const t = c.templates[ref.template_id];
       if (!t && ref.enabled) {
-        ctx.addIssue({ code: "custom", path: ["guards", "custom_templates", i, "template_id"], message: `template ${ref.template_id} is not resolved in templates` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["guards", "custom_templates", i, "template_id"],
+          message: `template ${ref.template_id} is not resolved in templates`,
+        });
       }
     });
     for (const [id, t] of Object.entries(c.templates)) refineTemplate(t, ctx, ["templates", id]);
@@ -186,7 +197,10 @@ function check<C>(c: Omit<Check, "def" | "config" | "detectKey"> & { def: GuardD
  * trace: every entry is an ephemeron the garbage collector must trace.)
  */
 const DETECTED = Symbol("berth.detected");
-interface Detected { text: string; hits: ReadonlyMap<string, readonly Hit[]> }
+interface Detected {
+  text: string;
+  hits: ReadonlyMap<string, readonly Hit[]>;
+}
 
 /** The hits the evaluation behind `decision` detected in `text` under `key`, if it ran that detection on that text. */
 export function detectedFor(decision: GuardDecision | undefined, text: string, key: string): readonly Hit[] | undefined {
@@ -204,7 +218,11 @@ function templateCheck(id: string, guardType: GuardType, config: GuardTemplateCo
   };
   switch (guardType) {
     case "pii_detection":
-      return check({ ...base, def: piiDefinition, config: { entities: config.entities, phoneRegions: config.phoneRegions ?? engine.phoneRegions } });
+      return check({
+        ...base,
+        def: piiDefinition,
+        config: { entities: config.entities, phoneRegions: config.phoneRegions ?? engine.phoneRegions },
+      });
     case "prompt_injection":
       return check({ ...base, def: injectionDefinition, config: { decodeBase64: config.decodeBase64 } });
     case "toxicity":
@@ -236,10 +254,30 @@ export class GuardEngine {
     this.sensitiveData = { config: sensitive, key: detectKey("pii_detection", sensitive) };
     const checks: Check[] = [];
     if (c.guards.prompt_injection.enabled) {
-      checks.push(check({ source: "prompt_injection", guardType: "prompt_injection", phases: new Set(DEFAULT_PHASES.prompt_injection), policy: { threshold: c.guards.prompt_injection.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: injectionDefinition, config: {} }));
+      checks.push(
+        check({
+          source: "prompt_injection",
+          guardType: "prompt_injection",
+          phases: new Set(DEFAULT_PHASES.prompt_injection),
+          policy: { threshold: c.guards.prompt_injection.threshold, action: "block" },
+          allowlist: EMPTY_ALLOWLIST,
+          def: injectionDefinition,
+          config: {},
+        }),
+      );
     }
     if (c.guards.sensitive_data.enabled) {
-      checks.push(check({ source: "sensitive_data", guardType: "pii_detection", phases: new Set(DEFAULT_PHASES.pii_detection), policy: { threshold: c.guards.sensitive_data.threshold, action: "block" }, allowlist: EMPTY_ALLOWLIST, def: piiDefinition, config: this.sensitiveData.config }));
+      checks.push(
+        check({
+          source: "sensitive_data",
+          guardType: "pii_detection",
+          phases: new Set(DEFAULT_PHASES.pii_detection),
+          policy: { threshold: c.guards.sensitive_data.threshold, action: "block" },
+          allowlist: EMPTY_ALLOWLIST,
+          def: piiDefinition,
+          config: this.sensitiveData.config,
+        }),
+      );
     }
     for (const ref of c.guards.custom_templates) {
       const t = c.templates[ref.template_id];
@@ -274,12 +312,23 @@ export class GuardEngine {
         const decisive = hits.filter((h) => h.score >= c.policy.threshold);
         // aggregated guards (injection) may act on several weaker signals together
         const shown = decisive.length > 0 ? decisive : hits;
-        blocks.push({ guardType: verdict.guardType, blockedContent: describe(shown), confidence: verdict.confidence, action: verdict.result, source: c.source });
+        blocks.push({
+          guardType: verdict.guardType,
+          blockedContent: describe(shown),
+          confidence: verdict.confidence,
+          action: verdict.result,
+          source: c.source,
+        });
         if (verdict.result === "block") blocked = true;
         else toRedact.push(...shown.filter((h) => !h.whole));
       }
     }
-    const decision: GuardDecision = { decision: blocked ? "block" : toRedact.length > 0 ? "redact" : "allow", evaluations, blocks, verdicts };
+    const decision: GuardDecision = {
+      decision: blocked ? "block" : toRedact.length > 0 ? "redact" : "allow",
+      evaluations,
+      blocks,
+      verdicts,
+    };
     if (toRedact.length > 0) decision.redactedText = redact(text, toRedact);
     Object.defineProperty(decision, DETECTED, { value: { text, hits: detected } });
     return decision;
@@ -302,7 +351,12 @@ export function usesClassifier(engine: GuardEngine): boolean {
  * config turns the classifier on and none is given: a guard that is configured never silently
  * runs without its model.
  */
-export async function evaluateWithClassifier(engine: GuardEngine, text: string, phase: Phase, classifier: TextClassifier | undefined): Promise<GuardDecision> {
+export async function evaluateWithClassifier(
+  engine: GuardEngine,
+  text: string,
+  phase: Phase,
+  classifier: TextClassifier | undefined,
+): Promise<GuardDecision> {
   const decision = engine.evaluate(text, phase);
   if (phase !== "input" || !usesClassifier(engine)) return decision;
   const i = decision.evaluations.findIndex((e) => e.source === "prompt_injection");
@@ -319,8 +373,15 @@ export async function evaluateWithClassifier(engine: GuardEngine, text: string, 
     ...decision,
     decision: "block",
     evaluations: decision.evaluations.map((e, k) => (k === i ? { ...e, result: "block", confidence } : e)),
-    verdicts: decision.verdicts.map((v, k) => (k === i ? { ...v, result: "block", confidence, matches: [...v.matches, { kind: "classifier", start: 0, end: text.length, description }] } : v)),
-    blocks: [...decision.blocks, { guardType: "prompt_injection", blockedContent: description, confidence, action: "block", source: "prompt_injection" }],
+    verdicts: decision.verdicts.map((v, k) =>
+      k === i
+        ? { ...v, result: "block", confidence, matches: [...v.matches, { kind: "classifier", start: 0, end: text.length, description }] }
+        : v,
+    ),
+    blocks: [
+      ...decision.blocks,
+      { guardType: "prompt_injection", blockedContent: description, confidence, action: "block", source: "prompt_injection" },
+    ],
   };
   // the raw hits of the chain stay reusable by the evals (detectedFor)
   const detected = Object.getOwnPropertyDescriptor(decision, DETECTED);

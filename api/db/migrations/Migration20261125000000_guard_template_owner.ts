@@ -8,8 +8,12 @@ import { Migration } from "@mikro-orm/migrations";
  */
 export class Migration20261125000000_guard_template_owner extends Migration {
   override up(): void {
-    this.addSql(`alter table "governance_guard_templates" add column "workspace_id" varchar(32) null references "workspaces" ("id") on delete cascade`);
-    this.addSql(`create index "governance_guard_templates_workspace_idx" on "governance_guard_templates" ("workspace_id", "created_at", "id")`);
+    this.addSql(
+      `alter table "governance_guard_templates" add column "workspace_id" varchar(32) null references "workspaces" ("id") on delete cascade`,
+    );
+    this.addSql(
+      `create index "governance_guard_templates_workspace_idx" on "governance_guard_templates" ("workspace_id", "created_at", "id")`,
+    );
   }
 
   override down(): void {

@@ -20,7 +20,9 @@ export class Migration20261128000000_audit_restarts extends Migration {
       "previous_entries" bigint not null,
       "previous_head_hash" varchar(64) null
     )`);
-    this.addSql(`create index "governance_audit_restarts_app_index" on "governance_audit_restarts" ("workspace_id", "app_id", "restarted_at")`);
+    this.addSql(
+      `create index "governance_audit_restarts_app_index" on "governance_audit_restarts" ("workspace_id", "app_id", "restarted_at")`,
+    );
     // the App an observability config was written for: a later App of the same id never reads it
     this.addSql(`alter table "governance_app_configs" add column "app_uid" varchar(64) null`);
   }

@@ -16,8 +16,13 @@ import { GuardEngine } from "../../../toolkit/src/index.ts";
 import { ValidationError } from "../../errors.ts";
 import { pgCode, type Client, type GovernanceDb } from "../stores/db.ts";
 import {
-  defaultObservabilityConfig, engineInput, mergeObservability, ObservabilityConfig, resolveCustomTemplates,
-  type ObservabilityConfigPatch, type TemplateSnapshot,
+  defaultObservabilityConfig,
+  engineInput,
+  mergeObservability,
+  ObservabilityConfig,
+  resolveCustomTemplates,
+  type ObservabilityConfigPatch,
+  type TemplateSnapshot,
 } from "./observability.ts";
 import type { GuardTemplateService } from "./guard-templates.ts";
 
@@ -59,7 +64,12 @@ export class ObservabilityConfigService {
    */
   async get(workspaceId: string, appId: string, app?: AppIdentity): Promise<AppConfigState> {
     const pool = await this.#db.pool();
-    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} and not ${STALE}`, [workspaceId, appId, app?.uid ?? null, app?.createdAt ?? null]);
+    const { rows } = await pool.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} and not ${STALE}`, [
+      workspaceId,
+      appId,
+      app?.uid ?? null,
+      app?.createdAt ?? null,
+    ]);
     return rows[0] ? stateOf(rows[0]) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
   }
 
@@ -67,10 +77,16 @@ export class ObservabilityConfigService {
    * The config and templates of one version, as stored (what ingestion compiles); undefined when
    * the app's config is at another version by now.
    */
-  async atVersion(workspaceId: string, appId: string, version: number): Promise<{ config: ObservabilityConfig; templates: TemplateSnapshot } | undefined> {
+  async atVersion(
+    workspaceId: string,
+    appId: string,
+    version: number,
+  ): Promise<{ config: ObservabilityConfig; templates: TemplateSnapshot } | undefined> {
     const pool = await this.#db.pool();
     const { rows } = await pool.query<{ config: ObservabilityConfig; templates: TemplateSnapshot }>(
-      `select config, templates from governance_app_configs ${BY_APP} and version = $3`, [workspaceId, appId, version]);
+      `select config, templates from governance_app_configs ${BY_APP} and version = $3`,
+      [workspaceId, appId, version],
+    );
     return rows[0];
   }
 
@@ -78,14 +94,29 @@ export class ObservabilityConfigService {
    * A partial update (observability.ts); 422 with every offending field, nothing stored then.
    * `em` resolves the guard templates the patch names (guard-templates.ts).
    */
-  async update(em: EntityManager, workspaceId: string, appId: string, patch: ObservabilityConfigPatch, app?: AppIdentity): Promise<AppConfigState> {
+  async update(
+    em: EntityManager,
+    workspaceId: string,
+    appId: string,
+    patch: ObservabilityConfigPatch,
+    app?: AppIdentity,
+  ): Promise<AppConfigState> {
     const entries = patch.guards?.custom_templates;
-    const resolved = entries ? await this.#templates.resolve(em, workspaceId, entries.map((e) => e.template_id)) : undefined;
+    const resolved = entries
+      ? await this.#templates.resolve(
+          em,
+          workspaceId,
+          entries.map((e) => e.template_id),
+        )
+      : undefined;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#db.tx(async (c) => {
           if (app) await removeStaleAppConfig(c, workspaceId, appId, app);
-          const { rows } = await c.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} for update`, [workspaceId, appId]);
+          const { rows } = await c.query<Row>(`select config, templates, version from governance_app_configs ${BY_APP} for update`, [
+            workspaceId,
+            appId,
+          ]);
           const row = rows[0];
           const current = row ? stateOf(row) : { config: defaultObservabilityConfig(), templates: {}, version: 0 };
           const { config, errors } = mergeObservability(current.config, patch);
@@ -99,14 +130,22 @@ export class ObservabilityConfigService {
           if (errors.length > 0) throw new ValidationError(errors);
           // the engine must accept what is stored (it is what ingestion compiles)
           new GuardEngine(engineInput(config, templates));
-          const { rows: [next] } = await c.query<{ v: string }>("select nextval('governance_config_version_seq') as v");
+          const {
+            rows: [next],
+          } = await c.query<{ v: string }>("select nextval('governance_config_version_seq') as v");
           const version = Number(next!.v);
           const values = [workspaceId, appId, JSON.stringify(config), JSON.stringify(templates), version, this.#now(), app?.uid ?? null];
           if (row) {
-            await c.query(`update governance_app_configs set config = $3::jsonb, templates = $4::jsonb, version = $5, updated_at = $6, app_uid = coalesce($7, app_uid) ${BY_APP}`, values);
+            await c.query(
+              `update governance_app_configs set config = $3::jsonb, templates = $4::jsonb, version = $5, updated_at = $6, app_uid = coalesce($7, app_uid) ${BY_APP}`,
+              values,
+            );
           } else {
-            await c.query(`insert into governance_app_configs (workspace_id, app_id, config, templates, version, updated_at, app_uid, id)
-                           values ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8)`, [...values, randomUUID()]);
+            await c.query(
+              `insert into governance_app_configs (workspace_id, app_id, config, templates, version, updated_at, app_uid, id)
+                           values ($1, $2, $3::jsonb, $4::jsonb, $5, $6, $7, $8)`,
+              [...values, randomUUID()],
+            );
           }
           return { config, templates, version };
         });
@@ -120,7 +159,10 @@ export class ObservabilityConfigService {
 }
 
 /** The App a config is read or written for: its uid and creation time. */
-export interface AppIdentity { uid?: string | undefined; createdAt?: Date | undefined }
+export interface AppIdentity {
+  uid?: string | undefined;
+  createdAt?: Date | undefined;
+}
 
 /** A config row that is another App's ($3: this App's uid, $4: its creation time). */
 const STALE = `((app_uid is not null and $3::text is not null and app_uid <> $3::text)

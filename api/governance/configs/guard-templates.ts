@@ -35,7 +35,16 @@ export interface TemplateView extends TemplateInput {
 }
 
 function view(t: GuardTemplate): TemplateView {
-  return { id: t.id, workspaceId: t.workspaceId ?? null, name: t.name, description: t.description ?? null, guardType: t.guardType, config: t.config as GuardTemplateConfig, createdAt: t.createdAt, updatedAt: t.updatedAt };
+  return {
+    id: t.id,
+    workspaceId: t.workspaceId ?? null,
+    name: t.name,
+    description: t.description ?? null,
+    guardType: t.guardType,
+    config: t.config as GuardTemplateConfig,
+    createdAt: t.createdAt,
+    updatedAt: t.updatedAt,
+  };
 }
 
 export class GuardTemplateService {
@@ -56,7 +65,14 @@ export class GuardTemplateService {
 
   async create(em: EntityManager, owner: TemplateOwner, input: TemplateInput): Promise<TemplateView> {
     const now = this.#now();
-    const row = em.create(GuardTemplate, { id: randomUUID(), workspaceId: owner, ...input, config: input.config, createdAt: now, updatedAt: now });
+    const row = em.create(GuardTemplate, {
+      id: randomUUID(),
+      workspaceId: owner,
+      ...input,
+      config: input.config,
+      createdAt: now,
+      updatedAt: now,
+    });
     await em.persist(row).flush();
     return view(row);
   }
@@ -88,7 +104,10 @@ export class GuardTemplateService {
   async #loadOwn(em: EntityManager, owner: TemplateOwner, id: string): Promise<GuardTemplate> {
     const row = await this.#load(em, owner, id);
     if ((row.workspaceId ?? null) !== owner) {
-      throw new ForbiddenError("guard_template_read_only", `Guard template ${id} is a platform template: a workspace key reads it, only a platform admin key (pa_sk_) changes it.`);
+      throw new ForbiddenError(
+        "guard_template_read_only",
+        `Guard template ${id} is a platform template: a workspace key reads it, only a platform admin key (pa_sk_) changes it.`,
+      );
     }
     return row;
   }

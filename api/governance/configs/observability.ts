@@ -3,45 +3,63 @@
 // always shows the thresholds in force. The engine's own eval toggles (relevance, safety,
 // policy_compliance) are accepted next to SPEC's evals.latency (docs/guards.md).
 import { z } from "zod";
-import { EvalsConfig, GuardsConfig, sensitivityThreshold, type EngineConfigInput, type GuardTemplateConfig } from "../../../toolkit/src/index.ts";
+import {
+  EvalsConfig,
+  GuardsConfig,
+  sensitivityThreshold,
+  type EngineConfigInput,
+  type GuardTemplateConfig,
+} from "../../../toolkit/src/index.ts";
 import type { FieldError } from "../../errors.ts";
 
 const Threshold = z.number().min(0).max(1).describe("0-1: the confidence at or above which the guard acts");
 const DAY_MS = 86_400_000;
 
 const Guard = z.object({ enabled: z.boolean(), threshold: Threshold }).strict();
-const CLASSIFIER_DESCRIPTION = "Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, a few ms of CPU per prompt) and block at the same threshold (docs/guards.md, The classifier)";
+const CLASSIFIER_DESCRIPTION =
+  "Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, a few ms of CPU per prompt) and block at the same threshold (docs/guards.md, The classifier)";
 const InjectionGuard = Guard.extend({
   // stored configs from before the field read as off
   classifier: z.boolean().default(false).describe(CLASSIFIER_DESCRIPTION),
 }).strict();
-const CustomTemplateEntry = z.object({
-  template_id: z.string(),
-  template_name: z.string().describe("The template's name when the entry was applied"),
-  enabled: z.boolean(),
-  threshold: Threshold.describe("Overrides the template's sensitivity"),
-}).strict();
-const Latency = z.object({
-  enabled: z.boolean(),
-  threshold_ms: z.number().describe("passed when the latency is at or below this"),
-  target_ms: z.number().describe("score 1 at or below this"),
-  max_ms: z.number().describe("score 0 at or above this"),
-}).strict();
+const CustomTemplateEntry = z
+  .object({
+    template_id: z.string(),
+    template_name: z.string().describe("The template's name when the entry was applied"),
+    enabled: z.boolean(),
+    threshold: Threshold.describe("Overrides the template's sensitivity"),
+  })
+  .strict();
+const Latency = z
+  .object({
+    enabled: z.boolean(),
+    threshold_ms: z.number().describe("passed when the latency is at or below this"),
+    target_ms: z.number().describe("score 1 at or below this"),
+    max_ms: z.number().describe("score 0 at or above this"),
+  })
+  .strict();
 const Toggle = z.object({ enabled: z.boolean(), threshold: Threshold }).strict();
 
-export const ObservabilityConfig = z.object({
-  guards: z.object({
-    prompt_injection: InjectionGuard,
-    sensitive_data: Guard.describe("The built-in pii_detection guard"),
-    custom_templates: z.array(CustomTemplateEntry),
-  }).strict(),
-  evals: z.object({
-    latency: Latency,
-    relevance: Toggle,
-    safety: Toggle,
-    policy_compliance: z.object({ enabled: z.boolean() }).strict(),
-  }).strict(),
-}).strict().meta({ id: "ObservabilityConfig", description: "An app's guards and evals, every default applied" });
+export const ObservabilityConfig = z
+  .object({
+    guards: z
+      .object({
+        prompt_injection: InjectionGuard,
+        sensitive_data: Guard.describe("The built-in pii_detection guard"),
+        custom_templates: z.array(CustomTemplateEntry),
+      })
+      .strict(),
+    evals: z
+      .object({
+        latency: Latency,
+        relevance: Toggle,
+        safety: Toggle,
+        policy_compliance: z.object({ enabled: z.boolean() }).strict(),
+      })
+      .strict(),
+  })
+  .strict()
+  .meta({ id: "ObservabilityConfig", description: "An app's guards and evals, every default applied" });
 export type ObservabilityConfig = z.output<typeof ObservabilityConfig>;
 
 const GuardPatch = z.object({ enabled: z.boolean().optional(), threshold: Threshold.optional() }).strict();
@@ -50,33 +68,57 @@ const TogglePatch = z.object({ enabled: z.boolean().optional(), threshold: Thres
 
 export const MAX_CUSTOM_TEMPLATES = 100;
 
-export const ObservabilityConfigPatch = z.object({
-  guards: z.object({
-    prompt_injection: InjectionGuardPatch.optional(),
-    sensitive_data: GuardPatch.optional(),
-    custom_templates: z.array(z.object({
-      template_id: z.string().min(1).max(64).describe("Id of an existing guard template"),
-      template_name: z.string().max(100).optional().describe("Informational; the stored entry carries the template's own name"),
-      enabled: z.boolean().optional().describe("default true"),
-      threshold: Threshold.optional().describe("default: the threshold of the template's sensitivity (low 0.8, medium 0.6, high 0.4)"),
-    }).strict()).max(MAX_CUSTOM_TEMPLATES).optional()
-      .describe("Replaces the whole list; each entry must name an existing template, whose configuration is kept with the app's config"),
-  }).strict().optional(),
-  evals: z.object({
-    latency: z.object({
-      enabled: z.boolean().optional(),
-      threshold_ms: z.number().positive().max(DAY_MS).optional(),
-      target_ms: z.number().min(0).max(DAY_MS).optional(),
-      max_ms: z.number().positive().max(DAY_MS).optional(),
-    }).strict().optional().describe("target_ms must stay below max_ms after the update"),
-    relevance: TogglePatch.optional(),
-    safety: TogglePatch.optional(),
-    policy_compliance: z.object({ enabled: z.boolean().optional() }).strict().optional(),
-  }).strict().optional(),
-}).strict().meta({
-  id: "ObservabilityConfigUpdate",
-  description: "A partial update: only the fields given change, nested objects merge, custom_templates (an array) is replaced as a whole",
-});
+export const ObservabilityConfigPatch = z
+  .object({
+    guards: z
+      .object({
+        prompt_injection: InjectionGuardPatch.optional(),
+        sensitive_data: GuardPatch.optional(),
+        custom_templates: z
+          .array(
+            z
+              .object({
+                template_id: z.string().min(1).max(64).describe("Id of an existing guard template"),
+                template_name: z.string().max(100).optional().describe("Informational; the stored entry carries the template's own name"),
+                enabled: z.boolean().optional().describe("default true"),
+                threshold: Threshold.optional().describe(
+                  "default: the threshold of the template's sensitivity (low 0.8, medium 0.6, high 0.4)",
+                ),
+              })
+              .strict(),
+          )
+          .max(MAX_CUSTOM_TEMPLATES)
+          .optional()
+          .describe(
+            "Replaces the whole list; each entry must name an existing template, whose configuration is kept with the app's config",
+          ),
+      })
+      .strict()
+      .optional(),
+    evals: z
+      .object({
+        latency: z
+          .object({
+            enabled: z.boolean().optional(),
+            threshold_ms: z.number().positive().max(DAY_MS).optional(),
+            target_ms: z.number().min(0).max(DAY_MS).optional(),
+            max_ms: z.number().positive().max(DAY_MS).optional(),
+          })
+          .strict()
+          .optional()
+          .describe("target_ms must stay below max_ms after the update"),
+        relevance: TogglePatch.optional(),
+        safety: TogglePatch.optional(),
+        policy_compliance: z.object({ enabled: z.boolean().optional() }).strict().optional(),
+      })
+      .strict()
+      .optional(),
+  })
+  .strict()
+  .meta({
+    id: "ObservabilityConfigUpdate",
+    description: "A partial update: only the fields given change, nested objects merge, custom_templates (an array) is replaced as a whole",
+  });
 export type ObservabilityConfigPatch = z.output<typeof ObservabilityConfigPatch>;
 
 /** A guard template as kept with an app's config (a snapshot: later changes to the template do not reach the app). */
@@ -101,7 +143,10 @@ export function defaultObservabilityConfig(): ObservabilityConfig {
  * Applies a patch (without custom_templates, which need the templates: see resolveCustomTemplates)
  * and checks what only the merged config can tell.
  */
-export function mergeObservability(current: ObservabilityConfig, patch: ObservabilityConfigPatch): { config: ObservabilityConfig; errors: FieldError[] } {
+export function mergeObservability(
+  current: ObservabilityConfig,
+  patch: ObservabilityConfigPatch,
+): { config: ObservabilityConfig; errors: FieldError[] } {
   const g = patch.guards ?? {};
   const e = patch.evals ?? {};
   const config: ObservabilityConfig = {
@@ -120,7 +165,10 @@ export function mergeObservability(current: ObservabilityConfig, patch: Observab
   const errors: FieldError[] = [];
   const l = config.evals.latency;
   if (!(l.target_ms < l.max_ms)) {
-    errors.push({ field: e.latency?.target_ms !== undefined ? "body.evals.latency.target_ms" : "body.evals.latency.max_ms", message: `target_ms (${l.target_ms}) must be below max_ms (${l.max_ms})` });
+    errors.push({
+      field: e.latency?.target_ms !== undefined ? "body.evals.latency.target_ms" : "body.evals.latency.max_ms",
+      message: `target_ms (${l.target_ms}) must be below max_ms (${l.max_ms})`,
+    });
   }
   return { config, errors };
 }
@@ -136,10 +184,16 @@ export function resolveCustomTemplates(
   const seen = new Set<string>();
   entries.forEach((entry, i) => {
     const field = `body.guards.custom_templates[${i}].template_id`;
-    if (seen.has(entry.template_id)) { errors.push({ field, message: `template ${entry.template_id} is listed twice` }); return; }
+    if (seen.has(entry.template_id)) {
+      errors.push({ field, message: `template ${entry.template_id} is listed twice` });
+      return;
+    }
     seen.add(entry.template_id);
     const t = templates.get(entry.template_id);
-    if (!t) { errors.push({ field, message: `no guard template ${entry.template_id}` }); return; }
+    if (!t) {
+      errors.push({ field, message: `no guard template ${entry.template_id}` });
+      return;
+    }
     out.push({
       template_id: entry.template_id,
       template_name: t.name,
@@ -158,7 +212,9 @@ export function engineInput(config: ObservabilityConfig, snapshot: TemplateSnaps
 
 /** Whether any guard is on (pipeline state `harbor.guardsEnabled`). */
 export function anyGuardEnabled(config: ObservabilityConfig): boolean {
-  return config.guards.prompt_injection.enabled || config.guards.sensitive_data.enabled || config.guards.custom_templates.some((t) => t.enabled);
+  return (
+    config.guards.prompt_injection.enabled || config.guards.sensitive_data.enabled || config.guards.custom_templates.some((t) => t.enabled)
+  );
 }
 
 function defined<T extends object>(o: T | undefined): Partial<T> {

@@ -64,7 +64,11 @@ export interface IngestionDeps {
   now?: () => Date;
 }
 
-interface StoreRef { schema: string; role: string; version: number }
+interface StoreRef {
+  schema: string;
+  role: string;
+  version: number;
+}
 
 const ENGINE_INPUTS_MAX = 500;
 
@@ -77,8 +81,25 @@ const ENGINE_INPUTS_MAX = 500;
 /** The rows of one write: the traces (in trace-id order) and their evals and guard blocks, column by column. */
 interface WriteRows {
   traces: readonly Scored[];
-  evals: { traceId: string[]; type: string[]; score: number[]; passed: boolean[]; details: string[]; ordinal: number[]; calledAt: number[] };
-  blocks: { traceId: string[]; guardType: string[]; content: string[]; confidence: number[]; action: string[]; phase: string[]; source: string[]; ordinal: number[] };
+  evals: {
+    traceId: string[];
+    type: string[];
+    score: number[];
+    passed: boolean[];
+    details: string[];
+    ordinal: number[];
+    calledAt: number[];
+  };
+  blocks: {
+    traceId: string[];
+    guardType: string[];
+    content: string[];
+    confidence: number[];
+    action: string[];
+    phase: string[];
+    source: string[];
+    ordinal: number[];
+  };
   priceVersion: string;
   /** ISO 8601: the traces' ingested_at, the evals' and guard blocks' created_at */
   now: string;
@@ -97,7 +118,11 @@ const TRACE_ROWS = write.insert("traces", [
   { column: "completion_tokens", type: "int4", values: (w) => w.traces.map((i) => i.trace.tokens.completion) },
   { column: "total_tokens", type: "int4", values: (w) => w.traces.map((i) => i.trace.tokens.total) },
   { column: "latency_ms", type: "float8", values: (w) => w.traces.map((i) => i.trace.latency) },
-  { column: "metadata", type: "jsonb", values: (w) => w.traces.map((i) => (i.trace.metadata === undefined ? null : JSON.stringify(i.trace.metadata))) },
+  {
+    column: "metadata",
+    type: "jsonb",
+    values: (w) => w.traces.map((i) => (i.trace.metadata === undefined ? null : JSON.stringify(i.trace.metadata))),
+  },
   { column: "guard_blocked", type: "bool", values: (w) => w.traces.map((i) => i.guardBlocked) },
   { column: "guard_evaluations", type: "jsonb", values: (w) => w.traces.map((i) => i.evaluationsJson) },
   { column: "eval_score", type: "float8", values: (w) => w.traces.map((i) => i.evalScore) },
@@ -150,7 +175,10 @@ const WRITE = {
     select trace_id from ins`,
 };
 /** What a duplicate was stored with. */
-const STORED = { name: "berth_ingest_stored", text: "select trace_id, guard_blocked, eval_score from traces where trace_id = any($1::uuid[])" };
+const STORED = {
+  name: "berth_ingest_stored",
+  text: "select trace_id, guard_blocked, eval_score from traces where trace_id = any($1::uuid[])",
+};
 
 /** The audit entries of created traces, in batch order, chained by #chain under the audit lock. */
 interface AuditRows {
@@ -197,7 +225,11 @@ export class IngestionService {
   async ingest(app: AppPrincipal, req: IngestRequest): Promise<IngestOutcome> {
     const foreign = req.projects.find((p) => p !== app.appId);
     if (foreign !== undefined) {
-      throw new ForbiddenError("project_mismatch", `This key belongs to project ${app.appId}; a trace names project ${foreign}. Traces go to the key's own project only.`, { details: { keyProject: app.appId } });
+      throw new ForbiddenError(
+        "project_mismatch",
+        `This key belongs to project ${app.appId}; a trace names project ${foreign}. Traces go to the key's own project only.`,
+        { details: { keyProject: app.appId } },
+      );
     }
     const store = this.#store(app);
 
@@ -207,7 +239,8 @@ export class IngestionService {
     const traces = [...distinct.values()];
     // only what scoring reads crosses to the scoring threads (a structured clone per task)
     const inputs = traces.map((x) => ({ input: x.input, output: x.output, latency: x.latency, model: x.model }));
-    const scores = traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#engineInput(app, store.version), inputs);
+    const scores =
+      traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#engineInput(app, store.version), inputs);
     const scored = new Map<string, Scored>();
     traces.forEach((trace, k) => {
       const s = scores[k]!;
@@ -215,17 +248,22 @@ export class IngestionService {
       scored.set(trace.traceId, { trace, ...s, calledAtMs: Date.parse(trace.timestamp), costUsd: cost.costUsd, priced: cost.priced });
     });
 
-    const { created, existing } = scored.size === 0
-      ? { created: new Set<string>(), existing: new Map<string, { guardBlocked: boolean; evalScore: number }>() }
-      : await this.#d.db.appTx(store.role, (c) => this.#write(c, app, store, [...scored.values()]), { searchPath: store.schema });
+    const { created, existing } =
+      scored.size === 0
+        ? { created: new Set<string>(), existing: new Map<string, { guardBlocked: boolean; evalScore: number }>() }
+        : await this.#d.db.appTx(store.role, (c) => this.#write(c, app, store, [...scored.values()]), { searchPath: store.schema });
 
     const results: ItemResult[] = [];
     const answered = new Set<string>();
     for (const item of req.items) {
-      if (!item.ok) { results.push({ traceId: item.traceId, status: "rejected", guardBlocked: null, evalScore: null, errors: item.errors }); continue; }
+      if (!item.ok) {
+        results.push({ traceId: item.traceId, status: "rejected", guardBlocked: null, evalScore: null, errors: item.errors });
+        continue;
+      }
       const id = item.trace.traceId;
       const s = scored.get(id)!;
-      if (created.has(id) && !answered.has(id)) results.push({ traceId: id, status: "created", guardBlocked: s.guardBlocked, evalScore: s.evalScore });
+      if (created.has(id) && !answered.has(id))
+        results.push({ traceId: id, status: "created", guardBlocked: s.guardBlocked, evalScore: s.evalScore });
       else {
         const stored = existing.get(id) ?? { guardBlocked: s.guardBlocked, evalScore: s.evalScore };
         results.push({ traceId: id, status: "duplicate", ...stored });
@@ -234,7 +272,16 @@ export class IngestionService {
     }
     const count = (st: ItemResult["status"]) => results.filter((r) => r.status === st).length;
     const outcome = { batch: req.batch, results, created: count("created"), duplicates: count("duplicate"), rejected: count("rejected") };
-    this.#d.log.debug({ workspaceId: app.workspaceId, appId: app.appId, created: outcome.created, duplicates: outcome.duplicates, rejected: outcome.rejected }, "traces ingested");
+    this.#d.log.debug(
+      {
+        workspaceId: app.workspaceId,
+        appId: app.appId,
+        created: outcome.created,
+        duplicates: outcome.duplicates,
+        rejected: outcome.rejected,
+      },
+      "traces ingested",
+    );
     return outcome;
   }
 
@@ -260,7 +307,12 @@ export class IngestionService {
     return input;
   }
 
-  async #write(c: Client, app: AppPrincipal, store: StoreRef, items: Scored[]): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
+  async #write(
+    c: Client,
+    app: AppPrincipal,
+    store: StoreRef,
+    items: Scored[],
+  ): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
     const nowIso = this.#now().toISOString();
     // Trace ids in one order in every transaction: two batches that share traces (a retry racing
     // the original) wait on each other's rows in that order, never in a cycle. Every lock a write
@@ -270,29 +322,56 @@ export class IngestionService {
 
     // the eval and guard block rows, column by column, in trace order
     const ev: WriteRows["evals"] = { traceId: [], type: [], score: [], passed: [], details: [], ordinal: [], calledAt: [] };
-    const gb: WriteRows["blocks"] = { traceId: [], guardType: [], content: [], confidence: [], action: [], phase: [], source: [], ordinal: [] };
+    const gb: WriteRows["blocks"] = {
+      traceId: [],
+      guardType: [],
+      content: [],
+      confidence: [],
+      action: [],
+      phase: [],
+      source: [],
+      ordinal: [],
+    };
     for (const i of sorted) {
       i.evals.forEach((e, ordinal) => {
-        ev.traceId.push(i.trace.traceId); ev.type.push(e.evalType); ev.score.push(e.score); ev.passed.push(e.passed); ev.details.push(e.details);
-        ev.ordinal.push(ordinal); ev.calledAt.push(i.calledAtMs);
+        ev.traceId.push(i.trace.traceId);
+        ev.type.push(e.evalType);
+        ev.score.push(e.score);
+        ev.passed.push(e.passed);
+        ev.details.push(e.details);
+        ev.ordinal.push(ordinal);
+        ev.calledAt.push(i.calledAtMs);
       });
       let ordinal = 0;
-      for (const [phase, list] of [["input", i.blocks.input], ["output", i.blocks.output]] as const) {
+      for (const [phase, list] of [
+        ["input", i.blocks.input],
+        ["output", i.blocks.output],
+      ] as const) {
         for (const b of list) {
-          gb.traceId.push(i.trace.traceId); gb.guardType.push(b.guardType); gb.content.push(b.blockedContent); gb.confidence.push(b.confidence);
-          gb.action.push(b.action); gb.phase.push(phase); gb.source.push(b.source); gb.ordinal.push(ordinal++);
+          gb.traceId.push(i.trace.traceId);
+          gb.guardType.push(b.guardType);
+          gb.content.push(b.blockedContent);
+          gb.confidence.push(b.confidence);
+          gb.action.push(b.action);
+          gb.phase.push(phase);
+          gb.source.push(b.source);
+          gb.ordinal.push(ordinal++);
         }
       }
     }
     const inserted = await c.query<{ trace_id: string }>({
-      ...WRITE, values: write.values({ traces: sorted, evals: ev, blocks: gb, priceVersion: this.#d.prices.version, now: nowIso }),
+      ...WRITE,
+      values: write.values({ traces: sorted, evals: ev, blocks: gb, priceVersion: this.#d.prices.version, now: nowIso }),
     });
     const created = new Set(inserted.rows.map((r) => r.trace_id));
 
     const existing = new Map<string, { guardBlocked: boolean; evalScore: number }>();
     const dupes = items.filter((i) => !created.has(i.trace.traceId)).map((i) => i.trace.traceId);
     if (dupes.length > 0) {
-      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>({ ...STORED, values: [binaryArray("uuid", dupes)] });
+      const { rows } = await c.query<{ trace_id: string; guard_blocked: boolean; eval_score: number }>({
+        ...STORED,
+        values: [binaryArray("uuid", dupes)],
+      });
       for (const r of rows) existing.set(r.trace_id, { guardBlocked: r.guard_blocked, evalScore: r.eval_score });
     }
     const fresh = items.filter((i) => created.has(i.trace.traceId));
@@ -313,10 +392,10 @@ export class IngestionService {
    * snapshot after the lock is granted and sees every entry committed before it.
    */
   async #lockChain(c: Client, store: StoreRef): Promise<{ sequence: number; hash: string }> {
-    const results = await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
+    const results = (await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
                                    select sequence, hash from (select sequence, hash from audit_head
                                                                union all (select sequence, hash from audit_log order by sequence desc limit 1)) h
-                                    order by sequence desc limit 1`) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
+                                    order by sequence desc limit 1`)) as unknown as pg.QueryResult<{ sequence: string; hash: string }>[];
     const head = results[1]!.rows[0];
     return head ? { sequence: Number(head.sequence), hash: head.hash } : { sequence: 0, hash: GENESIS_HASH };
   }
@@ -335,8 +414,16 @@ export class IngestionService {
     for (const i of entries) {
       sequence++;
       const content: AuditContent = {
-        sequence, traceId: i.trace.traceId, workspaceId: app.workspaceId, appId: app.appId, model: i.trace.model,
-        prompt: i.trace.input, response: i.trace.output, guardDecision: null, calledAt: new Date(i.calledAtMs).toISOString(), recordedAt,
+        sequence,
+        traceId: i.trace.traceId,
+        workspaceId: app.workspaceId,
+        appId: app.appId,
+        model: i.trace.model,
+        prompt: i.trace.input,
+        response: i.trace.output,
+        guardDecision: null,
+        calledAt: new Date(i.calledAtMs).toISOString(),
+        recordedAt,
       };
       const hash = entryHash(prev, content, i.decisionJson); // decisionJson: canonical JSON (scoring.ts guardDecisionOf)
       sequences.push(sequence);

@@ -29,9 +29,9 @@ export const BUILTIN_PRICES: Readonly<Record<string, ModelPrice>> = {
   "gpt-4-turbo": { prompt: 10, completion: 30 },
   "gpt-4": { prompt: 30, completion: 60 },
   "gpt-3.5-turbo": { prompt: 0.5, completion: 1.5 },
-  "o1": { prompt: 15, completion: 60 },
+  o1: { prompt: 15, completion: 60 },
   "o1-mini": { prompt: 1.1, completion: 4.4 },
-  "o3": { prompt: 2, completion: 8 },
+  o3: { prompt: 2, completion: 8 },
   "o3-mini": { prompt: 1.1, completion: 4.4 },
   "o4-mini": { prompt: 1.1, completion: 4.4 },
   "text-embedding-3-small": { prompt: 0.02, completion: 0 },
@@ -63,11 +63,16 @@ export const BUILTIN_PRICES: Readonly<Record<string, ModelPrice>> = {
 const Price = z.number().min(0).max(100_000);
 
 /** BERTH_MODEL_PRICES: models added to (or replacing entries of) the built-in table. */
-export const ModelPricesConfig = z.object({
-  version: z.string().regex(/^[A-Za-z0-9._-]{1,40}$/, "1-40 characters of A-Z a-z 0-9 . _ -").optional()
-    .describe("Your revision of the extra prices; recorded on traces as <built-in version>+<version>"),
-  models: z.record(z.string().min(1).max(200), z.object({ prompt: Price, completion: Price }).strict()),
-}).strict();
+export const ModelPricesConfig = z
+  .object({
+    version: z
+      .string()
+      .regex(/^[A-Za-z0-9._-]{1,40}$/, "1-40 characters of A-Z a-z 0-9 . _ -")
+      .optional()
+      .describe("Your revision of the extra prices; recorded on traces as <built-in version>+<version>"),
+    models: z.record(z.string().min(1).max(200), z.object({ prompt: Price, completion: Price }).strict()),
+  })
+  .strict();
 export type ModelPricesConfig = z.output<typeof ModelPricesConfig>;
 
 export interface Cost {
@@ -94,7 +99,10 @@ export class PriceTable {
     this.#prices = new Map(Object.entries(BUILTIN_PRICES));
     if (extra) {
       for (const [model, price] of Object.entries(extra.models)) this.#prices.set(normalizeModel(model), price);
-      const digest = createHash("sha256").update(JSON.stringify(Object.entries(extra.models).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))).digest("hex").slice(0, 8);
+      const digest = createHash("sha256")
+        .update(JSON.stringify(Object.entries(extra.models).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))))
+        .digest("hex")
+        .slice(0, 8);
       this.version = `${BUILTIN_PRICE_VERSION}+${extra.version ?? `custom.${digest}`}`;
     } else {
       this.version = BUILTIN_PRICE_VERSION;
@@ -111,7 +119,10 @@ export class PriceTable {
     if (this.#prices.has(name)) found = name;
     else {
       for (const key of this.#byLength) {
-        if (name.length > key.length && name.startsWith(key) && BOUNDARY.has(name[key.length]!)) { found = key; break; }
+        if (name.length > key.length && name.startsWith(key) && BOUNDARY.has(name[key.length]!)) {
+          found = key;
+          break;
+        }
       }
     }
     if (this.#memo.size < 10_000) this.#memo.set(name, found);

@@ -7,7 +7,8 @@ import { EngineCache, packScores, scoreTraces, type ScoreInput } from "./scoring
 const engines = new EngineCache(100);
 
 parentPort!.on("message", (task: { id: number; version: number; config: EngineConfigInput; traces: ScoreInput[] }) => {
-  void engines.get(task.version, () => task.config)
+  void engines
+    .get(task.version, () => task.config)
     .then(async (engine) => parentPort!.postMessage({ id: task.id, results: packScores(await scoreTraces(engine, task.traces)) }))
     .catch((err: unknown) => parentPort!.postMessage({ id: task.id, error: err instanceof Error ? err.message : String(err) }));
 });

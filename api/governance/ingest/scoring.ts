@@ -7,7 +7,18 @@
 // too (each thread loads it once, from BERTH_GUARD_MODEL_DIR), as the LangChain wrapper does before
 // the call: both paths give the same guard blocks.
 import { Worker } from "node:worker_threads";
-import { aggregateEvalScore, evaluateWithClassifier, GuardEngine, runEvals, sharedInjectionClassifier, usesClassifier, type EngineConfigInput, type EvalResult, type GuardBlock, type GuardDecision } from "../../../toolkit/src/index.ts";
+import {
+  aggregateEvalScore,
+  evaluateWithClassifier,
+  GuardEngine,
+  runEvals,
+  sharedInjectionClassifier,
+  usesClassifier,
+  type EngineConfigInput,
+  type EvalResult,
+  type GuardBlock,
+  type GuardDecision,
+} from "../../../toolkit/src/index.ts";
 import type { Logger } from "../../../kube/logger.ts";
 
 export interface ScoreInput {
@@ -51,8 +62,12 @@ export async function scoreTraces(engine: GuardEngine, traces: readonly ScoreInp
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
     const guardBlocked = input.decision === "block" || output.decision === "block";
     out.push({
-      blocks: { input: input.blocks, output: output.blocks }, evals, evalScore: aggregateEvalScore(evals), guardBlocked,
-      evaluationsJson: JSON.stringify(evaluationsOf(input, output)), decisionJson: JSON.stringify(guardDecisionOf({ guardBlocked, input, output })),
+      blocks: { input: input.blocks, output: output.blocks },
+      evals,
+      evalScore: aggregateEvalScore(evals),
+      guardBlocked,
+      evaluationsJson: JSON.stringify(evaluationsOf(input, output)),
+      decisionJson: JSON.stringify(guardDecisionOf({ guardBlocked, input, output })),
     });
   }
   return out;
@@ -78,7 +93,18 @@ export interface PackedScores {
 }
 
 export function packScores(results: readonly ScoreResult[]): PackedScores {
-  const p: PackedScores = { guardBlocked: [], evalScore: [], evaluationsJson: [], decisionJson: [], evalCount: [], evalType: [], evalValue: [], evalPassed: [], evalDetails: [], blocks: [] };
+  const p: PackedScores = {
+    guardBlocked: [],
+    evalScore: [],
+    evaluationsJson: [],
+    decisionJson: [],
+    evalCount: [],
+    evalType: [],
+    evalValue: [],
+    evalPassed: [],
+    evalDetails: [],
+    blocks: [],
+  };
   results.forEach((r, i) => {
     p.guardBlocked.push(r.guardBlocked);
     p.evalScore.push(r.evalScore);
@@ -102,16 +128,36 @@ function unpackScores(p: PackedScores): ScoreResult[] {
   let e = 0;
   return p.guardBlocked.map((guardBlocked, i) => {
     const evals: EvalResult[] = [];
-    for (let k = 0; k < p.evalCount[i]!; k++, e++) evals.push({ evalType: p.evalType[e]!, score: p.evalValue[e]!, passed: p.evalPassed[e]!, details: p.evalDetails[e]! });
-    return { blocks: blocks.get(i) ?? none(), evals, evalScore: p.evalScore[i]!, guardBlocked, evaluationsJson: p.evaluationsJson[i]!, decisionJson: p.decisionJson[i]! };
+    for (let k = 0; k < p.evalCount[i]!; k++, e++)
+      evals.push({ evalType: p.evalType[e]!, score: p.evalValue[e]!, passed: p.evalPassed[e]!, details: p.evalDetails[e]! });
+    return {
+      blocks: blocks.get(i) ?? none(),
+      evals,
+      evalScore: p.evalScore[i]!,
+      guardBlocked,
+      evaluationsJson: p.evaluationsJson[i]!,
+      decisionJson: p.decisionJson[i]!,
+    };
   });
 }
 
 /** A trace's guardEvaluations: every verdict of both phases, in chain order. */
 function evaluationsOf(input: DecisionSummary, output: DecisionSummary): unknown[] {
   return [
-    ...input.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "input", source: e.source })),
-    ...output.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, phase: "output", source: e.source })),
+    ...input.evaluations.map((e) => ({
+      guardType: e.guardType,
+      result: e.result,
+      confidence: e.confidence,
+      phase: "input",
+      source: e.source,
+    })),
+    ...output.evaluations.map((e) => ({
+      guardType: e.guardType,
+      result: e.result,
+      confidence: e.confidence,
+      phase: "output",
+      source: e.source,
+    })),
   ];
 }
 
@@ -121,7 +167,13 @@ function evaluationsOf(input: DecisionSummary, output: DecisionSummary): unknown
  */
 export function guardDecisionOf(i: { guardBlocked: boolean; input: DecisionSummary; output: DecisionSummary }): unknown {
   const phase = (d: DecisionSummary) => ({
-    blocks: d.blocks.map((b) => ({ action: b.action, blockedContent: b.blockedContent, confidence: b.confidence, guardType: b.guardType, source: b.source })),
+    blocks: d.blocks.map((b) => ({
+      action: b.action,
+      blockedContent: b.blockedContent,
+      confidence: b.confidence,
+      guardType: b.guardType,
+      source: b.source,
+    })),
     decision: d.decision,
     evaluations: d.evaluations.map((e) => ({ confidence: e.confidence, guardType: e.guardType, result: e.result, source: e.source })),
   });
@@ -173,9 +225,18 @@ export class InProcessScorer implements Scorer {
   }
 }
 
-interface Task { id: number; version: number; config: EngineConfigInput; traces: readonly ScoreInput[] }
+interface Task {
+  id: number;
+  version: number;
+  config: EngineConfigInput;
+  traces: readonly ScoreInput[];
+}
 type Reply = { id: number; results: PackedScores } | { id: number; error: string };
-interface Slot { worker: Worker; dead: boolean; pending: Map<number, { resolve: (r: ScoreResult[]) => void; reject: (e: Error) => void }> }
+interface Slot {
+  worker: Worker;
+  dead: boolean;
+  pending: Map<number, { resolve: (r: ScoreResult[]) => void; reject: (e: Error) => void }>;
+}
 
 /** Traces per task: a batch is split so that several workers share it. */
 const MIN_CHUNK = 25;
@@ -215,7 +276,9 @@ export class WorkerPoolScorer implements Scorer {
       if (i >= 0) this.#slots[i] = this.#spawn();
     };
     worker.on("error", fail);
-    worker.on("exit", (code) => { if (!this.#closed) fail(new Error(`scoring worker exited with code ${code}`)); });
+    worker.on("exit", (code) => {
+      if (!this.#closed) fail(new Error(`scoring worker exited with code ${code}`));
+    });
     return slot;
   }
 
@@ -223,7 +286,8 @@ export class WorkerPoolScorer implements Scorer {
     if (this.#closed) throw new Error("the scoring pool is closed");
     const chunk = Math.max(MIN_CHUNK, Math.ceil(traces.length / this.#size));
     const parts: Promise<ScoreResult[]>[] = [];
-    for (let at = 0; at < traces.length; at += chunk) parts.push(this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }));
+    for (let at = 0; at < traces.length; at += chunk)
+      parts.push(this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }));
     return (await Promise.all(parts)).flat();
   }
 
@@ -231,8 +295,19 @@ export class WorkerPoolScorer implements Scorer {
     const slot = this.#slots.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
     return new Promise((resolve, reject) => {
       slot.worker.ref(); // keep the process alive while work is in flight
-      const done = () => { if (slot.pending.size === 0) slot.worker.unref(); };
-      slot.pending.set(task.id, { resolve: (r) => { resolve(r); done(); }, reject: (e) => { reject(e); done(); } });
+      const done = () => {
+        if (slot.pending.size === 0) slot.worker.unref();
+      };
+      slot.pending.set(task.id, {
+        resolve: (r) => {
+          resolve(r);
+          done();
+        },
+        reject: (e) => {
+          reject(e);
+          done();
+        },
+      });
       slot.worker.postMessage(task);
     });
   }

@@ -33,8 +33,16 @@ const TOUCH = {
 };
 
 interface Row {
-  id: string; workspace_id: string; app_id: string; hash: string; revoked_at: Date | string | null; stale: boolean;
-  schema_name: string | null; role_name: string | null; status: string | null; version: string | null;
+  id: string;
+  workspace_id: string;
+  app_id: string;
+  hash: string;
+  revoked_at: Date | string | null;
+  stale: boolean;
+  schema_name: string | null;
+  role_name: string | null;
+  status: string | null;
+  version: string | null;
 }
 
 export class AppKeyService {
@@ -53,7 +61,9 @@ export class AppKeyService {
     const now = this.#now();
     const cutoff = new Date(now.getTime() - LAST_USED_RESOLUTION_MS);
     const pool = await this.#db.pool();
-    const row = await currentKey(token, APP_KEY_PREFIX,
+    const row = await currentKey(
+      token,
+      APP_KEY_PREFIX,
       async (digest) => {
         const found = (await pool.query<Row>({ ...VERIFY, values: [digest, cutoff] })).rows[0];
         return found ? { ...found, revokedAt: found.revoked_at } : null;
@@ -65,10 +75,18 @@ export class AppKeyService {
         } catch (err) {
           this.#log.warn({ err, keyId: r.id }, "could not record the app key's last use");
         }
-      });
+      },
+    );
     if (!row) return undefined;
-    const store = row.schema_name === null || row.role_name === null || row.status === null ? null
-      : { schema: row.schema_name, role: row.role_name, active: row.status === "active", configVersion: row.version === null ? 0 : Number(row.version) };
+    const store =
+      row.schema_name === null || row.role_name === null || row.status === null
+        ? null
+        : {
+            schema: row.schema_name,
+            role: row.role_name,
+            active: row.status === "active",
+            configVersion: row.version === null ? 0 : Number(row.version),
+          };
     return { kind: "app", workspaceId: row.workspace_id, appId: row.app_id, keyId: row.id, store };
   }
 
@@ -83,11 +101,16 @@ export async function mintAppKey(c: Client, workspaceId: string, appId: string, 
   const secret = mintToken(APP_KEY_PREFIX);
   await c.query(
     `insert into governance_app_keys (id, workspace_id, app_id, name, prefix, hash, created_at) values ($1, $2, $3, $4, $5, $6, $7)`,
-    [randomUUID(), workspaceId, appId, name, displayPrefix(secret), hashToken(secret), now]);
+    [randomUUID(), workspaceId, appId, name, displayPrefix(secret), hashToken(secret), now],
+  );
   return secret;
 }
 
 /** Revokes the app's current keys inside the caller's transaction. */
 export async function revokeAppKeys(c: Client, workspaceId: string, appId: string, now: Date): Promise<void> {
-  await c.query(`update governance_app_keys set revoked_at = $3 where workspace_id = $1 and app_id = $2 and revoked_at is null`, [workspaceId, appId, now]);
+  await c.query(`update governance_app_keys set revoked_at = $3 where workspace_id = $1 and app_id = $2 and revoked_at is null`, [
+    workspaceId,
+    appId,
+    now,
+  ]);
 }

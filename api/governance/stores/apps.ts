@@ -11,7 +11,12 @@ import { NotFoundError } from "../../errors.ts";
 
 /** What governance does to Apps (RBAC from code, see api/rbac.ts). */
 export const GOVERNANCE_APPS_ACCESS: Access[] = [
-  { group: groupOf(API_VERSION), resource: "apps", verbs: ["get", "patch"], why: "Governance reads an App right after its creation and annotates it to ask the operator for a fresh key or to switch governance off" },
+  {
+    group: groupOf(API_VERSION),
+    resource: "apps",
+    verbs: ["get", "patch"],
+    why: "Governance reads an App right after its creation and annotates it to ask the operator for a fresh key or to switch governance off",
+  },
 ];
 
 export interface AppRef {
@@ -49,7 +54,13 @@ export function appLookup(deps: { apps: AppStore; namespaceOf: (workspaceId: str
     const app = await deps.apps.getOrFetch(appRef(namespace, appId));
     if (!app || app.metadata.deletionTimestamp) return undefined;
     const created = app.metadata.creationTimestamp;
-    return { namespace, name: appId, uid: app.metadata.uid, annotations: app.metadata.annotations ?? {}, createdAt: created ? new Date(created) : undefined };
+    return {
+      namespace,
+      name: appId,
+      uid: app.metadata.uid,
+      annotations: app.metadata.annotations ?? {},
+      createdAt: created ? new Date(created) : undefined,
+    };
   };
 }
 

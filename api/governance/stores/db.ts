@@ -27,7 +27,8 @@ export function isoSql(column: string): string {
  */
 function scrub(err: unknown): unknown {
   if (err && typeof err === "object") {
-    for (const k of ["detail", "where", "internalQuery"]) if (k in err && (err as Record<string, unknown>)[k] !== undefined) (err as Record<string, unknown>)[k] = "[redacted]";
+    for (const k of ["detail", "where", "internalQuery"])
+      if (k in err && (err as Record<string, unknown>)[k] !== undefined) (err as Record<string, unknown>)[k] = "[redacted]";
   }
   return err;
 }
@@ -45,12 +46,14 @@ export class GovernanceDb {
   }
 
   pool(): Promise<pg.Pool> {
-    return this.#pool ??= (this.#orm.em.getConnection()).getNativeClient();
+    return (this.#pool ??= this.#orm.em.getConnection().getNativeClient());
   }
 
   /** server_version_num, e.g. 180004 */
   serverVersion(): Promise<number> {
-    return this.#version ??= this.pool().then(async (p) => Number((await p.query<{ v: string }>("select current_setting('server_version_num') as v")).rows[0]!.v));
+    return (this.#version ??= this.pool().then(async (p) =>
+      Number((await p.query<{ v: string }>("select current_setting('server_version_num') as v")).rows[0]!.v),
+    ));
   }
 
   /** Runs `fn` in one transaction on one connection (rolled back when it throws). */
@@ -64,7 +67,9 @@ export class GovernanceDb {
         await client.query("commit");
         return out;
       } catch (err) {
-        await client.query("rollback").catch((e: unknown) => { broken = e instanceof Error ? e : new Error(String(e)); });
+        await client.query("rollback").catch((e: unknown) => {
+          broken = e instanceof Error ? e : new Error(String(e));
+        });
         throw scrub(err);
       }
     } finally {
@@ -77,7 +82,11 @@ export class GovernanceDb {
    * privileges of that app's role, so another app's schema is out of reach whatever `fn` asks for.
    * With `searchPath`, unqualified table names resolve in that schema.
    */
-  async appTx<T>(role: string, fn: (c: Client) => Promise<T>, opts: { readOnly?: boolean; repeatableRead?: boolean; searchPath?: string } = {}): Promise<T> {
+  async appTx<T>(
+    role: string,
+    fn: (c: Client) => Promise<T>,
+    opts: { readOnly?: boolean; repeatableRead?: boolean; searchPath?: string } = {},
+  ): Promise<T> {
     const mode = [opts.repeatableRead ? "isolation level repeatable read" : "", opts.readOnly ? "read only" : ""].filter(Boolean).join(" ");
     // searchPath: the store's schema, for statements that name its tables without a schema (the
     // prepared statements of ingestion); pg_catalog next and pg_temp last, so that nothing
@@ -88,7 +97,9 @@ export class GovernanceDb {
     } catch (err) {
       const code = pgCode(err);
       if (code && STORE_GONE.has(code)) {
-        throw new ConflictError("governance_store_unavailable", "The app's governance store was removed or is being re-created; retry.", { cause: err });
+        throw new ConflictError("governance_store_unavailable", "The app's governance store was removed or is being re-created; retry.", {
+          cause: err,
+        });
       }
       throw err;
     }

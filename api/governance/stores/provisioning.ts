@@ -28,7 +28,11 @@ import { mintAppKey, revokeAppKeys } from "../keys/app-keys.ts";
 /** active: the store exists; disabled: de-provisioned through the public DELETE, no store */
 export type ProjectStatus = "active" | "disabled";
 
-export interface PublicProvisioned { appId: string; harborDatabase: string; connectionString: string }
+export interface PublicProvisioned {
+  appId: string;
+  harborDatabase: string;
+  connectionString: string;
+}
 
 export interface ProjectRow {
   workspaceId: string;
@@ -62,9 +66,14 @@ const PROJECT_COLUMNS = `workspace_id, app_id, app_uid, schema_name, role_name, 
 
 function projectOf(r: Record<string, unknown>): ProjectRow {
   return {
-    workspaceId: r.workspace_id as string, appId: r.app_id as string, appUid: (r.app_uid as string | null) ?? null,
-    schema: r.schema_name as string, role: r.role_name as string, status: r.status as ProjectStatus,
-    generation: Number(r.generation), provisionedAt: r.provisioned_at as string,
+    workspaceId: r.workspace_id as string,
+    appId: r.app_id as string,
+    appUid: (r.app_uid as string | null) ?? null,
+    schema: r.schema_name as string,
+    role: r.role_name as string,
+    status: r.status as ProjectStatus,
+    generation: Number(r.generation),
+    provisionedAt: r.provisioned_at as string,
   };
 }
 
@@ -72,21 +81,39 @@ function projectOf(r: Record<string, unknown>): ProjectRow {
 export type RestartReason = "reprovisioned" | "disabled" | "replaced_by_new_app" | "app_deleted";
 
 /** A restart of an app's audit chain, as verification reports it. */
-export interface AuditRestart { at: string; reason: RestartReason; actor: string; previousEntries: number; previousHeadHash: string | null }
+export interface AuditRestart {
+  at: string;
+  reason: RestartReason;
+  actor: string;
+  previousEntries: number;
+  previousHeadHash: string | null;
+}
 
 /**
  * Records, in the caller's transaction and before the store is dropped, how long its audit chain
  * was and where it ended (the store's audit_head). Nothing is recorded when there is no store, or
  * a store whose chain is empty.
  */
-async function recordRestart(c: Client, workspaceId: string, appId: string, names: StoreNames, reason: RestartReason, actor: string): Promise<void> {
-  const { rows: [table] } = await c.query<{ t: string | null }>(`select to_regclass($1)::text as t`, [`${ident(names.schema)}.audit_head`]);
+async function recordRestart(
+  c: Client,
+  workspaceId: string,
+  appId: string,
+  names: StoreNames,
+  reason: RestartReason,
+  actor: string,
+): Promise<void> {
+  const {
+    rows: [table],
+  } = await c.query<{ t: string | null }>(`select to_regclass($1)::text as t`, [`${ident(names.schema)}.audit_head`]);
   if (!table?.t) return;
-  const { rows: [head] } = await c.query<{ sequence: string; hash: string }>(`select sequence, hash from ${ident(names.schema)}.audit_head`);
+  const {
+    rows: [head],
+  } = await c.query<{ sequence: string; hash: string }>(`select sequence, hash from ${ident(names.schema)}.audit_head`);
   if (!head || Number(head.sequence) === 0) return;
   await c.query(
     `insert into governance_audit_restarts (id, workspace_id, app_id, reason, actor, previous_entries, previous_head_hash) values ($1, $2, $3, $4, $5, $6, $7)`,
-    [randomUUID(), workspaceId, appId, reason, actor.slice(0, 200), Number(head.sequence), head.hash]);
+    [randomUUID(), workspaceId, appId, reason, actor.slice(0, 200), Number(head.sequence), head.hash],
+  );
 }
 
 export class ProvisioningService {
@@ -101,16 +128,33 @@ export class ProvisioningService {
   /** Every restart of an app's audit chain, oldest first. */
   async restarts(workspaceId: string, appId: string): Promise<AuditRestart[]> {
     const pool = await this.#d.db.pool();
-    const { rows } = await pool.query<{ at: string; reason: RestartReason; actor: string; previous_entries: string; previous_head_hash: string | null }>(
+    const { rows } = await pool.query<{
+      at: string;
+      reason: RestartReason;
+      actor: string;
+      previous_entries: string;
+      previous_head_hash: string | null;
+    }>(
       `select ${isoSql("restarted_at")} as at, reason, actor, previous_entries, previous_head_hash from governance_audit_restarts
-        where workspace_id = $1 and app_id = $2 order by restarted_at, id`, [workspaceId, appId]);
-    return rows.map((r) => ({ at: r.at, reason: r.reason, actor: r.actor, previousEntries: Number(r.previous_entries), previousHeadHash: r.previous_head_hash }));
+        where workspace_id = $1 and app_id = $2 order by restarted_at, id`,
+      [workspaceId, appId],
+    );
+    return rows.map((r) => ({
+      at: r.at,
+      reason: r.reason,
+      actor: r.actor,
+      previousEntries: Number(r.previous_entries),
+      previousHeadHash: r.previous_head_hash,
+    }));
   }
 
   /** The project of an app (any status); undefined when never provisioned. */
   async project(workspaceId: string, appId: string): Promise<ProjectRow | undefined> {
     const pool = await this.#d.db.pool();
-    const { rows } = await pool.query(`select ${PROJECT_COLUMNS} from governance_projects where workspace_id = $1 and app_id = $2`, [workspaceId, appId]);
+    const { rows } = await pool.query(`select ${PROJECT_COLUMNS} from governance_projects where workspace_id = $1 and app_id = $2`, [
+      workspaceId,
+      appId,
+    ]);
     return rows[0] ? projectOf(rows[0] as Record<string, unknown>) : undefined;
   }
 
@@ -128,11 +172,17 @@ export class ProvisioningService {
     const { project, key } = await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, req.appName);
       // a config an earlier App of this id left (deleted before it had a store) is not this App's
-      await removeStaleAppConfig(c, workspaceId, req.appName, { uid: req.appUid, createdAt: app?.uid === req.appUid ? app.createdAt : undefined });
+      await removeStaleAppConfig(c, workspaceId, req.appName, {
+        uid: req.appUid,
+        createdAt: app?.uid === req.appUid ? app.createdAt : undefined,
+      });
       const row = await this.#lockedProject(c, workspaceId, req.appName);
       const sameApp = !row || row.appUid === null || row.appUid === req.appUid;
       if (row && row.status === "disabled" && sameApp) {
-        throw new ConflictError(GOVERNANCE_DISABLED_CODE, `Governance was switched off for ${req.appName} (DELETE .../governance/apps/${req.appName}/provision); POST .../provision turns it back on.`);
+        throw new ConflictError(
+          GOVERNANCE_DISABLED_CODE,
+          `Governance was switched off for ${req.appName} (DELETE .../governance/apps/${req.appName}/provision); POST .../provision turns it back on.`,
+        );
       }
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, req.appName);
       if (row && !sameApp) {
@@ -142,13 +192,23 @@ export class ProvisioningService {
       }
       await runAll(c, storeDdl(names, await this.#d.db.serverVersion()));
       const generation = Math.max(row?.generation ?? 1, req.generation);
-      const project = await this.#upsertProject(c, { workspaceId, appId: req.appName, appUid: req.appUid, names, generation, fresh: !row || !sameApp });
+      const project = await this.#upsertProject(c, {
+        workspaceId,
+        appId: req.appName,
+        appUid: req.appUid,
+        names,
+        generation,
+        fresh: !row || !sameApp,
+      });
       const key = await this.#rotateKey(c, workspaceId, req.appName, generation);
       return { project, key };
     });
     this.#d.log.info({ workspaceId, appId: req.appName, generation: project.generation }, "governance provisioned for the operator");
     return {
-      project: req.appName, workspaceId, database: project.schema, generation: project.generation,
+      project: req.appName,
+      workspaceId,
+      database: project.schema,
+      generation: project.generation,
       connectionString: connectionString(key, this.#d.host, project.schema),
     };
   }
@@ -193,7 +253,14 @@ export class ProvisioningService {
       await recordRestart(c, workspaceId, appId, names, "reprovisioned", actor);
       await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion())]);
       const generation = Math.max(row?.generation ?? 1, governanceGeneration(app.annotations)) + 1;
-      const project = await this.#upsertProject(c, { workspaceId, appId, appUid: app.uid ?? row?.appUid ?? null, names, generation, fresh: true });
+      const project = await this.#upsertProject(c, {
+        workspaceId,
+        appId,
+        appUid: app.uid ?? row?.appUid ?? null,
+        names,
+        generation,
+        fresh: true,
+      });
       await revokeAppKeys(c, workspaceId, appId, this.#now());
       return project;
     });
@@ -213,13 +280,18 @@ export class ProvisioningService {
       await runAll(c, dropStoreSql(names));
       const now = this.#now();
       if (row) {
-        await c.query(`update governance_projects set status = 'disabled', disabled_at = $3 where workspace_id = $1 and app_id = $2`, [workspaceId, appId, now]);
+        await c.query(`update governance_projects set status = 'disabled', disabled_at = $3 where workspace_id = $1 and app_id = $2`, [
+          workspaceId,
+          appId,
+          now,
+        ]);
         await revokeAppKeys(c, workspaceId, appId, now);
       } else {
         await c.query(
           `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at, disabled_at)
            values ($1, $2, $3, $4, $5, $6, 'disabled', $7, $8, $8, $8)`,
-          [randomUUID(), workspaceId, appId, app.uid ?? null, names.schema, names.role, governanceGeneration(app.annotations), now]);
+          [randomUUID(), workspaceId, appId, app.uid ?? null, names.schema, names.role, governanceGeneration(app.annotations), now],
+        );
       }
     });
     await this.#annotate(app, { [ANNOTATIONS.governanceDisabled]: "true" });
@@ -239,7 +311,9 @@ export class ProvisioningService {
   async upgradeStores(): Promise<number> {
     const pool = await this.#d.db.pool();
     const { rows } = await pool.query<{ workspace_id: string; app_id: string }>(
-      `select workspace_id, app_id from governance_projects where status = 'active' and store_version < $1 order by workspace_id, app_id`, [STORE_TEMPLATE_VERSION]);
+      `select workspace_id, app_id from governance_projects where status = 'active' and store_version < $1 order by workspace_id, app_id`,
+      [STORE_TEMPLATE_VERSION],
+    );
     let upgraded = 0;
     for (const r of rows) {
       try {
@@ -247,18 +321,30 @@ export class ProvisioningService {
           await lock(c, r.workspace_id, r.app_id);
           const { rows: locked } = await c.query<{ schema_name: string; role_name: string }>(
             `select schema_name, role_name from governance_projects
-              where workspace_id = $1 and app_id = $2 and status = 'active' and store_version < $3 for update`, [r.workspace_id, r.app_id, STORE_TEMPLATE_VERSION]);
+              where workspace_id = $1 and app_id = $2 and status = 'active' and store_version < $3 for update`,
+            [r.workspace_id, r.app_id, STORE_TEMPLATE_VERSION],
+          );
           if (!locked[0]) return false;
           await runAll(c, storeDdl({ schema: locked[0].schema_name, role: locked[0].role_name }, await this.#d.db.serverVersion()));
-          await c.query(`update governance_projects set store_version = $3 where workspace_id = $1 and app_id = $2`, [r.workspace_id, r.app_id, STORE_TEMPLATE_VERSION]);
+          await c.query(`update governance_projects set store_version = $3 where workspace_id = $1 and app_id = $2`, [
+            r.workspace_id,
+            r.app_id,
+            STORE_TEMPLATE_VERSION,
+          ]);
           return true;
         });
         if (done) {
           upgraded++;
-          this.#d.log.info({ workspaceId: r.workspace_id, appId: r.app_id, storeVersion: STORE_TEMPLATE_VERSION }, "governance store upgraded");
+          this.#d.log.info(
+            { workspaceId: r.workspace_id, appId: r.app_id, storeVersion: STORE_TEMPLATE_VERSION },
+            "governance store upgraded",
+          );
         }
       } catch (err) {
-        this.#d.log.error({ err, workspaceId: r.workspace_id, appId: r.app_id }, "could not upgrade a governance store; the next start retries");
+        this.#d.log.error(
+          { err, workspaceId: r.workspace_id, appId: r.app_id },
+          "could not upgrade a governance store; the next start retries",
+        );
       }
     }
     return upgraded;
@@ -278,7 +364,11 @@ export class ProvisioningService {
     } catch (err) {
       if (err instanceof NotFoundError) throw err;
       this.#d.log.error({ err, appId: app.name }, "could not annotate the App for the operator");
-      throw new UnavailableError("app_update_failed", `The store was changed but the App ${app.name} could not be annotated for the operator; retry the same call to finish.`, { cause: err });
+      throw new UnavailableError(
+        "app_update_failed",
+        `The store was changed but the App ${app.name} could not be annotated for the operator; retry the same call to finish.`,
+        { cause: err },
+      );
     }
   }
 
@@ -289,11 +379,17 @@ export class ProvisioningService {
   }
 
   async #lockedProject(c: Client, workspaceId: string, appId: string): Promise<ProjectRow | undefined> {
-    const { rows } = await c.query(`select ${PROJECT_COLUMNS} from governance_projects where workspace_id = $1 and app_id = $2 for update`, [workspaceId, appId]);
+    const { rows } = await c.query(
+      `select ${PROJECT_COLUMNS} from governance_projects where workspace_id = $1 and app_id = $2 for update`,
+      [workspaceId, appId],
+    );
     return rows[0] ? projectOf(rows[0] as Record<string, unknown>) : undefined;
   }
 
-  async #upsertProject(c: Client, p: { workspaceId: string; appId: string; appUid: string | null; names: StoreNames; generation: number; fresh: boolean }): Promise<ProjectRow> {
+  async #upsertProject(
+    c: Client,
+    p: { workspaceId: string; appId: string; appUid: string | null; names: StoreNames; generation: number; fresh: boolean },
+  ): Promise<ProjectRow> {
     const now = this.#now();
     const { rows } = await c.query(
       `insert into governance_projects (id, workspace_id, app_id, app_uid, schema_name, role_name, status, generation, created_at, provisioned_at, store_version)
@@ -302,7 +398,8 @@ export class ProvisioningService {
          set app_uid = excluded.app_uid, status = 'active', generation = excluded.generation, disabled_at = null, store_version = excluded.store_version,
              provisioned_at = case when $9 then excluded.provisioned_at else governance_projects.provisioned_at end
        returning ${PROJECT_COLUMNS}`,
-      [randomUUID(), p.workspaceId, p.appId, p.appUid, p.names.schema, p.names.role, p.generation, now, p.fresh, STORE_TEMPLATE_VERSION]);
+      [randomUUID(), p.workspaceId, p.appId, p.appUid, p.names.schema, p.names.role, p.generation, now, p.fresh, STORE_TEMPLATE_VERSION],
+    );
     return projectOf(rows[0] as Record<string, unknown>);
   }
 

@@ -184,7 +184,8 @@ function auditHeadDdl(s: string, t: (table: string) => string): string[] {
 }
 
 const hourOf = (column: string) => `date_bin('1 hour', ${column}, '${ROLLUP_ORIGIN}'::timestamptz)`;
-const scoreBucket = (column: string) => `least(greatest(width_bucket(${column}, 0, 1, ${ROLLUP_SCORE_BUCKETS}), 1), ${ROLLUP_SCORE_BUCKETS})`;
+const scoreBucket = (column: string) =>
+  `least(greatest(width_bucket(${column}, 0, 1, ${ROLLUP_SCORE_BUCKETS}), 1), ${ROLLUP_SCORE_BUCKETS})`;
 
 /**
  * The rollup tables, their triggers, and a backfill from the traces (and evals) already stored
@@ -234,19 +235,25 @@ function rollupDdl(s: string, t: (table: string) => string): string[] {
        score_sum float8 not null,
        passed int8 not null,
        primary key (hour, shard, eval_type, bucket))`,
-    definer("traces_rollup", `insert into ${t("traces_hourly")} as h (hour, shard, calls, prompt_tokens, completion_tokens, total_tokens, latency_sum, cost_usd, blocked, errors)
+    definer(
+      "traces_rollup",
+      `insert into ${t("traces_hourly")} as h (hour, shard, calls, prompt_tokens, completion_tokens, total_tokens, latency_sum, cost_usd, blocked, errors)
        ${tracesAgg("new_rows", shard)}
           group by 1 order by 1
        on conflict (hour, shard) do update
          set calls = h.calls + excluded.calls, prompt_tokens = h.prompt_tokens + excluded.prompt_tokens,
              completion_tokens = h.completion_tokens + excluded.completion_tokens, total_tokens = h.total_tokens + excluded.total_tokens,
              latency_sum = h.latency_sum + excluded.latency_sum, cost_usd = h.cost_usd + excluded.cost_usd,
-             blocked = h.blocked + excluded.blocked, errors = h.errors + excluded.errors`),
-    definer("evals_rollup", `insert into ${t("evals_hourly")} as h (hour, shard, eval_type, bucket, n, score_sum, passed)
+             blocked = h.blocked + excluded.blocked, errors = h.errors + excluded.errors`,
+    ),
+    definer(
+      "evals_rollup",
+      `insert into ${t("evals_hourly")} as h (hour, shard, eval_type, bucket, n, score_sum, passed)
        ${evalsAgg("new_rows", shard)}
           group by 1, 3, 4 order by 1, 3, 4
        on conflict (hour, shard, eval_type, bucket) do update
-         set n = h.n + excluded.n, score_sum = h.score_sum + excluded.score_sum, passed = h.passed + excluded.passed`),
+         set n = h.n + excluded.n, score_sum = h.score_sum + excluded.score_sum, passed = h.passed + excluded.passed`,
+    ),
     `revoke all on function ${s}.traces_rollup(), ${s}.evals_rollup() from public`,
     `create or replace trigger traces_rollup after insert on ${t("traces")} referencing new table as new_rows
        for each statement execute function ${s}.traces_rollup()`,
@@ -265,8 +272,5 @@ function rollupDdl(s: string, t: (table: string) => string): string[] {
 
 /** The statements that remove a store and its role (idempotent). */
 export function dropStoreSql(n: StoreNames): string[] {
-  return [
-    `drop schema if exists ${ident(n.schema)} cascade`,
-    `drop role if exists ${ident(n.role)}`,
-  ];
+  return [`drop schema if exists ${ident(n.schema)} cascade`, `drop role if exists ${ident(n.role)}`];
 }

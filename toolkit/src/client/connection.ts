@@ -90,10 +90,16 @@ export function parseConnection(value: string): GovdbConnection {
     throw bad("the key is not valid");
   }
   if (key === "") throw bad("no key before @");
-  if (!KEY.test(key)) throw bad(key.startsWith(APP_KEY_PREFIX) ? "the key has characters other than A-Z a-z 0-9 _ -" : `the key does not start with ${APP_KEY_PREFIX}`);
+  if (!KEY.test(key))
+    throw bad(
+      key.startsWith(APP_KEY_PREFIX)
+        ? "the key has characters other than A-Z a-z 0-9 _ -"
+        : `the key does not start with ${APP_KEY_PREFIX}`,
+    );
   if (url.hostname === "") throw bad("no host");
   const database = url.pathname.replace(/^\//, "");
-  if (database === "" || !DATABASE.test(database)) throw bad(database === "" ? "no database after the host" : "the database name is not a plain name");
+  if (database === "" || !DATABASE.test(database))
+    throw bad(database === "" ? "no database after the host" : "the database name is not a plain name");
   if (url.hash !== "") throw bad("a fragment is not expected");
   const hostname = url.hostname.toLowerCase();
   const host = url.port ? `${hostname}:${url.port}` : hostname;

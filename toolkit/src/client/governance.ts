@@ -99,7 +99,13 @@ export class Governance {
       return;
     }
     this.connection = resolveConnection(options.connection, env);
-    this.#transport = options.transport ?? new HttpTransport({ connection: this.connection, ...(options.fetch ? { fetch: options.fetch } : {}), ...(options.requestTimeoutMs ? { timeoutMs: options.requestTimeoutMs } : {}) });
+    this.#transport =
+      options.transport ??
+      new HttpTransport({
+        connection: this.connection,
+        ...(options.fetch ? { fetch: options.fetch } : {}),
+        ...(options.requestTimeoutMs ? { timeoutMs: options.requestTimeoutMs } : {}),
+      });
     this.#queue = new TraceQueue({
       transport: this.#transport,
       logger: this.#logger,
@@ -164,14 +170,21 @@ export class Governance {
     try {
       engine = new GuardEngine(outcome.config.engine);
     } catch (err) {
-      return { ok: false, error: `the config does not compile: ${err instanceof Error ? err.message.slice(0, 300) : String(err)}`, retryable: false };
+      return {
+        ok: false,
+        error: `the config does not compile: ${err instanceof Error ? err.message.slice(0, 300) : String(err)}`,
+        retryable: false,
+      };
     }
     this.#engine = engine;
     this.#remoteConfig = outcome.config;
     this.#configSource = "api";
     if (this.#project === undefined) this.#project = outcome.config.project;
     else if (this.#project !== outcome.config.project) {
-      this.#logger.warn(`berth governance: GOVERNANCE_PROJECT is ${this.#project} but the key belongs to ${outcome.config.project}; the API will refuse its traces`, { code: "BERTH_GOVERNANCE_PROJECT_MISMATCH" });
+      this.#logger.warn(
+        `berth governance: GOVERNANCE_PROJECT is ${this.#project} but the key belongs to ${outcome.config.project}; the API will refuse its traces`,
+        { code: "BERTH_GOVERNANCE_PROJECT_MISMATCH" },
+      );
     }
     return true;
   }
@@ -191,7 +204,14 @@ export class Governance {
       const delay = last.retryAfterMs ?? backoffDelay(attempt - 1, 1000, 30_000, this.#random);
       await new Promise<void>((resolve) => {
         const cancel = this.#clock.timer(resolve, delay);
-        this.#abort.signal.addEventListener("abort", () => { cancel(); resolve(); }, { once: true });
+        this.#abort.signal.addEventListener(
+          "abort",
+          () => {
+            cancel();
+            resolve();
+          },
+          { once: true },
+        );
       });
       if (this.#abort.signal.aborted) return;
       const r = await this.#fetchConfig();
@@ -200,7 +220,10 @@ export class Governance {
       if (!r.retryable) break;
     }
     if (!this.#abort.signal.aborted) {
-      this.#logger.warn(`berth governance: gave up loading the governance config (${last.error}); the default config stays until the next restart`, { code: "BERTH_GOVERNANCE_CONFIG", status: last.status });
+      this.#logger.warn(
+        `berth governance: gave up loading the governance config (${last.error}); the default config stays until the next restart`,
+        { code: "BERTH_GOVERNANCE_CONFIG", status: last.status },
+      );
     }
   }
 
@@ -245,7 +268,9 @@ export class Governance {
   }
 
   #hookProcess(): () => void {
-    const onBeforeExit = () => { void this.shutdown(); };
+    const onBeforeExit = () => {
+      void this.shutdown();
+    };
     const onSigterm = () => {
       void this.shutdown().finally(() => {
         // nobody else handles SIGTERM: do what Node would have done without us

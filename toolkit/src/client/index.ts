@@ -29,7 +29,10 @@ export function configure(options: ConfigureOptions = {}): Promise<Governance> {
   currentStart = g.start().then(
     () => g,
     async (err: unknown) => {
-      if (current === g) { current = undefined; currentStart = undefined; }
+      if (current === g) {
+        current = undefined;
+        currentStart = undefined;
+      }
       await g.shutdown(0);
       throw err;
     },
@@ -47,7 +50,10 @@ export function governance(): Governance {
     const g = new Governance();
     current = g;
     // requireConfig is off: a failed fetch falls back to the defaults, start() does not reject
-    currentStart = g.start().then(() => g, () => g);
+    currentStart = g.start().then(
+      () => g,
+      () => g,
+    );
   }
   return current;
 }
@@ -65,7 +71,9 @@ export function submit(trace: Trace, options: SubmitOptions = {}): string | unde
   } catch (err) {
     if (!warnedUnconfigured) {
       warnedUnconfigured = true;
-      warningLogger.warn(`berth governance: traces are not recorded: ${err instanceof GovdbConnectionError ? err.message : String(err)}`, { code: "BERTH_GOVERNANCE_UNCONFIGURED" });
+      warningLogger.warn(`berth governance: traces are not recorded: ${err instanceof GovdbConnectionError ? err.message : String(err)}`, {
+        code: "BERTH_GOVERNANCE_UNCONFIGURED",
+      });
     }
     return undefined;
   }

@@ -61,7 +61,10 @@ export interface GovernanceLogger {
 
 export const warningLogger: GovernanceLogger = {
   warn(message, details) {
-    process.emitWarning(message, { type: "BerthGovernanceWarning", code: typeof details.code === "string" ? details.code : "BERTH_GOVERNANCE" });
+    process.emitWarning(message, {
+      type: "BerthGovernanceWarning",
+      code: typeof details.code === "string" ? details.code : "BERTH_GOVERNANCE",
+    });
   },
 };
 
@@ -225,7 +228,10 @@ export class TraceQueue {
     const bytes = Buffer.byteLength(json);
     if (bytes + BODY_OVERHEAD > this.#maxBatchBytes) {
       this.#counters.rejected++;
-      this.#warn("too_large", `trace ${record.traceId} is ${bytes} bytes, more than a request may carry (${this.#maxBatchBytes}); rejected without sending`);
+      this.#warn(
+        "too_large",
+        `trace ${record.traceId} is ${bytes} bytes, more than a request may carry (${this.#maxBatchBytes}); rejected without sending`,
+      );
       return false;
     }
     this.#pending.push({ seq: ++this.#seq, traceId: record.traceId, json, bytes, at: this.#clock.now() });
@@ -286,7 +292,11 @@ export class TraceQueue {
     this.#inflight = [];
     if (left.length > 0) {
       this.#counters.dropped += left.length;
-      this.#warnNow("undelivered", `${left.length} traces were not delivered before shutdown and are lost (${this.#counters.dropped} dropped in all)`, { count: left.length });
+      this.#warnNow(
+        "undelivered",
+        `${left.length} traces were not delivered before shutdown and are lost (${this.#counters.dropped} dropped in all)`,
+        { count: left.length },
+      );
     }
     for (const w of [...this.#waiters]) w.resolve(left.length === 0);
     return drained && left.length === 0;
@@ -306,7 +316,10 @@ export class TraceQueue {
     }
     if (dropped > 0) {
       this.#counters.dropped += dropped;
-      this.#warn("dropped", `the trace queue is full (${this.#maxQueue}): dropped the oldest trace (${this.#counters.dropped} dropped in all)`);
+      this.#warn(
+        "dropped",
+        `the trace queue is full (${this.#maxQueue}): dropped the oldest trace (${this.#counters.dropped} dropped in all)`,
+      );
       this.#settleWaiters();
     }
   }
@@ -319,11 +332,13 @@ export class TraceQueue {
     if (this.#stopped) return;
     if (!this.#running) {
       // started after the current task: enqueue() returns at once, and the traces of one burst share a batch
-      this.#running = Promise.resolve().then(() => this.#run()).finally(() => {
-        this.#running = undefined;
-        // a trace may have arrived while the loop was finishing
-        if (this.#pending.length > 0 && !this.#stopped) this.#kick();
-      });
+      this.#running = Promise.resolve()
+        .then(() => this.#run())
+        .finally(() => {
+          this.#running = undefined;
+          // a trace may have arrived while the loop was finishing
+          if (this.#pending.length > 0 && !this.#stopped) this.#kick();
+        });
     } else if (this.#sleep?.wakeable && this.#urgent()) {
       this.#sleep.done();
     }
@@ -408,7 +423,10 @@ export class TraceQueue {
         }
         if (reasons.length > 0) {
           this.#recordError(`the API rejected ${reasons.length} trace(s): ${reasons.slice(0, 3).join("; ")}`);
-          this.#warn("rejected", `the API rejected ${reasons.length} trace(s) (${this.#counters.rejected} rejected in all): ${reasons.slice(0, 3).join("; ")}`);
+          this.#warn(
+            "rejected",
+            `the API rejected ${reasons.length} trace(s) (${this.#counters.rejected} rejected in all): ${reasons.slice(0, 3).join("; ")}`,
+          );
         }
         return undefined;
       }
@@ -419,10 +437,15 @@ export class TraceQueue {
         this.#pending.unshiftAll(batch);
         this.#enforceBound();
         const backoff = backoffDelay(this.#attempt, this.#initialBackoffMs, this.#maxBackoffMs, this.#random);
-        const delay = outcome.retryAfterMs !== undefined
-          ? Math.min(outcome.retryAfterMs, this.#maxRetryAfterMs) + Math.round(this.#random() * Math.min(1000, outcome.retryAfterMs * 0.1))
-          : backoff;
-        this.#warn("retry", `sending traces failed (${outcome.error}); ${this.#pending.length} queued, retrying in ${delay} ms (attempt ${this.#attempt})`);
+        const delay =
+          outcome.retryAfterMs !== undefined
+            ? Math.min(outcome.retryAfterMs, this.#maxRetryAfterMs) +
+              Math.round(this.#random() * Math.min(1000, outcome.retryAfterMs * 0.1))
+            : backoff;
+        this.#warn(
+          "retry",
+          `sending traces failed (${outcome.error}); ${this.#pending.length} queued, retrying in ${delay} ms (attempt ${this.#attempt})`,
+        );
         return delay;
       }
       case "too_large": {
@@ -433,14 +456,20 @@ export class TraceQueue {
         }
         this.#counters.rejected++;
         this.#recordError(outcome.error, 413);
-        this.#warn("too_large", `the API refused trace ${batch[0]?.traceId ?? ""} as too large (${this.#counters.rejected} rejected in all)`);
+        this.#warn(
+          "too_large",
+          `the API refused trace ${batch[0]?.traceId ?? ""} as too large (${this.#counters.rejected} rejected in all)`,
+        );
         return undefined;
       }
       case "rejected": {
         this.#attempt = 0;
         this.#counters.rejected += batch.length;
         this.#recordError(outcome.error, outcome.status);
-        this.#warn("rejected", `the API refused a batch of ${batch.length} trace(s) with HTTP ${outcome.status} (${outcome.error}); not retried (${this.#counters.rejected} rejected in all)`);
+        this.#warn(
+          "rejected",
+          `the API refused a batch of ${batch.length} trace(s) with HTTP ${outcome.status} (${outcome.error}); not retried (${this.#counters.rejected} rejected in all)`,
+        );
         return undefined;
       }
     }
@@ -470,7 +499,12 @@ export class TraceQueue {
 
   #warnNow(kind: string, message: string, details: Record<string, unknown>): void {
     try {
-      this.#logger.warn(`berth governance: ${message}`, { code: `BERTH_GOVERNANCE_${kind.toUpperCase()}`, kind, ...this.stats(), ...details });
+      this.#logger.warn(`berth governance: ${message}`, {
+        code: `BERTH_GOVERNANCE_${kind.toUpperCase()}`,
+        kind,
+        ...this.stats(),
+        ...details,
+      });
     } catch {
       // a logger that throws must not break the sender
     }

@@ -52,25 +52,38 @@ const text = (max: number) => z.string().max(max).refine(storable, STORABLE);
  * The trace as sent to the API, every default applied (toRecord), and what the API accepts: its
  * input type is what a client sends, its output what the API stores (traceId in lower case).
  */
-export const TraceRecord = z.object({
-  traceId: z.guid("must be a UUID").transform((s) => s.toLowerCase()).describe("Client-generated unique id (UUID); a trace sent twice is stored once"),
-  input: text(MAX_TRACE_TEXT).describe("Prompt text"),
-  output: text(MAX_TRACE_TEXT).describe("Model response text (empty when the call failed)"),
-  model: z.string().trim().min(1).max(200).refine(storable, STORABLE).describe("Model name; priced from the model price table"),
-  latency: z.number().min(0).max(DAY_MS).describe("Milliseconds"),
-  tokens: z.object({
-    prompt: z.int().min(0).max(MAX_TOKENS),
-    completion: z.int().min(0).max(MAX_TOKENS),
-    total: z.int().min(0).max(MAX_TOKENS),
-  }).strict(),
-  timestamp: z.iso.datetime({ offset: true }).describe("Time of the call (ISO 8601); at most 1 h ahead of the server's clock"),
-  project: z.string().min(1).max(63).optional().describe("GOVERNANCE_PROJECT; must be the key's own app id when given"),
-  sessionId: z.string().min(1).max(200).refine(storable, STORABLE).optional().describe("Groups the traces of one conversation"),
-  error: text(MAX_TRACE_ERROR).optional().describe("Set when the call failed (counts towards the error rate)"),
-  metadata: z.record(z.string().min(1).max(64).refine(storable, STORABLE), z.union([z.string().max(1000).refine(storable, STORABLE), z.number(), z.boolean(), z.null()]))
-    .refine((m) => Object.keys(m).length <= 32, "at most 32 keys").optional()
-    .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
-}).strict().describe("One LLM call (SPEC.md part 1, trace object)");
+export const TraceRecord = z
+  .object({
+    traceId: z
+      .guid("must be a UUID")
+      .transform((s) => s.toLowerCase())
+      .describe("Client-generated unique id (UUID); a trace sent twice is stored once"),
+    input: text(MAX_TRACE_TEXT).describe("Prompt text"),
+    output: text(MAX_TRACE_TEXT).describe("Model response text (empty when the call failed)"),
+    model: z.string().trim().min(1).max(200).refine(storable, STORABLE).describe("Model name; priced from the model price table"),
+    latency: z.number().min(0).max(DAY_MS).describe("Milliseconds"),
+    tokens: z
+      .object({
+        prompt: z.int().min(0).max(MAX_TOKENS),
+        completion: z.int().min(0).max(MAX_TOKENS),
+        total: z.int().min(0).max(MAX_TOKENS),
+      })
+      .strict(),
+    timestamp: z.iso.datetime({ offset: true }).describe("Time of the call (ISO 8601); at most 1 h ahead of the server's clock"),
+    project: z.string().min(1).max(63).optional().describe("GOVERNANCE_PROJECT; must be the key's own app id when given"),
+    sessionId: z.string().min(1).max(200).refine(storable, STORABLE).optional().describe("Groups the traces of one conversation"),
+    error: text(MAX_TRACE_ERROR).optional().describe("Set when the call failed (counts towards the error rate)"),
+    metadata: z
+      .record(
+        z.string().min(1).max(64).refine(storable, STORABLE),
+        z.union([z.string().max(1000).refine(storable, STORABLE), z.number(), z.boolean(), z.null()]),
+      )
+      .refine((m) => Object.keys(m).length <= 32, "at most 32 keys")
+      .optional()
+      .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
+  })
+  .strict()
+  .describe("One LLM call (SPEC.md part 1, trace object)");
 export type TraceRecord = z.input<typeof TraceRecord>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -84,7 +97,8 @@ export function traceProblems(trace: Trace): string[] {
   if (typeof t.input !== "string") problems.push("input must be a string");
   if (typeof t.output !== "string") problems.push("output must be a string");
   if (typeof t.model !== "string" || t.model === "") problems.push("model must be a non-empty string");
-  if (typeof t.latency !== "number" || !Number.isFinite(t.latency) || t.latency < 0) problems.push("latency must be a number of milliseconds >= 0");
+  if (typeof t.latency !== "number" || !Number.isFinite(t.latency) || t.latency < 0)
+    problems.push("latency must be a number of milliseconds >= 0");
   const tokens = t.tokens as Partial<Record<keyof TraceTokens, unknown>> | undefined;
   if (typeof tokens !== "object" || tokens === null) problems.push("tokens must be { prompt, completion, total }");
   else {
@@ -100,7 +114,8 @@ export function traceProblems(trace: Trace): string[] {
   }
   if (t.sessionId !== undefined && typeof t.sessionId !== "string") problems.push("sessionId must be a string");
   if (t.error !== undefined && typeof t.error !== "string") problems.push("error must be a string");
-  if (t.metadata !== undefined && (typeof t.metadata !== "object" || t.metadata === null || Array.isArray(t.metadata))) problems.push("metadata must be an object");
+  if (t.metadata !== undefined && (typeof t.metadata !== "object" || t.metadata === null || Array.isArray(t.metadata)))
+    problems.push("metadata must be an object");
   return problems;
 }
 
@@ -118,7 +133,8 @@ export function toRecord(trace: Trace, project: string | undefined, now: () => n
     timestamp: trace.timestamp === undefined ? new Date(now()).toISOString() : new Date(trace.timestamp).toISOString(),
   };
   if (trace.sessionId !== undefined) record.sessionId = trace.sessionId;
-  if (trace.error !== undefined) record.error = trace.error.length > MAX_TRACE_ERROR ? trace.error.slice(0, MAX_TRACE_ERROR - 1) + "…" : trace.error;
+  if (trace.error !== undefined)
+    record.error = trace.error.length > MAX_TRACE_ERROR ? trace.error.slice(0, MAX_TRACE_ERROR - 1) + "…" : trace.error;
   if (trace.metadata !== undefined) record.metadata = trace.metadata;
   if (project !== undefined) record.project = project;
   return record;

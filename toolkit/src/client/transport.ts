@@ -16,8 +16,7 @@ export interface ToolkitConfig {
 }
 
 export type ConfigOutcome =
-  | { ok: true; config: ToolkitConfig }
-  | { ok: false; error: string; status?: number; retryable: boolean; retryAfterMs?: number };
+  { ok: true; config: ToolkitConfig } | { ok: false; error: string; status?: number; retryable: boolean; retryAfterMs?: number };
 
 export interface HttpTransportOptions {
   connection: GovdbConnection;
@@ -74,7 +73,11 @@ export class HttpTransport implements TraceTransport {
   }
 
   #headers(body: boolean): Record<string, string> {
-    const h: Record<string, string> = { Authorization: `Bearer ${this.#connection.key}`, Accept: "application/json", "User-Agent": this.#userAgent };
+    const h: Record<string, string> = {
+      Authorization: `Bearer ${this.#connection.key}`,
+      Accept: "application/json",
+      "User-Agent": this.#userAgent,
+    };
     if (body) h["Content-Type"] = "application/json";
     return h;
   }
@@ -88,14 +91,21 @@ export class HttpTransport implements TraceTransport {
     let res: Response;
     let text: string;
     try {
-      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/traces`, { method: "POST", headers: this.#headers(true), body, signal: this.#signal(signal) });
+      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/traces`, {
+        method: "POST",
+        headers: this.#headers(true),
+        body,
+        signal: this.#signal(signal),
+      });
       text = await res.text();
     } catch (err) {
       return { kind: "retry", error: networkError(err) };
     }
     if (res.ok) {
       try {
-        const parsed = JSON.parse(text) as { results?: { traceId?: unknown; status?: unknown; errors?: { field?: unknown; message?: unknown }[] }[] };
+        const parsed = JSON.parse(text) as {
+          results?: { traceId?: unknown; status?: unknown; errors?: { field?: unknown; message?: unknown }[] }[];
+        };
         const results: ItemResult[] = [];
         for (const r of parsed.results ?? []) {
           if (typeof r.traceId !== "string" || (r.status !== "created" && r.status !== "duplicate" && r.status !== "rejected")) continue;
@@ -123,18 +133,28 @@ export class HttpTransport implements TraceTransport {
     let res: Response;
     let text: string;
     try {
-      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/config`, { headers: this.#headers(false), signal: this.#signal(signal) });
+      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/config`, {
+        headers: this.#headers(false),
+        signal: this.#signal(signal),
+      });
       text = await res.text();
     } catch (err) {
       return { ok: false, error: networkError(err), retryable: true };
     }
     if (!res.ok) {
       const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
-      return { ok: false, error: describeFailure(res.status, text), status: res.status, retryable: RETRYABLE(res.status), ...(retryAfterMs !== undefined ? { retryAfterMs } : {}) };
+      return {
+        ok: false,
+        error: describeFailure(res.status, text),
+        status: res.status,
+        retryable: RETRYABLE(res.status),
+        ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+      };
     }
     try {
       const body = JSON.parse(text) as Partial<ToolkitConfig>;
-      if (typeof body.project !== "string" || typeof body.engine !== "object" || body.engine === null) throw new Error("not a toolkit config");
+      if (typeof body.project !== "string" || typeof body.engine !== "object" || body.engine === null)
+        throw new Error("not a toolkit config");
       return { ok: true, config: { project: body.project, observability: body.observability ?? {}, engine: body.engine } };
     } catch {
       return { ok: false, error: `HTTP ${res.status}: the answer is not a governance config`, status: res.status, retryable: false };

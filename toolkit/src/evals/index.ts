@@ -36,10 +36,12 @@ export function runEvals(
   if (evals.relevance.enabled) out.push(relevance(trace.input, trace.output, evals.relevance.threshold));
   if (evals.safety.enabled) {
     const pii = engine.sensitiveData;
-    out.push(scoreSafety(trace.output, evals.safety.threshold, pii.config, {
-      toxicity: detectedFor(output, trace.output, SAFETY_TOXICITY_KEY),
-      pii: detectedFor(output, trace.output, pii.key),
-    }));
+    out.push(
+      scoreSafety(trace.output, evals.safety.threshold, pii.config, {
+        toxicity: detectedFor(output, trace.output, SAFETY_TOXICITY_KEY),
+        pii: detectedFor(output, trace.output, pii.key),
+      }),
+    );
   }
   if (decided) out.push(policyCompliance(decided.input, decided.output));
   if (evals.latency.enabled) out.push(latency(trace.latencyMs, evals.latency));

@@ -8,7 +8,10 @@ import type { EvalResult } from "./types.ts";
 export function policyCompliance(input: GuardDecision, output: GuardDecision): EvalResult {
   let score = 1;
   const notes: string[] = [];
-  for (const [phase, d] of [["input", input], ["output", output]] as const) {
+  for (const [phase, d] of [
+    ["input", input],
+    ["output", output],
+  ] as const) {
     for (const e of d.evaluations) {
       if (e.result === "pass") continue;
       const cost = e.result === "block" ? e.confidence : e.confidence / 2;
@@ -17,5 +20,10 @@ export function policyCompliance(input: GuardDecision, output: GuardDecision): E
     }
   }
   const passed = input.decision !== "block" && output.decision !== "block";
-  return { evalType: "policy_compliance", score: round3(score), passed, details: notes.length ? notes.join("; ") : "every guard passed on prompt and response" };
+  return {
+    evalType: "policy_compliance",
+    score: round3(score),
+    passed,
+    details: notes.length ? notes.join("; ") : "every guard passed on prompt and response",
+  };
 }

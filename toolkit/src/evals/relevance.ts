@@ -30,7 +30,12 @@ function covered(term: string, response: ReadonlySet<string>): boolean {
 }
 
 export function relevance(input: string, output: string, threshold: number): EvalResult {
-  const result = (score: number, details: string): EvalResult => ({ evalType: "relevance", score: round3(score), passed: round3(score) >= threshold, details });
+  const result = (score: number, details: string): EvalResult => ({
+    evalType: "relevance",
+    score: round3(score),
+    passed: round3(score) >= threshold,
+    details,
+  });
   if (output.trim() === "") return result(0, "empty response");
   const refusal = isRefusal(output);
   const outTokens = words(output);

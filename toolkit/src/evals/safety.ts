@@ -27,7 +27,12 @@ export function safety(output: string, threshold: number, pii: PiiConfig = {}): 
  * safety with hits already detected in this very text with the same settings (the toxicity config
  * SAFETY_TOXICITY, the PII config `pii`): runEvals passes the guards' own (detectedFor).
  */
-export function scoreSafety(output: string, threshold: number, pii: PiiConfig, detected: { toxicity?: readonly Hit[] | undefined; pii?: readonly Hit[] | undefined }): EvalResult {
+export function scoreSafety(
+  output: string,
+  threshold: number,
+  pii: PiiConfig,
+  detected: { toxicity?: readonly Hit[] | undefined; pii?: readonly Hit[] | undefined },
+): EvalResult {
   const tox = detected.toxicity ?? detectToxicity(output, SAFETY_TOXICITY);
   const toxicity = toxicityConfidence(tox);
   const piiHits = detected.pii ?? detectPii(output, pii);
@@ -36,5 +41,10 @@ export function scoreSafety(output: string, threshold: number, pii: PiiConfig, d
   const parts: string[] = [];
   if (toxicity > 0) parts.push(`toxicity ${round3(toxicity)} (${strongest(tox)})`);
   if (sensitive > 0) parts.push(`sensitive data ${round3(sensitive)} (${strongest(piiHits)})`);
-  return { evalType: "safety", score, passed: score >= threshold, details: parts.length ? parts.join("; ") : "no toxic content or sensitive data in the response" };
+  return {
+    evalType: "safety",
+    score,
+    passed: score >= threshold,
+    details: parts.length ? parts.join("; ") : "no toxic content or sensitive data in the response",
+  };
 }

@@ -62,12 +62,19 @@ export function detectCustom(text: string, config: CustomConfig): Hit[] {
   const c = compileCustom(config);
   const hits: Hit[] = [];
   for (const p of c.patterns) {
-    for (const [start, end] of p.re.matches(text)) hits.push({ kind: p.kind, start, end, score: p.weight, description: `custom pattern "${p.name}"` });
+    for (const [start, end] of p.re.matches(text))
+      hits.push({ kind: p.kind, start, end, score: p.weight, description: `custom pattern "${p.name}"` });
   }
   if (c.keywords) {
     c.keywords.lastIndex = 0;
     for (const m of text.matchAll(c.keywords)) {
-      hits.push({ kind: "keyword", start: m.index, end: m.index + m[0].length, score: config.keywordWeight ?? 0.8, description: `keyword "${m[0].toLowerCase()}"` });
+      hits.push({
+        kind: "keyword",
+        start: m.index,
+        end: m.index + m[0].length,
+        score: config.keywordWeight ?? 0.8,
+        description: `keyword "${m[0].toLowerCase()}"`,
+      });
     }
   }
   return hits.sort((a, b) => a.start - b.start);

@@ -50,7 +50,11 @@ function containsPhrase(tokens: readonly string[], phrase: readonly string[]): b
 }
 
 /** Which topics a text mentions, with the number of distinct terms of each. */
-export function topicOverlap(text: string, topics: readonly Topic[], stems: readonly string[] = words(text).map(stem)): Array<{ name: string; terms: number }> {
+export function topicOverlap(
+  text: string,
+  topics: readonly Topic[],
+  stems: readonly string[] = words(text).map(stem),
+): Array<{ name: string; terms: number }> {
   const tokens = stems;
   const tokenSet = new Set(tokens);
   return compileTopics(topics).map((t) => {
@@ -74,9 +78,13 @@ export function detectOffTopic(text: string, config: OffTopicConfig): Hit[] {
   // No topic term at all: 0.6 for a couple of words, up to 0.95 for eight content words or more.
   // Some topic terms: on topic; the score falls with each term (0.3, 0.15, 0.1 ...).
   const score = matched === 0 ? 0.6 + 0.35 * Math.min(1, content.length / 8) : 0.3 / matched;
-  const description = matched === 0
-    ? `mentions none of the allowed topics (${names})`
-    : `mentions ${matched} term(s) of ${overlap.filter((t) => t.terms > 0).map((t) => t.name).join(", ")}`;
+  const description =
+    matched === 0
+      ? `mentions none of the allowed topics (${names})`
+      : `mentions ${matched} term(s) of ${overlap
+          .filter((t) => t.terms > 0)
+          .map((t) => t.name)
+          .join(", ")}`;
   return [{ kind: "off_topic", start: 0, end: text.length, score, description, whole: true }];
 }
 

@@ -22,11 +22,17 @@ export interface Pattern {
 
 /** JavaScript's escapes that RE2 spells otherwise: \uXXXX and \u{X...} are \x{...} there. */
 function toRe2Syntax(source: string): string {
-  return source.replace(/\\\\|\\u\{([0-9A-Fa-f]+)\}|\\u([0-9A-Fa-f]{4})/g, (m, braced: string | undefined, four: string | undefined) => (braced ?? four) ? `\\x{${braced ?? four}}` : m);
+  return source.replace(/\\\\|\\u\{([0-9A-Fa-f]+)\}|\\u([0-9A-Fa-f]{4})/g, (m, braced: string | undefined, four: string | undefined) =>
+    (braced ?? four) ? `\\x{${braced ?? four}}` : m,
+  );
 }
 
 function re2Flags(flags: string): number {
-  return (flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0) | (flags.includes("m") ? RE2JS.MULTILINE : 0) | (flags.includes("s") ? RE2JS.DOTALL : 0);
+  return (
+    (flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0) |
+    (flags.includes("m") ? RE2JS.MULTILINE : 0) |
+    (flags.includes("s") ? RE2JS.DOTALL : 0)
+  );
 }
 
 function unsupported(source: string): string | undefined {
@@ -70,7 +76,8 @@ export function compilePattern(source: string, flags = ""): Pattern {
     *matches(text: string) {
       const m = re.matcher(text);
       while (m.find()) {
-        const start = m.start(), end = m.end();
+        const start = m.start(),
+          end = m.end();
         if (end > start) yield [start, end];
       }
     },

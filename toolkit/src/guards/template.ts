@@ -45,10 +45,17 @@ export const CustomPatternSpec = z
     z.string().min(1).max(256),
     z.strictObject({
       pattern: z.string().min(1).max(256).describe("JavaScript regular expression source"),
-      flags: z.string().regex(/^[imsu]*$/, "flags may only be i, m, s and u").optional(),
+      flags: z
+        .string()
+        .regex(/^[imsu]*$/, "flags may only be i, m, s and u")
+        .optional(),
       name: z.string().min(1).max(100).optional().describe("Shown in descriptions instead of the matched text"),
       weight: z.number().min(0).max(1).optional().describe("Confidence of a match, default 0.9"),
-      kind: z.string().regex(/^[a-z][a-z0-9_]{0,39}$/, "lower-case letters, digits and _").optional().describe("Match kind and redaction placeholder, default custom_pattern"),
+      kind: z
+        .string()
+        .regex(/^[a-z][a-z0-9_]{0,39}$/, "lower-case letters, digits and _")
+        .optional()
+        .describe("Match kind and redaction placeholder, default custom_pattern"),
     }),
   ])
   .superRefine((spec, ctx) => {
@@ -108,11 +115,16 @@ export const TYPE_KEYS: Readonly<Record<string, GuardType>> = {
  */
 export function templateRulesJsonSchema(): Record<string, unknown>[] {
   return GUARD_TYPES.map((type) => {
-    const foreign = Object.entries(TYPE_KEYS).filter(([, t]) => t !== type).map(([key]) => ({ required: [key] }));
+    const foreign = Object.entries(TYPE_KEYS)
+      .filter(([, t]) => t !== type)
+      .map(([key]) => ({ required: [key] }));
     const config: Record<string, unknown> = { not: { anyOf: foreign } };
     const then: Record<string, unknown> = { properties: { config } };
     if (type === "custom") {
-      config.anyOf = [{ required: ["patterns"], properties: { patterns: { minItems: 1 } } }, { required: ["keywords"], properties: { keywords: { minItems: 1 } } }];
+      config.anyOf = [
+        { required: ["patterns"], properties: { patterns: { minItems: 1 } } },
+        { required: ["keywords"], properties: { keywords: { minItems: 1 } } },
+      ];
       then.required = ["config"];
     }
     if (type === "off_topic") config.properties = { action: { not: { const: "redact" } } };
@@ -124,14 +136,22 @@ export function templateRulesJsonSchema(): Record<string, unknown>[] {
 export function refineTemplate(t: { guardType: GuardType; config: GuardTemplateConfig }, ctx: z.RefinementCtx, path: PropertyKey[] = []) {
   for (const [key, type] of Object.entries(TYPE_KEYS)) {
     if ((t.config as Record<string, unknown>)[key] !== undefined && type !== t.guardType) {
-      ctx.addIssue({ code: "custom", path: [...path, "config", key], message: `${key} applies to ${type} guards only, not ${t.guardType}` });
+      ctx.addIssue({
+        code: "custom",
+        path: [...path, "config", key],
+        message: `${key} applies to ${type} guards only, not ${t.guardType}`,
+      });
     }
   }
   if (t.guardType === "custom" && !(t.config.patterns?.length || t.config.keywords?.length)) {
     ctx.addIssue({ code: "custom", path: [...path, "config"], message: "a custom guard needs patterns or keywords" });
   }
   if (t.guardType === "off_topic" && t.config.action === "redact") {
-    ctx.addIssue({ code: "custom", path: [...path, "config", "action"], message: "an off_topic guard judges the whole text: its action is block or flag" });
+    ctx.addIssue({
+      code: "custom",
+      path: [...path, "config", "action"],
+      message: "an off_topic guard judges the whole text: its action is block or flag",
+    });
   }
 }
 

@@ -17,7 +17,9 @@ const ASCII_LOWER = Array.from({ length: 128 }, (_, c) => String.fromCharCode(c)
 // Cyrillic and Greek letters that look like Latin ones ("ignоre" with a Cyrillic о): folded to the
 // Latin letter in the view, one character for one, so that offsets stay valid. NFKC keeps them.
 const CONFUSABLES: ReadonlyMap<string, string> = new Map(
-  [..."аaвbеeкkмmнhоoрpсcтtуyхxіiјjѕsԁdɡgαaβbεeιiκkνvοoρpτtυuχxӏl"].flatMap((c, i, all) => (i % 2 === 0 ? [[c, all[i + 1]!] as [string, string]] : [])),
+  [..."аaвbеeкkмmнhоoрpсcтtуyхxіiјjѕsԁdɡgαaβbεeιiκkνvοoρpτtυuχxӏl"].flatMap((c, i, all) =>
+    i % 2 === 0 ? [[c, all[i + 1]!] as [string, string]] : [],
+  ),
 );
 
 /**
@@ -29,7 +31,7 @@ export function normalise(text: string): TextView {
   if (ASCII.test(text)) return { text: text.toLowerCase(), offsets: null };
   let out = "";
   const offsets: number[] = [];
-  for (let i = 0; i < text.length; ) {
+  for (let i = 0; i < text.length;) {
     const cp = text.codePointAt(i)!;
     if (cp < 128) {
       // ASCII inside a non-ASCII text (most of a French or German one): NFKC leaves it as is
@@ -64,7 +66,7 @@ export function toOriginal(view: TextView, start: number, end: number): [number,
   return [s, Math.max(o[Math.min(j, o.length - 1)]!, last + 1)];
 }
 
-const LEET: Record<string, string> = { "0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", "$": "s", "!": "i" };
+const LEET: Record<string, string> = { "0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", $: "s", "!": "i" };
 const LEET_CHARS = /[013457@$!]/;
 const LEET_NEXT_TO_LETTER = /[a-z][013457@$!]|[013457@$!][a-z]/;
 
@@ -166,7 +168,12 @@ function stemOnce(word: string): string {
       w = w.slice(0, -suffix.length);
       if (suffix === "es" && !/(?:ch|sh|x|z|ss|o)$/.test(w)) w += "e";
       // running -> run, transferred -> transfer
-      if ((suffix === "ing" || suffix === "ed" || suffix === "edly" || suffix === "ingly") && /([b-df-hj-np-tv-z])\1$/.test(w) && !/(?:ll|ss|zz)$/.test(w)) w = w.slice(0, -1);
+      if (
+        (suffix === "ing" || suffix === "ed" || suffix === "edly" || suffix === "ingly") &&
+        /([b-df-hj-np-tv-z])\1$/.test(w) &&
+        !/(?:ll|ss|zz)$/.test(w)
+      )
+        w = w.slice(0, -1);
       return w.replace(/e$/, "");
     }
   }
@@ -270,7 +277,8 @@ export function alternatives(source: string): string[] {
   let start = 0;
   for (let i = 0; i < source.length; i++) {
     const c = source[i];
-    if (c === "\\") i++; // an escaped character, whatever it is
+    if (c === "\\")
+      i++; // an escaped character, whatever it is
     else if (inClass) inClass = c !== "]";
     else if (c === "[") inClass = true;
     else if (c === "(") depth++;
@@ -297,7 +305,9 @@ export function anyOf(res: readonly RegExp[]): RegExp {
   if (!unitable(res)) {
     // a list gated this way must keep one set of flags and no backreferences or named groups
     const odd = res.filter((re) => re.flags !== res[0]!.flags || !unitable([re]));
-    throw new Error(`these regular expressions cannot be joined into one (flags ${res[0]?.flags ?? "-"}, no backreferences or named groups): ${odd.map(String).join(", ") || "(an empty list)"}`);
+    throw new Error(
+      `these regular expressions cannot be joined into one (flags ${res[0]?.flags ?? "-"}, no backreferences or named groups): ${odd.map(String).join(", ") || "(an empty list)"}`,
+    );
   }
   const atBoundary: string[] = [];
   const others: string[] = [];

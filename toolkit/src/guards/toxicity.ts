@@ -32,12 +32,47 @@ export const SEVERITY: Record<ToxicityCategory, number> = {
 };
 
 // obscenity's words by category; anything not listed counts as sexual/ambiguous (0.3).
-const SLURS = new Set(["abeed", "africoon", "arabush", "boonga", "chingchong", "chink", "kike", "nigger", "fag", "dyke", "tranny", "retard", "spastic"]);
+const SLURS = new Set([
+  "abeed",
+  "africoon",
+  "arabush",
+  "boonga",
+  "chingchong",
+  "chink",
+  "kike",
+  "nigger",
+  "fag",
+  "dyke",
+  "tranny",
+  "retard",
+  "spastic",
+]);
 const INSULT_WORDS = new Set(["bitch", "cunt", "whore", "slut", "twat", "bastard", "prick", "cuck"]);
 const PROFANE = new Set(["fuck", "shit", "piss", "arse", "ass", "turd", "bollocks", "wank", "jizz"]);
 // Ordinary words the English dataset would otherwise match (each entry was checked to match
 // without it: every whitelisted term costs a scan of the text, so the list holds only those).
-const WHITELIST = ["chinks in the armour", "chinks in the armor", "chink in the armour", "chink in the armor", "chink in his armour", "chink in her armour", "chink in their armour", "chink in his armor", "chink in her armor", "chink in their armor", "cum laude", "magna cum", "summa cum", "retardant", "retardation", "pussycat", "pussy willow", "shiitake", "dickinson", "moby dick"];
+const WHITELIST = [
+  "chinks in the armour",
+  "chinks in the armor",
+  "chink in the armour",
+  "chink in the armor",
+  "chink in his armour",
+  "chink in her armour",
+  "chink in their armour",
+  "chink in his armor",
+  "chink in her armor",
+  "chink in their armor",
+  "cum laude",
+  "magna cum",
+  "summa cum",
+  "retardant",
+  "retardation",
+  "pussycat",
+  "pussy willow",
+  "shiitake",
+  "dickinson",
+  "moby dick",
+];
 
 let wordList: { matcher: RegExpMatcher; prefilter: WordPrefilter | null } | null = null;
 /** Builds the shared word matcher now (a few milliseconds) rather than on the first text. */
@@ -90,32 +125,193 @@ const r = (src: string) => new RegExp(src, "g");
 
 /** Patterns a word list cannot see (on the lower-cased view). */
 export const TOXICITY_PATTERNS: readonly Pattern[] = [
-  { category: "threat", weight: 0.9, label: "threat of violence", re: r(String.raw`\b(?:i|we|im|ima|imma)(?:'ll|'m|'d| will| shall| am| are| would| wanna| gonna| want to| going to)?\b[^.!?\n]{0,40}?\b(?:kill|murder|hurt|stab|shoot|beat|punch|strangle|choke|rape|slap|smash|burn|bury)\s+(?:\w+\s+){0,2}?${YOU}\b`) },
-  { category: "threat", weight: 0.85, label: "threat", re: r(String.raw`\b(?:know|find|found|find out|found out|get) where ${YOU} (?:live|work|sleep)\b|\b(?:i'll|i will|we'll|we will|gonna) (?:find|hunt) ${YOU}\b|\bmake ${YOU} pay\b|\bwatch ${YOU}r back\b|\b${YOU}(?:'re| are) (?:dead|going to die|gonna die)\b`) },
-  { category: "threat", weight: 0.85, label: "wish of harm", re: r(String.raw`\b(?:hope|wish)\s+(?:that\s+)?(?:${YOU}(?: \w+){0,2})\b[^.!?\n]{0,30}?\b(?:die|dies|dead|cancer|suffers?|burn|rot|get hurt|get raped|hit by)\b|\b(?:drop dead(?! (?:gorgeous|beautiful|handsome|sexy|funny|serious))|go die|just die|die already|die in a (?:fire|hole|ditch)|eat shit and die)\b`) },
-  { category: "self_harm", weight: 0.9, label: "self-harm encouragement", re: r(String.raw`\b(?:kill|hang|shoot|off|end)\s+(?:yourself|urself|ur self|your ?self)\b|\bkys\b|\bend your (?:own )?life\b|\bdrink bleach\b|\bnobody would miss you\b`) },
-  { category: "hate", weight: 0.85, label: "hatred of a group", re: r(String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b`) },
-  { category: "harassment", weight: 0.75, label: "hatred aimed at someone", re: r(String.raw`\bi\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can'?t stand|cannot stand)\s+(?:you|u|ya|all of you|every one of you|your guts)\b(?!\s+(?:guys|all)?\s*(?:so much|too)?\s*(?:for (?:that|this)|,? ?lol|haha))`) },
-  { category: "hate", weight: 0.85, label: "derogatory generalisation", re: r(String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}${NEGATIVE}\b`) },
-  { category: "hate", weight: 0.85, label: "dehumanising generalisation", re: r(String.raw`\b(?:all|those|these|the|most)\s+(?:\w+\s+){0,2}?(?:are|r)\s+(?:(?:just|nothing but|like|all|filthy|dirty)\s+)*(?:vermin|animals|rats|cockroaches|parasites|subhuman|savages|scum|filth|a disease|a plague|a cancer|trash|dogs|pigs|apes|monkeys)\b`) },
-  { category: "hate", weight: 0.85, label: "eliminationist language", re: r(String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b`) },
+  {
+    category: "threat",
+    weight: 0.9,
+    label: "threat of violence",
+    re: r(
+      String.raw`\b(?:i|we|im|ima|imma)(?:'ll|'m|'d| will| shall| am| are| would| wanna| gonna| want to| going to)?\b[^.!?\n]{0,40}?\b(?:kill|murder|hurt|stab|shoot|beat|punch|strangle|choke|rape|slap|smash|burn|bury)\s+(?:\w+\s+){0,2}?${YOU}\b`,
+    ),
+  },
+  {
+    category: "threat",
+    weight: 0.85,
+    label: "threat",
+    re: r(
+      String.raw`\b(?:know|find|found|find out|found out|get) where ${YOU} (?:live|work|sleep)\b|\b(?:i'll|i will|we'll|we will|gonna) (?:find|hunt) ${YOU}\b|\bmake ${YOU} pay\b|\bwatch ${YOU}r back\b|\b${YOU}(?:'re| are) (?:dead|going to die|gonna die)\b`,
+    ),
+  },
+  {
+    category: "threat",
+    weight: 0.85,
+    label: "wish of harm",
+    re: r(
+      String.raw`\b(?:hope|wish)\s+(?:that\s+)?(?:${YOU}(?: \w+){0,2})\b[^.!?\n]{0,30}?\b(?:die|dies|dead|cancer|suffers?|burn|rot|get hurt|get raped|hit by)\b|\b(?:drop dead(?! (?:gorgeous|beautiful|handsome|sexy|funny|serious))|go die|just die|die already|die in a (?:fire|hole|ditch)|eat shit and die)\b`,
+    ),
+  },
+  {
+    category: "self_harm",
+    weight: 0.9,
+    label: "self-harm encouragement",
+    re: r(
+      String.raw`\b(?:kill|hang|shoot|off|end)\s+(?:yourself|urself|ur self|your ?self)\b|\bkys\b|\bend your (?:own )?life\b|\bdrink bleach\b|\bnobody would miss you\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "hatred of a group",
+    re: r(
+      String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "hatred aimed at someone",
+    re: r(
+      String.raw`\bi\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can'?t stand|cannot stand)\s+(?:you|u|ya|all of you|every one of you|your guts)\b(?!\s+(?:guys|all)?\s*(?:so much|too)?\s*(?:for (?:that|this)|,? ?lol|haha))`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "derogatory generalisation",
+    re: r(
+      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}${NEGATIVE}\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "dehumanising generalisation",
+    re: r(
+      String.raw`\b(?:all|those|these|the|most)\s+(?:\w+\s+){0,2}?(?:are|r)\s+(?:(?:just|nothing but|like|all|filthy|dirty)\s+)*(?:vermin|animals|rats|cockroaches|parasites|subhuman|savages|scum|filth|a disease|a plague|a cancer|trash|dogs|pigs|apes|monkeys)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "eliminationist language",
+    re: r(
+      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b`,
+    ),
+  },
   // violence called for against a group, as an order or a wish ("kill all muslims", "destroy islam"),
   // not a report of it ("why did they kill the jews" has its own subject before the verb)
-  { category: "hate", weight: 0.9, label: "violence against a group", re: r(String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of)\s+(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))\b`) },
-  { category: "threat", weight: 0.8, label: "call to kill", re: r(String.raw`\b(?:kill|burn|shoot|gas|hang|nuke|exterminate)\s+(?:them|em|['’]em)\s+all\b|\b(?<=(?:^|[.!?]\s+))kill (?:them|those \w+|these \w+)\b|\bsend\s+(?:(?:all|the|these|those)\s+){0,2}(?:${GROUP}\s+|them\s+)?(?:all\s+)?to\s+(?:hell|the gas chambers?|the ovens?|concentration camps?)\b`) },
-  { category: "threat", weight: 0.85, label: "wish of death", re: r(String.raw`\b(?:slow |painful )?death to (?:all |the |every )?(?:${GROUP}|people like|you|them|those)\b|\bwish(?:ing)?\s+(?:you|him|her|them)?\s*(?:a\s+)?(?:slow |painful )?death\b|\b(?:hope|wish)\s+(?:he|she|they|him|her|them)\s+(?:\w+\s+){0,2}?(?:dies?|gets? (?:raped|killed|shot|cancer|hit by)|burns? in hell|rots? in hell)\b`) },
-  { category: "threat", weight: 0.7, label: "threat against someone", re: r(String.raw`\b(?:i|we|im|ima|imma)(?:['’]ll|['’]d| will| would| wanna| gonna| want to| going to)?\s+(?:\w+\s+){0,2}?(?:kill|murder|stab|strangle|choke|rape|bury|beat the (?:shit|fuck|hell) out of)\s+(?:her|him|them|every (?:one of them|\w+)|all of them)\b`) },
+  {
+    category: "hate",
+    weight: 0.9,
+    label: "violence against a group",
+    re: r(
+      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of)\s+(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))\b`,
+    ),
+  },
+  {
+    category: "threat",
+    weight: 0.8,
+    label: "call to kill",
+    re: r(
+      String.raw`\b(?:kill|burn|shoot|gas|hang|nuke|exterminate)\s+(?:them|em|['’]em)\s+all\b|\b(?<=(?:^|[.!?]\s+))kill (?:them|those \w+|these \w+)\b|\bsend\s+(?:(?:all|the|these|those)\s+){0,2}(?:${GROUP}\s+|them\s+)?(?:all\s+)?to\s+(?:hell|the gas chambers?|the ovens?|concentration camps?)\b`,
+    ),
+  },
+  {
+    category: "threat",
+    weight: 0.85,
+    label: "wish of death",
+    re: r(
+      String.raw`\b(?:slow |painful )?death to (?:all |the |every )?(?:${GROUP}|people like|you|them|those)\b|\bwish(?:ing)?\s+(?:you|him|her|them)?\s*(?:a\s+)?(?:slow |painful )?death\b|\b(?:hope|wish)\s+(?:he|she|they|him|her|them)\s+(?:\w+\s+){0,2}?(?:dies?|gets? (?:raped|killed|shot|cancer|hit by)|burns? in hell|rots? in hell)\b`,
+    ),
+  },
+  {
+    category: "threat",
+    weight: 0.7,
+    label: "threat against someone",
+    re: r(
+      String.raw`\b(?:i|we|im|ima|imma)(?:['’]ll|['’]d| will| would| wanna| gonna| want to| going to)?\s+(?:\w+\s+){0,2}?(?:kill|murder|stab|strangle|choke|rape|bury|beat the (?:shit|fuck|hell) out of)\s+(?:her|him|them|every (?:one of them|\w+)|all of them)\b`,
+    ),
+  },
   // dehumanising and degrading words fastened to an identity ("korean bitch", "filthy chinese")
-  { category: "hate", weight: 0.85, label: "identity insult", re: r(String.raw`\b${GROUP_ADJ}\s+(?:american\s+)?(?:cunts?|bitch(?:es)?|whores?|sluts?|scum|trash|niggas?|parasites|leeches|vermin|savages|subhumans)\b|\blike (?:the )?(?:animals|vermin|rats|cockroaches|pigs|dogs|savages|parasites) (?:they|you) are\b|\b(?:fucking|filthy|dirty|lowlife|stupid|dumb|ugly|smelly)\s+(?:\w+\s+)?${GROUP_ADJ}\s+(?:monkeys?|apes?|animals?|pigs?|cockroach(?:es)?|vermin|savages?|parasites?|rats?|dogs?)\b`) },
-  { category: "hate", weight: 0.8, label: "insult to a group", re: r(String.raw`\b(?:stupid|dumb|filthy|dirty|disgusting|smelly|lowlife|fucking|fuckin)\s+(?:\w+\s+)?(?:${GROUP}|${GROUP_ADJ}\s+(?:\w+\s+){0,2}?(?:people|women|men|guys?|girls?|boys?|kids|bitch(?:es)?|snitch|dudes?|blokes?|bastards?))\b${NOT_PEOPLE}|\bf+u+c+k+\s+(?:off\s+)?(?:all\s+|the\s+|those\s+|these\s+)?(?:${GROUP}|${CREED})\b`) },
-  { category: "hate", weight: 0.85, label: "denial of humanity", re: r(String.raw`\b(?:${GROUP}|they|these people|those people)\s+(?:are not|aren['’]?t|is not|isn['’]?t|r not)\s+(?:\d+%\s+|fully\s+|even\s+|real\s+)?(?:humans?|people|persons)\b`) },
-  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|subhuman|filthy|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`) },
-  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:what an?|such an?)\s+(?:\w+\s+){0,2}?(?:idiot|moron|imbecile|loser|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|disgrace|failure)\s+(?:you are|you're|u r|ur)\b|\b(?:shit|crap) for brains\b|\bnobody (?:likes|wants|loves) you\b|\beveryone hates you\b`) },
-  { category: "harassment", weight: 0.75, label: "insult aimed at someone", re: r(String.raw`\b(?:you(?:'re| are)|ur|u r)\s+(?:the|such a|a)\s+(?:dumbest|stupidest|ugliest|worst|most (?:pathetic|stupid|useless|disgusting|worthless)|biggest (?:idiot|loser|moron|failure|joke))\b`) },
-  { category: "slur", weight: 0.9, label: "slur", re: r(String.raw`\b(?:beaners?|spics?(?! and span)|wetbacks?|gooks?|ragheads?|towelheads?|n[i1]gglets?|half-?breeds?|sand ?n[i1]gg\w*|kikes?|chinks?(?! in (?:the|his|her|their|its|our|my|your) armou?r))\b`) },
-  { category: "harassment", weight: 0.75, label: "name-calling", re: r(String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying)\s+(?:cunt|bitch|whore|slut|idiot|moron|bastard|retard|twat|prick|loser|pig|asshole|motherfucker)\b`) },
-  { category: "harassment", weight: 0.75, label: "insult about someone's family", re: r(String.raw`\byour (?:mother|mom|mum|momma|mama|sister|wife|girlfriend|father|dad|family)(?:'s| is| are)\s+(?:an?\s+)?(?:\w+\s+)?(?:whore|slut|bitch|cunt|hoe|skank|pig|cow)\b`) },
-  { category: "harassment", weight: 0.8, label: "abuse aimed at someone", re: r(String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bgo to hell\b|\bstfu\b`) },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "identity insult",
+    re: r(
+      String.raw`\b${GROUP_ADJ}\s+(?:american\s+)?(?:cunts?|bitch(?:es)?|whores?|sluts?|scum|trash|niggas?|parasites|leeches|vermin|savages|subhumans)\b|\blike (?:the )?(?:animals|vermin|rats|cockroaches|pigs|dogs|savages|parasites) (?:they|you) are\b|\b(?:fucking|filthy|dirty|lowlife|stupid|dumb|ugly|smelly)\s+(?:\w+\s+)?${GROUP_ADJ}\s+(?:monkeys?|apes?|animals?|pigs?|cockroach(?:es)?|vermin|savages?|parasites?|rats?|dogs?)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.8,
+    label: "insult to a group",
+    re: r(
+      String.raw`\b(?:stupid|dumb|filthy|dirty|disgusting|smelly|lowlife|fucking|fuckin)\s+(?:\w+\s+)?(?:${GROUP}|${GROUP_ADJ}\s+(?:\w+\s+){0,2}?(?:people|women|men|guys?|girls?|boys?|kids|bitch(?:es)?|snitch|dudes?|blokes?|bastards?))\b${NOT_PEOPLE}|\bf+u+c+k+\s+(?:off\s+)?(?:all\s+|the\s+|those\s+|these\s+)?(?:${GROUP}|${CREED})\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "denial of humanity",
+    re: r(
+      String.raw`\b(?:${GROUP}|they|these people|those people)\s+(?:are not|aren['’]?t|is not|isn['’]?t|r not)\s+(?:\d+%\s+|fully\s+|even\s+|real\s+)?(?:humans?|people|persons)\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult aimed at someone",
+    re: r(
+      String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|subhuman|filthy|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult aimed at someone",
+    re: r(
+      String.raw`\b(?:what an?|such an?)\s+(?:\w+\s+){0,2}?(?:idiot|moron|imbecile|loser|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|disgrace|failure)\s+(?:you are|you're|u r|ur)\b|\b(?:shit|crap) for brains\b|\bnobody (?:likes|wants|loves) you\b|\beveryone hates you\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult aimed at someone",
+    re: r(
+      String.raw`\b(?:you(?:'re| are)|ur|u r)\s+(?:the|such a|a)\s+(?:dumbest|stupidest|ugliest|worst|most (?:pathetic|stupid|useless|disgusting|worthless)|biggest (?:idiot|loser|moron|failure|joke))\b`,
+    ),
+  },
+  {
+    category: "slur",
+    weight: 0.9,
+    label: "slur",
+    re: r(
+      String.raw`\b(?:beaners?|spics?(?! and span)|wetbacks?|gooks?|ragheads?|towelheads?|n[i1]gglets?|half-?breeds?|sand ?n[i1]gg\w*|kikes?|chinks?(?! in (?:the|his|her|their|its|our|my|your) armou?r))\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "name-calling",
+    re: r(
+      String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying)\s+(?:cunt|bitch|whore|slut|idiot|moron|bastard|retard|twat|prick|loser|pig|asshole|motherfucker)\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult about someone's family",
+    re: r(
+      String.raw`\byour (?:mother|mom|mum|momma|mama|sister|wife|girlfriend|father|dad|family)(?:'s| is| are)\s+(?:an?\s+)?(?:\w+\s+)?(?:whore|slut|bitch|cunt|hoe|skank|pig|cow)\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.8,
+    label: "abuse aimed at someone",
+    re: r(
+      String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bgo to hell\b|\bstfu\b`,
+    ),
+  },
 ];
 
 // one scan per group of patterns says whether any of the group matches (text.ts anyOf); most texts
@@ -131,9 +327,15 @@ const NEGATED_BEFORE = /\b(?:never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|
 // Quoted words in a text that talks about them ("is it offensive to call someone 'x'?", "saying 'x'
 // is sexist"): mentioned, not used.
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{1,200}?)(["'”’»])(?![\w])/g;
-const MENTION = /\b(?:is|are|was|that's|it's|sounds)\s+(?:so\s+|really\s+|just\s+)?(?:sexist|racist|homophobic|transphobic|bigoted|hateful|wrong|disgusting|unacceptable|offensive|not ok(?:ay)?|a slur)\b|\b(?:offensive|slur|the word|the term|what does|mean|meaning)\b/;
+const MENTION =
+  /\b(?:is|are|was|that's|it's|sounds)\s+(?:so\s+|really\s+|just\s+)?(?:sexist|racist|homophobic|transphobic|bigoted|hateful|wrong|disgusting|unacceptable|offensive|not ok(?:ay)?|a slur)\b|\b(?:offensive|slur|the word|the term|what does|mean|meaning)\b/;
 
-const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = { slur: "slur", harassment: "insult", sexual: "sexual term", profanity: "profanity" };
+const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = {
+  slur: "slur",
+  harassment: "insult",
+  sexual: "sexual term",
+  profanity: "profanity",
+};
 const DIRECTED = new RegExp(String.raw`\b${YOU}\b`);
 
 function categoryOf(word: string): ToxicityCategory {
@@ -165,7 +367,13 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     const around = view.text.slice(Math.max(0, start - 24), Math.min(view.text.length, end + 16));
     const aimed = DIRECTED.test(around) && category !== "sexual";
     if (aimed) score = Math.max(score, 0.8);
-    hits.push({ kind: category, start, end, score, description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})` });
+    hits.push({
+      kind: category,
+      start,
+      end,
+      score,
+      description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})`,
+    });
   }
   const words = hits.map((h) => [h.start, h.end] as const);
   // profanity or an insult in the same sentence as a group named as a whole ("fucking migrants",
@@ -174,9 +382,17 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     GROUP_MENTION.lastIndex = 0;
     for (const g of view.text.matchAll(GROUP_MENTION)) {
       const [gs, ge] = toOriginal(view, g.index, g.index + g[0].length);
-      const near = hits.find((h) => (h.kind === "profanity" || h.kind === "harassment") && sameSentence(text, Math.min(gs, h.start), Math.max(ge, h.end)));
+      const near = hits.find(
+        (h) => (h.kind === "profanity" || h.kind === "harassment") && sameSentence(text, Math.min(gs, h.start), Math.max(ge, h.end)),
+      );
       if (!near) continue;
-      hits.push({ kind: "hate", start: Math.min(gs, near.start), end: Math.max(ge, near.end), score: 0.65, description: `profanity about a group (${excerpt(text.slice(gs, ge), 30)})` });
+      hits.push({
+        kind: "hate",
+        start: Math.min(gs, near.start),
+        end: Math.max(ge, near.end),
+        score: 0.65,
+        description: `profanity about a group (${excerpt(text.slice(gs, ge), 30)})`,
+      });
       break;
     }
   }
@@ -184,7 +400,13 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     p.re.lastIndex = 0;
     for (const m of view.text.matchAll(p.re)) {
       const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
-      hits.push({ kind: p.category, start, end, score: p.weight, description: `${p.label} ("${excerpt(maskSpans(text, start, end, words), 40)}")` });
+      hits.push({
+        kind: p.category,
+        start,
+        end,
+        score: p.weight,
+        description: `${p.label} ("${excerpt(maskSpans(text, start, end, words), 40)}")`,
+      });
     }
   }
   const out = hits.filter((h) => wanted.has(h.kind) && !(h.kind === "hate" && negatedAt(view, h.start)));

@@ -30,7 +30,14 @@ export interface Evaluation {
  * Runs one guard on one text: detect, drop allowlisted hits, score, decide. `detected` passes hits
  * already detected with the same definition and config (the engine shares them between checks).
  */
-export function evaluateGuard<C>(def: GuardDefinition<C>, text: string, config: C, policy: GuardPolicy, allowlist: CompiledAllowlist, detected?: Hit[]): Evaluation {
+export function evaluateGuard<C>(
+  def: GuardDefinition<C>,
+  text: string,
+  config: C,
+  policy: GuardPolicy,
+  allowlist: CompiledAllowlist,
+  detected?: Hit[],
+): Evaluation {
   const hits = applyAllowlist(detected ?? def.detect(text, config), text, allowlist);
   const confidence = hits.length === 0 ? 0 : def.confidence(hits, text, config);
   return { verdict: verdictOf(def.guardType, confidence, hits, policy), hits };

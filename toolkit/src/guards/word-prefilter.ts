@@ -74,7 +74,10 @@ export class WordPrefilter {
     }
     flush();
     const [first, second] = this.#steps;
-    this.#pair = this.#steps.length === 2 && first!.table && second!.instance ? { step: first!, table: first!.table, instance: second!.instance } : null;
+    this.#pair =
+      this.#steps.length === 2 && first!.table && second!.instance
+        ? { step: first!, table: first!.table, instance: second!.instance }
+        : null;
     this.#any = anyOf(terms);
   }
 
@@ -119,7 +122,7 @@ export class WordPrefilter {
     let n = 0;
     const length = text.length;
     const pair = this.#pair;
-    for (let i = 0; i < length; ) {
+    for (let i = 0; i < length;) {
       let c = text.charCodeAt(i++);
       if (c >= 0xd800 && c <= 0xdbff && i < length) {
         const low = text.charCodeAt(i);
@@ -135,15 +138,16 @@ export class WordPrefilter {
         if (t < 0) continue;
         t = pair.instance.transform(t);
         if (t === undefined) continue;
-      } else for (const step of this.#steps) {
-        if (step.table) {
-          t = t < 128 ? step.table[t]! : this.#memoised(step, t);
-          if (t < 0) break;
-        } else {
-          t = step.instance!.transform(t);
-          if (t === undefined) break;
+      } else
+        for (const step of this.#steps) {
+          if (step.table) {
+            t = t < 128 ? step.table[t]! : this.#memoised(step, t);
+            if (t < 0) break;
+          } else {
+            t = step.instance!.transform(t);
+            if (t === undefined) break;
+          }
         }
-      }
       if (t === undefined || t < 0) continue;
       if (t > 0xffff) {
         t -= 0x10000;

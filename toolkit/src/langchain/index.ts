@@ -25,7 +25,17 @@ import { GuardBlockedError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
 import { governance as processGovernance } from "../client/index.ts";
 import type { Trace } from "../client/trace.ts";
-import { cloneMessage, contentText, modelNameOf, outputText, promptText, redactMessages, redactOutput, toMessages, tokensOf } from "./messages.ts";
+import {
+  cloneMessage,
+  contentText,
+  modelNameOf,
+  outputText,
+  promptText,
+  redactMessages,
+  redactOutput,
+  toMessages,
+  tokensOf,
+} from "./messages.ts";
 import type { Tokens } from "./messages.ts";
 import type { StreamGuardOptions } from "./stream-guard.ts";
 import { StreamGuard } from "./stream-guard.ts";
@@ -45,7 +55,15 @@ export interface WithGovernanceOptions {
 
 const GOVERNED = Symbol.for("berth.governed");
 /** Methods whose result may be a new model (or a binding of one) that must be governed too. */
-const DERIVING = new Set<PropertyKey>(["bindTools", "withConfig", "withStructuredOutput", "bind", "withRetry", "withFallbacks", "withListeners"]);
+const DERIVING = new Set<PropertyKey>([
+  "bindTools",
+  "withConfig",
+  "withStructuredOutput",
+  "bind",
+  "withRetry",
+  "withFallbacks",
+  "withListeners",
+]);
 
 interface Context {
   opts: WithGovernanceOptions;
@@ -103,7 +121,9 @@ function governBinding(binding: RunnableBinding<unknown, unknown>, ctx: Context)
       if (prop === "bound") return (bound ??= govern(target.bound, ctx));
       const v = Reflect.get(target, prop, receiver) as unknown;
       if (typeof v === "function" && DERIVING.has(prop)) {
-        return function (this: unknown, ...args: unknown[]) { return adopt((v as (...a: unknown[]) => unknown).apply(this, args), ctx); };
+        return function (this: unknown, ...args: unknown[]) {
+          return adopt((v as (...a: unknown[]) => unknown).apply(this, args), ctx);
+        };
       }
       return v;
     },
@@ -114,21 +134,28 @@ function governModel(model: BaseChatModel, ctx: Context): BaseChatModel {
   const call = new GovernedCall(model, ctx);
   const invoke = (input: BaseLanguageModelInput, options?: Record<string, unknown>) => call.invoke(input, options);
   const streamIterator = (input: BaseLanguageModelInput, options?: Record<string, unknown>) => call.stream(input, options);
-  const streamEvents = (messages: BaseMessage[], options: Record<string, unknown>, runManager?: unknown) => call.streamEvents(messages, options, runManager);
+  const streamEvents = (messages: BaseMessage[], options: Record<string, unknown>, runManager?: unknown) =>
+    call.streamEvents(messages, options, runManager);
   const deriving = new Map<PropertyKey, unknown>();
   return new Proxy(model, {
     get(target, prop, receiver) {
       switch (prop) {
-        case GOVERNED: return ctx;
-        case "invoke": return invoke;
-        case "_streamIterator": return streamIterator;
-        case "_streamChatModelEvents": return streamEvents;
+        case GOVERNED:
+          return ctx;
+        case "invoke":
+          return invoke;
+        case "_streamIterator":
+          return streamIterator;
+        case "_streamChatModelEvents":
+          return streamEvents;
       }
       const v = Reflect.get(target, prop, receiver) as unknown;
       if (typeof v !== "function" || !DERIVING.has(prop)) return v;
       let w = deriving.get(prop);
       if (!w) {
-        w = function (this: unknown, ...args: unknown[]) { return adopt((v as (...a: unknown[]) => unknown).apply(this, args), ctx); };
+        w = function (this: unknown, ...args: unknown[]) {
+          return adopt((v as (...a: unknown[]) => unknown).apply(this, args), ctx);
+        };
         deriving.set(prop, w);
       }
       return w;
@@ -170,16 +197,22 @@ class GovernedCall {
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
     // with guards.prompt_injection.classifier on, the classifier scores the prompt too, as ingestion
     // does (same blocks on both paths); a classifier that cannot load fails the call (closed)
-    const decision = usesClassifier(engine) ? await evaluateWithClassifier(engine, text, "input", await sharedInjectionClassifier()) : engine.evaluate(text, "input");
+    const decision = usesClassifier(engine)
+      ? await evaluateWithClassifier(engine, text, "input", await sharedInjectionClassifier())
+      : engine.evaluate(text, "input");
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
       throw new GuardBlockedError("input", decision, state.traceId);
     }
-    if (decision.decision === "redact") state.sent = messages ? redactMessages(messages, engine) : decision.redactedText ?? input;
+    if (decision.decision === "redact") state.sent = messages ? redactMessages(messages, engine) : (decision.redactedText ?? input);
     return state;
   }
 
-  #submit(state: CallState, options: Record<string, unknown> | undefined, rest: { output: string; latency: number; tokens: Tokens; response?: BaseMessage; error?: string }): void {
+  #submit(
+    state: CallState,
+    options: Record<string, unknown> | undefined,
+    rest: { output: string; latency: number; tokens: Tokens; response?: BaseMessage; error?: string },
+  ): void {
     const metadata = options?.metadata as Record<string, unknown> | undefined;
     const session = metadata?.sessionId ?? metadata?.session_id ?? this.#ctx.opts.sessionId;
     const trace: Trace = {
@@ -212,7 +245,12 @@ class GovernedCall {
     try {
       response = await this.#model.invoke(state.sent, options);
     } catch (err) {
-      this.#submit(state, options, { output: "", latency: performance.now() - t0, tokens: { prompt: 0, completion: 0, total: 0 }, error: errorText(err) });
+      this.#submit(state, options, {
+        output: "",
+        latency: performance.now() - t0,
+        tokens: { prompt: 0, completion: 0, total: 0 },
+        error: errorText(err),
+      });
       throw err;
     }
     const latency = performance.now() - t0;
@@ -228,7 +266,13 @@ class GovernedCall {
       yield* this.#model._streamIterator(input, options);
       return;
     }
-    yield* this.#guardedChunks(state, options, this.#model._streamIterator(state.sent, options), (c) => c, (c) => c);
+    yield* this.#guardedChunks(
+      state,
+      options,
+      this.#model._streamIterator(state.sent, options),
+      (c) => c,
+      (c) => c,
+    );
   }
 
   /**
@@ -247,16 +291,26 @@ class GovernedCall {
     }
     const sent = toMessages(state.sent);
     const chunks = this.#guardedChunks(
-      state, options, model._streamResponseChunks(sent, options, runManager),
+      state,
+      options,
+      model._streamResponseChunks(sent, options, runManager),
       (c: ChatGenerationChunk) => c.message as AIMessageChunk,
       (m: AIMessageChunk) => new ChatGenerationChunk({ message: m, text: typeof m.content === "string" ? m.content : "" }),
     );
-    const bridge = BaseChatModel.prototype as unknown as { _streamChatModelEvents(this: unknown, m: BaseMessage[], o: unknown, r?: unknown): AsyncGenerator<unknown> };
+    const bridge = BaseChatModel.prototype as unknown as {
+      _streamChatModelEvents(this: unknown, m: BaseMessage[], o: unknown, r?: unknown): AsyncGenerator<unknown>;
+    };
     yield* bridge._streamChatModelEvents.call({ _streamResponseChunks: () => chunks }, sent, options, runManager);
   }
 
   /** Streams `source` through the output guards (stream-guard.ts), recording one trace. */
-  async *#guardedChunks<C>(state: CallState, options: Record<string, unknown> | undefined, source: AsyncIterable<C>, toMessage: (c: C) => AIMessageChunk, fromMessage: (m: AIMessageChunk) => C): AsyncGenerator<C> {
+  async *#guardedChunks<C>(
+    state: CallState,
+    options: Record<string, unknown> | undefined,
+    source: AsyncIterable<C>,
+    toMessage: (c: C) => AIMessageChunk,
+    fromMessage: (m: AIMessageChunk) => C,
+  ): AsyncGenerator<C> {
     const guard = new StreamGuard(state.engine, this.#ctx.opts.stream);
     const held: C[] = [];
     let full: AIMessageChunk | undefined;
@@ -264,12 +318,21 @@ class GovernedCall {
     const record = (error?: string) => {
       if (recorded) return;
       recorded = true;
-      this.#submit(state, options, { output: full ? outputText(full) : "", latency: performance.now() - t0, tokens: tokensOf(full), ...(full ? { response: full } : {}), ...(error !== undefined ? { error } : {}) });
+      this.#submit(state, options, {
+        output: full ? outputText(full) : "",
+        latency: performance.now() - t0,
+        tokens: tokensOf(full),
+        ...(full ? { response: full } : {}),
+        ...(error !== undefined ? { error } : {}),
+      });
     };
     const emit = function* (release: { count: number; text?: string } | undefined): Generator<C> {
       if (!release) return;
       const out = held.splice(0, release.count);
-      if (release.text === undefined) { yield* out; return; }
+      if (release.text === undefined) {
+        yield* out;
+        return;
+      }
       const merged = out.map(toMessage).reduce((a, b) => concatChunks(a, b));
       yield fromMessage(redactText(merged, release.text));
     };
@@ -301,7 +364,10 @@ class GovernedCall {
       const hasCalls = full !== undefined && (full.tool_calls?.length ?? 0) > 0;
       if (decision.decision === "redact" && hasCalls) {
         // tool-call chunks were held to the end: their arguments go out redacted, merged
-        const merged = held.splice(0).map(toMessage).reduce((a, b) => concatChunks(a, b));
+        const merged = held
+          .splice(0)
+          .map(toMessage)
+          .reduce((a, b) => concatChunks(a, b));
         const redacted = redactOutput(merged, state.engine);
         yield fromMessage(end.release.text === undefined ? redacted : redactText(redacted, end.release.text));
       } else {

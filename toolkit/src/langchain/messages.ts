@@ -14,7 +14,10 @@ export function toMessages(input: BaseLanguageModelInput): BaseMessage[] {
   return input.toChatMessages();
 }
 
-interface TextBlock { type: "text"; text: string }
+interface TextBlock {
+  type: "text";
+  text: string;
+}
 const isTextBlock = (b: unknown): b is TextBlock =>
   typeof b === "object" && b !== null && (b as { type?: unknown }).type === "text" && typeof (b as { text?: unknown }).text === "string";
 
@@ -42,7 +45,11 @@ export function promptText(messages: readonly BaseMessage[]): string {
   return parts.join("\n\n");
 }
 
-interface ToolCallLike { name: string; args: Record<string, unknown>; id?: string | undefined }
+interface ToolCallLike {
+  name: string;
+  args: Record<string, unknown>;
+  id?: string | undefined;
+}
 
 /**
  * The trace's `output` for a response: its text, then (when it calls tools) the tool calls as JSON
@@ -90,7 +97,8 @@ export function redactMessages(messages: readonly BaseMessage[], engine: GuardEn
 function redactValue(value: unknown, engine: GuardEngine): unknown {
   if (typeof value === "string") return engine.evaluate(value, "output").redactedText ?? value;
   if (Array.isArray(value)) return value.map((v) => redactValue(v, engine));
-  if (typeof value === "object" && value !== null) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactValue(v, engine)]));
+  if (typeof value === "object" && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redactValue(v, engine)]));
   return value;
 }
 
@@ -103,7 +111,10 @@ export function redactOutput<M extends BaseMessage>(message: M, engine: GuardEng
   const ai = message as unknown as AIMessageChunk;
   const calls = ai.tool_calls ?? [];
   const fields: { content?: MessageContent } & Record<string, unknown> = {};
-  const content = calls.length === 0 && whole !== undefined && typeof message.content === "string" ? whole : redactContent(message.content, engine, "output");
+  const content =
+    calls.length === 0 && whole !== undefined && typeof message.content === "string"
+      ? whole
+      : redactContent(message.content, engine, "output");
   if (content !== undefined) fields.content = content;
   if (calls.length > 0) {
     const redacted = calls.map((c) => ({ ...c, args: redactValue(c.args, engine) as Record<string, unknown> }));
@@ -118,7 +129,11 @@ export function redactOutput<M extends BaseMessage>(message: M, engine: GuardEng
   return cloneMessage(message, fields);
 }
 
-export interface Tokens { prompt: number; completion: number; total: number }
+export interface Tokens {
+  prompt: number;
+  completion: number;
+  total: number;
+}
 
 const int = (v: unknown): number | undefined => (typeof v === "number" && Number.isFinite(v) && v >= 0 ? Math.round(v) : undefined);
 

@@ -152,7 +152,7 @@ export class StreamGuard {
   /** The cut at or before `target`: outside every match, not inside a token. */
   #cut(target: number, matches: readonly GuardMatch[], offset: number): number {
     let cut = Math.max(this.#released, target);
-    for (let moved = true; moved; ) {
+    for (let moved = true; moved;) {
       moved = false;
       for (const m of matches) {
         const start = m.start + offset;

@@ -3,7 +3,10 @@
 import { ValidationError } from "../../../errors.ts";
 import { BUCKET_ORIGIN, DEFAULT_BUCKETS, DEFAULT_RANGE_MS, INTERVALS, MAX_BUCKETS, type Interval } from "./schemas.ts";
 
-export interface Range { start: Date; end: Date }
+export interface Range {
+  start: Date;
+  end: Date;
+}
 
 export interface BucketRange extends Range {
   interval: Interval;
@@ -23,7 +26,9 @@ export function binStart(t: number, interval: Interval): number {
 
 function orderCheck(start: number, end: number): void {
   if (start >= end) {
-    throw new ValidationError([{ field: "query.start", message: `must be before end (start ${new Date(start).toISOString()}, end ${new Date(end).toISOString()})` }]);
+    throw new ValidationError([
+      { field: "query.start", message: `must be before end (start ${new Date(start).toISOString()}, end ${new Date(end).toISOString()})` },
+    ]);
   }
 }
 
@@ -52,7 +57,12 @@ export function resolveBuckets(q: { start?: string | undefined; end?: string | u
   const first = binStart(start, q.interval);
   const count = Math.ceil((end - first) / w);
   if (count > MAX_BUCKETS) {
-    throw new ValidationError([{ field: "query.start", message: `the range holds ${count} buckets of ${q.interval}; at most ${MAX_BUCKETS} are allowed: narrow the range or choose a wider interval` }]);
+    throw new ValidationError([
+      {
+        field: "query.start",
+        message: `the range holds ${count} buckets of ${q.interval}; at most ${MAX_BUCKETS} are allowed: narrow the range or choose a wider interval`,
+      },
+    ]);
   }
   return { start: new Date(start), end: new Date(end), interval: q.interval, first: new Date(first), count };
 }

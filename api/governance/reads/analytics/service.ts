@@ -62,12 +62,22 @@ export class AnalyticsService {
     const row = r[0]!;
     const calls = Number(row.calls);
     return {
-      appId, period: period(range), totalCalls: calls, totalTokens: Number(row.tokens), avgLatencyMs: row.avg_latency as number,
-      totalCostUsd: row.cost as number, blockedByGuard: Number(row.blocked), errorRate: calls === 0 ? 0 : Number(row.errors) / calls,
+      appId,
+      period: period(range),
+      totalCalls: calls,
+      totalTokens: Number(row.tokens),
+      avgLatencyMs: row.avg_latency as number,
+      totalCostUsd: row.cost as number,
+      blockedByGuard: Number(row.blocked),
+      errorRate: calls === 0 ? 0 : Number(row.errors) / calls,
     };
   }
 
-  async timeseriesOf(store: StoreRef, metric: TimeseriesQuery["metric"], b: ReturnType<typeof resolveBuckets>): Promise<z.input<typeof Timeseries>> {
+  async timeseriesOf(
+    store: StoreRef,
+    metric: TimeseriesQuery["metric"],
+    b: ReturnType<typeof resolveBuckets>,
+  ): Promise<z.input<typeof Timeseries>> {
     const rows = await this.#read(store, timeseriesSql(store.schema, metric), timeseriesParams(b));
     return { metric, interval: b.interval, labels: rows.map((r) => r.label as string), values: rows.map((r) => r.v as number) };
   }
@@ -90,12 +100,18 @@ export class AnalyticsService {
       t.counts[(r.bucket as number) - 1]! += n;
     }
     return {
-      appId, period: period(range),
+      appId,
+      period: period(range),
       buckets: Array.from({ length: SCORE_BUCKETS }, (_, i) => ({ lower: i / SCORE_BUCKETS, upper: (i + 1) / SCORE_BUCKETS })),
-      byType: [...types.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([evalType, t]) => ({
-        evalType: evalType as z.input<typeof EvalDistribution>["byType"][number]["evalType"],
-        count: t.count, mean: t.sum / t.count, passRate: t.passed / t.count, counts: t.counts,
-      })),
+      byType: [...types.entries()]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([evalType, t]) => ({
+          evalType: evalType as z.input<typeof EvalDistribution>["byType"][number]["evalType"],
+          count: t.count,
+          mean: t.sum / t.count,
+          passRate: t.passed / t.count,
+          counts: t.counts,
+        })),
     };
   }
 

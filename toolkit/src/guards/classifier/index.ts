@@ -17,9 +17,22 @@ import { encode, parseVocabulary, type Vocabulary } from "./wordpiece.ts";
 export const ClassifierInfo = z.object({
   guard: z.literal("prompt_injection"),
   sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  encoder: z.object({ name: z.string(), package: z.string(), license: z.string(), layers: z.number().int().positive(), of: z.number().int().positive(), quantisation: z.string() }),
+  encoder: z.object({
+    name: z.string(),
+    package: z.string(),
+    license: z.string(),
+    layers: z.number().int().positive(),
+    of: z.number().int().positive(),
+    quantisation: z.string(),
+  }),
   tokenizer: z.object({ vocab: z.string(), lowercase: z.literal(true), maxTokens: z.number().int().min(3).max(512) }),
-  training: z.object({ split: z.string(), items: z.number().int(), positives: z.number().int(), sources: z.record(z.string(), z.number().int()), cvThresholdPrecision95: z.number() }),
+  training: z.object({
+    split: z.string(),
+    items: z.number().int(),
+    positives: z.number().int(),
+    sources: z.record(z.string(), z.number().int()),
+    cvThresholdPrecision95: z.number(),
+  }),
 });
 export type ClassifierInfo = z.infer<typeof ClassifierInfo>;
 
@@ -39,22 +52,40 @@ async function runtime(): Promise<typeof Ort> {
   try {
     return await import("onnxruntime-node");
   } catch (err) {
-    throw new Error(`the prompt-injection classifier needs the onnxruntime-node package (an optional peer dependency of @berth/toolkit): ${(err as Error).message}`, { cause: err });
+    throw new Error(
+      `the prompt-injection classifier needs the onnxruntime-node package (an optional peer dependency of @berth/toolkit): ${(err as Error).message}`,
+      { cause: err },
+    );
   }
 }
 
 /** Loads the classifier from `dir` (default: defaultClassifierDir()). */
 export async function loadInjectionClassifier(dir = defaultClassifierDir()): Promise<TextClassifier> {
   const at = (name: string) => `${dir.replace(/\/$/, "")}/${name}`;
-  const info = ClassifierInfo.parse(JSON.parse(await readFile(at("model.json"), "utf8").catch((err: NodeJS.ErrnoException) => {
-    throw Object.assign(new Error(`the prompt-injection classifier's files are not in ${dir} (BERTH_GUARD_MODEL_DIR, else the package's model/): ${err.message}`, { cause: err }), { code: err.code });
-  })));
+  const info = ClassifierInfo.parse(
+    JSON.parse(
+      await readFile(at("model.json"), "utf8").catch((err: NodeJS.ErrnoException) => {
+        throw Object.assign(
+          new Error(
+            `the prompt-injection classifier's files are not in ${dir} (BERTH_GUARD_MODEL_DIR, else the package's model/): ${err.message}`,
+            { cause: err },
+          ),
+          { code: err.code },
+        );
+      }),
+    ),
+  );
   const [graph, vocabText] = await Promise.all([readFile(at("model.onnx")), readFile(at(info.tokenizer.vocab), "utf8")]);
   const digest = createHash("sha256").update(graph).digest("hex");
   if (digest !== info.sha256) throw new Error(`${at("model.onnx")}: sha256 ${digest} is not the ${info.sha256} of model.json`);
   const vocab = parseVocabulary(vocabText);
   const ort = await runtime();
-  const session = await ort.InferenceSession.create(graph, { intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: "sequential", graphOptimizationLevel: "all" });
+  const session = await ort.InferenceSession.create(graph, {
+    intraOpNumThreads: 1,
+    interOpNumThreads: 1,
+    executionMode: "sequential",
+    graphOptimizationLevel: "all",
+  });
   return new OnnxClassifier(info, vocab, ort, session);
 }
 

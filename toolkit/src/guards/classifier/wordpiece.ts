@@ -13,7 +13,8 @@ const MAX_WORD_CHARS = 100;
 const DROPPED = /[\0\uFFFD]|(?![\t\n\r])\p{C}/gu;
 const WHITESPACE = /[\t\n\r\p{Zs}]/gu;
 // The CJK Unified Ideographs blocks BERT sets apart (its _is_chinese_char).
-const CJK = /[\u{4E00}-\u{9FFF}\u{3400}-\u{4DBF}\u{20000}-\u{2A6DF}\u{2A700}-\u{2B73F}\u{2B740}-\u{2B81F}\u{2B820}-\u{2CEAF}\u{F900}-\u{FAFF}\u{2F800}-\u{2FA1F}]/gu;
+const CJK =
+  /[\u{4E00}-\u{9FFF}\u{3400}-\u{4DBF}\u{20000}-\u{2A6DF}\u{2A700}-\u{2B73F}\u{2B740}-\u{2B81F}\u{2B820}-\u{2CEAF}\u{F900}-\u{FAFF}\u{2F800}-\u{2FA1F}]/gu;
 const MARKS = /\p{Mn}/gu;
 // ASCII symbols count as punctuation for BERT, as do Unicode's P categories.
 const PUNCTUATION = /([!-/:-@[-`{-~]|\p{P})/u;
@@ -63,7 +64,7 @@ function wordPieces(word: string, vocab: Vocabulary, out: number[]): void {
     return;
   }
   const start = out.length;
-  for (let i = 0; i < chars.length; ) {
+  for (let i = 0; i < chars.length;) {
     let found: number | undefined;
     let end = chars.length;
     for (; end > i; end--) {

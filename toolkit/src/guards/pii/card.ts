@@ -35,7 +35,13 @@ export function luhn(digits: string): boolean {
 
 // Lengths each network issues beyond what validator's isCreditCard knows (19-digit Visa and
 // UnionPay, 14-digit Diners, 13-digit Visa).
-const BRAND_LENGTHS: Record<string, readonly number[]> = { Visa: [13, 16, 19], UnionPay: [16, 17, 18, 19], "Diners Club": [14, 16], Discover: [16, 19], JCB: [16, 17, 18, 19] };
+const BRAND_LENGTHS: Record<string, readonly number[]> = {
+  Visa: [13, 16, 19],
+  UnionPay: [16, 17, 18, 19],
+  "Diners Club": [14, 16],
+  Discover: [16, 19],
+  JCB: [16, 17, 18, 19],
+};
 
 /** A card number: validator's check, or Luhn and a length its network issues. */
 function isCard(digits: string): boolean {

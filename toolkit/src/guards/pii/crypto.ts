@@ -62,7 +62,12 @@ export function isBech32Address(addr: string): boolean {
   const hrp = s.slice(0, sep);
   const data = [...s.slice(sep + 1)].map((c) => CHARSET.indexOf(c));
   if (data.some((d) => d < 0) || data.length < 7) return false;
-  const expanded = [...hrp].map((c) => c.charCodeAt(0) >> 5).concat([0], [...hrp].map((c) => c.charCodeAt(0) & 31));
+  const expanded = [...hrp]
+    .map((c) => c.charCodeAt(0) >> 5)
+    .concat(
+      [0],
+      [...hrp].map((c) => c.charCodeAt(0) & 31),
+    );
   const check = polymod(expanded.concat(data));
   const version = data[0]!;
   return version === 0 ? check === 1 : check === 0x2bc830a3;
@@ -77,6 +82,7 @@ export const detectCrypto: PiiDetector = (text, claimed) => {
   };
   if (text.includes("0x")) for (const m of scan(ETH_ADDR, text)) push(m.index, m[0], 0.85, "Ethereum address");
   if (/[bt]c1/i.test(text)) for (const m of scan(BECH32_ADDR, text)) if (isBech32Address(m[0])) push(m.index, m[0], 0.9, "Bitcoin address");
-  if (/[13]/.test(text)) for (const m of scan(BASE58_ADDR, text)) if (isBase58CheckAddress(m[0])) push(m.index, m[0], 0.9, "Bitcoin address");
+  if (/[13]/.test(text))
+    for (const m of scan(BASE58_ADDR, text)) if (isBase58CheckAddress(m[0])) push(m.index, m[0], 0.9, "Bitcoin address");
   return hits;
 };

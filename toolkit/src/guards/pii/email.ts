@@ -7,7 +7,8 @@ import { overlapsAny, scan } from "./common.ts";
 
 // The lookbehind makes every candidate start at the beginning of a run of local-part characters,
 // so the scan stays linear on long runs without an "@".
-const EMAIL = /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9-])/g;
+const EMAIL =
+  /(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9-]{1,63}(?:\.[A-Za-z0-9-]{1,63}){0,8}\.[A-Za-z]{2,24}(?![A-Za-z0-9-])/g;
 
 export const detectEmails: PiiDetector = (text, claimed) => {
   if (!text.includes("@")) return [];

@@ -16,7 +16,10 @@ const VERSION_WORDS = /(?:\b(?:version|ver|release|build|firmware|v|chapter|sect
 export function ipv4Score(ip: string): number {
   const [a, b] = ip.split(".").map(Number) as [number, number, number, number];
   const internal =
-    a === 10 || a === 127 || a === 0 || a >= 224 ||
+    a === 10 ||
+    a === 127 ||
+    a === 0 ||
+    a >= 224 ||
     (a === 172 && b >= 16 && b <= 31) ||
     (a === 192 && b === 168) ||
     (a === 169 && b === 254) ||

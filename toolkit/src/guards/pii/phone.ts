@@ -15,7 +15,30 @@ export const DEFAULT_PHONE_REGIONS = ["US", "GB", "DE", "FR", "IN", "AU"] as con
 
 // Regions where national numbers are written without a leading trunk "0" (NANP, and those with no
 // trunk prefix); elsewhere a national number starts with 0.
-const NO_TRUNK_ZERO = new Set(["US", "CA", "PR", "DK", "NO", "ES", "IT", "PT", "GR", "PL", "CZ", "SK", "LU", "IS", "MT", "CY", "SG", "HK", "QA", "KW", "BH", "OM"]);
+const NO_TRUNK_ZERO = new Set([
+  "US",
+  "CA",
+  "PR",
+  "DK",
+  "NO",
+  "ES",
+  "IT",
+  "PT",
+  "GR",
+  "PL",
+  "CZ",
+  "SK",
+  "LU",
+  "IS",
+  "MT",
+  "CY",
+  "SG",
+  "HK",
+  "QA",
+  "KW",
+  "BH",
+  "OM",
+]);
 // India writes 10-digit mobiles starting 6-9 without the trunk prefix.
 const INDIA_MOBILE = /^[6-9]\d{9}$/;
 
@@ -23,7 +46,8 @@ const INDIA_MOBILE = /^[6-9]\d{9}$/;
 // ("order 1234567. (ref 88120)" is two numbers, not one of 12 digits that libphonenumber would
 // then spend ~20 us per region refusing).
 const CANDIDATE = /(?<![\w+./:@#-])(?:\+|\b00)?\(?\d(?:[\d \t\u00A0()-]|\.(?![ \t\u00A0])){5,22}\d(?![\w\-/:@]|[.,]\d)/g;
-const PHONE_WORDS = /\b(?:phone|tel|telephone|mobile|cell|cellphone|call|calling|text|sms|whatsapp|signal|fax|contact|ring|reach|dial|hotline|helpline|landline|telefon|telefono|teléfono|téléphone|numéro|handy|portable)\b/i;
+const PHONE_WORDS =
+  /\b(?:phone|tel|telephone|mobile|cell|cellphone|call|calling|text|sms|whatsapp|signal|fax|contact|ring|reach|dial|hotline|helpline|landline|telefon|telefono|teléfono|téléphone|numéro|handy|portable)\b/i;
 const DATE = /^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2,4})$/;
 const THOUSANDS = /^\d{1,3}(?:[ ,.\u00A0]\d{3})+$/;
 const DOTTED_VERSION = /^\d+(?:\.\d+){2,}$/;
@@ -66,7 +90,7 @@ export const detectPhones: PiiDetector = (text, claimed, config) => {
     // "2-3-4-5-6-7-8": numbers are written in groups of two or more digits
     if ((raw.match(/(?:^|\D)\d(?=\D|$)/g)?.length ?? 0) >= 3) continue;
     const international = raw.startsWith("+") || raw.startsWith("00");
-    if (!international && raw.includes(".") && (DOTTED_VERSION.test(raw) && !raw.startsWith("0"))) continue;
+    if (!international && raw.includes(".") && DOTTED_VERSION.test(raw) && !raw.startsWith("0")) continue;
     const separated = /[ \t\u00A0().-]/.test(raw);
     const context = contextBefore(text, start, PHONE_WORDS, 30);
     let found: { callingCode: string } | null = null;

@@ -31,7 +31,13 @@ export const KEY_RULES: readonly KeyRule[] = [
   { name: "Stripe live secret key", re: /\b(?:sk|rk)_live_[A-Za-z0-9]{16,247}\b/g, score: 0.97, prefix: 8 },
   { name: "Stripe test secret key", re: /\b(?:sk|rk)_test_[A-Za-z0-9]{16,247}\b/g, score: 0.85, prefix: 8 },
   { name: "Stripe webhook secret", re: /\bwhsec_[A-Za-z0-9]{24,}\b/g, score: 0.9, prefix: 6 },
-  { name: "LLM API key", re: /\bsk-(?:proj-|svcacct-|admin-|ant-(?:api\d\d-|admin\d\d-)?|or-v1-)?[A-Za-z0-9_-]{20,}/g, score: 0.9, prefix: 3, check: (v) => mixed(v.slice(3)) },
+  {
+    name: "LLM API key",
+    re: /\bsk-(?:proj-|svcacct-|admin-|ant-(?:api\d\d-|admin\d\d-)?|or-v1-)?[A-Za-z0-9_-]{20,}/g,
+    score: 0.9,
+    prefix: 3,
+    check: (v) => mixed(v.slice(3)),
+  },
   { name: "Google API key", re: /\bAIza[0-9A-Za-z_-]{35}\b/g, score: 0.9, prefix: 4 },
   { name: "SendGrid API key", re: /\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b/g, score: 0.95, prefix: 3 },
   { name: "npm token", re: /\bnpm_[A-Za-z0-9]{36}\b/g, score: 0.95, prefix: 4 },
@@ -42,13 +48,16 @@ export const KEY_RULES: readonly KeyRule[] = [
 // one scan says whether any key rule matches (text.ts anyOf); most texts hold no key
 const KEY_RULES_GATE = anyOf(KEY_RULES.map((r) => r.re));
 
-const PEM = /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?/g;
+const PEM =
+  /-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY(?: BLOCK)?-----(?:[\s\S]{0,16384}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?/g;
 const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}/g;
 const URL_CREDENTIALS = /\b[a-z][a-z0-9+.-]{1,20}:\/\/([^\s:@/]{1,128}):([^\s@/]{1,256})@/gi;
 const BEARER = /\bBearer\s+([A-Za-z0-9._~+/-]{20,}=*)/g;
 // keyword [identifier rest] [quote] separator [quote] value
-const ASSIGNED = /(password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}["'`]?(\s*(?:[:=]|=>|:=)\s*|\s+(?:is|was)\s+)["'`]?([^\s"'`,;)]{1,200})/gi;
-const PLACEHOLDER = /^(?:\*+|x{3,}|\.{3,}|<[^>]*>|\[[^\]]*\]|\$\{?[A-Za-z_][\w.]*\}?|%[A-Za-z_]+%|\{\{[^}]*\}\}|your[_-]?\w*|my[_-]?\w*|example\w*|changeme|placeholder|password|secret|token|null|none|nil|undefined|true|false|redacted|hidden|masked|required|optional|string|env|process\.env\.\w+)$/i;
+const ASSIGNED =
+  /(password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}["'`]?(\s*(?:[:=]|=>|:=)\s*|\s+(?:is|was)\s+)["'`]?([^\s"'`,;)]{1,200})/gi;
+const PLACEHOLDER =
+  /^(?:\*+|x{3,}|\.{3,}|<[^>]*>|\[[^\]]*\]|\$\{?[A-Za-z_][\w.]*\}?|%[A-Za-z_]+%|\{\{[^}]*\}\}|your[_-]?\w*|my[_-]?\w*|example\w*|changeme|placeholder|password|secret|token|null|none|nil|undefined|true|false|redacted|hidden|masked|required|optional|string|env|process\.env\.\w+)$/i;
 
 function describeKey(rule: KeyRule, value: string): string {
   return `${rule.name} (${value.slice(0, rule.prefix)}…, ${value.length} chars)`;

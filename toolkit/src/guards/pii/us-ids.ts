@@ -12,7 +12,8 @@ const ITIN = /(?<![\w-])9\d{2}([- ]?)(?:5\d|6[0-5]|7\d|8[0-8]|9[0-24-9])\1\d{4}(
 const ITIN_WORDS = /\b(?:itin|taxpayer|tax id|tin|w-7|irs)\b/i;
 // the id follows its name within a few words ("passport number is", "license no.:")
 const PASSPORT = /\bpassport\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,2}\d{6,9})(?![\w-])/gi;
-const LICENCE = /\b(?:driver'?s?|driving)[ \t]+licen[cs]e\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,2}\d(?:[\d-]{3,16})\d)(?![\w-])|\bDL[ \t]*(?:#|no\.?|number)[ \t]*:?[ \t]*([A-Z]{0,2}\d[\d-]{3,16}\d)(?![\w-])/gi;
+const LICENCE =
+  /\b(?:driver'?s?|driving)[ \t]+licen[cs]e\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,2}\d(?:[\d-]{3,16})\d)(?![\w-])|\bDL[ \t]*(?:#|no\.?|number)[ \t]*:?[ \t]*([A-Z]{0,2}\d[\d-]{3,16}\d)(?![\w-])/gi;
 
 export const detectUsIds: PiiDetector = (text, claimed) => {
   if (!/\d{3}/.test(text)) return [];
@@ -27,7 +28,13 @@ export const detectUsIds: PiiDetector = (text, claimed) => {
       const context = contextBefore(text, m.index, ITIN_WORDS);
       // nine bare digits are an ITIN only when named as one
       if (m[1] === "" && !context) continue;
-      push(m.index, m[0], "itin", context ? 0.95 : m[1] === "-" ? 0.8 : 0.55, "US individual taxpayer identification number (digits withheld)");
+      push(
+        m.index,
+        m[0],
+        "itin",
+        context ? 0.95 : m[1] === "-" ? 0.8 : 0.55,
+        "US individual taxpayer identification number (digits withheld)",
+      );
     }
   }
   if (/passport/i.test(text)) {
