@@ -1,4 +1,4 @@
-// Lint: typescript-eslint's recommended type-aware rules plus the house rules of DESIGN.md.
+// Lint: typescript-eslint's recommended type-aware rules plus the house rules of docs/design.md.
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
@@ -20,12 +20,12 @@ export default tseslint.config(
       "@typescript-eslint/no-unused-vars": ["error", { argsIgnorePattern: "^_", varsIgnorePattern: "^_" }],
       "no-restricted-properties": [
         "error",
-        { object: "process", property: "env", message: "Read configuration only in the config module (DESIGN.md §5.7)." },
+        { object: "process", property: "env", message: "Read configuration only in the config module (docs/design.md §5.7)." },
       ],
       "no-console": "error",
     },
   },
-  // Layering (DESIGN.md §1): the api and the operator never import each other, their contract is
+  // Layering (docs/design.md §1): the api and the operator never import each other, their contract is
   // crds/ (which imports no runtime code), kube/ is plumbing both use, and the toolkit ships on
   // its own (it imports nothing of ours).
   ...layer("api/**", ["operator"], "The API and the operator never import each other: share through crds/ (the contract) or kube/."),

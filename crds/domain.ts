@@ -37,7 +37,7 @@ export const VERIFY_REQUEST_ANNOTATION = "berth.dev/verify-requested";
 /** Label on a Domain's children (Service, Ingress, Certificate, the certificate's Secret) naming it. */
 export const DOMAIN_LABEL = "berth.dev/domain";
 
-/** DNS propagation can take this long (SPEC.md part 8): unverified domains are re-checked until then. */
+/** DNS propagation can take this long (docs/spec.md part 8): unverified domains are re-checked until then. */
 export const VERIFICATION_WINDOW_MS = 48 * 3600_000;
 const MIN_RECHECK_MS = 30_000;
 const MAX_RECHECK_MS = 30 * 60_000;

@@ -103,7 +103,7 @@ export const fields = {
     .describe("Prebuilt image to deploy; skips the build"),
 } as const;
 
-/** Defaults shared by the CRD and the API (DESIGN.md: the CRD schema applies them). */
+/** Defaults shared by the CRD and the API (docs/design.md §3: the CRD schema applies them). */
 export const DEFAULTS = {
   type: "web",
   gitBranch: "main",

@@ -1,4 +1,4 @@
-// Services endpoints (SPEC.md part 4 "Services") and a service's environment variables: one
+// Services endpoints (docs/spec.md part 4 "Services") and a service's environment variables: one
 // definition validates and documents each.
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";

@@ -1,4 +1,4 @@
-// REST shapes of services (SPEC.md part 2 "Service"), built from the same field schemas as the
+// REST shapes of services (docs/spec.md part 2 "Service"), built from the same field schemas as the
 // App CRD so that the API refuses exactly what the API server would.
 import { z } from "zod";
 import { APP_PHASES, APP_TYPES, DNS_LABEL, DNS_SUBDOMAIN, fields } from "../../crds/schemas.ts";
@@ -6,7 +6,7 @@ import { ENV_NAME_PATTERN, OPERATOR_ENV_NAMES, RESERVED_ENV_PREFIX, reservedEnvN
 
 const ts = z.iso.datetime();
 
-/** Fields accepted on create; `name` and `slug` are required (SPEC.md part 4). */
+/** Fields accepted on create; `name` and `slug` are required (docs/spec.md part 4). */
 export const CreateServiceBody = z
   .object({
     name: fields.name,
@@ -156,7 +156,7 @@ export const PipelineState = z
     deploy: z.object({ status: z.string(), deployedAt: ts.nullable(), revisionName: z.string().nullable() }),
     harbor: z
       .object({ status: z.string(), guardsEnabled: z.boolean(), lastEvalAt: ts.nullable() })
-      .describe("The governance stage (key name kept from SPEC.md)"),
+      .describe("The governance stage (key name kept from docs/spec.md)"),
     runtime: z.object({
       status: z.string(),
       readyReplicas: z.int(),

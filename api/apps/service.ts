@@ -1,4 +1,4 @@
-// Services (SPEC.md part 4) on top of App custom resources. Writes go to the API server; reads
+// Services (docs/spec.md part 4) on top of App custom resources. Writes go to the API server; reads
 // come from a watch cache of Apps, so list, search and stats cost no request to Kubernetes.
 import { randomBytes } from "node:crypto";
 import type { z } from "zod";

@@ -15,7 +15,7 @@ import type { AppKeyVerifier, AuthMode, Caller, OperatorVerifier } from "../http
 import type { ApiKeyService, PlatformAdminKeyService } from "./keys.ts";
 import { APP_KEY_PREFIX, PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken } from "./tokens.ts";
 
-/** Path parameters that name a workspace (SPEC.md uses both spellings). */
+/** Path parameters that name a workspace (docs/spec.md uses both spellings). */
 export const WORKSPACE_PARAMS = ["wsId", "workspaceId"] as const;
 
 export interface AuthRequest {

@@ -1,4 +1,4 @@
-// Custom domain endpoints (SPEC.md part 4 "Custom domains"; docs/domains.md): one definition validates and documents each.
+// Custom domain endpoints (docs/spec.md part 4 "Custom domains"; docs/domains.md): one definition validates and documents each.
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import { AppParams, ObjectId } from "../apps/schemas.ts";

@@ -1,4 +1,4 @@
-// Custom domains (SPEC.md part 4, docs/domains.md): each one is a Domain custom resource in the
+// Custom domains (docs/spec.md part 4, docs/domains.md): each one is a Domain custom resource in the
 // workspace's namespace, owned by its App. This module checks names and the claim rule (one App
 // per domain in the whole cluster), creates, lists and deletes Domains, and asks the operator for
 // a DNS check now (POST .../verify), waiting for its answer. The operator verifies DNS, routes

@@ -1,4 +1,4 @@
-// Governance endpoints (SPEC.md part 4 and the ingestion and operator endpoints SPEC leaves open):
+// Governance endpoints (docs/spec.md part 4 and the ingestion and operator endpoints it leaves open):
 // one definition validates and documents each. docs/governance.md has the decisions.
 import { z } from "zod";
 import { GuardTemplateConfig, MAX_BATCH_SIZE } from "../../toolkit/src/index.ts";

@@ -1,4 +1,4 @@
-// REST shapes of the governance module (SPEC.md parts 1, 2 and 4), one zod schema each: the
+// REST shapes of the governance module (docs/spec.md parts 1, 2 and 4), one zod schema each: the
 // router validates with them and the OpenAPI document is generated from them.
 import { z } from "zod";
 import {

@@ -1,4 +1,4 @@
-// Public shares (SPEC.md part 4), the edge check of private services and the viewers' sign-in
+// Public shares (docs/spec.md part 4), the edge check of private services and the viewers' sign-in
 // (docs/shares.md): one definition validates and documents each.
 import { z } from "zod";
 import { FORWARD_AUTH } from "../../crds/app.ts";

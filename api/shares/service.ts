@@ -1,4 +1,4 @@
-// Public share links (SPEC.md part 4 "Public shares", docs/shares.md) on top of Share custom
+// Public share links (docs/spec.md part 4 "Public shares", docs/shares.md) on top of Share custom
 // resources: each link is a Share in the workspace's namespace, owned by its App, whose spec holds
 // the SHA-256 of the link's token and never the token. The token is returned once, by create.
 import { randomBytes } from "node:crypto";

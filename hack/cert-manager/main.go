@@ -1,6 +1,6 @@
 // A thin main for cert-manager's controller over its public pkg/controller API, built by
-// hack/binaries at the pinned CERT_MANAGER_VERSION (upstream's cmd/controller is a nested module
-// that the module proxy does not serve; see ../shared/notes/real-node.md). It runs the
+// hack/binaries at the pinned CERT_MANAGER_VERSION (upstream's cmd/controller is an unpublished
+// nested module, which the module proxy answers with 404 or 403). It runs the
 // Certificate controllers, the CertificateRequest approver, the CA and selfSigned issuers (a
 // selfSigned -> CA -> CA ClusterIssuer chain and leaf Certificates) and the ACME issuer with its
 // Order and Challenge controllers (HTTP-01 through an ingress: solver pods run the image named by

@@ -17,7 +17,8 @@ CERT_MANAGER_VERSION="${CERT_MANAGER_VERSION:-v1.21.2}"
 PEBBLE_VERSION="${PEBBLE_VERSION:-v2.10.1}"
 NODE_VERSION="${NODE_VERSION:-24}"
 # The real node (hack/cluster --node) and what runs around it. Exact versions known to resolve on
-# the module proxy here (never `latest`; see ../shared/notes/real-node.md).
+# the module proxy here, never `latest`: it is a partial mirror, where some versions, every
+# pseudo-version and every branch query answer 403 "This module version is not available".
 CONTAINERD_VERSION="${CONTAINERD_VERSION:-v2.4.2}"
 RUNC_VERSION="${RUNC_VERSION:-v1.5.2}"
 CNI_PLUGINS_VERSION="${CNI_PLUGINS_VERSION:-v1.9.1}"

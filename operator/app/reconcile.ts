@@ -257,7 +257,7 @@ export class AppReconciler implements Reconciler {
     const serving = o.spec.image ? undefined : servingRelease(releases);
     const spec: AppSpec = serving ? { ...o.spec, image: serving.status!.image! } : o.spec;
     const releaseView = { serving, newest: o.spec.image ? undefined : releases[0] };
-    // The deployment event (SPEC.md): governance is provisioned once there is an image to run,
+    // The deployment event (docs/spec.md part 6): governance is provisioned once there is an image to run,
     // before the release command and the first pod start.
     const deploys = !!spec.image || (!o.spec.image && releases.some((r) => !!r.status?.image));
 

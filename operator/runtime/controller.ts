@@ -1,6 +1,6 @@
 // A controller in controller-runtime's shape: informer events become keys in a work queue,
 // and `concurrency` workers call reconcile(key). Events carry no meaning beyond "look at this
-// key again": there are no per-event branches (DESIGN.md §5.1). The queue guarantees one key
+// key again": there are no per-event branches (docs/design.md §5.1). The queue guarantees one key
 // is never reconciled twice at once; errors retry with per-key exponential backoff; a
 // TerminalError is recorded and not retried; requeueAfterMs asks for another look later.
 import { isDeepStrictEqual } from "node:util";

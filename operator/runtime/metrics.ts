@@ -1,5 +1,5 @@
 // Prometheus metrics of the operator, on a Registry of its own (never prom-client's global
-// default registry): one Metrics is built by main and passed down (DESIGN.md §5.8).
+// default registry): one Metrics is built by main and passed down (docs/design.md §5.8).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
 import type { KubeRest } from "../../kube/transport.ts";
 

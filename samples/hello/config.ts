@@ -1,4 +1,4 @@
-// The sample's configuration, read once from the environment (DESIGN.md §5.7). The toolkit reads
+// The sample's configuration, read once from the environment (docs/design.md §5.7). The toolkit reads
 // its own variables: GOVDB_CONNECTION and GOVERNANCE_PROJECT (or BERTH_GOVERNANCE=off).
 import { z } from "zod";
 

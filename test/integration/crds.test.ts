@@ -1,5 +1,5 @@
 // The generated CRDs install on a real API server and the API server itself refuses bad Apps,
-// naming the field (DESIGN.md §3: constraints live in the CRD schema).
+// naming the field (docs/design.md §3: constraints live in the CRD schema).
 import test from "ava";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";

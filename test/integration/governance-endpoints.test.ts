@@ -1,4 +1,4 @@
-// The dashboards' governance endpoints (SPEC.md part 4): traces, evals and guard blocks with their
+// The dashboards' governance endpoints (docs/spec.md part 4): traces, evals and guard blocks with their
 // filters, pagination and limits; observability-config GET and partial PUT; global guard
 // templates (platform templates written with admin keys only, PUT needs every field, deleting one
 // leaves apps unchanged; workspace-owned templates: governance-template-owners.test.ts).
@@ -58,7 +58,7 @@ test.after.always(async () => {
   await api?.stop();
 });
 
-test("traces: default page of 20, newest first, with exactly SPEC's list fields", async (t) => {
+test("traces: default page of 20, newest first, with exactly the interface's list fields", async (t) => {
   const r = await api.fetchJson("GET", `${app()}/traces`);
   t.is(r.status, 200, r.text);
   t.is(r.body.total, 130);

@@ -197,7 +197,7 @@ test("safety reuses the guards' detections only where they are the same: results
   }
 });
 
-test("latency eval uses the SPEC keys from the config", (t) => {
+test("latency eval uses the interface's keys from the config", (t) => {
   const r = runEvals(
     { input: "hi", output: "hello", latencyMs: 3000 },
     { evals: { latency: { threshold_ms: 2000, target_ms: 500, max_ms: 5500 } } },

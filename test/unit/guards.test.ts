@@ -5,7 +5,7 @@ import { EngineConfig, evaluateGuards, GuardEngine, GuardTemplateConfig } from "
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
 import { alternatives, anyOf, unitable } from "../../toolkit/src/guards/text.ts";
 
-test("EngineConfig defaults: injection on at 0.7, sensitive data on at 0.5, SPEC latency keys", (t) => {
+test("EngineConfig defaults: injection on at 0.7, sensitive data on at 0.5, the interface's latency keys", (t) => {
   const c = EngineConfig.parse({});
   t.deepEqual(c.guards, {
     prompt_injection: { enabled: true, threshold: 0.7, classifier: false },

@@ -1,4 +1,4 @@
-// The guard engine: an app's observability config (SPEC.md part 2) plus the guard templates it
+// The guard engine: an app's observability config (docs/spec.md part 2) plus the guard templates it
 // references, compiled once into an ordered chain of pure checks, and the decision for one text.
 //
 // The chain, in order: prompt_injection (built in), sensitive_data (built in, guard type
@@ -40,7 +40,7 @@ import type { TextClassifier } from "./guards/classifier/index.ts";
 // ---------------------------------------------------------------------------------------------
 // Configuration
 
-/** Defaults for the two built-in guards (SPEC leaves them open; decided and documented here). */
+/** Defaults for the two built-in guards (the interface leaves them open; decided and documented here). */
 export const DEFAULT_THRESHOLDS = { prompt_injection: 0.7, sensitive_data: 0.5 } as const;
 
 const Threshold = z.number().min(0).max(1);
@@ -74,7 +74,7 @@ const EvalToggle = (threshold: number) =>
     threshold: Threshold.default(threshold),
   });
 
-/** evals.latency (SPEC) plus the engine's own evals, each with enabled and a pass threshold. */
+/** evals.latency (docs/spec.md part 2) plus the engine's own evals, each with enabled and a pass threshold. */
 export const EvalsConfig = z.object({
   latency: z
     .object({
@@ -130,7 +130,7 @@ export type EngineConfigInput = z.input<typeof EngineConfig>;
 // ---------------------------------------------------------------------------------------------
 // Results
 
-/** One entry of a trace's guardEvaluations (SPEC: { guardType, result, confidence }), plus its source. */
+/** One entry of a trace's guardEvaluations (docs/spec.md part 2: { guardType, result, confidence }), plus its source. */
 export interface GuardEvaluation {
   guardType: GuardType;
   result: GuardResult;
@@ -139,7 +139,7 @@ export interface GuardEvaluation {
   source: string;
 }
 
-/** A guard block record (SPEC: guard block fields other than id, traceId, createdAt). */
+/** A guard block record (docs/spec.md part 2: guard block fields other than id, traceId, createdAt). */
 export interface GuardBlock {
   guardType: GuardType;
   /** what matched, described without the matched text */

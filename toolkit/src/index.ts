@@ -21,6 +21,6 @@ export { ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedIn
 export type { TextClassifier } from "./guards/classifier/index.ts";
 export type { EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
 
-// The client: configure() once at boot, submit() after each LLM call (SPEC.md part 1, plain path).
+// The client: configure() once at boot, submit() after each LLM call (docs/spec.md part 1, plain path).
 // The LangChain wrapper is the subpath "@berth/toolkit/langchain" (it needs @langchain/core).
 export * from "./client/index.ts";

@@ -1,4 +1,4 @@
-// Guard templates (SPEC.md part 4), each with an owner: a platform template (owner null, written
+// Guard templates (docs/spec.md part 4), each with an owner: a platform template (owner null, written
 // with a platform admin key) is read by every workspace and written by platform admins alone; a
 // workspace's template (written with its workspace key) is seen and written by that workspace
 // alone. A caller sees the platform's templates and its own; another workspace's template is a

@@ -1,7 +1,7 @@
-// An app's observability config (SPEC.md part 2) as the API stores and serves it, and the partial
+// An app's observability config (docs/spec.md part 2) as the API stores and serves it, and the partial
 // update of PUT .../observability-config (pure). The stored form has every default applied, so GET
 // always shows the thresholds in force. The engine's own eval toggles (relevance, safety,
-// policy_compliance) are accepted next to SPEC's evals.latency (docs/guards.md).
+// policy_compliance) are accepted next to the interface's evals.latency (docs/guards.md).
 import { z } from "zod";
 import {
   EvalsConfig,

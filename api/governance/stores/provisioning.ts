@@ -45,7 +45,7 @@ export interface ProjectRow {
   provisionedAt: string;
 }
 
-/** govdb://<key>@<host>/<database> (SPEC.md part 1, GOVDB_CONNECTION). */
+/** govdb://<key>@<host>/<database> (docs/spec.md part 1, GOVDB_CONNECTION). */
 export function connectionString(key: string, host: string, database: string): string {
   return `govdb://${key}@${host}/${database}`;
 }

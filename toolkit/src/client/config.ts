@@ -1,5 +1,5 @@
-// The only place the toolkit reads the environment (DESIGN.md §5.7): the two variables injected
-// into every governed service (SPEC.md part 1), the switch that turns governance off, and where the
+// The only place the toolkit reads the environment (docs/design.md §5.7): the two variables injected
+// into every governed service (docs/spec.md part 1), the switch that turns governance off, and where the
 // prompt-injection classifier's files are (BERTH_GUARD_MODEL_DIR).
 import { GovdbConnectionError } from "./errors.ts";
 import type { GovdbConnection } from "./connection.ts";

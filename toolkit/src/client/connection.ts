@@ -1,4 +1,4 @@
-// GOVDB_CONNECTION (SPEC.md part 1): govdb://<key>@<host>/<database>[?tls=true|false].
+// GOVDB_CONNECTION (docs/spec.md part 1): govdb://<key>@<host>/<database>[?tls=true|false].
 // The key is an app key (gov_sk_...). The toolkit speaks HTTP to a loopback host (127.0.0.0/8,
 // localhost, [::1]) or a cluster Service address (<svc>.<ns>.svc[...]) and HTTPS to any other; `tls` overrides. Pure; never echoes the key.
 import { inspect } from "node:util";

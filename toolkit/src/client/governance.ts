@@ -20,7 +20,7 @@ const DELIVERY_OPTIONS = ["maxQueue", "batchSize", "maxBatchBytes", "lingerMs", 
 export interface ConfigureOptions extends Pick<QueueOptions, (typeof DELIVERY_OPTIONS)[number]> {
   /** default GOVDB_CONNECTION */
   connection?: string | GovdbConnection;
-  /** tags every trace (SPEC: the `project` option); default GOVERNANCE_PROJECT */
+  /** tags every trace (docs/spec.md part 1: the `project` option); default GOVERNANCE_PROJECT */
   project?: string;
   /** "noop": no network, no guards, submit() does nothing. Default "on", or "noop" when BERTH_GOVERNANCE=off. */
   mode?: GovernanceMode;
@@ -122,7 +122,7 @@ export class Governance {
   }
 
   /**
-   * The guard engine of this app: compiled once from the config fetched at boot (SPEC.md part 3
+   * The guard engine of this app: compiled once from the config fetched at boot (docs/spec.md part 3
    * rule 6: changes apply at the next restart), or from the default EngineConfig while that fetch
    * has not succeeded. undefined in no-op mode.
    */

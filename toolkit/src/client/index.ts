@@ -1,4 +1,4 @@
-// The plain path (SPEC.md part 1, client path 2): configure() once at boot, submit() after each
+// The plain path (docs/spec.md part 1, client path 2): configure() once at boot, submit() after each
 // LLM call. These functions use one Governance per process; create a Governance yourself to hold
 // several or to inject a transport.
 import { GovdbConnectionError } from "./errors.ts";
@@ -61,7 +61,7 @@ export function governance(): Governance {
 let warnedUnconfigured = false;
 
 /**
- * Queues one trace (SPEC.md part 1) for background delivery and returns its traceId. Never throws
+ * Queues one trace (docs/spec.md part 1) for background delivery and returns its traceId. Never throws
  * and never waits; see Governance.submit.
  */
 export function submit(trace: Trace, options: SubmitOptions = {}): string | undefined {

@@ -1,4 +1,4 @@
-// The trace object a client submits after each LLM call (SPEC.md part 1), and its wire form: the
+// The trace object a client submits after each LLM call (docs/spec.md part 1), and its wire form: the
 // zod schema below is the one definition of a trace on the wire, which the Berth API validates
 // ingestion with (api/governance/schemas.ts), and the batch limit both sides keep.
 import { randomUUID } from "node:crypto";
@@ -11,7 +11,7 @@ export interface TraceTokens {
   total?: number;
 }
 
-/** What a client submits after each LLM call (SPEC.md part 1). */
+/** What a client submits after each LLM call (docs/spec.md part 1). */
 export interface Trace {
   /** client-generated unique id (UUID form); generated when absent. Retries reuse it (idempotent). */
   traceId?: string;
@@ -83,7 +83,7 @@ export const TraceRecord = z
       .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
   })
   .strict()
-  .describe("One LLM call (SPEC.md part 1, trace object)");
+  .describe("One LLM call (docs/spec.md part 1, trace object)");
 export type TraceRecord = z.input<typeof TraceRecord>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -48,7 +48,7 @@ export function runEvals(
   return out;
 }
 
-/** A trace's evalScore (SPEC trace list item, 0-1): the mean of its eval scores, 1 when none ran. */
+/** A trace's evalScore (docs/spec.md trace list item, 0-1): the mean of its eval scores, 1 when none ran. */
 export function aggregateEvalScore(results: readonly EvalResult[]): number {
   if (results.length === 0) return 1;
   return Math.round((results.reduce((s, r) => s + r.score, 0) / results.length) * 1000) / 1000;

@@ -1,4 +1,4 @@
-// latency (SPEC evals.latency): score 1 at or below target_ms, falling linearly to 0 at max_ms;
+// latency (docs/spec.md evals.latency): score 1 at or below target_ms, falling linearly to 0 at max_ms;
 // passed when the latency is at or below threshold_ms.
 import { round3 } from "../guards/text.ts";
 import type { EvalResult } from "./types.ts";

@@ -1,4 +1,4 @@
-// Evals: scores attached to every trace (SPEC.md part 2, Eval; "complete set of evalType values:
+// Evals: scores attached to every trace (docs/spec.md part 2, Eval; "complete set of evalType values:
 // not shown" -> decided here).
 
 /** The complete set of evalType values. */

@@ -1,4 +1,4 @@
-// Guard templates: the `config` object of a guard template (SPEC.md part 2, "complete set of
+// Guard templates: the `config` object of a guard template (docs/spec.md part 2, "complete set of
 // config keys and values: not shown" -> decided here), as zod schemas the API validates with and
 // the engine resolves. The full table of keys is in docs/guards.md.
 import { getCountries, type CountryCode } from "libphonenumber-js/max";

@@ -1,7 +1,7 @@
 // The vocabulary of the guard engine. Every guard is a pure check (text, config) -> verdict
-// (DESIGN.md §5.11): no I/O, no clock, no randomness.
+// (docs/design.md §5.11): no I/O, no clock, no randomness.
 
-/** Guard types, as named by the interface (SPEC.md part 2, guard blocks and guard templates). */
+/** Guard types, as named by the interface (docs/spec.md part 2, guard blocks and guard templates). */
 export const GUARD_TYPES = ["pii_detection", "prompt_injection", "toxicity", "off_topic", "custom"] as const;
 export type GuardType = (typeof GUARD_TYPES)[number];
 

@@ -1,4 +1,4 @@
-// The zero-config path (SPEC.md part 1, client path 1): withGovernance(model) returns the chat model
+// The zero-config path (docs/spec.md part 1, client path 1): withGovernance(model) returns the chat model
 // with the app's guards before and after every call and one trace per call, submitted through the
 // same queue as the plain path (so both paths give the same traces, evals and guard blocks).
 //

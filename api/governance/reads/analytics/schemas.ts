@@ -1,4 +1,4 @@
-// Query and response schemas of the analytics endpoints (SPEC.md part 2 "Analytics objects" and
+// Query and response schemas of the analytics endpoints (docs/spec.md part 2 "Analytics objects" and
 // part 4). Pure: no I/O. docs/analytics.md has the decisions.
 import { z } from "zod";
 import { EVAL_TYPES } from "../../../../toolkit/src/index.ts";
@@ -79,7 +79,7 @@ export const Summary = z
     errorRate: z.number().min(0).max(1).describe("Fraction of the calls that carry an error; 0 when there are none"),
   })
   .strict()
-  .describe("Summary object (SPEC.md part 2)");
+  .describe("Summary object (docs/spec.md part 2)");
 
 export const Timeseries = z
   .object({
@@ -89,7 +89,7 @@ export const Timeseries = z
     values: z.array(z.number()).describe("One value per label; empty buckets are 0"),
   })
   .strict()
-  .describe("Timeseries object (SPEC.md part 2)");
+  .describe("Timeseries object (docs/spec.md part 2)");
 
 export const TokenUsage = z
   .object({
@@ -98,7 +98,7 @@ export const TokenUsage = z
     totalTokens: z.int().min(0),
   })
   .strict()
-  .describe("Token usage object (SPEC.md part 2)");
+  .describe("Token usage object (docs/spec.md part 2)");
 
 export const EvalDistribution = z
   .object({
