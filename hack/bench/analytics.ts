@@ -1,4 +1,4 @@
-// Benchmark of issue 5's analytics, run by hand against the local PostgreSQL (./hack/up, or the
+// Benchmark of the governance analytics endpoints, run by hand against the local PostgreSQL (./hack/up, or the
 // test database server); the template database must be migrated (`node hack/db.ts template <admin-url>`):
 //   node hack/bench/analytics.ts [--traces 1000000] [--days 30] [--calls 50]
 // Makes a fresh database, provisions one app's store (the real provisioning service), bulk-inserts

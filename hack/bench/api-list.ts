@@ -1,4 +1,4 @@
-// Benchmark of issue 3, run by hand against the local control plane and PostgreSQL (./hack/up;
+// Benchmark of the services list, run by hand against the local control plane and PostgreSQL (./hack/up;
 // stop its operator first — `kill $(cat .local/operator.pid)` — or it reconciles the bench Apps):
 //   node hack/bench/api-list.ts [--apps 5000] [--requests 2000]
 // Creates a workspace with N Apps, serves the real API in-process on 127.0.0.1, and measures

@@ -1,4 +1,4 @@
-// Benchmark of issue 14, run by hand against a cluster with the real node:
+// Benchmark of deployments from Git, run by hand against a cluster with the real node:
 //   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
 //   (BERTH_BENCH_POLICIES=1: every namespace of both sides under a workspace's NetworkPolicies)
 //   node hack/bench/deploys.ts [--apps 10] [--rounds 3]

@@ -1,4 +1,4 @@
-// Benchmark of issue 15: what the forward-auth check of a private service adds per request.
+// Benchmark of the forward-auth check: what guarding a private service adds per request.
 // Through the real ingress (Traefik on the real node), in one run and interleaved request by
 // request: the same GET to a private App with a share cookie (Traefik asks the API first) and to a
 // public App of the same image (no check). Prints p50/p99 of both and the difference, and the

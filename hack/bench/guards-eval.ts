@@ -1,4 +1,4 @@
-// Accuracy of the guards on the evaluation set of issue 16 (test/fixtures/guards-eval/), run by hand:
+// Accuracy of the guards on the evaluation set of public and authored texts (test/fixtures/guards-eval/), run by hand:
 //   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier]
 // The configuration is the one a new user gets: an app's default observability config
 // (prompt_injection and sensitive_data on at their default thresholds) plus one toxicity guard

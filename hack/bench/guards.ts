@@ -1,4 +1,4 @@
-// Benchmark of issue 4, run by hand (no cluster, no database):
+// Benchmark of the guard chain, run by hand (no cluster, no database):
 //   node hack/bench/guards.ts [--iterations 20000] [--warmup 2000] [--baseline <dir>] [--classifier]
 // --baseline <dir> also loads <dir>/toolkit/src/index.ts, another version of the guards (for
 // example `git archive <rev> toolkit/src | tar -x -C .local/bench-baseline`), and measures it
@@ -39,7 +39,7 @@ const { values } = parseArgs({
 const N = Number(values.iterations);
 const WARMUP = Number(values.warmup);
 const GOAL_P99_MS = 1;
-/** The classifier's own budget (issue 16): p99 per 1 KB on one core. */
+/** The classifier's own budget (docs/guards.md, "The classifier"): p99 per 1 KB on one core. */
 const CLASSIFIER_BUDGET_P99_MS = 10;
 
 const config: EngineConfigInput = {

@@ -1,4 +1,4 @@
-// Load test of issue 17, run by hand (not part of ./hack/test) against the local PostgreSQL and
+// Load test of trace ingestion (docs/reliability.md, "Load"), run by hand (not part of ./hack/test) against the local PostgreSQL and
 // control plane (./hack/up, or the test ones; the template database must be migrated:
 // `node hack/db.ts template <admin-url>`):
 //   node hack/bench/ingest-soak.ts [--minutes 10] [--rate 5000] [--batch 250] [--clients 4] [--sample-seconds 5]

@@ -1,4 +1,4 @@
-// Benchmark of issue 4, run by hand against the local PostgreSQL (./hack/up, or the test
+// Benchmark of trace ingestion, run by hand against the local PostgreSQL (./hack/up, or the test
 // database server) and control plane; the template database must be migrated
 // (`node hack/db.ts template <admin-url>`):
 //   node hack/bench/ingest.ts [--traces 60000] [--batches 100,250,500] [--clients 4] [--rounds 3] [--templates]

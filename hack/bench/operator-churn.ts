@@ -1,4 +1,4 @@
-// Load test of issue 17, run by hand (not part of ./hack/test) against the local control plane
+// Load test of the operator under App churn (docs/reliability.md, "Load"), run by hand (not part of ./hack/test) against the local control plane
 // with kwok (./hack/up, or the test one):
 //   node hack/bench/operator-churn.ts [--apps 5000] [--minutes 10] [--churn 10] [--type web|cron]
 //     [--sample-seconds 5] [--drain-minutes 15] [--idle-seconds 60]

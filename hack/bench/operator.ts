@@ -1,4 +1,4 @@
-// Benchmark of issue 3, run by hand against the local control plane (./hack/up first):
+// Benchmark of the operator, run by hand against the local control plane (./hack/up first):
 //   node hack/bench/operator.ts [--apps 500] [--idle-seconds 60]
 // 1. floor:    the same child objects the operator would write, applied directly (no operator),
 //              until every Deployment has its replica Ready

@@ -1,4 +1,4 @@
-// Benchmark of issue 13, run by hand against a cluster with the real node:
+// Benchmark of Apps on the real node, run by hand against a cluster with the real node:
 //   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
 //   (BERTH_BENCH_POLICIES=1: every namespace of both sides under a workspace's NetworkPolicies)
 //   node hack/bench/realnode.ts [--apps 20] [--rounds 3]

@@ -1,4 +1,4 @@
-// Benchmark of issue 5, run by hand (no cluster, no database):
+// Benchmark of the toolkit's LangChain wrapper, run by hand (no cluster, no database):
 //   node hack/bench/toolkit.ts [--iterations 5000] [--warmup 500] [--stream-iterations 500]
 // The overhead withGovernance adds to a LangChain call: the same FakeListChatModel called bare and
 // wrapped, alternately, in the same run. The wrapped calls run the guards before and after the call

@@ -1,4 +1,4 @@
-// The evaluation set of issue 16 (test/fixtures/guards-eval/, its SOURCES.md): the items, the
+// The guards' evaluation set (test/fixtures/guards-eval/, its SOURCES.md): the items, the
 // split rule, and which sources we wrote. Read by the accuracy bench and the classifier's build.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";

@@ -1,4 +1,4 @@
-// Services that really run (issue 13): Apps of the sample image on the real node (containerd +
+// Services that really run: Apps of the sample image on the real node (containerd +
 // kubelet, hack/lib/realnode.sh), created through the REST API, reconciled by the operator under
 // its ServiceAccount, served through the real ingress (Traefik) and reporting traces from inside
 // the pod. Every assertion is about what a user sees: a status that means pods are Ready, answers

@@ -1,4 +1,4 @@
-// Berth's own images (issue 13): berth/berth-api and berth/berth-operator (and, issue 14, the
+// Berth's own images: berth/berth-api and berth/berth-operator (and, for builds from Git, the
 // builder berth/berth-builder and the Python and Go bases berth/python and berth/go) built by BuildKit from
 // the repository's Dockerfile (hack/berth-images.ts) into the real node's registry, then installed
 // with the chart on the real node, as ./hack/up does. What is checked is what an operator of

@@ -449,7 +449,8 @@ test.serial(
     const probe =
       [
         `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`,
-        // a raw connection, as the issue's `net.connect(<PostgreSQL>)` from a Dockerfile did
+        // a raw connection, as a Dockerfile's `net.connect(<PostgreSQL>)` reached the platform's database
+        // when RUN steps shared buildkitd's network
         `RUN node -e 'const s = require("net").connect(${pg}, "127.0.0.1"); s.on("connect", () => { console.log("${run} pg OPEN"); process.exit(0); }); s.on("error", (e) => { console.log("${run} pg " + e.code); process.exit(0); })'`,
         // an HTTP request to the API server through whatever proxy the step is given (none: directly)
         `RUN node -e 'const p = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : undefined; const r = require("http").request(p ? { host: p.hostname, port: p.port, path: "http://127.0.0.1:${apiServer.port}/version" } : { host: "127.0.0.1", port: ${apiServer.port}, path: "/version" }, (res) => { console.log("${run} api " + res.statusCode); process.exit(0); }); r.on("error", (e) => { console.log("${run} api " + e.code); process.exit(0); }); r.end()'`,

@@ -1,4 +1,4 @@
-// From git push to a running release (issue 14), on the real node: a repository pushed to the
+// From git push to a running release, on the real node: a repository pushed to the
 // local Git server, a signed GitHub push delivery to the API, the operator's build Job (the
 // builder image, BuildKit through the node's bridge, the local registry), the release command
 // Job, the rollout, and the answer through the ingress; the registry build cache is on (each build

@@ -1,4 +1,4 @@
-// Custom domains with ACME end to end (issue 15, docs/domains.md) on the real node: the same code
+// Custom domains with ACME end to end (docs/domains.md) on the real node: the same code
 // path as test/e2e/domains.test.ts, with the operator's issuer (BERTH_DOMAIN_ISSUER) the ACME
 // ClusterIssuer that hack/lib/realnode.sh creates against Pebble. A domain CNAMEd (in the tests' DNS
 // server) to the ingress host is verified, cert-manager orders its certificate from Pebble and solves

@@ -1,4 +1,4 @@
-// Custom domains end to end (issue 15, docs/domains.md) on the real node: an App of the sample
+// Custom domains end to end (docs/domains.md) on the real node: an App of the sample
 // image, a domain added through the REST API, verified against a real DNS server (Pebble's
 // challenge test server, records set by the test), routed by the operator (its own Ingress) and
 // given a certificate by a real cert-manager controller from a CA ClusterIssuer, then served over

@@ -1,4 +1,4 @@
-// Workspace B against workspace A on the real node (issue 30): what B's own pods can reach. Each
+// Workspace B against workspace A on the real node (docs/security.md): what B's own pods can reach. Each
 // attack is first shown working with the protection removed, so that no test passes by accident,
 // then refused with it in place, while A's service keeps answering through the ingress.
 //
@@ -136,7 +136,7 @@ test.serial(
     const victimUrl = `http://victim.${api.namespace}.svc.cluster.local/`;
     const targets = { victimPod: `${victimIp}:8080`, postgres: NODE_PG, buildkitd: BUILDKIT, kubelet: `${NODE_IP}:10250` };
 
-    // the protection off: the flat network the issue found
+    // the protection off: the flat network every namespace shared before the policies
     await removePolicies(api.namespace);
     await removePolicies(b.namespace);
     const open = await eventually(

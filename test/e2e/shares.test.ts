@@ -1,4 +1,4 @@
-// Private services and share links through the real ingress (issue 15): Apps of the sample image on
+// Private services and share links through the real ingress: Apps of the sample image on
 // the real node, reconciled by the operator under its ServiceAccount, a private one guarded by the
 // Traefik ForwardAuth Middleware the operator writes, Traefik calling this API's forward-auth
 // endpoint over the node's bridge. What a viewer sees: refused without a share, let in with one,
@@ -150,7 +150,7 @@ test.serial(
   },
 );
 
-// The benchmark of issue 15, small here (every request must pass); by hand with more requests:
+// The benchmark of the forward-auth check's cost, small here (every request must pass); by hand with more requests:
 // BERTH_BENCH_REQUESTS=1000 ./hack/test test/e2e/shares.test.ts (the whole file: the first two tests make the Apps and the cookie)
 test.serial("the forward-auth check's added latency through the ingress, against the public App in the same run (benchmark)", async (t) => {
   const n = Number(process.env.BERTH_BENCH_REQUESTS ?? 100);

@@ -1,4 +1,4 @@
-// The analytics endpoints (issue 5, docs/spec.md part 4) against the real API and PostgreSQL.
+// The analytics endpoints (docs/spec.md part 4) against the real API and PostgreSQL.
 // Seeding: the "stats" app's traces go through the real ingestion endpoint with explicit
 // timestamps (ingestion stores the call time as created_at to the millisecond). The "dist" app's
 // traces and evals are inserted straight into its store as the API's own database user, because

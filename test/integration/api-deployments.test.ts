@@ -1,4 +1,4 @@
-// Deployments and push webhooks through the real API (issue 14), against the real API server and
+// Deployments and push webhooks through the real API, against the real API server and
 // PostgreSQL, the API under its chart ServiceAccount: signed GitHub deliveries start exactly one
 // Release, every refusal is a problem (never a 500), replays start nothing, the manual deploy reads
 // the branch's head from a real Git server, and a rollback needs a built deployment. The builds

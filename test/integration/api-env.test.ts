@@ -1,4 +1,4 @@
-// A service's environment variables (issue 14): REST API → the <app>-env Secret (owned by the
+// A service's environment variables: REST API → the <app>-env Secret (owned by the
 // App) → the operator mounts it and rolls the Deployment. Real API server and PostgreSQL; the API
 // and the operator run under the chart's ServiceAccounts, so a missing grant fails here.
 import test from "ava";

@@ -1,4 +1,4 @@
-// Services end to end (issue 3): REST API → App custom resource → operator → Deployment, Service,
+// Services end to end: REST API → App custom resource → operator → Deployment, Service,
 // Ingress, HPA → pods Ready (kwok) → the API reports active. Real API server, real PostgreSQL.
 import test from "ava";
 import * as k8s from "@kubernetes/client-node";

@@ -1,4 +1,4 @@
-// The share cookie key in production shape (issue 15): with BERTH_NAMESPACE set (as the chart sets
+// The share cookie key in production shape: with BERTH_NAMESPACE set (as the chart sets
 // it) and no BERTH_SHARE_COOKIE_KEY, API replicas keep one key in the Secret berth-share-cookie-key
 // of Berth's namespace, under the API's chart identity (a Role in that namespace only). A cookie
 // given by one replica passes the edge check of another, and of a replica started after both

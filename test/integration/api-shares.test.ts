@@ -1,4 +1,4 @@
-// Public shares and private services (issue 15) against the real API server, PostgreSQL and the
+// Public shares and private services against the real API server, PostgreSQL and the
 // cluster (Shares are custom resources, read back through the API's watch cache under the chart's
 // RBAC), with a real OpenID Connect provider on loopback for requireAuth. The ingress is played by
 // calling the forward-auth endpoint as Traefik's ForwardAuth middleware does (X-Forwarded-*, the

@@ -1,4 +1,4 @@
-// Fault tests (issue 17) of the control plane under the operator: kube-apiserver restarts, etcd
+// Fault tests (docs/reliability.md) of the control plane under the operator: kube-apiserver restarts, etcd
 // compaction (watches answered 410 Gone), and a leader failover between two operator replicas.
 //
 // Isolation: these tests kill kube-apiserver and compact etcd, which would break every other test

@@ -1,4 +1,4 @@
-// Fault test (issue 17): the API process is killed and restarted, and PostgreSQL is restarted and
+// Fault test (docs/reliability.md): the API process is killed and restarted, and PostgreSQL is restarted and
 // crashed, while the toolkit sends a steady stream of traces. The toolkit retries a batch whose
 // answer it did not get with the same traceIds, and the API is idempotent on traceId, so every
 // trace must be stored exactly once (one trace row, one audit entry) and the audit chain must

@@ -1,4 +1,4 @@
-// Fault test (issue 17): the operator is killed (SIGKILL) again and again while a stream of App
+// Fault test (docs/reliability.md): the operator is killed (SIGKILL) again and again while a stream of App
 // creates, updates and deletes runs. The operator is the real process (`node operator/main.ts`)
 // under the chart's ServiceAccount, with governance on (the real API in this process provisions
 // each App's store: a Secret, a finalizer and a schema per App, all of which must neither leak nor

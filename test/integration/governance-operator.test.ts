@@ -1,4 +1,4 @@
-// Governance provisioning end to end (issue 4): the operator, authenticated with a real
+// Governance provisioning end to end: the operator, authenticated with a real
 // ServiceAccount token checked by TokenReview, gets an App's store and key from the API before the
 // first rollout, mounts them, re-provisions on request, and removes them; the key in the Secret
 // works for ingestion and stops working when replaced.

@@ -1,4 +1,4 @@
-// Governance provisioning (issue 4): the operator's internal contract (TokenReview auth, store,
+// Governance provisioning: the operator's internal contract (TokenReview auth, store,
 // role and key, idempotency, key rotation, de-provisioning), the public re-provision and
 // de-provision (App annotations), and isolation enforced by PostgreSQL itself. Real API server,
 // real PostgreSQL, real Kubernetes API server (TokenReview, App custom resources).

@@ -250,8 +250,9 @@ test("the caches of detections keep none of the texts they saw: a cached phone n
   t.true(retainedMiB < 6, `${retainedMiB.toFixed(1)} MiB retained`);
 });
 
-// issue 16: ITIN, passport and driver's licence numbers; cards of every length; invalid IBANs
-const issue16Pii: Array<[string, PiiKind]> = [
+// ITIN, passport and driver's licence numbers and cards of every length block; invalid IBANs and
+// look-alikes pass (probes of the evaluation on independent data, docs/guards.md).
+const lessCommonPii: Array<[string, PiiKind]> = [
   ["My ITIN is 912-78-3456.", "itin"],
   ["ITIN: 987-65-4321", "itin"],
   ["My passport number is C03005988.", "passport"],
@@ -263,8 +264,8 @@ const issue16Pii: Array<[string, PiiKind]> = [
   ["The 19-digit UnionPay card is 6205500000000000004.", "credit_card"],
   ["My old 13-digit Visa was 4222222222222.", "credit_card"],
 ];
-for (const [text, kind] of issue16Pii) {
-  test(`pii (issue 16): ${JSON.stringify(text)} is ${kind}`, (t) => {
+for (const [text, kind] of lessCommonPii) {
+  test(`pii (ITIN, passport, licence, card length): ${JSON.stringify(text)} is ${kind}`, (t) => {
     const v = piiGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
     t.true(
@@ -280,7 +281,7 @@ for (const text of [
   "My driver's license expired last month; what documents do I need?",
   "Order 912-45-3456 shipped.",
 ]) {
-  test(`pii (issue 16): ${JSON.stringify(text)} passes`, (t) => {
+  test(`pii (look-alike): ${JSON.stringify(text)} passes`, (t) => {
     const v = piiGuard(text);
     t.is(v.result, "pass", JSON.stringify(v));
   });

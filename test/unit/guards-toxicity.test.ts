@@ -220,8 +220,9 @@ test("word prefilter: exact on other transformer pipelines (the general loop)", 
   }
 });
 
-// issue 16: hate and insults without slurs, negation, mentions, homographs
-const issue16Toxic: Array<[string, ToxicityCategory]> = [
+// Hate and insults without slurs block; negation, mentions and homographs of the same words pass
+// (cases of the evaluation on independent data, docs/guards.md "Accuracy").
+const toxicWithoutSlurs: Array<[string, ToxicityCategory]> = [
   ["I hate Muslims.", "hate"],
   ["I really can't stand gay people like you.", "hate"],
   ["I hate you!", "harassment"],
@@ -231,8 +232,8 @@ const issue16Toxic: Array<[string, ToxicityCategory]> = [
   ["You're the dumbest person I've ever met.", "harassment"],
   ["Go back home, you filthy beaner.", "slur"],
 ];
-for (const [text, category] of issue16Toxic) {
-  test(`toxicity (issue 16): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+for (const [text, category] of toxicWithoutSlurs) {
+  test(`toxicity (without a slur): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
     t.true(
@@ -252,13 +253,13 @@ for (const text of [
   "Muslims celebrate Eid at the end of Ramadan.",
   "Spic and Span is a cleaning brand.",
 ]) {
-  test(`toxicity (issue 16): ${JSON.stringify(text)} passes`, (t) => {
+  test(`toxicity (negation, mention, homograph): ${JSON.stringify(text)} passes`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "pass", JSON.stringify(v));
   });
 }
 
-// issue 16, second round (rules from the dev misses of ETHOS): calls for violence against a group,
+// Rules from the dev misses of ETHOS (the evaluation's second round): calls for violence against a group,
 // wishes of death, threats against a third person, insults fastened to an identity, profanity about
 // a group, denial of humanity; each with the ordinary sentence that shares its words.
 const round2Toxic: Array<[string, ToxicityCategory]> = [
@@ -283,7 +284,7 @@ const round2Toxic: Array<[string, ToxicityCategory]> = [
   ["They will be hunted down like the animals they are.", "hate"],
 ];
 for (const [text, category] of round2Toxic) {
-  test(`toxicity (issue 16, round 2): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+  test(`toxicity (violence, dehumanising, insult to a group): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "block", JSON.stringify(v));
     t.true(
@@ -309,7 +310,7 @@ for (const text of [
   "I'd never say that refugees are parasites.",
   "Women are equally as strong as men.",
 ]) {
-  test(`toxicity (issue 16, round 2): ${JSON.stringify(text)} passes`, (t) => {
+  test(`toxicity (ordinary sentence with the same words): ${JSON.stringify(text)} passes`, (t) => {
     const v = toxicityGuard(text);
     t.is(v.result, "pass", JSON.stringify(v));
   });

@@ -1,7 +1,7 @@
 import { Migration } from "@mikro-orm/migrations";
 
 /**
- * Governance (issue 4): provisioned apps, their scoped keys, observability configs and the global
+ * Governance: provisioned apps, their scoped keys, observability configs and the global
  * guard templates. Each app's own data lives in a schema that provisioning creates at run time
  * (api/governance/stores/store-sql.ts), not here.
  */

@@ -1,4 +1,4 @@
-// The analytics endpoints (docs/spec.md part 4, governance service-scoped; issue 5). docs/analytics.md
+// The analytics endpoints (docs/spec.md part 4, governance service-scoped). docs/analytics.md
 // has the decisions: ranges [start, end), defaults, bucket alignment, limits.
 import { defineRoute, type RouteDef } from "../../../http/route.ts";
 import { AppParams } from "../../schemas.ts";

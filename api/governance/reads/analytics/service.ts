@@ -1,4 +1,4 @@
-// Analytics of one app's traces (issue 5): SQL over the app's store, in a read-only transaction
+// Analytics of one app's traces: SQL over the app's store, in a read-only transaction
 // under the app's role (GovernanceDb.appTx), so an app's analytics can only ever read its own
 // schema. The Governance service resolves the app to its store (404 app_not_found,
 // governance_not_provisioned) exactly as for the other service-scoped reads.

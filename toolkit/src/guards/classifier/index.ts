@@ -1,5 +1,5 @@
-// The prompt-injection classifier: the model layer of the prompt_injection guard (issue 16,
-// docs/guards.md "The classifier"). A small encoder (the first layer of all-MiniLM-L6-v2, int8)
+// The prompt-injection classifier: the model layer of the prompt_injection guard
+// (docs/guards.md "The classifier"). A small encoder (the first layer of all-MiniLM-L6-v2, int8)
 // and a logistic regression in one ONNX graph, built by hack/guard-model.ts from public weights
 // and licensed public data, run by onnxruntime-node on one thread. The files (model.onnx,
 // vocab.txt, model.json) come from BERTH_GUARD_MODEL_DIR or the package's model/ folder; the
