@@ -1,7 +1,7 @@
 // Renders the chart's RBAC templates from the code's declarations (operator/rbac.ts,
 // api/rbac.ts): a ClusterRole for what a process does in every namespace, a Role in the release
 // namespace for what it does only there, and their bindings to the component's ServiceAccount.
-// hack/gen.ts writes them; test/unit/rbac.test.ts fails when the chart drifts from the code.
+// hack/gen.ts writes them; test/unit/kube/rbac.test.ts fails when the chart drifts from the code.
 import { renderRules, rulesOf, type Access } from "../../kube/rbac.ts";
 import { OPERATOR_ACCESS } from "../../operator/rbac.ts";
 import { API_ACCESS } from "../../api/rbac.ts";

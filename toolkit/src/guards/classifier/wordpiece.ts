@@ -3,7 +3,7 @@
 // characters dropped, whitespace made a space, CJK ideographs set apart, accents stripped, lower
 // case), the BERT pre-tokeniser (split on whitespace, every punctuation character a word of its
 // own) and WordPiece (greedy longest match, "##" for a continuation, [UNK] for a word that does
-// not split or has more than 100 characters). Pure; test/unit/guard-classifier.test.ts holds it
+// not split or has more than 100 characters). Pure; test/unit/toolkit/guard-classifier.test.ts holds it
 // to ids the reference implementation produced.
 
 const MAX_WORD_CHARS = 100;

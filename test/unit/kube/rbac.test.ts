@@ -1,0 +1,114 @@
+// RBAC from code: the chart's Roles are rendered from the declarations next to the calls
+// (kube/rbac.ts, operator/rbac.ts, api/rbac.ts); the committed templates must match, and the rule
+// building refuses what RBAC cannot express or Berth must never hold.
+import test from "ava";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { allows, checkAccess, renderRules, rulesOf, type Access } from "../../../kube/rbac.ts";
+import { generateChartRbac } from "../../../hack/lib/chart-rbac.ts";
+import { OPERATOR_ACCESS } from "../../../operator/rbac.ts";
+import { API_ACCESS } from "../../../api/rbac.ts";
+
+const root = join(import.meta.dirname, "../../..");
+
+for (const [file, text] of generateChartRbac()) {
+  test(`charts/berth/templates/${file} matches the code's declarations (run node hack/gen.ts when this fails)`, (t) => {
+    t.is(readFileSync(join(root, "charts/berth/templates", file), "utf8"), text);
+  });
+}
+
+const a = (over: Partial<Access>): Access => ({ group: "apps", resource: "deployments", verbs: ["get"], why: "w", ...over });
+
+test("declarations of one resource merge their verbs (in RBAC's order) and reasons; scopes stay apart", (t) => {
+  const rules = rulesOf(
+    [
+      a({ verbs: ["watch", "list"], why: "cache" }),
+      a({ group: "", resource: "secrets", verbs: ["create"], why: "secret" }),
+      a({ verbs: ["patch", "get"], why: "apply" }),
+      a({ verbs: ["get"], why: "apply" }),
+      a({ group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release", why: "lease" }),
+    ],
+    "cluster",
+  );
+  t.deepEqual(rules, [
+    { rule: { apiGroups: ["apps"], resources: ["deployments"], verbs: ["get", "list", "watch", "patch"] }, why: ["cache", "apply"] },
+    { rule: { apiGroups: [""], resources: ["secrets"], verbs: ["create"] }, why: ["secret"] },
+  ]);
+});
+
+test("named grants are their own rules, names sorted and deduplicated", (t) => {
+  const rules = rulesOf(
+    [
+      a({ group: "coordination.k8s.io", resource: "leases", verbs: ["create"], scope: "release" }),
+      a({ group: "coordination.k8s.io", resource: "leases", verbs: ["update", "get"], names: ["b", "a", "b"], scope: "release" }),
+    ],
+    "release",
+  );
+  t.deepEqual(
+    rules.map((r) => r.rule),
+    [
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["create"] },
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], resourceNames: ["a", "b"], verbs: ["get", "update"] },
+    ],
+  );
+});
+
+const refused: [string, Access, RegExp][] = [
+  ["a wildcard resource", a({ resource: "*" }), /wildcards/],
+  ["a wildcard group", a({ group: "*" }), /wildcards/],
+  ["an escalation verb", a({ verbs: ["escalate" as "get"] }), /verb escalate/],
+  ["deletecollection", a({ verbs: ["deletecollection" as "get"] }), /verb deletecollection/],
+  ["no verbs", a({ verbs: [] }), /no verbs/],
+  ["list narrowed by name", a({ verbs: ["list"], names: ["x"] }), /cannot narrow list/],
+  ["create narrowed by name", a({ verbs: ["create"], names: ["x"] }), /cannot narrow create/],
+  ["an empty names list", a({ names: [] }), /grant nothing/],
+];
+for (const [what, access, message] of refused) {
+  test(`a declaration is refused: ${what}`, (t) => {
+    t.throws(() => checkAccess(access), { message });
+    t.throws(() => rulesOf([access], "cluster"), { message });
+  });
+}
+
+test("rules render as YAML list items with their reasons as comments", (t) => {
+  t.is(
+    renderRules(rulesOf([a({ verbs: ["get", "list"], why: "because" })], "cluster"), 2),
+    '  # because\n  - apiGroups: ["apps"]\n    resources: ["deployments"]\n    verbs: ["get", "list"]',
+  );
+});
+
+// What the processes do, against the rules they get: a change that drops a grant a call needs
+// fails here before it fails in the integration tests.
+const OP = [...rulesOf(OPERATOR_ACCESS, "cluster"), ...rulesOf(OPERATOR_ACCESS, "release")].map((r) => r.rule);
+const API = rulesOf(API_ACCESS, "cluster").map((r) => r.rule);
+
+test("the operator may manage its finalizer and status but never an App's spec by update, nor create or delete Apps", (t) => {
+  t.true(allows(OP, "patch", "berth.dev", "apps"));
+  t.true(allows(OP, "patch", "berth.dev", "apps/status"));
+  t.true(allows(OP, "update", "berth.dev", "apps/finalizers"));
+  t.false(allows(OP, "update", "berth.dev", "apps"));
+  t.false(allows(OP, "create", "berth.dev", "apps"));
+  t.false(allows(OP, "delete", "berth.dev", "apps"));
+  t.true(allows(OP, "create", "", "secrets"));
+  t.true(allows(OP, "update", "coordination.k8s.io", "leases", "berth-operator"));
+  t.false(allows(OP, "update", "coordination.k8s.io", "leases", "kube-scheduler"));
+  t.false(allows(OP, "create", "", "namespaces"));
+});
+
+test("the API never touches workloads; of Secrets it reads, creates and patches one at a time (a service's <app>-env and <app>-webhook)", (t) => {
+  for (const [group, resource] of [
+    ["apps", "deployments"],
+    ["", "services"],
+    ["batch", "jobs"],
+  ] as const) {
+    for (const verb of ["get", "list", "create", "patch", "delete"] as const)
+      t.false(allows(API, verb, group, resource), `${verb} ${resource}`);
+  }
+  for (const verb of ["get", "create", "patch"] as const) t.true(allows(API, verb, "", "secrets"), `${verb} secrets`);
+  for (const verb of ["list", "watch", "update", "delete"] as const) t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);
+  t.true(allows(API, "create", "berth.dev", "releases"));
+  t.false(allows(API, "patch", "berth.dev", "releases/status"), "a release's status is the operator's");
+  t.true(allows(API, "create", "berth.dev", "apps"));
+  t.false(allows(API, "patch", "berth.dev", "apps/status"));
+  t.false(allows(API, "delete", "", "namespaces"));
+});

@@ -1,0 +1,288 @@
+// pii_detection (sensitive_data): each detector on positives and hard negatives, descriptions
+// that never repeat what they describe, and exact redaction.
+import { getHeapStatistics, setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
+import test from "ava";
+import { runEvals } from "../../../toolkit/src/index.ts";
+import { detectPii, piiGuard, redact } from "../../../toolkit/src/guards/index.ts";
+import type { PiiKind } from "../../../toolkit/src/guards/index.ts";
+
+const positives: Array<[string, PiiKind, string, string]> = [
+  // [text, kind, matched text, description]
+  ["write to jane.doe@example.com today", "email", "jane.doe@example.com", "email address j***@e***.com"],
+  ["cc: a.b+tag@mail.example.co.uk", "email", "a.b+tag@mail.example.co.uk", "email address a***@m***.uk"],
+  ["call (201) 555-0123 now", "phone", "(201) 555-0123", "phone number ending 23"],
+  ["phone: 2015550123", "phone", "2015550123", "phone number ending 23"],
+  ["office +44 20 7946 0958", "phone", "+44 20 7946 0958", "phone number (+44) ending 58"],
+  ["dial 0044 20 7946 0958", "phone", "0044 20 7946 0958", "phone number (+44) ending 58"],
+  ["Leeds 0113 496 0000", "phone", "0113 496 0000", "phone number ending 00"],
+  ["+33 1 99 00 12 34", "phone", "+33 1 99 00 12 34", "phone number (+33) ending 34"],
+  // a period and a space end the sentence, not the number's group: the next sentence's number is not part of it
+  ["ring 0113 496 0000. 12 items are left", "phone", "0113 496 0000", "phone number ending 00"],
+  ["call (201) 555-0123. 42 people called", "phone", "(201) 555-0123", "phone number ending 23"],
+  ["pay 4242 4242 4242 4242", "credit_card", "4242 4242 4242 4242", "Visa card number ending 4242"],
+  ["card 5555-5555-5555-4444", "credit_card", "5555-5555-5555-4444", "Mastercard card number ending 4444"],
+  ["amex 3782 822463 10005", "credit_card", "3782 822463 10005", "American Express card number ending 0005"],
+  ["6011111111111117", "credit_card", "6011111111111117", "Discover card number ending 1117"],
+  ["IBAN GB29 NWBK 6016 1331 9268 19 OK", "iban", "GB29 NWBK 6016 1331 9268 19", "IBAN (GB) ending 6819"],
+  ["DE89370400440532013000", "iban", "DE89370400440532013000", "IBAN (DE) ending 3000"],
+  ["SSN 078-05-1120", "ssn", "078-05-1120", "US social security number (digits withheld)"],
+  ["id 219-09-9999 on file", "ssn", "219-09-9999", "US social security number (digits withheld)"],
+  ["social security number 078051120", "ssn", "078051120", "US social security number (digits withheld)"],
+  ["from 203.0.113.45.", "ip_address", "203.0.113.45", "IPv4 address 203.0.113.x"],
+  ["host 2001:db8:85a3::8a2e:370:7334 down", "ip_address", "2001:db8:85a3::8a2e:370:7334", "IPv6 address 2001:db8:…"],
+  ["key AKIAIOSFODNN7EXAMPLE", "api_key", "AKIAIOSFODNN7EXAMPLE", "AWS access key ID (AKIA…, 20 chars)"],
+  ["ghp_R8sT2vW4xY6zA1bC3dE5fG7hJ9kL0mN2pQ4r", "api_key", "ghp_R8sT2vW4xY6zA1bC3dE5fG7hJ9kL0mN2pQ4r", "GitHub token (ghp_…, 40 chars)"],
+  [
+    "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "api_key",
+    "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "Slack token (xoxb-…, 54 chars)",
+  ],
+  ["sk_live_4eC39HqLyjWDarjtT1zdp7dc", "api_key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "Stripe live secret key (sk_live_…, 32 chars)"],
+  [
+    "key=sk-proj-Zx81Qw7Er6Ty5Ui4Op3As2Df1GhJkLmN0bVcXz9",
+    "api_key",
+    "sk-proj-Zx81Qw7Er6Ty5Ui4Op3As2Df1GhJkLmN0bVcXz9",
+    "LLM API key (sk-…, 47 chars)",
+  ],
+  ["Bearer ws_sk_Hq81dkLm29xPq0aZ7yTn", "api_key", "ws_sk_Hq81dkLm29xPq0aZ7yTn", "Berth workspace API key (ws_sk_…, 26 chars)"],
+  [
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----",
+    "private_key",
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEE\n-----END EC PRIVATE KEY-----",
+    "PEM private key (EC)",
+  ],
+  [
+    "t=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "jwt",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "JSON Web Token (108 chars)",
+  ],
+  ["db password: Xk9#mP2$vL7q", "secret", "Xk9#mP2$vL7q", 'value of "password" (12 chars)'],
+  ["my password is Tr0ub4dor&3", "secret", "Tr0ub4dor&3", 'value of "password" (11 chars)'],
+  ["postgres://app:s3cr3tPass@db:5432/x", "secret", "s3cr3tPass", "password in a URL (10 chars)"],
+  ["1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "crypto_address", "1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "Bitcoin address ending vfNa"],
+  [
+    "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
+    "crypto_address",
+    "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
+    "Bitcoin address ending f3t4",
+  ],
+  [
+    "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3",
+    "crypto_address",
+    "bc1qrp33g0q5c5txsp9arysrx4k6zdkfs4nce4xj0gdcccefvpysxf3qccfmv3",
+    "Bitcoin address ending fmv3",
+  ],
+  [
+    "to 0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "crypto_address",
+    "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
+    "Ethereum address ending eAed",
+  ],
+];
+
+for (const [text, kind, value, description] of positives) {
+  test(`pii finds ${kind} in ${JSON.stringify(text.slice(0, 40))}`, (t) => {
+    const hits = detectPii(text).filter((h) => h.kind === kind);
+    t.is(hits.length, 1, JSON.stringify(detectPii(text)));
+    const h = hits[0]!;
+    t.is(text.slice(h.start, h.end), value);
+    t.is(h.description, description);
+    t.false(h.description.includes(value), "the description repeats the value");
+    t.true(h.score >= 0.5);
+  });
+}
+
+const negatives: Array<[string, string]> = [
+  ["Card 4242 4242 4242 4241 fails Luhn", "Luhn failure"],
+  ["1234 5678 9012 3456 placeholder", "a placeholder card failing Luhn"],
+  ["upgrade to version 1.2.3.4", "version number"],
+  ["Windows build 10.0.19045.3803", "dotted build number"],
+  ["on 2024-01-15 at 10:30", "ISO date"],
+  ["deadline 15/01/2025 and 01.02.2025", "dates"],
+  ["Order number 123456789 shipped", "order number"],
+  ["tracking 1Z999AA10123456784", "tracking number"],
+  ["ISBN 978-3-16-148410-0", "ISBN"],
+  ["grew from 1 250 000 to 1 730 000", "thousands groups"],
+  ["SKU 4000-1234-5678", "SKU"],
+  ["Timestamp 1700000000000", "epoch millis"],
+  ["IBAN GB28 NWBK 6016 1331 9268 19 is wrong", "IBAN failing mod-97"],
+  ["000-12-3456 666-45-6789 900-12-3456 123-00-4567 123-45-0000", "invalid SSN ranges"],
+  ["npm install @scope/pkg@1.2.3", "package spec"],
+  ["commit 3f786850e387550fdab836ed7e6dc881de23001b", "git sha"],
+  ["tx 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b", "transaction hash"],
+  ["bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t5", "bech32 checksum failure"],
+  ["1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNb", "base58check failure"],
+  ["Set password=your_password_here", "placeholder password"],
+  ["password: ********", "masked password"],
+  ["the token is expired", "prose after token"],
+  ["a token limit of 4096 tokens", "token count"],
+  ["Authorization: Bearer <token>", "placeholder bearer"],
+  ["use scikit-learn (sk-learn)", "sk- word"],
+  ["What is a JWT and how is it signed?", "question about JWTs"],
+  ["std::vector and 12:30:45", "C++ scope and time"],
+  ["Pi is 3.14159265358979", "decimal"],
+  ["HTTP 503 between 09:00 and 09:45", "times"],
+];
+
+for (const [text, what] of negatives) {
+  test(`pii ignores ${what}`, (t) => {
+    const strong = detectPii(text).filter((h) => h.score >= 0.5);
+    t.deepEqual(strong, [], JSON.stringify(strong));
+  });
+}
+
+test("private, loopback and link-local addresses score below the default threshold", (t) => {
+  for (const ip of ["192.168.0.1", "10.0.0.7", "172.20.1.1", "127.0.0.1", "169.254.1.1", "fe80::1ff:fe23:4567:890a"]) {
+    const hits = detectPii(`addr ${ip} here`).filter((h) => h.kind === "ip_address");
+    t.is(hits.length, 1, ip);
+    t.true(hits[0]!.score < 0.5, ip);
+  }
+  t.deepEqual(detectPii("listen on ::1 and ::"), []);
+  t.is(piiGuard("router at 192.168.0.1").result, "pass");
+});
+
+test("spans claimed by a specific detector are not reported again by a general one", (t) => {
+  // the card is not also a phone number, the key value is not also a generic secret
+  t.deepEqual(
+    detectPii("card 4242424242424242").map((h) => h.kind),
+    ["credit_card"],
+  );
+  t.deepEqual(
+    detectPii("aws_access_key_id = AKIAIOSFODNN7EXAMPLE").map((h) => h.kind),
+    ["api_key"],
+  );
+});
+
+test("entities limits the kinds reported", (t) => {
+  const text = "jane@example.com 4242 4242 4242 4242";
+  t.deepEqual(
+    detectPii(text, { entities: ["email"] }).map((h) => h.kind),
+    ["email"],
+  );
+  t.deepEqual(
+    detectPii(text, { entities: ["credit_card"] }).map((h) => h.kind),
+    ["credit_card"],
+  );
+});
+
+test("phoneRegions decides which national formats count", (t) => {
+  t.is(detectPii("ring 0113 496 0000", { phoneRegions: ["US"] }).length, 0);
+  t.is(detectPii("ring 0113 496 0000", { phoneRegions: ["GB"] }).length, 1);
+  // international numbers do not depend on the regions
+  t.is(detectPii("ring +44 113 496 0000", { phoneRegions: ["US"] }).length, 1);
+});
+
+const redactions: Array<[string, string]> = [
+  ["Email jane@example.com or call (201) 555-0123.", "Email [REDACTED:EMAIL] or call [REDACTED:PHONE]."],
+  ["card 4242 4242 4242 4242, exp 12/34", "card [REDACTED:CREDIT_CARD], exp 12/34"],
+  ["IBAN GB29 NWBK 6016 1331 9268 19 please", "IBAN [REDACTED:IBAN] please"],
+  ["db password: Xk9#mP2$vL7q\nnext line", "db password: [REDACTED:SECRET]\nnext line"],
+  ["ssn 078-05-1120, ip 8.8.8.8", "ssn [REDACTED:SSN], ip [REDACTED:IP_ADDRESS]"],
+  ["k=AKIAIOSFODNN7EXAMPLE;", "k=[REDACTED:API_KEY];"],
+  ["no pii here", "no pii here"],
+  ["émoji 😀 jane@example.com ✓", "émoji 😀 [REDACTED:EMAIL] ✓"],
+];
+
+for (const [text, expected] of redactions) {
+  test(`redact ${JSON.stringify(text.slice(0, 30))}`, (t) => {
+    t.is(redact(text, detectPii(text)), expected);
+  });
+}
+
+test("redact merges overlapping spans under the longest kind and clamps out-of-range spans", (t) => {
+  const text = "abcdefghij";
+  t.is(
+    redact(text, [
+      { kind: "a", start: 1, end: 4 },
+      { kind: "longer", start: 2, end: 8 },
+    ]),
+    "a[REDACTED:LONGER]ij",
+  );
+  t.is(
+    redact(text, [
+      { kind: "x", start: 8, end: 99 },
+      { kind: "y", start: 3, end: 3 },
+    ]),
+    "abcdefgh[REDACTED:X]",
+  );
+  t.is(redact(text, []), text);
+});
+
+test("piiGuard: threshold and action decide the result", (t) => {
+  const text = "mail jane@example.com";
+  t.like(piiGuard(text), { guardType: "pii_detection", result: "block", confidence: 0.9 });
+  t.like(piiGuard(text, { threshold: 0.95 }), { result: "pass", confidence: 0.9 });
+  t.like(piiGuard(text, { action: "redact" }), { result: "redact" });
+  t.like(piiGuard(text, { action: "flag" }), { result: "flag" });
+  t.like(piiGuard("nothing to see"), { result: "pass", confidence: 0, matches: [] });
+});
+
+test("piiGuard: the allowlist never triggers (literal and pattern)", (t) => {
+  const text = "write to support@berth.dev or jane@example.com";
+  const literal = piiGuard(text, { allowlist: ["SUPPORT@berth.dev"] });
+  t.deepEqual(
+    literal.matches.map((m) => m.description),
+    ["email address j***@e***.com"],
+  );
+  const pattern = piiGuard(text, { allowlist: ["/[a-z.]+@(?:berth\\.dev|example\\.com)/"] });
+  t.like(pattern, { result: "pass", confidence: 0, matches: [] });
+});
+
+test("the caches of detections keep none of the texts they saw: a cached phone number or stem is a copy", (t) => {
+  setFlagsFromString("--expose-gc");
+  const gc = runInNewContext("gc") as () => void;
+  const filler = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(3500); // ~200 KB
+  gc();
+  const before = getHeapStatistics().used_heap_size;
+  for (let i = 0; i < 300; i++) {
+    // a fresh text each time (built, not a constant), a distinct phone number and a distinct long word
+    const word = String(i).replace(/\d/g, (d) => "abcdefghij"[Number(d)]!); // i in letters: 300 distinct long words
+    const text = `${filler} ${i} call +44 20 7946 ${String(1000 + i)} about supercalifragilistic${word}ness`;
+    detectPii(text);
+    runEvals({ input: text, output: "Refunds take five days.", latencyMs: 10 }, { evals: { safety: { enabled: false } } });
+  }
+  gc();
+  const retainedMiB = (getHeapStatistics().used_heap_size - before) / 2 ** 20;
+  // 300 texts of 200 KB: 60 MiB if any cache held on to them (about 1.5 MiB when none does)
+  t.true(retainedMiB < 6, `${retainedMiB.toFixed(1)} MiB retained`);
+});
+
+// ITIN, passport and driver's licence numbers and cards of every length block; invalid IBANs and
+// look-alikes pass (probes of the evaluation on independent data, docs/guards.md).
+const lessCommonPii: Array<[string, PiiKind]> = [
+  ["My ITIN is 912-78-3456.", "itin"],
+  ["ITIN: 987-65-4321", "itin"],
+  ["My passport number is C03005988.", "passport"],
+  ["US passport no. 963545637, expires 2031.", "passport"],
+  ["Driver licence no. W426-545-30-761-0 (Florida).", "drivers_license"],
+  ["DL# S53012684, issued in Wisconsin.", "drivers_license"],
+  ["My Amex is 378282246310005.", "credit_card"],
+  ["Old Diners card: 36227206271667.", "credit_card"],
+  ["The 19-digit UnionPay card is 6205500000000000004.", "credit_card"],
+  ["My old 13-digit Visa was 4222222222222.", "credit_card"],
+];
+for (const [text, kind] of lessCommonPii) {
+  test(`pii (ITIN, passport, licence, card length): ${JSON.stringify(text)} is ${kind}`, (t) => {
+    const v = piiGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(
+      v.matches.some((m) => m.kind === kind),
+      JSON.stringify(v.matches),
+    );
+  });
+}
+for (const text of [
+  "Is DE88 3704 0044 0532 0130 00 a valid IBAN? The bank rejected it.",
+  "The IBAN GB28 NWBK 6016 1331 9268 19 in the letter looks wrong.",
+  "Passport photos must be 2 by 2 inches.",
+  "My driver's license expired last month; what documents do I need?",
+  "Order 912-45-3456 shipped.",
+]) {
+  test(`pii (look-alike): ${JSON.stringify(text)} passes`, (t) => {
+    const v = piiGuard(text);
+    t.is(v.result, "pass", JSON.stringify(v));
+  });
+}

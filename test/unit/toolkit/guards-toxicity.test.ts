@@ -1,0 +1,317 @@
+// toxicity: threats, self-harm encouragement, hate, insults aimed at someone, slurs block at the
+// medium threshold; casual profanity and violent words in ordinary senses do not.
+import test from "ava";
+import { detectToxicity, toxicityGuard } from "../../../toolkit/src/guards/index.ts";
+import type { ToxicityCategory } from "../../../toolkit/src/guards/index.ts";
+import { wordMatcher, wordMatches } from "../../../toolkit/src/guards/toxicity.ts";
+import { WordPrefilter } from "../../../toolkit/src/guards/word-prefilter.ts";
+import {
+  collapseDuplicatesTransformer,
+  englishDataset,
+  RegExpMatcher,
+  resolveLeetSpeakTransformer,
+  skipNonAlphabeticTransformer,
+  toAsciiLowerCaseTransformer,
+} from "obscenity";
+
+const toxic: Array<[string, ToxicityCategory]> = [
+  ["I will kill you.", "threat"],
+  ["I'm going to find where you live.", "threat"],
+  ["I hope you get hit by a bus and die.", "threat"],
+  ["Go kill yourself.", "self_harm"],
+  ["kys", "self_harm"],
+  ["All immigrants are vermin.", "hate"],
+  ["People like you should be exterminated.", "hate"],
+  ["You are a worthless idiot.", "harassment"],
+  ["Fuck you.", "harassment"],
+  ["Shut up, you stupid bitch.", "harassment"],
+  ["Your mother is a whore.", "harassment"],
+  ["get lost you f4ggot", "slur"],
+  ["sh1t for brains, you're useless", "harassment"],
+];
+
+for (const [text, category] of toxic) {
+  test(`toxicity: ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
+  });
+}
+
+const clean = [
+  "How do I kill a process on Linux?",
+  "This bug is killing me.",
+  "The Scunthorpe problem.",
+  "Grapes and cocktails in Essex.",
+  "Shoot me an email.",
+  "He graduated cum laude.",
+  "Flame retardant foam.",
+  "I could murder a burger.",
+  "What a shit day.",
+  "Damn, great concert!",
+  "Dick Grayson was the first Robin.",
+  "I hate Mondays.",
+  "Stab the pepper with a fork.",
+  "Analysis of the assassin's class.",
+];
+
+for (const text of clean) {
+  test(`toxicity: ${JSON.stringify(text)} passes at medium`, (t) => {
+    t.is(toxicityGuard(text).result, "pass", JSON.stringify(toxicityGuard(text)));
+  });
+}
+
+test("severity orders confidences: sexual term < casual profanity < aimed insult < threat", (t) => {
+  const c = (s: string) => toxicityGuard(s).confidence;
+  t.true(c("porn laws") < c("what a shit day"));
+  t.true(c("what a shit day") < c("you are an idiot"));
+  t.true(c("you are an idiot") < c("I will kill you"));
+});
+
+test("sensitivity high (0.4) catches casual profanity, low (0.8) only the severe", (t) => {
+  t.is(toxicityGuard("what a shit day", { threshold: 0.4 }).result, "block");
+  t.is(toxicityGuard("you are an idiot", { threshold: 0.8 }).result, "pass");
+  t.is(toxicityGuard("I will kill you", { threshold: 0.8 }).result, "block");
+});
+
+test("categories limit what is reported", (t) => {
+  t.deepEqual(
+    detectToxicity("I will kill you, idiot", { categories: ["threat"] }).map((h) => h.kind),
+    ["threat"],
+  );
+});
+
+test("descriptions never spell the word out", (t) => {
+  for (const text of ["you stupid bitch", "get lost you f4ggot", "fuck off"]) {
+    for (const m of toxicityGuard(text).matches) {
+      t.false(/bitch|f4ggot|fuck/i.test(m.description), m.description);
+    }
+  }
+});
+
+test("allowlist: a term an app needs never triggers", (t) => {
+  t.is(toxicityGuard("Hooker is a rugby position. You idiot.", { allowlist: ["you idiot"] }).result, "pass");
+});
+
+// The word prefilter (word-prefilter.ts) must never change what obscenity finds: it builds the text
+// obscenity's transformers build, and says "no match" only when getAllMatches finds nothing.
+test("word prefilter: exact against obscenity on the labelled set and on generated texts", (t) => {
+  const { matcher, prefilter } = wordMatcher();
+  if (!prefilter) return t.fail("no prefilter: obscenity's compiled terms were not found (another version?)");
+  const internals = matcher as unknown as {
+    applyTransformers(text: string, set: unknown): [number[], string];
+    blacklistMatcherTransformers: unknown;
+  };
+  let seed = 7;
+  const rnd = (n: number) => Math.floor(((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x80000000) * n);
+  const alphabet = [
+    ..."abcdefghiklnorstuy ABCFGIKSTU 0134567@$!|/(.,'-_\n",
+    "Ｆ",
+    "ｕ",
+    "𝐟",
+    "𝐜",
+    "ⓚ",
+    "ü",
+    "ñ",
+    "ſ",
+    "ß",
+    "ı",
+    "\u{1F600}",
+    "\uD800",
+    "\uDC00",
+    "\u200B",
+  ];
+  const words = [
+    "fuck",
+    "shit",
+    "ass",
+    "cum laude",
+    "analysis",
+    "dick",
+    "retard",
+    "pussy",
+    "nigger",
+    "bitch",
+    "whore",
+    "cock",
+    "sex",
+    "tit",
+    "class",
+    "assassin",
+    "Scunthorpe",
+  ];
+  const mutate = (w: string) =>
+    [...w]
+      .map(
+        (c) => [c, c, c, c, c.toUpperCase(), c + c, c + c + c, { a: "4", e: "3", i: "1", o: "0", s: "$", t: "7" }[c] ?? c, c + "."][rnd(9)],
+      )
+      .join("");
+  const texts = [
+    ...toxic.map(([s]) => s),
+    ...clean,
+    "",
+    "f",
+    "ＦＵＣＫ you",
+    "fuuuuck",
+    "sh1t",
+    "b!tch",
+    "a$$hole",
+    "c0ck",
+    "ſhit",
+    "pen is mightier",
+    "s\u{1F600}hit",
+    "\uD800fuck\uDC00",
+    ...Array.from({ length: 3000 }, () => Array.from({ length: 1 + rnd(40) }, () => alphabet[rnd(alphabet.length)]).join("")),
+    ...Array.from({ length: 3000 }, () =>
+      Array.from({ length: 1 + rnd(4) }, () => (rnd(2) ? mutate(words[rnd(words.length)]!) : alphabet[rnd(alphabet.length)])).join(" "),
+    ),
+  ];
+  let maybe = 0;
+  for (const text of texts) {
+    t.is(prefilter.transform(text), internals.applyTransformers(text, internals.blacklistMatcherTransformers)[1], JSON.stringify(text));
+    const found = matcher.getAllMatches(text, true);
+    if (prefilter.mayMatch(text)) maybe++;
+    else t.deepEqual(found, [], JSON.stringify(text));
+    t.deepEqual(wordMatches(text), found, JSON.stringify(text));
+  }
+  // both answers occur, so the test exercises both paths
+  t.true(maybe > 1000 && maybe < texts.length - 1000, `${maybe} of ${texts.length}`);
+  t.log(`prefilter "may match" on ${maybe} of ${texts.length} texts`);
+});
+
+// The prefilter's fast path covers the English preset's pipeline (stateless transformers, then one
+// stateful); any other pipeline takes the general loop, which must be exact too.
+test("word prefilter: exact on other transformer pipelines (the general loop)", (t) => {
+  const pipelines = [
+    [collapseDuplicatesTransformer(), toAsciiLowerCaseTransformer(), skipNonAlphabeticTransformer()],
+    [toAsciiLowerCaseTransformer(), collapseDuplicatesTransformer({ defaultThreshold: 2 }), resolveLeetSpeakTransformer()],
+    [resolveLeetSpeakTransformer(), toAsciiLowerCaseTransformer()],
+  ];
+  const texts = [
+    "",
+    "F.u.c.k you",
+    "fuuuuck",
+    "sh1t",
+    "b!tch",
+    "a$$hole",
+    "SSSHIT happens",
+    "cum laude",
+    "s\u{1F600}hit",
+    "\uD800fuck\uDC00",
+    "ＦＵＣＫ",
+    "class assassin",
+    "pen is mightier",
+  ];
+  for (const transformers of pipelines) {
+    const matcher = new RegExpMatcher({ ...englishDataset.build(), blacklistMatcherTransformers: transformers });
+    const prefilter = WordPrefilter.for(matcher, transformers);
+    if (!prefilter) return t.fail("no prefilter");
+    const internals = matcher as unknown as {
+      applyTransformers(text: string, set: unknown): [number[], string];
+      blacklistMatcherTransformers: unknown;
+    };
+    for (const text of texts) {
+      t.is(prefilter.transform(text), internals.applyTransformers(text, internals.blacklistMatcherTransformers)[1], JSON.stringify(text));
+      if (!prefilter.mayMatch(text)) t.deepEqual(matcher.getAllMatches(text), [], JSON.stringify(text));
+    }
+  }
+});
+
+// Hate and insults without slurs block; negation, mentions and homographs of the same words pass
+// (cases of the evaluation on independent data, docs/guards.md "Accuracy").
+const toxicWithoutSlurs: Array<[string, ToxicityCategory]> = [
+  ["I hate Muslims.", "hate"],
+  ["I really can't stand gay people like you.", "hate"],
+  ["I hate you!", "harassment"],
+  ["Women are disgusting.", "hate"],
+  ["Immigrants are a plague on this country.", "hate"],
+  ["I hope your whole family suffers.", "threat"],
+  ["You're the dumbest person I've ever met.", "harassment"],
+  ["Go back home, you filthy beaner.", "slur"],
+];
+for (const [text, category] of toxicWithoutSlurs) {
+  test(`toxicity (without a slur): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
+  });
+}
+for (const text of [
+  "There are chinks in the armour of the argument.",
+  "I would never say that women are worthless.",
+  "Saying 'women are inferior' is sexist and wrong.",
+  "Is it offensive to call someone a 'retard'? I want to explain it to my kids.",
+  "Drop dead gorgeous is how I'd describe the dress.",
+  "I hate Mondays.",
+  "I can't stand people who don't use their indicators.",
+  "Muslims celebrate Eid at the end of Ramadan.",
+  "Spic and Span is a cleaning brand.",
+]) {
+  test(`toxicity (negation, mention, homograph): ${JSON.stringify(text)} passes`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "pass", JSON.stringify(v));
+  });
+}
+
+// Rules from the dev misses of ETHOS (the evaluation's second round): calls for violence against a group,
+// wishes of death, threats against a third person, insults fastened to an identity, profanity about
+// a group, denial of humanity; each with the ordinary sentence that shares its words.
+const round2Toxic: Array<[string, ToxicityCategory]> = [
+  ["Kill all the immigrants.", "hate"],
+  ["We should destroy islam.", "hate"],
+  ["Burn them all.", "threat"],
+  ["Send all the refugees to the gas chambers.", "threat"],
+  ["Death to all Christians.", "threat"],
+  ["I hope she gets hit by a car.", "threat"],
+  ["Imma stab him tonight.", "threat"],
+  ["Im going to choke you.", "threat"],
+  ["Shut it, you mexican bitch.", "hate"],
+  ["Get out, stupid chinese people.", "hate"],
+  ["Fuck all the feminists.", "hate"],
+  ["Refugees aren't people.", "hate"],
+  ["Autistics aren’t 100% humans.", "hate"],
+  ["Christianity is a cult.", "hate"],
+  ["Lesbians are mentally ill.", "hate"],
+  ["Trans people should be looked down upon.", "hate"],
+  ["I don't like homosexuals.", "hate"],
+  ["They came in and now the jews run this shit town.", "hate"],
+  ["They will be hunted down like the animals they are.", "hate"],
+];
+for (const [text, category] of round2Toxic) {
+  test(`toxicity (violence, dehumanising, insult to a group): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
+  });
+}
+for (const text of [
+  "How did the Nazis kill the Jews during the Holocaust?",
+  "Tell me about African animals like lions and zebras.",
+  "Lab mice and white rats are used in research.",
+  "I love fucking chinese food.",
+  "Muslims and Christians both give to charity at this time of year.",
+  "Refugees aren't always allowed to work.",
+  "Islam is a religion of peace.",
+  "The zombie process must be killed with SIGKILL.",
+  "We need to deport the container to the new cluster.",
+  "I hate how immigrants are treated at the border.",
+  "I don't like Mondays.",
+  "That's a fucking great idea.",
+  "Death to the bugs in my code!",
+  "I'd never say that refugees are parasites.",
+  "Women are equally as strong as men.",
+]) {
+  test(`toxicity (ordinary sentence with the same words): ${JSON.stringify(text)} passes`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "pass", JSON.stringify(v));
+  });
+}
