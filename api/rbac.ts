@@ -5,7 +5,7 @@
 // name: `<app>-env` (environment variables) and `<app>-webhook`; it reads Git credentials.
 import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
-import { DEPLOYMENTS_ACCESS } from "./apps/deployments.ts";
+import { DEPLOYMENTS_ACCESS } from "./deployments/service.ts";
 import { ENV_ACCESS } from "./apps/env.ts";
 import { SHARES_ACCESS } from "./shares/service.ts";
 import { SHARE_KEY_ACCESS } from "./shares/cookie-key.ts";

@@ -15,7 +15,8 @@ import type { Server } from "node:http";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import { gitServer } from "../../hack/lib/git-server.ts";
-import { headOf, repoIdentity, signatureMatches } from "../../api/apps/deployments.ts";
+import { headOf } from "../../api/deployments/git.ts";
+import { repoIdentity, signatureMatches } from "../../api/deployments/webhooks.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 

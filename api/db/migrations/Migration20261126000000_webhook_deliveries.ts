@@ -1,7 +1,7 @@
 import { Migration } from "@mikro-orm/migrations";
 
 /**
- * Webhook deliveries already acted on (api/apps/deployments.ts): a redelivery or a replay of the
+ * Webhook deliveries already acted on (api/deployments/service.ts): a redelivery or a replay of the
  * same delivery id for the same service starts nothing. Rows older than the retention
  * (WEBHOOK_DELIVERY_RETENTION_DAYS) are deleted as new ones arrive.
  */

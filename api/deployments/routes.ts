@@ -1,18 +1,9 @@
 // Deployments and push webhooks (docs/deployments.md): one definition validates and documents each.
 import { z } from "zod";
 import { defineRoute, type RouteDef } from "../http/route.ts";
-import { AppParams, ObjectId } from "./schemas.ts";
-import {
-  DeployBody,
-  Deployment,
-  DeploymentList,
-  GITHUB,
-  GITLAB,
-  WEBHOOK_BODY_LIMIT_BYTES,
-  WebhookOutcome,
-  WebhookSecret,
-  type DeploymentsService,
-} from "./deployments.ts";
+import { AppParams, ObjectId } from "../apps/schemas.ts";
+import { DeployBody, Deployment, DeploymentList, WebhookOutcome, WebhookSecret, type DeploymentsService } from "./service.ts";
+import { GITHUB, GITLAB, WEBHOOK_BODY_LIMIT_BYTES } from "./webhooks.ts";
 
 const tags = ["Deployments"];
 const DeploymentParams = AppParams.extend({ deploymentId: ObjectId }).strict();

@@ -1,9 +1,10 @@
 // Deployments (docs/deployments.md): each one is a Release custom resource in the workspace's
 // namespace, created here (a push webhook, a manual deploy, a rollback) and carried through build,
 // release command and rollout by the operator. This module lists them, starts them, reads their
-// build logs, and verifies GitHub push webhooks (HMAC-SHA256 over the raw body, a per-service
-// secret kept in a Secret, deliveries deduplicated in PostgreSQL).
-import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+// build logs, keeps each service's webhook secret (in a Secret) and acts on push deliveries,
+// once each (deduplicated in PostgreSQL). How a provider's deliveries are authenticated and read
+// is ./webhooks.ts; how a branch's head is read from the repository is ./git.ts.
+import { randomBytes } from "node:crypto";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, COMMIT_SHA, RELEASE_PHASES, RELEASE_TRIGGERS, type ReleaseSpec } from "../../crds/schemas.ts";
@@ -22,8 +23,10 @@ import { API_FIELD_MANAGER, isConflict, isNotFound, type KubeClient, type KubeOb
 import type { Logger } from "../../kube/logger.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { BadRequestError, ConflictError, DomainError, NotFoundError, UnauthorizedError } from "../errors.ts";
-import { OutboundError, type Outbound, type OutboundResponse } from "../http/outbound.ts";
-import type { AppObject, AppsService } from "./service.ts";
+import type { Outbound } from "../http/outbound.ts";
+import type { AppObject, AppsService } from "../apps/service.ts";
+import { branchHead } from "./git.ts";
+import { repoIdentity, WEBHOOK_DELIVERY_RETENTION_DAYS, type WebhookProvider } from "./webhooks.ts";
 
 export const DEPLOYMENTS_ACCESS: Access[] = [
   {
@@ -42,10 +45,6 @@ export const DEPLOYMENTS_ACCESS: Access[] = [
   { group: "", resource: "pods/log", verbs: ["get"], why: "A deployment's build and release-command logs are read from its Job pods" },
 ];
 
-/** Delivery ids are remembered this long (GitHub redelivers for up to 3 days on request). */
-export const WEBHOOK_DELIVERY_RETENTION_DAYS = 30;
-/** Largest webhook body read (GitHub caps payloads at 25 MB; pushes of huge histories are cut by GitHub to 20 commits). */
-export const WEBHOOK_BODY_LIMIT_BYTES = 5 * 1024 * 1024;
 const MAX_LOG_BYTES = 1024 * 1024;
 
 export const Deployment = z
@@ -152,98 +151,6 @@ export function toDeployment(r: ReleaseObject): Deployment {
     deployedAt: s.deployedAt ?? null,
     finishedAt: s.finishedAt ?? null,
   };
-}
-
-/** GitHub's X-Hub-Signature-256 (sha256=<hex>) of `body` with `secret`, checked in constant time. */
-export function signatureMatches(header: string | undefined, body: Buffer, secret: string): boolean {
-  const m = /^sha256=([0-9a-f]{64})$/i.exec(header ?? "");
-  const want = createHmac("sha256", secret).update(body).digest();
-  const got = m ? Buffer.from(m[1]!.toLowerCase(), "hex") : Buffer.alloc(32);
-  return timingSafeEqual(want, got) && m !== null;
-}
-
-/** A repository URL reduced to what identifies it: host and path, lowercased, without .git or a trailing slash. */
-export function repoIdentity(url: string): string {
-  try {
-    const u = new URL(url);
-    return `${u.host.toLowerCase()}${u.pathname
-      .replace(/\/+$/, "")
-      .replace(/\.git$/, "")
-      .toLowerCase()}`;
-  } catch {
-    return url;
-  }
-}
-
-/** What a GitHub push payload must carry (other fields are ignored). */
-const GithubPush = z.object({
-  ref: z.string().max(1024),
-  after: z.string().regex(/^[0-9a-f]{40}$/),
-  deleted: z.boolean().optional(),
-  head_commit: z.object({ id: z.string(), message: z.string() }).nullable().optional(),
-  repository: z.object({ clone_url: z.string().optional(), html_url: z.string().optional(), url: z.string().optional() }).optional(),
-});
-
-const GIT_TIMEOUT_MS = 15_000;
-/** A ref advertisement larger than this is refused (a repository with tens of thousands of refs is a few MiB). */
-export const GIT_REFS_LIMIT_BYTES = 8 * 1024 * 1024;
-
-/**
- * A branch's head commit, from git's smart HTTP advertisement (info/refs?service=git-upload-pack),
- * fetched through the outbound policy. Every failure is the same 502 to the user: what the API
- * found at the URL (a status, a socket error, a refused address) goes to the log only.
- */
-export async function branchHead(
-  outbound: Outbound,
-  repoUrl: string,
-  branch: string,
-  auth?: { username: string; password: string },
-  log?: Logger,
-): Promise<string | undefined> {
-  const url = `${repoUrl.replace(/\/+$/, "")}/info/refs?service=git-upload-pack`;
-  const headers: Record<string, string> = {
-    "User-Agent": "git/berth",
-    ...(auth ? { Authorization: `Basic ${Buffer.from(`${auth.username}:${auth.password}`).toString("base64")}` } : {}),
-  };
-  const unreachable = (detail: string) => {
-    log?.info({ repoUrl, detail }, "a branch head could not be read");
-    return new DomainError(
-      502,
-      "git_unreachable",
-      `The branch ${branch} could not be read from the repository (no answer, an address the platform does not reach, or no Git server over HTTP(S) there): check gitRepoUrl and its credentials (gitInstallationId), or deploy a given commitSha.`,
-    );
-  };
-  let res: OutboundResponse;
-  try {
-    res = await outbound.get(url, { headers, timeoutMs: GIT_TIMEOUT_MS, maxBytes: GIT_REFS_LIMIT_BYTES });
-  } catch (err) {
-    throw unreachable(err instanceof OutboundError ? err.detail : String(err));
-  }
-  if (res.status < 200 || res.status > 299) throw unreachable(`the server answered ${res.status}`);
-  return headOf(res.body, branch);
-}
-
-/** The sha of refs/heads/<branch> in a pkt-line ref advertisement. Pure. */
-export function headOf(advertisement: Buffer, branch: string): string | undefined {
-  let i = 0;
-  const want = `refs/heads/${branch}`;
-  while (i + 4 <= advertisement.length) {
-    const len = Number.parseInt(advertisement.subarray(i, i + 4).toString(), 16);
-    if (Number.isNaN(len)) return undefined;
-    if (len === 0) {
-      i += 4;
-      continue;
-    }
-    const line = advertisement
-      .subarray(i + 4, i + len)
-      .toString()
-      .replace(/\n$/, "");
-    i += len;
-    const [sha, rest] = line.split(" ", 2);
-    const ref = rest?.split("\0")[0];
-    if (ref === want && sha && /^[0-9a-f]{40}$/.test(sha)) return sha;
-  }
-  return undefined;
 }
 
 /** The phases after which a pushed commit may be deployed again by a webhook. */
@@ -399,8 +306,7 @@ export class DeploymentsService {
     return `${out.join("\n")}\n`;
   }
 
-  // ---- webhooks -------------------------------------------------------------------------------
-
+  /** An installation's Git credentials (the Secret git-credentials-<id>) for reading the branch head; undefined without them. */
   async #gitCredentials(ns: string, installationId: string): Promise<{ username: string; password: string } | undefined> {
     const s = await this.#d.kube.core.readNamespacedSecret({ name: gitCredentialsSecret(installationId), namespace: ns }).catch(absent);
     const get = (k: string) => (s?.data?.[k] ? Buffer.from(s.data[k], "base64").toString() : undefined);
@@ -408,6 +314,8 @@ export class DeploymentsService {
       password = get("password");
     return username && password ? { username, password } : undefined;
   }
+
+  // ---- webhooks -------------------------------------------------------------------------------
 
   /** POST .../webhook-secret: a new secret (the old one stops working), shown once. */
   async rotateWebhookSecret(wsId: string, appId: string): Promise<z.infer<typeof WebhookSecret>> {
@@ -537,96 +445,3 @@ export class DeploymentsService {
     }
   }
 }
-
-/** What a push says, whichever the provider. */
-export interface Push {
-  ref: string;
-  after: string;
-  deleted: boolean;
-  repo: string | undefined;
-  message: string | undefined;
-}
-
-/** How one Git provider signs, names and shapes its deliveries. */
-export interface WebhookProvider {
-  /** What proves the delivery, for the 401's message. */
-  proof: string;
-  deliveryHeader: string;
-  authentic(headers: (name: string) => string | undefined, raw: Buffer, secret: string): boolean;
-  /** "push", "ping", or another event's name. */
-  event(headers: (name: string) => string | undefined): string | undefined;
-  delivery(headers: (name: string) => string | undefined): string | undefined;
-  /** The push, or a 400 invalid_push_payload. */
-  push(payload: unknown): Push;
-}
-
-function parsePush<T extends z.ZodType>(schema: T, payload: unknown, provider: string): z.output<T> {
-  const r = schema.safeParse(payload);
-  if (!r.success)
-    throw new BadRequestError(
-      "invalid_push_payload",
-      `Not a ${provider} push payload: ${r.error.issues
-        .map((i) => `${i.path.join(".")}: ${i.message}`)
-        .join("; ")
-        .slice(0, 500)}`,
-    );
-  return r.data;
-}
-
-/** GitHub: X-Hub-Signature-256 (HMAC-SHA256 of the raw body), X-GitHub-Event, X-GitHub-Delivery. */
-export const GITHUB: WebhookProvider = {
-  proof: "X-Hub-Signature-256",
-  deliveryHeader: "X-GitHub-Delivery",
-  authentic: (h, raw, secret) => signatureMatches(h("X-Hub-Signature-256"), raw, secret),
-  event: (h) => h("X-GitHub-Event"),
-  delivery: (h) => h("X-GitHub-Delivery"),
-  push: (payload) => {
-    const p = parsePush(GithubPush, payload, "GitHub");
-    return {
-      ref: p.ref,
-      after: p.after,
-      deleted: !!p.deleted,
-      repo: p.repository?.clone_url ?? p.repository?.html_url,
-      message: p.head_commit?.id === p.after ? p.head_commit.message : undefined,
-    };
-  },
-};
-
-const GitlabPush = z.object({
-  ref: z.string().max(1024),
-  after: z.string().regex(/^[0-9a-f]{40}$/),
-  checkout_sha: z.string().nullable().optional(),
-  project: z.object({ git_http_url: z.string().optional(), web_url: z.string().optional() }).optional(),
-  commits: z.array(z.object({ id: z.string(), message: z.string() })).optional(),
-});
-
-/** Whether GitLab's X-Gitlab-Token is the secret (GitLab sends the secret itself, not a signature), in constant time. */
-export function tokenMatches(given: string | undefined, secret: string): boolean {
-  const a = createHmac("sha256", "berth-webhook-token")
-    .update(given ?? "")
-    .digest();
-  const b = createHmac("sha256", "berth-webhook-token").update(secret).digest();
-  return timingSafeEqual(a, b) && given !== undefined;
-}
-
-/** GitLab: X-Gitlab-Token (the secret), X-Gitlab-Event ("Push Hook"), X-Gitlab-Event-UUID. */
-export const GITLAB: WebhookProvider = {
-  proof: "X-Gitlab-Token",
-  deliveryHeader: "X-Gitlab-Event-UUID",
-  authentic: (h, _raw, secret) => tokenMatches(h("X-Gitlab-Token"), secret),
-  event: (h) => {
-    const e = h("X-Gitlab-Event");
-    return e === "Push Hook" ? "push" : e;
-  },
-  delivery: (h) => h("X-Gitlab-Event-UUID") ?? h("Idempotency-Key"),
-  push: (payload) => {
-    const p = parsePush(GitlabPush, payload, "GitLab");
-    return {
-      ref: p.ref,
-      after: p.after,
-      deleted: /^0{40}$/.test(p.after),
-      repo: p.project?.git_http_url ?? p.project?.web_url,
-      message: p.commits?.find((c) => c.id === p.after)?.message,
-    };
-  },
-};
