@@ -4,10 +4,10 @@
 // model.json). The key is a hash of everything the build reads, so a change to the script, the
 // pins or the training items builds a new one and an unchanged checkout builds nothing.
 //   node hack/guard-model.ts                  builds if missing, prints the directory
-//   node hack/guard-model.ts --copy-to DIR    and copies its three files into DIR (the toolkit's
-//                                             prepack: the published package carries them)
-// The toolkit finds it through BERTH_GUARD_MODEL_DIR (hack/test and hack/up set it) or, in the
-// published package, in its model/ folder (toolkit/package.json's prepack copies it there).
+//   node hack/guard-model.ts --copy-to DIR    and copies its three files into DIR
+// The toolkit finds it through BERTH_GUARD_MODEL_DIR (hack/test and hack/up set it). The npm
+// package does not carry it (13 MiB for a guard apps opt into): a service that turns the classifier
+// on points BERTH_GUARD_MODEL_DIR at a copy of the three files (docs/toolkit.md, Install).
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";

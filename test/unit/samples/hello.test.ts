@@ -115,7 +115,7 @@ test("/chat's body: a non-empty message of bounded length and an optional sessio
 
 const root = join(import.meta.dirname, "../../..");
 
-test("the sample's dependencies are the toolkit's at the same versions plus the root's @langchain/core, and its lock matches", async (t) => {
+test("the sample's dependencies are the toolkit's, pinned at the base of its ranges, plus the root's @langchain/core, and its lock matches", async (t) => {
   const read = async (p: string) =>
     JSON.parse(await readFile(join(root, p), "utf8")) as {
       dependencies?: Record<string, string>;
@@ -126,7 +126,8 @@ test("the sample's dependencies are the toolkit's at the same versions plus the 
   const toolkit = await read("toolkit/package.json");
   const rootPkg = await read("package.json");
   const lock = await read("samples/hello/package-lock.json");
-  t.deepEqual(sample.dependencies, { ...toolkit.dependencies, "@langchain/core": rootPkg.devDependencies!["@langchain/core"] });
+  const pinnedToolkit = Object.fromEntries(Object.entries(toolkit.dependencies!).map(([name, range]) => [name, range.replace(/^\^/, "")]));
+  t.deepEqual(sample.dependencies, { ...pinnedToolkit, "@langchain/core": rootPkg.devDependencies!["@langchain/core"] });
   t.deepEqual(lock.packages![""]!.dependencies, sample.dependencies, "run npm install --package-lock-only in samples/hello");
   for (const [name, version] of Object.entries(sample.dependencies!)) t.is(lock.packages![`node_modules/${name}`]?.version, version, name);
 });

@@ -2,12 +2,12 @@
 // (docs/guards.md "The classifier"). A small encoder (the first layer of all-MiniLM-L6-v2, int8)
 // and a logistic regression in one ONNX graph, built by hack/guard-model.ts from public weights
 // and licensed public data, run by onnxruntime-node on one thread. The files (model.onnx,
-// vocab.txt, model.json) come from BERTH_GUARD_MODEL_DIR or the package's model/ folder; the
-// graph's sha256 is checked against model.json before it is loaded. onnxruntime-node is an
+// vocab.txt, model.json) are not in the npm package (13 MiB for a guard apps opt into): they come
+// from the directory BERTH_GUARD_MODEL_DIR names, or the one given to loadInjectionClassifier;
+// the graph's sha256 is checked against model.json before it is loaded. onnxruntime-node is an
 // optional peer dependency: without it, loading fails with a message that says so.
 import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
 import type * as Ort from "onnxruntime-node";
 import { readEnv } from "../../client/config.ts";
@@ -43,9 +43,9 @@ export interface TextClassifier {
   close(): Promise<void>;
 }
 
-/** The directory of the classifier's files: `BERTH_GUARD_MODEL_DIR`, else the package's model/. */
-export function defaultClassifierDir(): string {
-  return readEnv().guardModelDir ?? fileURLToPath(new URL("../../../model/", import.meta.url));
+/** The directory of the classifier's files: `BERTH_GUARD_MODEL_DIR` (undefined when it is not set). */
+export function defaultClassifierDir(): string | undefined {
+  return readEnv().guardModelDir;
 }
 
 async function runtime(): Promise<typeof Ort> {
@@ -61,15 +61,19 @@ async function runtime(): Promise<typeof Ort> {
 
 /** Loads the classifier from `dir` (default: defaultClassifierDir()). */
 export async function loadInjectionClassifier(dir = defaultClassifierDir()): Promise<TextClassifier> {
+  if (dir === undefined)
+    throw Object.assign(
+      new Error(
+        "the prompt-injection classifier's files are not in the @berth/toolkit package: set BERTH_GUARD_MODEL_DIR to the directory of model.onnx, vocab.txt and model.json",
+      ),
+      { code: "ENOENT" },
+    );
   const at = (name: string) => `${dir.replace(/\/$/, "")}/${name}`;
   const info = ClassifierInfo.parse(
     JSON.parse(
       await readFile(at("model.json"), "utf8").catch((err: NodeJS.ErrnoException) => {
         throw Object.assign(
-          new Error(
-            `the prompt-injection classifier's files are not in ${dir} (BERTH_GUARD_MODEL_DIR, else the package's model/): ${err.message}`,
-            { cause: err },
-          ),
+          new Error(`the prompt-injection classifier's files are not in ${dir} (BERTH_GUARD_MODEL_DIR): ${err.message}`, { cause: err }),
           { code: err.code },
         );
       }),
