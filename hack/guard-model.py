@@ -1,4 +1,4 @@
-"""The prompt-injection classifier of the guards (issue 16): built from public weights and the
+"""The prompt-injection classifier of the guards: built from public weights and the
 evaluation set's dev split, by `hack/guard-model.ts` (a virtualenv under ~/.cache/berth; nothing of
 it is installed into the repository).
 
