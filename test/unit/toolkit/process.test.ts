@@ -64,3 +64,29 @@ test("without the option the toolkit neither flushes nor holds the process up", 
   t.true(Date.now() - started < 30_000, "its timers do not keep the process alive");
   t.deepEqual(api.received, [], "the linger timer never fired: call flush() or shutdown() yourself");
 });
+
+test("await shutdown() at the end of a script resolves, with the API unreachable, by its deadline", async (t) => {
+  // a port nothing listens on
+  const { createServer } = await import("node:net");
+  const server = createServer().listen(0, "127.0.0.1");
+  await new Promise((r) => server.once("listening", r));
+  const port = (server.address() as { port: number }).port;
+  await new Promise((r) => server.close(r));
+  const code = `
+    import { Governance } from ${JSON.stringify(toolkit)};
+    const g = new Governance({ connection: "govdb://gov_sk_${"d".repeat(43)}@127.0.0.1:${port}/db", env: {} });
+    await g.start();
+    g.submit({ input: "call", output: "ok", model: "m", latency: 1, tokens: { prompt: 1, completion: 1 } });
+    const started = Date.now();
+    const delivered = await g.shutdown(300);
+    console.log(JSON.stringify({ delivered, waited: Date.now() - started }));
+  `;
+  const p = spawn(process.execPath, ["--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  p.stdout.on("data", (c: Buffer) => (out += c.toString()));
+  const end = await exited(p);
+  t.deepEqual(end, { code: 0, signal: null }, "not 13: the awaited deadline keeps the process alive until it passes");
+  const result = JSON.parse(out.trim().split("\n").at(-1)!) as { delivered: boolean; waited: number };
+  t.false(result.delivered, "nothing could be delivered");
+  t.true(result.waited >= 250, `it waited for its deadline (${result.waited} ms)`);
+});

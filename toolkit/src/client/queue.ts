@@ -16,18 +16,23 @@
 // trace not in flight is dropped (counted, with a warning).
 import { MAX_BATCH_SIZE, type TraceRecord } from "./trace.ts";
 
-/** Time as the queue sees it (injected in tests). Real timers do not keep the process alive. */
+/**
+ * Time as the queue sees it (injected in tests). Real timers do not keep the process alive, except
+ * a deadline someone awaits (`keepAlive`): the deadline of flush() and shutdown(), so that
+ * `await shutdown()` at the end of a script resolves instead of leaving the process with nothing to
+ * run (Node.js then exits with code 13, its await unsettled).
+ */
 export interface Clock {
   now(): number;
   /** runs `fn` after `ms`; returns a function that cancels it */
-  timer(fn: () => void, ms: number): () => void;
+  timer(fn: () => void, ms: number, keepAlive?: boolean): () => void;
 }
 
 export const realClock: Clock = {
   now: () => Date.now(),
-  timer(fn, ms) {
+  timer(fn, ms, keepAlive = false) {
     const t = setTimeout(fn, ms);
-    t.unref();
+    if (!keepAlive) t.unref();
     return () => clearTimeout(t);
   },
 };
@@ -272,7 +277,7 @@ export class TraceQueue {
         },
       };
       this.#waiters.push(waiter);
-      cancel = this.#clock.timer(() => waiter.resolve(false), timeoutMs);
+      cancel = this.#clock.timer(() => waiter.resolve(false), timeoutMs, true);
       this.#kick();
     });
   }
