@@ -12,7 +12,7 @@ import { FakeChatModel, FakeListChatModel, FakeStreamingChatModel } from "@langc
 import { z } from "zod";
 import type { EngineConfigInput, SendOutcome, TraceRecord } from "../../../toolkit/src/index.ts";
 import { flush, GovdbConnectionError, Governance, GuardBlockedError, shutdown, stats } from "../../../toolkit/src/index.ts";
-import { isGoverned, withGovernance } from "../../../toolkit/src/langchain/index.ts";
+import { GovernanceCallbackHandler, isGoverned, withGovernance } from "../../../toolkit/src/langchain/index.ts";
 import { fakeGovernanceApi } from "../../helpers/fake-governance-api.ts";
 
 /** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
@@ -489,3 +489,56 @@ test.serial(
     await shutdown();
   },
 );
+
+// ---- the callback handler (observe only) ----
+
+test("callbacks: a GovernanceCallbackHandler records one trace per run, its run id as the trace id, as the wrapper would", async (t) => {
+  const { governance, traces } = setup();
+  const handler = new GovernanceCallbackHandler({ governance, sessionId: "s-default" });
+  const model = new UsageChatModel({ responses: ["Paris is the capital of France.", "Berlin."], sleep: 10 });
+  const answer = await model.invoke("What is the capital of France?", { callbacks: [handler] });
+  t.is(answer.content, "Paris is the capital of France.");
+  await model.invoke([new SystemMessage("Be brief."), new HumanMessage("And of Germany?")], {
+    callbacks: [handler],
+    metadata: { sessionId: "s-1" },
+  });
+  const got = await traces();
+  t.is(got.length, 2);
+  t.like(got[0], {
+    input: "What is the capital of France?",
+    output: "Paris is the capital of France.",
+    tokens: { prompt: 11, completion: 31, total: 42 },
+    sessionId: "s-default",
+    project: "shop",
+  });
+  t.like(got[1], { output: "Berlin.", sessionId: "s-1" });
+  t.is(got[1]!.input, "And of Germany?", "the prompt without the app's own system instructions, as the wrapper records it");
+  t.true(got[0]!.latency >= 5, `latency ${got[0]!.latency}`);
+  t.is(typeof got[0]!.model, "string");
+  t.not(got[0]!.traceId, got[1]!.traceId);
+
+  // the same call through withGovernance gives the same trace but for its id and timing
+  const wrapped = setup();
+  await withGovernance(new UsageChatModel({ responses: ["Paris is the capital of France."] }), {
+    governance: wrapped.governance,
+    modelName: got[0]!.model,
+  }).invoke("What is the capital of France?");
+  const [w] = await wrapped.traces();
+  for (const k of ["input", "output", "model", "tokens", "project"] as const) t.deepEqual(w![k], got[0]![k], k);
+});
+
+test("callbacks: a failed run is a trace with its error; the handler observes only (an injection is not blocked)", async (t) => {
+  const { governance, traces } = setup();
+  const handler = new GovernanceCallbackHandler({ governance, modelName: "m-1" });
+  class Failing extends FakeListChatModel {
+    override _generate(): never {
+      throw new Error("provider unavailable");
+    }
+  }
+  await t.throwsAsync(new Failing({ responses: ["x"] }).invoke("hello", { callbacks: [handler] }), { message: "provider unavailable" });
+  const answer = await new FakeListChatModel({ responses: ["sure"] }).invoke(INJECTION, { callbacks: [handler] });
+  t.is(answer.content, "sure", "callbacks cannot stop a call: withGovernance does");
+  const [failed, observed] = await traces();
+  t.like(failed, { input: "hello", output: "", model: "m-1", error: "provider unavailable" });
+  t.like(observed, { input: INJECTION, output: "sure", model: "m-1" });
+});

@@ -395,6 +395,8 @@ function errorText(err: unknown): string {
 }
 
 export { GuardBlockedError } from "../client/errors.ts";
+export { GovernanceCallbackHandler } from "./callback.ts";
+export type { GovernanceCallbackOptions } from "./callback.ts";
 export { StreamGuard, streamStrategy } from "./stream-guard.ts";
 export type { Release, StepResult, StreamGuardOptions, StreamStrategy } from "./stream-guard.ts";
 export { contentText, modelNameOf, outputText, promptText, tokensOf } from "./messages.ts";
