@@ -1,7 +1,6 @@
 // Fresh namespaces for the benchmarks that run workloads on the real node (realnode.ts, deploys.ts).
 import type * as k8s from "@kubernetes/client-node";
-import { loadConfig } from "../../api/config.ts";
-import { workspaceNetworkPolicies } from "../../api/workspaces/network.ts";
+import { WorkspaceNetworkSchema, workspaceNetworkPolicies } from "../../api/workspaces/network.ts";
 import { API_FIELD_MANAGER } from "../../kube/client.ts";
 import { ObjectClient } from "../../kube/objects.ts";
 
@@ -18,10 +17,7 @@ export async function benchNamespace(core: k8s.CoreV1Api, prefix: string, walls?
   const name = `${prefix}-${Date.now().toString(36)}`;
   await core.createNamespace({ body: { metadata: { name } } });
   if (walls && process.env.BERTH_BENCH_POLICIES === "1") {
-    const network = loadConfig({
-      DATABASE_URL: "postgres://bench@localhost/none",
-      BERTH_WORKSPACE_NETWORK: process.env.BERTH_WORKSPACE_NETWORK,
-    }).BERTH_WORKSPACE_NETWORK;
+    const network = WorkspaceNetworkSchema.parse(JSON.parse(process.env.BERTH_WORKSPACE_NETWORK ?? "{}"));
     const objects = new ObjectClient(walls);
     for (const p of workspaceNetworkPolicies(name, network)) await objects.apply(p, API_FIELD_MANAGER);
   }
