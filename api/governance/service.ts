@@ -10,6 +10,7 @@ import { EngineConfig } from "../../toolkit/src/index.ts";
 import { ObservabilityConfigService } from "./configs/app-configs.ts";
 import { GovernanceDb } from "./stores/db.ts";
 import { IngestionService } from "./ingest/ingest.ts";
+import { EngineInputs } from "./ingest/app-scope.ts";
 import { AppKeyService } from "./keys/app-keys.ts";
 import { anyGuardEnabled, engineInput } from "./configs/observability.ts";
 import { InProcessScorer, WorkerPoolScorer, type Scorer } from "./ingest/scoring.ts";
@@ -45,6 +46,8 @@ export class Governance {
   readonly keys: AppKeyService;
   readonly templates: GuardTemplateService;
   readonly configs: ObservabilityConfigService;
+  /** the engine input of an app's config by version, for ingestion and guard checks */
+  readonly engines: EngineInputs;
   readonly scorer: Scorer;
   readonly prices: PriceTable;
   readonly provisioning: ProvisioningService;
@@ -68,7 +71,8 @@ export class Governance {
       host: deps.host,
       log: deps.log,
     });
-    this.ingestion = new IngestionService({ db: this.db, configs: this.configs, scorer: this.scorer, prices: this.prices, log: deps.log });
+    this.engines = new EngineInputs(this.configs);
+    this.ingestion = new IngestionService({ db: this.db, engines: this.engines, scorer: this.scorer, prices: this.prices, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
 
