@@ -11,6 +11,7 @@ import { ObservabilityConfigService } from "./configs/app-configs.ts";
 import { GovernanceDb } from "./stores/db.ts";
 import { IngestionService } from "./ingest/ingest.ts";
 import { EngineInputs } from "./ingest/app-scope.ts";
+import { GuardCheckService } from "./ingest/guard-check.ts";
 import { AppKeyService } from "./keys/app-keys.ts";
 import { anyGuardEnabled, engineInput } from "./configs/observability.ts";
 import { InProcessScorer, WorkerPoolScorer, type Scorer } from "./ingest/scoring.ts";
@@ -52,6 +53,7 @@ export class Governance {
   readonly prices: PriceTable;
   readonly provisioning: ProvisioningService;
   readonly ingestion: IngestionService;
+  readonly guardCheck: GuardCheckService;
   readonly reader: StoreReader;
   readonly #log: Logger;
 
@@ -73,6 +75,7 @@ export class Governance {
     });
     this.engines = new EngineInputs(this.configs);
     this.ingestion = new IngestionService({ db: this.db, engines: this.engines, scorer: this.scorer, prices: this.prices, log: deps.log });
+    this.guardCheck = new GuardCheckService({ engines: this.engines, scorer: this.scorer, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
 
