@@ -128,7 +128,7 @@ export const ConfigSchema = z.object({
     .max(100_000)
     .default(50)
     .describe(
-      "Requests per second each workspace (all its keys together), platform admin key and app key may make to the API (every route but trace ingestion), refilled continuously; requests without a valid key count per client address (BERTH_TRUSTED_PROXIES). 0 turns the limit off",
+      "Requests per second each workspace (all its keys together), platform admin key and app key may make to the API (every route but trace ingestion and guard checks), refilled continuously; requests without a valid key count per client address (BERTH_TRUSTED_PROXIES). 0 turns the limit off",
     ),
   BERTH_RATE_LIMIT_API_BURST: z.coerce
     .number()
@@ -152,6 +152,21 @@ export const ConfigSchema = z.object({
     .max(1_000_000)
     .default(1000)
     .describe("Ingestion requests an app key may make at once before BERTH_RATE_LIMIT_INGEST_PER_SECOND applies"),
+  BERTH_RATE_LIMIT_GUARD_PER_SECOND: z.coerce
+    .number()
+    .min(0)
+    .max(100_000)
+    .default(200)
+    .describe(
+      "Requests per second each app key may make to POST /governance/guard-check (a toolkit without the guard engine asks it twice per LLM call: the prompt, then the response), a budget apart from ingestion's. 0 turns the limit off",
+    ),
+  BERTH_RATE_LIMIT_GUARD_BURST: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(1000)
+    .describe("Guard checks an app key may make at once before BERTH_RATE_LIMIT_GUARD_PER_SECOND applies"),
   BERTH_WORKSPACE_QUOTA: jsonVariable(Quantities, DEFAULT_WORKSPACE_QUOTA).describe(
     'JSON object: the hard limits of the ResourceQuota "berth-workspace" in every workspace namespace (services, shares and domains counted as count/apps.berth.dev and so on; pods; requests and limits of CPU and memory). Default: 100 services, 1000 shares, 100 domains, 200 pods, 20 CPUs and 40Gi requested, 40 CPUs and 80Gi limits',
   ),

@@ -132,6 +132,7 @@ export function buildServer(deps: ServerDeps): Koa {
     limits: new RateLimits({
       api: { perSecond: config.BERTH_RATE_LIMIT_API_PER_SECOND, burst: config.BERTH_RATE_LIMIT_API_BURST },
       ingest: { perSecond: config.BERTH_RATE_LIMIT_INGEST_PER_SECOND, burst: config.BERTH_RATE_LIMIT_INGEST_BURST },
+      guard: { perSecond: config.BERTH_RATE_LIMIT_GUARD_PER_SECOND, burst: config.BERTH_RATE_LIMIT_GUARD_BURST },
     }),
     now: deps.now ?? Date.now,
     validateResponses: config.BERTH_VALIDATE_RESPONSES,

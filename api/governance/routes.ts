@@ -14,6 +14,9 @@ import {
   EvalsQuery,
   GuardBlock,
   GuardBlocksQuery,
+  GUARD_CHECK_BODY_LIMIT_BYTES,
+  GuardCheckBody,
+  GuardCheckResponse,
   GuardTemplateSchema,
   IngestBody,
   InternalProvisioned,
@@ -328,6 +331,25 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       summary: "The app's guards and evals configuration, as the toolkit loads it at boot",
       responses: { 200: ToolkitConfig },
       handler: async ({ caller }) => ({ status: 200, body: await g.toolkitConfig(caller as Extract<typeof caller, { kind: "app" }>) }),
+    }),
+    defineRoute({
+      method: "post",
+      path: "/governance/guard-check",
+      operationId: "checkGuards",
+      tags: ["Governance ingestion"],
+      auth: "app-key",
+      // its own budget: two checks per LLM call in the service's request path, where traces go in
+      // batches afterwards; neither may spend what the other needs (docs/api.md, Rate limits)
+      rateLimit: "guard",
+      summary: "The decision of the app's guards on one prompt or response, for a toolkit without the guard engine",
+      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: ${GUARD_CHECK_BODY_LIMIT_BYTES} bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key.`,
+      body: GuardCheckBody,
+      bodyLimitBytes: GUARD_CHECK_BODY_LIMIT_BYTES,
+      responses: { 200: GuardCheckResponse, 409: null },
+      handler: async ({ body, caller }) => ({
+        status: 200,
+        body: await g.guardCheck.check(caller as Extract<typeof caller, { kind: "app" }>, body),
+      }),
     }),
 
     // ---- the operator (ServiceAccount token) ------------------------------------------------------

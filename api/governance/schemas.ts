@@ -8,6 +8,8 @@ import {
   GuardTemplateConfig,
   GuardTemplateSpec,
   MAX_BATCH_SIZE,
+  MAX_TRACE_TEXT,
+  PHASES,
   templateRulesJsonSchema,
   TraceRecord,
 } from "../../toolkit/src/index.ts";
@@ -337,6 +339,58 @@ export const ToolkitConfig = z
   })
   .strict()
   .meta({ id: "ToolkitConfig" });
+
+// ---------------------------------------------------------------------------------------------
+// Guard checks (POST /governance/guard-check): a toolkit without the engine asks for the decision
+
+/**
+ * Body limit of POST /governance/guard-check: the most text a trace's prompt or response may hold
+ * (MAX_TRACE_TEXT, which the ingestion route's default body limit equals), so any prompt or
+ * response a trace can carry can be checked, and no more.
+ */
+export const GUARD_CHECK_BODY_LIMIT_BYTES = MAX_TRACE_TEXT;
+
+export const GuardCheckBody = z
+  .object({
+    phase: z
+      .enum(PHASES)
+      .describe("input: a prompt, checked before the model is called; output: the model's response, checked before it is used"),
+    // the router refuses text PostgreSQL could not store (NUL, lone surrogates) on every route, as
+    // TraceRecord does in a trace: the same texts are refused here, once
+    text: z
+      .string()
+      .max(MAX_TRACE_TEXT)
+      .describe(
+        `The prompt or response, as the service would send or use it: at most as long as a trace's (${MAX_TRACE_TEXT} characters; the body limit, ${GUARD_CHECK_BODY_LIMIT_BYTES} bytes, binds first), well-formed Unicode without NUL`,
+      ),
+    project: TraceRecord.shape.project.describe("GOVERNANCE_PROJECT; must be the key's own app id when given (403 project_mismatch)"),
+  })
+  .strict()
+  .meta({ id: "GuardCheckRequest" });
+export type GuardCheckRequest = z.output<typeof GuardCheckBody>;
+
+export const GuardCheckResponse = z
+  .object({
+    decision: z.enum(["allow", "block", "redact"]).describe("block if any guard blocked, else redact if any redacted, else allow"),
+    redactedText: z
+      .string()
+      .optional()
+      .describe(
+        "The text sent, with the spans the redacting guards matched replaced by [REDACTED:KIND]; present when any guard redacted, also when another blocked",
+      ),
+    evaluations: z
+      .array(GuardEvaluation.omit({ phase: true }))
+      .describe("Every verdict of the app's guards for this phase, in chain order (as a trace's guardEvaluations record them)"),
+    blocks: z
+      .array(GuardBlock.pick({ guardType: true, blockedContent: true, confidence: true, action: true, source: true }))
+      .describe("One per guard whose result is block or redact (as a trace's guard blocks record them)"),
+  })
+  .strict()
+  .meta({
+    id: "GuardCheckResult",
+    description:
+      "The decision of the app's guards (its current observability config) on one text: the toolkit's GuardDecision without its verdicts",
+  });
 
 // ---------------------------------------------------------------------------------------------
 // Guard templates

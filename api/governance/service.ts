@@ -10,6 +10,8 @@ import { EngineConfig } from "../../toolkit/src/index.ts";
 import { ObservabilityConfigService } from "./configs/app-configs.ts";
 import { GovernanceDb } from "./stores/db.ts";
 import { IngestionService } from "./ingest/ingest.ts";
+import { EngineInputs } from "./ingest/app-scope.ts";
+import { GuardCheckService } from "./ingest/guard-check.ts";
 import { AppKeyService } from "./keys/app-keys.ts";
 import { anyGuardEnabled, engineInput } from "./configs/observability.ts";
 import { InProcessScorer, WorkerPoolScorer, type Scorer } from "./ingest/scoring.ts";
@@ -45,10 +47,13 @@ export class Governance {
   readonly keys: AppKeyService;
   readonly templates: GuardTemplateService;
   readonly configs: ObservabilityConfigService;
+  /** the engine input of an app's config by version, for ingestion and guard checks */
+  readonly engines: EngineInputs;
   readonly scorer: Scorer;
   readonly prices: PriceTable;
   readonly provisioning: ProvisioningService;
   readonly ingestion: IngestionService;
+  readonly guardCheck: GuardCheckService;
   readonly reader: StoreReader;
   readonly #log: Logger;
 
@@ -68,7 +73,9 @@ export class Governance {
       host: deps.host,
       log: deps.log,
     });
-    this.ingestion = new IngestionService({ db: this.db, configs: this.configs, scorer: this.scorer, prices: this.prices, log: deps.log });
+    this.engines = new EngineInputs(this.configs);
+    this.ingestion = new IngestionService({ db: this.db, engines: this.engines, scorer: this.scorer, prices: this.prices, log: deps.log });
+    this.guardCheck = new GuardCheckService({ engines: this.engines, scorer: this.scorer, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
 

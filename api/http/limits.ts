@@ -13,8 +13,8 @@ export interface Budget {
   burst: number;
 }
 
-/** Which budget a route spends: "api" (the default), "ingest" (trace ingestion), or "none". */
-export type LimitClass = "api" | "ingest" | "none";
+/** Which budget a route spends: "api" (the default), "ingest" (trace ingestion), "guard" (guard checks), or "none". */
+export type LimitClass = "api" | "ingest" | "guard" | "none";
 
 export type Decision =
   | { allowed: true; limit: number; remaining: number; resetSeconds: number }
@@ -87,14 +87,16 @@ export class RateLimiter {
   }
 }
 
-/** The two budgets of the API, one limiter each. */
+/** The budgets of the API's routes, one limiter each. */
 export class RateLimits {
   readonly api: RateLimiter;
   readonly ingest: RateLimiter;
+  readonly guard: RateLimiter;
 
-  constructor(budgets: { api: Budget; ingest: Budget }, opts: { maxCallers?: number } = {}) {
+  constructor(budgets: { api: Budget; ingest: Budget; guard: Budget }, opts: { maxCallers?: number } = {}) {
     this.api = new RateLimiter(budgets.api, opts);
     this.ingest = new RateLimiter(budgets.ingest, opts);
+    this.guard = new RateLimiter(budgets.guard, opts);
   }
 
   /** The limiter of a route's class; undefined for "none" or a budget that is off. */
@@ -163,7 +165,7 @@ export class TooManyRequestsError extends DomainError {
     super(
       429,
       "rate_limited",
-      `Too many requests: the ${policy} budget of this ${policy === "ingest" ? "app key" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`,
+      `Too many requests: the ${policy} budget of this ${policy === "ingest" || policy === "guard" ? "app key" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`,
       { details: { policy, retryAfterSeconds } },
     );
     this.retryAfterSeconds = retryAfterSeconds;

@@ -200,7 +200,7 @@ const RATE_LIMIT_HEADERS: Json = {
     schema: { type: "integer", minimum: 1 },
   },
   "RateLimit-Policy": {
-    description: 'The budget (draft-ietf-httpapi-ratelimit-headers): "api" or "ingest"; q requests at once, w seconds to refill',
+    description: 'The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill',
     schema: { type: "string" },
   },
   RateLimit: { description: "What is left of the budget: r requests now, t seconds until it is full", schema: { type: "string" } },

@@ -123,7 +123,7 @@ export interface RouteDef {
   auth: AuthMode;
   /**
    * Which rate-limit budget a call spends (api/http/limits.ts): "api" when omitted, "ingest" for
-   * trace ingestion, "none" for callers limited elsewhere (the ingress's forward-auth checks, the
+   * trace ingestion, "guard" for guard checks, "none" for callers limited elsewhere (the ingress's forward-auth checks, the
    * operator), with the reason next to the route.
    */
   rateLimit?: LimitClass;

@@ -223,7 +223,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     // (another workspace's path included); a call without a valid key spends its address's,
     // whether the route is public or the key was refused (401, or 403 for a key of another kind).
     const limiter = deps.limits.of(route.rateLimit ?? "api");
-    const policy = route.rateLimit === "ingest" ? "ingest" : "api";
+    const policy = route.rateLimit === undefined || route.rateLimit === "none" ? "api" : route.rateLimit;
     const spend = (who: string) => {
       if (!limiter) return;
       const d = limiter.take(who, deps.now());

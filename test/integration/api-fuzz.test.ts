@@ -21,6 +21,7 @@ test("the fuzzer finds no server error and no answer that contradicts the OpenAP
       // with the (documented) 429 and the handlers behind it would go untested.
       BERTH_RATE_LIMIT_API_PER_SECOND: "0",
       BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0",
+      BERTH_RATE_LIMIT_GUARD_PER_SECOND: "0",
       BERTH_LOG_LEVEL: "warn",
     },
   });

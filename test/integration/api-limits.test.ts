@@ -1,7 +1,7 @@
-// Limits of the real API server (docs/api.md "Limits"): per-key rate limits with 429 and
-// Retry-After (the limits' clock is the test's, moved by hand: no waiting, no timing asserted),
-// slow clients cut off with a 408 while others are served, and bodies over the limit refused with
-// a 413, announced or streamed.
+// Limits of the real API server (docs/api.md "Limits"): per-key rate limits (the api, ingest and
+// guard budgets) with 429 and Retry-After (the limits' clock is the test's, moved by hand: no
+// waiting, no timing asserted), slow clients cut off with a 408 while others are served, and
+// bodies over the limit refused with a 413, announced or streamed.
 import { connect, type Socket } from "node:net";
 import test from "ava";
 import { startApi, type TestApi } from "../helpers/api.ts";
@@ -47,6 +47,8 @@ test("a workspace over its budget gets 429 with Retry-After, all its keys togeth
       BERTH_RATE_LIMIT_API_BURST: "3",
       BERTH_RATE_LIMIT_INGEST_PER_SECOND: "0.5",
       BERTH_RATE_LIMIT_INGEST_BURST: "2",
+      BERTH_RATE_LIMIT_GUARD_PER_SECOND: "0.5",
+      BERTH_RATE_LIMIT_GUARD_BURST: "2",
     },
   });
   t.teardown(() => api.stop());
@@ -106,6 +108,19 @@ test("a workspace over its budget gets 429 with Retry-After, all its keys togeth
   t.is(ingestLimited.headers.get("retry-after"), "2");
   t.is(ingestLimited.body.details.policy, "ingest");
 
+  // Guard checks spend a budget of their own, per app key: ingestion's is spent, theirs is whole.
+  const guardCheck = () => api.fetchJson("POST", "/governance/guard-check", { key: app.key, body: { phase: "input", text: "hello" } });
+  for (let i = 0; i < 2; i++) {
+    const r = await guardCheck();
+    t.is(r.status, 200, r.text);
+    t.is(r.headers.get("ratelimit-policy"), '"guard";q=2;w=4');
+  }
+  const guardLimited = await guardCheck();
+  t.is(guardLimited.status, 429);
+  t.is(guardLimited.headers.get("retry-after"), "2");
+  t.is(guardLimited.body.details.policy, "guard");
+  t.regex(guardLimited.body.detail, /the guard budget of this app key is spent/);
+
   // Requests without a valid key spend their address's budget: public routes and refused keys alike.
   for (let i = 0; i < 3; i++) t.is((await api.fetchJson("GET", "/openapi.json", { key: null })).status, 200);
   t.is((await api.fetchJson("GET", "/openapi.json", { key: null })).status, 429);
@@ -118,6 +133,7 @@ test("a workspace over its budget gets 429 with Retry-After, all its keys togeth
   t.is((await api.fetchJson("GET", ws)).status, 429, "one request per second refilled, no more");
   now += 2000;
   t.is((await api.fetchJson("GET", "/governance/config", { key: app.key })).status, 200, "the ingestion budget refilled too");
+  t.is((await guardCheck()).status, 200, "and the guard budget");
   t.is((await api.fetchJson("GET", ws, { key: "ws_sk_guessedguessedguessedguessedguessedguessedgue" })).status, 401);
 });
 

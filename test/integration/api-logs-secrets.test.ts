@@ -1,10 +1,10 @@
 // Secrets never logged: a journey through the real API server (platform admin key, workspace keys
 // made, used and revoked, an App and its governance store provisioned by the operator's token, app
-// keys, traces with PII and distinctive text in prompts and responses, the reads that return them,
-// a push webhook's secret and signed deliveries, and the error paths a careless client takes) with
-// the server's own log stream captured at trace level (below debug), and the process's stdout and
-// stderr besides. No key, token, key digest, webhook secret or signature, prompt or response text
-// may appear in any line.
+// keys, traces with PII and distinctive text in prompts and responses, guard checks of the same
+// text, the reads that return them, a push webhook's secret and signed deliveries, and the error
+// paths a careless client takes) with the server's own log stream captured at trace level (below
+// debug), and the process's stdout and stderr besides. No key, token, key digest, webhook secret
+// or signature, prompt or response text may appear in any line.
 import { createHmac } from "node:crypto";
 import test from "ava";
 import { hashToken } from "../../api/auth/tokens.ts";
@@ -176,6 +176,20 @@ test.serial("a journey with every kind of key and PII in traces leaves no secret
   );
   ok(await api.fetchJson("POST", "/governance/traces", { key: api.apiKey, body: trace(0) }), 401, "a workspace key on ingestion");
   ok(await api.fetchJson("GET", "/governance/config", { key: appKey }), 200, "toolkit config");
+
+  // guard checks of the prompts and responses, as a toolkit without the engine asks them
+  const guardCheck = (body: unknown) => api.fetchJson("POST", "/governance/guard-check", { key: appKey, body });
+  for (const [i, text] of PROMPTS.entries()) ok(await guardCheck({ phase: "input", text }), 200, `guard check of prompt ${i}`);
+  const redacted = ok(await guardCheck({ phase: "output", text: RESPONSES[0], project: "journey" }), 200, "a guard check that redacts");
+  t.true(redacted.body.redactedText?.includes("[REDACTED:EMAIL]"), redacted.text);
+  ok(await guardCheck({ phase: "prompt", text: PROMPTS[1] }), 422, "a guard check of no phase");
+  ok(await guardCheck({ phase: "input", text: PROMPTS[1], colour: RESPONSES[1] }), 422, "a guard check with an unknown field");
+  ok(await guardCheck({ phase: "input", text: PROMPTS[3], project: "another-app" }), 403, "a guard check of another project");
+  ok(
+    await api.fetchJson("POST", "/governance/guard-check", { key: api.apiKey, body: { phase: "input", text: PROMPTS[0] } }),
+    401,
+    "a workspace key on a guard check",
+  );
 
   // the reads that return prompts and responses
   const list = ok(await api.fetchJson("GET", `${G}/traces?limit=100`), 200, "traces").body;

@@ -13,18 +13,15 @@
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
 // is the record of what happened). The guard evaluations record every verdict, guard blocks record
 // every block and redaction (blockedContent is the engine's description, never the matched text).
-import type { EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { binaryArray } from "../../db/binary-arrays.ts";
 import { StatementParams } from "../../db/unnest.ts";
-import { ConflictError, ForbiddenError } from "../../errors.ts";
 import type { AppPrincipal } from "../../http/route.ts";
 import type { Logger } from "../../../kube/logger.ts";
 import { entryHash, GENESIS_HASH, type AuditContent } from "../audit.ts";
 import type pg from "pg";
 import type { Client, GovernanceDb } from "../stores/db.ts";
 import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
-import type { ObservabilityConfigService } from "../configs/app-configs.ts";
-import { defaultObservabilityConfig, engineInput } from "../configs/observability.ts";
+import { activeStore, assertKeyProject, type EngineInputs, type KeyStore } from "./app-scope.ts";
 import type { ScoreResult, Scorer } from "./scoring.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "../schemas.ts";
@@ -56,21 +53,13 @@ interface Scored extends ScoreResult {
 
 export interface IngestionDeps {
   db: GovernanceDb;
-  /** the app's config of the version its key check read (read once per version) */
-  configs: Pick<ObservabilityConfigService, "atVersion">;
+  /** the engine input of the app's config at the version its key check read (shared with guard checks) */
+  engines: EngineInputs;
   scorer: Scorer;
   prices: PriceTable;
   log: Logger;
   now?: () => Date;
 }
-
-interface StoreRef {
-  schema: string;
-  role: string;
-  version: number;
-}
-
-const ENGINE_INPUTS_MAX = 500;
 
 // The statements of a write, prepared once per connection (named): their text names no schema, the
 // transaction's search_path (the app's schema, then pg_catalog, then pg_temp) resolves the tables,
@@ -214,8 +203,6 @@ const APPEND = {
 export class IngestionService {
   readonly #d: IngestionDeps;
   readonly #now: () => Date;
-  /** engine inputs by config version (LRU): a config is read from the database once per version */
-  readonly #inputs = new Map<number, EngineConfigInput>();
 
   constructor(deps: IngestionDeps) {
     this.#d = deps;
@@ -223,15 +210,8 @@ export class IngestionService {
   }
 
   async ingest(app: AppPrincipal, req: IngestRequest): Promise<IngestOutcome> {
-    const foreign = req.projects.find((p) => p !== app.appId);
-    if (foreign !== undefined) {
-      throw new ForbiddenError(
-        "project_mismatch",
-        `This key belongs to project ${app.appId}; a trace names project ${foreign}. Traces go to the key's own project only.`,
-        { details: { keyProject: app.appId } },
-      );
-    }
-    const store = this.#store(app);
+    assertKeyProject(app, req.projects, "a trace", "Traces go to the key's own project only.");
+    const store = activeStore(app);
 
     // score every distinct valid trace (CPU, outside the transaction)
     const distinct = new Map<string, TraceInput>();
@@ -240,7 +220,7 @@ export class IngestionService {
     // only what scoring reads crosses to the scoring threads (a structured clone per task)
     const inputs = traces.map((x) => ({ input: x.input, output: x.output, latency: x.latency, model: x.model }));
     const scores =
-      traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#engineInput(app, store.version), inputs);
+      traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#d.engines.of(app, store.version), inputs);
     const scored = new Map<string, Scored>();
     traces.forEach((trace, k) => {
       const s = scores[k]!;
@@ -285,32 +265,10 @@ export class IngestionService {
     return outcome;
   }
 
-  /** The active store of the key's app and its config version, as the key check read them. */
-  #store(app: AppPrincipal): StoreRef {
-    if (!app.store?.active) throw new ConflictError("governance_not_provisioned", `Governance is not provisioned for ${app.appId}.`);
-    return { schema: app.store.schema, role: app.store.role, version: app.store.configVersion };
-  }
-
-  async #engineInput(app: AppPrincipal, version: number): Promise<EngineConfigInput> {
-    const hit = this.#inputs.get(version);
-    if (hit) return hit;
-    let input: EngineConfigInput;
-    if (version === 0) {
-      input = engineInput(defaultObservabilityConfig(), {});
-    } else {
-      const stored = await this.#d.configs.atVersion(app.workspaceId, app.appId, version);
-      if (!stored) throw new ConflictError("config_changed", "The app's observability config changed during the request; retry.");
-      input = engineInput(stored.config, stored.templates);
-    }
-    if (this.#inputs.size >= ENGINE_INPUTS_MAX) this.#inputs.delete(this.#inputs.keys().next().value!);
-    this.#inputs.set(version, input);
-    return input;
-  }
-
   async #write(
     c: Client,
     app: AppPrincipal,
-    store: StoreRef,
+    store: KeyStore,
     items: Scored[],
   ): Promise<{ created: Set<string>; existing: Map<string, { guardBlocked: boolean; evalScore: number }> }> {
     const nowIso = this.#now().toISOString();
@@ -391,7 +349,7 @@ export class IngestionService {
    * class is a number, the schema a checked identifier), two statements, so the read takes its
    * snapshot after the lock is granted and sees every entry committed before it.
    */
-  async #lockChain(c: Client, store: StoreRef): Promise<{ sequence: number; hash: string }> {
+  async #lockChain(c: Client, store: KeyStore): Promise<{ sequence: number; hash: string }> {
     const results = (await c.query(`select pg_advisory_xact_lock(${LOCK_CLASS.audit}, hashtext(${identLiteral(store.schema)}));
                                    select sequence, hash from (select sequence, hash from audit_head
                                                                union all (select sequence, hash from audit_log order by sequence desc limit 1)) h

@@ -1,14 +1,20 @@
 // A scoring worker thread (scoring.ts WorkerPoolScorer): compiles each config version once and
-// scores the traces it is sent. No I/O besides its port to the main thread.
+// scores the traces it is sent, or checks the one text. No I/O besides its port to the main thread.
 import { parentPort } from "node:worker_threads";
-import type { EngineConfigInput } from "../../../toolkit/src/index.ts";
-import { EngineCache, packScores, scoreTraces, type ScoreInput } from "./scoring.ts";
+import { checkText, EngineCache, packScores, scoreTraces, type ScoringReply, type ScoringTask } from "./scoring.ts";
 
 const engines = new EngineCache(100);
 
-parentPort!.on("message", (task: { id: number; version: number; config: EngineConfigInput; traces: ScoreInput[] }) => {
+parentPort!.on("message", (task: ScoringTask) => {
+  const reply = (m: ScoringReply) => parentPort!.postMessage(m);
   void engines
     .get(task.version, () => task.config)
-    .then(async (engine) => parentPort!.postMessage({ id: task.id, results: packScores(await scoreTraces(engine, task.traces)) }))
-    .catch((err: unknown) => parentPort!.postMessage({ id: task.id, error: err instanceof Error ? err.message : String(err) }));
+    .then(async (engine) =>
+      reply(
+        "check" in task
+          ? { id: task.id, check: await checkText(engine, task.check.text, task.check.phase) }
+          : { id: task.id, results: packScores(await scoreTraces(engine, task.traces)) },
+      ),
+    )
+    .catch((err: unknown) => reply({ id: task.id, error: err instanceof Error ? err.message : String(err) }));
 });

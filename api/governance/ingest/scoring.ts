@@ -6,6 +6,9 @@
 // whose config turns on guards.prompt_injection.classifier has its prompts scored by the classifier
 // too (each thread loads it once, from BERTH_GUARD_MODEL_DIR), as the LangChain wrapper does before
 // the call: both paths give the same guard blocks.
+//
+// The same engines answer guard checks (POST /governance/guard-check): one text of one phase, for
+// a toolkit that does not carry the engine itself, through the same threads and caches.
 import { Worker } from "node:worker_threads";
 import {
   aggregateEvalScore,
@@ -18,6 +21,9 @@ import {
   type EvalResult,
   type GuardBlock,
   type GuardDecision,
+  type GuardEvaluation,
+  type Phase,
+  type TextClassifier,
 } from "../../../toolkit/src/index.ts";
 import type { Logger } from "../../../kube/logger.ts";
 
@@ -71,6 +77,54 @@ export async function scoreTraces(engine: GuardEngine, traces: readonly ScoreInp
     });
   }
   return out;
+}
+
+/**
+ * What a guard check answers for one text: the engine's decision without its verdicts (their match
+ * offsets and descriptions), so exactly what GuardDecision's other fields expose: redactedText is
+ * the caller's own text with the redacted spans replaced, blockedContent describes a match without
+ * repeating it.
+ */
+export interface GuardCheckResult {
+  decision: GuardDecision["decision"];
+  redactedText?: string;
+  evaluations: GuardEvaluation[];
+  blocks: GuardBlock[];
+}
+
+/**
+ * A decision as a guard check answers it. Copied field by field, not spread: whatever else a
+ * decision object carries (the verdicts, and anything a later engine adds) stays in the API.
+ */
+export function guardCheckResult(d: GuardDecision): GuardCheckResult {
+  return {
+    decision: d.decision,
+    ...(d.redactedText === undefined ? {} : { redactedText: d.redactedText }),
+    evaluations: d.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, source: e.source })),
+    blocks: d.blocks.map((b) => ({
+      guardType: b.guardType,
+      blockedContent: b.blockedContent,
+      confidence: b.confidence,
+      action: b.action,
+      source: b.source,
+    })),
+  };
+}
+
+/**
+ * One text of one phase through a compiled engine, as scoreTraces scores a trace's prompt or
+ * response: a prompt is also scored by this thread's classifier when the engine's config turns it
+ * on (evaluateWithClassifier, which fails rather than run the guard without its model).
+ * `classifier` loads the model (the thread's shared one; tests give their own).
+ */
+export async function checkText(
+  engine: GuardEngine,
+  text: string,
+  phase: Phase,
+  classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
+): Promise<GuardCheckResult> {
+  const model = phase === "input" && usesClassifier(engine) ? await classifier() : undefined;
+  return guardCheckResult(await evaluateWithClassifier(engine, text, phase, model));
 }
 
 /**
@@ -207,9 +261,11 @@ export class EngineCache {
   }
 }
 
-/** What scores a batch: in-process, or a pool of worker threads. */
+/** What scores a batch, or checks one text: in-process, or a pool of worker threads. */
 export interface Scorer {
   score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]>;
+  /** checkText with the engine of this config version */
+  check(version: number, config: EngineConfigInput, text: string, phase: Phase): Promise<GuardCheckResult>;
   close(): Promise<void>;
 }
 
@@ -220,22 +276,26 @@ export class InProcessScorer implements Scorer {
     return await scoreTraces(await this.#engines.get(version, () => config), traces);
   }
 
+  async check(version: number, config: EngineConfigInput, text: string, phase: Phase): Promise<GuardCheckResult> {
+    return await checkText(await this.#engines.get(version, () => config), text, phase);
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
   }
 }
 
-interface Task {
-  id: number;
-  version: number;
-  config: EngineConfigInput;
-  traces: readonly ScoreInput[];
-}
-type Reply = { id: number; results: PackedScores } | { id: number; error: string };
+/** A scoring thread's work: traces to score, or one text to check. */
+export type ScoringTask = { id: number; version: number; config: EngineConfigInput } & (
+  { traces: readonly ScoreInput[] } | { check: { text: string; phase: Phase } }
+);
+/** A scoring thread's answer to a task of the same id. */
+export type ScoringReply = { id: number; results: PackedScores } | { id: number; check: GuardCheckResult } | { id: number; error: string };
+type Answer = Exclude<ScoringReply, { error: string }>;
 interface Slot {
   worker: Worker;
   dead: boolean;
-  pending: Map<number, { resolve: (r: ScoreResult[]) => void; reject: (e: Error) => void }>;
+  pending: Map<number, { resolve: (r: Answer) => void; reject: (e: Error) => void }>;
 }
 
 /** Traces per task: a batch is split so that several workers share it. */
@@ -258,12 +318,12 @@ export class WorkerPoolScorer implements Scorer {
     const worker = new Worker(new URL("./scoring-worker.ts", import.meta.url));
     worker.unref();
     const slot: Slot = { worker, dead: false, pending: new Map() };
-    worker.on("message", (m: Reply) => {
+    worker.on("message", (m: ScoringReply) => {
       const p = slot.pending.get(m.id);
       if (!p) return;
       slot.pending.delete(m.id);
       if ("error" in m) p.reject(new Error(`scoring failed: ${m.error}`));
-      else p.resolve(unpackScores(m.results));
+      else p.resolve(m);
     });
     const fail = (err: Error) => {
       if (slot.dead) return;
@@ -287,11 +347,21 @@ export class WorkerPoolScorer implements Scorer {
     const chunk = Math.max(MIN_CHUNK, Math.ceil(traces.length / this.#size));
     const parts: Promise<ScoreResult[]>[] = [];
     for (let at = 0; at < traces.length; at += chunk)
-      parts.push(this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }));
+      parts.push(
+        this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }).then((r) =>
+          unpackScores((r as { results: PackedScores }).results),
+        ),
+      );
     return (await Promise.all(parts)).flat();
   }
 
-  #run(task: Task): Promise<ScoreResult[]> {
+  async check(version: number, config: EngineConfigInput, text: string, phase: Phase): Promise<GuardCheckResult> {
+    if (this.#closed) throw new Error("the scoring pool is closed");
+    const r = await this.#run({ id: this.#next++, version, config, check: { text, phase } });
+    return (r as { check: GuardCheckResult }).check;
+  }
+
+  #run(task: ScoringTask): Promise<Answer> {
     const slot = this.#slots.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
     return new Promise((resolve, reject) => {
       slot.worker.ref(); // keep the process alive while work is in flight

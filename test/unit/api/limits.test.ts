@@ -1,7 +1,15 @@
 // Rate limits (pure, time passed in): the token bucket of a caller, its independence from other
 // callers, the headers, the bounded memory, and the addresses that name callers without a key.
 import test from "ava";
-import { RateLimiter, RateLimits, addressCaller, budgetName, clientAddress, rateLimitHeaders } from "../../../api/http/limits.ts";
+import {
+  RateLimiter,
+  RateLimits,
+  TooManyRequestsError,
+  addressCaller,
+  budgetName,
+  clientAddress,
+  rateLimitHeaders,
+} from "../../../api/http/limits.ts";
 
 test("a caller gets its burst at once, then one request per interval; Retry-After says when", (t) => {
   const l = new RateLimiter({ perSecond: 2, burst: 3 });
@@ -50,15 +58,25 @@ test("callers do not share a budget", (t) => {
   t.true(l.take("addr:10.0.0.1", 0).allowed);
 });
 
-test("api and ingest are separate budgets; a budget of 0 per second is off", (t) => {
-  const limits = new RateLimits({ api: { perSecond: 1, burst: 1 }, ingest: { perSecond: 1, burst: 1 } });
+test("api, ingest and guard are separate budgets; a budget of 0 per second is off", (t) => {
+  const one = { perSecond: 1, burst: 1 };
+  const limits = new RateLimits({ api: one, ingest: one, guard: one });
   t.true(limits.of("api")!.take("app:k", 0).allowed);
   t.false(limits.of("api")!.take("app:k", 0).allowed);
   t.true(limits.of("ingest")!.take("app:k", 0).allowed, "the ingest budget of the same caller is untouched");
+  t.false(limits.of("ingest")!.take("app:k", 0).allowed);
+  t.true(limits.of("guard")!.take("app:k", 0).allowed, "guard checks do not spend ingestion's budget, nor it theirs");
+  t.false(limits.of("guard")!.take("app:k", 0).allowed);
   t.is(limits.of("none"), undefined);
-  const off = new RateLimits({ api: { perSecond: 0, burst: 1 }, ingest: { perSecond: 5, burst: 1 } });
+  const off = new RateLimits({ api: { perSecond: 0, burst: 1 }, ingest: { perSecond: 5, burst: 1 }, guard: { perSecond: 0, burst: 1 } });
   t.is(off.of("api"), undefined);
   t.truthy(off.of("ingest"));
+  t.is(off.of("guard"), undefined);
+});
+
+test("the 429 of an app key's budgets names the key, not a caller", (t) => {
+  for (const policy of ["ingest", "guard"]) t.regex(new TooManyRequestsError(policy, 2).message, /budget of this app key is spent/);
+  t.regex(new TooManyRequestsError("api", 2).message, /budget of this caller is spent/);
 });
 
 test("callers whose bucket is full again are forgotten, and memory stays bounded", (t) => {

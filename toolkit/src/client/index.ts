@@ -106,7 +106,7 @@ export { readEnv } from "./config.ts";
 export type { GovernanceEnv } from "./config.ts";
 export type { Clock, GovernanceLogger, ItemResult, ItemStatus, QueueStats, SendOutcome, TraceTransport } from "./queue.ts";
 export { backoffDelay, TraceQueue } from "./queue.ts";
-export { MAX_BATCH_SIZE, TraceRecord } from "./trace.ts";
+export { MAX_BATCH_SIZE, MAX_TRACE_TEXT, TraceRecord } from "./trace.ts";
 export type { Trace, TraceTokens } from "./trace.ts";
 export type { ConfigOutcome, ToolkitConfig } from "./transport.ts";
 export { HttpTransport, parseRetryAfter } from "./transport.ts";
