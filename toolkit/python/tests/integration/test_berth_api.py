@@ -299,7 +299,8 @@ def test_the_queue_across_an_outage() -> None:
     at = real.index("@")
     through_proxy = real[: at + 1] + f"127.0.0.1:{proxy.port}" + real[real.index("/", at) :]
     events: list[str] = []
-    g = Governance(through_proxy, "queue", linger=0.02, initial_backoff=0.1, max_backoff=0.4, guard_timeout=2.0, flush_at_exit=False)
+    # no project: the config (which names the app) cannot be fetched while the API is down
+    g = Governance(through_proxy, linger=0.02, initial_backoff=0.1, max_backoff=0.4, guard_timeout=2.0, flush_at_exit=False)
     try:
         g.start()
         assert g.stats().config == "default", "booted while the API was down: the default config"
