@@ -266,7 +266,7 @@ test.serial("what the Python wrapper and plain path recorded is what the TypeScr
       const model = withGovernance(fake, { governance: g, sessionId: session });
       try {
         if (call.kind === "stream") for await (const _ of await model.stream(call.prompts[0]!));
-        else if (call.kind === "batch") await model.batch(call.prompts);
+        else if (call.kind === "batch") await model.batch(call.prompts, { maxConcurrency: 1 });
         else await model.invoke(call.prompts[0]!);
       } catch (err) {
         if (!(err instanceof GuardBlockedError)) throw err;
