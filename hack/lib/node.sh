@@ -33,3 +33,28 @@ ensure_node() {
   export PATH="$dir/bin:$PATH"
   [ "$(node -p 'process.versions.node.split(".")[0]')" = "$NODE_VERSION" ] || die "node $NODE_VERSION not usable"
 }
+
+# The packed toolkit's test installs it with @langchain/core into an empty project, `npm install
+# --offline`, so that the test itself never reaches the registry. `npm ci` leaves only the lock's
+# tarballs in npm's cache, not the registry metadata that resolving the toolkit's ranges needs (a
+# fresh machine's run failed there with ENOTCACHED), so this installs the same specs once, online,
+# into a scratch directory, which leaves both in the cache. Redone when the specs change.
+ensure_toolkit_consumer_cache() {
+  local specs cache marker tmp
+  specs=$(node -e '
+    const f = (p) => JSON.parse(require("fs").readFileSync(p, "utf8"));
+    const t = f("'"$BERTH_ROOT"'/toolkit/package.json"), r = f("'"$BERTH_ROOT"'/package.json");
+    const specs = Object.entries(t.dependencies).map(([n, v]) => n + "@" + v);
+    specs.push("@langchain/core@" + r.devDependencies["@langchain/core"]);
+    console.log(specs.join(" "));')
+  cache=$(npm config get cache)
+  marker="$cache/_berth-toolkit-consumer-$(printf '%s' "$specs" | sha256sum | cut -c1-16)"
+  [ -f "$marker" ] && return 0
+  log "filling npm's cache for the packed toolkit's install test: $specs"
+  tmp=$(mktemp -d)
+  echo '{"name":"consumer","private":true}' > "$tmp/package.json"
+  # shellcheck disable=SC2086 # the specs are words
+  (cd "$tmp" && ONNXRUNTIME_NODE_INSTALL=skip npm install --prefer-offline --ignore-scripts --no-audit --no-fund --loglevel=error $specs >&2)
+  rm -rf "$tmp"
+  touch "$marker"
+}

@@ -1,4 +1,4 @@
-// The toolkit as an npm package (no cluster, no database, no network: npm installs from its cache, which `npm ci` filled): `npm pack`
+// The toolkit as an npm package (no cluster, no database, no network: npm installs from its cache, which ./hack/test fills first, hack/lib/node.sh ensure_toolkit_consumer_cache): `npm pack`
 // of toolkit/ (its prepack builds dist/), installed with `npm install <tarball>` into an empty
 // directory together with @langchain/core (the optional peer of @berth/toolkit/langchain), then
 // used there on plain Node without type stripping: ESM `import` and CommonJS `require` of every
