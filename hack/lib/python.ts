@@ -102,6 +102,19 @@ export function sampleWheelsKey(): string {
 }
 
 /**
+ * The wheel set of sampleWheels() as ./hack/test's setup made it, never made here (a test must not
+ * reach PyPI): throws when it is missing. Its *.whl files are what a repository's wheels/ holds.
+ */
+export function madeSampleWheels(): string {
+  const dir = join(cacheRoot(), "python-sample-wheels", sampleWheelsKey());
+  if (!existsSync(join(dir, ".berth-complete")))
+    throw new Error(
+      `the Python sample's wheels are missing (${dir}): run \`node hack/lib/python.ts sample-wheels\` (./hack/test's setup does)`,
+    );
+  return dir;
+}
+
+/**
  * The wheels samples/python-chat installs with `pip install --no-index --find-links wheels`
  * (its requirements.txt): the berth-toolkit wheel built from toolkit/python, and langchain-core at
  * its pin with every dependency, as binary wheels for the base image's Python on x86_64 glibc.
