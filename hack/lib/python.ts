@@ -141,8 +141,10 @@ export function sampleWheels(): string {
     ...SAMPLE_WHEEL_PLATFORMS.flatMap((p) => ["--platform", p]),
   ];
   const quiet = ["--quiet", "--disable-pip-version-check"];
+  // the set holds what it was made and checked with alone: no other find-links of the environment
+  const { PIP_FIND_LINKS: _links, ...env } = process.env;
   const run = (cmd: string, args: string[]): string =>
-    execFileSync(cmd, args, { stdio: ["ignore", "pipe", 2], encoding: "utf8", env: { ...process.env, PYTHONDONTWRITEBYTECODE: "1" } });
+    execFileSync(cmd, args, { stdio: ["ignore", "pipe", 2], encoding: "utf8", env: { ...env, PYTHONDONTWRITEBYTECODE: "1" } });
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
