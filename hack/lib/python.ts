@@ -1,11 +1,15 @@
 // Python tools the hack scripts run (the accuracy bench's candidates, the guard classifier's
 // build): each in its own virtualenv under the cache, made once from pinned packages, never in
-// the repository.
+// the repository. Also the wheels of samples/python-chat (sampleWheels): what its build installs
+// without an index, kept in the cache, never in the repository.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { join, relative } from "node:path";
+import { DEBIAN_SUITE } from "../images.ts";
 import { cacheRoot } from "./pinned.ts";
+
+const root = join(import.meta.dirname, "../..");
 
 /** The python of a virtualenv under the cache named `name` with `packages` installed (made once). */
 export function pythonVenv(name: string, packages: readonly string[]): string {
@@ -38,8 +42,152 @@ export function toolkitPython(): string {
   return pythonVenv(`toolkit-python-${key}`, TOOLKIT_PYTHON_PACKAGES);
 }
 
-// `node hack/lib/python.ts toolkit`: makes the toolkit's virtualenv and prints its python
+/**
+ * The Python of berth/python:v1, major.minor: Debian's python3 of the suite berth/debian is
+ * debootstrapped from (the Dockerfile's berth-python stage installs it with apt).
+ */
+export const DEBIAN_PYTHON: Readonly<Record<string, string>> = { bookworm: "3.11", trixie: "3.13" };
+
+export function basePythonVersion(suite: string = DEBIAN_SUITE): string {
+  const version = DEBIAN_PYTHON[suite];
+  if (!version) throw new Error(`hack/lib/python.ts knows no python3 version of Debian ${suite}: add it to DEBIAN_PYTHON`);
+  return version;
+}
+
+/**
+ * The binary wheels the base image takes: x86_64 with glibc (bookworm has 2.36), manylinux2014 and
+ * its PEP 600 name; pure-Python wheels always fit.
+ */
+export const SAMPLE_WHEEL_PLATFORMS = ["manylinux2014_x86_64", "manylinux_2_17_x86_64"] as const;
+
+/** The pinned langchain-core of TOOLKIT_PYTHON_PACKAGES: the one the toolkit is tested with. */
+export function langchainCorePin(packages: readonly string[] = TOOLKIT_PYTHON_PACKAGES): string {
+  const pin = packages.find((p) => p.startsWith("langchain-core=="));
+  if (!pin) throw new Error("TOOLKIT_PYTHON_PACKAGES pins no langchain-core");
+  return pin;
+}
+
+/** The files of toolkit/python's wheel (its sources, pyproject.toml, README.md), sorted, caches left out. */
+export function toolkitSourceFiles(dir: string = join(root, "toolkit/python")): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const name of readdirSync(d).sort()) {
+      if (name === "__pycache__" || name.endsWith(".pyc") || name.endsWith(".egg-info")) continue;
+      const p = join(d, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else out.push(p);
+    }
+  };
+  walk(join(dir, "src"));
+  return [join(dir, "pyproject.toml"), join(dir, "README.md"), ...out];
+}
+
+/** Bump when the way the wheel set is made changes without a change to what the key hashes. */
+const SAMPLE_WHEELS_RECIPE = 1;
+
+/** The key of the wheel set: the toolkit's files, the pins, the target Python and platforms. */
+export function sampleWheelsKey(): string {
+  const h = createHash("sha256");
+  h.update(
+    JSON.stringify({
+      recipe: SAMPLE_WHEELS_RECIPE,
+      pins: TOOLKIT_PYTHON_PACKAGES,
+      python: basePythonVersion(),
+      platforms: SAMPLE_WHEEL_PLATFORMS,
+    }),
+  );
+  const dir = join(root, "toolkit/python");
+  for (const f of toolkitSourceFiles(dir)) h.update(`\0${relative(dir, f)}\0`).update(readFileSync(f));
+  return h.digest("hex").slice(0, 16);
+}
+
+/**
+ * The wheel set of sampleWheels() as ./hack/test's setup made it, never made here (a test must not
+ * reach PyPI): throws when it is missing. Its *.whl files are what a repository's wheels/ holds.
+ */
+export function madeSampleWheels(): string {
+  const dir = join(cacheRoot(), "python-sample-wheels", sampleWheelsKey());
+  if (!existsSync(join(dir, ".berth-complete")))
+    throw new Error(
+      `the Python sample's wheels are missing (${dir}): run \`node hack/lib/python.ts sample-wheels\` (./hack/test's setup does)`,
+    );
+  return dir;
+}
+
+/**
+ * The wheels samples/python-chat installs with `pip install --no-index --find-links wheels`
+ * (its requirements.txt): the berth-toolkit wheel built from toolkit/python, and langchain-core at
+ * its pin with every dependency, as binary wheels for the base image's Python on x86_64 glibc.
+ * A directory under the cache, made once per key (sampleWheelsKey) by ./hack/test's setup, so that
+ * a build on the real node never reaches PyPI: the end-to-end test pushes it with the sample's
+ * files. The set is checked complete: pip resolves `berth-toolkit[langchain]` from it without an
+ * index for the target, and, when this machine's python3 is the base image's minor version,
+ * installs it into a throwaway virtualenv and imports the wrapper.
+ */
+export function sampleWheels(): string {
+  const parent = join(cacheRoot(), "python-sample-wheels");
+  const key = sampleWheelsKey();
+  const dir = join(parent, key);
+  if (existsSync(join(dir, ".berth-complete"))) return dir;
+  const python = toolkitPython();
+  const pip = join(python, "../pip");
+  const version = basePythonVersion();
+  const target = [
+    "--only-binary=:all:",
+    "--python-version",
+    version,
+    "--implementation",
+    "cp",
+    ...SAMPLE_WHEEL_PLATFORMS.flatMap((p) => ["--platform", p]),
+  ];
+  const quiet = ["--quiet", "--disable-pip-version-check"];
+  // the set holds what it was made and checked with alone: no other find-links of the environment
+  const { PIP_FIND_LINKS: _links, ...env } = process.env;
+  const run = (cmd: string, args: string[]): string =>
+    execFileSync(cmd, args, { stdio: ["ignore", "pipe", 2], encoding: "utf8", env: { ...env, PYTHONDONTWRITEBYTECODE: "1" } });
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  console.error(`making the sample's wheels (berth-toolkit, ${langchainCorePin()} for Python ${version}) in ${dir}`);
+  try {
+    run(python, ["-m", "build", "--wheel", "--no-isolation", "--outdir", tmp, join(root, "toolkit/python")]);
+    run(pip, ["download", ...quiet, ...target, "--dest", tmp, langchainCorePin()]);
+    // complete: resolved for the target from these files alone (pip finds each already there)
+    run(pip, ["download", ...quiet, "--no-index", "--find-links", tmp, ...target, "--dest", tmp, "berth-toolkit[langchain]"]);
+    const local = run(python, ["-c", "import sys; print('%d.%d' % sys.version_info[:2])"]).trim();
+    if (local === version) {
+      const venv = join(tmp, ".venv-check");
+      run(python, ["-m", "venv", venv]);
+      run(join(venv, "bin/pip"), ["install", ...quiet, "--no-index", "--find-links", tmp, "berth-toolkit[langchain]"]);
+      run(join(venv, "bin/python"), ["-c", "import berth_toolkit.langchain"]);
+      rmSync(venv, { recursive: true, force: true });
+    } else {
+      console.error(`(python ${local} here, ${version} in the base image: the set was resolved for ${version} but not installed)`);
+    }
+    writeFileSync(join(tmp, ".berth-complete"), "");
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  try {
+    renameSync(tmp, dir);
+  } catch (err) {
+    // a concurrent run with the same key got there first: its set is this one's
+    rmSync(tmp, { recursive: true, force: true });
+    if (!existsSync(join(dir, ".berth-complete"))) throw err;
+  }
+  // the sets of earlier keys are of no further use (a set under way elsewhere, *.tmp-<pid>, is left alone)
+  for (const old of readdirSync(parent)) {
+    if (/^[0-9a-f]{16}$/.test(old) && old !== key) rmSync(join(parent, old), { recursive: true, force: true });
+  }
+  return dir;
+}
+
+// `node hack/lib/python.ts toolkit`: makes the toolkit's virtualenv and prints its python;
+// `node hack/lib/python.ts sample-wheels`: makes samples/python-chat's wheels and prints their directory
 if (import.meta.main) {
-  if (process.argv[2] !== "toolkit") throw new Error("usage: node hack/lib/python.ts toolkit");
-  console.log(toolkitPython());
+  const command = process.argv[2];
+  if (command === "toolkit") console.log(toolkitPython());
+  else if (command === "sample-wheels") console.log(sampleWheels());
+  else throw new Error("usage: node hack/lib/python.ts toolkit|sample-wheels");
 }

@@ -12,6 +12,12 @@ export const STACKS = ["node", "python", "go", "static"] as const;
 export type Stack = (typeof STACKS)[number];
 /** pip trusts the system's CA bundle (where BuildKit's proxy adds its CA during the step) rather than its own, when the image has one. */
 const PIP_SYSTEM_CA = "if [ -f /etc/ssl/certs/ca-certificates.crt ]; then export PIP_CERT=/etc/ssl/certs/ca-certificates.crt; fi";
+/**
+ * pip asks PyPI for its own latest version unless told not to, even when the requirements file
+ * says --no-index: a build from vendored wheels (--no-index --find-links in requirements.txt) must
+ * make no request at all.
+ */
+const PIP_NO_VERSION_CHECK = "export PIP_DISABLE_PIP_VERSION_CHECK=1";
 
 /** The base image per stack (BERTH_BUILD_BASE_IMAGES): a stack without one fails with BaseImageNotConfigured. */
 export type BaseImages = Partial<Record<Stack, string>>;
@@ -233,7 +239,11 @@ function planNode(tree: SourceTree, base: string, notes: string[]): Detection {
 // ---------------------------------------------------------------------------------------------
 // Python
 
-/** Whether a requirements file lists anything: a line that is not blank, a comment or an index option (-r and -e lines count). */
+/**
+ * Whether a requirements file lists anything: a line that is not blank, a comment or an index
+ * option (-r and -e lines count). The index options include --no-index and --find-links: a file
+ * may carry them to install from wheels that come with the source, without an index.
+ */
 export function hasRequirements(text: string | undefined): boolean {
   return (text ?? "")
     .split("\n")
@@ -241,7 +251,7 @@ export function hasRequirements(text: string | undefined): boolean {
     .some(
       (s) =>
         s !== "" &&
-        !/^(-i|--index-url|--extra-index-url|-f|--find-links|--trusted-host|--pre|--no-binary|--only-binary|--prefer-binary|--require-hashes)\b/.test(
+        !/^(-i|--index-url|--extra-index-url|--no-index|-f|--find-links|--trusted-host|--pre|--no-binary|--only-binary|--prefer-binary|--require-hashes)\b/.test(
           s,
         ),
     );
@@ -316,7 +326,7 @@ function planPython(tree: SourceTree, base: string, notes: string[]): Detection 
       "USER root",
       "WORKDIR /app",
       "COPY . .",
-      `RUN --mount=type=cache,id=berth-pip,target=/root/.cache/pip,sharing=locked \\\n    ${PIP_SYSTEM_CA}; \\\n    python -m venv /app/.venv && \\\n    ${installs.map((c) => `/app/.venv/bin/${c}`).join(" && \\\n    ")}`,
+      `RUN --mount=type=cache,id=berth-pip,target=/root/.cache/pip,sharing=locked \\\n    ${PIP_SYSTEM_CA}; ${PIP_NO_VERSION_CHECK}; \\\n    python -m venv /app/.venv && \\\n    ${installs.map((c) => `/app/.venv/bin/${c}`).join(" && \\\n    ")}`,
       "",
       `FROM ${base}`,
       "WORKDIR /app",

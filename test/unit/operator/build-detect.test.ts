@@ -202,6 +202,7 @@ test("Python with requirements: a virtual environment built in a build stage, on
   const run = ins.find((l) => l.startsWith("RUN "))!;
   t.regex(run, /--mount=type=cache,id=berth-pip,target=\/root\/\.cache\/pip/);
   t.regex(run, /python -m venv \/app\/\.venv && \/app\/\.venv\/bin\/pip install -r requirements\.txt$/);
+  t.regex(run, /export PIP_DISABLE_PIP_VERSION_CHECK=1; .*python -m venv/, "pip asks PyPI nothing of its own version");
   t.true(ins.includes("COPY --from=build /app /app"));
   t.true(ins.some((l) => l.startsWith("ENV ") && l.includes("PATH=/app/.venv/bin:$PATH") && l.includes("VIRTUAL_ENV=/app/.venv")));
   const proj = plan(detect(tree({ "pyproject.toml": '[project]\nname = "x"\n[project.scripts]\nserve = "x.main:run"\n' }), BASES));
@@ -219,6 +220,8 @@ test("requirements, Procfile and pyproject readers", (t) => {
   t.false(hasRequirements("# c\n\n  \n--index-url https://x\n"));
   t.true(hasRequirements("requests>=2 # http\n"));
   t.true(hasRequirements("-r base.txt\n"));
+  t.false(hasRequirements("--no-index\n--find-links wheels\n"), "index options alone install nothing");
+  t.true(hasRequirements("--no-index\n--find-links wheels\nberth-toolkit[langchain]\n"));
   t.is(procfileWeb("release: x\nweb:  node a.js  \n"), "node a.js");
   t.is(procfileWeb("worker: x"), undefined);
   t.deepEqual(pyprojectScripts('[project]\nname="a"\n[project.scripts]\na = "m:f"\n"b-c" = "m:g"\n[tool.x]\nd = 1\n'), ["a", "b-c"]);
