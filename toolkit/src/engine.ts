@@ -320,7 +320,8 @@ export class GuardEngine {
           source: c.source,
         });
         if (verdict.result === "block") blocked = true;
-        else toRedact.push(...shown.filter((h) => !h.whole));
+        // one push per hit: a spread of tens of thousands of arguments overflows the stack
+        else for (const h of shown) if (!h.whole) toRedact.push(h);
       }
     }
     const decision: GuardDecision = {
