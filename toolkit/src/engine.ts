@@ -320,7 +320,8 @@ export class GuardEngine {
           source: c.source,
         });
         if (verdict.result === "block") blocked = true;
-        else toRedact.push(...shown.filter((h) => !h.whole));
+        // one push per hit: a spread of tens of thousands of arguments overflows the stack
+        else for (const h of shown) if (!h.whole) toRedact.push(h);
       }
     }
     const decision: GuardDecision = {
@@ -394,10 +395,13 @@ const MAX_BLOCKED_CONTENT = 500;
 
 /** blockedContent: the distinct descriptions, strongest first, capped. */
 export function describe(hits: readonly Hit[]): string {
-  const seen: string[] = [];
-  for (const h of [...hits].sort((a, b) => b.score - a.score)) if (!seen.includes(h.description)) seen.push(h.description);
-  let out = seen.slice(0, MAX_DESCRIPTIONS).join("; ");
-  if (seen.length > MAX_DESCRIPTIONS) out += `; and ${seen.length - MAX_DESCRIPTIONS} more`;
+  // the distinct descriptions in order of first occurrence (a Set, not a scan of a list per hit:
+  // a long text may hold tens of thousands of distinct ones)
+  const seen = new Set<string>();
+  for (const h of [...hits].sort((a, b) => b.score - a.score)) seen.add(h.description);
+  const distinct = [...seen];
+  let out = distinct.slice(0, MAX_DESCRIPTIONS).join("; ");
+  if (distinct.length > MAX_DESCRIPTIONS) out += `; and ${distinct.length - MAX_DESCRIPTIONS} more`;
   return out.length > MAX_BLOCKED_CONTENT ? out.slice(0, MAX_BLOCKED_CONTENT - 1) + "…" : out;
 }
 

@@ -71,6 +71,16 @@ for (const [what, prompt, response, min, max, passed] of relevances) {
   });
 }
 
+test("relevance on a long prompt and answer: a term counts when the answer has a word with its first five letters", (t) => {
+  // 20 000 terms; the answer has, for the even ones, the term's first five letters and another end,
+  // and for the odd ones its first four letters only
+  const letters = (i: number) => Array.from({ length: 5 }, (_, k) => "abcdefghijklmnopqrstuvwxy"[Math.floor(i / 25 ** k) % 25]).join("");
+  const n = 20_000;
+  const prompt = Array.from({ length: n }, (_, i) => `${letters(i)}mq`).join(" ");
+  const answer = Array.from({ length: n }, (_, i) => (i % 2 === 0 ? `${letters(i)}nq` : `${letters(i).slice(0, 4)}znq`)).join(" ");
+  t.is(relevance(prompt, answer, 0.5).details, `response covers ${n / 2} of ${n} prompt terms`);
+});
+
 test("refusal detection", (t) => {
   for (const s of [
     "I'm sorry, but I cannot assist with that.",

@@ -21,12 +21,23 @@ export function isRefusal(output: string): boolean {
   return ANY_REFUSAL.test(output.slice(0, 600));
 }
 
-function covered(term: string, response: ReadonlySet<string>): boolean {
-  if (response.has(term)) return true;
-  if (term.length < 5) return false;
-  const prefix = term.slice(0, 5);
-  for (const r of response) if (r.length >= 5 && r.startsWith(prefix)) return true;
-  return false;
+/**
+ * How many of the prompt's terms the response has, or has a word of five characters or more that
+ * starts with the term's first five (an inflection the stemmer missed). Those first five characters
+ * are a set, made on the first term that needs them: one look-up per term, not a scan of the
+ * response's words per term (quadratic on a long prompt and a long answer).
+ */
+function coveredTerms(prompt: ReadonlySet<string>, response: ReadonlySet<string>): number {
+  let prefixes: Set<string> | null = null;
+  let hits = 0;
+  for (const term of prompt) {
+    if (response.has(term)) hits++;
+    else if (term.length >= 5) {
+      prefixes ??= new Set([...response].filter((r) => r.length >= 5).map((r) => r.slice(0, 5)));
+      if (prefixes.has(term.slice(0, 5))) hits++;
+    }
+  }
+  return hits;
 }
 
 export function relevance(input: string, output: string, threshold: number): EvalResult {
@@ -44,8 +55,7 @@ export function relevance(input: string, output: string, threshold: number): Eva
   const prompt = new Set(contentStems(input));
   if (prompt.size === 0) return result(refusal ? 0.3 : 0.75, "prompt has no content words to compare");
   const response = new Set(contentStemsOf(outTokens));
-  let hits = 0;
-  for (const term of prompt) if (covered(term, response)) hits++;
+  const hits = coveredTerms(prompt, response);
   const coverage = hits / prompt.size;
   // covering 40% of the prompt's terms already counts as fully on point
   let score = 0.3 + 0.7 * Math.min(1, coverage / 0.4);

@@ -2,6 +2,7 @@
 // (matched case-insensitively) or a "/pattern/flags" regular expression (checked for safety).
 import type { Hit } from "./types.ts";
 import { compilePattern, parsePatternLiteral, type Pattern } from "./regex-safety.ts";
+import { SpanSet } from "./spans.ts";
 
 export interface CompiledAllowlist {
   literals: string[];
@@ -35,7 +36,8 @@ export function allowlistSpans(text: string, allowlist: CompiledAllowlist): Arra
       for (let at = lower.indexOf(lit); at >= 0; at = lower.indexOf(lit, at + 1)) spans.push([at, at + lit.length]);
     }
   }
-  for (const p of allowlist.patterns) spans.push(...p.matches(text));
+  // one push per match: a spread of tens of thousands of arguments overflows the stack
+  for (const p of allowlist.patterns) for (const span of p.matches(text)) spans.push(span);
   return spans;
 }
 
@@ -46,9 +48,11 @@ export function allowlistSpans(text: string, allowlist: CompiledAllowlist): Arra
 export function applyAllowlist(hits: Hit[], text: string, allowlist: CompiledAllowlist): Hit[] {
   if (hits.length === 0 || (allowlist.literals.length === 0 && allowlist.patterns.length === 0)) return hits;
   const spans = allowlistSpans(text, allowlist);
+  // one binary search per hit, not a scan of every allowlisted occurrence
+  const covered = SpanSet.ofPairs(spans);
   return hits.filter((hit) => {
     if (hit.whole) return spans.length === 0;
-    if (spans.some(([s, e]) => s <= hit.start && hit.end <= e)) return false;
+    if (covered.contains(hit.start, hit.end)) return false;
     const own = text.slice(hit.start, hit.end);
     if (allowlist.literals.includes(own.toLowerCase())) return false;
     return !allowlist.patterns.some((p) => p.matchesWhole(own));

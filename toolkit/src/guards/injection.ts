@@ -10,6 +10,7 @@
 import type { GuardDefinition, Hit } from "./types.ts";
 import type { TextView } from "./text.ts";
 import { anyOf, deLeet, despace, excerpt, noisyOr, normalise, toOriginal } from "./text.ts";
+import { SpanSet } from "./spans.ts";
 
 export const INJECTION_KINDS = [
   "instruction_override",
@@ -604,12 +605,11 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
   // leetspeak ("1gn0re all previous instructi0ns"): the deep signals again on the de-leeted view
   const leet = deLeet(view.text);
   if (leet) {
-    const before = hits.length;
     const extra: Hit[] = [];
     runSignals(DEEP, leet, text, view, extra, (label, s, e) => `${label} (obfuscated): "${excerpt(text.slice(s, e))}"`);
-    for (const h of extra) {
-      if (!hits.slice(0, before).some((p) => p.kind === h.kind && p.start === h.start)) hits.push(h);
-    }
+    // kept unless a hit on the view has its kind and start (a set of those, not a scan per hit)
+    const found = new Set(hits.map((p) => `${p.kind}:${p.start}`));
+    for (const h of extra) if (!found.has(`${h.kind}:${h.start}`)) hits.push(h);
   }
 
   // letter-spaced words ("i g n o r e   a l l   p r e v i o u s"): the deep signals on the joined
@@ -618,7 +618,20 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
   if (joined) {
     const extra: Hit[] = [];
     runSignals(DEEP, joined, text, null, extra, (label) => `${label} (letter-spaced)`, [0, text.length]);
-    for (const h of extra) if (!hits.some((p) => p.kind === h.kind && p.description.startsWith(signalOf(h)))) hits.push(h);
+    // kept unless a hit of its kind already has its signal (a description that starts with the
+    // extra's). A long text has many hits and many extras, but the extras have few signals: each
+    // is looked for among the hits once, and an extra kept ends the search for its signal.
+    const had = new Map<string, boolean>();
+    const kept: Hit[] = [];
+    for (const h of extra) {
+      const signal = signalOf(h);
+      const key = `${h.kind}:${signal}`;
+      let found = had.get(key);
+      if (found === undefined) had.set(key, (found = hits.some((p) => p.kind === h.kind && p.description.startsWith(signal))));
+      if (found || kept.some((p) => p.kind === h.kind && p.description.startsWith(signal))) continue;
+      hits.push(h);
+      kept.push(h);
+    }
   }
 
   // base64 blobs that decode to an injection
@@ -661,12 +674,12 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
   // talking about injections is not injecting: in a text about them, quoted phrases count at 40%,
   // and so do the names of jailbreaks in a question ("how do I defend against DAN prompts?")
   if (hits.length > 0 && META.test(view.text)) {
-    const quoted: Array<[number, number]> = [];
+    const quoted = new SpanSet();
     QUOTED.lastIndex = 0;
-    for (const q of text.matchAll(QUOTED)) quoted.push([q.index, q.index + q[0].length]);
+    for (const q of text.matchAll(QUOTED)) quoted.add(q.index, q.index + q[0].length);
     const question = text.includes("?");
     for (const h of hits) {
-      const inQuotes = quoted.some(([s, e]) => s <= h.start && h.end <= e);
+      const inQuotes = quoted.contains(h.start, h.end);
       if (inQuotes || (question && h.kind === "jailbreak_persona")) {
         h.score = Math.round(h.score * 0.4 * 1000) / 1000;
         h.description += inQuotes ? " (quoted, in a question about injections)" : " (named, in a question about injections)";

@@ -11,6 +11,7 @@ import type { GuardDefinition, Hit } from "./types.ts";
 import type { TextView } from "./text.ts";
 import { anyOf, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
 import { WordPrefilter } from "./word-prefilter.ts";
+import { lowerBound, SpanSet, upperBound } from "./spans.ts";
 
 export const TOXICITY_CATEGORIES = ["slur", "threat", "self_harm", "hate", "harassment", "profanity", "sexual"] as const;
 export type ToxicityCategory = (typeof TOXICITY_CATEGORIES)[number];
@@ -90,10 +91,34 @@ export function wordMatcher(): { matcher: RegExpMatcher; prefilter: WordPrefilte
       whitelistedTerms: [...(built.whitelistedTerms ?? []), ...WHITELIST],
       ...englishRecommendedTransformers,
     });
+    searchWhitelistByBisection(matcher);
     // the prefilter transforms texts with the very transformers the matcher was given
     wordList = { matcher, prefilter: WordPrefilter.for(matcher, englishRecommendedTransformers.blacklistMatcherTransformers ?? []) };
   }
   return wordList;
+}
+
+/**
+ * obscenity (0.4) drops a match that lies inside an occurrence of a whitelisted term by asking an
+ * IntervalCollection of the occurrences, which scans every occurrence that starts at or before the
+ * match: matches x occurrences, quadratic on a long text full of both ("shiitake shit" repeated).
+ * This gives the matcher's collections the same question answered by binary search (is there an
+ * interval [lo, hi] with lo <= start and end <= hi: SpanSet.contains), built on the first question.
+ * If the matcher has no such method (another obscenity version), it is left as it is: slower, never
+ * different.
+ */
+function searchWhitelistByBisection(matcher: RegExpMatcher): void {
+  type Intervals = Iterable<[number, number]> & { query(lower: number, upper: number): boolean };
+  const m = matcher as unknown as { getWhitelistedIntervals?: (input: string) => Intervals };
+  const collect = m.getWhitelistedIntervals;
+  if (typeof collect !== "function") return;
+  m.getWhitelistedIntervals = function (this: unknown, input: string): Intervals {
+    const intervals = collect.call(this, input);
+    if (typeof intervals?.query !== "function" || typeof intervals[Symbol.iterator] !== "function") return intervals;
+    let set: SpanSet | null = null;
+    intervals.query = (lower, upper) => (set ??= SpanSet.ofPairs(intervals)).contains(lower, upper);
+    return intervals;
+  };
 }
 
 /** obscenity's matches in a text, skipping its full pass when the prefilter proves there are none. */
@@ -375,16 +400,18 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
       description: `${WORD_LABEL[category] ?? "profanity"}${aimed ? " aimed at someone" : ""} (${maskWord(word)})`,
     });
   }
-  const words = hits.map((h) => [h.start, h.end] as const);
+  // the word hits so far, in order of start (obscenity's matches are sorted by position, and there
+  // is one hit per span): what the patterns' descriptions mask, found by binary search
+  const words: WordSpans = { spans: hits.map((h) => [h.start, h.end] as const), starts: hits.map((h) => h.start) };
   // profanity or an insult in the same sentence as a group named as a whole ("fucking migrants",
   // "hindus and muslims are the same shit"): abuse of a group, not emphasis
-  if (hits.some((h) => h.kind === "profanity" || h.kind === "harassment")) {
+  const abusive = hits.filter((h) => h.kind === "profanity" || h.kind === "harassment");
+  if (abusive.length > 0) {
+    const starts = abusive.map((h) => h.start);
     GROUP_MENTION.lastIndex = 0;
     for (const g of view.text.matchAll(GROUP_MENTION)) {
       const [gs, ge] = toOriginal(view, g.index, g.index + g[0].length);
-      const near = hits.find(
-        (h) => (h.kind === "profanity" || h.kind === "harassment") && sameSentence(text, Math.min(gs, h.start), Math.max(ge, h.end)),
-      );
+      const near = firstInSentence(text, abusive, starts, gs, ge);
       if (!near) continue;
       hits.push({
         kind: "hate",
@@ -416,34 +443,64 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
 
 const GROUP_MENTION = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
 
+/** The longest span sameSentence accepts. */
+const SENTENCE = 160;
+
 /** Whether text[start, end) lies within one sentence (no sentence end or line break inside). */
 function sameSentence(text: string, start: number, end: number): boolean {
-  return end - start <= 160 && !/[.!?\n]/.test(text.slice(start, end).replace(/\.{2,}/g, ","));
+  return end - start <= SENTENCE && !/[.!?\n]/.test(text.slice(start, end).replace(/\.{2,}/g, ","));
+}
+
+/**
+ * The first of `hits` (sorted by start; `starts` are their starts) in one sentence with the group
+ * mention text[gs, ge), as hits.find would find it. Together with the mention, a hit that starts
+ * more than SENTENCE characters before the mention ends, or more than SENTENCE characters after it
+ * starts, spans more than SENTENCE characters: only the hits that start in between are tried, the
+ * first of them found by binary search (a long text has many mentions and many hits, and trying
+ * every hit for every mention is quadratic).
+ */
+function firstInSentence(text: string, hits: readonly Hit[], starts: readonly number[], gs: number, ge: number): Hit | undefined {
+  for (let i = lowerBound(starts, ge - SENTENCE); i < hits.length && starts[i]! <= gs + SENTENCE; i++) {
+    const h = hits[i]!;
+    if (sameSentence(text, Math.min(gs, h.start), Math.max(ge, h.end))) return h;
+  }
+  return undefined;
 }
 
 /** Whether the clause before an original offset negates what follows. */
 function negatedAt(view: TextView, start: number): boolean {
-  let i = start;
-  if (view.offsets) while (i > 0 && (view.offsets[i] ?? Infinity) > start) i--;
+  // the last view position at or before `start` whose original offset is at most `start` (the
+  // offsets never decrease: a binary search, not a walk back over every character the view dropped)
+  const i = view.offsets ? Math.max(0, Math.min(start, upperBound(view.offsets, start) - 1)) : start;
   return NEGATED_BEFORE.test(view.text.slice(Math.max(0, i - 60), i));
 }
 
 /** Hits inside quotes, in a text that talks about words, count at 40%. */
 function discountMentions(text: string, hits: Hit[]): void {
   QUOTED.lastIndex = 0;
-  const quoted = [...text.matchAll(QUOTED)].map((q) => [q.index, q.index + q[0].length] as const);
+  const quoted = new SpanSet();
+  for (const q of text.matchAll(QUOTED)) quoted.add(q.index, q.index + q[0].length);
   for (const h of hits) {
-    if (!quoted.some(([s, e]) => s <= h.start && h.end <= e)) continue;
+    if (!quoted.contains(h.start, h.end)) continue;
     h.score = Math.round(h.score * 0.4 * 1000) / 1000;
     h.description += " (quoted, mentioned rather than used)";
   }
 }
 
+/** Word spans sorted by start, and their starts (for binary search). */
+interface WordSpans {
+  spans: ReadonlyArray<readonly [number, number]>;
+  starts: readonly number[];
+}
+
 /** text[start, end) with the listed words inside it masked, so a description never spells one out. */
-function maskSpans(text: string, start: number, end: number, words: ReadonlyArray<readonly [number, number]>): string {
+function maskSpans(text: string, start: number, end: number, words: WordSpans): string {
   let out = "";
   let cursor = start;
-  for (const [s, e] of words) {
+  // a word that starts before `start` or at `end` or later is never inside: only those in between
+  // are looked at, from the first of them (a binary search, not a scan of every word of the text)
+  for (let i = lowerBound(words.starts, start); i < words.spans.length && words.starts[i]! < end; i++) {
+    const [s, e] = words.spans[i]!;
     if (s < cursor || e > end) continue;
     out += text.slice(cursor, s) + maskWord(text.slice(s, e));
     cursor = e;

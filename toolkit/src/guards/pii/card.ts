@@ -5,7 +5,7 @@ import { isCreditCard } from "./validators.ts";
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
-import { contextBefore, overlapsAny, scan } from "./common.ts";
+import { contextBefore, scan } from "./common.ts";
 
 const CANDIDATE = /(?<![\w.,-])\d(?:[ -]?\d){12,18}(?![\w]|[.,-]\d)/g;
 const CARD_WORDS = /\b(?:card|visa|mastercard|amex|credit|debit|cc|pan|payment|pay)\b/i;
@@ -65,7 +65,7 @@ export const detectCards: PiiDetector = (text, claimed) => {
     const raw = m[0];
     const start = m.index;
     const end = start + raw.length;
-    if (overlapsAny(claimed, start, end) || !plausibleGrouping(raw)) continue;
+    if (claimed.overlaps(start, end) || !plausibleGrouping(raw)) continue;
     const digits = raw.replace(/\D/g, "");
     if (!isCard(digits)) continue;
     const score = contextBefore(text, start, CARD_WORDS) ? 0.97 : 0.92;

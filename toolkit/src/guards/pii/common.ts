@@ -1,5 +1,6 @@
 // Shared pieces of the PII detectors.
 import type { Hit } from "../types.ts";
+import type { SpanSet } from "../spans.ts";
 
 /** The kinds of sensitive data the pii_detection guard finds (match `kind` values). */
 export const PII_KINDS = [
@@ -27,13 +28,12 @@ export interface PiiConfig {
   phoneRegions?: readonly string[] | undefined;
 }
 
-/** A detector sees the text and the spans earlier (higher-priority) detectors claimed. */
-export type PiiDetector = (text: string, claimed: readonly Hit[], config: PiiConfig) => Hit[];
-
-export function overlapsAny(claimed: readonly Hit[], start: number, end: number): boolean {
-  for (const h of claimed) if (h.start < end && start < h.end) return true;
-  return false;
-}
+/**
+ * A detector sees the text and the spans earlier (higher-priority) detectors claimed; it skips a
+ * candidate that overlaps one of them (`claimed.overlaps`, a binary search: on a long text the
+ * candidates and the claimed spans are both many).
+ */
+export type PiiDetector = (text: string, claimed: Pick<SpanSet, "overlaps">, config: PiiConfig) => Hit[];
 
 /** Is one of the words (regex source) within `window` characters before `start`? */
 export function contextBefore(text: string, start: number, words: RegExp, window = 40): boolean {

@@ -4,7 +4,8 @@ import { hash } from "node:crypto";
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
-import { overlapsAny, scan } from "./common.ts";
+import { scan } from "./common.ts";
+import { SpanSet } from "../spans.ts";
 
 const BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz";
 const BASE58_ADDR = /(?<![A-Za-z0-9])[13][1-9A-HJ-NP-Za-km-z]{25,34}(?![A-Za-z0-9])/g;
@@ -75,10 +76,12 @@ export function isBech32Address(addr: string): boolean {
 
 export const detectCrypto: PiiDetector = (text, claimed) => {
   const hits: Hit[] = [];
+  const mine = new SpanSet(); // the spans of hits, for the next scans
   const push = (start: number, value: string, score: number, what: string) => {
     const end = start + value.length;
-    if (overlapsAny(claimed, start, end) || overlapsAny(hits, start, end)) return;
+    if (claimed.overlaps(start, end) || mine.overlaps(start, end)) return;
     hits.push({ kind: "crypto_address", start, end, score, description: `${what} ending ${lastChars(value, 4)}` });
+    mine.add(start, end);
   };
   if (text.includes("0x")) for (const m of scan(ETH_ADDR, text)) push(m.index, m[0], 0.85, "Ethereum address");
   if (/[bt]c1/i.test(text)) for (const m of scan(BECH32_ADDR, text)) if (isBech32Address(m[0])) push(m.index, m[0], 0.9, "Bitcoin address");

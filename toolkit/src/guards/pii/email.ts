@@ -3,7 +3,7 @@ import { isEmail } from "./validators.ts";
 import type { Hit } from "../types.ts";
 import { maskEmail } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
-import { overlapsAny, scan } from "./common.ts";
+import { scan } from "./common.ts";
 
 // The lookbehind makes every candidate start at the beginning of a run of local-part characters,
 // so the scan stays linear on long runs without an "@".
@@ -17,7 +17,7 @@ export const detectEmails: PiiDetector = (text, claimed) => {
     const value = m[0];
     const start = m.index;
     const end = start + value.length;
-    if (overlapsAny(claimed, start, end) || !isEmail(value)) continue;
+    if (claimed.overlaps(start, end) || !isEmail(value)) continue;
     hits.push({ kind: "email", start, end, score: 0.9, description: `email address ${maskEmail(value)}` });
   }
   return hits;

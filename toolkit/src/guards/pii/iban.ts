@@ -4,7 +4,7 @@ import { electronicFormatIBAN, isValidIBAN } from "ibantools";
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
-import { overlapsAny, scan } from "./common.ts";
+import { scan } from "./common.ts";
 
 // Electronic form, or print form in groups of four separated by single spaces (the last group
 // shorter). Every repetition starts at a fixed character, so a failing candidate cannot make the
@@ -23,7 +23,7 @@ export const detectIbans: PiiDetector = (text, claimed) => {
       const iban = electronicFormatIBAN(raw) ?? "";
       if (isValidIBAN(iban)) {
         const end = start + raw.length;
-        if (!overlapsAny(claimed, start, end)) {
+        if (!claimed.overlaps(start, end)) {
           hits.push({ kind: "iban", start, end, score: 0.95, description: `IBAN (${iban.slice(0, 2)}) ending ${lastChars(iban, 4)}` });
         }
         break;

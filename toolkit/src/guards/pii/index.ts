@@ -4,6 +4,7 @@
 import type { GuardDefinition, Hit } from "../types.ts";
 import type { PiiConfig, PiiDetector, PiiKind } from "./common.ts";
 import { PII_KINDS } from "./common.ts";
+import { SpanSet } from "../spans.ts";
 import { detectCards } from "./card.ts";
 import { detectCrypto } from "./crypto.ts";
 import { detectEmails } from "./email.ts";
@@ -37,9 +38,12 @@ const ALL_KINDS: ReadonlySet<string> = new Set(PII_KINDS);
 export function detectPii(text: string, config: PiiConfig = {}): Hit[] {
   const wanted: ReadonlySet<string> = config.entities ? new Set(config.entities) : ALL_KINDS;
   const hits: Hit[] = [];
+  // the spans claimed so far, sorted once per step that added some (SpanSet: a binary search per candidate)
+  let claimed = new SpanSet();
   for (const step of PII_CHAIN) {
     if (!step.kinds.some((k) => wanted.has(k))) continue;
-    for (const hit of step.detect(text, hits, config)) if (wanted.has(hit.kind)) hits.push(hit);
+    if (claimed.size < hits.length) claimed = SpanSet.of(hits);
+    for (const hit of step.detect(text, claimed, config)) if (wanted.has(hit.kind)) hits.push(hit);
   }
   return hits.sort((a, b) => a.start - b.start);
 }

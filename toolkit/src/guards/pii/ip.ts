@@ -4,7 +4,8 @@
 import { isIP } from "./validators.ts";
 import type { Hit } from "../types.ts";
 import type { PiiDetector } from "./common.ts";
-import { overlapsAny, scan } from "./common.ts";
+import { scan } from "./common.ts";
+import { SpanSet } from "../spans.ts";
 
 const OCTET = "(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)";
 const IPV4 = new RegExp(`(?<![\\w.])${OCTET}(?:\\.${OCTET}){3}(?![\\w]|\\.\\d)`, "g");
@@ -35,14 +36,16 @@ export function ipv6Score(ip: string): number {
 
 export const detectIps: PiiDetector = (text, claimed) => {
   const hits: Hit[] = [];
+  const mine = new SpanSet(); // the spans of hits, for the IPv6 scan
   if (/\d\.\d/.test(text)) {
     for (const m of scan(IPV4, text)) {
       const start = m.index;
       const end = start + m[0].length;
-      if (overlapsAny(claimed, start, end)) continue;
+      if (claimed.overlaps(start, end)) continue;
       if (VERSION_WORDS.test(text.slice(Math.max(0, start - 12), start))) continue;
       const masked = m[0].replace(/\.\d+$/, ".x");
       hits.push({ kind: "ip_address", start, end, score: ipv4Score(m[0]), description: `IPv4 address ${masked}` });
+      mine.add(start, end);
     }
   }
   // IPV6 needs two colons with at most four hex digits between them: most texts with a colon have none
@@ -54,9 +57,10 @@ export const detectIps: PiiDetector = (text, claimed) => {
       if (groups.length < 3 || !/\d/.test(value) || !isIP(value, 6)) continue;
       const start = m.index;
       const end = start + value.length;
-      if (overlapsAny(claimed, start, end) || overlapsAny(hits, start, end)) continue;
+      if (claimed.overlaps(start, end) || mine.overlaps(start, end)) continue;
       const prefix = value.split(":").slice(0, 2).join(":");
       hits.push({ kind: "ip_address", start, end, score: ipv6Score(value), description: `IPv6 address ${prefix}:…` });
+      mine.add(start, end);
     }
   }
   return hits;

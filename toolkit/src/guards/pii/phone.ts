@@ -7,7 +7,7 @@ import { parsePhoneNumberFromString } from "libphonenumber-js/max";
 import type { CountryCode } from "libphonenumber-js/max";
 import type { Hit } from "../types.ts";
 import type { PiiDetector } from "./common.ts";
-import { contextBefore, overlapsAny, scan } from "./common.ts";
+import { contextBefore, scan } from "./common.ts";
 import { ownCopy } from "../text.ts";
 
 /** Regions whose national formats are recognised by default. */
@@ -85,7 +85,7 @@ export const detectPhones: PiiDetector = (text, claimed, config) => {
     const end = start + raw.length;
     const digits = raw.replace(/\D/g, "");
     if (digits.length < 7 || digits.length > 15) continue;
-    if (overlapsAny(claimed, start, end)) continue;
+    if (claimed.overlaps(start, end)) continue;
     if (DATE.test(raw) || THOUSANDS.test(raw)) continue;
     // "2-3-4-5-6-7-8": numbers are written in groups of two or more digits
     if ((raw.match(/(?:^|\D)\d(?=\D|$)/g)?.length ?? 0) >= 3) continue;

@@ -6,7 +6,8 @@ import { isJWT } from "./validators.ts";
 import type { Hit } from "../types.ts";
 import { anyOf, charClasses, entropy } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
-import { overlapsAny, scan } from "./common.ts";
+import { scan } from "./common.ts";
+import { SpanSet } from "../spans.ts";
 
 interface KeyRule {
   name: string;
@@ -81,14 +82,19 @@ export function secretValueScore(value: string, viaIs: boolean): number {
 
 export const detectSecrets: PiiDetector = (text, claimed) => {
   const hits: Hit[] = [];
-  const taken = (s: number, e: number) => overlapsAny(claimed, s, e) || overlapsAny(hits, s, e);
+  const mine = new SpanSet(); // the spans of hits, for the next scans
+  const taken = (s: number, e: number) => claimed.overlaps(s, e) || mine.overlaps(s, e);
+  const keep = (hit: Hit) => {
+    hits.push(hit);
+    mine.add(hit.start, hit.end);
+  };
   if (text.includes("PRIVATE KEY")) {
     for (const m of scan(PEM, text)) {
       const start = m.index;
       const end = start + m[0].length;
       if (taken(start, end)) continue;
       const algo = (m[1] ?? "").trim();
-      hits.push({ kind: "private_key", start, end, score: 0.99, description: `PEM private key${algo ? ` (${algo})` : ""}` });
+      keep({ kind: "private_key", start, end, score: 0.99, description: `PEM private key${algo ? ` (${algo})` : ""}` });
     }
   }
   if (text.includes("eyJ")) {
@@ -96,7 +102,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
       const start = m.index;
       const end = start + m[0].length;
       if (taken(start, end) || !isJWT(m[0])) continue;
-      hits.push({ kind: "jwt", start, end, score: 0.9, description: `JSON Web Token (${m[0].length} chars)` });
+      keep({ kind: "jwt", start, end, score: 0.9, description: `JSON Web Token (${m[0].length} chars)` });
     }
   }
   for (const rule of KEY_RULES_GATE.test(text) ? KEY_RULES : []) {
@@ -104,7 +110,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
       const start = m.index;
       const end = start + m[0].length;
       if (taken(start, end) || (rule.check && !rule.check(m[0]))) continue;
-      hits.push({ kind: "api_key", start, end, score: rule.score, description: describeKey(rule, m[0]) });
+      keep({ kind: "api_key", start, end, score: rule.score, description: describeKey(rule, m[0]) });
     }
   }
   if (text.includes("://")) {
@@ -113,7 +119,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
       const start = m.index + m[0].length - 1 - password.length;
       const end = start + password.length;
       if (taken(start, end) || PLACEHOLDER.test(password)) continue;
-      hits.push({ kind: "secret", start, end, score: 0.9, description: `password in a URL (${password.length} chars)` });
+      keep({ kind: "secret", start, end, score: 0.9, description: `password in a URL (${password.length} chars)` });
     }
   }
   for (const m of scan(BEARER, text)) {
@@ -121,7 +127,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
     const start = m.index + m[0].length - value.length;
     const end = start + value.length;
     if (taken(start, end) || !mixed(value)) continue;
-    hits.push({ kind: "secret", start, end, score: 0.85, description: `bearer token (${value.length} chars)` });
+    keep({ kind: "secret", start, end, score: 0.85, description: `bearer token (${value.length} chars)` });
   }
   for (const m of scan(ASSIGNED, text)) {
     const value = m[3]!;
@@ -130,7 +136,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
     if (taken(start, end)) continue;
     const score = secretValueScore(value, /\b(?:is|was)\b/.test(m[2]!));
     if (score === 0) continue;
-    hits.push({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
+    keep({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
   }
   return hits;
 };

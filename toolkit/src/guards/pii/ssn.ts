@@ -3,7 +3,8 @@
 // words such as "SSN" or "social security".
 import type { Hit } from "../types.ts";
 import type { PiiDetector } from "./common.ts";
-import { contextBefore, overlapsAny, scan } from "./common.ts";
+import { contextBefore, scan } from "./common.ts";
+import { SpanSet } from "../spans.ts";
 
 const DELIMITED = /(?<![\w-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w-]|\.\d)/g;
 const BARE = /(?<![\w-])(\d{3})(\d{2})(\d{4})(?![\w-]|\.\d)/g;
@@ -18,11 +19,13 @@ export function isValidSsn(area: string, group: string, serial: string): boolean
 export const detectSsns: PiiDetector = (text, claimed) => {
   if (!/\d{3}/.test(text)) return [];
   const hits: Hit[] = [];
+  const mine = new SpanSet(); // the spans of hits, for the second scan
   const push = (m: RegExpExecArray, score: number) => {
     const start = m.index;
     const end = start + m[0].length;
-    if (overlapsAny(claimed, start, end) || overlapsAny(hits, start, end)) return;
+    if (claimed.overlaps(start, end) || mine.overlaps(start, end)) return;
     hits.push({ kind: "ssn", start, end, score, description: "US social security number (digits withheld)" });
+    mine.add(start, end);
   };
   for (const m of scan(DELIMITED, text)) {
     if (!isValidSsn(m[1]!, m[3]!, m[4]!)) continue;

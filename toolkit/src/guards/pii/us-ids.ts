@@ -6,7 +6,8 @@
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
-import { contextBefore, overlapsAny, scan } from "./common.ts";
+import { contextBefore, scan } from "./common.ts";
+import { SpanSet } from "../spans.ts";
 
 const ITIN = /(?<![\w-])9\d{2}([- ]?)(?:5\d|6[0-5]|7\d|8[0-8]|9[0-24-9])\1\d{4}(?![\w-]|\.\d)/g;
 const ITIN_WORDS = /\b(?:itin|taxpayer|tax id|tin|w-7|irs)\b/i;
@@ -18,10 +19,12 @@ const LICENCE =
 export const detectUsIds: PiiDetector = (text, claimed) => {
   if (!/\d{3}/.test(text)) return [];
   const hits: Hit[] = [];
+  const mine = new SpanSet(); // the spans of hits, for the next scans
   const push = (start: number, value: string, kind: string, score: number, description: string) => {
     const end = start + value.length;
-    if (overlapsAny(claimed, start, end) || overlapsAny(hits, start, end)) return;
+    if (claimed.overlaps(start, end) || mine.overlaps(start, end)) return;
     hits.push({ kind, start, end, score, description });
+    mine.add(start, end);
   };
   if (text.includes("9")) {
     for (const m of scan(ITIN, text)) {
