@@ -10,9 +10,9 @@
 // on points BERTH_GUARD_MODEL_DIR at a copy of the three files (docs/toolkit.md, Install).
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { cpSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { cacheRoot } from "./lib/pinned.ts";
+import { cachedDir } from "./lib/pinned.ts";
 import { evalSetFiles, loadEvalSet } from "./lib/guards-eval-set.ts";
 import { pythonVenv } from "./lib/python.ts";
 
@@ -38,35 +38,15 @@ export function guardModelDir(): string {
   const key = createHash("sha256");
   key.update(readFileSync(GUARD_MODEL_PY)).update(PACKAGES.join(" ")).update(String(GUARD_MODEL_LAYERS));
   for (const f of evalSetFiles()) key.update(readFileSync(f));
-  const dir = join(cacheRoot(), "guard-model", key.digest("hex").slice(0, 16));
-  if (existsSync(join(dir, "model.json"))) return dir;
-  const python = guardModelPython();
-  const items = loadEvalSet().map(({ text, split, source, labels }) => ({ text, split, source, labels }));
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  console.error(`building the guard classifier into ${dir}`);
-  try {
+  return cachedDir("guard-model", key.digest("hex").slice(0, 16), "model.json", (tmp) => {
+    const python = guardModelPython();
+    const items = loadEvalSet().map(({ text, split, source, labels }) => ({ text, split, source, labels }));
+    console.error(`building the guard classifier into ${tmp}`);
     execFileSync(python, [GUARD_MODEL_PY, "build", tmp], {
       input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }),
       stdio: ["pipe", 2, 2],
     });
-  } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
-    throw err;
-  }
-  try {
-    renameSync(tmp, dir);
-  } catch (err) {
-    // a concurrent build of the same inputs got there first: its result is this one's
-    rmSync(tmp, { recursive: true, force: true });
-    if (!existsSync(join(dir, "model.json"))) throw err;
-  }
-  // the builds of earlier inputs are of no further use (a build under way elsewhere, *.tmp-<pid>, is left alone)
-  for (const old of readdirSync(join(cacheRoot(), "guard-model"))) {
-    if (/^[0-9a-f]{16}$/.test(old) && join(cacheRoot(), "guard-model", old) !== dir)
-      rmSync(join(cacheRoot(), "guard-model", old), { recursive: true, force: true });
-  }
-  return dir;
+  });
 }
 
 if (import.meta.main) {

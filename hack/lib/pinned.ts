@@ -1,7 +1,7 @@
 // What hack/lib/common.sh defines, for TypeScript: the cache root, the pinned versions and the
 // paths of the cached binaries (its bin_path). Pure reads of common.sh and the environment, which
 // overrides a version as it does there.
-import { readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
@@ -10,6 +10,42 @@ const commonSh = readFileSync(join(import.meta.dirname, "common.sh"), "utf8");
 /** $BERTH_CACHE, else ~/.cache/berth (common.sh's BERTH_CACHE): everything built or downloaded. */
 export function cacheRoot(): string {
   return process.env.BERTH_CACHE || join(homedir(), ".cache/berth");
+}
+
+/**
+ * A directory of the cache made once per key: `<cache>/<area>/<key>` (key: 16 hex digits), built by
+ * `build` into a temporary sibling and renamed into place, so that a directory there is always
+ * whole; `done` is the file whose presence says so. A concurrent build of the same key that
+ * renamed first wins (its result is this one's). The directories of other keys are removed once
+ * this one is in place (builds under way elsewhere, *.tmp-<pid>, are left alone).
+ */
+export function cachedDir(area: string, key: string, done: string, build: (tmp: string) => void): string {
+  const parent = join(cacheRoot(), area);
+  const dir = join(parent, key);
+  if (existsSync(join(dir, done))) return dir;
+  const tmp = `${dir}.tmp-${process.pid}`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    build(tmp);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  if (!existsSync(join(tmp, done))) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new Error(`${area}: the build wrote no ${done}`);
+  }
+  try {
+    renameSync(tmp, dir);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    if (!existsSync(join(dir, done))) throw err;
+  }
+  for (const old of readdirSync(parent)) {
+    if (/^[0-9a-f]{16}$/.test(old) && old !== key) rmSync(join(parent, old), { recursive: true, force: true });
+  }
+  return dir;
 }
 
 /** A version pinned in common.sh (`NAME="${NAME:-v1.2.3}"`), overridable from the environment like there. */

@@ -4,10 +4,10 @@
 // without an index, kept in the cache, never in the repository.
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { DEBIAN_SUITE } from "../images.ts";
-import { cacheRoot } from "./pinned.ts";
+import { cachedDir, cacheRoot } from "./pinned.ts";
 
 const root = join(import.meta.dirname, "../..");
 
@@ -125,31 +125,24 @@ export function madeSampleWheels(): string {
  * installs it into a throwaway virtualenv and imports the wrapper.
  */
 export function sampleWheels(): string {
-  const parent = join(cacheRoot(), "python-sample-wheels");
-  const key = sampleWheelsKey();
-  const dir = join(parent, key);
-  if (existsSync(join(dir, ".berth-complete"))) return dir;
-  const python = toolkitPython();
-  const pip = join(python, "../pip");
-  const version = basePythonVersion();
-  const target = [
-    "--only-binary=:all:",
-    "--python-version",
-    version,
-    "--implementation",
-    "cp",
-    ...SAMPLE_WHEEL_PLATFORMS.flatMap((p) => ["--platform", p]),
-  ];
-  const quiet = ["--quiet", "--disable-pip-version-check"];
-  // the set holds what it was made and checked with alone: no other find-links of the environment
-  const { PIP_FIND_LINKS: _links, ...env } = process.env;
-  const run = (cmd: string, args: string[]): string =>
-    execFileSync(cmd, args, { stdio: ["ignore", "pipe", 2], encoding: "utf8", env: { ...env, PYTHONDONTWRITEBYTECODE: "1" } });
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  console.error(`making the sample's wheels (berth-toolkit, ${langchainCorePin()} for Python ${version}) in ${dir}`);
-  try {
+  return cachedDir("python-sample-wheels", sampleWheelsKey(), ".berth-complete", (tmp) => {
+    const python = toolkitPython();
+    const pip = join(python, "../pip");
+    const version = basePythonVersion();
+    const target = [
+      "--only-binary=:all:",
+      "--python-version",
+      version,
+      "--implementation",
+      "cp",
+      ...SAMPLE_WHEEL_PLATFORMS.flatMap((p) => ["--platform", p]),
+    ];
+    const quiet = ["--quiet", "--disable-pip-version-check"];
+    // the set holds what it was made and checked with alone: no other find-links of the environment
+    const { PIP_FIND_LINKS: _links, ...env } = process.env;
+    const run = (cmd: string, args: string[]): string =>
+      execFileSync(cmd, args, { stdio: ["ignore", "pipe", 2], encoding: "utf8", env: { ...env, PYTHONDONTWRITEBYTECODE: "1" } });
+    console.error(`making the sample's wheels (berth-toolkit, ${langchainCorePin()} for Python ${version}) in ${tmp}`);
     run(python, ["-m", "build", "--wheel", "--no-isolation", "--outdir", tmp, join(root, "toolkit/python")]);
     run(pip, ["download", ...quiet, ...target, "--dest", tmp, langchainCorePin()]);
     // complete: resolved for the target from these files alone (pip finds each already there)
@@ -165,22 +158,7 @@ export function sampleWheels(): string {
       console.error(`(python ${local} here, ${version} in the base image: the set was resolved for ${version} but not installed)`);
     }
     writeFileSync(join(tmp, ".berth-complete"), "");
-  } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
-    throw err;
-  }
-  try {
-    renameSync(tmp, dir);
-  } catch (err) {
-    // a concurrent run with the same key got there first: its set is this one's
-    rmSync(tmp, { recursive: true, force: true });
-    if (!existsSync(join(dir, ".berth-complete"))) throw err;
-  }
-  // the sets of earlier keys are of no further use (a set under way elsewhere, *.tmp-<pid>, is left alone)
-  for (const old of readdirSync(parent)) {
-    if (/^[0-9a-f]{16}$/.test(old) && old !== key) rmSync(join(parent, old), { recursive: true, force: true });
-  }
-  return dir;
+  });
 }
 
 // `node hack/lib/python.ts toolkit`: makes the toolkit's virtualenv and prints its python;
