@@ -6,41 +6,18 @@
 // path giving the same records as the wrapper, the API down for a while (nothing lost, nothing
 // twice), and the memory bound.
 import test from "ava";
-import { AIMessage, AIMessageChunk } from "@langchain/core/messages";
-import { ChatGenerationChunk } from "@langchain/core/outputs";
-import { FakeListChatModel } from "@langchain/core/utils/testing";
 import { composeRoutes, serviceReadiness } from "../../api/main.ts";
 import { createLogger } from "../../kube/logger.ts";
 import { buildServer, listen, type RunningServer } from "../../api/server.ts";
 import type { ConfigureOptions, GovernanceLogger } from "../../toolkit/src/index.ts";
 import { Governance, GuardBlockedError, parseConnection } from "../../toolkit/src/index.ts";
 import { withGovernance } from "../../toolkit/src/langchain/index.ts";
+import { UsageChatModel } from "../helpers/chat-models.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 import { freePort } from "../../hack/bench/proc.ts";
-
-/** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
-class UsageChatModel extends FakeListChatModel {
-  calls = 0;
-  override _formatGeneration(text: string) {
-    this.calls++;
-    return { message: new AIMessage({ content: text, usage_metadata: { input_tokens: 12, output_tokens: 30, total_tokens: 42 } }), text };
-  }
-  override _createResponseChunk(text: string, generationInfo?: Record<string, unknown>): ChatGenerationChunk {
-    const last = generationInfo !== undefined;
-    if (last) this.calls++;
-    return new ChatGenerationChunk({
-      message: new AIMessageChunk({
-        content: text,
-        ...(last ? { usage_metadata: { input_tokens: 9, output_tokens: 8, total_tokens: 17 } } : {}),
-      }),
-      text,
-      ...(generationInfo ? { generationInfo } : {}),
-    });
-  }
-}
 
 let api: TestApi;
 let port: number;

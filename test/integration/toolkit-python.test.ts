@@ -13,14 +13,12 @@ import { spawn, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { AIMessage, AIMessageChunk } from "@langchain/core/messages";
-import { ChatGenerationChunk } from "@langchain/core/outputs";
-import { FakeListChatModel } from "@langchain/core/utils/testing";
 import type { EngineConfigInput, Phase } from "../../toolkit/src/index.ts";
 import { Governance, GuardBlockedError, GuardEngine } from "../../toolkit/src/index.ts";
 import { withGovernance } from "../../toolkit/src/langchain/index.ts";
 import { toolkitPython } from "../../hack/lib/python.ts";
 import { freePort } from "../../hack/bench/proc.ts";
+import { UsageChatModel } from "../helpers/chat-models.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
 import { provisionApp, type ProvisionedApp } from "../helpers/governance.ts";
@@ -28,27 +26,6 @@ import { query } from "../helpers/db.ts";
 
 const root = join(import.meta.dirname, "../..");
 const fixtures = join(root, "test/fixtures/guards");
-
-/** The TypeScript side of the same calls: the toolkit-langchain test's UsageChatModel. */
-class UsageChatModel extends FakeListChatModel {
-  calls = 0;
-  override _formatGeneration(text: string) {
-    this.calls++;
-    return { message: new AIMessage({ content: text, usage_metadata: { input_tokens: 12, output_tokens: 30, total_tokens: 42 } }), text };
-  }
-  override _createResponseChunk(text: string, generationInfo?: Record<string, unknown>): ChatGenerationChunk {
-    const last = generationInfo !== undefined;
-    if (last) this.calls++;
-    return new ChatGenerationChunk({
-      message: new AIMessageChunk({
-        content: text,
-        ...(last ? { usage_metadata: { input_tokens: 9, output_tokens: 8, total_tokens: 17 } } : {}),
-      }),
-      text,
-      ...(generationInfo ? { generationInfo } : {}),
-    });
-  }
-}
 
 /** The connection names the Python tests read, and the app behind each. */
 const APPS = { default: "pydefault", templates: "pytemplates", records: "pyrecords", queue: "pyqueue" } as const;
