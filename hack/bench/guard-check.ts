@@ -36,7 +36,7 @@ import {
   usesClassifier,
 } from "../../toolkit/src/index.ts";
 import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
-import { freePort } from "./proc.ts";
+import { freePort, untilHealthy } from "./proc.ts";
 import { quantile } from "./series.ts";
 
 const { values } = parseArgs({
@@ -103,16 +103,7 @@ async function startServer(url: string, port: number): Promise<ChildProcess> {
     },
     stdio: ["ignore", "ignore", "inherit"],
   });
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child;
-    } catch {
-      /* not yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill();
-  throw new Error("the API did not start");
+  return untilHealthy(child, port);
 }
 
 // ---- measurement -------------------------------------------------------------------------------

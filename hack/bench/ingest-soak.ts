@@ -28,7 +28,7 @@ import { openOrm } from "../../api/db/orm.ts";
 import { uncachedApps } from "../../api/governance/stores/apps.ts";
 import { Governance } from "../../api/governance/service.ts";
 import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
-import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
+import { cpuSeconds, freePort, rssMiB, untilHealthy } from "./proc.ts";
 import { trend } from "./series.ts";
 
 const { values } = parseArgs({
@@ -128,16 +128,7 @@ async function startServer(url: string, port: number): Promise<ChildProcess> {
       liveHeap.set(m[1]!, list);
     }
   });
-  for (let i = 0; i < 300; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child;
-    } catch {
-      /* not yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill();
-  throw new Error("the API did not start");
+  return untilHealthy(child, port, 300);
 }
 
 const db = `bench_soak_${randomBytes(4).toString("hex")}`;

@@ -35,7 +35,7 @@ import { scoreTraces } from "../../api/governance/ingest/scoring.ts";
 import { engineInput } from "../../api/governance/configs/observability.ts";
 import { GuardEngine } from "../../toolkit/src/index.ts";
 import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
-import { cpuSeconds, freePort, machineTicks, postgresCpuSeconds, threadCpuSeconds } from "./proc.ts";
+import { cpuSeconds, freePort, machineTicks, postgresCpuSeconds, threadCpuSeconds, untilHealthy } from "./proc.ts";
 
 const { values } = parseArgs({
   options: {
@@ -164,16 +164,7 @@ async function startServer(url: string, port: number): Promise<ChildProcess> {
     },
     stdio: ["ignore", process.env.BENCH_API_STDOUT ? "inherit" : "ignore", "inherit"],
   });
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child;
-    } catch {
-      /* not yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  child.kill();
-  throw new Error("the API did not start");
+  return untilHealthy(child, port);
 }
 
 // ---- runs ------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // What the benchmarks read about processes and the machine (Linux /proc), and a free local port.
 // CPU figures are in seconds, from clock ticks of 1/100 s.
+import type { ChildProcess } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 
@@ -83,6 +84,23 @@ export function machineTicks(): { busy: number; total: number } {
 /** Resident memory of a process in MiB. */
 export function rssMiB(pid: number): number {
   return (Number(readFileSync(`/proc/${pid}/statm`, "utf8").split(" ")[1]) * 4096) / 2 ** 20;
+}
+
+/**
+ * Waits until the API that `child` runs answers GET /healthz on 127.0.0.1:`port` (tries every
+ * 100 ms, `tries` times), and returns it; else kills it and throws.
+ */
+export async function untilHealthy(child: ChildProcess, port: number, tries = 200): Promise<ChildProcess> {
+  for (let i = 0; i < tries; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return child;
+    } catch {
+      /* not yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  child.kill();
+  throw new Error("the API did not start");
 }
 
 /** A TCP port on 127.0.0.1 that was free a moment ago. */
