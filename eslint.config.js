@@ -9,7 +9,7 @@ function layer(files, forbidden, message) {
 }
 
 export default tseslint.config(
-  { ignores: ["node_modules/**", ".local/**", "toolkit/dist/**", "charts/**", "**/*.tmp.ts"] },
+  { ignores: ["node_modules/**", ".local/**", "toolkit/dist/**", "charts/**", "**/*.tmp.ts", "api/console/web/openapi.gen.ts"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

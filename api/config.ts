@@ -287,6 +287,25 @@ export const ConfigSchema = z.object({
     .max(30 * 86400)
     .default(12 * 3600)
     .describe("How long a share cookie lasts (never past the share's expiresAt)"),
+  BERTH_CONSOLE_DIR: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("The console's built files (node hack/console.ts); the image sets it. Without it /console answers 404 console_not_built"),
+  BERTH_CONSOLE_SESSION_SECONDS: z.coerce
+    .number()
+    .int()
+    .min(60)
+    .max(7 * 86400)
+    .default(8 * 3600)
+    .describe("How long a console session lasts after sign-in"),
+  BERTH_CONSOLE_MAX_SESSIONS_PER_KEY: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1000)
+    .default(20)
+    .describe("Live console sessions one workspace key may hold; signing in once more ends its oldest"),
   BERTH_OIDC_ISSUER_URL: z
     .url()
     .optional()

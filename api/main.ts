@@ -20,6 +20,9 @@ import { analyticsRoutes } from "./governance/reads/analytics/routes.ts";
 import { buildOpenApiDocument, type OpenApiDocument, type OpenApiInfo } from "./http/openapi.ts";
 import { Outbound, OutboundPolicy } from "./http/outbound.ts";
 import { RateLimiter } from "./http/limits.ts";
+import { consoleRoutes } from "./console/routes.ts";
+import { ConsoleSessions } from "./console/sessions.ts";
+import { loadConsole, type ConsoleFiles } from "./console/static.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer, workspaceSetup } from "./workspaces/namespaces.ts";
 import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
@@ -74,6 +77,10 @@ export interface Services {
   appKeyVerifier: AppKeyVerifier;
   /** Verifies the operator's ServiceAccount token on "operator" routes (given to buildServer). */
   operatorVerifier: OperatorVerifier;
+  /** Console sessions (given to buildServer: a session cookie stands for its key). */
+  sessions: ConsoleSessions;
+  /** The console's files (BERTH_CONSOLE_DIR), served under /console; undefined when not configured. */
+  console: ConsoleFiles | undefined;
 }
 
 export function buildServices(deps: {
@@ -122,6 +129,7 @@ export function buildServices(deps: {
           now: () => new Date(),
         })
       : undefined;
+  const keys = new ApiKeyService({ log: logger, maxPerWorkspace: config.BERTH_MAX_KEYS_PER_WORKSPACE });
   const governance = new Governance({
     orm,
     apps,
@@ -172,7 +180,7 @@ export function buildServices(deps: {
       log: logger.child({ component: "forward-auth" }),
       now: () => new Date(),
     }),
-    keys: new ApiKeyService({ log: logger, maxPerWorkspace: config.BERTH_MAX_KEYS_PER_WORKSPACE }),
+    keys,
     adminKeys: new PlatformAdminKeyService({ log: logger }),
     apps: appsService,
     deployments: new DeploymentsService({
@@ -198,6 +206,13 @@ export function buildServices(deps: {
       username: config.BERTH_OPERATOR_USERNAME,
       audience: config.BERTH_OPERATOR_TOKEN_AUDIENCE,
     }),
+    sessions: new ConsoleSessions({
+      keys,
+      ttlSeconds: config.BERTH_CONSOLE_SESSION_SECONDS,
+      maxPerKey: config.BERTH_CONSOLE_MAX_SESSIONS_PER_KEY,
+      secure: config.BERTH_PUBLIC_URL?.startsWith("https:") ?? false,
+    }),
+    console: config.BERTH_CONSOLE_DIR ? loadConsole(config.BERTH_CONSOLE_DIR) : undefined,
   };
 }
 
@@ -241,6 +256,7 @@ export function composeRoutes(s: Services): RouteDef[] {
     ...domainRoutes(s.domains),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),
+    ...consoleRoutes({ sessions: s.sessions }),
     // ---- Module routes are added here. ----------------------------------------------------
   ];
 }
@@ -304,6 +320,8 @@ async function main(argv: string[]): Promise<void> {
     adminKeys: services.adminKeys,
     appKeyVerifier: services.appKeyVerifier,
     operatorVerifier: services.operatorVerifier,
+    sessions: services.sessions,
+    console: services.console,
   });
   const running = await listen(app, {
     host: config.BERTH_API_HOST,

@@ -20,6 +20,8 @@ import { RateLimits } from "./http/limits.ts";
 import { cidrMatcher } from "./http/outbound.ts";
 import { apiRouter, fallback } from "./http/router.ts";
 import { bareDispatcher, type BareDispatch } from "./http/bare.ts";
+import { consoleMiddleware, type ConsoleFiles } from "./console/static.ts";
+import type { ConsoleSessions } from "./console/sessions.ts";
 import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
 
 export interface ReadinessCheck {
@@ -43,6 +45,10 @@ export interface ServerDeps {
   /** Default: fresh stateless services. */
   keys?: ApiKeyService;
   adminKeys?: PlatformAdminKeyService;
+  /** Console sessions: a session cookie then stands for its workspace key on workspace routes. */
+  sessions?: ConsoleSessions;
+  /** The console's files, served under /console; undefined: /console answers console_not_built. */
+  console?: ConsoleFiles | undefined;
   info?: OpenApiInfo;
   /** The clock of the rate limits, in ms; default Date.now (tests pass their own). */
   now?: () => number;
@@ -90,6 +96,7 @@ export function buildServer(deps: ServerDeps): Koa {
     adminKeys: deps.adminKeys ?? new PlatformAdminKeyService({ log: logger }),
     appKeyVerifier: deps.appKeyVerifier,
     operatorVerifier: deps.operatorVerifier,
+    sessions: deps.sessions,
   });
 
   const lifecycle: Lifecycle = { draining: false };
@@ -152,6 +159,7 @@ export function buildServer(deps: ServerDeps): Koa {
     }
   });
   app.use(problemMiddleware());
+  app.use(consoleMiddleware(deps.console));
   app.use(root.routes());
   app.use(api.routes());
   app.use(fallback([root, api]));

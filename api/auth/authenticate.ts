@@ -1,5 +1,7 @@
 // Establishes the caller of a route from its Authorization header, according to the route's
-// AuthMode, and scopes workspace-bound callers to the workspace named in the path.
+// AuthMode, and scopes workspace-bound callers to the workspace named in the path. On workspace
+// routes, a request without an Authorization header may instead carry a console session cookie
+// (api/console/sessions.ts): it acts as the workspace key that opened the session.
 //
 //   no header / other scheme / malformed / unknown / revoked  -> 401 unauthorized
 //   a valid key of another kind (e.g. pa_sk_ on a workspace route) -> 403 insufficient_scope
@@ -13,6 +15,7 @@ import { ForbiddenError, NotFoundError, UnauthorizedError } from "../errors.ts";
 import type { Logger } from "../../kube/logger.ts";
 import type { AppKeyVerifier, AuthMode, Caller, OperatorVerifier } from "../http/route.ts";
 import type { ApiKeyService, PlatformAdminKeyService } from "./keys.ts";
+import type { ConsoleSessions } from "../console/sessions.ts";
 import { APP_KEY_PREFIX, PLATFORM_ADMIN_KEY_PREFIX, WORKSPACE_KEY_PREFIX, bearerToken } from "./tokens.ts";
 
 /** Path parameters that name a workspace (docs/spec.md uses both spellings). */
@@ -20,6 +23,11 @@ export const WORKSPACE_PARAMS = ["wsId", "workspaceId"] as const;
 
 export interface AuthRequest {
   authorization: string | undefined;
+  /** The Cookie header: a console session stands for its workspace key when no Authorization is sent. */
+  cookie?: string | undefined;
+  method?: string;
+  /** The X-Berth-CSRF header, which a write through a console session must carry. */
+  csrf?: string | undefined;
   params: Readonly<Record<string, string>>;
   em: EntityManager;
   log: Logger;
@@ -30,6 +38,8 @@ export interface AuthenticatorDeps {
   adminKeys: PlatformAdminKeyService;
   appKeyVerifier?: AppKeyVerifier | undefined;
   operatorVerifier?: OperatorVerifier | undefined;
+  /** Console sessions (api/console/sessions.ts); without them a session cookie is ignored. */
+  sessions?: ConsoleSessions | undefined;
 }
 
 export class Authenticator {
@@ -53,6 +63,10 @@ export class Authenticator {
    */
   async identify(mode: AuthMode, req: AuthRequest): Promise<Caller | undefined> {
     if (mode === "none") return undefined;
+    const { sessions } = this.#deps;
+    if (!req.authorization && (mode === "workspace" || mode === "workspace-or-platform-admin") && sessions?.hasCookie(req.cookie)) {
+      return sessions.authenticate(req.em, { cookie: req.cookie, method: req.method ?? "GET", csrf: req.csrf });
+    }
     const token = bearerToken(req.authorization);
     if (!token) {
       throw new UnauthorizedError(

@@ -4,6 +4,7 @@ import { Migrator } from "@mikro-orm/migrations";
 import { ApiKey, Workspace } from "../workspaces/entities.ts";
 import { PlatformAdminKey } from "../auth/entities.ts";
 import { GuardTemplate } from "../governance/configs/entities.ts";
+import { ConsoleSession } from "../console/entities.ts";
 import { Migration20261121000000_workspaces } from "./migrations/Migration20261121000000_workspaces.ts";
 import { Migration20261122000000_platform_admin_keys } from "./migrations/Migration20261122000000_platform_admin_keys.ts";
 import { Migration20261123000000_governance } from "./migrations/Migration20261123000000_governance.ts";
@@ -12,9 +13,10 @@ import { Migration20261125000000_guard_template_owner } from "./migrations/Migra
 import { Migration20261126000000_webhook_deliveries } from "./migrations/Migration20261126000000_webhook_deliveries.ts";
 import { Migration20261127000000_sign_in_tickets } from "./migrations/Migration20261127000000_sign_in_tickets.ts";
 import { Migration20261128000000_audit_restarts } from "./migrations/Migration20261128000000_audit_restarts.ts";
+import { Migration20261129000000_console_sessions } from "./migrations/Migration20261129000000_console_sessions.ts";
 
 /** The tables MikroORM maps; the governance module's other tables have one raw SQL module each (api/governance/configs/entities.ts). */
-export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate];
+export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate, ConsoleSession];
 
 /** Every migration, in order. A new migration is added here and committed. */
 export const MIGRATIONS = [
@@ -26,6 +28,7 @@ export const MIGRATIONS = [
   { name: "Migration20261126000000_webhook_deliveries", class: Migration20261126000000_webhook_deliveries },
   { name: "Migration20261127000000_sign_in_tickets", class: Migration20261127000000_sign_in_tickets },
   { name: "Migration20261128000000_audit_restarts", class: Migration20261128000000_audit_restarts },
+  { name: "Migration20261129000000_console_sessions", class: Migration20261129000000_console_sessions },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

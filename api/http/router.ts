@@ -17,6 +17,7 @@ import {
 } from "../errors.ts";
 import { WORKSPACE_PARAMS, type Authenticator } from "../auth/authenticate.ts";
 import { PayloadTooLargeError, readJsonBody } from "./body.ts";
+import { CSRF_HEADER } from "../console/sessions.ts";
 import { requestState } from "./context.ts";
 import { TooManyRequestsError, addressCaller, budgetName, clientAddress, rateLimitHeaders, type RateLimits } from "./limits.ts";
 import { MethodNotAllowedError } from "./problem.ts";
@@ -235,6 +236,9 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
     try {
       caller = await deps.authenticator.identify(route.auth, {
         authorization: ctx.get("Authorization") || undefined,
+        cookie: ctx.get("Cookie") || undefined,
+        method: ctx.method,
+        csrf: ctx.get(CSRF_HEADER) || undefined,
         params: rawParams,
         get em() {
           return em();

@@ -167,6 +167,8 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       adminKeys: services.adminKeys,
       appKeyVerifier: opts.appKeyVerifier ?? services.appKeyVerifier,
       operatorVerifier: services.operatorVerifier,
+      sessions: services.sessions,
+      console: services.console,
       ...(opts.now ? { now: opts.now } : {}),
     });
     const server = await listen(app, {
