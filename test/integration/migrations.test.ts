@@ -23,6 +23,7 @@ test("migrations apply to a fresh database, revert completely and apply again", 
   );
   t.deepEqual(await tables(db.url), [
     "api_keys",
+    "console_sessions",
     "governance_app_configs",
     "governance_app_keys",
     "governance_audit_restarts",
@@ -44,6 +45,7 @@ test("migrations apply to a fresh database, revert completely and apply again", 
   await migrateUp(orm);
   t.deepEqual(await tables(db.url), [
     "api_keys",
+    "console_sessions",
     "governance_app_configs",
     "governance_app_keys",
     "governance_audit_restarts",
