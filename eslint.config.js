@@ -2,10 +2,10 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
-/** Files matching `files` may not import from the top-level folders `forbidden`. */
-function layer(files, forbidden, message) {
+/** Files matching `files` may not import from the top-level folders `forbidden` (nor match the `more` patterns). */
+function layer(files, forbidden, message, more = []) {
   const regex = `(^|/)(${forbidden.join("|")})/`;
-  return [{ files: [files], rules: { "no-restricted-imports": ["error", { patterns: [{ regex, message }] }] } }];
+  return [{ files: [files], rules: { "no-restricted-imports": ["error", { patterns: [{ regex, message }, ...more] }] } }];
 }
 
 export default tseslint.config(
@@ -37,10 +37,20 @@ export default tseslint.config(
     ["api", "operator", "crds", "kube"],
     "The toolkit ships as its own package: it imports nothing of the platform's.",
   ),
+  // A sample is a user's service: the toolkit through its package's entry points only (a relative
+  // path into toolkit/ is refused: the sample's image holds the packed package, not the sources;
+  // "@berth/toolkit/langchain" is not a relative path, so the pattern leaves it alone).
   ...layer(
     "samples/**",
     ["api", "operator", "crds", "kube"],
     "A sample is a user's service: it may use the toolkit, nothing else of ours (its image ships only the toolkit).",
+    [
+      {
+        regex: "^\\.{0,2}/(.*/)?toolkit(/|$)",
+        message:
+          "A sample imports the toolkit as a user does: @berth/toolkit, @berth/toolkit/langchain, ... (toolkit/package.json's exports), never a path into toolkit/ (its image holds the packed package, not the sources).",
+      },
+    ],
   ),
   { files: ["**/config.ts", "test/**", "hack/**"], rules: { "no-restricted-properties": "off", "no-console": "off" } },
   {

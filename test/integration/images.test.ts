@@ -6,6 +6,7 @@
 // tests fail without them); a warm cache needs neither.
 import test from "ava";
 import { execFile, spawn } from "node:child_process";
+import { existsSync } from "node:fs";
 import { chmod, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -108,7 +109,7 @@ test.serial(
     t.like(back.config.config, {
       User: `${NODE_UID}:${NODE_UID}`,
       WorkingDir: "/app",
-      Entrypoint: ["node", "/app/samples/hello/server.ts"],
+      Entrypoint: ["node", "/app/server.ts"],
       ExposedPorts: { "8080/tcp": {} },
     });
     t.true((back.config.config.Env as string[]).includes("PORT=8080"));
@@ -140,6 +141,12 @@ test.serial("the sample image's filesystem runs the service as user 10001 with t
     t.is(sha256(await readFile(cache.blobPath(l.digest))), l.digest);
     await execFileAsync("tar", ["--numeric-owner", "-xzf", cache.blobPath(l.digest), "-C", rootfs]);
   }
+  // the toolkit as a user's image has it: its npm package in node_modules, no sources
+  const toolkit = JSON.parse(await readFile(join(rootfs, "app/node_modules/@berth/toolkit/package.json"), "utf8")) as { name: string };
+  t.is(toolkit.name, "@berth/toolkit");
+  t.true(existsSync(join(rootfs, "app/node_modules/@berth/toolkit/dist/langchain/index.js")));
+  t.false(existsSync(join(rootfs, "app/node_modules/@berth/toolkit/src")), "the package has no sources");
+  t.false(existsSync(join(rootfs, "app/toolkit")), "no toolkit sources beside the app");
   const port = await freePort();
   // the image's own entrypoint, environment and user; ungoverned (no API here: tested on the host in sample-hello.test.ts)
   const config = image.image.spec.config;
@@ -177,7 +184,7 @@ test.serial("the sample image's filesystem runs the service as user 10001 with t
   t.regex(hello.text ?? `exited ${hello.exited}: ${output}`, /version image/);
   // chroot and env exec the next program: the child's pid is node's
   const proc = (await execFileAsync("ps", ["-o", "uid=,args=", "-p", String(child.pid)])).stdout.trim();
-  t.regex(proc, /^10001\s+node \/app\/samples\/hello\/server\.ts$/, "runs as 10001");
+  t.regex(proc, /^10001\s+node \/app\/server\.ts$/, "runs as 10001");
   const chat = await fetch(`${url}/chat`, { method: "POST", body: JSON.stringify({ message: "hello" }) });
   t.is(chat.status, 200, "the toolkit and @langchain/core resolve from /app/node_modules");
   child.kill("SIGTERM");

@@ -3,18 +3,24 @@
 // GOVERNANCE_PROJECT in its environment (nothing else), and what /chat did is read back through
 // the governance API: the trace with its guard evaluations, for that app only; a prompt injection
 // is blocked before the stand-in model and recorded as a guard block; SIGTERM delivers the queue.
+// The sample runs as in its image: from a copy with the image's node_modules (test/helpers/sample.ts),
+// @berth/toolkit the packed package, not the repository's sources.
 import test from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { freePort } from "../../hack/bench/proc.ts";
-import { STAND_IN_ANSWERS } from "../../samples/hello/chat.ts";
+import type * as Chat from "../../samples/hello/chat.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { identity } from "../helpers/identities.ts";
 import { eventually } from "../helpers/kube.ts";
+import { sampleApp, type SampleApp } from "../helpers/sample.ts";
 
-const root = join(import.meta.dirname, "../..");
+let app: SampleApp;
+/** chat.ts's canned answers, imported from the copy (its @berth/toolkit resolves there only) */
+let STAND_IN_ANSWERS: readonly string[];
 let api: TestApi;
 let url: string;
 let service: ChildProcess;
@@ -26,8 +32,8 @@ const appPath = (app: string) => `/workspaces/${api.workspaceId}/governance/apps
 
 /** The sample as Berth runs it: its environment is PORT, the version and the two governance variables. */
 function startService(env: Record<string, string>): { child: ChildProcess; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, [join(root, "samples/hello/server.ts")], {
-    cwd: root,
+  const child = spawn(process.execPath, [app.server], {
+    cwd: app.dir,
     env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HOST: "127.0.0.1", ...env },
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -55,6 +61,8 @@ async function listening(child: ChildProcess, base: string): Promise<void> {
 }
 
 test.before(async () => {
+  app = await sampleApp();
+  ({ STAND_IN_ANSWERS } = (await import(pathToFileURL(join(app.dir, "chat.ts")).href)) as typeof Chat);
   const apiPort = await freePort();
   api = await startApi({ env: { BERTH_API_PORT: String(apiPort), BERTH_GOVERNANCE_HOST: `127.0.0.1:${apiPort}` } });
   const operatorToken = (await identity("operator")).token;
@@ -74,6 +82,7 @@ test.before(async () => {
 test.after.always(async () => {
   if (service && service.exitCode === null) service.kill("SIGKILL");
   await api?.stop();
+  await app?.remove();
 });
 
 test.serial("GET / names the version and the host; /healthz answers 200", async (t) => {

@@ -1,5 +1,6 @@
 // The toolkit as an npm package (no cluster, no database, no network: npm installs from its cache, which ./hack/test fills first, hack/lib/node.sh ensure_toolkit_consumer_cache): `npm pack`
-// of toolkit/ (its prepack builds dist/), installed with `npm install <tarball>` into an empty
+// of toolkit/ (its prepack builds dist/; hack/lib/toolkit-package.ts, the tarball the sample
+// service's image installs too, made once per content), installed with `npm install <tarball>` into an empty
 // directory together with @langchain/core (the optional peer of @berth/toolkit/langchain), then
 // used there on plain Node without type stripping: ESM `import` and CommonJS `require` of every
 // entry point, and a strict `tsc` consumer (ESM and CommonJS) compiled against the installed
@@ -14,9 +15,9 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cacheRoot } from "../../hack/lib/pinned.ts";
+import { packedToolkit, type PackedToolkit } from "../../hack/lib/toolkit-package.ts";
 
 const root = join(import.meta.dirname, "../..");
-const toolkitDir = join(root, "toolkit");
 const tsc = join(root, "node_modules/typescript/bin/tsc");
 const env: NodeJS.ProcessEnv = {
   ...process.env,
@@ -31,13 +32,6 @@ delete env.NODE_OPTIONS;
 const run = (cmd: string, args: string[], cwd: string, extra: Record<string, string> = {}) =>
   execFileSync(cmd, args, { cwd, env: { ...env, ...extra }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], maxBuffer: 64 << 20 });
 
-interface Packed {
-  filename: string;
-  size: number;
-  unpackedSize: number;
-  files: { path: string }[];
-}
-
 /** Node 22, the oldest the package supports: fetched by ./hack/test's setup (hack/lib/node.sh, BERTH_NODE_22), never by the test. */
 function node22(): string {
   const bin = process.env.BERTH_NODE_22 ?? join(cacheRoot(), "node-22/bin/node");
@@ -47,17 +41,16 @@ function node22(): string {
 
 const work = mkdtempSync(join(tmpdir(), "berth-toolkit-package-"));
 const consumer = join(work, "consumer");
-let packed: Packed;
+let packed: PackedToolkit;
 let nodes: [string, string][];
 
 test.before(() => {
-  const out = run("npm", ["pack", "--json", "--pack-destination", work], toolkitDir);
-  packed = (JSON.parse(out.slice(out.indexOf("["))) as Packed[])[0]!;
+  packed = packedToolkit();
   mkdirSync(consumer);
   writeFileSync(join(consumer, "package.json"), JSON.stringify({ name: "consumer", private: true }));
   const langchain = (JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as { devDependencies: Record<string, string> })
     .devDependencies["@langchain/core"]!;
-  run("npm", ["install", "--offline", join(work, packed.filename), `@langchain/core@${langchain}`], consumer);
+  run("npm", ["install", "--offline", packed.tarball, `@langchain/core@${langchain}`], consumer);
   nodes = [
     ["node 24", process.execPath],
     ["node 22", node22()],
@@ -67,7 +60,7 @@ test.before(() => {
 test.after.always(() => rmSync(work, { recursive: true, force: true }));
 
 test("the tarball holds the compiled package only: no sources, tests or model files", (t) => {
-  const paths = packed.files.map((f) => f.path).sort();
+  const paths = packed.files;
   t.true(
     paths.includes("package.json") && paths.includes("README.md") && paths.includes("dist/index.js") && paths.includes("dist/index.d.ts"),
   );

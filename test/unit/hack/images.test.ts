@@ -33,6 +33,7 @@ import {
   debianMirror,
   ImageCache,
   sampleAppEntries,
+  SAMPLE_ENTRYPOINT,
   treeEntries,
   withNodeUser,
 } from "../../../hack/images.ts";
@@ -270,6 +271,21 @@ test("the sample's /app and everything in it belong to root, as samples/hello/Do
     [],
     "the process's user cannot change its code",
   );
+});
+
+test("the sample's app layer is samples/hello at /app as a user's service: no node_modules, no toolkit sources", async (t) => {
+  const paths = (await sampleAppEntries()).map((e) => e.path);
+  for (const p of ["app/server.ts", "app/chat.ts", "app/package.json", "app/package-lock.json", "app/.npmrc"]) t.true(paths.includes(p), p);
+  t.deepEqual(
+    paths.filter((p) => p !== "app" && !p.startsWith("app/")),
+    [],
+  );
+  t.deepEqual(
+    paths.filter((p) => /(^|\/)(node_modules|toolkit)(\/|$)/.test(p)),
+    [],
+    "node_modules come from the other layer, the toolkit from its package there",
+  );
+  t.deepEqual(SAMPLE_ENTRYPOINT, ["node", "/app/server.ts"]);
 });
 
 test("the node user is added to passwd and group once", (t) => {

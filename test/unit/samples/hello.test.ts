@@ -1,10 +1,13 @@
 // The sample service's pure parts (samples/hello): its configuration, the /burn bound, the /chat
-// body, and its package.json against the toolkit's. The service itself runs against the real API
+// body, its package.json and lock against the toolkit's package, and how the repository type-checks
+// its imports of @berth/toolkit. The service itself runs against the real API
 // in test/integration/sample-hello.test.ts.
 import test from "ava";
-import { readFile } from "node:fs/promises";
+import { existsSync } from "node:fs";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { createServer, request } from "node:http";
+import ts from "typescript";
 import {
   burn,
   burnMillis,
@@ -15,6 +18,7 @@ import {
   MAX_MESSAGE_CHARS,
   shownVariable,
 } from "../../../samples/hello/app.ts";
+import { SAMPLE_TOOLKIT_SPEC } from "../../../hack/images.ts";
 import { loadConfig } from "../../../samples/hello/config.ts";
 
 test("configuration: PORT 8080, all interfaces and version 1 by default; invalid values are refused", (t) => {
@@ -115,19 +119,61 @@ test("/chat's body: a non-empty message of bounded length and an optional sessio
 
 const root = join(import.meta.dirname, "../../..");
 
-test("the sample's dependencies are the toolkit's, pinned at the base of its ranges, plus the root's @langchain/core, and its lock matches", async (t) => {
+test("the sample's dependencies: the toolkit's package (a copy of ../../toolkit), the root's @langchain/core and zod; its lock matches", async (t) => {
   const read = async (p: string) =>
     JSON.parse(await readFile(join(root, p), "utf8")) as {
+      version?: string;
       dependencies?: Record<string, string>;
       devDependencies?: Record<string, string>;
-      packages?: Record<string, { dependencies?: Record<string, string>; version?: string }>;
+      packages?: Record<string, { dependencies?: Record<string, string>; version?: string; resolved?: string; link?: boolean }>;
     };
   const sample = await read("samples/hello/package.json");
   const toolkit = await read("toolkit/package.json");
   const rootPkg = await read("package.json");
   const lock = await read("samples/hello/package-lock.json");
-  const pinnedToolkit = Object.fromEntries(Object.entries(toolkit.dependencies!).map(([name, range]) => [name, range.replace(/^\^/, "")]));
-  t.deepEqual(sample.dependencies, { ...pinnedToolkit, "@langchain/core": rootPkg.devDependencies!["@langchain/core"] });
-  t.deepEqual(lock.packages![""]!.dependencies, sample.dependencies, "run npm install --package-lock-only in samples/hello");
-  for (const [name, version] of Object.entries(sample.dependencies!)) t.is(lock.packages![`node_modules/${name}`]?.version, version, name);
+  t.deepEqual(sample.dependencies, {
+    "@berth/toolkit": SAMPLE_TOOLKIT_SPEC,
+    "@langchain/core": rootPkg.devDependencies!["@langchain/core"],
+    zod: rootPkg.dependencies!.zod,
+  });
+  // installed as a package (.npmrc: install-links), not a link into the repository
+  t.regex(await readFile(join(root, "samples/hello/.npmrc"), "utf8"), /^install-links=true$/m);
+  const run = "run npm install --package-lock-only in samples/hello";
+  t.deepEqual(lock.packages![""]!.dependencies, sample.dependencies, run);
+  t.like(lock.packages!["node_modules/@berth/toolkit"], { version: toolkit.version, resolved: SAMPLE_TOOLKIT_SPEC }, run);
+  t.false(lock.packages!["node_modules/@berth/toolkit"]!.link ?? false, run);
+  t.deepEqual(lock.packages!["node_modules/@berth/toolkit"]!.dependencies, toolkit.dependencies, run);
+  // the image runs the toolkit with the versions of its dependencies the repository tests it with
+  for (const name of Object.keys(toolkit.dependencies!))
+    t.is(lock.packages![`node_modules/${name}`]?.version, rootPkg.dependencies![name], `${name} (${run})`);
+  t.is(lock.packages!["node_modules/@langchain/core"]?.version, rootPkg.devDependencies!["@langchain/core"]);
+});
+
+test("the type-check resolves the toolkit's package names to the sources of exactly the entry points it exports", async (t) => {
+  const toolkit = JSON.parse(await readFile(join(root, "toolkit/package.json"), "utf8")) as {
+    exports: Record<string, { import: { default: string } } | string>;
+  };
+  // tsconfig.json has comments: read with TypeScript's own parser
+  const config = ts.readConfigFile(join(root, "tsconfig.json"), (p) => ts.sys.readFile(p));
+  const paths = (config.config as { compilerOptions: { paths: Record<string, string[]> } }).compilerOptions.paths;
+  const expected = Object.fromEntries(
+    Object.entries(toolkit.exports)
+      .filter(([entry]) => entry !== "./package.json")
+      .map(([entry, target]) => {
+        const js = typeof target === "string" ? target : target.import.default;
+        return [`@berth/toolkit${entry.slice(1)}`, [js.replace(/^\.\/dist\//, "./toolkit/src/").replace(/\.js$/, ".ts")]];
+      }),
+  );
+  t.deepEqual(paths, expected);
+  for (const [, [source]] of Object.entries(paths)) t.true(existsSync(join(root, source!)), source);
+});
+
+test("the sample imports the toolkit by its package's names only, never a path into toolkit/", async (t) => {
+  const dir = join(root, "samples/hello");
+  for (const name of (await readdir(dir)).filter((n) => n.endsWith(".ts"))) {
+    const text = await readFile(join(dir, name), "utf8");
+    t.notRegex(text, /from\s+["'][^"']*toolkit\/src/, name);
+  }
+  t.regex(await readFile(join(dir, "chat.ts"), "utf8"), /from "@berth\/toolkit\/langchain"/);
+  t.regex(await readFile(join(dir, "server.ts"), "utf8"), /from "@berth\/toolkit"/);
 });
