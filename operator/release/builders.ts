@@ -1,4 +1,4 @@
-// The Jobs of a release (docs/deployments.md): the build (operator/build/main.ts in the builder
+// The Jobs of a release (docs/deployments.md): the build (operator/builder/main.ts in the builder
 // image, with BuildKit) and the release command (in the built image, with the App's environment).
 // Pure: no I/O, no clock; table-tested.
 import { createHash } from "node:crypto";
@@ -241,7 +241,7 @@ export function jobOutcome(job: k8s.V1Job | undefined, pod?: k8s.V1Pod): JobOutc
   return { done: false };
 }
 
-export { RESULT_LINE_PREFIX } from "../build/config.ts";
+export { RESULT_LINE_PREFIX } from "../builder/config.ts";
 
 /** What the build program wrote to its termination message and its last log line (docs/builds.md), or why it cannot be read. */
 export type BuildResult =
