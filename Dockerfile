@@ -2,7 +2,7 @@
 # production dependencies (a second one prunes what only the API uses), two final targets add each
 # process's code to them.
 # Two more targets: berth-builder, the program of the build Jobs (git, buildctl, Node.js and
-# operator/build/ alone, no node_modules), and berth-python and berth-go, the base images that
+# operator/builder/ alone, no node_modules), and berth-python and berth-go, the base images that
 # detected Python and Go apps are built on (docs/builds.md).
 # Build context: the repository root (.dockerignore keeps local state, node_modules, .git and tests
 # out). `node hack/berth-images.ts build --registry "$BERTH_REGISTRY"` runs, per target:
@@ -87,7 +87,7 @@ USER root
 RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git ca-certificates >/dev/null && \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log /var/cache/debconf/*-old
 
-# The build Jobs' program (operator/build/main.ts): git (Debian's), buildctl (hack/binaries' build of
+# The build Jobs' program (operator/builder/main.ts): git (Debian's), buildctl (hack/binaries' build of
 # BuildKit's client, the named build context `buildctl`: hack/berth-images.ts passes a directory
 # holding only that binary), Node.js from berth/node, and the program, which needs no npm package.
 # It runs as 10001 and writes only to /workspace (its own, in the container's writable layer, which
@@ -99,13 +99,13 @@ FROM builder-tools AS berth-builder
 COPY --from=buildctl buildctl /usr/local/bin/buildctl
 WORKDIR /app
 COPY package.json ./
-COPY operator/build ./operator/build
+COPY operator/builder ./operator/builder
 RUN install -d -o 10001 -g 10001 /app/compile-cache /workspace && chmod 1777 /tmp
 USER 10001:10001
 ENV NODE_COMPILE_CACHE=/app/compile-cache
-RUN node --input-type=module -e "await import('/app/operator/build/main.ts')" && test -n "$(ls -A /app/compile-cache)"
+RUN node --input-type=module -e "await import('/app/operator/builder/main.ts')" && test -n "$(ls -A /app/compile-cache)"
 WORKDIR /workspace
-ENTRYPOINT ["node", "/app/operator/build/main.ts"]
+ENTRYPOINT ["node", "/app/operator/builder/main.ts"]
 
 # The Python base image of detected Python apps: berth/debian + Debian's Python 3 with venv and pip
 # (`python` is python3), user and group `python`, 10001. No compiler: packages with C extensions

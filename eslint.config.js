@@ -2,11 +2,42 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+/** An import pattern forbidding the folders `forbidden`. */
+function forbid(forbidden, message) {
+  return { regex: `(^|/)(${forbidden.join("|")})/`, message };
+}
+
 /** Files matching `files` may not import from the top-level folders `forbidden` (nor match the `more` patterns). */
 function layer(files, forbidden, message, more = []) {
-  const regex = `(^|/)(${forbidden.join("|")})/`;
-  return [{ files: [files], rules: { "no-restricted-imports": ["error", { patterns: [{ regex, message }, ...more] }] } }];
+  return [{ files: [files], rules: { "no-restricted-imports": ["error", { patterns: [forbid(forbidden, message), ...more] }] } }];
 }
+
+/**
+ * Each of the sibling folders `folders` of `parent` may not import the others. A file matched by
+ * several configs gets the last one's options for a rule (flat config does not merge them), so
+ * the parent's own patterns (`inherited`) are repeated here.
+ */
+function siblings(parent, folders, inherited, message) {
+  return folders.map((folder) => ({
+    files: [`${parent}/${folder}/**`],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            ...inherited,
+            forbid(
+              folders.filter((f) => f !== folder),
+              message,
+            ),
+          ],
+        },
+      ],
+    },
+  }));
+}
+
+const API_OPERATOR = "The API and the operator never import each other: share through crds/ (the contract) or kube/.";
 
 export default tseslint.config(
   { ignores: ["node_modules/**", ".local/**", "toolkit/dist/**", "charts/**", "**/*.tmp.ts", "api/console/web/openapi.gen.ts"] },
@@ -28,8 +59,30 @@ export default tseslint.config(
   // Layering (docs/design.md §1): the api and the operator never import each other, their contract is
   // crds/ (which imports no runtime code), kube/ is plumbing both use, and the toolkit ships on
   // its own (it imports nothing of ours).
-  ...layer("api/**", ["operator"], "The API and the operator never import each other: share through crds/ (the contract) or kube/."),
-  ...layer("operator/**", ["api"], "The API and the operator never import each other: share through crds/ (the contract) or kube/."),
+  ...layer("api/**", ["operator"], API_OPERATOR),
+  ...layer("operator/**", ["api"], API_OPERATOR),
+  // The operator's controllers are siblings over one kit (docs/operator-runtime.md): app/,
+  // release/ and domain/ import kit/, runtime/ and the top-level crds/ and kube/, never each other.
+  ...siblings(
+    "operator",
+    ["app", "release", "domain"],
+    [forbid(["api"], API_OPERATOR)],
+    "The operator's controllers never import each other: put what they share in operator/kit/.",
+  ),
+  {
+    files: ["operator/kit/**"],
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            forbid(["api"], API_OPERATOR),
+            forbid(["app", "release", "domain"], "operator/kit/ is what the controllers share: it imports none of them."),
+          ],
+        },
+      ],
+    },
+  },
   ...layer("crds/**", ["api", "operator", "kube", "toolkit"], "crds/ is the contract: zod schemas and constants, no runtime code."),
   ...layer("kube/**", ["api", "operator", "toolkit"], "kube/ is the Kubernetes plumbing both processes import; it knows neither."),
   ...layer(

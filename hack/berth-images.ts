@@ -40,7 +40,7 @@ export const NPM_VERSION = "11.19.1";
 export const BERTH_IMAGES = {
   api: { name: "berth/berth-api", target: "berth-api", code: "api", alias: undefined },
   operator: { name: "berth/berth-operator", target: "berth-operator", code: "operator", alias: undefined },
-  builder: { name: "berth/berth-builder", target: "berth-builder", code: "operator/build", alias: undefined },
+  builder: { name: "berth/berth-builder", target: "berth-builder", code: "operator/builder", alias: undefined },
   /** a base image, not a process of Berth's: also tagged `v1`, the tag the builder's configuration names */
   python: { name: "berth/python", target: "berth-python", code: undefined, alias: "v1" },
   go: { name: "berth/go", target: "berth-go", code: undefined, alias: "v1" },

@@ -1,6 +1,5 @@
 // Desired state of an App's children. Pure: no I/O, no clock, no randomness; table-tested.
 // web, api → Deployment + Service + Ingress + HPA; worker → Deployment + HPA; cron → CronJob.
-import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
 import {
@@ -8,22 +7,24 @@ import {
   DEFAULT_CPU_TARGET,
   ENV_HASH_ANNOTATION,
   FORWARD_AUTH,
-  MANAGED_BY,
   appHost,
   forwardAuthAddress,
   isServed,
   type BuildArea,
 } from "../../crds/app.ts";
-import type { KubeObject } from "../../kube/client.ts";
+import type { KubeObject } from "../../kube/objects.ts";
+import { MANAGED_BY, withHash } from "../kit/apply.ts";
+import { edgeAnnotations, MIDDLEWARE_API_VERSION, type EdgeConfig } from "../kit/edge.ts";
+import { KINDS } from "../kit/informers.ts";
+import { governanceSecretName, podSpec, STARTUP_SECONDS, type EnvRef, type GovernanceRef, type Placement } from "../kit/pod.ts";
+import { desiredReplicas } from "../kit/rollout.ts";
 
-export interface BuildConfig {
+/** The App controller's configuration of the children it builds; Placement: where their pods run. */
+export interface BuildConfig extends Placement {
   baseDomain: string;
   ingressClassName?: string | undefined;
   /** Secret name holding a wildcard certificate for *.<baseDomain>; no TLS block when unset. */
   defaultTlsSecret?: string | undefined;
-  /** Where App pods run: a nodeSelector and tolerations for every pod (configuration, never the App). */
-  nodeSelector?: Record<string, string> | undefined;
-  tolerations?: k8s.V1Toleration[] | undefined;
   /**
    * How private Apps are guarded at the edge (docs/shares.md): the ingress asks the API's
    * forward-auth endpoint before each request. `traefik`: a ForwardAuth Middleware per App,
@@ -37,18 +38,6 @@ export interface BuildConfig {
   platformHosts?: readonly string[] | undefined;
 }
 
-export interface EdgeConfig {
-  controller: "traefik" | "nginx";
-  /** The API's forward-auth base URL as the ingress controller reaches it: <api>/api/v1/forward-auth. */
-  forwardAuthUrl: string;
-  /** nginx only: where a viewer who must sign in is sent (<API public URL>/api/v1/auth/oidc/login). */
-  signInUrl?: string | undefined;
-}
-
-/** traefik.io/v1alpha1 Middleware: Traefik's own CRD, in the App's namespace. */
-export const MIDDLEWARE_API_VERSION = "traefik.io/v1alpha1";
-export const TRAEFIK_MIDDLEWARES_ANNOTATION = "traefik.ingress.kubernetes.io/router.middlewares";
-
 export interface AppRef {
   name: string;
   namespace: string;
@@ -58,30 +47,6 @@ export interface AppRef {
 /** What the builders need to know about the world: only the current replica count (owned by the HPA). */
 export interface Observed {
   deploymentReplicas?: number | undefined;
-}
-
-/** The App's governance Secret, when provisioned: its name and the key generation it holds. */
-export interface GovernanceRef {
-  secretName: string;
-  generation: number;
-}
-
-/** The App's own variables (`<app>-env`, written by the API), when that Secret exists: its name and a hash of its data. */
-export interface EnvRef {
-  secretName: string;
-  hash: string;
-}
-
-/** The hash of an env Secret's data stamped on the pod template: a change of any variable rolls the pods. */
-export function envHash(data: Readonly<Record<string, string>> | undefined): string {
-  return createHash("sha256")
-    .update(stableJson(data ?? {}))
-    .digest("hex")
-    .slice(0, 16);
-}
-
-export function governanceSecretName(app: string): string {
-  return `${app}-governance`;
 }
 
 /** `<app>-governance`: GOVDB_CONNECTION and GOVERNANCE_PROJECT, mounted into every container. */
@@ -99,29 +64,20 @@ export function buildGovernanceSecret(app: AppRef, v: { connectionString: string
   };
 }
 
-export { MANAGED_BY };
-export const HASH_ANNOTATION = "berth.dev/applied-hash";
-export const CONTAINER = "app";
-
 export type ChildKind = "Deployment" | "Service" | "Ingress" | "HorizontalPodAutoscaler" | "CronJob" | "Middleware";
 
 export const CHILD_KINDS: Record<ChildKind, { apiVersion: string; plural: string }> = {
-  Deployment: { apiVersion: "apps/v1", plural: "deployments" },
-  Service: { apiVersion: "v1", plural: "services" },
-  Ingress: { apiVersion: "networking.k8s.io/v1", plural: "ingresses" },
-  HorizontalPodAutoscaler: { apiVersion: "autoscaling/v2", plural: "horizontalpodautoscalers" },
-  CronJob: { apiVersion: "batch/v1", plural: "cronjobs" },
-  Middleware: { apiVersion: MIDDLEWARE_API_VERSION, plural: "middlewares" },
+  Deployment: KINDS.Deployment,
+  Service: KINDS.Service,
+  Ingress: KINDS.Ingress,
+  HorizontalPodAutoscaler: KINDS.HorizontalPodAutoscaler,
+  CronJob: KINDS.CronJob,
+  Middleware: KINDS.Middleware,
 };
 
 /** The child kinds the operator manages with this configuration (Middlewares only where Traefik guards private Apps). */
 export function childKinds(cfg: BuildConfig): ChildKind[] {
   return (Object.keys(CHILD_KINDS) as ChildKind[]).filter((k) => k !== "Middleware" || cfg.edge?.controller === "traefik");
-}
-
-/** How the App's Ingress refers to its ForwardAuth Middleware (named after the App, as every child): <namespace>-<name>@kubernetescrd. */
-export function middlewareRef(app: AppRef): string {
-  return `${app.namespace}-${app.name}@kubernetescrd`;
 }
 
 /**
@@ -156,30 +112,6 @@ export function buildMiddleware(app: AppRef, spec: Pick<AppSpec, "visibility">, 
   };
 }
 
-/** The Ingress annotations that guard a private App, per ingress controller. */
-export function edgeAnnotations(app: AppRef, spec: AppSpec, edge: EdgeConfig | undefined): Record<string, string> {
-  if (!edge) return {};
-  if (edge.controller === "traefik") return { [TRAEFIK_MIDDLEWARES_ANNOTATION]: middlewareRef(app) };
-  if (spec.visibility !== "private") return {};
-  return {
-    "nginx.ingress.kubernetes.io/auth-url": forwardAuthAddress(edge.forwardAuthUrl, app.namespace, app.name),
-    "nginx.ingress.kubernetes.io/auth-response-headers": FORWARD_AUTH.responseHeaders.join(","),
-    ...(edge.signInUrl
-      ? { "nginx.ingress.kubernetes.io/auth-signin": edge.signInUrl, "nginx.ingress.kubernetes.io/auth-signin-redirect-param": "rd" }
-      : {}),
-  };
-}
-
-/** CPU millicores in the API server's canonical form, so live and desired compare equal. */
-export function cpuQuantity(millicores: number): string {
-  return millicores % 1000 === 0 ? String(millicores / 1000) : `${millicores}m`;
-}
-
-/** Memory MiB in the API server's canonical form (1024Mi is stored as 1Gi). */
-export function memoryQuantity(mi: number): string {
-  return mi % 1024 === 0 ? `${mi / 1024}Gi` : `${mi}Mi`;
-}
-
 export function labels(app: AppRef): Record<string, string> {
   return { "app.kubernetes.io/name": app.name, ...MANAGED_BY, [APP_LABEL]: app.name };
 }
@@ -194,14 +126,6 @@ function meta(app: AppRef, extra: Partial<k8s.V1ObjectMeta> = {}): k8s.V1ObjectM
   };
 }
 
-/** The desired replica count: the HPA's current choice kept within [min, max]; 0 when suspended. */
-export function desiredReplicas(spec: AppSpec, observed: Observed): number {
-  if (spec.suspended) return 0;
-  const max = spec.maxReplicas ?? spec.minReplicas;
-  const current = observed.deploymentReplicas ?? spec.minReplicas;
-  return Math.min(Math.max(current, spec.minReplicas), max);
-}
-
 function podMeta(app: AppRef, gov: GovernanceRef | undefined, env: EnvRef | undefined): k8s.V1ObjectMeta {
   // The generation on the template rolls the pods when a re-provision changes the key; the env
   // hash rolls them when the service's variables change.
@@ -210,81 +134,6 @@ function podMeta(app: AppRef, gov: GovernanceRef | undefined, env: EnvRef | unde
     ...(env ? { [ENV_HASH_ANNOTATION]: env.hash } : {}),
   };
   return { labels: labels(app), ...(Object.keys(annotations).length ? { annotations } : {}) };
-}
-
-/**
- * The container's variables, by precedence: Kubernetes lets `env` entries win over `envFrom`, and
- * among envFrom sources the later one. So PORT (env) wins over everything, and the governance
- * Secret comes after the service's own Secret: GOVDB_CONNECTION and GOVERNANCE_PROJECT win even if
- * `<app>-env` were edited by hand to hold them (the API refuses those names in the first place).
- * The env Secret is optional: a Secret deleted by hand does not stop pods from starting.
- */
-function envOf(spec: AppSpec, gov: GovernanceRef | undefined, env: EnvRef | undefined): Pick<k8s.V1Container, "env" | "envFrom"> {
-  const envFrom: k8s.V1EnvFromSource[] = [
-    ...(env ? [{ secretRef: { name: env.secretName, optional: true } }] : []),
-    ...(gov ? [{ secretRef: { name: gov.secretName } }] : []),
-  ];
-  return { env: [{ name: "PORT", value: String(spec.port) }], ...(envFrom.length ? { envFrom } : {}) };
-}
-
-/**
- * How the kubelet tells that a serving container takes traffic: its port accepts connections.
- * The kubelet runs a readiness probe once as soon as the container runs, then every period. A
- * server still starting misses that first try and, probed every 10 s alone, would wait up to 10 s
- * for the next: a deploy served 10 s late (most single-app rounds of hack/bench/deploys.ts were).
- * So a startup probe tries every second until the port opens (the readiness probe is off until
- * then, and runs at once when it passes), and the readiness probe then checks every 10 s for the
- * container's life. A server that has not opened its port within STARTUP_SECONDS, as long as
- * a rollout may take to progress (progressDeadlineSeconds), is restarted.
- */
-export const STARTUP_SECONDS = 600;
-const SERVING_PROBES: Pick<k8s.V1Container, "startupProbe" | "readinessProbe"> = {
-  startupProbe: { tcpSocket: { port: "http" }, periodSeconds: 1, failureThreshold: STARTUP_SECONDS },
-  readinessProbe: { tcpSocket: { port: "http" }, periodSeconds: 10 },
-};
-
-export function podSpec(
-  spec: AppSpec,
-  image: string,
-  restartPolicy: "Always" | "Never" | "OnFailure",
-  gov: GovernanceRef | undefined,
-  env: EnvRef | undefined,
-  cfg: BuildConfig,
-): k8s.V1PodSpec {
-  const serving = isServed(spec.type);
-  const resources = { cpu: cpuQuantity(spec.cpuLimitMillicores), memory: memoryQuantity(spec.memoryLimitMi) };
-  return {
-    restartPolicy,
-    automountServiceAccountToken: false,
-    enableServiceLinks: false,
-    securityContext: {
-      runAsNonRoot: true,
-      runAsUser: 10001,
-      runAsGroup: 10001,
-      fsGroup: 10001,
-      seccompProfile: { type: "RuntimeDefault" },
-    },
-    ...(cfg.nodeSelector && Object.keys(cfg.nodeSelector).length ? { nodeSelector: cfg.nodeSelector } : {}),
-    ...(cfg.tolerations?.length ? { tolerations: cfg.tolerations } : {}),
-    containers: [
-      {
-        name: CONTAINER,
-        image,
-        ...(serving ? { ports: [{ name: "http", containerPort: spec.port, protocol: "TCP" }] } : {}),
-        ...envOf(spec, gov, env),
-        resources: { limits: resources, requests: resources },
-        securityContext: {
-          allowPrivilegeEscalation: false,
-          readOnlyRootFilesystem: true,
-          runAsNonRoot: true,
-          capabilities: { drop: ["ALL"] },
-        },
-        volumeMounts: [{ name: "tmp", mountPath: "/tmp" }],
-        ...(serving ? SERVING_PROBES : {}),
-      },
-    ],
-    volumes: [{ name: "tmp", emptyDir: { sizeLimit: "256Mi" } }],
-  };
 }
 
 export function buildDeployment(
@@ -386,7 +235,10 @@ export function buildCronJob(
   };
 }
 
-/** Every child the App should have right now. An App with no image yet has none. */
+/**
+ * Every child the App should have right now, in the order they are applied: its workload, then
+ * its route. An App with no image yet has none.
+ */
 export function buildChildren(
   app: AppRef,
   spec: AppSpec,
@@ -397,63 +249,34 @@ export function buildChildren(
 ): KubeObject[] {
   const image = spec.image;
   if (!image) return [];
-  const out: KubeObject[] = [];
-  if (spec.type === "cron") {
-    out.push(buildCronJob(app, spec, image, cfg, gov, env) as KubeObject);
-  } else {
-    out.push(buildDeployment(app, spec, image, observed, cfg, gov, env) as KubeObject);
-    if (!spec.suspended) out.push(buildHpa(app, spec) as KubeObject);
-    if (isServed(spec.type) && !spec.suspended) {
-      // The Middleware goes first: Traefik refuses to route an Ingress that names a missing one.
-      if (cfg.edge?.controller === "traefik") out.push(buildMiddleware(app, spec, cfg.edge));
-      out.push(buildService(app) as KubeObject, buildIngress(app, spec, cfg) as KubeObject);
-    }
-  }
-  return out.map(withHash);
+  return [...workloadChildren(app, spec, image, observed, cfg, gov, env), ...routeChildren(app, spec, cfg)].map(withHash);
 }
 
-/** Stamps the hash of the desired object so that a later reconcile can tell its own last apply. */
-export function withHash(obj: KubeObject): KubeObject {
-  const hash = createHash("sha256").update(stableJson(obj)).digest("hex").slice(0, 16);
-  return { ...obj, metadata: { ...obj.metadata, annotations: { ...obj.metadata.annotations, [HASH_ANNOTATION]: hash } } };
-}
-
-export function stableJson(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(stableJson).join(",")}]`;
-  if (v && typeof v === "object") {
-    return `{${Object.keys(v)
-      .sort()
-      .map((k) => `${JSON.stringify(k)}:${stableJson((v as Record<string, unknown>)[k])}`)
-      .join(",")}}`;
-  }
-  return JSON.stringify(v);
+/** What runs: a CronJob (cron), or a Deployment and, unless suspended, its HPA. */
+function workloadChildren(
+  app: AppRef,
+  spec: AppSpec,
+  image: string,
+  observed: Observed,
+  cfg: BuildConfig,
+  gov: GovernanceRef | undefined,
+  env: EnvRef | undefined,
+): KubeObject[] {
+  if (spec.type === "cron") return [buildCronJob(app, spec, image, cfg, gov, env) as KubeObject];
+  const deployment = buildDeployment(app, spec, image, observed, cfg, gov, env) as KubeObject;
+  return spec.suspended ? [deployment] : [deployment, buildHpa(app, spec) as KubeObject];
 }
 
 /**
- * True when `live` already holds everything `desired` sets: same applied hash and every desired
- * field present with an equal value (so hand edits of owned fields are detected and reverted).
- * Fields the API server adds (defaults, status, clusterIP, ...) are ignored.
+ * How a served App (web, api) that is not suspended is reached: its Service and Ingress, and
+ * first, where Traefik guards the edge, its Middleware (Traefik refuses to route an Ingress that
+ * names a missing one).
  */
-export function upToDate(desired: KubeObject, live: KubeObject | undefined): boolean {
-  if (!live) return false;
-  if (live.metadata.annotations?.[HASH_ANNOTATION] !== desired.metadata.annotations?.[HASH_ANNOTATION]) return false;
-  // List items carry no apiVersion/kind, so only metadata and the rest of the body are compared.
-  const { metadata: dm, apiVersion: _da, kind: _dk, ...dRest } = desired;
-  const { metadata: lm, apiVersion: _la, kind: _lk, ...lRest } = live;
-  return (
-    contains({ labels: dm.labels, annotations: dm.annotations }, { labels: lm.labels, annotations: lm.annotations }) &&
-    contains(dRest, lRest)
-  );
-}
-
-export function contains(want: unknown, have: unknown): boolean {
-  if (want === undefined) return true;
-  if (Array.isArray(want)) {
-    return Array.isArray(have) && want.length === have.length && want.every((w, i) => contains(w, have[i]));
-  }
-  if (want && typeof want === "object") {
-    if (!have || typeof have !== "object" || Array.isArray(have)) return false;
-    return Object.entries(want).every(([k, v]) => contains(v, (have as Record<string, unknown>)[k]));
-  }
-  return want === have;
+function routeChildren(app: AppRef, spec: AppSpec, cfg: BuildConfig): KubeObject[] {
+  if (!isServed(spec.type) || spec.suspended) return [];
+  return [
+    ...(cfg.edge?.controller === "traefik" ? [buildMiddleware(app, spec, cfg.edge)] : []),
+    buildService(app) as KubeObject,
+    buildIngress(app, spec, cfg) as KubeObject,
+  ];
 }

@@ -3,10 +3,8 @@
 // and write status only when it changed. Level-based: no branch depends on which event fired.
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
-import { API_VERSION, APP_LABEL, AppSpec, type AppStatus, type ReleaseStatus } from "../../crds/schemas.ts";
-import { newestFirst, phaseOf, servingRelease } from "../../crds/release.ts";
-import type { ReleaseObject } from "../release/builders.ts";
-import { applyReleaseStatus } from "../release/status.ts";
+import { API_VERSION, APP_LABEL, AppSpec, type AppStatus } from "../../crds/schemas.ts";
+import { newestFirst, servingRelease } from "../../crds/release.ts";
 import {
   ANNOTATIONS,
   GOVERNANCE_FINALIZER,
@@ -18,30 +16,23 @@ import {
   hostHolder,
   reservedHostReason,
 } from "../../crds/app.ts";
-import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
-import { errorMessage, isConflict, isNotFound } from "../../kube/transport.ts";
+import { OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/objects.ts";
+import { errorMessage, isNotFound } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
-import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import {
-  buildChildren,
-  buildGovernanceSecret,
-  CHILD_KINDS,
-  envHash,
-  governanceSecretName,
-  stableJson,
-  upToDate,
-  type BuildConfig,
-  type ChildKind,
-  type EnvRef,
-  type GovernanceRef,
-} from "./builders.ts";
-import { GovernanceDisabledError, type GovernanceClient } from "./governance.ts";
-import { computeStatus, decideStatusWrite, podFailure, statusEvents, type StatusInput } from "./status.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
+import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
+import { convergeChild, stableJson } from "../kit/apply.ts";
+import { recordLifecycle } from "../kit/events.ts";
+import { controlledBy, refOf, type AppObject, type ReleaseObject } from "../kit/objects.ts";
+import { envHash, governanceSecretName, type EnvRef, type GovernanceRef } from "../kit/pod.ts";
+import { podFailure } from "../kit/rollout.ts";
+import { buildChildren, buildGovernanceSecret, CHILD_KINDS, type BuildConfig, type ChildKind } from "./builders.ts";
+import { GovernanceDisabledError, type GovernanceClient } from "./governance.ts";
+import { computeStatus, decideStatusWrite, statusEvents, type StatusInput } from "./status.ts";
 
-export type AppObject = KubeObject & { spec: unknown; status?: AppStatus };
+export type { AppObject };
 
 const BERTH = groupOf(API_VERSION);
 const CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"] as const;
@@ -87,35 +78,6 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
   },
 ];
 
-/**
- * The child kinds whose status the App's status is computed from (the workload's rollout and
- * schedule): every update of them may change it. Of the other children (Service, Ingress, HPA,
- * Middleware) only what the App wrote matters, so an update of their status alone is filtered
- * (specChanged); an HPA alone rewrites its status every 15 s.
- */
-export const CHILD_STATUS_READ: ReadonlySet<ChildKind> = new Set<ChildKind>(["Deployment", "CronJob"]);
-
-/**
- * The other Apps with an App's slug, for the controller's App watch: when one is created, changed
- * or deleted, the holder of their host may change.
- */
-export function sameSlugApps(apps: Informer<AppObject>): (app: KubeObject) => Request[] {
-  return (app) => {
-    const slug = (app as AppObject & { spec?: { slug?: unknown } }).spec?.slug;
-    if (typeof slug !== "string") return [];
-    return apps
-      .list()
-      .filter((a) => a.metadata.uid !== app.metadata.uid && (a.spec as { slug?: unknown } | undefined)?.slug === slug)
-      .map((a) => ({ namespace: a.metadata.namespace!, name: a.metadata.name! }));
-  };
-}
-
-/** The App a pod belongs to (its berth.dev/app label), for the controller's pod watch. */
-export function appOfPod(pod: KubeObject): Request[] {
-  const app = pod.metadata.labels?.[APP_LABEL];
-  return app && pod.metadata.namespace ? [{ namespace: pod.metadata.namespace, name: app }] : [];
-}
-
 export interface AppReconcilerDeps {
   client: WritingClient;
   apps: Informer<AppObject>;
@@ -152,9 +114,6 @@ const after = (ms: number | undefined): ReconcileResult | undefined => (ms ? { r
 /** After a crash-loop hold ends, how much later to look (the clock of the pod's startedAt is the kubelet's). */
 const CRASH_RECHECK_MARGIN_MS = 500;
 
-/** Whether the App controls `obj` (its controlling ownerReference). */
-const controlledBy = (obj: KubeObject, app: AppObject): boolean => ownedBy(obj, app, { controller: true });
-
 /** Identity of a release: a hash of what runs (the pod template), not of the replica count. */
 export function deploymentIdOf(name: string, children: KubeObject[]): string | undefined {
   const workload = children.find((c) => c.kind === "Deployment" || c.kind === "CronJob") as (k8s.V1Deployment | k8s.V1CronJob) | undefined;
@@ -167,10 +126,27 @@ export function deploymentIdOf(name: string, children: KubeObject[]): string | u
 /** What the steps of one reconcile share: the App as observed at its start and its parsed spec. */
 interface Observed {
   app: AppObject;
+  namespace: string;
+  name: string;
   spec: AppSpec;
   generation: number;
   deployment: k8s.V1Deployment | undefined;
   cronJob: k8s.V1CronJob | undefined;
+}
+
+/** Why the App's spec cannot run as it is (the App fails with the reason); `unroute`: its route goes too. */
+interface Refusal {
+  reason: string;
+  message: string;
+  unroute?: boolean;
+}
+
+/** What the App runs: its spec with the image to run (a Git App's serving release's), and its releases. */
+interface Source {
+  spec: AppSpec;
+  releases: NonNullable<StatusInput["releases"]>;
+  /** There is an image to run (now or once a release serves): governance is provisioned then. */
+  deploys: boolean;
 }
 
 export class AppReconciler implements Reconciler {
@@ -183,14 +159,13 @@ export class AppReconciler implements Reconciler {
   constructor(deps: AppReconcilerDeps) {
     this.deps = deps;
     this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("App", deps.apps).track("Secret", deps.secrets);
-    if (deps.releases) this.cache.track("Release", deps.releases);
     // The kinds this configuration manages (a Middleware only where Traefik guards private Apps).
     for (const [kind, informer] of Object.entries(deps.children)) this.cache.track(kind, informer);
   }
 
   /**
-   * Read the world, converge, report, in steps: observe the App; governance (the container must
-   * start with both variables already set); children; prune what is no longer wanted; status.
+   * Read the world, converge, report. A deleted App is finalized (its children go with it through
+   * their owner references); a spec the operator cannot use is reported; otherwise converge.
    */
   async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
     const app = this.cache.get<AppObject>("App", namespace, name);
@@ -201,130 +176,183 @@ export class AppReconciler implements Reconciler {
     if (app.metadata.deletionTimestamp) {
       await this.finalize(app, ctx);
       return;
-    } // children go with it (owner references)
+    }
+    const o = this.observe(app);
+    if ("invalid" in o) {
+      return after(await this.writeStatus(app, this.status(app, { generation: o.generation, spec: undefined, invalid: o.invalid }), ctx));
+    }
+    try {
+      return await this.converge(o, ctx);
+    } catch (err) {
+      recordLifecycle(this.deps.events, app, "ReconcileError", errorMessage(err));
+      throw err;
+    }
+  }
+
+  /**
+   * The steps, in order: admit the spec (its image, its host); find what to run (source); make
+   * sure governance is provisioned before the container starts; converge the children; prune
+   * those no longer wanted; report the status.
+   */
+  private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
+    const refusal = this.admit(o);
+    if (refusal) return after(await this.refuse(o, refusal, ctx));
+    const source = this.source(o);
+    const gov = await this.provision(o, source, ctx);
+    const desired = buildChildren(
+      { name: o.name, namespace: o.namespace, uid: o.app.metadata.uid! },
+      source.spec,
+      { deploymentReplicas: o.deployment?.spec?.replicas },
+      this.deps.cfg,
+      gov.ref,
+      this.env(o.app),
+    );
+    const children = await this.children(o.app, desired, ctx);
+    if ("foreign" in children) {
+      const message = `${children.foreign} ${o.namespace}/${o.name} already exists and is not owned by this App`;
+      return after(await this.refuse(o, { reason: "ObjectInTheWay", message }, ctx));
+    }
+    const workload = await this.pruneUnwanted(o, desired, children.converged, ctx);
+    return this.report(o, source, gov, desired, workload, ctx);
+  }
+
+  /** The App's spec parsed, and its workload as cached; or why the spec cannot be used. */
+  private observe(app: AppObject): Observed | { invalid: string; generation: number } {
+    const namespace = app.metadata.namespace!,
+      name = app.metadata.name!;
     const generation = app.metadata.generation ?? 0;
     const parsed = AppSpec.safeParse(app.spec);
     if (!parsed.success) {
-      const invalid = parsed.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`).join("; ");
-      return after(await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid }), ctx));
+      return { generation, invalid: parsed.error.issues.map((i) => `spec.${i.path.join(".")}: ${i.message}`).join("; ") };
     }
-    const o: Observed = {
+    return {
       app,
+      namespace,
+      name,
       spec: parsed.data,
       generation,
       deployment: this.cache.get<k8s.V1Deployment & KubeObject>("Deployment", namespace, name),
       cronJob: this.cache.get<k8s.V1CronJob & KubeObject>("CronJob", namespace, name),
     };
+  }
+
+  /**
+   * Whether the spec may run: a prebuilt image that is another namespace's build never runs here;
+   * a host the App may not have is never routed. What runs stays as it was either way.
+   */
+  private admit(o: Observed): Refusal | undefined {
+    const { buildArea } = this.deps.cfg;
+    const foreign = o.spec.image && buildArea ? foreignBuildImage(o.spec.image, o.namespace, buildArea) : undefined;
+    if (foreign) return { reason: "ImageNotAllowed", message: foreign };
+    const host = this.hostRefusal(o.app, o.spec);
+    if (host) return { ...host, unroute: true };
+    return undefined;
+  }
+
+  /**
+   * Fails the App with the refusal's reason. A refused host is never routed: an Ingress (and its
+   * Middleware) the App may have had, before an older App with its host was seen, goes.
+   */
+  private async refuse(o: Observed, refusal: Refusal, ctx: ReconcileContext): Promise<number | undefined> {
+    if (refusal.unroute) {
+      await this.prune(o.app, new Set((Object.keys(CHILD_KINDS) as ChildKind[]).filter((k) => k !== "Ingress" && k !== "Middleware")), ctx);
+    }
+    const status = this.status(o.app, {
+      generation: o.generation,
+      spec: undefined,
+      invalid: refusal.message,
+      invalidReason: refusal.reason,
+    });
+    return this.writeStatus(o.app, status, ctx);
+  }
+
+  /** What to run: a Git App runs the image of its serving release; a prebuilt spec.image always wins. */
+  private source(o: Observed): Source {
+    const releases = newestFirst((this.deps.releases?.list(o.namespace) ?? []).filter((r) => r.spec?.appRef?.name === o.name));
+    const serving = o.spec.image ? undefined : servingRelease(releases);
+    const spec: AppSpec = serving ? { ...o.spec, image: serving.status!.image! } : o.spec;
+    return {
+      spec,
+      releases: { serving, newest: o.spec.image ? undefined : releases[0] },
+      // The deployment event (docs/spec.md part 6): governance is provisioned once there is an
+      // image to run, before the release command and the first pod start.
+      deploys: !!spec.image || (!o.spec.image && releases.some((r) => !!r.status?.image)),
+    };
+  }
+
+  /**
+   * Governance before the first rollout. On failure, a first rollout starts nothing; an App
+   * already running keeps its Secret and workload as they are. Either way the failure is reported
+   * and the reconcile fails (retried with backoff).
+   */
+  private async provision(o: Observed, source: Source, ctx: ReconcileContext): Promise<GovernanceState> {
     try {
-      return await this.converge(o, ctx);
+      return await this.governance(o.app, source.deploys, ctx);
     } catch (err) {
-      this.deps.events?.event(app, "Warning", "ReconcileError", errorMessage(err));
+      const failed = { ready: false, reason: "ProvisioningFailed", message: errorMessage(err) };
+      const status = this.status(o.app, {
+        generation: o.generation,
+        spec: source.spec,
+        deployment: o.deployment,
+        cronJob: o.cronJob,
+        governance: failed,
+      });
+      await this.writeStatus(o.app, status, ctx);
       throw err;
     }
   }
 
-  private async converge(o: Observed, ctx: ReconcileContext): Promise<ReconcileResult | undefined> {
-    const { app, generation } = o;
-    const namespace = app.metadata.namespace!,
-      name = app.metadata.name!,
-      uid = app.metadata.uid!;
-    // a prebuilt image that is another namespace's build never runs here (what runs stays as it was)
-    const foreign =
-      o.spec.image && this.deps.cfg.buildArea ? foreignBuildImage(o.spec.image, namespace, this.deps.cfg.buildArea) : undefined;
-    if (foreign)
-      return after(
-        await this.writeStatus(
-          app,
-          this.status(app, { generation, spec: undefined, invalid: foreign, invalidReason: "ImageNotAllowed" }),
-          ctx,
-        ),
-      );
-    const host = this.hostRefusal(app, o.spec);
-    if (host) {
-      // Never routed: an Ingress it may have had (before an older App with its host was seen) goes;
-      // what runs stays as it was until the App has a host of its own.
-      await this.prune(app, new Set((Object.keys(CHILD_KINDS) as ChildKind[]).filter((k) => k !== "Ingress" && k !== "Middleware")));
-      return after(
-        await this.writeStatus(
-          app,
-          this.status(app, { generation, spec: undefined, invalid: host.message, invalidReason: host.reason }),
-          ctx,
-        ),
-      );
-    }
-    // A Git App runs the image of its serving release; a prebuilt spec.image always wins.
-    const releases = newestFirst((this.deps.releases?.list(namespace) ?? []).filter((r) => r.spec?.appRef?.name === name));
-    const serving = o.spec.image ? undefined : servingRelease(releases);
-    const spec: AppSpec = serving ? { ...o.spec, image: serving.status!.image! } : o.spec;
-    const releaseView = { serving, newest: o.spec.image ? undefined : releases[0] };
-    // The deployment event (docs/spec.md part 6): governance is provisioned once there is an image to run,
-    // before the release command and the first pod start.
-    const deploys = !!spec.image || (!o.spec.image && releases.some((r) => !!r.status?.image));
-
-    let gov: GovernanceState;
-    try {
-      gov = await this.governance(app, deploys, ctx);
-    } catch (err) {
-      // First rollout: nothing starts without governance. Already running: the current Secret and
-      // workload stay as they are. Either way the failure is reported and retried with backoff.
-      const failed = { ready: false, reason: "ProvisioningFailed", message: errorMessage(err) };
-      await this.writeStatus(
-        app,
-        this.status(app, { generation, spec, deployment: o.deployment, cronJob: o.cronJob, governance: failed }),
-        ctx,
-      );
-      throw err;
-    }
-
-    const desired = buildChildren(
-      { name, namespace, uid },
-      spec,
-      { deploymentReplicas: o.deployment?.spec?.replicas },
-      this.deps.cfg,
-      gov.ref,
-      this.env(app),
-    );
-    const children = await this.children(app, desired, ctx);
-    if ("foreign" in children) {
-      const invalid = `${children.foreign} ${namespace}/${name} already exists and is not owned by this App`;
-      return after(
-        await this.writeStatus(app, this.status(app, { generation, spec: undefined, invalid, invalidReason: "ObjectInTheWay" }), ctx),
-      );
-    }
+  /** Deletes the children no longer wanted; returns the workload as it now is (applied, cached or gone). */
+  private async pruneUnwanted(
+    o: Observed,
+    desired: readonly KubeObject[],
+    converged: readonly KubeObject[],
+    ctx: ReconcileContext,
+  ): Promise<{ deployment: k8s.V1Deployment | undefined; cronJob: k8s.V1CronJob | undefined }> {
     let { deployment, cronJob } = o;
-    for (const c of children.converged) {
+    for (const c of converged) {
       if (c.kind === "Deployment") deployment = c as k8s.V1Deployment;
       if (c.kind === "CronJob") cronJob = c as k8s.V1CronJob;
     }
-
-    const pruned = await this.prune(app, new Set(desired.map((d) => d.kind as ChildKind)));
+    const pruned = await this.prune(o.app, new Set(desired.map((d) => d.kind as ChildKind)), ctx);
     if (pruned.has("Deployment")) deployment = undefined;
     if (pruned.has("CronJob")) cronJob = undefined;
+    return { deployment, cronJob };
+  }
 
-    const pods = this.deps.pods?.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === name) as k8s.V1Pod[] | undefined;
+  /**
+   * Writes the App's status, and says when to look again. No timed recheck while a rollout is
+   * under way: every input of the status (the Deployment's conditions, its pods, the releases) is
+   * watched, and the controller's resync is the safety net. One exception: a container that
+   * crashed and runs again counts as crash-looping until it has run for CRASH_STABLE_MS, and
+   * nothing is observed when that time passes: look again then.
+   */
+  private async report(
+    o: Observed,
+    source: Source,
+    gov: GovernanceState,
+    desired: readonly KubeObject[],
+    workload: { deployment: k8s.V1Deployment | undefined; cronJob: k8s.V1CronJob | undefined },
+    ctx: ReconcileContext,
+  ): Promise<ReconcileResult | undefined> {
+    const pods = this.deps.pods?.list(o.namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === o.name) as k8s.V1Pod[] | undefined;
+    // One `now` for the status and the recheck, so that both see the same side of the minute.
     const now = this.deps.now();
     const status = this.status(
-      app,
+      o.app,
       {
-        generation,
-        spec,
-        deployment,
-        cronJob,
+        generation: o.generation,
+        spec: source.spec,
+        ...workload,
         pods,
-        deploymentId: deploymentIdOf(name, desired),
+        deploymentId: deploymentIdOf(o.name, [...desired]),
         governance: gov.condition,
-        releases: releaseView,
+        releases: source.releases,
       },
       now,
     );
-    const wait = await this.writeStatus(app, status, ctx);
-    if (serving) await this.recordRollout(serving, releases, status, ctx);
-    // No timed recheck while a rollout is under way: every input of the status (the Deployment's
-    // conditions, its pods, the releases) is watched, and the controller's resync is the safety net.
-    // One exception: a container that crashed and runs again counts as crash-looping until it has
-    // run for CRASH_STABLE_MS, and nothing is observed when that time passes: look again then.
-    // (the same `now` as the status's, so that both see the same side of the minute)
-    const held = spec.image ? podFailure(pods, spec.image, now)?.until : undefined;
+    const wait = await this.writeStatus(o.app, status, ctx);
+    const held = source.spec.image ? podFailure(pods, source.spec.image, now)?.until : undefined;
     const recheck = held ? Math.max(1, held.getTime() - now.getTime() + CRASH_RECHECK_MARGIN_MS) : undefined;
     return after(wait === undefined ? recheck : recheck === undefined ? wait : Math.min(wait, recheck));
   }
@@ -353,73 +381,21 @@ export class AppReconciler implements Reconciler {
   }
 
   /**
-   * How the serving release's rollout ended, on the release: succeeded (and the one it replaced
-   * superseded) once the App is Deployed with it, failed when its pods cannot start; a failed
-   * release stops serving, so the previous one rolls back in on the next reconcile.
-   */
-  private async recordRollout(
-    serving: ReleaseObject,
-    releases: readonly ReleaseObject[],
-    status: AppStatus,
-    ctx: ReconcileContext,
-  ): Promise<void> {
-    const now = this.deps.now().toISOString();
-    const deployed = status.conditions?.find((c) => c.type === "Deployed");
-    if (phaseOf(serving) === "deploying") {
-      if (deployed?.status === "True") {
-        await this.writeRelease(
-          serving,
-          { phase: "succeeded", deployedAt: now, finishedAt: now },
-          "Deployed",
-          `Release ${serving.metadata.name} serves ${serving.status?.image ?? ""}`,
-          ctx,
-        );
-      } else if (status.phase === "failed" && deployed?.status === "False") {
-        await this.writeRelease(
-          serving,
-          { phase: "failed", finishedAt: now, failure: { step: "deploy", reason: deployed.reason, message: deployed.message } },
-          "DeployFailed",
-          deployed.message,
-          ctx,
-        );
-        return;
-      } else return;
-    }
-    for (const r of releases) {
-      if (r !== serving && phaseOf(r) === "succeeded")
-        await this.writeRelease(r, { phase: "superseded" }, "Superseded", `Release ${serving.metadata.name} took over`, ctx);
-    }
-  }
-
-  private async writeRelease(
-    r: ReleaseObject,
-    change: Partial<ReleaseStatus>,
-    reason: string,
-    message: string,
-    ctx: ReconcileContext,
-  ): Promise<void> {
-    const written = await applyReleaseStatus(this.cache, r, change);
-    ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: change.phase }, "release phase changed");
-    this.deps.events?.event(written, change.phase === "failed" ? "Warning" : "Normal", reason, message);
-  }
-
-  /**
    * Converges the App's children. A same-named object that this App does not own is never taken
    * over. The caches hold only objects labelled as ours: a child they hold is applied when it
-   * differs from the desired state; one they lack is created by a create-only apply, which the API
-   * server refuses with 409 when anything of that name exists, and only then is the object read to
-   * tell a cache that lags behind (ours) from a foreign object. What refers to another child by
-   * name (the HPA to the Deployment, the Ingress to the Service) is created only once that child
-   * is known to be ours; otherwise children are independent and converge in parallel.
+   * differs from the desired state; one they lack is created by a create-only apply (kit/apply.ts
+   * convergeChild). What refers to another child by name (the HPA to the Deployment, the Ingress to
+   * the Service) is created only once that child is known to be ours; otherwise children are
+   * independent and converge in parallel.
    */
   private async children(
     app: AppObject,
     desired: KubeObject[],
     ctx: ReconcileContext,
   ): Promise<{ converged: KubeObject[] } | { foreign: string }> {
-    const live = (kind: string) => this.cache.get(kind, app.metadata.namespace!, app.metadata.name!);
-    const cached = desired.map((d) => live(d.kind!));
-    const inTheWay = desired.find((_, i) => cached[i] && !controlledBy(cached[i], app));
+    const ours = (obj: KubeObject) => controlledBy(obj, app);
+    const cached = desired.map((d) => this.cache.get(d.kind!, app.metadata.namespace!, app.metadata.name!));
+    const inTheWay = desired.find((_, i) => cached[i] && !ours(cached[i]));
     if (inTheWay) return { foreign: inTheWay.kind! };
     const all = desired.map((_, i) => i);
     const refers = (i: number) => REFERS_TO_A_SIBLING.has(desired[i]!.kind!);
@@ -427,43 +403,20 @@ export class AppReconciler implements Reconciler {
     const waves = independent.every((i) => cached[i]) ? [all] : [independent, all.filter(refers)];
     const converged: KubeObject[] = [];
     for (const wave of waves) {
-      const results = await Promise.all(wave.map((i) => this.convergeChild(app, desired[i]!, cached[i], ctx)));
-      const foreign = results.findIndex((r) => r.foreign);
+      const results = await Promise.all(wave.map((i) => convergeChild(this.cache, desired[i]!, cached[i], ours)));
+      const foreign = results.findIndex((r) => "foreign" in r);
       if (foreign >= 0) return { foreign: desired[wave[foreign]!]!.kind! };
-      for (const r of results) converged.push(r.live!);
+      for (const r of results) {
+        if ("foreign" in r) continue;
+        if (r.created) ctx.log.debug({ kind: r.live.kind }, "created");
+        converged.push(r.live);
+      }
     }
     return { converged };
   }
 
-  /**
-   * Converges one child: the cached object is applied only when it differs; a child the cache
-   * does not hold is created, never adopted (see children). Returns the object as it now is, or
-   * the foreign object that is in the way.
-   */
-  private async convergeChild(
-    app: AppObject,
-    desired: KubeObject,
-    cached: KubeObject | undefined,
-    ctx: ReconcileContext,
-  ): Promise<{ live?: KubeObject; foreign?: KubeObject }> {
-    const kind = desired.kind!;
-    if (cached) return { live: upToDate(desired, cached) ? cached : await this.cache.apply(desired) };
-    try {
-      const created = await this.cache.applyNew(desired);
-      ctx.log.debug({ kind }, "created");
-      this.deps.events?.event(app, "Normal", "Created", `Created ${kind} ${desired.metadata.name}`);
-      return { live: created };
-    } catch (err) {
-      if (!isConflict(err)) throw err;
-      const existing = await this.cache.fetch<KubeObject>(refOf(desired));
-      if (!existing) throw err; // deleted in between: retried with backoff
-      if (!controlledBy(existing, app)) return { foreign: existing };
-      return { live: upToDate(desired, existing) ? existing : await this.cache.apply(desired) };
-    }
-  }
-
   /** Deletes the App's children of the kinds it no longer wants; returns the kinds deleted. */
-  private async prune(app: AppObject, wanted: ReadonlySet<ChildKind>): Promise<Set<ChildKind>> {
+  private async prune(app: AppObject, wanted: ReadonlySet<ChildKind>, ctx: ReconcileContext): Promise<Set<ChildKind>> {
     const namespace = app.metadata.namespace!,
       name = app.metadata.name!;
     const pruned = new Set<ChildKind>();
@@ -471,7 +424,7 @@ export class AppReconciler implements Reconciler {
       const obj = this.cache.get(kind, namespace, name);
       if (wanted.has(kind) || !obj || !controlledBy(obj, app)) continue;
       await this.cache.delete({ apiVersion: CHILD_KINDS[kind].apiVersion, kind, namespace, name }, obj);
-      this.deps.events?.event(app, "Normal", "Deleted", `Deleted ${kind} ${name}: the App no longer needs it`);
+      ctx.log.debug({ kind }, "deleted: the App no longer needs it");
       pruned.add(kind);
     }
     return pruned;
@@ -505,17 +458,13 @@ export class AppReconciler implements Reconciler {
     if (!secret || have !== generation) {
       try {
         const p = await governance.provision({ namespace, appName: name, appUid: app.metadata.uid!, generation }, ctx.signal);
-        const written = await this.convergeChild(
-          app,
-          buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject,
-          secret,
-          ctx,
-        );
-        if (written.foreign) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
+        const desired = buildGovernanceSecret({ name, namespace, uid: app.metadata.uid! }, { ...p, generation }) as KubeObject;
+        const written = await convergeChild(this.cache, desired, secret, (obj) => controlledBy(obj, app));
+        if ("foreign" in written) throw new Error(`Secret ${namespace}/${secretName} exists and is not owned by this App`);
         if (secret)
-          this.deps.events?.event(
+          recordLifecycle(
+            this.deps.events,
             app,
-            "Normal",
             "KeyRotated",
             `A new governance key (generation ${generation}) is in Secret ${secretName}; the pods roll to pick it up`,
           );
@@ -571,10 +520,11 @@ export class AppReconciler implements Reconciler {
   }
 
   /**
-   * Writes the App's status when it differs from the App's. A difference in replica counts only is
-   * held back for up to countsDelayMs (the next transition carries it along); the answer is then
-   * how long to wait before looking again, so the counts are written even if nothing else
-   * happens. Every condition transition written is told as an Event.
+   * Writes the App's status when it differs from the stored one (the App as the cache shows it,
+   * with this reconciler's own writes). A difference in replica counts only is held back for up
+   * to countsDelayMs (the next transition carries it along); the answer is then how long to wait
+   * before looking again, so the counts are written even if nothing else happens. Every condition
+   * transition written is told as an Event.
    */
   private async writeStatus(app: AppObject, status: AppStatus, ctx: ReconcileContext): Promise<number | undefined> {
     const key = keyOf({ namespace: app.metadata.namespace ?? "", name: app.metadata.name ?? "" });
@@ -609,8 +559,4 @@ export class AppReconciler implements Reconciler {
     if (status.phase !== app.status?.phase) ctx.log.info({ from: app.status?.phase, to: status.phase }, "phase changed");
     for (const e of statusEvents(app.status, status)) this.deps.events?.event(written, e.type, e.reason, e.message);
   }
-}
-
-function refOf(o: KubeObject): ObjectRef {
-  return { apiVersion: o.apiVersion!, kind: o.kind!, namespace: o.metadata.namespace!, name: o.metadata.name! };
 }

@@ -4,9 +4,12 @@ import type * as k8s from "@kubernetes/client-node";
 import type { AppSpec, AppStatus, Condition } from "../../crds/schemas.ts";
 import { conditionTransitions, setConditions, type ConditionInput } from "../../kube/conditions.ts";
 import { appUrl } from "../../crds/app.ts";
-import { desiredReplicas, stableJson, type BuildConfig } from "./builders.ts";
 import { phaseOf } from "../../crds/release.ts";
-import type { ReleaseObject } from "../release/builders.ts";
+import { stableJson } from "../kit/apply.ts";
+import type { ReleaseObject } from "../kit/objects.ts";
+import { deploymentRollout, POD_FAILURE_REASONS, podWaiting, type Rollout } from "../kit/rollout.ts";
+import { statusUnchanged } from "../kit/status.ts";
+import type { BuildConfig } from "./builders.ts";
 
 export interface StatusInput {
   generation: number;
@@ -32,115 +35,6 @@ export interface StatusInput {
    * release, which may still be building or may have failed (crds/release.ts).
    */
   releases?: { serving?: ReleaseObject | undefined; newest?: ReleaseObject | undefined } | undefined;
-}
-
-/**
- * Container states that no wait will fix: the release fails with them at once, naming the pod and
- * saying what to do, instead of waiting out the Deployment's progress deadline (10 minutes).
- */
-const POD_FAILURES: Record<string, string> = {
-  ErrImagePull: "the image cannot be pulled: check its name and tag, and that the registry has it and the cluster may pull from it",
-  ImagePullBackOff: "the image cannot be pulled: check its name and tag, and that the registry has it and the cluster may pull from it",
-  InvalidImageName: "the image reference is not valid",
-  CrashLoopBackOff:
-    "the container keeps exiting: read its logs (kubectl logs) and check the command, the port it listens on and its environment",
-  CreateContainerConfigError: "the container's configuration is invalid (a missing Secret or environment variable)",
-  CreateContainerError: "the container could not be created",
-  RunContainerError: "the container could not be started: check the image's entrypoint",
-};
-
-/**
- * How long a container that has crashed (restarted at least twice) must run before it counts as
- * started rather than as crash-looping. Between back-offs a crashing container runs again (for a
- * worker without a readiness probe, running is ready), and without this hold the App's phase
- * would move between failed and deploying or active at every restart.
- */
-export const CRASH_STABLE_MS = 60_000;
-
-/**
- * Why the current release cannot start, from its pods: a pod running the App's image with a
- * container waiting in one of POD_FAILURES (a crash loop once it restarted), or, given `now`, a
- * container that crashed and has run again for less than CRASH_STABLE_MS: then `until` is when it
- * stops counting as crash-looping (the reconciler looks again then). Pure.
- */
-export function podFailure(
-  pods: readonly k8s.V1Pod[] | undefined,
-  image: string,
-  now?: Date,
-): { reason: string; message: string; until?: Date } | undefined {
-  for (const pod of pods ?? []) {
-    if (pod.metadata?.deletionTimestamp) continue;
-    for (const c of pod.status?.containerStatuses ?? []) {
-      if (c.image !== image && pod.spec?.containers.find((x) => x.name === c.name)?.image !== image) continue;
-      const waiting = c.state?.waiting;
-      let reason = waiting?.reason;
-      let detail = waiting?.message ? `: ${waiting.message}` : "";
-      // Between back-offs a crashing container shows as terminated or briefly running, not waiting:
-      // one that is not ready and has restarted twice is in a crash loop all the same.
-      const exited = c.state?.terminated ?? c.lastState?.terminated;
-      const crashed =
-        exited && c.restartCount >= 2
-          ? `: it exited with code ${exited.exitCode}${exited.reason ? ` (${exited.reason})` : ""} and was restarted ${c.restartCount} times`
-          : undefined;
-      let until: Date | undefined;
-      if ((!reason || !(reason in POD_FAILURES)) && crashed) {
-        const started = c.state?.running?.startedAt ? new Date(c.state.running.startedAt).getTime() : undefined;
-        if (now && started !== undefined && now.getTime() - started < CRASH_STABLE_MS) {
-          // running again, but not yet for long enough to count as started
-          reason = "CrashLoopBackOff";
-          detail = `${crashed}; it has been running again for ${Math.max(0, Math.round((now.getTime() - started) / 1000))} s`;
-          until = new Date(started + CRASH_STABLE_MS);
-        } else if (!c.ready) {
-          reason = "CrashLoopBackOff";
-          detail = crashed;
-        }
-      }
-      if (!reason || !(reason in POD_FAILURES)) continue;
-      if (reason === "CrashLoopBackOff" && c.restartCount < 1) continue;
-      return {
-        reason,
-        message: `Pod ${pod.metadata?.name ?? ""} container ${c.name} is ${reason}${detail}. ${POD_FAILURES[reason]!}`,
-        ...(until ? { until } : {}),
-      };
-    }
-  }
-  return undefined;
-}
-
-/**
- * Why the current release is still waiting, from its pods: a pod of the App's image that the
- * scheduler cannot place yet (no node has room for its requests, or none matches its placement).
- * Not a failure: room may come (a replaced pod finishing its grace period, a new node), and the
- * Deployment's progress deadline fails the release if it never does. Pure.
- */
-export function podWaiting(pods: readonly k8s.V1Pod[] | undefined, image: string): { reason: string; message: string } | undefined {
-  for (const pod of pods ?? []) {
-    if (pod.metadata?.deletionTimestamp || pod.spec?.nodeName) continue;
-    if (!pod.spec?.containers.some((c) => c.image === image)) continue;
-    const scheduled = pod.status?.conditions?.find((c) => c.type === "PodScheduled");
-    if (scheduled?.status !== "False" || scheduled.reason !== "Unschedulable") continue;
-    return {
-      reason: "Unschedulable",
-      message: `Pod ${pod.metadata?.name ?? ""} is waiting for a node with room for it${scheduled.message ? `: ${scheduled.message}` : ""}`,
-    };
-  }
-  return undefined;
-}
-
-type Rollout = "none" | "in_progress" | "succeeded" | "failed";
-
-/** kubectl rollout status, as a pure function. */
-export function rolloutState(d: k8s.V1Deployment | undefined): Rollout {
-  if (!d) return "in_progress";
-  const s = d.status ?? {};
-  const progressing = s.conditions?.find((c) => c.type === "Progressing");
-  if (progressing?.status === "False" && progressing.reason === "ProgressDeadlineExceeded") return "failed";
-  const want = d.spec?.replicas ?? 1;
-  if ((s.observedGeneration ?? 0) < (d.metadata?.generation ?? 0)) return "in_progress";
-  if ((s.updatedReplicas ?? 0) < want) return "in_progress";
-  if ((s.replicas ?? 0) > (s.updatedReplicas ?? 0)) return "in_progress";
-  if ((s.availableReplicas ?? 0) < (s.updatedReplicas ?? 0)) return "in_progress";
-  return "succeeded";
 }
 
 const cond = (type: string, ok: boolean | "Unknown", reason: string, message: string, generation: number): ConditionInput => ({
@@ -271,12 +165,9 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
     };
   }
 
-  const want = desiredReplicas(spec, { deploymentReplicas: input.deployment?.spec?.replicas });
-  const ready = input.deployment?.status?.readyReplicas ?? 0;
-  const total = input.deployment?.status?.replicas ?? 0;
-  const rollout = rolloutState(input.deployment);
-
   if (spec.suspended) {
+    const ready = input.deployment?.status?.readyReplicas ?? 0;
+    const total = input.deployment?.status?.replicas ?? 0;
     const stopped = total === 0;
     return {
       ...base,
@@ -300,12 +191,16 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
     };
   }
 
-  // A release whose pods cannot start fails now, with their reason; one that did not progress in
-  // time fails with the Deployment's.
-  const crashing = podFailure(input.pods, spec.image, now);
-  const stuck = rollout === "succeeded" && ready >= want && !crashing?.until ? undefined : crashing;
-  const rolloutNow: Rollout = stuck ? "failed" : rollout;
-  const healthy = rolloutNow === "succeeded" && ready >= want;
+  // The same reading of the rollout as the release controller's when it records how a release's
+  // rollout ended (kit/rollout.ts): a pod that cannot start fails it at once.
+  const {
+    state: rolloutNow,
+    healthy,
+    ready,
+    total,
+    want,
+    failure,
+  } = deploymentRollout(spec, spec.image, input.deployment, input.pods, now);
   // A newer release than the one serving: still on its way (deploying) or failed before it could serve.
   const ahead = rel.newest && rel.newest !== serving ? RELEASE_BUILD[phaseOf(rel.newest)]?.phase : undefined;
   const phase =
@@ -316,7 +211,6 @@ function computeWorkloadStatus(input: StatusInput): AppStatus {
         : healthy && ahead !== "deploying"
           ? "active"
           : "deploying";
-  const failure = stuck ?? { reason: "ProgressDeadlineExceeded", message: "The rollout did not progress in time" };
   // Still rolling out: say so, and why when the cluster refuses to create its pods (the
   // workspace's ResourceQuota, Pod Security admission: the Deployment's ReplicaFailure) or a pod
   // waits for the scheduler.
@@ -447,7 +341,7 @@ function deployedAt(input: StatusInput, state: Rollout): { deployedAt?: string }
 
 /** True when writing `next` would change nothing. */
 export function statusEqual(a: AppStatus | undefined, b: AppStatus): boolean {
-  return stableJson(a ?? {}) === stableJson(b);
+  return statusUnchanged(a, b);
 }
 
 /** Reasons of conditions whose message carries replica counts ("2/3 replicas ready"). */
@@ -517,7 +411,7 @@ export const FAILURE_REASONS: ReadonlySet<string> = new Set([
   "RolloutFailed",
   "ProgressDeadlineExceeded",
   "Unschedulable",
-  ...Object.keys(POD_FAILURES),
+  ...POD_FAILURE_REASONS,
 ]);
 
 /** The conditions whose transitions are recorded as Events, in the order they are told. */

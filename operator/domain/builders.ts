@@ -6,7 +6,9 @@ import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, type AppSpec } from "../../crds/schemas.ts";
 import { DOMAIN_LABEL, domainChildNames, domainLabelValue, type DomainObject } from "../../crds/domain.ts";
 import type { KubeObject } from "../../kube/objects.ts";
-import { edgeAnnotations, MANAGED_BY, withHash, type EdgeConfig } from "../app/builders.ts";
+import { MANAGED_BY, withHash } from "../kit/apply.ts";
+import { edgeAnnotations, type EdgeConfig } from "../kit/edge.ts";
+import { CERTIFICATE_API_VERSION } from "../kit/informers.ts";
 
 export interface DomainConfig {
   /** The ClusterIssuer Certificates are requested from; no Certificate (and no TLS) when unset. */
@@ -16,7 +18,7 @@ export interface DomainConfig {
   edge?: EdgeConfig | undefined;
 }
 
-export const CERTIFICATE_API_VERSION = "cert-manager.io/v1";
+export { CERTIFICATE_API_VERSION };
 
 export type DomainChildKind = "Service" | "Ingress" | "Certificate";
 
@@ -61,7 +63,7 @@ export function buildDomainIngress(d: DomainObject, app: { name: string; spec: A
     metadata: meta(d, names.ingress, app.name, {
       annotations: {
         "berth.dev/visibility": app.spec.visibility,
-        ...edgeAnnotations({ name: app.name, namespace: d.metadata.namespace!, uid: "" }, app.spec, cfg.edge),
+        ...edgeAnnotations({ name: app.name, namespace: d.metadata.namespace! }, app.spec, cfg.edge),
       },
     }),
     spec: {

@@ -19,15 +19,16 @@ import {
   type CertificateView,
   type DomainObject,
 } from "../../crds/domain.ts";
-import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject, type ObjectRef } from "../../kube/objects.ts";
-import { errorMessage, isConflict } from "../../kube/transport.ts";
+import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject } from "../../kube/objects.ts";
+import { errorMessage } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import type { ReconcileContext, ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
-import { upToDate } from "../app/builders.ts";
-import type { AppObject } from "../app/reconcile.ts";
+import { convergeChild } from "../kit/apply.ts";
+import { recordLifecycle } from "../kit/events.ts";
+import type { AppObject } from "../kit/objects.ts";
 import { buildDomainChildren, CERTIFICATE_API_VERSION, targetPortOf, type DomainChildKind, type DomainConfig } from "./builders.ts";
 import type { DnsLookup } from "./dns.ts";
 import { computeDomainStatus, domainEvents, domainStatusEqual } from "./status.ts";
@@ -98,32 +99,6 @@ type Domain = KubeObject & DomainObject;
 
 const KIND_API: Record<DomainChildKind, string> = { Service: "v1", Ingress: "networking.k8s.io/v1", Certificate: CERTIFICATE_API_VERSION };
 
-/** The Domains of an App (for the App watch: a suspended, deleted or changed App reroutes them). */
-export function domainsOfApp(domains: Informer<KubeObject>): (obj: KubeObject) => Request[] {
-  return (app) =>
-    domains
-      .list(app.metadata.namespace)
-      .filter((d) => (d as Domain).spec?.appRef?.name === app.metadata.name)
-      .map((d) => ({ namespace: d.metadata.namespace!, name: d.metadata.name! }));
-}
-
-/** The Domain of a certificate Secret: cert-manager names its Certificate on it. */
-export function domainOfSecret(secret: KubeObject): Request[] {
-  const cert = secret.metadata.annotations?.["cert-manager.io/certificate-name"];
-  return cert && secret.metadata.labels?.[DOMAIN_LABEL] && secret.metadata.namespace
-    ? [{ namespace: secret.metadata.namespace, name: cert }]
-    : [];
-}
-
-/** Every Domain naming the same domain as `d` (another claim changing wakes the others). */
-export function sameDomainClaims(domains: Informer<KubeObject>): (obj: KubeObject) => Request[] {
-  return (d) =>
-    domains
-      .list()
-      .filter((x) => (x as Domain).spec?.domain === (d as Domain).spec?.domain && x.metadata.uid !== d.metadata.uid)
-      .map((x) => ({ namespace: x.metadata.namespace!, name: x.metadata.name! }));
-}
-
 /** Re-check at least this often while a certificate is in use (renewal time, expiry). */
 const MAX_TLS_RECHECK_MS = 6 * 3600_000;
 
@@ -153,7 +128,7 @@ export class DomainReconciler implements Reconciler {
     try {
       return await this.converge(d, ctx);
     } catch (err) {
-      this.deps.events?.event(d, "Warning", "ReconcileError", errorMessage(err));
+      recordLifecycle(this.deps.events, d, "ReconcileError", errorMessage(err));
       throw err;
     }
   }
@@ -249,33 +224,26 @@ export class DomainReconciler implements Reconciler {
     return waits.length ? { requeueAfterMs: Math.max(1000, Math.min(...waits)) } : undefined;
   }
 
-  /** Applies what differs; creates what is missing (never adopting a foreign object). Returns the kind/name of a foreign object in the way. */
+  /**
+   * Applies what differs; creates what is missing, never adopting a foreign object (kit/apply.ts
+   * convergeChild). Returns the kind/name of a foreign object in the way. The certificate's request
+   * is told once, when its Certificate is created.
+   */
   private async convergeChildren(d: Domain, desired: KubeObject[], ctx: ReconcileContext): Promise<string | undefined> {
     for (const obj of desired) {
       const kind = obj.kind!;
       const cached = this.cache.get<KubeObject>(kind, obj.metadata.namespace!, obj.metadata.name!);
-      if (cached) {
-        if (!ownedBy(cached, d)) return `${kind} ${obj.metadata.name}`;
-        if (!upToDate(obj, cached)) await this.cache.apply(obj);
-        continue;
-      }
-      try {
-        await this.cache.applyNew(obj);
-        ctx.log.debug({ kind, name: obj.metadata.name }, "created");
-        if (kind === "Certificate")
-          this.deps.events?.event(
-            d,
-            "Normal",
-            "CertificateRequested",
-            `Requested a certificate for ${d.spec.domain} from ClusterIssuer ${this.deps.cfg.issuer}`,
-          );
-      } catch (err) {
-        if (!isConflict(err)) throw err;
-        const existing = await this.cache.fetch<KubeObject>(refOf(obj));
-        if (!existing) throw err;
-        if (!ownedBy(existing, d)) return `${kind} ${obj.metadata.name}`;
-        if (!upToDate(obj, existing)) await this.cache.apply(obj);
-      }
+      const r = await convergeChild(this.cache, obj, cached, (o) => ownedBy(o, d));
+      if ("foreign" in r) return `${kind} ${obj.metadata.name}`;
+      if (!r.created) continue;
+      ctx.log.debug({ kind, name: obj.metadata.name }, "created");
+      if (kind === "Certificate")
+        recordLifecycle(
+          this.deps.events,
+          d,
+          "CertificateRequested",
+          `Requested a certificate for ${d.spec.domain} from ClusterIssuer ${this.deps.cfg.issuer}`,
+        );
     }
     return undefined;
   }
@@ -288,8 +256,7 @@ export class DomainReconciler implements Reconciler {
       const obj = this.cache.get<KubeObject>(kind, d.metadata.namespace!, byKind[kind]);
       if (!obj || !ownedBy(obj, d)) continue;
       await this.cache.delete({ apiVersion: KIND_API[kind], kind, namespace: d.metadata.namespace!, name: byKind[kind] }, obj);
-      ctx.log.debug({ kind, name: byKind[kind] }, "deleted");
-      this.deps.events?.event(d, "Normal", "Deleted", `Deleted ${kind} ${byKind[kind]}: the domain no longer needs it`);
+      ctx.log.debug({ kind, name: byKind[kind] }, "deleted: the domain no longer needs it");
     }
   }
 
@@ -343,8 +310,4 @@ export class DomainReconciler implements Reconciler {
     }
     for (const e of domainEvents(d.status, status)) this.deps.events?.event(written, e.type, e.reason, e.message);
   }
-}
-
-function refOf(o: KubeObject): ObjectRef {
-  return { apiVersion: o.apiVersion!, kind: o.kind!, namespace: o.metadata.namespace!, name: o.metadata.name! };
 }

@@ -4,7 +4,7 @@
 import type { DomainStatus, TlsStatus } from "../../crds/schemas.ts";
 import type { Verification } from "../../crds/domain.ts";
 import { conditionTransitions, setConditions, type ConditionInput } from "../../kube/conditions.ts";
-import { stableJson } from "../app/builders.ts";
+import { statusUnchanged } from "../kit/status.ts";
 
 export interface DomainStatusInput {
   old: DomainStatus | undefined;
@@ -146,8 +146,9 @@ function tlsReason(s: TlsStatus): string {
   }[s];
 }
 
+/** True when writing `b` over the stored `a` would change nothing. */
 export function domainStatusEqual(a: DomainStatus | undefined, b: DomainStatus): boolean {
-  return !!a && stableJson(a) === stableJson(b);
+  return statusUnchanged(a, b);
 }
 
 export interface DomainEvent {

@@ -1,22 +1,16 @@
-// The Jobs of a release (docs/deployments.md): the build (operator/build/main.ts in the builder
+// The Jobs of a release (docs/deployments.md): the build (operator/builder/main.ts in the builder
 // image, with BuildKit) and the release command (in the built image, with the App's environment).
 // Pure: no I/O, no clock; table-tested.
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, type AppSpec } from "../../crds/schemas.ts";
 import { envSecretName } from "../../crds/app.ts";
-import {
-  gitCredentialsSecret,
-  jobName,
-  RELEASE_LABEL,
-  RELEASE_STEP_LABEL,
-  type ReleaseObject as ReleaseShape,
-} from "../../crds/release.ts";
-import type { KubeObject } from "../../kube/objects.ts";
-import { CONTAINER, MANAGED_BY, podSpec, withHash, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
+import { gitCredentialsSecret, jobName, RELEASE_LABEL, RELEASE_STEP_LABEL } from "../../crds/release.ts";
+import { MANAGED_BY, withHash } from "../kit/apply.ts";
+import type { ReleaseObject } from "../kit/objects.ts";
+import { CONTAINER, podSpec, restrictedContainer, restrictedPod, type GovernanceRef, type Placement } from "../kit/pod.ts";
 
-/** A Release as the operator's caches hold it. */
-export type ReleaseObject = KubeObject & Pick<ReleaseShape, "spec" | "status">;
+export type { ReleaseObject };
 
 /** Where and how builds run: configuration (chart values), never code. */
 export interface BuildSettings {
@@ -107,7 +101,7 @@ export function cacheScopeOf(appUid: string): string {
  * volumes starts sooner: the kubelet checks a pod's mounts every 300 ms before starting it, and ten
  * build pods starting at once on a small node spend that wait and more (docs/builds.md).
  */
-export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): k8s.V1Job {
+export function buildJob(r: ReleaseObject, s: BuildSettings, placement: Placement): k8s.V1Job {
   const git = r.spec.git!;
   const appUid = r.metadata.ownerReferences?.find((o) => o.kind === "App" && o.name === r.spec.appRef.name)?.uid;
   const repository = imageRepository(s, r.metadata.namespace!, r.spec.appRef.name);
@@ -150,18 +144,7 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
       template: {
         metadata: { labels: podLabels(r, "build") },
         spec: {
-          restartPolicy: "Never",
-          automountServiceAccountToken: false,
-          enableServiceLinks: false,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: 10001,
-            runAsGroup: 10001,
-            fsGroup: 10001,
-            seccompProfile: { type: "RuntimeDefault" },
-          },
-          ...(cfg.nodeSelector && Object.keys(cfg.nodeSelector).length ? { nodeSelector: cfg.nodeSelector } : {}),
-          ...(cfg.tolerations?.length ? { tolerations: cfg.tolerations } : {}),
+          ...restrictedPod("Never", placement),
           containers: [
             {
               name: "build",
@@ -170,12 +153,8 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, cfg: BuildConfig): 
               workingDir: "/workspace",
               resources: { limits, requests },
               terminationMessagePolicy: "FallbackToLogsOnError",
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: false,
-                runAsNonRoot: true,
-                capabilities: { drop: ["ALL"] },
-              },
+              // The build writes its clone to the container's own layer (no volumes).
+              securityContext: restrictedContainer({ readOnlyRootFilesystem: false }),
             },
           ],
         },
@@ -192,13 +171,13 @@ export function releaseJob(
   r: ReleaseObject,
   spec: AppSpec,
   image: string,
-  cfg: BuildConfig,
+  placement: Placement,
   gov: GovernanceRef | undefined,
   timeoutSeconds: number,
 ): k8s.V1Job {
   // The service's variables as its pods get them (the Secret is optional: none set, none mounted).
   const env = { secretName: envSecretName(r.spec.appRef.name), hash: "" };
-  const pod = podSpec(spec, image, "Never", gov, env, cfg);
+  const pod = podSpec(spec, image, "Never", gov, env, placement);
   const container = pod.containers.find((c) => c.name === CONTAINER)!;
   const { readinessProbe: _ready, startupProbe: _started, ports: _ports, ...rest } = container;
   return withHash({
@@ -241,7 +220,7 @@ export function jobOutcome(job: k8s.V1Job | undefined, pod?: k8s.V1Pod): JobOutc
   return { done: false };
 }
 
-export { RESULT_LINE_PREFIX } from "../build/config.ts";
+export { RESULT_LINE_PREFIX } from "../builder/config.ts";
 
 /** What the build program wrote to its termination message and its last log line (docs/builds.md), or why it cannot be read. */
 export type BuildResult =

@@ -1,32 +1,34 @@
 // The Release reconciler (docs/deployments.md): queued -> building (a build Job) -> releasing (a
-// release command Job) -> deploying. From deploying on the App controller rolls the release out and
-// records how it ended (succeeded, failed, superseded). Level-based: each reconcile reads the
-// Release, its Jobs and their pods from the watch caches and takes the next step. Also keeps the
-// App's history bounded (RELEASE_HISTORY).
+// release command Job) -> deploying -> succeeded (then superseded) or failed. It is the only writer
+// of a Release's status: the App controller rolls the serving release out, and this controller
+// records how that rollout ended, reading the App's workload from its informers (release/status.ts
+// rolloutStep). Level-based: each reconcile reads the Release, its Jobs, their pods and the App's
+// workload from the watch caches and takes the next step. Also keeps the App's history bounded
+// (RELEASE_HISTORY).
 import type * as k8s from "@kubernetes/client-node";
-import { API_VERSION, AppSpec, type ReleaseStatus } from "../../crds/schemas.ts";
-import { governanceDisabled, governanceGeneration } from "../../crds/app.ts";
+import { API_VERSION, APP_LABEL, AppSpec } from "../../crds/schemas.ts";
 import {
   isFinal,
   jobName,
   overtaken,
   phaseOf,
-  RELEASE_LABEL,
+  servingRelease,
   RELEASE_STEP_LABEL,
+  RELEASE_LABEL,
   releaseRef,
   releasesToPrune,
 } from "../../crds/release.ts";
-import type { ReleaseObject } from "./builders.ts";
 import { OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/objects.ts";
 import { isConflict } from "../../kube/transport.ts";
 import type { Informer } from "../../kube/informer.ts";
 import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
-import type { ReconcileContext, ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
-import { governanceSecretName, type BuildConfig, type GovernanceRef } from "../app/builders.ts";
-import type { AppObject } from "../app/reconcile.ts";
-import { applyReleaseStatus } from "./status.ts";
+import type { ReconcileContext, ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
+import type { Metrics } from "../runtime/metrics.ts";
+import { recordLifecycle } from "../kit/events.ts";
+import type { AppObject, ReleaseObject } from "../kit/objects.ts";
+import { governanceRefOf, type Placement } from "../kit/pod.ts";
 import {
   buildJob,
   buildSlot,
@@ -39,7 +41,7 @@ import {
   type BuildSettings,
 } from "./builders.ts";
 import type { BuildLogs } from "./build-log.ts";
-import type { Metrics } from "../runtime/metrics.ts";
+import { applyReleaseStatus, nextReleaseStatus, rolloutStep, supersedeStep, type ReleaseStep } from "./status.ts";
 
 const BERTH = groupOf(API_VERSION);
 
@@ -75,6 +77,18 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
     why: "A release's build and release-command Jobs are created, watched and read back",
   },
   {
+    group: "apps",
+    resource: "deployments",
+    verbs: ["list", "watch"],
+    why: "The Release controller reads an App's Deployment (label-selected) to record how a release's rollout ended",
+  },
+  {
+    group: "batch",
+    resource: "cronjobs",
+    verbs: ["list", "watch"],
+    why: "The Release controller reads a cron App's CronJob (label-selected) to record that a release's schedule is in place",
+  },
+  {
     group: "",
     resource: "pods/log",
     verbs: ["get"],
@@ -82,45 +96,24 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
   },
 ];
 
-/** The Release a Job or a Job's pod belongs to (its berth.dev/release label). */
-export function releaseOfObject(obj: KubeObject): Request[] {
-  const r = obj.metadata.labels?.[RELEASE_LABEL];
-  return r && obj.metadata.namespace ? [{ namespace: obj.metadata.namespace, name: r }] : [];
-}
-
-/**
- * The releases of an App, to wake the Release controller when the App appears or changes: a
- * release created right after its App may arrive before the App is in the cache.
- */
-export function releasesOfApp(releases: Informer<ReleaseObject>): (app: KubeObject) => Request[] {
-  return (app) =>
-    app.metadata.namespace
-      ? releases
-          .list(app.metadata.namespace)
-          .filter((r) => r.spec?.appRef?.name === app.metadata.name)
-          .map((r) => ({ namespace: app.metadata.namespace!, name: r.metadata.name! }))
-      : [];
-}
-
-/** The App of a Release (its appRef), to wake the App controller when a release moves. */
-export function appOfRelease(obj: KubeObject): Request[] {
-  const app = (obj as ReleaseObject).spec?.appRef?.name;
-  return app && obj.metadata.namespace ? [{ namespace: obj.metadata.namespace, name: app }] : [];
-}
-
 export interface ReleaseReconcilerDeps {
   client: WritingClient;
   releases: Informer<ReleaseObject>;
   apps: Informer<AppObject>;
   jobs: Informer<KubeObject>;
+  /** Berth's pods: the Jobs' (their outcome) and the Apps' (how a rollout ended). */
   pods: Informer<KubeObject>;
+  /** The Apps' workloads, to record how a release's rollout ended. */
+  deployments: Informer<KubeObject>;
+  cronJobs: Informer<KubeObject>;
   /** Results read off running build pods' logs; without it, only the pods' exits tell. */
   buildLogs?: BuildLogs | undefined;
   /** Counts where build outcomes were read (berth_build_results_total). */
   metrics?: Pick<Metrics, "buildResults"> | undefined;
   /** Builds are off when absent: a release to build fails with BuildsNotConfigured. */
   build?: BuildSettings | undefined;
-  cfg: BuildConfig;
+  /** Where the Jobs' pods run (the Apps' placement). */
+  placement: Placement;
   now: () => Date;
   events?: EventRecorder | undefined;
 }
@@ -142,6 +135,12 @@ export class ReleaseReconciler implements Reconciler {
     this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("Release", deps.releases).track("Job", deps.jobs);
   }
 
+  /**
+   * Prunes the App's history, then takes the release's next step by its phase: queued (start a
+   * build, or deploy a rollback's image), building, releasing, deploying (record how the rollout
+   * ended), succeeded (superseded once another serves). A release overtaken before it deploys is
+   * cancelled.
+   */
   async reconcile({ namespace, name }: Request, ctx: ReconcileContext): Promise<ReconcileResult | void> {
     const r = this.cache.get<ReleaseObject>("Release", namespace, name);
     if (!r || r.metadata.deletionTimestamp) {
@@ -151,31 +150,52 @@ export class ReleaseReconciler implements Reconciler {
     const siblings = this.deps.releases.list(namespace).filter((x) => x.spec?.appRef?.name === r.spec.appRef.name);
     await this.prune(namespace, siblings);
     const phase = phaseOf(r);
-    if (isFinal(phase) || phase === "deploying" || phase === "succeeded") return;
+    if (isFinal(phase)) return;
+    if (phase === "succeeded") return this.supersede(r, siblings, ctx);
     const app = this.deps.apps.get(namespace, r.spec.appRef.name);
     if (!app) return; // not in the cache yet (its watch brings it: releasesOfApp), or gone: its releases follow it (owner references)
-    const now = this.deps.now().toISOString();
-
+    if (phase === "deploying") return this.rollout(r, siblings, app, ctx);
     if (overtaken(r, siblings)) {
-      await this.write(r, { phase: "cancelled", finishedAt: now }, ctx, "Cancelled", "A newer release is already rolling out or serving");
+      const now = this.deps.now().toISOString();
+      await this.write(
+        r,
+        {
+          change: { phase: "cancelled", finishedAt: now },
+          reason: "Cancelled",
+          message: "A newer release is already rolling out or serving",
+        },
+        ctx,
+      );
       return;
     }
-    if (phase === "queued") {
-      if (r.spec.image) {
-        await this.write(
-          r,
-          { phase: "deploying", image: r.spec.image, deployStartedAt: now },
-          ctx,
-          "Deploying",
-          `Deploying ${r.spec.image} again (rollback of ${r.spec.rollbackOf ?? "an earlier release"})`,
-        );
-        return;
-      }
-      const build = this.deps.build;
-      if (!build) {
-        await this.write(
-          r,
-          {
+    if (phase === "queued") return this.queued(r, ctx);
+    if (phase === "building") return this.building(r, app, ctx);
+    if (phase === "releasing") return this.releasing(r, ctx);
+  }
+
+  /** A queued release: a rollback deploys its image; a build starts once the workspace has a slot. */
+  private async queued(r: ReleaseObject, ctx: ReconcileContext): Promise<ReconcileResult | void> {
+    const namespace = r.metadata.namespace!,
+      name = r.metadata.name!;
+    const now = this.deps.now().toISOString();
+    if (r.spec.image) {
+      await this.write(
+        r,
+        {
+          change: { phase: "deploying", image: r.spec.image, deployStartedAt: now },
+          reason: "Deploying",
+          message: `Deploying ${r.spec.image} again (rollback of ${r.spec.rollbackOf ?? "an earlier release"})`,
+        },
+        ctx,
+      );
+      return;
+    }
+    const build = this.deps.build;
+    if (!build) {
+      await this.write(
+        r,
+        {
+          change: {
             phase: "build_failed",
             finishedAt: now,
             failure: {
@@ -184,45 +204,44 @@ export class ReleaseReconciler implements Reconciler {
               message: "This installation has no builder configured (chart values builder.*): deploy a prebuilt image (spec.image) instead",
             },
           },
-          ctx,
-          "BuildFailed",
-          "Builds are not configured",
-        );
-        return;
-      }
-      const slot = buildSlot(r, this.deps.releases.list(namespace), build.maxPerWorkspace);
-      if (!slot.start) {
-        const key = `${namespace}/${name}`;
-        if (!this.waiting.has(key)) {
-          this.waiting.add(key);
-          this.deps.events?.event(
-            r,
-            "Normal",
-            "BuildWaiting",
-            `The workspace runs ${slot.running} builds, its most at once (${build.maxPerWorkspace}); this one starts when one ends (${slot.ahead} queued before it)`,
-          );
-        }
-        return { requeueAfterMs: BUILD_SLOT_RECHECK_MS };
-      }
-      this.waiting.delete(`${namespace}/${name}`);
-      await this.ensureJob(buildJob(r, build, this.deps.cfg) as KubeObject);
-      await this.write(
-        r,
-        { phase: "building", buildStartedAt: now },
+          reason: "BuildFailed",
+          message: "Builds are not configured",
+        },
         ctx,
-        "Building",
-        `Building commit ${r.spec.git!.commitSha.slice(0, 12)} of ${r.spec.git!.branch}`,
       );
       return;
     }
-    if (phase === "building") return this.building(r, app, ctx);
-    if (phase === "releasing") return this.releasing(r, ctx);
+    const slot = buildSlot(r, this.deps.releases.list(namespace), build.maxPerWorkspace);
+    if (!slot.start) {
+      const key = `${namespace}/${name}`;
+      if (!this.waiting.has(key)) {
+        this.waiting.add(key);
+        recordLifecycle(
+          this.deps.events,
+          r,
+          "BuildWaiting",
+          `The workspace runs ${slot.running} builds, its most at once (${build.maxPerWorkspace}); this one starts when one ends (${slot.ahead} queued before it)`,
+        );
+      }
+      return { requeueAfterMs: BUILD_SLOT_RECHECK_MS };
+    }
+    this.waiting.delete(`${namespace}/${name}`);
+    await this.ensureJob(buildJob(r, build, this.deps.placement) as KubeObject);
+    await this.write(
+      r,
+      {
+        change: { phase: "building", buildStartedAt: now },
+        reason: "Building",
+        message: `Building commit ${r.spec.git!.commitSha.slice(0, 12)} of ${r.spec.git!.branch}`,
+      },
+      ctx,
+    );
   }
 
   private async building(r: ReleaseObject, app: AppObject, ctx: ReconcileContext): Promise<void> {
     const job = this.cache.get<k8s.V1Job & KubeObject>("Job", r.metadata.namespace!, jobName(r.metadata.name!, "build"));
     if (!job) {
-      if (this.deps.build) await this.ensureJob(buildJob(r, this.deps.build, this.deps.cfg) as KubeObject);
+      if (this.deps.build) await this.ensureJob(buildJob(r, this.deps.build, this.deps.placement) as KubeObject);
       return;
     }
     const pods = this.stepPods(r, "build");
@@ -240,7 +259,7 @@ export class ReleaseReconciler implements Reconciler {
       source = "log";
     }
     const now = this.deps.now().toISOString();
-    let next: { change: Partial<ReleaseStatus>; reason: string; message: string };
+    let next: ReleaseStep;
     if (!outcome.ok || !result?.ok) {
       const failure =
         result && !result.ok
@@ -258,7 +277,7 @@ export class ReleaseReconciler implements Reconciler {
         message: `${failure.reason}: ${failure.message}`.slice(0, 1000),
       };
     } else {
-      const built: Partial<ReleaseStatus> = {
+      const built = {
         image: result.image,
         buildFinishedAt: now,
         ...(result.stack ? { stack: result.stack } : {}),
@@ -268,7 +287,7 @@ export class ReleaseReconciler implements Reconciler {
         const spec = AppSpec.safeParse(app.spec);
         if (!spec.success) return; // the App controller reports the invalid spec; retried when it changes
         await this.ensureJob(
-          releaseJob(r, spec.data, result.image, this.deps.cfg, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject,
+          releaseJob(r, spec.data, result.image, this.deps.placement, governanceRefOf(app), RELEASE_TIMEOUT_SECONDS) as KubeObject,
         );
         next = {
           change: { ...built, phase: "releasing", releaseStartedAt: now },
@@ -283,7 +302,7 @@ export class ReleaseReconciler implements Reconciler {
         };
       }
     }
-    await this.write(r, next.change, ctx, next.reason, next.message);
+    await this.write(r, next, ctx);
     // Once the outcome is recorded (a failed write is retried with the result still kept): counted
     // once, and the log's stream, should it still be open, ended.
     this.deps.metrics?.buildResults.inc({ source });
@@ -302,20 +321,60 @@ export class ReleaseReconciler implements Reconciler {
       const failure = { step: "release", reason, message };
       await this.write(
         r,
-        { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure },
+        {
+          change: { phase: "release_failed", releaseFinishedAt: now, finishedAt: now, failure },
+          reason: "ReleaseFailed",
+          message: message.slice(0, 1000),
+        },
         ctx,
-        "ReleaseFailed",
-        message.slice(0, 1000),
       );
       return;
     }
     await this.write(
       r,
-      { phase: "deploying", releaseFinishedAt: now, deployStartedAt: now },
+      {
+        change: { phase: "deploying", releaseFinishedAt: now, deployStartedAt: now },
+        reason: "Deploying",
+        message: "The release command succeeded; rolling out",
+      },
       ctx,
-      "Deploying",
-      "The release command succeeded; rolling out",
     );
+  }
+
+  /**
+   * A deploying release: the App controller rolls it out (it serves once deploying); how the
+   * rollout ended is read off the App's workload (rolloutStep). Once it succeeded, the releases it
+   * replaced are superseded at once.
+   */
+  private async rollout(r: ReleaseObject, siblings: readonly ReleaseObject[], app: AppObject, ctx: ReconcileContext): Promise<void> {
+    const namespace = r.metadata.namespace!,
+      appName = r.spec.appRef.name;
+    const pods = this.deps.pods.list(namespace).filter((p) => p.metadata.labels?.[APP_LABEL] === appName) as k8s.V1Pod[];
+    const step = rolloutStep(
+      r,
+      siblings,
+      {
+        app,
+        deployment: this.deps.deployments.get(namespace, appName) as (k8s.V1Deployment & KubeObject) | undefined,
+        cronJob: this.deps.cronJobs.get(namespace, appName) as (k8s.V1CronJob & KubeObject) | undefined,
+        pods,
+      },
+      this.deps.now(),
+    );
+    if (!step) return;
+    await this.write(r, step, ctx);
+    if (step.change.phase !== "succeeded") return;
+    await this.supersede({ ...r, status: nextReleaseStatus(r, step.change) }, siblings, ctx);
+  }
+
+  /** The succeeded releases that `serving` (when it is the serving, succeeded one) replaced: superseded. */
+  private async supersede(serving: ReleaseObject, siblings: readonly ReleaseObject[], ctx: ReconcileContext): Promise<void> {
+    const current = servingOf(serving, siblings);
+    for (const s of siblings) {
+      const latest = this.cache.get<ReleaseObject>("Release", s.metadata.namespace!, s.metadata.name!);
+      const step = latest && supersedeStep(latest, current);
+      if (step) await this.write(latest, step, ctx);
+    }
   }
 
   private stepPods(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod[] {
@@ -349,27 +408,23 @@ export class ReleaseReconciler implements Reconciler {
     }
   }
 
-  /** Writes the whole status (server-side apply: what this manager leaves out would be removed). */
-  private async write(
-    r: ReleaseObject,
-    change: Partial<ReleaseStatus>,
-    ctx: ReconcileContext,
-    reason: string,
-    message: string,
-  ): Promise<void> {
-    const written = await applyReleaseStatus(this.cache, r, change);
-    ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: change.phase }, "release phase changed");
-    const warning = change.phase === "build_failed" || change.phase === "release_failed" || change.phase === "failed";
-    this.deps.events?.event(written, warning ? "Warning" : "Normal", reason, message);
+  /**
+   * Takes a step: writes the whole status (server-side apply: what this manager leaves out would
+   * be removed) unless it is already stored, and tells the step as an Event when it was written.
+   */
+  private async write(r: ReleaseObject, step: ReleaseStep, ctx: ReconcileContext): Promise<void> {
+    const written = await applyReleaseStatus(this.cache, r, step.change);
+    if (!written) return;
+    ctx.log.info({ release: r.metadata.name, from: phaseOf(r), to: step.change.phase }, "release phase changed");
+    recordLifecycle(this.deps.events, written, step.reason, step.message);
   }
 }
 
 /**
- * The App's governance Secret as the App controller keeps it: the release command runs with the
- * variables the pods get (the App controller provisions them once a build has an image; the
- * kubelet starts the container when the Secret exists).
+ * The release that serves among `siblings`, with `r` as it now is (its own write may not be in
+ * the informer's list yet).
  */
-function governanceRefOf(app: AppObject): GovernanceRef | undefined {
-  if (governanceDisabled(app.metadata.annotations)) return undefined;
-  return { secretName: governanceSecretName(app.metadata.name!), generation: governanceGeneration(app.metadata.annotations) };
+function servingOf(r: ReleaseObject, siblings: readonly ReleaseObject[]): ReleaseObject | undefined {
+  const current = siblings.map((s) => (s.metadata.name === r.metadata.name ? r : s));
+  return servingRelease(current);
 }

@@ -256,14 +256,14 @@ test.serial(
   async (t) => {
     const { config } = await inspect("builder");
     t.is(config.config.User, `${NODE_UID}:${NODE_UID}`);
-    t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
+    t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/builder/main.ts"]);
     t.is(config.config.WorkingDir, "/workspace");
     const entries = await ownEntries("builder");
     const paths = new Set(entries.map((e) => e.path));
     for (const p of [
       "app/package.json",
-      "app/operator/build/main.ts",
-      "app/operator/build/detect.ts",
+      "app/operator/builder/main.ts",
+      "app/operator/builder/detect.ts",
       "usr/local/bin/buildctl",
       "usr/bin/git",
     ])

@@ -1,4 +1,4 @@
-// The build program (operator/build/main.ts, docs/builds.md) run on the host as a build Job's
+// The build program (operator/builder/main.ts, docs/builds.md) run on the host as a build Job's
 // container runs it: against the real node's buildkitd (BERTH_BUILDKIT_ADDR) and registry
 // (BERTH_REGISTRY), cloning from a Git server over smart HTTP that requires credentials
 // (test/helpers/git-http.ts). A Dockerfile repository and the Node.js, Python and Go samples by
@@ -15,7 +15,7 @@ import { BERTH_IMAGES, buildBerthImages, type BerthImage } from "../../hack/bert
 import { IMAGES } from "../../hack/images.ts";
 import { REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
 import { Registry } from "../../hack/lib/registry.ts";
-import type { BuildResult } from "../../operator/build/main.ts";
+import type { BuildResult } from "../../operator/builder/main.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
 import { binPath, kubectl, root } from "../helpers/binaries.ts";
 import { startGitServer, type GitServer } from "../helpers/git-http.ts";
@@ -83,7 +83,7 @@ async function runBuilder(repo: string, commit: string, extra: Record<string, st
     BERTH_BUILDCTL: binPath("buildctl"),
     ...extra,
   };
-  const child = spawn(process.execPath, [join(root, "operator/build/main.ts")], { env, cwd: ws, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [join(root, "operator/builder/main.ts")], { env, cwd: ws, stdio: ["ignore", "pipe", "pipe"] });
   let stdout = "";
   child.stdout.on("data", (c: Buffer) => {
     stdout += c.toString();
@@ -279,7 +279,7 @@ test.serial("a static site by detection: served by the static server from the no
 });
 
 test.serial(
-  "the builder image: non-root, its entrypoint the build program, with git and buildctl; nothing but operator/build of the code",
+  "the builder image: non-root, its entrypoint the build program, with git and buildctl; nothing but operator/builder of the code",
   async (t) => {
     const manifest = JSON.parse((await registry.getManifest(BERTH_IMAGES.builder.name, built.builder.tag)).bytes.toString()) as {
       config: { digest: `sha256:${string}` };
@@ -288,7 +288,7 @@ test.serial(
       config: { User?: string; Entrypoint?: string[]; WorkingDir?: string };
     };
     t.is(config.config.User, "10001:10001");
-    t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/build/main.ts"]);
+    t.deepEqual(config.config.Entrypoint, ["node", "/app/operator/builder/main.ts"]);
     t.is(config.config.WorkingDir, "/workspace");
     // In a pod on the real node: the tools answer, as the image's user.
     await k.core.createNamespacedPod({
@@ -329,7 +329,7 @@ test.serial(
     t.deepEqual(
       lines.slice(4),
       ["compile-cache", "operator", "package.json", "build"],
-      "/app holds Node.js's compile cache, package.json and operator/build only",
+      "/app holds Node.js's compile cache, package.json and operator/builder only",
     );
   },
 );

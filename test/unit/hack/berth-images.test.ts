@@ -147,9 +147,9 @@ test("the repository's Dockerfile: each image's inputs are there, its own code a
   t.is(new Set(COMPONENTS.map((c) => tags[c])).size, COMPONENTS.length, "each image has its own tag");
 });
 
-test("the builder image is built from operator/build and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", (t) => {
+test("the builder image is built from operator/builder and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", (t) => {
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
-  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/build", "package.json"]);
+  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/builder", "package.json"]);
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
   t.deepEqual(
     imageInputs(dockerfile, BERTH_IMAGES.go.target),
@@ -165,7 +165,7 @@ test("the builder image is built from operator/build and package.json only (no d
     guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256,
   });
   t.deepEqual(namedInputs("operator"), {});
-  const files: [string, string][] = [["operator/build/main.ts", "-sha256:x"]];
+  const files: [string, string][] = [["operator/builder/main.ts", "-sha256:x"]];
   t.not(inputsTag({ files, baseDigest: BASE, guardModel: "a" }), inputsTag({ files, baseDigest: BASE, guardModel: "b" }));
   t.not(inputsTag({ files, baseDigest: BASE, buildctl: "v0.34.2" }), inputsTag({ files, baseDigest: BASE, buildctl: "v0.35.0" }));
   t.not(inputsTag({ files, baseDigest: BASE, go: "go1.26.8" }), inputsTag({ files, baseDigest: BASE, go: "go1.27.3" }));

@@ -3,20 +3,10 @@ import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../../crds/schemas.ts";
 import { ENV_HASH_ANNOTATION, OPERATOR_ENV_NAMES, governanceDisabled, governanceGeneration, reservedEnvName } from "../../../crds/app.ts";
-import {
-  buildChildren,
-  buildGovernanceSecret,
-  childKinds,
-  contains,
-  cpuQuantity,
-  desiredReplicas,
-  envHash,
-  HASH_ANNOTATION,
-  memoryQuantity,
-  STARTUP_SECONDS,
-  upToDate,
-  type BuildConfig,
-} from "../../../operator/app/builders.ts";
+import { buildChildren, buildGovernanceSecret, childKinds, type BuildConfig } from "../../../operator/app/builders.ts";
+import { contains, HASH_ANNOTATION, upToDate } from "../../../operator/kit/apply.ts";
+import { cpuQuantity, envHash, memoryQuantity, STARTUP_SECONDS } from "../../../operator/kit/pod.ts";
+import { desiredReplicas } from "../../../operator/kit/rollout.ts";
 import type { KubeObject } from "../../../kube/client.ts";
 
 const ref = { name: "shop", namespace: "ws1", uid: "u-1" };

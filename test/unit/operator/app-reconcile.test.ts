@@ -75,7 +75,9 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
     delete: () => Promise.resolve(true),
     mergePatch: () => Promise.reject(new Error("not expected")),
   } as unknown as ObjectClient;
+  const events: { type: string; reason: string; kind: string }[] = [];
   const reconciler = new AppReconciler({
+    events: { event: (o: KubeObject, type: string, reason: string) => events.push({ type, reason, kind: o.kind! }) },
     client,
     apps: apps as unknown as Informer<AppObject>,
     children: children as unknown as Record<ChildKind, Informer<KubeObject>>,
@@ -96,6 +98,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
     children,
     secrets,
     calls,
+    events,
     reconcile: () =>
       reconciler.reconcile({ namespace: "ns", name: "shop" }, { signal: new AbortController().signal, log: pino({ level: "silent" }) }),
     tick: (ms: number) => {
@@ -172,6 +175,26 @@ test("a reconcile that runs before the caches show its writes creates nothing tw
   t.is(w.writes("applyNew").length, 4);
   t.is(w.writes("apply").length, 0);
   t.is(w.writes("applyStatus").length, 1);
+});
+
+test("Events tell the App's transitions, not each child it creates; a reconcile that changes nothing tells nothing", async (t) => {
+  const w = world();
+  await w.reconcile();
+  t.is(w.writes("applyNew").length, 4);
+  t.deepEqual(
+    w.events.map((e) => `${e.kind} ${e.type}/${e.reason}`),
+    ["App Normal/RollingOut"],
+    "4 children created, one story: the App rolls out (Built for a prebuilt image is not told)",
+  );
+  await w.catchUp();
+  await w.reconcile();
+  t.is(w.events.length, 1);
+  w.pods(3);
+  await w.reconcile();
+  t.deepEqual(
+    w.events.slice(1).map((e) => `${e.type}/${e.reason}`),
+    ["Normal/RolloutComplete", "Normal/Available"],
+  );
 });
 
 test("a change of replica counts only is written after the delay, a transition at once with the latest counts", async (t) => {

@@ -2,17 +2,8 @@
 import test from "ava";
 import type * as k8s from "@kubernetes/client-node";
 import { AppSpec, type AppSpecInput } from "../../../crds/schemas.ts";
-import {
-  computeStatus,
-  CRASH_STABLE_MS,
-  decideStatusWrite,
-  onlyCountsChanged,
-  podFailure,
-  podWaiting,
-  rolloutState,
-  statusEqual,
-  statusEvents,
-} from "../../../operator/app/status.ts";
+import { computeStatus, decideStatusWrite, onlyCountsChanged, statusEqual, statusEvents } from "../../../operator/app/status.ts";
+import { CRASH_STABLE_MS, podFailure, podWaiting, rolloutState } from "../../../operator/kit/rollout.ts";
 
 const cfg = { baseDomain: "apps.example.com" };
 const now = new Date("2026-11-21T10:00:00Z");

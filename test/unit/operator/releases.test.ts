@@ -17,7 +17,7 @@ import {
   type ReleaseObject,
 } from "../../../operator/release/builders.ts";
 import { computeStatus } from "../../../operator/app/status.ts";
-import { releasesOfApp } from "../../../operator/release/reconcile.ts";
+import { releasesOfApp } from "../../../operator/release/controller.ts";
 import { resultOfLine } from "../../../operator/release/build-log.ts";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";

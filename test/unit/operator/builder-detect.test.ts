@@ -1,13 +1,13 @@
-// Stack detection (operator/build/detect.ts): a commit's file list and a few file texts in, the
+// Stack detection (operator/builder/detect.ts): a commit's file list and a few file texts in, the
 // build plan (a generated Dockerfile) or a clear failure out. Also runs the static sites' server.
 import test from "ava";
 import { spawn } from "node:child_process";
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { BaseImages, Detection, Plan, SourceTree } from "../../../operator/build/detect.ts";
-import { detect, detectStack, goMainPackage, hasRequirements, procfileWeb, pyprojectScripts } from "../../../operator/build/detect.ts";
-import { STATIC_SERVER_SOURCE } from "../../../operator/build/static-server.ts";
+import type { BaseImages, Detection, Plan, SourceTree } from "../../../operator/builder/detect.ts";
+import { detect, detectStack, goMainPackage, hasRequirements, procfileWeb, pyprojectScripts } from "../../../operator/builder/detect.ts";
+import { STATIC_SERVER_SOURCE } from "../../../operator/builder/static-server.ts";
 
 const BASES: BaseImages = { node: "reg/berth/node:v1", python: "reg/berth/python:v1", go: "reg/berth/go:v1", static: "reg/berth/node:v1" };
 

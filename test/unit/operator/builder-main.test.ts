@@ -1,10 +1,10 @@
-// The build program's pure parts (operator/build/main.ts, config.ts): the configuration read from
+// The build program's pure parts (operator/builder/main.ts, config.ts): the configuration read from
 // the contract's environment, git's commands and environment (credentials only ever in the
 // environment), buildctl's arguments, what failures mean, and the result as the termination log
 // holds it. test/e2e/builder.test.ts runs the program against real git, BuildKit and a registry.
 import test from "ava";
-import { ConfigError, parseConfig, safeRelativePath } from "../../../operator/build/config.ts";
-import type { BuildResult } from "../../../operator/build/main.ts";
+import { ConfigError, parseConfig, safeRelativePath } from "../../../operator/builder/config.ts";
+import type { BuildResult } from "../../../operator/builder/main.ts";
 import {
   buildctlArgs,
   buildctlEnv,
@@ -22,9 +22,9 @@ import {
   RESULT_MAX_BYTES,
   resultJson,
   truncate,
-} from "../../../operator/build/main.ts";
+} from "../../../operator/builder/main.ts";
 import { resultOfLine } from "../../../operator/release/build-log.ts";
-import { scopeCacheIds } from "../../../operator/build/detect.ts";
+import { scopeCacheIds } from "../../../operator/builder/detect.ts";
 import { cacheScopeOf } from "../../../operator/release/builders.ts";
 
 const SHA = "0123456789abcdef0123456789abcdef01234567";
