@@ -328,7 +328,7 @@ test.serial(
     t.regex(lines[3] ?? "", /^v24\./);
     t.deepEqual(
       lines.slice(4),
-      ["compile-cache", "operator", "package.json", "build"],
+      ["compile-cache", "operator", "package.json", "builder"],
       "/app holds Node.js's compile cache, package.json and operator/builder only",
     );
   },
