@@ -43,7 +43,7 @@ export function Chart(props: {
       cursor: { show: true, drag: { x: false, y: false } },
       scales: { x: { time: props.time ?? false } },
       axes: [
-        props.xFormat ? { values: (_u, ticks) => ticks.map((t) => props.xFormat?.(t) ?? String(t)) } : {},
+        props.xFormat ? { splits: () => props.x, values: (_u, ticks) => ticks.map((t) => props.xFormat?.(t) ?? String(t)) } : {},
         { values: (_u, ticks) => ticks.map(fmt), size: 64 },
       ],
       series: [

@@ -327,7 +327,8 @@ type SelectProps = Omit<PartialSelectHTMLAttributes<HTMLSelectElement>, "name" |
   options: readonly (string | readonly [value: string, label: string])[];
 };
 
-export function Select({ name, label, hint, options, ...rest }: SelectProps) {
+/** A labelled select; `defaultValue` marks its option selected (a <select> has no defaultValue property to set). */
+export function Select({ name, label, hint, options, defaultValue, ...rest }: SelectProps) {
   const f = useField(name);
   return (
     <div class="field">
@@ -342,7 +343,7 @@ export function Select({ name, label, hint, options, ...rest }: SelectProps) {
         {options.map((o) => {
           const [value, text] = typeof o === "string" ? [o, o] : o;
           return (
-            <option key={value} value={value}>
+            <option key={value} value={value} selected={rest.value === undefined ? value === defaultValue : undefined}>
               {text}
             </option>
           );

@@ -102,7 +102,7 @@ function Analytics({ appId }: { appId: string }) {
     <>
       <form
         class="filters"
-        aria-label="Range"
+        aria-label="Analytics period"
         onSubmit={(e) => {
           e.preventDefault();
           const d = new FormData(e.currentTarget);
@@ -116,9 +116,9 @@ function Analytics({ appId }: { appId: string }) {
       >
         <div class="field">
           <label for="range">Range</label>
-          <select id="range" name="range" defaultValue={range}>
+          <select id="range" name="range">
             {RANGES.map(([v, l]) => (
-              <option key={v} value={v}>
+              <option key={v} value={v} selected={v === range}>
                 {l}
               </option>
             ))}
@@ -126,9 +126,9 @@ function Analytics({ appId }: { appId: string }) {
         </div>
         <div class="field">
           <label for="interval">Interval</label>
-          <select id="interval" name="interval" defaultValue={interval}>
+          <select id="interval" name="interval">
             {INTERVALS.map(([v, l]) => (
-              <option key={v} value={v}>
+              <option key={v} value={v} selected={v === interval}>
                 {l}
               </option>
             ))}
@@ -562,10 +562,10 @@ function GuardBlocks({ appId }: { appId: string }) {
       >
         <div class="field">
           <label for="block-type">Guard</label>
-          <select id="block-type" name="guard_type" defaultValue={guardType ?? ""}>
+          <select id="block-type" name="guard_type">
             <option value="">Any guard</option>
             {GUARD_TYPES.map((g) => (
-              <option key={g} value={g}>
+              <option key={g} value={g} selected={g === guardType}>
                 {g.replace(/_/g, " ")}
               </option>
             ))}

@@ -102,10 +102,10 @@ export function ServicesPage() {
         </div>
         <div class="field">
           <label for="filter-status">Status</label>
-          <select id="filter-status" name="status" defaultValue={q.status ?? ""}>
+          <select id="filter-status" name="status">
             <option value="">Any status</option>
             {SERVICE_STATUSES.map((s) => (
-              <option key={s} value={s}>
+              <option key={s} value={s} selected={s === q.status}>
                 {s.replace("_", " ")}
               </option>
             ))}
@@ -113,10 +113,10 @@ export function ServicesPage() {
         </div>
         <div class="field">
           <label for="filter-type">Type</label>
-          <select id="filter-type" name="type" defaultValue={q.type ?? ""}>
+          <select id="filter-type" name="type">
             <option value="">Any type</option>
             {SERVICE_TYPES.map((t) => (
-              <option key={t} value={t}>
+              <option key={t} value={t} selected={t === q.type}>
                 {t}
               </option>
             ))}
@@ -223,7 +223,7 @@ export function ServiceFields({ service, source }: { service?: Service; source: 
       {source === "image" ? (
         <Field
           name="image"
-          label="Image"
+          label="Image to deploy"
           required
           defaultValue={service?.image ?? ""}
           hint="A prebuilt image, e.g. ghcr.io/acme/web:1.2.0"

@@ -10,10 +10,10 @@ function CreatedLink({ share, onDone }: { share: Schemas["CreatedPublicShare"]; 
   const [copied, setCopied] = useState<string>("");
   return (
     <div class="created" role="region" aria-labelledby="created-h">
-      <h2 id="created-h">Your new share link</h2>
+      <h2 id="created-h">Share link created</h2>
       <p>Copy it now: it is shown only once (Berth keeps only a digest of its token).</p>
       <div class="field">
-        <label for="share-url">Share link</label>
+        <label for="share-url">New share link</label>
         <input id="share-url" readOnly value={share.url} onFocus={(e) => e.currentTarget.select()} />
       </div>
       <div class="actions">
