@@ -105,6 +105,26 @@ export default tseslint.config(
       },
     ],
   ),
+  // The console (api/console/web) is browser code: TSX, type-checked through its own tsconfig
+  // (the project service picks the nearest tsconfig.json, api/console/web/tsconfig.json). It talks
+  // to the API over HTTP only, so it imports none of the server's code (its API types are generated).
+  {
+    files: ["api/console/web/**/*.ts", "api/console/web/**/*.tsx"],
+    languageOptions: { parserOptions: { ecmaFeatures: { jsx: true } } },
+    rules: {
+      "no-restricted-imports": [
+        "error",
+        {
+          patterns: [
+            {
+              regex: "^(node:|(\\.\\./){2,}|.*(^|/)(operator|crds|kube|toolkit)/)",
+              message: "The console runs in the browser: it calls the API (openapi.gen.ts types it) and imports no server code.",
+            },
+          ],
+        },
+      ],
+    },
+  },
   { files: ["**/config.ts", "test/**", "hack/**"], rules: { "no-restricted-properties": "off", "no-console": "off" } },
   {
     files: ["test/**"],
