@@ -269,6 +269,11 @@ export interface Scorer {
   close(): Promise<void>;
 }
 
+/**
+ * Scoring on the calling thread (BERTH_INGEST_WORKERS=0). Nothing can preempt it: a task has no
+ * deadline here (BERTH_SCORING_TASK_TIMEOUT_MS needs worker threads), and a task that runs away
+ * holds the API's event loop.
+ */
 export class InProcessScorer implements Scorer {
   readonly #engines = new EngineCache();
 
@@ -291,55 +296,186 @@ export type ScoringTask = { id: number; version: number; config: EngineConfigInp
 );
 /** A scoring thread's answer to a task of the same id. */
 export type ScoringReply = { id: number; results: PackedScores } | { id: number; check: GuardCheckResult } | { id: number; error: string };
+/** What a scoring thread posts: its answers, and once that it is ready (its modules loaded). */
+export type WorkerMessage = ScoringReply | { ready: true };
 type Answer = Exclude<ScoringReply, { error: string }>;
+
+/**
+ * A scoring task passed its deadline (BERTH_SCORING_TASK_TIMEOUT_MS): its worker was terminated
+ * and replaced. Only the task the worker was running gets it; see WorkerPoolScorer.
+ */
+export class ScoringTimeoutError extends Error {
+  readonly timeoutMs: number;
+  constructor(timeoutMs: number) {
+    super(`scoring timed out after ${timeoutMs} ms`);
+    this.name = "ScoringTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A task and the settling of its caller's promise; it moves to another worker when re-dispatched. */
+interface Job {
+  task: ScoringTask;
+  resolve: (r: Answer) => void;
+  reject: (e: Error) => void;
+}
 interface Slot {
   worker: Worker;
   dead: boolean;
-  pending: Map<number, { resolve: (r: Answer) => void; reject: (e: Error) => void }>;
+  /** the thread has loaded its modules: a task's deadline runs from then on, not from the thread's start */
+  ready: boolean;
+  /** the tasks posted to this worker, oldest first: the worker takes them in that order */
+  pending: Map<number, Job>;
+  /** the deadline of the oldest pending task, and that task's id */
+  timer?: NodeJS.Timeout;
+  timed?: number;
 }
 
 /** Traces per task: a batch is split so that several workers share it. */
 const MIN_CHUNK = 25;
 
+export interface WorkerPoolOptions {
+  size: number;
+  log: Logger;
+  /**
+   * BERTH_SCORING_TASK_TIMEOUT_MS: how long a task may hold its worker, counted from when it is
+   * the oldest task posted to that worker (the one the worker runs: earlier ones have answered)
+   * and the worker is ready (a new thread takes a few hundred ms to load its modules).
+   * Past it the worker is terminated and replaced, the task rejected with ScoringTimeoutError and
+   * the tasks queued behind it re-dispatched. Unset, 0 or not finite: no deadline.
+   */
+  taskTimeoutMs?: number | undefined;
+  /**
+   * The worker's module: scoring-worker.ts; tests give one that can be made to run away. It must
+   * post { ready: true } once loaded: no deadline runs on a worker before.
+   */
+  workerUrl?: URL;
+}
+
+/**
+ * Scoring in worker threads. Tasks go to the worker with the fewest in flight and each worker
+ * takes its tasks in order. Each task has a deadline (taskTimeoutMs) once it is the oldest of its
+ * worker's: a task that runs away (a bug, a pathological input, a future guard) is cut there. Its
+ * worker is terminated (V8 stops JavaScript wherever it is) and replaced by a fresh thread; the
+ * task is rejected with ScoringTimeoutError; the tasks queued behind it on that worker, which had
+ * not answered, are re-dispatched to the pool (scoring is pure: a task that had started runs again
+ * from the start), each with a deadline of its own once it is a worker's oldest. So one runaway
+ * task costs one worker for one deadline, and the other workers keep serving meanwhile.
+ *
+ * A worker that crashes (an error or exit of the thread) is replaced too, but every task it held
+ * is rejected: any of them may have crashed it.
+ */
 export class WorkerPoolScorer implements Scorer {
   readonly #size: number;
   readonly #log: Logger;
+  readonly #timeoutMs: number | undefined;
+  readonly #workerUrl: URL;
   readonly #slots: Slot[] = [];
   #next = 1;
   #closed = false;
 
-  constructor(opts: { size: number; log: Logger }) {
+  constructor(opts: WorkerPoolOptions) {
     this.#size = opts.size;
     this.#log = opts.log;
+    const t = opts.taskTimeoutMs;
+    // setTimeout fires at once past 2^31 - 1 ms: such a deadline is none
+    this.#timeoutMs = t !== undefined && Number.isFinite(t) && t > 0 && t < 2 ** 31 ? t : undefined;
+    this.#workerUrl = opts.workerUrl ?? new URL("./scoring-worker.ts", import.meta.url);
     for (let i = 0; i < opts.size; i++) this.#slots.push(this.#spawn());
   }
 
+  /** The worker threads' ids, in slot order (tests: a replaced worker has a new one). */
+  get threadIds(): number[] {
+    return this.#slots.map((s) => s.worker.threadId);
+  }
+
   #spawn(): Slot {
-    const worker = new Worker(new URL("./scoring-worker.ts", import.meta.url));
+    const worker = new Worker(this.#workerUrl);
     worker.unref();
-    const slot: Slot = { worker, dead: false, pending: new Map() };
-    worker.on("message", (m: ScoringReply) => {
-      const p = slot.pending.get(m.id);
-      if (!p) return;
-      slot.pending.delete(m.id);
-      if ("error" in m) p.reject(new Error(`scoring failed: ${m.error}`));
-      else p.resolve(m);
+    const slot: Slot = { worker, dead: false, ready: false, pending: new Map() };
+    worker.on("message", (m: WorkerMessage) => {
+      if ("ready" in m) {
+        slot.ready = true;
+        this.#arm(slot);
+        return;
+      }
+      const job = this.#take(slot, m.id);
+      if (!job) return;
+      if ("error" in m) job.reject(new Error(`scoring failed: ${m.error}`));
+      else job.resolve(m);
     });
     const fail = (err: Error) => {
       if (slot.dead) return;
-      slot.dead = true;
-      for (const p of slot.pending.values()) p.reject(err);
-      slot.pending.clear();
+      const jobs = this.#retire(slot);
+      for (const j of jobs) j.reject(err);
       if (this.#closed) return;
       this.#log.error({ err }, "a scoring worker died; starting another");
-      const i = this.#slots.indexOf(slot);
-      if (i >= 0) this.#slots[i] = this.#spawn();
+      this.#replace(slot);
     };
     worker.on("error", fail);
     worker.on("exit", (code) => {
       if (!this.#closed) fail(new Error(`scoring worker exited with code ${code}`));
     });
     return slot;
+  }
+
+  /** Removes a task from its worker's, once answered; the next oldest then runs to its own deadline. */
+  #take(slot: Slot, id: number): Job | undefined {
+    const job = slot.pending.get(id);
+    if (!job) return undefined;
+    slot.pending.delete(id);
+    if (slot.pending.size === 0) slot.worker.unref();
+    this.#arm(slot);
+    return job;
+  }
+
+  /** Marks a worker dead and takes its tasks, oldest first. */
+  #retire(slot: Slot): Job[] {
+    slot.dead = true;
+    clearTimeout(slot.timer);
+    slot.timer = undefined;
+    const jobs = [...slot.pending.values()];
+    slot.pending.clear();
+    slot.worker.unref();
+    return jobs;
+  }
+
+  #replace(slot: Slot): void {
+    const i = this.#slots.indexOf(slot);
+    if (i >= 0) this.#slots[i] = this.#spawn();
+  }
+
+  /** Arms the deadline of the worker's oldest task, unless it is already armed for it. */
+  #arm(slot: Slot): void {
+    if (this.#timeoutMs === undefined || slot.dead || !slot.ready) return;
+    const oldest = slot.pending.keys().next();
+    if (oldest.done) {
+      clearTimeout(slot.timer);
+      slot.timer = slot.timed = undefined;
+      return;
+    }
+    if (slot.timer && slot.timed === oldest.value) return;
+    clearTimeout(slot.timer);
+    const id = oldest.value;
+    slot.timed = id;
+    slot.timer = setTimeout(() => this.#expire(slot, id), this.#timeoutMs);
+    slot.timer.unref(); // the worker's ref keeps the process alive while work is in flight
+  }
+
+  /** A task passed its deadline: a fresh worker for its own, the task cut, the ones behind it re-dispatched. */
+  #expire(slot: Slot, id: number): void {
+    if (slot.dead || this.#closed || slot.timed !== id || !slot.pending.has(id)) return;
+    const jobs = this.#retire(slot);
+    this.#log.warn(
+      { timeoutMs: this.#timeoutMs, threadId: slot.worker.threadId, requeued: jobs.length - 1 },
+      "a scoring task passed its deadline; replacing its worker",
+    );
+    this.#replace(slot);
+    void slot.worker.terminate();
+    for (const j of jobs) {
+      if (j.task.id === id) j.reject(new ScoringTimeoutError(this.#timeoutMs!));
+      else this.#dispatch(j);
+    }
   }
 
   async score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
@@ -362,28 +498,25 @@ export class WorkerPoolScorer implements Scorer {
   }
 
   #run(task: ScoringTask): Promise<Answer> {
+    return new Promise((resolve, reject) => this.#dispatch({ task, resolve, reject }));
+  }
+
+  /** Posts a task to the worker with the fewest in flight. */
+  #dispatch(job: Job): void {
+    if (this.#closed) {
+      job.reject(new Error("the scoring pool is closed"));
+      return;
+    }
     const slot = this.#slots.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
-    return new Promise((resolve, reject) => {
-      slot.worker.ref(); // keep the process alive while work is in flight
-      const done = () => {
-        if (slot.pending.size === 0) slot.worker.unref();
-      };
-      slot.pending.set(task.id, {
-        resolve: (r) => {
-          resolve(r);
-          done();
-        },
-        reject: (e) => {
-          reject(e);
-          done();
-        },
-      });
-      slot.worker.postMessage(task);
-    });
+    slot.pending.set(job.task.id, job);
+    slot.worker.ref(); // keep the process alive while work is in flight
+    slot.worker.postMessage(job.task);
+    this.#arm(slot);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
+    for (const s of this.#slots) clearTimeout(s.timer);
     await Promise.all(this.#slots.map((s) => s.worker.terminate()));
   }
 }
