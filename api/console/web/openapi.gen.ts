@@ -1394,16 +1394,21 @@ export interface components {
         GuardEvaluation: {
             /** @enum {string} */
             guardType: "pii_detection" | "prompt_injection" | "toxicity" | "off_topic" | "custom";
-            /** @enum {string} */
-            result: "pass" | "flag" | "block" | "redact";
+            /**
+             * @description error: the guard gave no verdict, the trace's scoring passed its deadline (see error); confidence is then 0
+             * @enum {string}
+             */
+            result: "pass" | "flag" | "block" | "redact" | "error";
             confidence: number;
+            /** @description prompt_injection, sensitive_data or template:<template_id> */
+            source: string;
             /**
              * @description input: the prompt; output: the response
              * @enum {string}
              */
             phase: "input" | "output";
-            /** @description prompt_injection, sensitive_data or template:<template_id> */
-            source: string;
+            /** @description Present when result is error: why (scoring timed out after N ms) */
+            error?: string;
         };
         GuardTemplate: {
             id: string;
@@ -2028,6 +2033,8 @@ export interface components {
             guardBlocked: boolean | null;
             /** @description The mean eval score, 0-1 (of the stored trace, for a duplicate); null when rejected */
             evalScore: number | null;
+            /** @description A created trace whose scoring passed its deadline (BERTH_SCORING_TASK_TIMEOUT_MS): why the guards gave no verdict. The trace is stored, its guardEvaluations with result error, no evals or guard blocks */
+            guardError?: string;
             /** @description Why an item was rejected */
             errors?: components["schemas"]["FieldError"][];
         };

@@ -12,6 +12,8 @@
 import { Worker } from "node:worker_threads";
 import {
   aggregateEvalScore,
+  DEFAULT_PHASES,
+  EngineConfig,
   evaluateWithClassifier,
   GuardEngine,
   runEvals,
@@ -22,6 +24,7 @@ import {
   type GuardBlock,
   type GuardDecision,
   type GuardEvaluation,
+  type GuardType,
   type Phase,
   type TextClassifier,
 } from "../../../toolkit/src/index.ts";
@@ -51,8 +54,13 @@ export interface ScoreResult {
   guardBlocked: boolean;
   /** traces.guard_evaluations: every verdict of both phases, in chain order */
   evaluationsJson: string;
-  /** audit_log.guard_decision: canonical JSON (guardDecisionOf) */
+  /** audit_log.guard_decision: canonical JSON (guardDecisionOf, or unscored's) */
   decisionJson: string;
+  /**
+   * Why the guards gave no verdict (the trace's scoring passed its deadline): then there are no
+   * blocks and no evals, and every guard of the chain is recorded with result "error" (unscored).
+   */
+  guardError?: string;
 }
 
 /**
@@ -234,6 +242,58 @@ export function guardDecisionOf(i: { guardBlocked: boolean; input: DecisionSumma
   return { blocked: i.guardBlocked, input: phase(i.input), output: phase(i.output) };
 }
 
+/**
+ * The checks of a config's chain, in order, as GuardEngine's constructor builds them (a test
+ * holds the two equal): the built-in guards that are on, then each enabled template. Read from
+ * the config alone, nothing compiled, so that the thread that serves HTTP can name the guards of
+ * a task that a scoring thread could not finish.
+ */
+export function guardChain(config: EngineConfigInput): { guardType: GuardType; source: string; phases: readonly Phase[] }[] {
+  const c = EngineConfig.parse(config);
+  const chain: { guardType: GuardType; source: string; phases: readonly Phase[] }[] = [];
+  if (c.guards.prompt_injection.enabled)
+    chain.push({ guardType: "prompt_injection", source: "prompt_injection", phases: DEFAULT_PHASES.prompt_injection });
+  if (c.guards.sensitive_data.enabled)
+    chain.push({ guardType: "pii_detection", source: "sensitive_data", phases: DEFAULT_PHASES.pii_detection });
+  for (const ref of c.guards.custom_templates) {
+    const t = c.templates[ref.template_id];
+    if (!ref.enabled || !t) continue;
+    chain.push({ guardType: t.guardType, source: `template:${ref.template_id}`, phases: t.config.phases ?? DEFAULT_PHASES[t.guardType] });
+  }
+  return chain;
+}
+
+/**
+ * What ingestion stores of a trace whose scoring could not finish (its task passed its deadline):
+ * each guard of the chain, in each of its phases, with result "error", confidence 0 and the error;
+ * no block, no eval (evalScore is that of no evals, 1, as for an app whose evals are all off), not
+ * blocked. The audit's guard decision says the same: decision "error" per phase and the error.
+ * One per trace of the task; they are equal, so the caller may share it.
+ */
+export function unscored(config: EngineConfigInput, error: string): ScoreResult {
+  const chain = guardChain(config);
+  const phase = (p: Phase) => chain.filter((g) => g.phases.includes(p));
+  const evaluations = (["input", "output"] as const).flatMap((p) =>
+    phase(p).map((g) => ({ guardType: g.guardType, result: "error", confidence: 0, phase: p, source: g.source, error })),
+  );
+  // canonical JSON: every object's keys in sorted order (as guardDecisionOf builds them)
+  const decided = (p: Phase) => ({
+    blocks: [],
+    decision: "error",
+    evaluations: phase(p).map((g) => ({ confidence: 0, error, guardType: g.guardType, result: "error", source: g.source })),
+  });
+  const evals: EvalResult[] = [];
+  return {
+    blocks: { input: [], output: [] },
+    evals,
+    evalScore: aggregateEvalScore(evals),
+    guardBlocked: false,
+    evaluationsJson: JSON.stringify(evaluations),
+    decisionJson: JSON.stringify({ blocked: false, error, input: decided("input"), output: decided("output") }),
+    guardError: error,
+  };
+}
+
 /** Compiled engines by config version (LRU). Config versions are never reused. */
 export class EngineCache {
   readonly #max: number;
@@ -263,8 +323,12 @@ export class EngineCache {
 
 /** What scores a batch, or checks one text: in-process, or a pool of worker threads. */
 export interface Scorer {
+  /**
+   * The traces' scores, in order. A trace whose task passed its deadline (worker threads only)
+   * is unscored(config, its error), not a failure of the call: its batch is still stored.
+   */
   score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]>;
-  /** checkText with the engine of this config version */
+  /** checkText with the engine of this config version; ScoringTimeoutError past the deadline */
   check(version: number, config: EngineConfigInput, text: string, phase: Phase): Promise<GuardCheckResult>;
   close(): Promise<void>;
 }
@@ -484,8 +548,14 @@ export class WorkerPoolScorer implements Scorer {
     const parts: Promise<ScoreResult[]>[] = [];
     for (let at = 0; at < traces.length; at += chunk)
       parts.push(
-        this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }).then((r) =>
-          unpackScores((r as { results: PackedScores }).results),
+        this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }).then(
+          (r) => unpackScores((r as { results: PackedScores }).results),
+          // the task's traces are stored with the guards' error: the batch is not lost for them
+          (err: unknown) => {
+            if (!(err instanceof ScoringTimeoutError)) throw err;
+            const failed = unscored(config, err.message);
+            return Array.from({ length: Math.min(chunk, traces.length - at) }, () => failed);
+          },
         ),
       );
     return (await Promise.all(parts)).flat();
