@@ -149,7 +149,7 @@ export interface paths {
         put?: never;
         /**
          * The decision of the app's guards on one prompt or response, for a toolkit without the guard engine
-         * @description Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: 1048576 bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key.
+         * @description Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: 1048576 bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key. A check whose scoring passes its deadline (BERTH_SCORING_TASK_TIMEOUT_MS) is 503 guard_timeout with Retry-After.
          */
         post: operations["checkGuards"];
         delete?: never;
@@ -2934,6 +2934,15 @@ export interface operations {
             };
             /** @description Internal Server Error (internal) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable (see docs/api.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
