@@ -388,6 +388,8 @@ interface Slot {
   dead: boolean;
   /** the thread has loaded its modules: a task's deadline runs from then on, not from the thread's start */
   ready: boolean;
+  whenReady: Promise<void>;
+  markReady: () => void;
   /** the tasks posted to this worker, oldest first: the worker takes them in that order */
   pending: Map<number, Job>;
   /** the deadline of the oldest pending task, and that task's id */
@@ -448,6 +450,11 @@ export class WorkerPoolScorer implements Scorer {
     for (let i = 0; i < opts.size; i++) this.#slots.push(this.#spawn());
   }
 
+  /** Resolves once every worker (as of now) has loaded and warmed up. */
+  async ready(): Promise<void> {
+    await Promise.all(this.#slots.map((s) => s.whenReady));
+  }
+
   /** The worker threads' ids, in slot order (tests: a replaced worker has a new one). */
   get threadIds(): number[] {
     return this.#slots.map((s) => s.worker.threadId);
@@ -456,10 +463,12 @@ export class WorkerPoolScorer implements Scorer {
   #spawn(): Slot {
     const worker = new Worker(this.#workerUrl);
     worker.unref();
-    const slot: Slot = { worker, dead: false, ready: false, pending: new Map() };
+    const { promise: whenReady, resolve: markReady } = Promise.withResolvers<void>();
+    const slot: Slot = { worker, dead: false, ready: false, whenReady, markReady, pending: new Map() };
     worker.on("message", (m: WorkerMessage) => {
       if ("ready" in m) {
         slot.ready = true;
+        slot.markReady();
         this.#arm(slot);
         return;
       }
@@ -571,13 +580,17 @@ export class WorkerPoolScorer implements Scorer {
     return new Promise((resolve, reject) => this.#dispatch({ task, resolve, reject }));
   }
 
-  /** Posts a task to the worker with the fewest in flight. */
+  /**
+   * Posts a task to the worker with the fewest in flight, a starting one (a replacement loads for
+   * a few hundred ms) counted as one more, so that a task goes to a ready worker when one is free.
+   */
   #dispatch(job: Job): void {
     if (this.#closed) {
       job.reject(new Error("the scoring pool is closed"));
       return;
     }
-    const slot = this.#slots.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
+    const load = (s: Slot) => s.pending.size + (s.ready ? 0 : 1);
+    const slot = this.#slots.reduce((a, b) => (load(b) < load(a) ? b : a));
     slot.pending.set(job.task.id, job);
     slot.worker.ref(); // keep the process alive while work is in flight
     slot.worker.postMessage(job.task);
@@ -586,7 +599,10 @@ export class WorkerPoolScorer implements Scorer {
 
   async close(): Promise<void> {
     this.#closed = true;
-    for (const s of this.#slots) clearTimeout(s.timer);
+    for (const s of this.#slots) {
+      clearTimeout(s.timer);
+      s.markReady(); // nobody waits on a closed pool
+    }
     await Promise.all(this.#slots.map((s) => s.worker.terminate()));
   }
 }

@@ -48,7 +48,7 @@ async function pendingAfter(p: Promise<unknown>, ms: number): Promise<boolean> {
 test.serial("a runaway task is cut at its deadline, its worker replaced; the task behind it and the other worker are served", async (t) => {
   const pool = new WorkerPoolScorer({ size: 2, log, taskTimeoutMs: DEADLINE_MS, workerUrl });
   t.teardown(() => pool.close());
-  t.is((await pool.check(1, {}, "warm", "input")).decision, "allow"); // the workers answer
+  await pool.ready(); // both workers loaded: the dispatch below is deterministic
   const before = pool.threadIds;
   const started = Date.now();
   // dispatch: the runaway to worker 0, the next to worker 1 (fewest in flight), the third behind the runaway (a tie goes to 0)
@@ -69,7 +69,8 @@ test.serial("a runaway task is cut at its deadline, its worker replaced; the tas
   const after = pool.threadIds;
   t.not(after[0], before[0], "the stuck worker is replaced by a new thread");
   t.is(after[1], before[1], "the other worker is the same");
-  // after the timeout: the replacement serves, checks and batches alike
+  // after the timeout: the replacement serves (once loaded it is first in line), checks and batches alike
+  await pool.ready();
   const [check, batch] = await Promise.all([pool.check(1, {}, INJECTION, "input"), pool.score(3, {}, small)]);
   t.is(check.decision, "block");
   t.is(batch.length, 3);
@@ -82,6 +83,7 @@ test.serial("a runaway task is cut at its deadline, its worker replaced; the tas
 test.serial("a batch with a runaway trace: its task's traces come back unscored with the error, the other tasks scored", async (t) => {
   const pool = new WorkerPoolScorer({ size: 2, log, taskTimeoutMs: DEADLINE_MS, workerUrl });
   t.teardown(() => pool.close());
+  await pool.ready();
   const before = pool.threadIds;
   // another app's batch on worker 0; then 60 traces on 2 workers: tasks of 30, the first to worker
   // 1, the second (with the runaway trace) to worker 0 (a tie goes to the first)
@@ -216,6 +218,7 @@ test.serial("1 MiB catastrophic inputs through the real worker: each is answered
   const deadline = 400;
   const pool = new WorkerPoolScorer({ size: 2, log, taskTimeoutMs: deadline });
   t.teardown(() => pool.close());
+  await pool.ready();
   // both workers compile the config before the clock runs ("warm" is off topic: blocked)
   t.deepEqual(
     (await Promise.all([pool.check(1, every, "warm", "input"), pool.check(1, every, "warm", "input")])).map((r) => r.decision),
