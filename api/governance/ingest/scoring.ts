@@ -430,6 +430,11 @@ export interface WorkerPoolOptions {
  *
  * A worker that crashes (an error or exit of the thread) is replaced too, but every task it held
  * is rejected: any of them may have crashed it.
+ *
+ * The oldest task is the running one because a worker runs one task at a time, except with the
+ * classifier on: a task awaits the model's inference and the worker starts the next meanwhile. A
+ * younger task that runs away there gets the oldest cut first (blamed wrongly: its traces are
+ * recorded with the error) and is cut itself once it is the oldest. Documented, not prevented.
  */
 export class WorkerPoolScorer implements Scorer {
   readonly #size: number;
