@@ -267,6 +267,15 @@ export const ConfigSchema = z.object({
     .max(64)
     .default(Math.min(4, Math.max(1, availableParallelism() - 1)))
     .describe("Worker threads that run guards and evals on trace ingestion (0: on the main thread); default one per core but one, 1-4"),
+  BERTH_SCORING_TASK_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(100)
+    .max(600_000)
+    .default(5000)
+    .describe(
+      "Deadline of one scoring task in a worker thread (a chunk of an ingested batch, or one guard check), 100-600000 ms: past it the worker is terminated and replaced, the chunk's traces are stored with the guards' error and a guard check answers 503 guard_timeout. Keep it several times the longest legitimate scoring of a full body (about 1.6 s per MiB on a loaded core; raise it with BERTH_INGEST_BODY_LIMIT_BYTES). Needs BERTH_INGEST_WORKERS > 0: on the main thread nothing can be cut",
+    ),
   // Share links and private services (docs/shares.md).
   BERTH_SHARE_COOKIE_KEY: z
     .string()

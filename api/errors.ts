@@ -72,8 +72,11 @@ export class ValidationError extends DomainError {
 }
 
 export class UnavailableError extends DomainError {
-  constructor(code: string, detail: string, opts?: DomainErrorOptions) {
+  /** When a retry can be timed: the answer's Retry-After, in seconds */
+  readonly retryAfterSeconds?: number;
+  constructor(code: string, detail: string, opts?: DomainErrorOptions & { retryAfterSeconds?: number }) {
     super(503, code, detail, opts);
+    if (opts?.retryAfterSeconds !== undefined) this.retryAfterSeconds = opts.retryAfterSeconds;
   }
 }
 

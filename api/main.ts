@@ -137,6 +137,7 @@ export function buildServices(deps: {
     host: config.BERTH_GOVERNANCE_HOST,
     prices: config.BERTH_MODEL_PRICES,
     workers: config.BERTH_INGEST_WORKERS,
+    scoringTaskTimeoutMs: config.BERTH_SCORING_TASK_TIMEOUT_MS,
     log: logger.child({ component: "governance" }),
   });
   const appsService = new AppsService({

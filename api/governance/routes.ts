@@ -342,10 +342,10 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       // batches afterwards; neither may spend what the other needs (docs/api.md, Rate limits)
       rateLimit: "guard",
       summary: "The decision of the app's guards on one prompt or response, for a toolkit without the guard engine",
-      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: ${GUARD_CHECK_BODY_LIMIT_BYTES} bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key.`,
+      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: ${GUARD_CHECK_BODY_LIMIT_BYTES} bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key. A check whose scoring passes its deadline (BERTH_SCORING_TASK_TIMEOUT_MS) is 503 guard_timeout with Retry-After.`,
       body: GuardCheckBody,
       bodyLimitBytes: GUARD_CHECK_BODY_LIMIT_BYTES,
-      responses: { 200: GuardCheckResponse, 409: null },
+      responses: { 200: GuardCheckResponse, 409: null, 503: null },
       handler: async ({ body, caller }) => ({
         status: 200,
         body: await g.guardCheck.check(caller as Extract<typeof caller, { kind: "app" }>, body),

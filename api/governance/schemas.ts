@@ -156,6 +156,12 @@ export const TraceIngestResult = z
       .nullable()
       .describe("Whether a guard blocked the prompt or the response (of the stored trace, for a duplicate); null when rejected"),
     evalScore: z.number().nullable().describe("The mean eval score, 0-1 (of the stored trace, for a duplicate); null when rejected"),
+    guardError: z
+      .string()
+      .optional()
+      .describe(
+        "A created trace whose scoring passed its deadline (BERTH_SCORING_TASK_TIMEOUT_MS): why the guards gave no verdict. The trace is stored, its guardEvaluations with result error, no evals or guard blocks",
+      ),
     errors: z.array(FieldErrorSchema).optional().describe("Why an item was rejected"),
   })
   .strict()
@@ -190,14 +196,25 @@ export const TraceListItem = z
   .strict()
   .meta({ id: "TraceListItem" });
 
-export const GuardEvaluation = z
+const GUARD_RESULTS = ["pass", "flag", "block", "redact"] as const;
+
+/** A verdict as a guard check answers it. */
+const GuardVerdict = z
   .object({
     guardType: z.enum(GUARD_TYPES),
-    result: z.enum(["pass", "flag", "block", "redact"]),
+    result: z.enum(GUARD_RESULTS),
     confidence: z.number(),
-    phase: z.enum(["input", "output"]).describe("input: the prompt; output: the response"),
     source: z.string().describe("prompt_injection, sensitive_data or template:<template_id>"),
   })
+  .strict();
+
+export const GuardEvaluation = GuardVerdict.extend({
+  result: z
+    .enum([...GUARD_RESULTS, "error"])
+    .describe("error: the guard gave no verdict, the trace's scoring passed its deadline (see error); confidence is then 0"),
+  phase: z.enum(["input", "output"]).describe("input: the prompt; output: the response"),
+  error: z.string().optional().describe("Present when result is error: why (scoring timed out after N ms)"),
+})
   .strict()
   .meta({ id: "GuardEvaluation" });
 
@@ -379,7 +396,7 @@ export const GuardCheckResponse = z
         "The text sent, with the spans the redacting guards matched replaced by [REDACTED:KIND]; present when any guard redacted, also when another blocked",
       ),
     evaluations: z
-      .array(GuardEvaluation.omit({ phase: true }))
+      .array(GuardVerdict)
       .describe("Every verdict of the app's guards for this phase, in chain order (as a trace's guardEvaluations record them)"),
     blocks: z
       .array(GuardBlock.pick({ guardType: true, blockedContent: true, confidence: true, action: true, source: true }))

@@ -38,6 +38,8 @@ export interface GovernanceDeps {
   prices?: ModelPricesConfig | undefined;
   /** BERTH_INGEST_WORKERS: worker threads that run guards and evals on ingestion (0: in-process) */
   workers?: number;
+  /** BERTH_SCORING_TASK_TIMEOUT_MS: a scoring task's deadline in a worker thread (none in-process) */
+  scoringTaskTimeoutMs?: number;
   log: Logger;
 }
 
@@ -64,7 +66,9 @@ export class Governance {
     this.keys = new AppKeyService({ db: this.db, log: deps.log });
     this.templates = new GuardTemplateService();
     this.configs = new ObservabilityConfigService({ db: this.db, templates: this.templates });
-    this.scorer = deps.workers ? new WorkerPoolScorer({ size: deps.workers, log: deps.log }) : new InProcessScorer();
+    this.scorer = deps.workers
+      ? new WorkerPoolScorer({ size: deps.workers, log: deps.log, taskTimeoutMs: deps.scoringTaskTimeoutMs })
+      : new InProcessScorer();
     this.prices = new PriceTable(deps.prices);
     this.provisioning = new ProvisioningService({
       db: this.db,

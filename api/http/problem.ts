@@ -4,7 +4,7 @@
 import { STATUS_CODES } from "node:http";
 import type Koa from "koa";
 import { z } from "zod";
-import { DomainError, type FieldError } from "../errors.ts";
+import { DomainError, UnavailableError, type FieldError } from "../errors.ts";
 import { requestState } from "./context.ts";
 import type { Logger } from "../../kube/logger.ts";
 import { hasBody } from "./body.ts";
@@ -75,11 +75,12 @@ export function renderProblem(error: DomainError, at: { instance: string; reques
   return problem;
 }
 
-/** Headers that belong to an error's status: Allow on 405, WWW-Authenticate on 401, Retry-After on 429. */
+/** Headers that belong to an error's status: Allow on 405, WWW-Authenticate on 401, Retry-After on 429 (and on a 503 that sets it). */
 export function problemHeaders(error: DomainError): Record<string, string> {
   const h: Record<string, string> = {};
   if (error instanceof MethodNotAllowedError) h.Allow = error.allow.join(", ");
   if (error instanceof TooManyRequestsError) h["Retry-After"] = String(error.retryAfterSeconds);
+  if (error instanceof UnavailableError && error.retryAfterSeconds !== undefined) h["Retry-After"] = String(error.retryAfterSeconds);
   if (error.status === 401) h["WWW-Authenticate"] = `Bearer realm="berth"`;
   return h;
 }

@@ -149,7 +149,7 @@ export interface paths {
         put?: never;
         /**
          * The decision of the app's guards on one prompt or response, for a toolkit without the guard engine
-         * @description Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: 1048576 bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key.
+         * @description Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: 1048576 bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key. A check whose scoring passes its deadline (BERTH_SCORING_TASK_TIMEOUT_MS) is 503 guard_timeout with Retry-After.
          */
         post: operations["checkGuards"];
         delete?: never;
@@ -1394,16 +1394,21 @@ export interface components {
         GuardEvaluation: {
             /** @enum {string} */
             guardType: "pii_detection" | "prompt_injection" | "toxicity" | "off_topic" | "custom";
-            /** @enum {string} */
-            result: "pass" | "flag" | "block" | "redact";
+            /**
+             * @description error: the guard gave no verdict, the trace's scoring passed its deadline (see error); confidence is then 0
+             * @enum {string}
+             */
+            result: "pass" | "flag" | "block" | "redact" | "error";
             confidence: number;
+            /** @description prompt_injection, sensitive_data or template:<template_id> */
+            source: string;
             /**
              * @description input: the prompt; output: the response
              * @enum {string}
              */
             phase: "input" | "output";
-            /** @description prompt_injection, sensitive_data or template:<template_id> */
-            source: string;
+            /** @description Present when result is error: why (scoring timed out after N ms) */
+            error?: string;
         };
         GuardTemplate: {
             id: string;
@@ -2028,6 +2033,8 @@ export interface components {
             guardBlocked: boolean | null;
             /** @description The mean eval score, 0-1 (of the stored trace, for a duplicate); null when rejected */
             evalScore: number | null;
+            /** @description A created trace whose scoring passed its deadline (BERTH_SCORING_TASK_TIMEOUT_MS): why the guards gave no verdict. The trace is stored, its guardEvaluations with result error, no evals or guard blocks */
+            guardError?: string;
             /** @description Why an item was rejected */
             errors?: components["schemas"]["FieldError"][];
         };
@@ -2927,6 +2934,15 @@ export interface operations {
             };
             /** @description Internal Server Error (internal) */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable (see docs/api.md) */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

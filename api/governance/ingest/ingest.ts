@@ -13,6 +13,8 @@
 // a guard redacted or blocked them: the client applies the decision in its request path; the trace
 // is the record of what happened). The guard evaluations record every verdict, guard blocks record
 // every block and redaction (blockedContent is the engine's description, never the matched text).
+// A trace whose scoring passed its deadline (scoring.ts WorkerPoolScorer) is stored all the same,
+// each guard of the chain recorded with result "error" and the error (scoring.ts unscored).
 import { binaryArray } from "../../db/binary-arrays.ts";
 import { StatementParams } from "../../db/unnest.ts";
 import type { AppPrincipal } from "../../http/route.ts";
@@ -31,6 +33,8 @@ export interface ItemResult {
   status: "created" | "duplicate" | "rejected";
   guardBlocked: boolean | null;
   evalScore: number | null;
+  /** a created trace that the guards could not score (its scoring passed its deadline): why */
+  guardError?: string;
   errors?: { field: string; message: string }[];
 }
 
@@ -221,6 +225,13 @@ export class IngestionService {
     const inputs = traces.map((x) => ({ input: x.input, output: x.output, latency: x.latency, model: x.model }));
     const scores =
       traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#d.engines.of(app, store.version), inputs);
+    const unscored = scores.filter((s) => s.guardError !== undefined).length;
+    if (unscored > 0)
+      // stored all the same (with the guards' error): the batch is not lost, and the queue moves on
+      this.#d.log.warn(
+        { workspaceId: app.workspaceId, appId: app.appId, traces: unscored, error: scores.find((s) => s.guardError)!.guardError },
+        "traces stored without guard verdicts: their scoring passed its deadline",
+      );
     const scored = new Map<string, Scored>();
     traces.forEach((trace, k) => {
       const s = scores[k]!;
@@ -243,7 +254,13 @@ export class IngestionService {
       const id = item.trace.traceId;
       const s = scored.get(id)!;
       if (created.has(id) && !answered.has(id))
-        results.push({ traceId: id, status: "created", guardBlocked: s.guardBlocked, evalScore: s.evalScore });
+        results.push({
+          traceId: id,
+          status: "created",
+          guardBlocked: s.guardBlocked,
+          evalScore: s.evalScore,
+          ...(s.guardError === undefined ? {} : { guardError: s.guardError }),
+        });
       else {
         const stored = existing.get(id) ?? { guardBlocked: s.guardBlocked, evalScore: s.evalScore };
         results.push({ traceId: id, status: "duplicate", ...stored });

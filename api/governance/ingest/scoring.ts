@@ -12,6 +12,8 @@
 import { Worker } from "node:worker_threads";
 import {
   aggregateEvalScore,
+  DEFAULT_PHASES,
+  EngineConfig,
   evaluateWithClassifier,
   GuardEngine,
   runEvals,
@@ -22,6 +24,7 @@ import {
   type GuardBlock,
   type GuardDecision,
   type GuardEvaluation,
+  type GuardType,
   type Phase,
   type TextClassifier,
 } from "../../../toolkit/src/index.ts";
@@ -51,8 +54,13 @@ export interface ScoreResult {
   guardBlocked: boolean;
   /** traces.guard_evaluations: every verdict of both phases, in chain order */
   evaluationsJson: string;
-  /** audit_log.guard_decision: canonical JSON (guardDecisionOf) */
+  /** audit_log.guard_decision: canonical JSON (guardDecisionOf, or unscored's) */
   decisionJson: string;
+  /**
+   * Why the guards gave no verdict (the trace's scoring passed its deadline): then there are no
+   * blocks and no evals, and every guard of the chain is recorded with result "error" (unscored).
+   */
+  guardError?: string;
 }
 
 /**
@@ -234,6 +242,58 @@ export function guardDecisionOf(i: { guardBlocked: boolean; input: DecisionSumma
   return { blocked: i.guardBlocked, input: phase(i.input), output: phase(i.output) };
 }
 
+/**
+ * The checks of a config's chain, in order, as GuardEngine's constructor builds them (a test
+ * holds the two equal): the built-in guards that are on, then each enabled template. Read from
+ * the config alone, nothing compiled, so that the thread that serves HTTP can name the guards of
+ * a task that a scoring thread could not finish.
+ */
+export function guardChain(config: EngineConfigInput): { guardType: GuardType; source: string; phases: readonly Phase[] }[] {
+  const c = EngineConfig.parse(config);
+  const chain: { guardType: GuardType; source: string; phases: readonly Phase[] }[] = [];
+  if (c.guards.prompt_injection.enabled)
+    chain.push({ guardType: "prompt_injection", source: "prompt_injection", phases: DEFAULT_PHASES.prompt_injection });
+  if (c.guards.sensitive_data.enabled)
+    chain.push({ guardType: "pii_detection", source: "sensitive_data", phases: DEFAULT_PHASES.pii_detection });
+  for (const ref of c.guards.custom_templates) {
+    const t = c.templates[ref.template_id];
+    if (!ref.enabled || !t) continue;
+    chain.push({ guardType: t.guardType, source: `template:${ref.template_id}`, phases: t.config.phases ?? DEFAULT_PHASES[t.guardType] });
+  }
+  return chain;
+}
+
+/**
+ * What ingestion stores of a trace whose scoring could not finish (its task passed its deadline):
+ * each guard of the chain, in each of its phases, with result "error", confidence 0 and the error;
+ * no block, no eval (evalScore is that of no evals, 1, as for an app whose evals are all off), not
+ * blocked. The audit's guard decision says the same: decision "error" per phase and the error.
+ * One per trace of the task; they are equal, so the caller may share it.
+ */
+export function unscored(config: EngineConfigInput, error: string): ScoreResult {
+  const chain = guardChain(config);
+  const phase = (p: Phase) => chain.filter((g) => g.phases.includes(p));
+  const evaluations = (["input", "output"] as const).flatMap((p) =>
+    phase(p).map((g) => ({ guardType: g.guardType, result: "error", confidence: 0, phase: p, source: g.source, error })),
+  );
+  // canonical JSON: every object's keys in sorted order (as guardDecisionOf builds them)
+  const decided = (p: Phase) => ({
+    blocks: [],
+    decision: "error",
+    evaluations: phase(p).map((g) => ({ confidence: 0, error, guardType: g.guardType, result: "error", source: g.source })),
+  });
+  const evals: EvalResult[] = [];
+  return {
+    blocks: { input: [], output: [] },
+    evals,
+    evalScore: aggregateEvalScore(evals),
+    guardBlocked: false,
+    evaluationsJson: JSON.stringify(evaluations),
+    decisionJson: JSON.stringify({ blocked: false, error, input: decided("input"), output: decided("output") }),
+    guardError: error,
+  };
+}
+
 /** Compiled engines by config version (LRU). Config versions are never reused. */
 export class EngineCache {
   readonly #max: number;
@@ -263,12 +323,21 @@ export class EngineCache {
 
 /** What scores a batch, or checks one text: in-process, or a pool of worker threads. */
 export interface Scorer {
+  /**
+   * The traces' scores, in order. A trace whose task passed its deadline (worker threads only)
+   * is unscored(config, its error), not a failure of the call: its batch is still stored.
+   */
   score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]>;
-  /** checkText with the engine of this config version */
+  /** checkText with the engine of this config version; ScoringTimeoutError past the deadline */
   check(version: number, config: EngineConfigInput, text: string, phase: Phase): Promise<GuardCheckResult>;
   close(): Promise<void>;
 }
 
+/**
+ * Scoring on the calling thread (BERTH_INGEST_WORKERS=0). Nothing can preempt it: a task has no
+ * deadline here (BERTH_SCORING_TASK_TIMEOUT_MS needs worker threads), and a task that runs away
+ * holds the API's event loop.
+ */
 export class InProcessScorer implements Scorer {
   readonly #engines = new EngineCache();
 
@@ -291,49 +360,135 @@ export type ScoringTask = { id: number; version: number; config: EngineConfigInp
 );
 /** A scoring thread's answer to a task of the same id. */
 export type ScoringReply = { id: number; results: PackedScores } | { id: number; check: GuardCheckResult } | { id: number; error: string };
+/** What a scoring thread posts: its answers, and once that it is ready (its modules loaded). */
+export type WorkerMessage = ScoringReply | { ready: true };
 type Answer = Exclude<ScoringReply, { error: string }>;
+
+/**
+ * A scoring task passed its deadline (BERTH_SCORING_TASK_TIMEOUT_MS): its worker was terminated
+ * and replaced. Only the task the worker was running gets it; see WorkerPoolScorer.
+ */
+export class ScoringTimeoutError extends Error {
+  readonly timeoutMs: number;
+  constructor(timeoutMs: number) {
+    super(`scoring timed out after ${timeoutMs} ms`);
+    this.name = "ScoringTimeoutError";
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** A task and the settling of its caller's promise; it moves to another worker when re-dispatched. */
+interface Job {
+  task: ScoringTask;
+  resolve: (r: Answer) => void;
+  reject: (e: Error) => void;
+}
 interface Slot {
   worker: Worker;
   dead: boolean;
-  pending: Map<number, { resolve: (r: Answer) => void; reject: (e: Error) => void }>;
+  /** the thread has loaded its modules: a task's deadline runs from then on, not from the thread's start */
+  ready: boolean;
+  whenReady: Promise<void>;
+  markReady: () => void;
+  /** the tasks posted to this worker, oldest first: the worker takes them in that order */
+  pending: Map<number, Job>;
+  /** the deadline of the oldest pending task, and that task's id */
+  timer?: NodeJS.Timeout;
+  timed?: number;
 }
 
 /** Traces per task: a batch is split so that several workers share it. */
 const MIN_CHUNK = 25;
 
+export interface WorkerPoolOptions {
+  size: number;
+  log: Logger;
+  /**
+   * BERTH_SCORING_TASK_TIMEOUT_MS: how long a task may hold its worker, counted from when it is
+   * the oldest task posted to that worker (the one the worker runs: earlier ones have answered)
+   * and the worker is ready (a new thread takes a few hundred ms to load its modules).
+   * Past it the worker is terminated and replaced, the task rejected with ScoringTimeoutError and
+   * the tasks queued behind it re-dispatched. Unset, 0 or not finite: no deadline.
+   */
+  taskTimeoutMs?: number | undefined;
+  /**
+   * The worker's module: scoring-worker.ts; tests give one that can be made to run away. It must
+   * post { ready: true } once loaded: no deadline runs on a worker before.
+   */
+  workerUrl?: URL;
+}
+
+/**
+ * Scoring in worker threads. Tasks go to the worker with the fewest in flight and each worker
+ * takes its tasks in order. Each task has a deadline (taskTimeoutMs) once it is the oldest of its
+ * worker's: a task that runs away (a bug, a pathological input, a future guard) is cut there. Its
+ * worker is terminated (V8 stops JavaScript wherever it is) and replaced by a fresh thread; the
+ * task is rejected with ScoringTimeoutError; the tasks queued behind it on that worker, which had
+ * not answered, are re-dispatched to the pool (scoring is pure: a task that had started runs again
+ * from the start), each with a deadline of its own once it is a worker's oldest. So one runaway
+ * task costs one worker for one deadline, and the other workers keep serving meanwhile.
+ *
+ * A worker that crashes (an error or exit of the thread) is replaced too, but every task it held
+ * is rejected: any of them may have crashed it.
+ *
+ * The oldest task is the running one because a worker runs one task at a time, except with the
+ * classifier on: a task awaits the model's inference and the worker starts the next meanwhile. A
+ * younger task that runs away there gets the oldest cut first (blamed wrongly: its traces are
+ * recorded with the error) and is cut itself once it is the oldest. Documented, not prevented.
+ */
 export class WorkerPoolScorer implements Scorer {
   readonly #size: number;
   readonly #log: Logger;
+  readonly #timeoutMs: number | undefined;
+  readonly #workerUrl: URL;
   readonly #slots: Slot[] = [];
   #next = 1;
   #closed = false;
 
-  constructor(opts: { size: number; log: Logger }) {
+  constructor(opts: WorkerPoolOptions) {
     this.#size = opts.size;
     this.#log = opts.log;
+    const t = opts.taskTimeoutMs;
+    // setTimeout fires at once past 2^31 - 1 ms: such a deadline is none
+    this.#timeoutMs = t !== undefined && Number.isFinite(t) && t > 0 && t < 2 ** 31 ? t : undefined;
+    this.#workerUrl = opts.workerUrl ?? new URL("./scoring-worker.ts", import.meta.url);
     for (let i = 0; i < opts.size; i++) this.#slots.push(this.#spawn());
   }
 
+  /** Resolves once every worker (as of now) has loaded and warmed up. */
+  async ready(): Promise<void> {
+    await Promise.all(this.#slots.map((s) => s.whenReady));
+  }
+
+  /** The worker threads' ids, in slot order (tests: a replaced worker has a new one). */
+  get threadIds(): number[] {
+    return this.#slots.map((s) => s.worker.threadId);
+  }
+
   #spawn(): Slot {
-    const worker = new Worker(new URL("./scoring-worker.ts", import.meta.url));
+    const worker = new Worker(this.#workerUrl);
     worker.unref();
-    const slot: Slot = { worker, dead: false, pending: new Map() };
-    worker.on("message", (m: ScoringReply) => {
-      const p = slot.pending.get(m.id);
-      if (!p) return;
-      slot.pending.delete(m.id);
-      if ("error" in m) p.reject(new Error(`scoring failed: ${m.error}`));
-      else p.resolve(m);
+    const { promise: whenReady, resolve: markReady } = Promise.withResolvers<void>();
+    const slot: Slot = { worker, dead: false, ready: false, whenReady, markReady, pending: new Map() };
+    worker.on("message", (m: WorkerMessage) => {
+      if ("ready" in m) {
+        slot.ready = true;
+        slot.markReady();
+        this.#arm(slot);
+        return;
+      }
+      const job = this.#take(slot, m.id);
+      if (!job) return;
+      if ("error" in m) job.reject(new Error(`scoring failed: ${m.error}`));
+      else job.resolve(m);
     });
     const fail = (err: Error) => {
       if (slot.dead) return;
-      slot.dead = true;
-      for (const p of slot.pending.values()) p.reject(err);
-      slot.pending.clear();
+      const jobs = this.#retire(slot);
+      for (const j of jobs) j.reject(err);
       if (this.#closed) return;
       this.#log.error({ err }, "a scoring worker died; starting another");
-      const i = this.#slots.indexOf(slot);
-      if (i >= 0) this.#slots[i] = this.#spawn();
+      this.#replace(slot);
     };
     worker.on("error", fail);
     worker.on("exit", (code) => {
@@ -342,14 +497,79 @@ export class WorkerPoolScorer implements Scorer {
     return slot;
   }
 
+  /** Removes a task from its worker's, once answered; the next oldest then runs to its own deadline. */
+  #take(slot: Slot, id: number): Job | undefined {
+    const job = slot.pending.get(id);
+    if (!job) return undefined;
+    slot.pending.delete(id);
+    if (slot.pending.size === 0) slot.worker.unref();
+    this.#arm(slot);
+    return job;
+  }
+
+  /** Marks a worker dead and takes its tasks, oldest first. */
+  #retire(slot: Slot): Job[] {
+    slot.dead = true;
+    clearTimeout(slot.timer);
+    slot.timer = undefined;
+    const jobs = [...slot.pending.values()];
+    slot.pending.clear();
+    slot.worker.unref();
+    return jobs;
+  }
+
+  #replace(slot: Slot): void {
+    const i = this.#slots.indexOf(slot);
+    if (i >= 0) this.#slots[i] = this.#spawn();
+  }
+
+  /** Arms the deadline of the worker's oldest task, unless it is already armed for it. */
+  #arm(slot: Slot): void {
+    if (this.#timeoutMs === undefined || slot.dead || !slot.ready) return;
+    const oldest = slot.pending.keys().next();
+    if (oldest.done) {
+      clearTimeout(slot.timer);
+      slot.timer = slot.timed = undefined;
+      return;
+    }
+    if (slot.timer && slot.timed === oldest.value) return;
+    clearTimeout(slot.timer);
+    const id = oldest.value;
+    slot.timed = id;
+    slot.timer = setTimeout(() => this.#expire(slot, id), this.#timeoutMs);
+    slot.timer.unref(); // the worker's ref keeps the process alive while work is in flight
+  }
+
+  /** A task passed its deadline: a fresh worker for its own, the task cut, the ones behind it re-dispatched. */
+  #expire(slot: Slot, id: number): void {
+    if (slot.dead || this.#closed || slot.timed !== id || !slot.pending.has(id)) return;
+    const jobs = this.#retire(slot);
+    this.#log.warn(
+      { timeoutMs: this.#timeoutMs, threadId: slot.worker.threadId, requeued: jobs.length - 1 },
+      "a scoring task passed its deadline; replacing its worker",
+    );
+    this.#replace(slot);
+    void slot.worker.terminate();
+    for (const j of jobs) {
+      if (j.task.id === id) j.reject(new ScoringTimeoutError(this.#timeoutMs!));
+      else this.#dispatch(j);
+    }
+  }
+
   async score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
     if (this.#closed) throw new Error("the scoring pool is closed");
     const chunk = Math.max(MIN_CHUNK, Math.ceil(traces.length / this.#size));
     const parts: Promise<ScoreResult[]>[] = [];
     for (let at = 0; at < traces.length; at += chunk)
       parts.push(
-        this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }).then((r) =>
-          unpackScores((r as { results: PackedScores }).results),
+        this.#run({ id: this.#next++, version, config, traces: traces.slice(at, at + chunk) }).then(
+          (r) => unpackScores((r as { results: PackedScores }).results),
+          // the task's traces are stored with the guards' error: the batch is not lost for them
+          (err: unknown) => {
+            if (!(err instanceof ScoringTimeoutError)) throw err;
+            const failed = unscored(config, err.message);
+            return Array.from({ length: Math.min(chunk, traces.length - at) }, () => failed);
+          },
         ),
       );
     return (await Promise.all(parts)).flat();
@@ -362,28 +582,32 @@ export class WorkerPoolScorer implements Scorer {
   }
 
   #run(task: ScoringTask): Promise<Answer> {
-    const slot = this.#slots.reduce((a, b) => (b.pending.size < a.pending.size ? b : a));
-    return new Promise((resolve, reject) => {
-      slot.worker.ref(); // keep the process alive while work is in flight
-      const done = () => {
-        if (slot.pending.size === 0) slot.worker.unref();
-      };
-      slot.pending.set(task.id, {
-        resolve: (r) => {
-          resolve(r);
-          done();
-        },
-        reject: (e) => {
-          reject(e);
-          done();
-        },
-      });
-      slot.worker.postMessage(task);
-    });
+    return new Promise((resolve, reject) => this.#dispatch({ task, resolve, reject }));
+  }
+
+  /**
+   * Posts a task to the worker with the fewest in flight, a starting one (a replacement loads for
+   * a few hundred ms) counted as one more, so that a task goes to a ready worker when one is free.
+   */
+  #dispatch(job: Job): void {
+    if (this.#closed) {
+      job.reject(new Error("the scoring pool is closed"));
+      return;
+    }
+    const load = (s: Slot) => s.pending.size + (s.ready ? 0 : 1);
+    const slot = this.#slots.reduce((a, b) => (load(b) < load(a) ? b : a));
+    slot.pending.set(job.task.id, job);
+    slot.worker.ref(); // keep the process alive while work is in flight
+    slot.worker.postMessage(job.task);
+    this.#arm(slot);
   }
 
   async close(): Promise<void> {
     this.#closed = true;
+    for (const s of this.#slots) {
+      clearTimeout(s.timer);
+      s.markReady(); // nobody waits on a closed pool
+    }
     await Promise.all(this.#slots.map((s) => s.worker.terminate()));
   }
 }

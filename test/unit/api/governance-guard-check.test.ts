@@ -1,15 +1,18 @@
 // Guard checks without a database: the request's and the answer's shape, and the service that
 // takes the key's config version through the scorer, whose log line never holds the text. What it
-// shares with ingestion: governance-app-scope.test.ts; the endpoint itself, end to end:
-// test/integration/governance-guard-check.test.ts.
+// shares with ingestion: governance-app-scope.test.ts. A check past its scoring deadline is 503
+// guard_timeout with Retry-After (the deadline itself: governance-scoring-deadline.test.ts). The
+// endpoint itself, end to end: test/integration/governance-guard-check.test.ts.
 import test from "ava";
 import { pino } from "pino";
 import { GuardEngine, MAX_TRACE_TEXT, type EngineConfigInput } from "../../../toolkit/src/index.ts";
 import type { AppPrincipal } from "../../../api/http/route.ts";
 import { GUARD_CHECK_BODY_LIMIT_BYTES, GuardCheckBody, GuardCheckResponse } from "../../../api/governance/schemas.ts";
 import { EngineInputs } from "../../../api/governance/ingest/app-scope.ts";
-import { GuardCheckService } from "../../../api/governance/ingest/guard-check.ts";
-import { guardCheckResult, InProcessScorer } from "../../../api/governance/ingest/scoring.ts";
+import { GUARD_TIMEOUT_RETRY_AFTER_SECONDS, GuardCheckService } from "../../../api/governance/ingest/guard-check.ts";
+import { guardCheckResult, InProcessScorer, ScoringTimeoutError } from "../../../api/governance/ingest/scoring.ts";
+import { UnavailableError } from "../../../api/errors.ts";
+import { problemHeaders } from "../../../api/http/problem.ts";
 import { defaultObservabilityConfig, engineInput, type ObservabilityConfig } from "../../../api/governance/configs/observability.ts";
 
 const app = (over: Partial<AppPrincipal> = {}): AppPrincipal => ({
@@ -97,4 +100,34 @@ test("the service: the key's config version through the scorer, the text never i
     lines.some((l) => l.includes("marguerite") || l.includes("Ignore all")),
     "no text in any line",
   );
+});
+
+test("a check past its scoring deadline: 503 guard_timeout with Retry-After, logged without the text; other failures as they were", async (t) => {
+  const lines: string[] = [];
+  const log = pino({ level: "debug" }, { write: (l: string) => lines.push(l) });
+  let failure: Error = new ScoringTimeoutError(5000);
+  const service = new GuardCheckService({
+    engines: new EngineInputs(configsAt({ 7: defaultObservabilityConfig() })),
+    scorer: {
+      score: () => Promise.reject(new Error("not used")),
+      check: () => Promise.reject(failure),
+      close: () => Promise.resolve(),
+    },
+    log,
+  });
+  const text = "Mail marguerite.okonkwo@example.org " + "a".repeat(100);
+  const err = await t.throwsAsync(service.check(app(), { phase: "output", text }), { instanceOf: UnavailableError });
+  t.like(err, { status: 503, code: "guard_timeout", retryAfterSeconds: GUARD_TIMEOUT_RETRY_AFTER_SECONDS, details: { timeoutMs: 5000 } });
+  t.regex(err.message, /within 5000 ms/);
+  t.deepEqual(problemHeaders(err), { "Retry-After": String(GUARD_TIMEOUT_RETRY_AFTER_SECONDS) });
+  const line = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === "guard check timed out");
+  t.like(line, { level: 40, appId: "shop", phase: "output", chars: text.length, timeoutMs: 5000 });
+  t.false(
+    lines.some((l) => l.includes("marguerite")),
+    "no text in any line",
+  );
+  // any other failure of the scorer (a classifier that cannot load, a crashed worker) is not a timeout
+  failure = new Error("scoring failed: no model files");
+  await t.throwsAsync(service.check(app(), { phase: "input", text }), { is: failure });
+  t.deepEqual(problemHeaders(new UnavailableError("app_update_failed", "x")), {}, "a 503 without a Retry-After sets none");
 });
