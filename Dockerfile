@@ -12,6 +12,7 @@
 #     --opt build-arg:BASE="$BERTH_REGISTRY/berth/node:v1" \
 #     --local npm=<npm's package directory> --opt context:npm=local:npm \
 #     --local guard-model=<node hack/guard-model.ts> --opt context:guard-model=local:guard-model \
+#     --local console=<node hack/console.ts --out .local/console-image> --opt context:console=local:console \
 #     --secret id=npm-ca,src="$NODE_EXTRA_CA_CERTS" \
 #     --output type=image,name="$BERTH_REGISTRY/berth/berth-api:<tag>",push=true,registry.insecure=true
 #
@@ -76,6 +77,10 @@ COPY api ./api
 # hack/guard-model.ts builds (model.onnx, vocab.txt, model.json)
 COPY --from=guard-model model.onnx vocab.txt model.json ./guard-model/
 ENV BERTH_GUARD_MODEL_DIR=/app/guard-model
+# the console (docs/console.md): the named context `console`, the static files hack/console.ts
+# builds from api/console/web, served by the API under /console
+COPY --from=console . ./console/
+ENV BERTH_CONSOLE_DIR=/app/console
 USER 10001:10001
 EXPOSE 8080
 ENTRYPOINT ["node", "api/main.ts"]

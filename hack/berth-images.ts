@@ -30,6 +30,7 @@ import type { Digest } from "./lib/oci.ts";
 import { canonicalJson, sha256 } from "./lib/oci.ts";
 import { binPath, pinned } from "./lib/pinned.ts";
 import { guardModelDir } from "./guard-model.ts";
+import { buildConsole } from "./console.ts";
 import { Registry } from "./lib/registry.ts";
 
 /** Bump when the way the images are built changes without a change to the files hashed. */
@@ -169,6 +170,7 @@ export function inputsTag(inputs: { files: readonly [string, string][]; baseDige
       files: inputs.files,
       ...(inputs.buildctl ? { buildctl: inputs.buildctl } : {}),
       ...(inputs.guardModel ? { guardModel: inputs.guardModel } : {}),
+      ...(inputs.console ? { console: inputs.console } : {}),
       ...(inputs.go ? { go: inputs.go } : {}),
     }),
   ).slice(7, 19);
@@ -178,7 +180,19 @@ export function inputsTag(inputs: { files: readonly [string, string][]; baseDige
 export interface NamedInputs {
   buildctl?: string;
   guardModel?: string;
+  /** The console's built files (hack/console.ts), as a digest of their names and bytes. */
+  console?: string;
   go?: string;
+}
+
+/** Where the API image's console is built (the named context `console`): apart from ./hack/up's .local/console. */
+export const IMAGE_CONSOLE_DIR = join(root, ".local/console-image");
+
+/** A digest of a built console: every file's path and SHA-256, from its build.json and bytes. */
+function consoleDigest(dir: string): string {
+  if (!existsSync(join(dir, "index.html"))) throw new Error(`${dir} holds no built console: buildBerthImages builds it first`);
+  const report = JSON.parse(readFileSync(join(dir, "build.json"), "utf8")) as { files: { path: string }[] };
+  return sha256(canonicalJson(report.files.map((f) => [f.path, sha256(readFileSync(join(dir, f.path)))])));
 }
 
 let toolchain: { root: string; version: string } | undefined;
@@ -209,7 +223,10 @@ export function namedInputs(component: Component): NamedInputs {
   if (component === "builder") return { buildctl: pinned("BUILDKIT_VERSION") };
   if (component === "go") return { go: goToolchain().version };
   if (component === "api")
-    return { guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256 };
+    return {
+      guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256,
+      console: consoleDigest(IMAGE_CONSOLE_DIR),
+    };
   return {};
 }
 
@@ -222,6 +239,8 @@ export async function componentTags(
   components: readonly Component[] = COMPONENTS,
   dir = root,
 ): Promise<Record<Component, string>> {
+  // The API's image carries the console, built here (a fraction of a second) so its digest is in the tag.
+  if (components.includes("api")) await buildConsole(IMAGE_CONSOLE_DIR);
   const dockerfile = await readFile(join(dir, "Dockerfile"), "utf8");
   const inputs = components.map((c) => [c, imageInputs(dockerfile, BERTH_IMAGES[c].target)] as const);
   const all = [...new Set(inputs.flatMap(([, paths]) => paths))].sort();
@@ -344,6 +363,8 @@ async function buildctl(
       "context:buildctl=local:buildctl",
       // the classifier's files, which only the API's target copies (and whose digest is in its tag)
       ...(component === "api" ? ["--local", `guard-model=${guardModelDir()}`, "--opt", "context:guard-model=local:guard-model"] : []),
+      // the console's built files, which only the API's target copies (their digest is in its tag)
+      ...(component === "api" ? ["--local", `console=${IMAGE_CONSOLE_DIR}`, "--opt", "context:console=local:console"] : []),
       // the Go toolchain, which only berth/go copies (its version is in the tag)
       ...(component === "go" ? ["--local", `go=${goToolchain().root}`, "--opt", "context:go=local:go"] : []),
       ...(ca && existsSync(ca) ? ["--secret", `id=npm-ca,src=${ca}`] : []),

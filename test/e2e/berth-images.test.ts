@@ -452,6 +452,10 @@ test.serial(
       500,
     );
     t.like(JSON.parse(ready), { status: "ready", checks: { database: true, kubernetes: true } });
+    // The image carries the console, served by the API under /console.
+    const page = await kubectl(["get", "--raw", `/api/v1/namespaces/${ns}/services/http:${release}-api:80/proxy/console/services`]);
+    t.is(page.code, 0, page.stderr);
+    t.regex(page.stdout, /<script type="module" src="\/console\/assets\/main-[A-Z0-9]+\.js"/);
 
     // Inside the pod: the image's user, no devDependencies on the module path, the CLI against the database.
     const inside = JSON.parse(

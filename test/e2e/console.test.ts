@@ -111,31 +111,34 @@ async function press(name: string | RegExp): Promise<void> {
   await page.waitForLoadState("networkidle");
 }
 
-test.serial("sign-in: a wrong key is refused on the page; the workspace key opens the console and stays out of scripts' reach", async (t) => {
-  await page.goto(consoleUrl("/services"));
-  await h1("Sign in to Berth").waitFor();
-  t.regex(page.url(), /\/console\/sign-in\?next=/);
-  await review(t, "sign-in");
+test.serial(
+  "sign-in: a wrong key is refused on the page; the workspace key opens the console and stays out of scripts' reach",
+  async (t) => {
+    await page.goto(consoleUrl("/services"));
+    await h1("Sign in to Berth").waitFor();
+    t.regex(page.url(), /\/console\/sign-in\?next=/);
+    await review(t, "sign-in");
 
-  await page.getByLabel("Workspace key").fill(`ws_sk_${"A".repeat(43)}`);
-  await press("Sign in");
-  t.regex(await page.getByRole("alert").innerText(), /invalid or has been revoked/);
-  problems.length = 0; // the browser logs the 401 it was answered: that is the refusal under test
+    await page.getByLabel("Workspace key").fill(`ws_sk_${"A".repeat(43)}`);
+    await press("Sign in");
+    t.regex(await page.getByRole("alert").innerText(), /invalid or has been revoked/);
+    problems.length = 0; // the browser logs the 401 it was answered: that is the refusal under test
 
-  await page.getByLabel("Workspace key").fill(api.apiKey);
-  await press("Sign in");
-  await h1("Services").waitFor();
-  t.regex(page.url(), /\/console\/services$/, "back where the user was going");
-  const cookies = await context.cookies(api.url);
-  t.deepEqual(
-    cookies.map((c) => [c.name, c.httpOnly, c.sameSite]),
-    [["berth_console", true, "Strict"]],
-  );
-  t.is(await page.evaluate("document.cookie"), "", "no script reads the session");
-  const storage = await page.evaluate<string>("JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])");
-  t.false(storage.includes(api.apiKey), "the key is kept nowhere a script reads");
-  await review(t, "services-empty");
-});
+    await page.getByLabel("Workspace key").fill(api.apiKey);
+    await press("Sign in");
+    await h1("Services").waitFor();
+    t.regex(page.url(), /\/console\/services$/, "back where the user was going");
+    const cookies = await context.cookies(api.url);
+    t.deepEqual(
+      cookies.map((c) => [c.name, c.httpOnly, c.sameSite]),
+      [["berth_console", true, "Strict"]],
+    );
+    t.is(await page.evaluate("document.cookie"), "", "no script reads the session");
+    const storage = await page.evaluate<string>("JSON.stringify([Object.entries(localStorage), Object.entries(sessionStorage)])");
+    t.false(storage.includes(api.apiKey), "the key is kept nowhere a script reads");
+    await review(t, "services-empty");
+  },
+);
 
 test.serial("an invalid form shows the API's own field error next to the field it names", async (t) => {
   const body = { name: "Broken", slug: "Bad Slug!", image: SAMPLE };
@@ -162,52 +165,55 @@ test.serial("an invalid form shows the API's own field error next to the field i
   await review(t, "new-service-error");
 });
 
-test.serial("a service made from the sample image is shown active with its pipeline, and its URL answers through the ingress", async (t) => {
-  await page.goto(consoleUrl("/services/new"));
-  await h1("New service").waitFor();
-  await page.getByLabel("Name", { exact: true }).fill("Web");
-  await page.getByLabel("Slug").fill(web);
-  await page.getByLabel("Image to deploy").fill(SAMPLE);
-  await page.getByText("Port, visibility, resources and scaling").click();
-  await page.getByLabel("Port").fill("8080");
-  await page.getByLabel("Visibility").selectOption("public");
-  await press("Create service");
-  await h1("Web").waitFor();
-  webId = decodeURIComponent(page.url().split("/services/")[1]!.split(/[/?]/)[0]!);
-  const status = page.locator("dl.facts .status").first();
-  await eventually(
-    "the page to show the service active",
-    async () => {
-      if ((await status.innerText()) === "active") return true;
-      await press("Refresh");
-      return undefined;
-    },
-    180_000,
-    2000,
-  );
-  t.is(await page.getByRole("list", { name: "Pipeline stages" }).getByRole("listitem").count(), 5);
-  const link = page.getByRole("link", { name: new RegExp(`^https://${web}\\.`) });
-  const href = (await link.getAttribute("href"))!;
-  t.is(href, `https://${web}.${DOMAIN}`);
-  await review(t, "service");
+test.serial(
+  "a service made from the sample image is shown active with its pipeline, and its URL answers through the ingress",
+  async (t) => {
+    await page.goto(consoleUrl("/services/new"));
+    await h1("New service").waitFor();
+    await page.getByLabel("Name", { exact: true }).fill("Web");
+    await page.getByLabel("Slug").fill(web);
+    await page.getByLabel("Image to deploy").fill(SAMPLE);
+    await page.getByText("Port, visibility, resources and scaling").click();
+    await page.getByLabel("Port").fill("8080");
+    await page.getByLabel("Visibility").selectOption("public");
+    await press("Create service");
+    await h1("Web").waitFor();
+    webId = decodeURIComponent(page.url().split("/services/")[1]!.split(/[/?]/)[0]!);
+    const status = page.locator("dl.facts .status").first();
+    await eventually(
+      "the page to show the service active",
+      async () => {
+        if ((await status.innerText()) === "active") return true;
+        await press("Refresh");
+        return undefined;
+      },
+      180_000,
+      2000,
+    );
+    t.is(await page.getByRole("list", { name: "Pipeline stages" }).getByRole("listitem").count(), 5);
+    const link = page.getByRole("link", { name: new RegExp(`^https://${web}\\.`) });
+    const href = (await link.getAttribute("href"))!;
+    t.is(href, `https://${web}.${DOMAIN}`);
+    await review(t, "service");
 
-  const tab = await context.newPage();
-  const answer = await eventually(
-    "the service's URL to answer in the browser",
-    async () => {
-      const r = await tab.goto(href.replace(/^https:/, "http:")).catch(() => null);
-      return r?.status() === 200 ? r : undefined;
-    },
-    60_000,
-    1000,
-  );
-  t.regex(await answer.text(), /^Hello from Berth's sample service/);
-  await tab.close();
+    const tab = await context.newPage();
+    const answer = await eventually(
+      "the service's URL to answer in the browser",
+      async () => {
+        const r = await tab.goto(href.replace(/^https:/, "http:")).catch(() => null);
+        return r?.status() === 200 ? r : undefined;
+      },
+      60_000,
+      1000,
+    );
+    t.regex(await answer.text(), /^Hello from Berth's sample service/);
+    await tab.close();
 
-  await page.goto(consoleUrl("/services"));
-  await page.getByRole("table", { name: "Services" }).getByRole("link", { name: "Web" }).waitFor();
-  await review(t, "services");
-});
+    await page.goto(consoleUrl("/services"));
+    await page.getByRole("table", { name: "Services" }).getByRole("link", { name: "Web" }).waitFor();
+    await review(t, "services");
+  },
+);
 
 test.serial("a share link is shown once, listed, and revoked", async (t) => {
   await page.goto(consoleUrl(`/services/${encodeURIComponent(webId)}/shares`));
@@ -254,7 +260,10 @@ test.serial("governance: a trace with its guard evaluations, a blocked prompt am
   t.true((await page.getByRole("table", { name: "Traces" }).locator("tbody tr").count()) >= 2);
   await review(t, "traces");
 
-  await page.getByRole("link", { name: `Trace ${traceId}` }).first().click();
+  await page
+    .getByRole("link", { name: `Trace ${traceId}` })
+    .first()
+    .click();
   await h1("Trace").waitFor();
   t.true((await page.locator("main").innerText()).includes(detail.prompt));
   t.is(await page.getByRole("table", { name: "Guard evaluations" }).locator("tbody tr").count(), detail.guardEvaluations.length);
@@ -280,13 +289,14 @@ test.serial("governance: a trace with its guard evaluations, a blocked prompt am
   await chart.locator("canvas").waitFor();
   t.true(series.labels.length >= 24, `${series.labels.length} buckets`);
   t.is(Number(await chart.getAttribute("data-points")), series.labels.length, "one point per bucket");
-  t.true(
-    series.values.reduce((a, b) => a + b, 0) >= 2,
-    "the calls made above are counted",
-  );
-  const painted = await chart.locator("canvas").evaluate<number>(
-    `(c) => { const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data; let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; }`,
-  );
+  t.true(series.values.reduce((a, b) => a + b, 0) >= 2, "the calls made above are counted");
+  const painted = await page.evaluate<number>(`(() => {
+    const c = document.querySelector('[data-testid="chart-total_calls"] canvas');
+    const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+    let n = 0;
+    for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++;
+    return n;
+  })()`);
   t.true(painted > 100, `the chart is drawn (${painted} painted pixels)`);
   await review(t, "analytics");
 
@@ -305,7 +315,9 @@ test.serial("a Git repository: deploy now, the deployment's log follows and fini
   const repo = uniqueName("console-site");
   const src = join(dir, "src");
   const git = (...args: string[]) =>
-    execFileSync("git", ["-c", "user.email=e2e@berth.local", "-c", "user.name=e2e", ...args], { cwd: src }).toString().trim();
+    execFileSync("git", ["-c", "user.email=e2e@berth.local", "-c", "user.name=e2e", ...args], { cwd: src })
+      .toString()
+      .trim();
   execFileSync("git", ["init", "-q", "-b", "main", src]);
   writeFileSync(
     join(src, "server.js"),

@@ -73,5 +73,5 @@ export function Chart(props: {
     };
   }, [props.x, props.series, props.time, props.bars]);
 
-  return <div ref={box} class="chart" role="img" aria-label={props.label} data-testid={props.testId} />;
+  return <div ref={box} class="chart" role="img" aria-label={props.label} data-testid={props.testId} data-points={props.x.length} />;
 }

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   BERTH_IMAGES,
+  IMAGE_CONSOLE_DIR,
   componentTag,
   componentTags,
   COMPONENTS,
@@ -22,6 +23,7 @@ import {
 } from "../../../hack/berth-images.ts";
 import { pinned, root } from "../../helpers/binaries.ts";
 import { guardModelDir } from "../../../hack/guard-model.ts";
+import { buildConsole } from "../../../hack/console.ts";
 
 const BASE = "sha256:" + "a".repeat(64);
 
@@ -147,7 +149,7 @@ test("the repository's Dockerfile: each image's inputs are there, its own code a
   t.is(new Set(COMPONENTS.map((c) => tags[c])).size, COMPONENTS.length, "each image has its own tag");
 });
 
-test("the builder image is built from operator/builder and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", (t) => {
+test("the builder image is built from operator/builder and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", async (t) => {
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/builder", "package.json"]);
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
@@ -161,12 +163,16 @@ test("the builder image is built from operator/builder and package.json only (no
   });
   t.regex(goToolchain().version, /^go1\.\d+/);
   t.deepEqual(namedInputs("builder"), { buildctl: pinned("BUILDKIT_VERSION") });
-  t.deepEqual(namedInputs("api"), {
-    guardModel: (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256,
-  });
+  await buildConsole(IMAGE_CONSOLE_DIR);
+  const api = namedInputs("api");
+  t.is(api.guardModel, (JSON.parse(readFileSync(join(guardModelDir(), "model.json"), "utf8")) as { sha256: string }).sha256);
+  t.regex(api.console ?? "", /^sha256:[0-9a-f]{64}$/, "the console's built files are in the API's tag");
+  await buildConsole(IMAGE_CONSOLE_DIR);
+  t.is(namedInputs("api").console, api.console, "the same sources build the same console");
   t.deepEqual(namedInputs("operator"), {});
   const files: [string, string][] = [["operator/builder/main.ts", "-sha256:x"]];
   t.not(inputsTag({ files, baseDigest: BASE, guardModel: "a" }), inputsTag({ files, baseDigest: BASE, guardModel: "b" }));
+  t.not(inputsTag({ files, baseDigest: BASE, console: "a" }), inputsTag({ files, baseDigest: BASE, console: "b" }));
   t.not(inputsTag({ files, baseDigest: BASE, buildctl: "v0.34.2" }), inputsTag({ files, baseDigest: BASE, buildctl: "v0.35.0" }));
   t.not(inputsTag({ files, baseDigest: BASE, go: "go1.26.8" }), inputsTag({ files, baseDigest: BASE, go: "go1.27.3" }));
   t.is(inputsTag({ files, baseDigest: BASE }), inputsTag({ files, baseDigest: BASE, buildctl: "" }), "no buildctl: the tag of before");
