@@ -158,5 +158,6 @@ fi
   echo "export BERTH_GIT_CLUSTER_URL=$BERTH_GIT_CLUSTER_URL"
   echo "export BERTH_GIT_CREDENTIALS=$BERTH_GIT_CREDENTIALS"
 } > "$env_file.tmp"
+log "console: $api_url/console/ (sign in with BERTH_API_KEY of .local/env)"
 log "API: $api_url/api/v1 (docs: $api_url/api/v1/docs; also through the ingress: curl -H 'Host: api.berth.local' $BERTH_INGRESS_URL/api/v1/...)"
 log "images: $api_image, $operator_image; Apps are served at <slug>.apps.berth.local through $BERTH_INGRESS_URL (Host header)"

@@ -40,8 +40,12 @@ if [ "$(cat "$BERTH_LOCAL/services.fingerprint" 2>/dev/null || true)" != "$finge
 fi
 echo "$fingerprint" > "$BERTH_LOCAL/services.fingerprint"
 
+# The console the API serves under /console (api/console/web, built in a fraction of a second; the
+# API reads it when it starts, and restarts when api/ changes).
+node "$BERTH_ROOT/hack/console.ts" --out "$BERTH_LOCAL/console" >/dev/null
 start_service api DATABASE_URL="$database_url" KUBECONFIG="$KUBECONFIG" BERTH_API_PORT="$API_PORT" \
   BERTH_GOVERNANCE_HOST="127.0.0.1:$API_PORT" BERTH_OPERATOR_USERNAME=system:serviceaccount:berth-system:berth-operator \
+  BERTH_CONSOLE_DIR="$BERTH_LOCAL/console" \
   node "$BERTH_ROOT/api/main.ts" --migrate
 # The operator proves who it is to the API with a ServiceAccount token (checked by TokenReview),
 # as it does in a cluster; locally the token is minted into .local/ and refreshed on every up.
@@ -81,4 +85,5 @@ fi
   echo "export BERTH_WORKSPACE_ID=$BERTH_WORKSPACE_ID"
   echo "export BERTH_API_KEY=$BERTH_API_KEY"
 } >> "$env_file.tmp"
+log "console: $API_URL/console/ (sign in with BERTH_API_KEY of .local/env)"
 log "API: $API_URL/api/v1 (docs: $API_URL/api/v1/docs), operator health: http://127.0.0.1:$OPERATOR_HEALTH_PORT/metrics"
