@@ -91,6 +91,8 @@ export function buildServices(deps: {
   namespaces?: NamespaceEnsurer;
   /** The share cookie key (resolveShareKey); a random key of this process when absent (scripts). */
   shareKey?: Buffer;
+  /** The scoring threads' module (tests); the real one when absent. */
+  scoringWorkerUrl?: URL;
 }): Services {
   const { config, orm, logger, kubeConfig } = deps;
   const workspaces = new WorkspaceService({
@@ -138,6 +140,7 @@ export function buildServices(deps: {
     prices: config.BERTH_MODEL_PRICES,
     workers: config.BERTH_INGEST_WORKERS,
     scoringTaskTimeoutMs: config.BERTH_SCORING_TASK_TIMEOUT_MS,
+    scoringWorkerUrl: deps.scoringWorkerUrl,
     log: logger.child({ component: "governance" }),
   });
   const appsService = new AppsService({

@@ -40,6 +40,8 @@ export interface GovernanceDeps {
   workers?: number;
   /** BERTH_SCORING_TASK_TIMEOUT_MS: a scoring task's deadline in a worker thread (none in-process) */
   scoringTaskTimeoutMs?: number;
+  /** The scoring threads' module; the real one when absent (tests give one that can be made to run away). */
+  scoringWorkerUrl?: URL | undefined;
   log: Logger;
 }
 
@@ -67,7 +69,12 @@ export class Governance {
     this.templates = new GuardTemplateService();
     this.configs = new ObservabilityConfigService({ db: this.db, templates: this.templates });
     this.scorer = deps.workers
-      ? new WorkerPoolScorer({ size: deps.workers, log: deps.log, taskTimeoutMs: deps.scoringTaskTimeoutMs })
+      ? new WorkerPoolScorer({
+          size: deps.workers,
+          log: deps.log,
+          taskTimeoutMs: deps.scoringTaskTimeoutMs,
+          ...(deps.scoringWorkerUrl ? { workerUrl: deps.scoringWorkerUrl } : {}),
+        })
       : new InProcessScorer();
     this.prices = new PriceTable(deps.prices);
     this.provisioning = new ProvisioningService({

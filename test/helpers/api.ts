@@ -32,6 +32,8 @@ export interface StartApiOptions {
   env?: Record<string, string>;
   /** Replaces the real namespace creation (default: the running control plane). */
   namespaces?: NamespaceEnsurer;
+  /** The scoring threads' module (default the real one): test/fixtures/scoring/runaway-worker.ts makes a task run away on demand. */
+  scoringWorkerUrl?: URL;
   /** Name of the first workspace. */
   workspaceName?: string;
   /** The clock of the rate limits, in ms (default Date.now): a test moves it instead of waiting. */
@@ -152,6 +154,7 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       kubeConfig,
       shareKey,
       ...(opts.namespaces ? { namespaces: opts.namespaces } : {}),
+      ...(opts.scoringWorkerUrl ? { scoringWorkerUrl: opts.scoringWorkerUrl } : {}),
     });
     await startServices(services);
     cleanup.push(() => stopServices(services));

@@ -63,12 +63,21 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
   return result.filter((v) => v.impact === "serious" || v.impact === "critical");
 }
 
-/** Collects what the page reports that a user would call broken: CSP refusals, uncaught errors, console errors. */
+/**
+ * Collects what the page reports that a user would call broken: CSP refusals, uncaught errors,
+ * console errors, and answers of 500 and above. The browser's own line for a 4xx answer ("Failed
+ * to load resource") is not one: the console asks for its session and gets 401 before sign-in,
+ * and shows the API's refusals as it should.
+ */
 export function pageProblems(page: Page): string[] {
   const problems: string[] = [];
   page.on("pageerror", (err) => problems.push(`uncaught: ${err.message}`));
   page.on("console", (m) => {
-    if (m.type() === "error") problems.push(`console: ${m.text()}`);
+    if (m.type() === "error" && !/^Failed to load resource: the server responded with a status of 4\d\d/.test(m.text()))
+      problems.push(`console: ${m.text()}`);
+  });
+  page.on("response", (r) => {
+    if (r.status() >= 500) problems.push(`${r.status()} from ${r.request().method()} ${r.url()}`);
   });
   return problems;
 }

@@ -1,21 +1,22 @@
 // The scoring deadline end to end (BERTH_SCORING_TASK_TIMEOUT_MS): app A of one workspace sends
-// 1 MiB texts that every guard type has to go through (the guards' adversarial weak spots, which
-// take 0.6-0.9 s of a scoring thread each, against a deadline of 300 ms), as traces and as a guard
-// check, while app B of another workspace keeps ingesting small traces and reading them back. B's
+// texts on which a scoring thread never finishes (the scoring threads run
+// test/fixtures/scoring/runaway-worker.ts: the real worker, plus a task that spins forever on one
+// text, as a pathological input or a guard's bug would leave it: deterministic, whatever the
+// machine's load, where a merely slow input is not), as traces and as a guard check, while app B
+// of another workspace keeps ingesting small traces and reading them back. B's
 // traces are stored and scored as ever; A's traces are stored all the same, every guard of A's
 // chain recorded with result "error" and the timeout, no evals, the audit chain intact; A's guard
 // check answers 503 guard_timeout with Retry-After; afterwards A's small traces are scored again
 // (the scoring workers were replaced). Real API server (responses checked against the OpenAPI
 // document), PostgreSQL, two scoring threads.
 import test from "ava";
-import { caseText } from "../../hack/bench/adversarial-texts.ts";
-import { MAX_TRACE_TEXT } from "../../toolkit/src/index.ts";
 import { startApi, type TestApi, type TestWorkspace } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 
-const DEADLINE_MS = 300;
+// Far above what a small trace takes even on a loaded machine; a runaway task never ends at all.
+const DEADLINE_MS = 2000;
 
 let api: TestApi;
 let wsB: TestWorkspace;
@@ -25,11 +26,10 @@ let templateA: string;
 
 test.before(async () => {
   api = await startApi({
+    scoringWorkerUrl: new URL("../fixtures/scoring/runaway-worker.ts", import.meta.url),
     env: {
       BERTH_SCORING_TASK_TIMEOUT_MS: String(DEADLINE_MS),
       BERTH_INGEST_WORKERS: "2",
-      // a trace of 1 MiB of text, with its JSON around it
-      BERTH_INGEST_BODY_LIMIT_BYTES: String(4 * 1024 * 1024),
     },
   });
   wsB = await api.createWorkspace("other team");
@@ -63,8 +63,8 @@ const trace = (input: string, over: Record<string, unknown> = {}) => ({
 });
 const send = (key: string, body: unknown) => api.fetchJson("POST", "/governance/traces", { key, body });
 
-/** 1 MiB of the guards' adversarial inputs: under a second of a scoring thread, far over the deadline. */
-const HUGE = caseText("profanity beside groups", MAX_TRACE_TEXT - 1024);
+/** The text on which the test's scoring thread spins forever (runaway-worker.ts). */
+const RUNAWAY = "berth-test:runaway";
 
 test("A's runaway scoring is cut and its traces stored with the guards' error, while B of another workspace keeps ingesting", async (t) => {
   t.timeout(120_000);
@@ -89,14 +89,14 @@ test("A's runaway scoring is cut and its traces stored with the guards' error, w
     }
   })();
 
-  // A: three 1 MiB traces at once (one task each: both scoring threads), a batch with one, and a guard check of 1 MiB
-  const huge = [trace(HUGE), trace(HUGE), trace(HUGE)];
+  // A: three runaway traces at once (one task each: both scoring threads), a batch with one, and a runaway guard check
+  const runaways = [trace(RUNAWAY), trace(RUNAWAY), trace(RUNAWAY)];
   const small = trace("Where is my parcel?");
-  const batch = [trace(HUGE), small];
+  const batch = [trace(RUNAWAY), small];
   const [singles, batched, checked] = await Promise.all([
-    Promise.all(huge.map((h) => send(keyA, h))),
+    Promise.all(runaways.map((h) => send(keyA, h))),
     send(keyA, { traces: batch }),
-    api.fetchJson("POST", "/governance/guard-check", { key: keyA, body: { phase: "input", text: HUGE } }),
+    api.fetchJson("POST", "/governance/guard-check", { key: keyA, body: { phase: "input", text: RUNAWAY } }),
   ]);
   aRunning = false;
   await bLoop;
@@ -119,9 +119,9 @@ test("A's runaway scoring is cut and its traces stored with the guards' error, w
   t.is(checked.headers.get("retry-after"), "1");
 
   // what A's traces hold: every guard of the chain, in each of its phases, with the error
-  const detail = await api.fetchJson("GET", `/workspaces/${api.workspaceId}/governance/apps/alpha/traces/${huge[0]!.traceId}`);
+  const detail = await api.fetchJson("GET", `/workspaces/${api.workspaceId}/governance/apps/alpha/traces/${runaways[0]!.traceId}`);
   t.is(detail.status, 200, detail.text);
-  t.is(detail.body.prompt, HUGE, "the trace is stored as sent");
+  t.is(detail.body.prompt, RUNAWAY, "the trace is stored as sent");
   t.deepEqual(
     (detail.body.guardEvaluations as Record<string, unknown>[]).map((e) => [e.source, e.phase, e.result, e.confidence, e.error]),
     [
@@ -132,12 +132,12 @@ test("A's runaway scoring is cut and its traces stored with the guards' error, w
       [`template:${templateA}`, "output", "error", 0, timedOut],
     ],
   );
-  const evals = await query(api.db.url, `select 1 from "gov_${api.workspaceId}_alpha".evals where trace_id = $1`, [huge[0]!.traceId]);
+  const evals = await query(api.db.url, `select 1 from "gov_${api.workspaceId}_alpha".evals where trace_id = $1`, [runaways[0]!.traceId]);
   t.is(evals.length, 0, "no eval ran");
   const [audit] = await query<{ guard_decision: { error: string; input: { decision: string } } }>(
     api.db.url,
     `select guard_decision from "gov_${api.workspaceId}_alpha".audit_log where trace_id = $1`,
-    [huge[0]!.traceId],
+    [runaways[0]!.traceId],
   );
   t.like(audit!.guard_decision, { error: timedOut, input: { decision: "error" } });
   const verify = await api.fetchJson("GET", `/workspaces/${api.workspaceId}/governance/apps/alpha/audit/verify`);
