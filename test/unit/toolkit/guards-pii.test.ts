@@ -191,6 +191,20 @@ test("private, loopback and link-local addresses score below the default thresho
   t.is(piiGuard("router at 192.168.0.1").result, "pass");
 });
 
+test("an address given as one's own counts, even a private one; loopback never does", (t) => {
+  const score = (text: string) => detectPii(text).find((h) => h.kind === "ip_address")?.score;
+  t.is(score("my ip: 192.168.1.23, can you see why the VPN drops?"), 0.6);
+  t.is(score("our IP address is 10.0.0.5"), 0.6);
+  t.is(score("my laptop's ip is 172.20.1.1"), 0.6);
+  t.is(score("my ipv6 is fd12:3456:789a::1"), 0.6);
+  t.is(score("my ip is 203.0.113.5"), 0.85);
+  t.is(score("IP: 198.51.100.7"), 0.85);
+  t.is(score("from 203.0.113.45 at midnight"), 0.7);
+  t.is(score("my ip: 127.0.0.1"), 0.2);
+  t.is(score("My router's IP is 192.168.0.1"), 0.2);
+  t.is(score("Set the gateway to 192.168.1.1 in the router settings"), 0.2);
+});
+
 test("spans claimed by a specific detector are not reported again by a general one", (t) => {
   // the card is not also a phone number, the key value is not also a generic secret
   t.deepEqual(
