@@ -25,6 +25,7 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["call (506) 234-5678", "phone", "(506) 234-5678", "phone number ending 78"],
   ["Roma 06 6982 1234", "phone", "06 6982 1234", "phone number ending 34"],
   ["Mijn nummer is 06 12345678", "phone", "06 12345678", "phone number ending 78"],
+  ["call me on 415.555.2671 tonight", "phone", "415.555.2671", "phone number ending 71"],
   // a period and a space end the sentence, not the number's group: the next sentence's number is not part of it
   ["ring 0113 496 0000. 12 items are left", "phone", "0113 496 0000", "phone number ending 00"],
   ["call (201) 555-0123. 42 people called", "phone", "(201) 555-0123", "phone number ending 23"],

@@ -59,6 +59,7 @@ const PHONE_WORDS =
 const DATE = /^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2,4})$/;
 const THOUSANDS = /^\d{1,3}(?:[ ,.\u00A0]\d{3})+$/;
 const DOTTED_VERSION = /^\d+(?:\.\d+){2,}$/;
+const NANP_DOTTED = /^[2-9]\d{2}\.[2-9]\d{2}\.\d{4}$/;
 // A US ZIP+4 code (90210-1234) and the SSN shape (912-45-3456): no region writes its numbers so,
 // and both are valid Spanish numbers.
 const ZIP4 = /^(?:\d{5}-\d{4}|\d{3}-\d{2}-\d{4})$/;
@@ -107,7 +108,8 @@ export const detectPhones: PiiDetector = (text, claimed, config) => {
     // "2-3-4-5-6-7-8": numbers are written in groups of two or more digits
     if ((raw.match(/(?:^|\D)\d(?=\D|$)/g)?.length ?? 0) >= 3) continue;
     const international = raw.startsWith("+") || raw.startsWith("00");
-    if (!international && raw.includes(".") && DOTTED_VERSION.test(raw) && !raw.startsWith("0")) continue;
+    // dotted digit groups are a version ("10.2.3.4") unless grouped as NANP numbers are (415.555.2671)
+    if (!international && raw.includes(".") && DOTTED_VERSION.test(raw) && !raw.startsWith("0") && !NANP_DOTTED.test(raw)) continue;
     const separated = /[ \t\u00A0().-]/.test(raw);
     const context = contextBefore(text, start, PHONE_WORDS, 30);
     let found: { callingCode: string } | null = null;
