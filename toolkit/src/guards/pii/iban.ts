@@ -2,7 +2,7 @@
 // with any grouping by spaces, dashes or dots (GB29 NWBK 6016 1331 9268 19, GB29-NWBK-…,
 // NL91.ABNA.…), in upper or lower case, confirmed by ibantools: the country's length and format
 // from the IBAN registry, and the ISO 7064 mod-97 check. A candidate failing the check is nothing.
-import { isValidIBAN } from "ibantools";
+import { countrySpecs, isValidIBAN } from "ibantools";
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
@@ -22,11 +22,13 @@ export const detectIbans: PiiDetector = (text, claimed) => {
     // one separator at a time until the rest is valid.
     let raw = m[0];
     let found = false;
-    while (raw.length >= 15) {
+    // the registry's length for the country: most candidates are no IBAN country's, or too long
+    const length = countrySpecs[raw.slice(0, 2).toUpperCase()]?.chars;
+    while (length && raw.length >= length) {
       const iban = raw.replace(/[ .-]/g, "").toUpperCase();
       // one case throughout ("de89 3704 …" or "DE89 3704 …"; "Ab12 Cd34" is not an IBAN)
       const cased = raw === raw.toUpperCase() || raw === raw.toLowerCase();
-      if (cased && iban.length >= 15 && isValidIBAN(iban)) {
+      if (cased && iban.length === length && isValidIBAN(iban)) {
         const end = start + raw.length;
         if (!claimed.overlaps(start, end)) {
           hits.push({ kind: "iban", start, end, score: 0.95, description: `IBAN (${iban.slice(0, 2)}) ending ${lastChars(iban, 4)}` });
