@@ -16,9 +16,9 @@ export function prng(seed: number): () => number {
 
 export const pick = <T>(rand: () => number, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
 
-/** A card number of the Visa range with a valid Luhn digit and a varying ending. */
-function cardNumber(i: number): string {
-  const body = `4242424242${String(i % 100000).padStart(5, "0")}`;
+/** A card number of the Visa range (or of `prefix`) with a valid Luhn digit and a varying ending. */
+function cardNumber(i: number, prefix = "4242424242"): string {
+  const body = `${prefix}${String(i % 100000).padStart(15 - prefix.length, "0")}`;
   let sum = 0;
   for (let k = 0; k < body.length; k++) {
     let d = Number(body[body.length - 1 - k]);
@@ -72,6 +72,20 @@ export const CASES: Record<string, (i: number, rand: () => number) => string> = 
   "distinct addresses": (i) => `host 203.${(i >> 8) % 256}.${i % 256}.7 and 10.0.${i % 256}.1, `,
   "secrets and keys": (i) =>
     `token=ab${i}CD${i}ef${i}GH api_key: "sk-proj-${String(i).padStart(24, "x")}1a" AKIAIOSFODNN7EXAMPL${i % 10} Bearer abcdef0123456789abcdef${i} `,
+  // separated IBANs: every word start of "AB12 CD34-EF56.GH78 …" starts a candidate of up to 34 characters
+  "separated IBANs and look-alikes": (i, r) =>
+    `${pick(r, ["IBAN GB29-NWBK-6016-1331-9268-19", "de89 3704 0044 0532 0130 00", "NL91.ABNA.0417.1643.00", "GB28.NWBK.6016.1331.9268.19"])} ` +
+    `ref AB${i % 90}12 CD34-EF56.GH78 IJ90 KL12-MN34 ${pick(r, ["", "xy-zw.uv "])}`,
+  // nine-digit runs in every grouping next to the words that make them count (SSN, routing, passport, own IP)
+  "labelled numbers": (i, r) =>
+    `${pick(r, ["SSN 078.05.1120", "ssn: 219 099 999", "SSN 666.05.1120", "SS# 12-34-56-78-90-12"])} ` +
+    `${pick(r, ["routing number 021000021", "ABA 12345678" + (i % 10), "RTN 0260095" + String(i % 100).padStart(2, "0")])} ` +
+    `${pick(r, ["passport no. C01X00T47", "passport 123 456 789", "Reisepass Nr. 12AB34567"])} my ip: 192.168.${i % 256}.23 `,
+  "national phones and look-alikes": (i, r) =>
+    `${pick(r, ["Ligue (11) 96123-4567", "móvil 612 34 56 78", "call (506) 234-5678", "Roma 06 6982 1234", "090-1234-5678"])} ` +
+    `ZIP 90210-${String(1000 + (i % 9000))} ISBN 0-306-40615-2 1Z 999 AA1 01 2345 6784 ${10 + (i % 90)} 12 34 56 `,
+  "cards of every network": (i, r) =>
+    `${cardNumber(i, pick(r, ["2200", "6362970", "606282", "6304", "5019", "9792", "6070", "2100"]))} ${pick(r, ["card ", "", "ref "])}`,
   "crypto addresses": () =>
     "1BvBMSEYstWetqTFn5Au4m4GFg7xJaNVN2 bc1qar0srrr7xfkvy5l643lydnw9re59gtzzwf5mdq 0x52908400098527886E0F7030069857D2E4169EE7 ",
   // off_topic and custom

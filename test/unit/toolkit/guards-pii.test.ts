@@ -17,6 +17,15 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["dial 0044 20 7946 0958", "phone", "0044 20 7946 0958", "phone number (+44) ending 58"],
   ["Leeds 0113 496 0000", "phone", "0113 496 0000", "phone number ending 00"],
   ["+33 1 99 00 12 34", "phone", "+33 1 99 00 12 34", "phone number (+33) ending 34"],
+  // national formats of the default regions (libphonenumber's example numbers)
+  ["Ligue para (11) 96123-4567", "phone", "(11) 96123-4567", "phone number ending 67"],
+  ["Mi móvil es 612 34 56 78.", "phone", "612 34 56 78", "phone number ending 78"],
+  ["携帯 090-1234-5678", "phone", "090-1234-5678", "phone number ending 78"],
+  ["Mi celular: 222 123 4567", "phone", "222 123 4567", "phone number ending 67"],
+  ["call (506) 234-5678", "phone", "(506) 234-5678", "phone number ending 78"],
+  ["Roma 06 6982 1234", "phone", "06 6982 1234", "phone number ending 34"],
+  ["Mijn nummer is 06 12345678", "phone", "06 12345678", "phone number ending 78"],
+  ["call me on 415.555.2671 tonight", "phone", "415.555.2671", "phone number ending 71"],
   // a period and a space end the sentence, not the number's group: the next sentence's number is not part of it
   ["ring 0113 496 0000. 12 items are left", "phone", "0113 496 0000", "phone number ending 00"],
   ["call (201) 555-0123. 42 people called", "phone", "(201) 555-0123", "phone number ending 23"],
@@ -24,11 +33,37 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["card 5555-5555-5555-4444", "credit_card", "5555-5555-5555-4444", "Mastercard card number ending 4444"],
   ["amex 3782 822463 10005", "credit_card", "3782 822463 10005", "American Express card number ending 0005"],
   ["6011111111111117", "credit_card", "6011111111111117", "Discover card number ending 1117"],
+  // 16-digit cards of other networks' issuer ranges, Luhn-valid, grouped or bare
+  ["Elo 6362 9700 0045 7013", "credit_card", "6362 9700 0045 7013", "Elo card number ending 7013"],
+  ["6062825624254001", "credit_card", "6062825624254001", "Hipercard card number ending 4001"],
+  ["Mir 2200-0000-0000-0004", "credit_card", "2200-0000-0000-0004", "Mir card number ending 0004"],
+  ["6304000000000000", "credit_card", "6304000000000000", "Maestro card number ending 0000"],
+  ["5019 1234 5678 9013", "credit_card", "5019 1234 5678 9013", "Dankort card number ending 9013"],
+  ["9792000000000003", "credit_card", "9792000000000003", "Troy card number ending 0003"],
+  ["6070 1234 5678 9017", "credit_card", "6070 1234 5678 9017", "RuPay card number ending 9017"],
+  ["card 2100000000000005", "credit_card", "2100000000000005", "Payment card number ending 0005"],
+  ["routing number 021000021", "routing_number", "021000021", "bank routing number ending 21"],
+  ["ABA: 011000015", "routing_number", "011000015", "bank routing number ending 15"],
+  ["RTN 026009593 for the deposit", "routing_number", "026009593", "bank routing number ending 93"],
   ["IBAN GB29 NWBK 6016 1331 9268 19 OK", "iban", "GB29 NWBK 6016 1331 9268 19", "IBAN (GB) ending 6819"],
   ["DE89370400440532013000", "iban", "DE89370400440532013000", "IBAN (DE) ending 3000"],
+  // any separator, or none, in any grouping, in either case
+  ["IBAN GB29-NWBK-6016-1331-9268-19 for the refund", "iban", "GB29-NWBK-6016-1331-9268-19", "IBAN (GB) ending 6819"],
+  ["to NL91.ABNA.0417.1643.00, J. de Vries", "iban", "NL91.ABNA.0417.1643.00", "IBAN (NL) ending 4300"],
+  ["pay GB29 NWBK 60161331926819 today", "iban", "GB29 NWBK 60161331926819", "IBAN (GB) ending 6819"],
+  ["my iban is de89 3704 0044 0532 0130 00", "iban", "de89 3704 0044 0532 0130 00", "IBAN (DE) ending 3000"],
+  ["ref AB12 GB29 NWBK 6016 1331 9268 19", "iban", "GB29 NWBK 6016 1331 9268 19", "IBAN (GB) ending 6819"],
   ["SSN 078-05-1120", "ssn", "078-05-1120", "US social security number (digits withheld)"],
   ["id 219-09-9999 on file", "ssn", "219-09-9999", "US social security number (digits withheld)"],
   ["social security number 078051120", "ssn", "078051120", "US social security number (digits withheld)"],
+  // next to an SSN word, nine digits in any grouping
+  ["SSN: 078.05.1120", "ssn", "078.05.1120", "US social security number (digits withheld)"],
+  ["SS# 219 099 999 on file", "ssn", "219 099 999", "US social security number (digits withheld)"],
+  ["my soc. sec. no is 219099999", "ssn", "219099999", "US social security number (digits withheld)"],
+  ["passport number: C01X00T47", "passport", "C01X00T47", "passport number ending 47"],
+  ["Reisepass Nr. C01X00T47", "passport", "C01X00T47", "passport number ending 47"],
+  ["passeport n° 12AB34567", "passport", "12AB34567", "passport number ending 67"],
+  ["passport no 123 456 789", "passport", "123 456 789", "passport number ending 89"],
   ["from 203.0.113.45.", "ip_address", "203.0.113.45", "IPv4 address 203.0.113.x"],
   ["host 2001:db8:85a3::8a2e:370:7334 down", "ip_address", "2001:db8:85a3::8a2e:370:7334", "IPv6 address 2001:db8:…"],
   ["key AKIAIOSFODNN7EXAMPLE", "api_key", "AKIAIOSFODNN7EXAMPLE", "AWS access key ID (AKIA…, 20 chars)"],
@@ -98,6 +133,10 @@ for (const [text, kind, value, description] of positives) {
 const negatives: Array<[string, string]> = [
   ["Card 4242 4242 4242 4241 fails Luhn", "Luhn failure"],
   ["1234 5678 9012 3456 placeholder", "a placeholder card failing Luhn"],
+  ["Elo 6362 9700 0045 7014, Mir 2200 0000 0000 0005", "cards of other networks failing Luhn"],
+  ["id 2100000000000005 and 1700000000000001", "16 bare digits of no named network, no card word; a timestamp"],
+  ["routing number 123456789, ABA 131000018", "routing numbers failing the checksum or the prefix"],
+  ["Order 021000021 shipped, ref 011000015", "valid routing numbers without a routing word"],
   ["upgrade to version 1.2.3.4", "version number"],
   ["Windows build 10.0.19045.3803", "dotted build number"],
   ["on 2024-01-15 at 10:30", "ISO date"],
@@ -107,9 +146,18 @@ const negatives: Array<[string, string]> = [
   ["ISBN 978-3-16-148410-0", "ISBN"],
   ["grew from 1 250 000 to 1 730 000", "thousands groups"],
   ["SKU 4000-1234-5678", "SKU"],
+  ["ZIP 90210-1234", "ZIP+4 code"],
+  ["The ISBN-10 0-306-40615-2 is on the back cover", "ISBN-10 with dashes"],
+  ["Shipment 1Z 999 AA1 01 2345 6784 arrives", "digits after a code of letters and digits"],
+  ["Ticket 0612345678 closed; invoice 2024 0612 3456 78", "bare and grouped ids"],
   ["Timestamp 1700000000000", "epoch millis"],
   ["IBAN GB28 NWBK 6016 1331 9268 19 is wrong", "IBAN failing mod-97"],
+  ["IBAN GB28-NWBK-6016-1331-9268-19, de88 3704 0044 0532 0130 00, NL92.ABNA.0417.1643.00", "separated IBANs failing mod-97"],
+  ["De89 3704 0044 0532 0130 00", "an IBAN in mixed case"],
   ["000-12-3456 666-45-6789 900-12-3456 123-00-4567 123-45-0000", "invalid SSN ranges"],
+  ["SSN 000123456, ssn 666451234, SSN 912345678, SSN 123004567, SSN: 123.45.0000", "invalid SSNs next to SSN words"],
+  ["Order 078051120 and ref 219 099 999", "nine digits without an SSN word"],
+  ["passport renewal takes 6 weeks, passport photos 2 by 2", "passport words without a number"],
   ["npm install @scope/pkg@1.2.3", "package spec"],
   ["commit 3f786850e387550fdab836ed7e6dc881de23001b", "git sha"],
   ["tx 0x88df016429689c079f3b2f6ad39fa052532c56795b733da78a91ebe6a713944b", "transaction hash"],
@@ -142,6 +190,20 @@ test("private, loopback and link-local addresses score below the default thresho
   }
   t.deepEqual(detectPii("listen on ::1 and ::"), []);
   t.is(piiGuard("router at 192.168.0.1").result, "pass");
+});
+
+test("an address given as one's own counts, even a private one; loopback never does", (t) => {
+  const score = (text: string) => detectPii(text).find((h) => h.kind === "ip_address")?.score;
+  t.is(score("my ip: 192.168.1.23, can you see why the VPN drops?"), 0.6);
+  t.is(score("our IP address is 10.0.0.5"), 0.6);
+  t.is(score("my laptop's ip is 172.20.1.1"), 0.6);
+  t.is(score("my ipv6 is fd12:3456:789a::1"), 0.6);
+  t.is(score("my ip is 203.0.113.5"), 0.85);
+  t.is(score("IP: 198.51.100.7"), 0.85);
+  t.is(score("from 203.0.113.45 at midnight"), 0.7);
+  t.is(score("my ip: 127.0.0.1"), 0.2);
+  t.is(score("My router's IP is 192.168.0.1"), 0.2);
+  t.is(score("Set the gateway to 192.168.1.1 in the router settings"), 0.2);
 });
 
 test("spans claimed by a specific detector are not reported again by a general one", (t) => {

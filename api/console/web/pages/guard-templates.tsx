@@ -49,6 +49,7 @@ const ENTITIES = [
   "itin",
   "passport",
   "drivers_license",
+  "routing_number",
 ] as const;
 const CATEGORIES = ["slur", "threat", "self_harm", "hate", "harassment", "profanity", "sexual"] as const;
 

@@ -18,6 +18,7 @@ export const PII_KINDS = [
   "itin",
   "passport",
   "drivers_license",
+  "routing_number",
 ] as const;
 export type PiiKind = (typeof PII_KINDS)[number];
 

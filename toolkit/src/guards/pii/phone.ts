@@ -10,14 +10,20 @@ import type { PiiDetector } from "./common.ts";
 import { contextBefore, scan } from "./common.ts";
 import { ownCopy } from "../text.ts";
 
-/** Regions whose national formats are recognised by default. */
-export const DEFAULT_PHONE_REGIONS = ["US", "GB", "DE", "FR", "IN", "AU"] as const;
+/**
+ * Regions whose national formats are recognised by default: the largest economies and
+ * populations across the Americas, Europe, Asia and Oceania that libphonenumber knows well.
+ */
+export const DEFAULT_PHONE_REGIONS = ["US", "GB", "DE", "FR", "IN", "BR", "JP", "AU", "CA", "ES", "IT", "NL", "MX"] as const;
 
 // Regions where national numbers are written without a leading trunk "0" (NANP, and those with no
-// trunk prefix); elsewhere a national number starts with 0.
+// trunk prefix, or one only written with a carrier code as in Brazil); elsewhere a national number
+// starts with 0.
 const NO_TRUNK_ZERO = new Set([
   "US",
   "CA",
+  "BR",
+  "MX",
   "PR",
   "DK",
   "NO",
@@ -39,6 +45,8 @@ const NO_TRUNK_ZERO = new Set([
   "BH",
   "OM",
 ]);
+// Regions without a trunk prefix whose numbers may still start with 0 (Italian landlines: 06 …).
+const LEADING_ZERO = new Set(["IT", "SM", "VA"]);
 // India writes 10-digit mobiles starting 6-9 without the trunk prefix.
 const INDIA_MOBILE = /^[6-9]\d{9}$/;
 
@@ -51,6 +59,12 @@ const PHONE_WORDS =
 const DATE = /^(?:\d{4}[-./ ]\d{1,2}[-./ ]\d{1,2}|\d{1,2}[-./ ]\d{1,2}[-./ ]\d{2,4})$/;
 const THOUSANDS = /^\d{1,3}(?:[ ,.\u00A0]\d{3})+$/;
 const DOTTED_VERSION = /^\d+(?:\.\d+){2,}$/;
+const NANP_DOTTED = /^[2-9]\d{2}\.[2-9]\d{2}\.\d{4}$/;
+// A US ZIP+4 code (90210-1234) and the SSN shape (912-45-3456): no region writes its numbers so,
+// and both are valid Spanish numbers.
+const ZIP4 = /^(?:\d{5}-\d{4}|\d{3}-\d{2}-\d{4})$/;
+// the word before a candidate: a code of letters and digits ("1Z 999 AA1 01 2345 6784") runs on into it
+const WORD_BEFORE = /(\S{1,20})[ \t\u00A0]$/;
 
 // Parsing with full metadata costs tens of microseconds, and the same numbers recur (a support
 // line, a sales desk): a bounded cache of the verdict per candidate and region (a pure function of
@@ -71,7 +85,7 @@ function callingCodeOf(raw: string, region: CountryCode | undefined): string | n
 }
 
 function nationalRegions(digits: string, regions: readonly string[]): string[] {
-  if (digits.startsWith("0")) return regions.filter((r) => !NO_TRUNK_ZERO.has(r));
+  if (digits.startsWith("0")) return regions.filter((r) => !NO_TRUNK_ZERO.has(r) || LEADING_ZERO.has(r));
   return regions.filter((r) => NO_TRUNK_ZERO.has(r) || (r === "IN" && INDIA_MOBILE.test(digits)));
 }
 
@@ -86,11 +100,16 @@ export const detectPhones: PiiDetector = (text, claimed, config) => {
     const digits = raw.replace(/\D/g, "");
     if (digits.length < 7 || digits.length > 15) continue;
     if (claimed.overlaps(start, end)) continue;
-    if (DATE.test(raw) || THOUSANDS.test(raw)) continue;
+    if (DATE.test(raw) || THOUSANDS.test(raw) || ZIP4.test(raw)) continue;
+    // a number ends with a group of two or more digits: "0-306-40615-2" is an ISBN
+    if (/\D\d$/.test(raw)) continue;
+    const before = WORD_BEFORE.exec(text.slice(Math.max(0, start - 21), start))?.[1];
+    if (before && /\d/.test(before) && /[A-Za-z]/.test(before)) continue;
     // "2-3-4-5-6-7-8": numbers are written in groups of two or more digits
     if ((raw.match(/(?:^|\D)\d(?=\D|$)/g)?.length ?? 0) >= 3) continue;
     const international = raw.startsWith("+") || raw.startsWith("00");
-    if (!international && raw.includes(".") && DOTTED_VERSION.test(raw) && !raw.startsWith("0")) continue;
+    // dotted digit groups are a version ("10.2.3.4") unless grouped as NANP numbers are (415.555.2671)
+    if (!international && raw.includes(".") && DOTTED_VERSION.test(raw) && !raw.startsWith("0") && !NANP_DOTTED.test(raw)) continue;
     const separated = /[ \t\u00A0().-]/.test(raw);
     const context = contextBefore(text, start, PHONE_WORDS, 30);
     let found: { callingCode: string } | null = null;
