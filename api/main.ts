@@ -35,7 +35,8 @@ import { DeploymentsService } from "./deployments/service.ts";
 import { AppsService, type AppObject } from "./apps/service.ts";
 import { EnvService } from "./apps/env.ts";
 import { MetricsApiUsageReader } from "./apps/metrics.ts";
-import { workspaceRoutes } from "./workspaces/routes.ts";
+import { memberRoutes, workspaceRoutes } from "./workspaces/routes.ts";
+import { MembersService } from "./workspaces/members.ts";
 import { SharesService, type ShareObject } from "./shares/service.ts";
 import { ForwardAuth } from "./shares/forward-auth.ts";
 import { OidcSignIn } from "./shares/oidc.ts";
@@ -55,6 +56,8 @@ export interface Services {
   workspaces: WorkspaceService;
   keys: ApiKeyService;
   adminKeys: PlatformAdminKeyService;
+  /** Workspace members (console sign-in with the identity provider), managed with the platform admin key. */
+  members: MembersService;
   kube: KubeClient;
   /** Watch cache of every App; list, search and stats read it. Started by startServices. */
   appCache: Informer<AppObject>;
@@ -183,6 +186,7 @@ export function buildServices(deps: {
     }),
     keys,
     adminKeys: new PlatformAdminKeyService({ log: logger }),
+    members: new MembersService({ maxPerWorkspace: config.BERTH_MAX_MEMBERS_PER_WORKSPACE }),
     apps: appsService,
     deployments: new DeploymentsService({
       kube,
@@ -245,6 +249,7 @@ export function serviceReadiness(s: Services): ReadinessCheck[] {
 export function composeRoutes(s: Services): RouteDef[] {
   return [
     ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
+    ...memberRoutes({ members: s.members }),
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),

@@ -991,6 +991,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/workspaces/{wsId}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a workspace's members (who may sign in to its console with the identity provider), by email
+         * @description 404 workspace_not_found for a workspace that does not exist.
+         */
+        get: operations["listWorkspaceMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{wsId}/members/{email}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Add a member by email (idempotent): they may then sign in to the workspace's console with the identity provider
+         * @description 201 when added, 200 when the email is a member already (unchanged). The member signs in at GET /console/oidc/login; their ID token must carry this email with email_verified true, and the account that signs in first is the member from then on. 404 workspace_not_found; 409 member_limit_reached when the workspace has BERTH_MAX_MEMBERS_PER_WORKSPACE members; 422 for an invalid email.
+         */
+        put: operations["addWorkspaceMember"];
+        post?: never;
+        /**
+         * Remove a member: their console sessions end at once
+         * @description 404 workspace_not_found, or member_not_found when the email is not a member of the workspace; 422 for an invalid email.
+         */
+        delete: operations["removeWorkspaceMember"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2127,6 +2171,20 @@ export interface components {
             namespace: string;
             /** Format: date-time */
             createdAt: string;
+        };
+        /** @description A person who signs in to the workspace's console with the organisation's identity provider */
+        WorkspaceMember: {
+            workspaceId: string;
+            /** @description The member's email, lowercase: their identity provider must vouch for it (email_verified) */
+            email: string;
+            /** @description The identity provider that signed the member in first; null until then */
+            issuer: string | null;
+            /** @description The member's subject at that identity provider, recorded at the first sign-in; every later sign-in must be this account */
+            subject: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The member's last console sign-in */
+            lastSignInAt: string | null;
         };
     };
     responses: never;
@@ -9310,6 +9368,307 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ServiceStats"];
                 };
+            };
+            /** @description Unauthorized (unauthorized) */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWorkspaceMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace */
+                wsId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WorkspaceMember"][];
+                    };
+                };
+            };
+            /** @description Unauthorized (unauthorized) */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    addWorkspaceMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace */
+                wsId: string;
+                /** @description The member's email (URL-encoded; compared without case) */
+                email: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceMember"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceMember"];
+                };
+            };
+            /** @description Unauthorized (unauthorized) */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict (see docs/api.md) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    removeWorkspaceMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace */
+                wsId: string;
+                /** @description The member's email (URL-encoded; compared without case) */
+                email: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Unauthorized (unauthorized) */
             401: {
