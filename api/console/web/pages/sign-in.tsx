@@ -12,7 +12,7 @@ import { Field, Form, Page, text, useLoad } from "../ui.tsx";
 export function organisationSignIn(next: string, workspace: string | null): string {
   const q = new URLSearchParams({ next });
   if (workspace) q.set("workspace", workspace);
-  return `/api/v1/console/oidc/login?${q}`;
+  return `/api/v1/console/oidc/login?${q.toString()}`;
 }
 
 export function SignInPage({
@@ -43,7 +43,7 @@ export function SignInPage({
           {workspace && <p class="hint">You will sign in to workspace {workspace}.</p>}
         </section>
       )}
-      <section aria-labelledby="sign-in-key">
+      <section aria-labelledby={oidc ? "sign-in-key" : undefined}>
         {oidc && <h2 id="sign-in-key">With a workspace key</h2>}
         <p class="lead">Sign in with a workspace API key. The console keeps a session cookie instead of the key.</p>
         <Form
