@@ -224,7 +224,10 @@ export class OidcSignIn {
   ): Promise<{ location: string; cookie: string; user: Viewer }> {
     const state = parseState(verify(this.#d.key, "oidc-state", cookieValue(cookieHeader, OIDC_STATE_COOKIE)));
     const nowS = Math.floor(this.#d.now().getTime() / 1000);
-    if (!state || state.exp <= nowS) throw new UnauthorizedError("The sign-in expired or was not started here: open the share link again.");
+    if (!state || state.exp <= nowS)
+      throw new UnauthorizedError(
+        "The sign-in expired or was not started in this browser: open the share link (or the console's sign-in) again.",
+      );
     const claims = await this.finish(query, state, log, "open the share link again.");
     const user = viewerOf(claims);
     const rd = new URL(state.rd);
