@@ -183,7 +183,7 @@ test.serial(
     t.truthy(member.lastSignInAt);
 
     t.is((await asBrowser(s.cookie!, "GET", `/workspaces/${A()}/apps`)).status, 200);
-    const body = { name: "Alice's service", slug: "alice-svc", image: "registry.invalid/alice:1" };
+    const body = { name: "Alice service", slug: "alice-svc", image: "registry.invalid/alice:1" };
     const forged = await asBrowser(s.cookie!, "POST", `/workspaces/${A()}/apps`, { body });
     t.is(forged.status, 403, "a write without the session's token");
     t.is(forged.body.code, "csrf_failed");
@@ -191,10 +191,15 @@ test.serial(
     t.is(created.status, 201, created.text);
     const apps = await asBrowser(s.cookie!, "GET", `/workspaces/${A()}/apps`);
     t.true(apps.body.data.some((a: { id: string }) => a.id === "alice-svc"));
-    // a member's session has no key: it may revoke any key of the workspace (none is "its own")
+    // the session acts as the workspace: its keys too
     const keys = await asBrowser(s.cookie!, "GET", `/workspaces/${A()}/api-keys`);
     t.is(keys.status, 200);
     t.true(keys.body.data.length >= 1);
+    // it has no key of its own: a key it makes, it may revoke (no key is "the current key")
+    const csrf = session.body.csrfToken;
+    const made = await asBrowser(s.cookie!, "POST", `/workspaces/${A()}/api-keys`, { body: { name: "made by alice" }, csrf });
+    t.is(made.status, 201, made.text);
+    t.is((await asBrowser(s.cookie!, "DELETE", `/workspaces/${A()}/api-keys/${made.body.id}`, { csrf })).status, 204);
   },
 );
 
