@@ -315,10 +315,19 @@ export const ConfigSchema = z.object({
     .max(1000)
     .default(20)
     .describe("Live console sessions one workspace key may hold; signing in once more ends its oldest"),
+  BERTH_MAX_MEMBERS_PER_WORKSPACE: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100_000)
+    .default(1000)
+    .describe("Members a workspace may have (people who sign in to its console with the identity provider, BERTH_OIDC_*)"),
   BERTH_OIDC_ISSUER_URL: z
     .url()
     .optional()
-    .describe("The organisation's OpenID Connect issuer; requireAuth shares need it. http:// only for a loopback issuer (tests)"),
+    .describe(
+      "The organisation's OpenID Connect issuer; requireAuth shares and the console's sign-in of workspace members need it. http:// only for a loopback issuer (tests)",
+    ),
   BERTH_OIDC_CLIENT_ID: z.string().min(1).optional(),
   BERTH_OIDC_CLIENT_SECRET: z.string().min(1).optional(),
   BERTH_OIDC_REDIRECT_URL: z

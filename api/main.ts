@@ -22,6 +22,7 @@ import { Outbound, OutboundPolicy } from "./http/outbound.ts";
 import { RateLimiter } from "./http/limits.ts";
 import { consoleRoutes } from "./console/routes.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
+import { ConsoleSignIn } from "./console/oidc.ts";
 import { loadConsole, type ConsoleFiles } from "./console/static.ts";
 import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer, workspaceSetup } from "./workspaces/namespaces.ts";
@@ -35,7 +36,8 @@ import { DeploymentsService } from "./deployments/service.ts";
 import { AppsService, type AppObject } from "./apps/service.ts";
 import { EnvService } from "./apps/env.ts";
 import { MetricsApiUsageReader } from "./apps/metrics.ts";
-import { workspaceRoutes } from "./workspaces/routes.ts";
+import { memberRoutes, workspaceRoutes } from "./workspaces/routes.ts";
+import { MembersService } from "./workspaces/members.ts";
 import { SharesService, type ShareObject } from "./shares/service.ts";
 import { ForwardAuth } from "./shares/forward-auth.ts";
 import { OidcSignIn } from "./shares/oidc.ts";
@@ -55,6 +57,8 @@ export interface Services {
   workspaces: WorkspaceService;
   keys: ApiKeyService;
   adminKeys: PlatformAdminKeyService;
+  /** Workspace members (console sign-in with the identity provider), managed with the platform admin key. */
+  members: MembersService;
   kube: KubeClient;
   /** Watch cache of every App; list, search and stats read it. Started by startServices. */
   appCache: Informer<AppObject>;
@@ -77,8 +81,10 @@ export interface Services {
   appKeyVerifier: AppKeyVerifier;
   /** Verifies the operator's ServiceAccount token on "operator" routes (given to buildServer). */
   operatorVerifier: OperatorVerifier;
-  /** Console sessions (given to buildServer: a session cookie stands for its key). */
+  /** Console sessions (given to buildServer: a session cookie stands for its key or member). */
   sessions: ConsoleSessions;
+  /** Workspace members' console sign-in with the identity provider; undefined without one. */
+  consoleSignIn: ConsoleSignIn | undefined;
   /** The console's files (BERTH_CONSOLE_DIR), served under /console; undefined when not configured. */
   console: ConsoleFiles | undefined;
 }
@@ -132,6 +138,13 @@ export function buildServices(deps: {
         })
       : undefined;
   const keys = new ApiKeyService({ log: logger, maxPerWorkspace: config.BERTH_MAX_KEYS_PER_WORKSPACE });
+  const members = new MembersService({ maxPerWorkspace: config.BERTH_MAX_MEMBERS_PER_WORKSPACE });
+  const sessions = new ConsoleSessions({
+    keys,
+    ttlSeconds: config.BERTH_CONSOLE_SESSION_SECONDS,
+    maxPerKey: config.BERTH_CONSOLE_MAX_SESSIONS_PER_KEY,
+    secure: config.BERTH_PUBLIC_URL?.startsWith("https:") ?? false,
+  });
   const governance = new Governance({
     orm,
     apps,
@@ -186,6 +199,7 @@ export function buildServices(deps: {
     }),
     keys,
     adminKeys: new PlatformAdminKeyService({ log: logger }),
+    members,
     apps: appsService,
     deployments: new DeploymentsService({
       kube,
@@ -210,12 +224,8 @@ export function buildServices(deps: {
       username: config.BERTH_OPERATOR_USERNAME,
       audience: config.BERTH_OPERATOR_TOKEN_AUDIENCE,
     }),
-    sessions: new ConsoleSessions({
-      keys,
-      ttlSeconds: config.BERTH_CONSOLE_SESSION_SECONDS,
-      maxPerKey: config.BERTH_CONSOLE_MAX_SESSIONS_PER_KEY,
-      secure: config.BERTH_PUBLIC_URL?.startsWith("https:") ?? false,
-    }),
+    sessions,
+    consoleSignIn: signIn ? new ConsoleSignIn({ oidc: signIn, key: shareKey, members, sessions, now: () => new Date() }) : undefined,
     console: config.BERTH_CONSOLE_DIR ? loadConsole(config.BERTH_CONSOLE_DIR) : undefined,
   };
 }
@@ -248,6 +258,7 @@ export function serviceReadiness(s: Services): ReadinessCheck[] {
 export function composeRoutes(s: Services): RouteDef[] {
   return [
     ...workspaceRoutes({ workspaces: s.workspaces, keys: s.keys }),
+    ...memberRoutes({ members: s.members }),
     ...apiKeyRoutes({ keys: s.keys }),
     ...appRoutes(s.apps, s.env),
     ...deploymentRoutes(s.deployments),
@@ -255,12 +266,13 @@ export function composeRoutes(s: Services): RouteDef[] {
       shares: s.shares,
       forwardAuth: s.forwardAuth,
       signIn: () => s.signIn,
+      otherFlows: () => (s.consoleSignIn ? [s.consoleSignIn] : []),
       edgeLimiter: s.edgeLimiter,
     }),
     ...domainRoutes(s.domains),
     ...governanceRoutes(s.governance, { ingestBodyLimitBytes: () => s.config.BERTH_INGEST_BODY_LIMIT_BYTES }),
     ...analyticsRoutes({ governance: s.governance }),
-    ...consoleRoutes({ sessions: s.sessions }),
+    ...consoleRoutes({ sessions: s.sessions, signIn: () => s.consoleSignIn }),
     // ---- Module routes are added here. ----------------------------------------------------
   ];
 }

@@ -1,7 +1,8 @@
 // Establishes the caller of a route from its Authorization header, according to the route's
 // AuthMode, and scopes workspace-bound callers to the workspace named in the path. On workspace
 // routes, a request without an Authorization header may instead carry a console session cookie
-// (api/console/sessions.ts): it acts as the workspace key that opened the session.
+// (api/console/sessions.ts): it acts as the workspace key that opened the session, or, for a
+// member's sign-in with the identity provider, as the member's workspace (a caller without a key).
 //
 //   no header / other scheme / malformed / unknown / revoked  -> 401 unauthorized
 //   a valid key of another kind (e.g. pa_sk_ on a workspace route) -> 403 insufficient_scope
@@ -23,7 +24,7 @@ export const WORKSPACE_PARAMS = ["wsId", "workspaceId"] as const;
 
 export interface AuthRequest {
   authorization: string | undefined;
-  /** The Cookie header: a console session stands for its workspace key when no Authorization is sent. */
+  /** The Cookie header: a console session stands for its workspace key (or member) when no Authorization is sent. */
   cookie?: string | undefined;
   method?: string;
   /** The X-Berth-CSRF header, which a write through a console session must carry. */

@@ -1,8 +1,9 @@
-// Console sessions: a workspace key exchanged once for a session cookie (api/console/sessions.ts).
-// Only the SHA-256 of the session's secret is stored, as for keys; the session belongs to the key
-// that opened it and ends with it (revoking the key, deleting the workspace).
+// Console sessions: a workspace key exchanged once for a session cookie, or a member's sign-in
+// with the identity provider (api/console/sessions.ts). Only the SHA-256 of the session's secret
+// is stored, as for keys; the session belongs to the key or the member that opened it (exactly
+// one of them) and ends with it (revoking the key, removing the member, deleting the workspace).
 import { defineEntity, p, type InferEntity } from "@mikro-orm/core";
-import { ApiKey, Workspace } from "../workspaces/entities.ts";
+import { ApiKey, Workspace, WorkspaceMember } from "../workspaces/entities.ts";
 
 export const ConsoleSession = defineEntity({
   name: "ConsoleSession",
@@ -12,7 +13,8 @@ export const ConsoleSession = defineEntity({
     /** SHA-256 of the session cookie's value, hex. */
     hash: p.string().length(64).unique(),
     workspace: () => p.manyToOne(Workspace).deleteRule("cascade"),
-    apiKey: () => p.manyToOne(ApiKey).deleteRule("cascade"),
+    apiKey: () => p.manyToOne(ApiKey).deleteRule("cascade").nullable(),
+    member: () => p.manyToOne(WorkspaceMember).deleteRule("cascade").nullable(),
     createdAt: p.datetime(),
     expiresAt: p.datetime().index(),
     revokedAt: p.datetime().nullable(),

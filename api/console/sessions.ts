@@ -1,22 +1,26 @@
 // Console sessions. The browser never holds a key where a script can read it: the console sends a
-// workspace key once (POST /console/sessions) and gets back an HttpOnly, SameSite=Strict cookie
-// (Secure and __Host- prefixed when the API's public URL is https) naming a server-side session.
+// workspace key once (POST /console/sessions), or a workspace member signs in with the
+// organisation's identity provider (api/console/oidc.ts), and gets back an HttpOnly,
+// SameSite=Strict cookie (Secure and __Host- prefixed when the API's public URL is https) naming a
+// server-side session.
 //
 // - The cookie's value is a random secret; only its SHA-256 is stored (as for keys), looked up by
 //   its unique index and compared in constant time.
-// - A session acts as the key that opened it, with that key's rate-limit budget, and ends when it
-//   expires (BERTH_CONSOLE_SESSION_SECONDS), when it is signed out, or when its key is revoked.
+// - A session acts as the key that opened it, or as its member (a workspace caller without a key),
+//   with the workspace's rate-limit budget, and ends when it expires (BERTH_CONSOLE_SESSION_SECONDS),
+//   when it is signed out, when its key is revoked or when its member is removed.
 // - Writes through a session (any method but GET/HEAD) must carry the session's CSRF token in
 //   X-Berth-CSRF; the token is a one-way digest of the secret, handed to the console's script by
 //   the session routes, so a page on another site can neither read nor forge it.
-// - A key holds at most BERTH_CONSOLE_MAX_SESSIONS_PER_KEY live sessions: opening one more ends
-//   the oldest, so that no caller can fill the table through one key.
+// - A key (or a member) holds at most BERTH_CONSOLE_MAX_SESSIONS_PER_KEY live sessions: opening one
+//   more ends the oldest, so that no caller can fill the table through one key or one account.
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { createHash, randomUUID, timingSafeEqual } from "node:crypto";
 import { ForbiddenError, UnauthorizedError } from "../errors.ts";
 import type { Principal } from "../http/route.ts";
 import type { ApiKeyService } from "../auth/keys.ts";
 import { digestsEqual, hashToken, isTokenOfKind, mintToken } from "../auth/tokens.ts";
+import type { MemberView } from "../workspaces/members.ts";
 import { ConsoleSession } from "./entities.ts";
 
 /** Prefix of a session cookie's value (never a key: it cannot be sent as a Bearer key). */
@@ -35,17 +39,21 @@ export interface ConsoleSessionOptions {
   now?: () => Date;
 }
 
-export interface OpenedSession {
+export interface OpenedSession extends SessionView {
   token: string;
-  workspaceId: string;
-  csrfToken: string;
-  expiresAt: Date;
 }
 
 export interface SessionView {
   workspaceId: string;
   csrfToken: string;
   expiresAt: Date;
+  /** The member's email for a session a member opened by signing in with the identity provider; null for a key's. */
+  email: string | null;
+}
+
+/** The keyId of a member's session (it has no key): stable per member, never a key's id (those are bare UUIDs). */
+export function memberKeyId(memberId: string): string {
+  return `member:${memberId}`;
 }
 
 /** The CSRF token of a session: a one-way digest of its secret (nothing more to store). */
@@ -90,11 +98,25 @@ export class ConsoleSessions {
     const principal = await this.#o.keys.verify(em, key);
     if (!principal)
       throw new UnauthorizedError("The key is invalid or has been revoked; the console signs in with a workspace key (ws_sk_...).");
+    return this.#open(em, principal.workspaceId, { apiKey: principal.keyId }, null);
+  }
+
+  /** Opens a session for a workspace member who signed in with the identity provider (api/console/oidc.ts). */
+  async openForMember(em: EntityManager, member: MemberView): Promise<OpenedSession> {
+    return this.#open(em, member.workspaceId, { member: member.id }, member.email);
+  }
+
+  async #open(
+    em: EntityManager,
+    workspaceId: string,
+    owner: { apiKey: string } | { member: string },
+    email: string | null,
+  ): Promise<OpenedSession> {
     const now = this.#now();
     await em.nativeDelete(ConsoleSession, { expiresAt: { $lte: now } });
     const live = await em.find(
       ConsoleSession,
-      { apiKey: principal.keyId, revokedAt: null },
+      { ...owner, revokedAt: null },
       { orderBy: { createdAt: "desc", id: "asc" }, fields: ["id"] },
     );
     const over = live.slice(Math.max(0, this.#o.maxPerKey - 1)).map((s) => s.id);
@@ -104,29 +126,34 @@ export class ConsoleSessions {
     em.create(ConsoleSession, {
       id: randomUUID(),
       hash: hashToken(token),
-      workspace: principal.workspaceId,
-      apiKey: principal.keyId,
+      workspace: workspaceId,
+      apiKey: "apiKey" in owner ? owner.apiKey : null,
+      member: "member" in owner ? owner.member : null,
       createdAt: now,
       expiresAt,
       revokedAt: null,
     });
     await em.flush();
-    return { token, workspaceId: principal.workspaceId, csrfToken: csrfTokenOf(token), expiresAt };
+    return { token, workspaceId, csrfToken: csrfTokenOf(token), expiresAt, email };
   }
 
-  /** The live session a cookie names, with its key still current; undefined otherwise. */
+  /** The live session a cookie names, with its key still current or its member still a member; undefined otherwise. */
   async find(em: EntityManager, token: string | undefined): Promise<(SessionView & { principal: Principal }) | undefined> {
     if (!token || !isTokenOfKind(token, SESSION_TOKEN_PREFIX)) return undefined;
     const hash = hashToken(token);
-    const row = await em.findOne(ConsoleSession, { hash }, { populate: ["apiKey"] });
+    const row = await em.findOne(ConsoleSession, { hash }, { populate: ["apiKey", "member"] });
     if (!row || !digestsEqual(row.hash, hash)) return undefined;
-    if (row.revokedAt || row.expiresAt.getTime() <= this.#now().getTime() || row.apiKey.revokedAt) return undefined;
-    return {
-      workspaceId: row.workspace.id,
-      csrfToken: csrfTokenOf(token),
-      expiresAt: row.expiresAt,
-      principal: { kind: "workspace", workspaceId: row.workspace.id, keyId: row.apiKey.id },
-    };
+    if (row.revokedAt || row.expiresAt.getTime() <= this.#now().getTime()) return undefined;
+    const workspaceId = row.workspace.id;
+    const base = { workspaceId, csrfToken: csrfTokenOf(token), expiresAt: row.expiresAt };
+    if (row.apiKey) {
+      if (row.apiKey.revokedAt) return undefined;
+      return { ...base, email: null, principal: { kind: "workspace", workspaceId, keyId: row.apiKey.id } };
+    }
+    // a removed member's sessions are deleted with the row; a member row of another workspace is never a session's
+    if (!row.member || row.member.workspace.id !== workspaceId) return undefined;
+    const member = { id: row.member.id, email: row.member.email };
+    return { ...base, email: member.email, principal: { kind: "workspace", workspaceId, keyId: memberKeyId(member.id), member } };
   }
 
   /**

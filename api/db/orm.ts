@@ -1,7 +1,7 @@
 // MikroORM wiring: entities, committed migrations (run explicitly, never schema.update at boot).
 import { MikroORM, defineConfig } from "@mikro-orm/postgresql";
 import { Migrator } from "@mikro-orm/migrations";
-import { ApiKey, Workspace } from "../workspaces/entities.ts";
+import { ApiKey, Workspace, WorkspaceMember } from "../workspaces/entities.ts";
 import { PlatformAdminKey } from "../auth/entities.ts";
 import { GuardTemplate } from "../governance/configs/entities.ts";
 import { ConsoleSession } from "../console/entities.ts";
@@ -14,9 +14,11 @@ import { Migration20261126000000_webhook_deliveries } from "./migrations/Migrati
 import { Migration20261127000000_sign_in_tickets } from "./migrations/Migration20261127000000_sign_in_tickets.ts";
 import { Migration20261128000000_audit_restarts } from "./migrations/Migration20261128000000_audit_restarts.ts";
 import { Migration20261129000000_console_sessions } from "./migrations/Migration20261129000000_console_sessions.ts";
+import { Migration20261130000000_workspace_members } from "./migrations/Migration20261130000000_workspace_members.ts";
+import { Migration20261201000000_console_member_sessions } from "./migrations/Migration20261201000000_console_member_sessions.ts";
 
 /** The tables MikroORM maps; the governance module's other tables have one raw SQL module each (api/governance/configs/entities.ts). */
-export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate, ConsoleSession];
+export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate, ConsoleSession, WorkspaceMember];
 
 /** Every migration, in order. A new migration is added here and committed. */
 export const MIGRATIONS = [
@@ -29,6 +31,8 @@ export const MIGRATIONS = [
   { name: "Migration20261127000000_sign_in_tickets", class: Migration20261127000000_sign_in_tickets },
   { name: "Migration20261128000000_audit_restarts", class: Migration20261128000000_audit_restarts },
   { name: "Migration20261129000000_console_sessions", class: Migration20261129000000_console_sessions },
+  { name: "Migration20261130000000_workspace_members", class: Migration20261130000000_workspace_members },
+  { name: "Migration20261201000000_console_member_sessions", class: Migration20261201000000_console_member_sessions },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

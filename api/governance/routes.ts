@@ -2,7 +2,7 @@
 // one definition validates and documents each. docs/governance.md has the decisions.
 import { z } from "zod";
 import { GuardTemplateConfig, MAX_BATCH_SIZE } from "../../toolkit/src/index.ts";
-import { defineRoute, type Caller, type RouteDef } from "../http/route.ts";
+import { defineRoute, type Caller, type Principal, type RouteDef } from "../http/route.ts";
 import type { TemplateOwner, TemplateView } from "./configs/guard-templates.ts";
 import type { Governance } from "./service.ts";
 import {
@@ -55,8 +55,9 @@ function templateBody(t: TemplateView): z.input<typeof GuardTemplateSchema> {
 }
 
 /** Who a template call acts for: the key's workspace, or the platform (null) for a platform admin key. */
-/** Who restarted an app's audit chain, as governance_audit_restarts records it: the workspace key's id. */
-function actorOf(principal: { keyId: string } | undefined): string {
+/** Who restarted an app's audit chain, as governance_audit_restarts records it: the workspace key's id, or the member's email for a member's console session. */
+function actorOf(principal: Principal | undefined): string {
+  if (principal?.member) return `member:${principal.member.email}`;
   return principal ? `key:${principal.keyId}` : "unknown";
 }
 

@@ -327,7 +327,7 @@ export const AuditVerification = z
               .describe(
                 "reprovisioned: POST .../provision; disabled: DELETE .../provision; replaced_by_new_app: a new App of the same id; app_deleted: the App was deleted",
               ),
-            actor: z.string().describe("key:<workspace key id>, or operator"),
+            actor: z.string().describe("key:<workspace key id>, member:<email> (a member's console session), or operator"),
             previousEntries: z.int().describe("How many entries the chain that went had"),
             previousHeadHash: z.string().nullable().describe("The hash of its last entry"),
           })

@@ -80,7 +80,7 @@ function serve(c: Compiled, params: unknown, req: IncomingMessage, res: ServerRe
 
   const send = (
     status: number,
-    headers: Record<string, string> | undefined,
+    headers: Record<string, string | string[]> | undefined,
     encoded: { body: string | Buffer; type: string } | undefined,
   ): void => {
     res.statusCode = status;

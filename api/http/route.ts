@@ -26,7 +26,13 @@ export type AuthMode = "none" | "workspace" | "platform-admin" | "workspace-or-p
 export interface Principal {
   kind: "workspace";
   workspaceId: string;
+  /**
+   * The workspace key's id; for a console session a member opened by signing in with the identity
+   * provider, which has no key, "member:<member id>" (api/console/sessions.ts memberKeyId).
+   */
   keyId: string;
+  /** Set when the caller is a workspace member's console session (no key). */
+  member?: { id: string; email: string } | undefined;
 }
 
 /** The caller of a "platform-admin" route. */
@@ -96,7 +102,8 @@ export interface RouteContext<P, Q, B> {
 export interface RouteResult {
   status: number;
   body?: unknown;
-  headers?: Record<string, string>;
+  /** Response headers; a list sends the header once per item (several Set-Cookie). */
+  headers?: Record<string, string | string[]>;
 }
 
 export type HttpMethod = "get" | "post" | "put" | "patch" | "delete";

@@ -32,7 +32,7 @@ export function newNonce(): string {
 // Signed values: base64url(JSON) "." base64url(HMAC-SHA256(key, purpose "." body)). The purpose
 // keeps a value signed for one use (a cookie) from being accepted for another (a sign-in ticket).
 
-export type Purpose = "grant" | "login" | "oidc-state";
+export type Purpose = "grant" | "login" | "oidc-state" | "console-oidc-state";
 
 function mac(key: Buffer, purpose: Purpose, body: string): Buffer {
   return createHmac("sha256", key).update(`berth.${purpose}.v1.`).update(body).digest();

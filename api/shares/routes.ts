@@ -9,7 +9,7 @@ import { AppId, AppParams, ObjectId } from "../apps/schemas.ts";
 import { DNS_LABEL } from "../../crds/schemas.ts";
 import { CreateShareBody, CreatedShare, ShareList, type SharesService } from "./service.ts";
 import type { ForwardAuth } from "./forward-auth.ts";
-import type { OidcSignIn } from "./oidc.ts";
+import type { OidcCallbackFlow, OidcSignIn } from "./oidc.ts";
 
 const tags = ["Public shares"];
 const ShareParams = AppParams.extend({ shareId: ObjectId }).strict();
@@ -29,6 +29,11 @@ export interface ShareRoutesDeps {
   now?: () => number;
   /** undefined when no identity provider is configured. */
   signIn: () => OidcSignIn | undefined;
+  /**
+   * Other sign-in flows that return through the same callback (the console's members,
+   * api/console/oidc.ts): a callback whose state one of them owns is theirs.
+   */
+  otherFlows?: () => readonly OidcCallbackFlow[];
 }
 
 export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
@@ -161,7 +166,7 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
       auth: "none",
       summary: "The identity provider's redirect back (BERTH_OIDC_REDIRECT_URL)",
       description:
-        "Exchanges the code (checking state, nonce, PKCE and the ID token) and sends the viewer back to the service with a one-minute, single-use sign-in ticket.",
+        "Exchanges the code (checking state, nonce, PKCE and the ID token) and sends the viewer back to the service with a one-minute, single-use sign-in ticket. A console sign-in (GET /console/oidc/login, told apart by its own state cookie) returns here too: it opens the member's console session and goes to the console page it asked for (403 email_not_verified, not_a_member or member_identity_mismatch, 409 workspace_choice_required).",
       query: z
         .object({
           code: z.string().max(4096).optional(),
@@ -170,9 +175,16 @@ export function shareRoutes(d: ShareRoutesDeps): RouteDef[] {
           error: z.string().max(1024).optional(),
         })
         .catchall(z.string().max(4096)),
-      responses: { 302: null, 401: null, 403: null, 404: null, 503: null },
-      handler: async ({ koa, log }) => {
-        const { location, cookie } = await signIn().callback(new URLSearchParams(koa.querystring), koa.get("Cookie") || undefined, log);
+      responses: { 302: null, 401: null, 403: null, 404: null, 409: null, 503: null },
+      handler: async ({ koa, log, em }) => {
+        const query = new URLSearchParams(koa.querystring);
+        const cookies = koa.get("Cookie") || undefined;
+        const flow = signIn() && d.otherFlows?.().find((f) => f.owns(query, cookies));
+        if (flow) {
+          const done = await flow.callback(query, cookies, { em, log });
+          return { status: 302, headers: { Location: done.location, "Set-Cookie": done.cookies, "Cache-Control": "no-store" } };
+        }
+        const { location, cookie } = await signIn().callback(query, cookies, log);
         return { status: 302, headers: { Location: location, "Set-Cookie": cookie, "Cache-Control": "no-store" } };
       },
     }),

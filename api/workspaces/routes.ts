@@ -1,10 +1,12 @@
-// Workspaces over HTTP: platform admins create and list them; a workspace key reads its own.
+// Workspaces over HTTP: platform admins create and list them and manage their members (the people
+// who sign in to the console with the organisation's identity provider); a workspace key reads its own.
 import { z } from "zod";
 import { CreatedApiKeySchema, keyBody } from "../auth/routes.ts";
 import type { ApiKeyService } from "../auth/keys.ts";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import { ConflictError } from "../errors.ts";
 import { WORKSPACE_ID_PATTERN, type WorkspaceService, type WorkspaceView } from "./service.ts";
+import type { MemberView, MembersService } from "./members.ts";
 
 export const WorkspaceSchema = z
   .object({
@@ -90,6 +92,102 @@ export function workspaceRoutes(deps: { workspaces: WorkspaceService; keys: ApiK
       params: z.object({ wsId: z.string() }).strict(),
       responses: { 200: WorkspaceSchema },
       handler: async ({ params, em }) => ({ status: 200, body: workspaceBody(await workspaces.get(em, params.wsId)) }),
+    }),
+  ];
+}
+
+export const MemberSchema = z
+  .object({
+    workspaceId: z.string().regex(WORKSPACE_ID_PATTERN),
+    email: z.string().describe("The member's email, lowercase: their identity provider must vouch for it (email_verified)"),
+    issuer: z.string().nullable().describe("The identity provider that signed the member in first; null until then"),
+    subject: z
+      .string()
+      .nullable()
+      .describe("The member's subject at that identity provider, recorded at the first sign-in; every later sign-in must be this account"),
+    createdAt: z.iso.datetime(),
+    lastSignInAt: z.iso.datetime().nullable().describe("The member's last console sign-in"),
+  })
+  .strict()
+  .meta({
+    id: "WorkspaceMember",
+    description: "A person who signs in to the workspace's console with the organisation's identity provider",
+  });
+
+const MembersParams = z.object({ wsId: z.string().describe("The workspace") }).strict();
+const MemberParams = z
+  .object({
+    wsId: z.string().describe("The workspace"),
+    email: z
+      .email()
+      .max(254)
+      .transform((e) => e.toLowerCase())
+      .describe("The member's email (URL-encoded; compared without case)"),
+  })
+  .strict();
+
+export function memberBody(m: MemberView): z.input<typeof MemberSchema> {
+  return {
+    workspaceId: m.workspaceId,
+    email: m.email,
+    issuer: m.issuer,
+    subject: m.subject,
+    createdAt: m.createdAt.toISOString(),
+    lastSignInAt: m.lastSignInAt?.toISOString() ?? null,
+  };
+}
+
+export function memberRoutes(deps: { members: MembersService }): RouteDef[] {
+  const { members } = deps;
+  const tags = ["members"];
+  return [
+    defineRoute({
+      method: "get",
+      path: "/workspaces/:wsId/members",
+      operationId: "listWorkspaceMembers",
+      tags,
+      auth: "platform-admin",
+      summary: "List a workspace's members (who may sign in to its console with the identity provider), by email",
+      description: "404 workspace_not_found for a workspace that does not exist.",
+      params: MembersParams,
+      responses: { 200: z.object({ data: z.array(MemberSchema) }).strict() },
+      handler: async ({ params, em }) => ({ status: 200, body: { data: (await members.list(em, params.wsId)).map(memberBody) } }),
+    }),
+    defineRoute({
+      method: "put",
+      path: "/workspaces/:wsId/members/:email",
+      operationId: "addWorkspaceMember",
+      tags,
+      auth: "platform-admin",
+      summary: "Add a member by email (idempotent): they may then sign in to the workspace's console with the identity provider",
+      description:
+        "201 when added, 200 when the email is a member already (unchanged). The member signs in at GET /console/oidc/login; their ID token must carry this email with email_verified true, and the account that signs in first is the member from then on. 404 workspace_not_found; 409 member_limit_reached when the workspace has BERTH_MAX_MEMBERS_PER_WORKSPACE members; 422 for an invalid email.",
+      params: MemberParams,
+      responses: { 201: MemberSchema, 200: MemberSchema, 409: null },
+      handler: async ({ params, em }) => {
+        const { member, created } = await members.add(em, params.wsId, params.email);
+        return {
+          status: created ? 201 : 200,
+          body: memberBody(member),
+          headers: { Location: `/api/v1/workspaces/${params.wsId}/members/${encodeURIComponent(member.email)}` },
+        };
+      },
+    }),
+    defineRoute({
+      method: "delete",
+      path: "/workspaces/:wsId/members/:email",
+      operationId: "removeWorkspaceMember",
+      tags,
+      auth: "platform-admin",
+      summary: "Remove a member: their console sessions end at once",
+      description:
+        "404 workspace_not_found, or member_not_found when the email is not a member of the workspace; 422 for an invalid email.",
+      params: MemberParams,
+      responses: { 204: null },
+      handler: async ({ params, em }) => {
+        await members.remove(em, params.wsId, params.email);
+        return { status: 204 };
+      },
     }),
   ];
 }

@@ -36,7 +36,10 @@ export async function startOidcProvider(opts: {
   clientId?: string;
   clientSecret?: string;
   port?: number;
+  /** The email of a login (default `<login>@example.com`); a login starting with "unverified-" still has it unverified. */
+  emailOf?: (login: string) => string;
 }): Promise<TestOidcProvider> {
+  const emailOf = opts.emailOf ?? ((login: string) => `${login}@example.com`);
   const clientId = opts.clientId ?? "berth";
   const clientSecret = opts.clientSecret ?? "berth-test-client-secret-0123456789";
   const signIns: string[] = [];
@@ -93,7 +96,7 @@ export async function startOidcProvider(opts: {
     // A login starting with "unverified-" has an email its provider did not verify.
     findAccount: (_ctx, id) => ({
       accountId: id,
-      claims: () => ({ sub: id, email: `${id}@example.com`, email_verified: !id.startsWith("unverified-") }),
+      claims: () => ({ sub: id, email: emailOf(id), email_verified: !id.startsWith("unverified-") }),
     }),
     claims: { openid: ["sub"], email: ["email", "email_verified"] },
     features: { devInteractions: { enabled: false } },

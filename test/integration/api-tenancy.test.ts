@@ -11,7 +11,7 @@
 //   the answer (a PUT under a client-chosen name may create A's own resource: 201, undone at once);
 // - read routes with A's own ids answer nothing of B either;
 // - keys of a kind the route does not take are refused (401/403), and a revoked key of a kind it
-//   takes is 401 at once;
+//   takes is 401 at once; platform admin routes that name a workspace (its members) check it;
 // - an app's scoped key (gov_sk_) reads and writes its own store only: another app's project is
 //   refused, a traceId that another store holds is a new trace of its own store, and its config is
 //   its own.
@@ -57,6 +57,7 @@ let routes: RouteDef[];
 let before: unknown;
 
 const marker = (label: string) => `${label}-zebra-7713`;
+const memberEmail = (label: string) => `${label.toLowerCase()}-member@tenancy.example.test`;
 
 /**
  * An app through the API ("shared" built from a Git repository, the others from an image), its
@@ -126,7 +127,12 @@ async function tenant(w: TestWorkspace, label: string, slugs: string[]): Promise
     key: w.apiKey,
     body: { guards: { custom_templates: [{ template_id: tpl.body.id }] } },
   });
-  if (key.status !== 201 || tpl.status !== 201 || cfg.status !== 200) throw new Error(`${key.text} ${tpl.text} ${cfg.text}`);
+  // a member (console sign-in with the identity provider), added with the platform admin key
+  const member = await api.fetchJson("PUT", `/workspaces/${w.workspaceId}/members/${encodeURIComponent(memberEmail(label))}`, {
+    key: api.adminKey,
+  });
+  if (key.status !== 201 || tpl.status !== 201 || cfg.status !== 200 || member.status !== 201)
+    throw new Error(`${key.text} ${tpl.text} ${cfg.text} ${member.text}`);
   return { ...w, label, apps, extraKeyId: key.body.id, templateId: tpl.body.id };
 }
 
@@ -161,6 +167,8 @@ function idFor(name: string, w: Tenant, appId: string): string | undefined {
       return w.templateId;
     case "namespace":
       return w.namespace; // the edge check names the App by its namespace
+    case "email":
+      return memberEmail(w.label); // a workspace member (platform admin routes)
     default:
       return discovered.get(`${w.workspaceId}/${appId}/${name}`);
   }
@@ -291,6 +299,7 @@ function victimMarkers(): string[] {
   return [
     marker(B.label),
     "Bravo",
+    memberEmail(B.label),
     B.workspaceId,
     B.templateId,
     B.extraKeyId,
@@ -429,6 +438,28 @@ test.serial("public routes that name ids answer B's ids with no success and none
   t.deepEqual(problems, []);
 });
 
+test.serial("platform admin routes that name a workspace answer 404 workspace_not_found for one that does not exist", async (t) => {
+  // the admin key is scoped to no workspace (the router checks no path's): such a route checks the workspace itself
+  const problems: Problem[] = [];
+  let calls = 0;
+  for (const route of routes.filter(
+    (r) => r.auth === "platform-admin" && pathParamNames(r.path).some((n) => (WORKSPACE_PARAMS as readonly string[]).includes(n)),
+  )) {
+    const path = pathOf(route, (n) => ((WORKSPACE_PARAMS as readonly string[]).includes(n) ? "wsnotthere22" : idFor(n, A, "shared")));
+    if (typeof path !== "string") {
+      problems.push({ route: route.operationId, problem: missing(path.missing, A) });
+      continue;
+    }
+    const body = bodyFor(route);
+    const r = await api.fetchJson(route.method.toUpperCase(), path, { key: api.adminKey, ...("body" in body ? { body: body.body } : {}) });
+    calls++;
+    if (r.status !== 404 || r.body?.code !== "workspace_not_found")
+      problems.push({ route: `${route.method.toUpperCase()} ${path}`, problem: `status ${r.status} ${r.body?.code ?? ""}` });
+  }
+  t.deepEqual(problems, []);
+  t.true(calls >= 3, `${calls} calls`);
+});
+
 test.serial("keys of a kind a route does not take are refused (401/403) on every route", async (t) => {
   const problems: Problem[] = [];
   for (const route of routes) {
@@ -561,7 +592,9 @@ async function snapshot(w: Tenant): Promise<unknown> {
       audit: await get(`${G}/audit/verify`),
     };
   }
+  const members = (await api.fetchJson("GET", `${W}/members`, { key: api.adminKey })).body;
   return {
+    members,
     apps: apps.data.map((a: { id: string; name: string }) => [a.id, a.name]),
     keys: keys.data.map((k: { id: string; revokedAt: string | null }) => [k.id, k.revokedAt]),
     templates,

@@ -184,3 +184,15 @@ test("one key holds a bounded number of live sessions: opening one more ends the
   );
   t.is(rows[0]!.n, String(cap));
 });
+
+test("without an identity provider the console offers the key's sign-in only", async (t) => {
+  const options = await api.fetchJson("GET", "/console/sign-in-options", { key: null });
+  t.is(options.status, 200);
+  t.deepEqual(options.body, { key: true, oidc: false });
+  const login = await api.fetchJson("GET", "/console/oidc/login?next=/console/services", { key: null });
+  t.is(login.status, 404);
+  t.is(login.body.code, "sign_in_not_configured");
+  // a key's session names no member
+  const s = await signIn(api.apiKey);
+  t.is(s.response.body.email, null);
+});

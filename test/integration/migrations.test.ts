@@ -32,6 +32,7 @@ test("migrations apply to a fresh database, revert completely and apply again", 
     "platform_admin_keys",
     "used_sign_in_tickets",
     "webhook_deliveries",
+    "workspace_members",
     "workspaces",
   ]);
   t.deepEqual(await migrateUp(orm), [], "a second run applies nothing");
@@ -54,6 +55,7 @@ test("migrations apply to a fresh database, revert completely and apply again", 
     "platform_admin_keys",
     "used_sign_in_tickets",
     "webhook_deliveries",
+    "workspace_members",
     "workspaces",
   ]);
 });

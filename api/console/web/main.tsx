@@ -1,6 +1,7 @@
 // The Berth console: a static single-page app served under /console by the API itself
 // (api/console/static.ts), built by hack/console.ts. It signs in with a workspace key exchanged
-// for an HttpOnly session cookie (api/console/routes.ts) and then calls the API as that workspace.
+// for an HttpOnly session cookie, or as a workspace member with the organisation's identity
+// provider (api/console/routes.ts), and then calls the API as that workspace.
 import "uplot/dist/uPlot.min.css";
 import "./styles.css";
 import { render, type JSX } from "preact";
@@ -109,6 +110,7 @@ function Header({ session, onSignOut }: { session: Session | undefined; onSignOu
           <div class="who">
             <span class="muted small">
               Workspace <strong>{session.workspaceId}</strong>
+              {session.email && <> · {session.email}</>}
             </span>
             <button type="button" class="plain" disabled={busy} aria-busy={busy} onClick={() => void signOut()}>
               Sign out
@@ -180,6 +182,8 @@ function App() {
   else if (session === null)
     body = onSignIn ? (
       <SignInPage
+        next={returnTo(loc.query.get("next"))}
+        workspace={loc.query.get("workspace")}
         onSignedIn={(s) => {
           signedIn(s);
           navigate(returnTo(loc.query.get("next")), true);

@@ -9,7 +9,7 @@ export interface paths {
         };
         /**
          * The identity provider's redirect back (BERTH_OIDC_REDIRECT_URL)
-         * @description Exchanges the code (checking state, nonce, PKCE and the ID token) and sends the viewer back to the service with a one-minute, single-use sign-in ticket.
+         * @description Exchanges the code (checking state, nonce, PKCE and the ID token) and sends the viewer back to the service with a one-minute, single-use sign-in ticket. A console sign-in (GET /console/oidc/login, told apart by its own state cookie) returns here too: it opens the member's console session and goes to the console page it asked for (403 email_not_verified, not_a_member or member_identity_mismatch, 409 workspace_choice_required).
          */
         get: operations["signInCallback"];
         put?: never;
@@ -40,6 +40,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/console/oidc/login": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Sign in to the console as a workspace member, with the organisation's identity provider
+         * @description Redirects to the identity provider (authorization code flow, PKCE S256, state and nonce kept in a signed 10-minute cookie); its callback (GET /auth/oidc/callback, BERTH_OIDC_REDIRECT_URL) opens a console session for the member and redirects to `next`. The ID token's email must be verified (email_verified) and a member of the workspace (PUT /workspaces/{wsId}/members/{email}, platform admin key). `workspace` names the workspace when the email is a member of several; without it the email must be a member of exactly one (409 workspace_choice_required otherwise, with the workspaces' ids in details). 400 invalid_return_url when `next` is not a console page of this site; 403 cross_origin when a page of another origin starts it; 404 sign_in_not_configured without an identity provider.
+         */
+        get: operations["startConsoleSignIn"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/console/session": {
         parameters: {
             query?: never;
@@ -49,7 +69,7 @@ export interface paths {
         };
         /**
          * The console session the request's cookie names: its workspace and CSRF token
-         * @description 401 when there is no live session (none, expired, signed out, or its key revoked).
+         * @description 401 when there is no live session (none, expired, signed out, its key revoked or its member removed).
          */
         get: operations["getConsoleSession"];
         put?: never;
@@ -78,6 +98,23 @@ export interface paths {
          * @description The answer sets the session cookie (HttpOnly, SameSite=Strict; Secure and named __Host-berth_console when the API is served over https). The session acts as the key, ends when it expires (BERTH_CONSOLE_SESSION_SECONDS), is signed out, or its key is revoked; writes through it need X-Berth-CSRF. 401 for a key that is not a current workspace key; 403 cross_origin when a page of another origin posts it.
          */
         post: operations["openConsoleSession"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/console/sign-in-options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How one signs in to the console: always with a workspace key; with the identity provider when the API has one */
+        get: operations["getConsoleSignInOptions"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -991,6 +1028,50 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/workspaces/{wsId}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List a workspace's members (who may sign in to its console with the identity provider), by email
+         * @description 404 workspace_not_found for a workspace that does not exist.
+         */
+        get: operations["listWorkspaceMembers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/workspaces/{wsId}/members/{email}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Add a member by email (idempotent): they may then sign in to the workspace's console with the identity provider
+         * @description 201 when added, 200 when the email is a member already (unchanged). The member signs in at GET /console/oidc/login; their ID token must carry this email with email_verified true, and the account that signs in first is the member from then on. 404 workspace_not_found; 409 member_limit_reached when the workspace has BERTH_MAX_MEMBERS_PER_WORKSPACE members; 422 for an invalid email.
+         */
+        put: operations["addWorkspaceMember"];
+        post?: never;
+        /**
+         * Remove a member: their console sessions end at once
+         * @description 404 workspace_not_found, or member_not_found when the email is not a member of the workspace; 422 for an invalid email.
+         */
+        delete: operations["removeWorkspaceMember"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1036,7 +1117,7 @@ export interface components {
                  * @enum {string}
                  */
                 reason: "reprovisioned" | "disabled" | "replaced_by_new_app" | "app_deleted";
-                /** @description key:<workspace key id>, or operator */
+                /** @description key:<workspace key id>, member:<email> (a member's console session), or operator */
                 actor: string;
                 /** @description How many entries the chain that went had */
                 previousEntries: number;
@@ -1055,6 +1136,18 @@ export interface components {
              * @description When the session ends; sign in again after
              */
             expiresAt: string;
+            /** @description The member's email when a workspace member signed in with the identity provider; null for a session opened with a key */
+            email: string | null;
+        };
+        /** @description The ways to sign in to the console */
+        ConsoleSignInOptions: {
+            /**
+             * @description A workspace key signs in (POST /console/sessions)
+             * @constant
+             */
+            key: true;
+            /** @description Whether workspace members sign in with the organisation's identity provider (GET /console/oidc/login): true when the API has one (BERTH_OIDC_*) */
+            oidc: boolean;
         };
         CreateApiKeyRequest: {
             /** @description What the key is for, e.g. 'ci' or 'dashboard' */
@@ -2128,6 +2221,20 @@ export interface components {
             /** Format: date-time */
             createdAt: string;
         };
+        /** @description A person who signs in to the workspace's console with the organisation's identity provider */
+        WorkspaceMember: {
+            workspaceId: string;
+            /** @description The member's email, lowercase: their identity provider must vouch for it (email_verified) */
+            email: string;
+            /** @description The identity provider that signed the member in first; null until then */
+            issuer: string | null;
+            /** @description The member's subject at that identity provider, recorded at the first sign-in; every later sign-in must be this account */
+            subject: string | null;
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The member's last console sign-in */
+            lastSignInAt: string | null;
+        };
     };
     responses: never;
     parameters: never;
@@ -2179,6 +2286,15 @@ export interface operations {
             };
             /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict (see docs/api.md) */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2259,6 +2375,107 @@ export interface operations {
             };
             /** @description Bad Request (invalid_json, invalid_content_length) */
             400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Service Unavailable (see docs/api.md) */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    startConsoleSignIn: {
+        parameters: {
+            query?: {
+                /** @description The console page to land on after signing in (/console/...); /console/ when absent */
+                next?: string;
+                /** @description The workspace to sign in to, when the email is a member of several */
+                workspace?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Found */
+            302: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Bad Request (invalid_json, invalid_content_length) */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2535,6 +2752,68 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getConsoleSignInOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsoleSignInOptions"];
                 };
             };
             /** @description Unprocessable Entity (validation_failed) */
@@ -9310,6 +9589,307 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["ServiceStats"];
                 };
+            };
+            /** @description Unauthorized (unauthorized) */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listWorkspaceMembers: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace */
+                wsId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        data: components["schemas"]["WorkspaceMember"][];
+                    };
+                };
+            };
+            /** @description Unauthorized (unauthorized) */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    addWorkspaceMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace */
+                wsId: string;
+                /** @description The member's email (URL-encoded; compared without case) */
+                email: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceMember"];
+                };
+            };
+            /** @description Created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WorkspaceMember"];
+                };
+            };
+            /** @description Unauthorized (unauthorized) */
+            401: {
+                headers: {
+                    "WWW-Authenticate"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden (insufficient_scope) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found (route_not_found, workspace_not_found, <resource>_not_found) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict (see docs/api.md) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity (validation_failed) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Too Many Requests (rate_limited) */
+            429: {
+                headers: {
+                    /** @description Seconds to wait before the next request of this caller can pass */
+                    "Retry-After": number;
+                    /** @description The budget (draft-ietf-httpapi-ratelimit-headers): "api", "ingest" or "guard"; q requests at once, w seconds to refill */
+                    "RateLimit-Policy"?: string;
+                    /** @description What is left of the budget: r requests now, t seconds until it is full */
+                    RateLimit?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Header Fields Too Large (headers_too_large: the request line and headers exceed 16 KiB) */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Internal Server Error (internal) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    removeWorkspaceMember: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The workspace */
+                wsId: string;
+                /** @description The member's email (URL-encoded; compared without case) */
+                email: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description No Content */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Unauthorized (unauthorized) */
             401: {
