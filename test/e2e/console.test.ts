@@ -58,7 +58,11 @@ test.before(async () => {
   const [builder] = await buildBerthImages({ registry: REGISTRY, addr: BUILDKIT, components: ["builder"], log: () => undefined });
   node = await startOnNode({
     domain: DOMAIN,
-    apiEnv: { BERTH_CONSOLE_DIR: join(dir, "console"), BERTH_INGRESS_HOST: INGRESS_HOST, BERTH_DOMAIN_VERIFY_WAIT_MS: "20000" },
+    apiEnv: {
+      BERTH_CONSOLE_DIR: join(dir, "console"),
+      BERTH_INGRESS_HOST: INGRESS_HOST,
+      BERTH_DOMAIN_VERIFY_WAIT_MS: "20000",
+    },
     operatorEnv: {
       BERTH_INGRESS_HOST: INGRESS_HOST,
       BERTH_DNS_RESOLVER: RESOLVER,
@@ -89,6 +93,24 @@ test.after.always(async () => {
 });
 
 const consoleUrl = (path: string) => `${api.url}/console${path}`;
+// What one test's page reported is that test's: a failed test does not fail the next ones.
+test.beforeEach(() => {
+  problems.length = 0;
+});
+
+/** The rows of a table once it has rendered with at least `min` of them (the page loads its data after its heading). */
+async function rows(name: string, min = 1): Promise<number> {
+  const body = page.getByRole("table", { name }).locator("tbody tr");
+  return eventually(
+    `the table ${name} to show ${min} rows`,
+    async () => {
+      const n = await body.count();
+      return n >= min ? n : undefined;
+    },
+    15_000,
+    200,
+  );
+}
 const h1 = (name: string | RegExp) => page.getByRole("heading", { level: 1, name });
 
 /** What every page must hold: no serious accessibility violation, nothing refused by the CSP, no script error; and a screenshot. */
@@ -103,6 +125,21 @@ async function review(t: ExecutionContext, name: string): Promise<void> {
   t.deepEqual(problems, [], `the page reported problems on ${name}`);
   problems.length = 0;
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+/** Waits for a page's heading; a problem the page shows instead fails the test with its text. */
+async function arrive(name: string | RegExp): Promise<void> {
+  const alert = page.getByRole("alert").first();
+  const shown = await Promise.race([
+    h1(name)
+      .waitFor({ timeout: 60_000 })
+      .then(() => "page"),
+    alert.waitFor({ timeout: 61_000 }).then(
+      () => "alert",
+      () => "none",
+    ),
+  ]);
+  if (shown === "alert") throw new Error(`the page shows a problem instead of ${String(name)}: ${await alert.innerText()}`);
 }
 
 /** Clicks a button then waits for the page to settle (its request, and the page it leads to). */
@@ -210,7 +247,7 @@ test.serial(
     await tab.close();
 
     await page.goto(consoleUrl("/services"));
-    await page.getByRole("table", { name: "Services" }).getByRole("link", { name: "Web" }).waitFor();
+    await page.getByRole("table", { name: "Services" }).getByRole("link", { name: "Web", exact: true }).waitFor();
     await review(t, "services");
   },
 );
@@ -223,11 +260,11 @@ test.serial("a share link is shown once, listed, and revoked", async (t) => {
   t.true(link.startsWith(`https://${web}.${DOMAIN}`), link);
   await review(t, "share-created");
   await press("Done");
-  const rows = page.getByRole("table", { name: "Active share links" }).locator("tbody tr");
-  t.is(await rows.count(), 1);
+  const shareRows = page.getByRole("table", { name: "Active share links" }).locator("tbody tr");
+  t.is(await rows("Active share links"), 1);
   t.false((await page.content()).includes(link), "the link is not shown again");
   await press("Revoke");
-  await eventually("the share to be revoked", async () => ((await rows.count()) === 0 ? true : undefined), 10_000, 200);
+  await eventually("the share to be revoked", async () => ((await shareRows.count()) === 0 ? true : undefined), 10_000, 200);
   const listed = await api.fetchJson("GET", `/workspaces/${api.workspaceId}/apps/${webId}/public-shares`);
   t.is(listed.status, 200, listed.text);
   t.deepEqual(listed.body.data, [], "no live share left");
@@ -257,19 +294,21 @@ test.serial("governance: a trace with its guard evaluations, a blocked prompt am
 
   await page.goto(consoleUrl(`/services/${encodeURIComponent(webId)}/governance/traces`));
   await h1("Traces").waitFor();
-  t.true((await page.getByRole("table", { name: "Traces" }).locator("tbody tr").count()) >= 2);
+  t.true((await rows("Traces", 2)) >= 2);
   await review(t, "traces");
 
   await page
-    .getByRole("link", { name: `Trace ${traceId}` })
+    .getByRole("link", { name: new RegExp(`trace ${traceId}$`) })
     .first()
     .click();
   await h1("Trace").waitFor();
+  await page.getByRole("table", { name: "Guard evaluations" }).waitFor();
   t.true((await page.locator("main").innerText()).includes(detail.prompt));
-  t.is(await page.getByRole("table", { name: "Guard evaluations" }).locator("tbody tr").count(), detail.guardEvaluations.length);
+  t.is(await rows("Guard evaluations", detail.guardEvaluations.length), detail.guardEvaluations.length);
   t.true(detail.guardEvaluations.length > 0);
   await page.reload();
   await h1("Trace").waitFor();
+  await page.getByRole("table", { name: "Guard evaluations" }).waitFor();
   t.true((await page.locator("main").innerText()).includes(detail.prompt), "the trace's URL reloads to the same page");
   await review(t, "trace");
 
@@ -277,7 +316,7 @@ test.serial("governance: a trace with its guard evaluations, a blocked prompt am
   await h1("Guard blocks").waitFor();
   const blocks = await api.fetchJson("GET", `${gov}/guard-blocks`);
   t.true(blocks.body.length >= 1, blocks.text);
-  t.is(await page.getByRole("table", { name: "Guard blocks" }).locator("tbody tr").count(), blocks.body.length);
+  t.is(await rows("Guard blocks", blocks.body.length), blocks.body.length);
   await review(t, "guard-blocks");
 
   // The chart holds one point per bucket of the timeseries the page was answered.
@@ -330,6 +369,7 @@ test.serial("a Git repository: deploy now, the deployment's log follows and fini
   git("add", ".");
   git("commit", "-qm", "v1");
   git("push", "-q", `${GIT}/${repo}.git`, "HEAD:main");
+  const sha = git("rev-parse", "HEAD");
 
   await page.goto(consoleUrl("/services/new"));
   await h1("New service").waitFor();
@@ -344,8 +384,11 @@ test.serial("a Git repository: deploy now, the deployment's log follows and fini
   await h1("Site").waitFor();
   await page.getByRole("navigation", { name: "Service sections" }).getByRole("link", { name: "Deployments" }).click();
   await h1("Deployments").waitFor();
+  // The commit is named: the API runs on the host here, where the repository's cluster address
+  // (which the build Job clones) does not answer it, so it cannot look the branch's head up itself.
+  await page.getByLabel("Commit (optional)").fill(sha);
   await press("Deploy now");
-  await h1(/^Deployment /).waitFor();
+  await arrive(/^Deployment /);
   const log = page.getByRole("log", { name: "Build and release logs" });
   await eventually(
     "the deployment to succeed on the page",
@@ -405,12 +448,14 @@ test.serial("guard templates: one is created from the form and listed", async (t
   await h1("New guard template").waitFor();
   const name = `no-secrets-${run}`;
   await page.getByLabel("Name", { exact: true }).fill(name);
+  await page.getByLabel("Keywords").fill("internal only\ndo not share");
   await review(t, "guard-template-new");
   await press("Create template");
+  await arrive("Guard templates");
   await page.goto(consoleUrl("/guard-templates"));
   await page.getByRole("table", { name: "Guard templates" }).getByText(name).waitFor();
   const listed = await api.fetchJson("GET", "/governance/guard-templates");
-  t.true((listed.body.data as { name: string }[]).some((x) => x.name === name));
+  t.true((listed.body as { name: string }[]).some((x) => x.name === name));
 });
 
 test.serial("on a phone the pages fit the screen and stay accessible; signing out ends the session", async (t) => {

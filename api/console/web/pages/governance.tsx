@@ -316,11 +316,10 @@ function Traces({ appId }: { appId: string }) {
                     {rows.map((t) => (
                       <tr key={t.traceId}>
                         <th scope="row">
-                          <Link
-                            href={servicePath(appId, `/governance/traces/${encodeURIComponent(t.traceId)}`)}
-                            aria-label={`Trace ${t.traceId}`}
-                          >
+                          {/* the link's name holds its visible text (WCAG 2.5.3), then the trace's id */}
+                          <Link href={servicePath(appId, `/governance/traces/${encodeURIComponent(t.traceId)}`)}>
                             <Time iso={t.createdAt} />
+                            <span class="visually-hidden"> trace {t.traceId}</span>
                           </Link>
                         </th>
                         <td class="break">{t.sessionId ?? "—"}</td>
@@ -428,11 +427,11 @@ function TraceView({ appId, traceId }: { appId: string; traceId: string }) {
             </div>
           )}
           <h2>Prompt</h2>
-          <pre class="wrap" tabIndex={0} aria-label="Prompt">
+          <pre class="wrap" tabIndex={0} role="region" aria-label="Prompt">
             {t.prompt}
           </pre>
           <h2>Response</h2>
-          <pre class="wrap" tabIndex={0} aria-label="Response">
+          <pre class="wrap" tabIndex={0} role="region" aria-label="Response">
             {t.response}
           </pre>
           <h2>Guard evaluations</h2>
@@ -607,11 +606,8 @@ function GuardBlocks({ appId }: { appId: string }) {
                       <td>{b.confidence.toFixed(2)}</td>
                       <td>{b.blockedContent}</td>
                       <td>
-                        <Link
-                          href={servicePath(appId, `/governance/traces/${encodeURIComponent(b.traceId)}`)}
-                          aria-label={`Trace ${b.traceId}`}
-                        >
-                          View trace
+                        <Link href={servicePath(appId, `/governance/traces/${encodeURIComponent(b.traceId)}`)}>
+                          View trace<span class="visually-hidden"> {b.traceId}</span>
                         </Link>
                       </td>
                     </tr>
