@@ -7,7 +7,8 @@ import { ForbiddenError, NotFoundError, UnauthorizedError } from "../errors.ts";
 import { defineRoute, type RouteDef } from "../http/route.ts";
 import { WORKSPACE_ID_PATTERN } from "../workspaces/service.ts";
 import type { ConsoleSignIn } from "./oidc.ts";
-import { cookieValue, type ConsoleSessions, type SessionView } from "./sessions.ts";
+import { cookieValue } from "../shares/grants.ts";
+import type { ConsoleSessions, SessionView } from "./sessions.ts";
 
 export const ConsoleSessionSchema = z
   .object({

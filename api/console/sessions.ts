@@ -22,6 +22,7 @@ import type { ApiKeyService } from "../auth/keys.ts";
 import { digestsEqual, hashToken, isTokenOfKind, mintToken } from "../auth/tokens.ts";
 import type { MemberView } from "../workspaces/members.ts";
 import { ConsoleSession } from "./entities.ts";
+import { cookieValue } from "../shares/grants.ts";
 
 /** Prefix of a session cookie's value (never a key: it cannot be sent as a Bearer key). */
 export const SESSION_TOKEN_PREFIX = "cs_";
@@ -59,16 +60,6 @@ export function memberKeyId(memberId: string): string {
 /** The CSRF token of a session: a one-way digest of its secret (nothing more to store). */
 export function csrfTokenOf(token: string): string {
   return createHash("sha256").update(`berth-console-csrf\0${token}`, "utf8").digest("base64url");
-}
-
-/** The value of a cookie in a Cookie header; undefined when absent. */
-export function cookieValue(header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined;
-  for (const part of header.split(";")) {
-    const eq = part.indexOf("=");
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
-  }
-  return undefined;
 }
 
 export class ConsoleSessions {

@@ -13,8 +13,8 @@ import { anyOf, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
 import { WordPrefilter } from "./word-prefilter.ts";
 import { lowerBound, SpanSet, upperBound } from "./spans.ts";
 
-export const TOXICITY_CATEGORIES = ["slur", "threat", "self_harm", "hate", "harassment", "profanity", "sexual"] as const;
-export type ToxicityCategory = (typeof TOXICITY_CATEGORIES)[number];
+import { TOXICITY_CATEGORIES, type ToxicityCategory } from "./kinds.ts";
+export { TOXICITY_CATEGORIES, type ToxicityCategory };
 
 export interface ToxicityConfig {
   /** categories to report; default all */

@@ -22,6 +22,7 @@ import {
   text,
   useLoad,
 } from "../ui.tsx";
+import { PII_KINDS, TOXICITY_CATEGORIES } from "../../../../toolkit/src/guards/kinds.ts";
 
 type Template = Schemas["GuardTemplate"];
 type Body = Schemas["ReplaceGuardTemplateRequest"];
@@ -34,24 +35,9 @@ const GUARD_TYPES: readonly (readonly [Template["guardType"], string])[] = [
   ["off_topic", "Off topic"],
   ["custom", "Custom patterns and keywords"],
 ];
-const ENTITIES = [
-  "email",
-  "phone",
-  "credit_card",
-  "iban",
-  "ssn",
-  "ip_address",
-  "api_key",
-  "private_key",
-  "jwt",
-  "secret",
-  "crypto_address",
-  "itin",
-  "passport",
-  "drivers_license",
-  "routing_number",
-] as const;
-const CATEGORIES = ["slur", "threat", "self_harm", "hate", "harassment", "profanity", "sexual"] as const;
+// The guards' own lists (a module of constants, bundled without the guards' code)
+const ENTITIES = PII_KINDS;
+const CATEGORIES = TOXICITY_CATEGORIES;
 
 export function GuardTemplatesPage() {
   const [list, reload] = useLoad(() => call(api.GET("/governance/guard-templates")), []);

@@ -2,25 +2,8 @@
 import type { Hit } from "../types.ts";
 import type { SpanSet } from "../spans.ts";
 
-/** The kinds of sensitive data the pii_detection guard finds (match `kind` values). */
-export const PII_KINDS = [
-  "email",
-  "phone",
-  "credit_card",
-  "iban",
-  "ssn",
-  "ip_address",
-  "api_key",
-  "private_key",
-  "jwt",
-  "secret",
-  "crypto_address",
-  "itin",
-  "passport",
-  "drivers_license",
-  "routing_number",
-] as const;
-export type PiiKind = (typeof PII_KINDS)[number];
+import { PII_KINDS, type PiiKind } from "../kinds.ts";
+export { PII_KINDS, type PiiKind };
 
 export interface PiiConfig {
   /** kinds to look for; default all */
