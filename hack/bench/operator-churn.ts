@@ -28,6 +28,7 @@ import { KubeClient, loadKubeConfig, type KubeObject } from "../../kube/client.t
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
 import { trend } from "./series.ts";
+import { extraKwokNodes } from "./kwok.ts";
 
 const { values } = parseArgs({
   options: {
@@ -161,27 +162,9 @@ async function drained(port: number, limitMs: number, quietMs = 10_000): Promise
   return undefined;
 }
 
-const FAKE_NODES = TYPE === "web" ? Math.max(0, Math.ceil((N * 1.2) / 2000) - 1) : 0;
-const nodeName = (i: number) => `churn-kwok-${i}`;
-async function addNodes(): Promise<void> {
-  for (let i = 1; i <= FAKE_NODES; i++) {
-    await core
-      .createNode({
-        body: {
-          metadata: {
-            name: nodeName(i),
-            annotations: { "kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0" },
-            labels: { "kubernetes.io/hostname": nodeName(i), "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", type: "kwok" },
-          },
-          status: { allocatable: { cpu: "256", memory: "1Ti", pods: "2000" }, capacity: { cpu: "256", memory: "1Ti", pods: "2000" } },
-        },
-      })
-      .catch(() => undefined);
-  }
-}
-async function removeNodes(): Promise<void> {
-  for (let i = 1; i <= FAKE_NODES; i++) await core.deleteNode({ name: nodeName(i) }).catch(() => undefined);
-}
+const nodes = extraKwokNodes(core, "churn-kwok", TYPE === "web" ? N : 0);
+const addNodes = () => nodes.add();
+const removeNodes = () => nodes.remove();
 
 const ns = await benchNamespace(core, "bench-churn");
 await addNodes();
@@ -223,7 +206,7 @@ try {
     await sleep(100);
   }
   console.log(
-    `operator churn: ${N} ${TYPE} Apps, then ${MINUTES} min of ${CHURN} changes/s (create, update, delete in equal parts), namespace ${ns}${FAKE_NODES ? `, ${FAKE_NODES} extra kwok nodes` : ""}`,
+    `operator churn: ${N} ${TYPE} Apps, then ${MINUTES} min of ${CHURN} changes/s (create, update, delete in equal parts), namespace ${ns}${nodes.count ? `, ${nodes.count} extra kwok nodes` : ""}`,
   );
   const names: string[] = Array.from({ length: N }, (_, i) => `c${i}`);
   let next = N;

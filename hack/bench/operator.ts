@@ -18,6 +18,7 @@ import { API_VERSION, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, resourcePath, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
 import { cpuSeconds, freePort, rssMiB } from "./proc.ts";
+import { extraKwokNodes } from "./kwok.ts";
 
 const { values } = parseArgs({
   options: {
@@ -268,8 +269,17 @@ async function withOperator(): Promise<{
 // Leftovers of an interrupted run would load the API server during this one.
 for (const n of (await core.listNamespace()).items.map((x) => x.metadata!.name!).filter((x) => /^bench-(floor|op)-/.test(x)))
   await removeNamespace(n);
-const f = values["skip-floor"] ? NaN : await floor();
-const o = await withOperator();
+// One pod per App: past what the cluster's kwok node holds, more simulated nodes for both phases.
+const nodes = extraKwokNodes(core, "bench-kwok", N);
+await nodes.add();
+let f: number;
+let o: Awaited<ReturnType<typeof withOperator>>;
+try {
+  f = values["skip-floor"] ? NaN : await floor();
+  o = await withOperator();
+} finally {
+  await nodes.remove();
+}
 const perApp = Object.fromEntries(Object.entries(o.requests).map(([k, v]) => [k, +(v / N).toFixed(2)]));
 const total = +(Object.values(o.requests).reduce((a, b) => a + b, 0) / N).toFixed(2);
 console.log(
