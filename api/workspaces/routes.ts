@@ -121,6 +121,8 @@ const MemberParams = z
     email: z
       .email()
       .max(254)
+      // RFC 5321's limit on the local part, which the email format of the OpenAPI document holds to
+      .refine((e) => e.lastIndexOf("@") <= 64, "the part before @ is at most 64 characters")
       .transform((e) => e.toLowerCase())
       .describe("The member's email (URL-encoded; compared without case)"),
   })

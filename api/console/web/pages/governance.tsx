@@ -84,8 +84,9 @@ function Analytics({ appId }: { appId: string }) {
   const path = { workspaceId, appId };
 
   const [data] = useLoad(async () => {
-    // the range ends at the current minute: the same URL asks the same question within a minute
-    const end = new Date(Math.floor(Date.now() / 60000) * 60000);
+    // the range ends at the end of the current minute: the calls just made count, and the same URL
+    // asks the same question within a minute
+    const end = new Date(Math.floor(Date.now() / 60000) * 60000 + 60000);
     const start = new Date(end.getTime() - hours * 3600_000);
     const q = { start: start.toISOString(), end: end.toISOString() };
     const base = "/workspaces/{workspaceId}/governance/apps/{appId}/analytics" as const;
