@@ -190,6 +190,8 @@ test.serial("an invalid form shows the API's own field error next to the field i
   await page.getByLabel("Image to deploy").fill(body.image);
   await press("Create service");
   const slug = page.getByLabel("Slug");
+  // the page shows the problem once the answer is read: wait for it rather than for the network
+  await page.locator('[id="new-service-slug"][aria-invalid="true"]').waitFor();
   t.is(await slug.getAttribute("aria-invalid"), "true");
   const describedBy = (await slug.getAttribute("aria-describedby")) ?? "";
   const descriptions = await Promise.all(describedBy.split(/\s+/).map((id) => page.locator(`[id="${id}"]`).innerText()));
