@@ -163,11 +163,9 @@ async function drained(port: number, limitMs: number, quietMs = 10_000): Promise
 }
 
 const nodes = extraKwokNodes(core, "churn-kwok", TYPE === "web" ? N : 0);
-const addNodes = () => nodes.add();
-const removeNodes = () => nodes.remove();
 
 const ns = await benchNamespace(core, "bench-churn");
-await addNodes();
+await nodes.add();
 const port = await freePort();
 const op = spawn(process.execPath, [...NODE_FLAGS, join(root, "operator/main.ts")], {
   env: {
@@ -347,5 +345,5 @@ try {
   op.kill("SIGTERM");
   await exited;
   await dropNamespace(core, ns);
-  await removeNodes();
+  await nodes.remove();
 }
