@@ -179,6 +179,13 @@ export const ConfigSchema = z.object({
   BERTH_WORKSPACE_NETWORK: jsonVariable(WorkspaceNetworkSchema, WorkspaceNetworkSchema.parse({})).describe(
     'JSON object {"enabled", "ingressFrom", "egressTo", "buildEgressTo", "outside"}: the NetworkPolicies "berth-workspace" (every pod: ingress from its own namespace and ingressFrom; egress to its own namespace, egressTo and the outside) and "berth-workspace-builds" (build pods: also buildEgressTo) in every workspace namespace; peers and ports as in a NetworkPolicy (docs/security.md "Network"). Default: no ingress from outside the namespace, egress to kube-system\'s kube-dns and to public addresses only',
   ),
+  BERTH_WORKSPACE_ROLE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.:]{0,251}[a-z0-9])?$/, "must be a ClusterRole name")
+    .default("berth-api-workspace")
+    .describe(
+      "The ClusterRole of what the API does only in workspace namespaces (Secrets, Job pods and their logs, pod metrics, quota, limits, NetworkPolicies; the chart renders it unbound): the API binds it to itself in each workspace namespace (RoleBinding berth-api) as it ensures the namespace",
+    ),
   BERTH_TRUSTED_PROXIES: cidrList.describe(
     "Comma-separated CIDRs of the proxies in front of the API (the ingress controller): from a peer in them, the client's address is read from X-Forwarded-For (the rightmost hop that is not a trusted proxy), so that callers without a key get a budget each rather than one for everybody behind the proxy. Empty: the socket's peer",
   ),

@@ -4,12 +4,26 @@
 // hack/gen.ts; a test fails when the chart and the code disagree, and every integration test runs
 // the processes under those Roles, so a call that is not declared fails a test. Pure: no I/O.
 
-/** The verbs Berth uses. Never wildcards, never escalate, bind, impersonate or deletecollection. */
-export const VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"] as const;
+/**
+ * The verbs Berth uses. Never wildcards, escalate, impersonate or deletecollection; `bind` only on
+ * ClusterRoles named in the grant (Berth's own, to bind them in its workspace namespaces).
+ */
+export const VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "bind"] as const;
 export type Verb = (typeof VERBS)[number];
 
 /** Verbs that RBAC can narrow to object names (create, list and watch cannot be). */
-const NAMEABLE: ReadonlySet<Verb> = new Set(["get", "update", "patch", "delete"]);
+const NAMEABLE: ReadonlySet<Verb> = new Set(["get", "update", "patch", "delete", "bind"]);
+
+/** Where a grant holds. */
+export type Scope = "cluster" | "release" | "workspace";
+
+/**
+ * A name the chart gives (it depends on the release): `chartName("api-workspace")` renders as the
+ * chart's `berth.componentName` of that component, e.g. berth-api-workspace for release "berth".
+ */
+export function chartName(component: string): string {
+  return `<chart:${component}>`;
+}
 
 export interface Access {
   /** API group: "" for the core group. */
@@ -21,9 +35,11 @@ export interface Access {
   names?: readonly string[];
   /**
    * cluster: in every namespace (a ClusterRole, as Apps live in every workspace namespace);
-   * release: only in the namespace Berth is installed in (a Role). Default cluster.
+   * release: only in the namespace Berth is installed in (a Role); workspace: only in workspace
+   * namespaces (a ClusterRole the chart renders unbound, bound by a RoleBinding in each workspace
+   * namespace as the API creates it: api/workspaces/access.ts). Default cluster.
    */
-  scope?: "cluster" | "release";
+  scope?: Scope;
   /** Why the grant is needed; rendered as a comment above the rule. */
   why: string;
 }
@@ -46,6 +62,8 @@ export function checkAccess(a: Access): void {
   if (!a.resource || a.resource.includes("*") || a.group.includes("*")) throw new Error(`${what}: wildcards are not allowed`);
   if (a.verbs.length === 0) throw new Error(`${what}: no verbs`);
   for (const v of a.verbs) if (!(VERBS as readonly string[]).includes(v)) throw new Error(`${what}: verb ${v} is not allowed`);
+  if (a.verbs.includes("bind") && (a.group !== "rbac.authorization.k8s.io" || a.resource !== "clusterroles" || !a.names))
+    throw new Error(`${what}: bind is allowed only on ClusterRoles named in the grant`);
   if (a.names) {
     if (a.names.length === 0) throw new Error(`${what}: an empty names list would grant nothing`);
     const unnameable = a.verbs.filter((v) => !NAMEABLE.has(v));
@@ -63,7 +81,7 @@ export interface RuleWithReasons {
  * reasons of every declaration of that resource merged. Order follows the first declaration, so
  * the output is stable for a stable input.
  */
-export function rulesOf(accesses: readonly Access[], scope: "cluster" | "release"): RuleWithReasons[] {
+export function rulesOf(accesses: readonly Access[], scope: Scope): RuleWithReasons[] {
   const rules = new Map<string, { group: string; resource: string; names: string[] | undefined; verbs: Set<Verb>; why: string[] }>();
   for (const a of accesses) {
     checkAccess(a);

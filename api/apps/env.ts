@@ -21,7 +21,8 @@ export const ENV_ACCESS: Access[] = [
     group: "",
     resource: "secrets",
     verbs: ["get", "create", "patch"],
-    why: "A service's environment variables are its <app>-env Secret: read, created, and changed by a merge patch with a resourceVersion precondition. RBAC cannot narrow create by name and the names are per App, so the API may read and patch any Secret: as sensitive as the operator's grant",
+    scope: "workspace",
+    why: "A service's environment variables are its <app>-env Secret: read, created, and changed by a merge patch with a resourceVersion precondition. RBAC cannot narrow create by name and the names are per App, so the API may read and patch any Secret of a workspace namespace, and of no other",
   },
 ];
 

@@ -15,6 +15,7 @@ export const POD_METRICS_ACCESS: Access[] = [
     group: "metrics.k8s.io",
     resource: "pods",
     verbs: ["list"],
+    scope: "workspace",
     why: "pipeline-state reports an App's CPU and memory from the resource metrics API",
   },
 ];

@@ -39,10 +39,23 @@ export const DEPLOYMENTS_ACCESS: Access[] = [
     group: "",
     resource: "secrets",
     verbs: ["get", "create", "patch"],
+    scope: "workspace",
     why: "A service's webhook secret is kept in the Secret <app>-webhook of its workspace namespace; Git credentials (git-credentials-<installation>) are read for the branch head",
   },
-  { group: "", resource: "pods", verbs: ["list"], why: "A deployment's build and release-command logs are read from its Job pods" },
-  { group: "", resource: "pods/log", verbs: ["get"], why: "A deployment's build and release-command logs are read from its Job pods" },
+  {
+    group: "",
+    resource: "pods",
+    verbs: ["list"],
+    scope: "workspace",
+    why: "A deployment's build and release-command logs are read from its Job pods",
+  },
+  {
+    group: "",
+    resource: "pods/log",
+    verbs: ["get"],
+    scope: "workspace",
+    why: "A deployment's build and release-command logs are read from its Job pods",
+  },
 ];
 
 const MAX_LOG_BYTES = 1024 * 1024;

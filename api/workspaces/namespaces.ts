@@ -1,7 +1,8 @@
 // The real NamespaceEnsurer: creates the namespace; when it already exists (409), checks it is not
 // terminating nor another workspace's, and merge-patches the missing labels. Then the workspace's
 // capacity: a ResourceQuota and a LimitRange, applied server-side (docs/security.md "Capacity"),
-// and its NetworkPolicies (./network.ts, docs/security.md "Network").
+// and its NetworkPolicies (./network.ts, docs/security.md "Network"). Before those, the RoleBinding
+// that lets the API do them, and touch Secrets, in this namespace only (./access.ts).
 import * as k8s from "@kubernetes/client-node";
 import { WORKSPACE_LABEL } from "../../crds/schemas.ts";
 import { API_FIELD_MANAGER, statusCode } from "../../kube/client.ts";
@@ -10,6 +11,7 @@ import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
 import type { Access } from "../../kube/rbac.ts";
 import { BUILD_NETWORK_POLICY, NETWORK_POLICY, workspaceNetworkPolicies, type WorkspaceNetwork } from "./network.ts";
+import { WORKSPACE_BINDING_ACCESS, WorkspaceAccess } from "./access.ts";
 
 /** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
 export const NAMESPACE_ENSURER_ACCESS: Access[] = [
@@ -17,24 +19,28 @@ export const NAMESPACE_ENSURER_ACCESS: Access[] = [
     group: "",
     resource: "namespaces",
     verbs: ["get", "create", "patch"],
-    why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists",
+    why: "A workspace is a namespace labelled berth.dev/workspace=<id>: created, or read and labelled when it exists (the chart's admission policy refuses the label on a namespace that is not already Berth's)",
   },
+  ...WORKSPACE_BINDING_ACCESS,
   {
     group: "",
     resource: "resourcequotas",
     verbs: ["get", "create", "patch", "delete"],
+    scope: "workspace",
     why: "A workspace's namespace gets its ResourceQuota (berth-workspace) by server-side apply; one the quota controller counted before it knew Berth's resources is made again",
   },
   {
     group: "",
     resource: "limitranges",
     verbs: ["get", "create", "patch"],
+    scope: "workspace",
     why: "A workspace's namespace gets its LimitRange (berth-workspace) by server-side apply",
   },
   {
     group: "networking.k8s.io",
     resource: "networkpolicies",
     verbs: ["get", "create", "patch", "delete"],
+    scope: "workspace",
     why: "A workspace's namespace gets its NetworkPolicies (berth-workspace, berth-workspace-builds) by server-side apply; removed when the platform turns them off",
   },
 ];
@@ -57,6 +63,8 @@ export const CAPACITY_OBJECT = "berth-workspace";
 export interface WorkspaceSetup {
   capacity?: WorkspaceCapacity | undefined;
   network?: WorkspaceNetwork | undefined;
+  /** The API's workspace ClusterRole (BERTH_WORKSPACE_ROLE), bound in each workspace namespace; none: no binding (an API with cluster-wide grants). */
+  role?: string | undefined;
 }
 
 /** The setup the API's configuration asks for. */
@@ -64,10 +72,12 @@ export function workspaceSetup(config: {
   BERTH_WORKSPACE_QUOTA: Record<string, string>;
   BERTH_WORKSPACE_LIMITS: WorkspaceCapacity["limits"];
   BERTH_WORKSPACE_NETWORK: WorkspaceNetwork;
+  BERTH_WORKSPACE_ROLE: string;
 }): WorkspaceSetup {
   return {
     capacity: { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS },
     network: config.BERTH_WORKSPACE_NETWORK,
+    role: config.BERTH_WORKSPACE_ROLE,
   };
 }
 
@@ -76,19 +86,24 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
   readonly #objects: ObjectClient;
   readonly #capacity: WorkspaceCapacity | undefined;
   readonly #network: WorkspaceNetwork | undefined;
+  readonly #access: WorkspaceAccess | undefined;
 
   constructor(kc: k8s.KubeConfig, setup: WorkspaceSetup = {}) {
     this.#core = kc.makeApiClient(k8s.CoreV1Api);
     this.#objects = new ObjectClient(kc);
     this.#capacity = setup.capacity;
     this.#network = setup.network;
+    this.#access = setup.role ? new WorkspaceAccess(kc, this.#objects, setup.role) : undefined;
   }
 
   async ensure(name: string, labels: Record<string, string>): Promise<void> {
     await this.#namespace(name, labels);
+    // What the API does in a workspace namespace, it may do once this binding holds.
+    await this.#access?.bind(name);
+    const bound = <T>(step: () => Promise<T>) => (this.#access ? this.#access.once(step) : step());
     // The walls before the capacity: a namespace is never without its policies once it has pods.
-    await this.#policies(name);
-    await this.#quota(name);
+    await bound(() => this.#policies(name));
+    await bound(() => this.#quota(name));
   }
 
   async #policies(name: string): Promise<void> {
@@ -158,6 +173,14 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
     const owner = existing[WORKSPACE_LABEL];
     if (owner !== undefined && labels[WORKSPACE_LABEL] !== undefined && owner !== labels[WORKSPACE_LABEL]) {
       throw new ConflictError("namespace_conflict", `Namespace ${name} belongs to workspace ${owner}.`);
+    }
+    // A namespace Berth did not create is never made a workspace: its Secrets, pods and policies
+    // would come under the API's workspace grants (./access.ts).
+    if (owner === undefined && labels[WORKSPACE_LABEL] !== undefined) {
+      throw new ConflictError(
+        "namespace_conflict",
+        `Namespace ${name} exists and is not a Berth workspace's; Berth does not take it over.`,
+      );
     }
     if (Object.entries(labels).every(([k, v]) => existing[k] === v)) return;
     await this.#core.patchNamespace(

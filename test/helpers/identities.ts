@@ -2,7 +2,7 @@
 // RBAC, never the admin kubeconfig. The chart is rendered with the pinned helm (release "berth" in
 // "berth-system", as docs/operating.md installs it), its ServiceAccounts, Roles and bindings are
 // applied to the test control plane (server-side apply: idempotent, so every test process may do
-// it), and tokens are minted for the ServiceAccounts with the TokenRequest API. The operator and
+// it), with the admission policy that bounds what the API binds and labels, and tokens are minted for the ServiceAccounts with the TokenRequest API. The operator and
 // the API then get a kubeconfig holding nothing but that token: a call the chart does not allow is
 // refused by the real API server and fails the test. Only the harness itself (namespaces,
 // fixtures, assertions) uses the admin kubeconfig.
@@ -37,6 +37,7 @@ const TEMPLATES = [
   "templates/api-serviceaccount.yaml",
   "templates/operator-rbac.yaml",
   "templates/api-rbac.yaml",
+  "templates/api-workspace-policy.yaml",
 ];
 
 let installed: Promise<void> | undefined;

@@ -71,13 +71,23 @@ test("concurrent creates of one id give one workspace", async (t) => {
   t.is((await namespaceLabels(`berth-${id}`))?.["berth.dev/workspace"], id);
 });
 
-test("the real ensurer labels an existing namespace and is idempotent", async (t) => {
+test("the real ensurer never takes over a namespace it did not create, and is idempotent on its own", async (t) => {
   const name = uniqueName("ens");
   namespaces.push(name);
   await k.core.createNamespace({ body: { metadata: { name, labels: { keep: "me" } } } });
-  await real.ensure(name, { "berth.dev/workspace": "wsaaaaaaaaaa" });
-  await real.ensure(name, { "berth.dev/workspace": "wsaaaaaaaaaa" });
-  t.deepEqual(await namespaceLabels(name), { keep: "me", "berth.dev/workspace": "wsaaaaaaaaaa", "kubernetes.io/metadata.name": name });
+  const err = await t.throwsAsync(real.ensure(name, { "berth.dev/workspace": "wsaaaaaaaaaa" }));
+  t.is((err as DomainError).code, "namespace_conflict");
+  t.deepEqual(await namespaceLabels(name), { keep: "me", "kubernetes.io/metadata.name": name }, "unchanged");
+
+  const own = uniqueName("ens");
+  namespaces.push(own);
+  await real.ensure(own, { "berth.dev/workspace": "wsaaaaaaaaaa" });
+  await real.ensure(own, { "berth.dev/workspace": "wsaaaaaaaaaa", "pod-security.kubernetes.io/enforce": "restricted" });
+  t.deepEqual(await namespaceLabels(own), {
+    "berth.dev/workspace": "wsaaaaaaaaaa",
+    "pod-security.kubernetes.io/enforce": "restricted",
+    "kubernetes.io/metadata.name": own,
+  });
 });
 
 test("the real ensurer refuses a namespace that belongs to another workspace", async (t) => {

@@ -166,6 +166,7 @@ test("the default values render the operator, the API, their RBAC and the migrat
   const { objects } = await render("berth", NS);
   t.deepEqual(kinds(objects), [
     "ClusterRole/berth-api",
+    "ClusterRole/berth-api-workspace",
     "ClusterRole/berth-operator",
     "ClusterRoleBinding/berth-api",
     "ClusterRoleBinding/berth-operator",
@@ -186,9 +187,11 @@ test("the default values render the operator, the API, their RBAC and the migrat
     "Service/berth-operator-metrics",
     "ServiceAccount/berth-api",
     "ServiceAccount/berth-operator",
+    "ValidatingAdmissionPolicy/berth-api-workspace",
+    "ValidatingAdmissionPolicyBinding/berth-api-workspace",
   ]);
   for (const o of objects) {
-    if (!["ClusterRole", "ClusterRoleBinding"].includes(o.kind!))
+    if (!["ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"].includes(o.kind!))
       t.is(o.metadata.namespace, NS, `${o.kind}/${o.metadata.name} is not in the release namespace`);
   }
 
@@ -508,6 +511,9 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
   t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-operator-release").rules, plain(rulesOf(OPERATOR_ACCESS, "release")));
   t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api").rules, plain(rulesOf(API_ACCESS, "cluster")));
   t.deepEqual(find<{ rules: Rule[] }>(objects, "Role", "berth-api-release").rules, plain(rulesOf(API_ACCESS, "release")));
+  // Unbound: the API binds it in each workspace namespace (test/integration/api-workspace-access.test.ts).
+  t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api-workspace").rules, plain(rulesOf(API_ACCESS, "workspace")));
+  t.false(objects.some((o) => (o as unknown as k8s.V1RoleBinding).roleRef?.name === "berth-api-workspace"));
   t.deepEqual(
     objects
       .filter((o) => o.kind === "Role")
@@ -526,9 +532,23 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
         `${o.metadata.name}: wildcard in ${JSON.stringify(r)}`,
       );
       t.false(
-        r.verbs.some((v) => ["escalate", "bind", "impersonate", "deletecollection"].includes(v)),
+        r.verbs.some((v) => ["escalate", "impersonate", "deletecollection"].includes(v)),
         `${o.metadata.name}: ${JSON.stringify(r)}`,
       );
+      // bind: the API's, of its own workspace ClusterRole only
+      if (r.verbs.includes("bind"))
+        t.deepEqual(
+          { role: o.metadata.name, rule: r },
+          {
+            role: "berth-api",
+            rule: {
+              apiGroups: ["rbac.authorization.k8s.io"],
+              resources: ["clusterroles"],
+              resourceNames: ["berth-api-workspace"],
+              verbs: ["bind"],
+            },
+          },
+        );
     }
   }
   for (const b of objects.filter((x) => x.kind === "ClusterRoleBinding" || x.kind === "RoleBinding") as unknown as k8s.V1RoleBinding[]) {
@@ -683,12 +703,10 @@ const allowed: Check[] = [
   ["api", "create", "apps.berth.dev"],
   ["api", "delete", "apps.berth.dev"],
   ["api", "create", "releases.berth.dev"], // deployments: webhooks, manual deploys, rollbacks
-  ["api", "get", "pods", { subresource: "log" }], // a deployment's build logs
   ["api", "watch", "apps.berth.dev", { ns: "*" }],
   ["api", "create", "tokenreviews.authentication.k8s.io"],
-  ["api", "get", "secrets"], // a service's <app>-env Secret (its environment variables)
-  ["api", "create", "secrets"],
-  ["api", "patch", "secrets"],
+  ["api", "create", "rolebindings.rbac.authorization.k8s.io"], // its workspace ClusterRole, bound in each workspace namespace
+  ["api", "patch", "rolebindings.rbac.authorization.k8s.io/berth-api"],
   ["api", "get", "domains.berth.dev"], // custom domains: created, read, annotated (verify now) and deleted
   ["api", "list", "domains.berth.dev", { ns: "*" }], // one service per domain cluster-wide: other workspaces' claims
   ["operator", "watch", "domains.berth.dev", { ns: "*" }],
@@ -720,6 +738,15 @@ const denied: Check[] = [
   ["api", "get", "deployments.apps"],
   ["api", "patch", "deployments.apps"],
   ["api", "create", "deployments.apps"],
+  // Secrets (a service's variables, its webhook secret), Job pods and their logs: only where the API
+  // has bound its workspace ClusterRole (test/integration/api-workspace-access.test.ts)
+  ["api", "get", "secrets"],
+  ["api", "create", "secrets"],
+  ["api", "patch", "secrets"],
+  ["api", "list", "pods"],
+  ["api", "get", "pods", { subresource: "log" }],
+  ["api", "patch", "rolebindings.rbac.authorization.k8s.io/admin"],
+  ["api", "bind", "clusterroles.rbac.authorization.k8s.io/cluster-admin"],
   ["api", "list", "secrets", { ns: "*" }], // the variables are read one Secret at a time, never listed or watched
   ["api", "watch", "secrets", { ns: "*" }],
   ["api", "delete", "secrets"], // they go with their App (owner reference)

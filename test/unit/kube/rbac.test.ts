@@ -62,6 +62,8 @@ const refused: [string, Access, RegExp][] = [
   ["list narrowed by name", a({ verbs: ["list"], names: ["x"] }), /cannot narrow list/],
   ["create narrowed by name", a({ verbs: ["create"], names: ["x"] }), /cannot narrow create/],
   ["an empty names list", a({ names: [] }), /grant nothing/],
+  ["bind on any ClusterRole", a({ group: "rbac.authorization.k8s.io", resource: "clusterroles", verbs: ["bind"] }), /bind is allowed only/],
+  ["bind on something else", a({ verbs: ["bind"], names: ["x"] }), /bind is allowed only/],
 ];
 for (const [what, access, message] of refused) {
   test(`a declaration is refused: ${what}`, (t) => {
@@ -81,6 +83,8 @@ test("rules render as YAML list items with their reasons as comments", (t) => {
 // fails here before it fails in the integration tests.
 const OP = [...rulesOf(OPERATOR_ACCESS, "cluster"), ...rulesOf(OPERATOR_ACCESS, "release")].map((r) => r.rule);
 const API = rulesOf(API_ACCESS, "cluster").map((r) => r.rule);
+/** What the API may do in a workspace namespace: its cluster grants and its workspace ClusterRole. */
+const API_IN_WORKSPACE = [...API, ...rulesOf(API_ACCESS, "workspace").map((r) => r.rule)];
 
 test("the operator may manage its finalizer and status but never an App's spec by update, nor create or delete Apps", (t) => {
   t.true(allows(OP, "patch", "berth.dev", "apps"));
@@ -104,11 +108,26 @@ test("the API never touches workloads; of Secrets it reads, creates and patches 
     for (const verb of ["get", "list", "create", "patch", "delete"] as const)
       t.false(allows(API, verb, group, resource), `${verb} ${resource}`);
   }
-  for (const verb of ["get", "create", "patch"] as const) t.true(allows(API, verb, "", "secrets"), `${verb} secrets`);
-  for (const verb of ["list", "watch", "update", "delete"] as const) t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);
+  for (const verb of ["get", "create", "patch"] as const) t.true(allows(API_IN_WORKSPACE, verb, "", "secrets"), `${verb} secrets`);
+  for (const verb of ["list", "watch", "update", "delete"] as const)
+    t.false(allows(API_IN_WORKSPACE, verb, "", "secrets"), `${verb} secrets`);
   t.true(allows(API, "create", "berth.dev", "releases"));
   t.false(allows(API, "patch", "berth.dev", "releases/status"), "a release's status is the operator's");
   t.true(allows(API, "create", "berth.dev", "apps"));
   t.false(allows(API, "patch", "berth.dev", "apps/status"));
   t.false(allows(API, "delete", "", "namespaces"));
+});
+
+test("outside workspace namespaces the API reads no Secret, pod or pod log; it binds only its own workspace ClusterRole", (t) => {
+  for (const verb of ["get", "list", "watch", "create", "patch", "update", "delete"] as const) {
+    t.false(allows(API, verb, "", "secrets"), `${verb} secrets`);
+    t.false(allows(API, verb, "", "pods"), `${verb} pods`);
+    t.false(allows(API, verb, "", "pods/log"), `${verb} pods/log`);
+  }
+  t.true(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles", "<chart:api-workspace>"));
+  t.false(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles", "cluster-admin"));
+  t.false(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles"));
+  t.false(allows(API, "create", "rbac.authorization.k8s.io", "clusterrolebindings"));
+  t.true(allows(API, "patch", "rbac.authorization.k8s.io", "rolebindings", "berth-api"));
+  t.false(allows(API, "patch", "rbac.authorization.k8s.io", "rolebindings", "admin"));
 });
