@@ -84,7 +84,11 @@ export default tseslint.config(
     },
   },
   ...layer("crds/**", ["api", "operator", "kube", "toolkit"], "crds/ is the contract: zod schemas and constants, no runtime code."),
-  ...layer("kube/**", ["api", "operator", "toolkit"], "kube/ is the Kubernetes plumbing both processes import; it knows neither."),
+  ...layer(
+    "kube/**",
+    ["api", "operator", "toolkit"],
+    "kube/ is the plumbing both processes import (Kubernetes, addresses); it knows neither.",
+  ),
   ...layer(
     "toolkit/**",
     ["api", "operator", "crds", "kube"],

@@ -2,7 +2,7 @@
 import { availableParallelism } from "node:os";
 import { z } from "zod";
 import { ModelPricesConfig } from "./governance/ingest/pricing.ts";
-import { parseCidrList } from "./http/outbound.ts";
+import { parseCidrList } from "../kube/addresses.ts";
 import { ReservedSlugsVariable } from "../crds/app.ts";
 import { WorkspaceNetworkSchema } from "./workspaces/network.ts";
 

@@ -17,7 +17,7 @@ import { requestContext } from "./http/context.ts";
 import { buildOpenApiDocument, openApiRoutes, DEFAULT_INFO, type OpenApiInfo } from "./http/openapi.ts";
 import { PROBLEM_MEDIA_TYPE, problemMiddleware, renderProblem, sendProblem } from "./http/problem.ts";
 import { RateLimits } from "./http/limits.ts";
-import { cidrMatcher } from "./http/outbound.ts";
+import { cidrMatcher } from "../kube/addresses.ts";
 import { apiRouter, fallback } from "./http/router.ts";
 import { bareDispatcher, type BareDispatch } from "./http/bare.ts";
 import { consoleMiddleware, type ConsoleFiles } from "./console/static.ts";

@@ -11,7 +11,7 @@ import { isIP } from "node:net";
 import { z } from "zod";
 import { RELEASE_STEP_LABEL } from "../../crds/release.ts";
 import type { KubeObject } from "../../kube/objects.ts";
-import { cidrMatcher, parseCidrList } from "../http/outbound.ts";
+import { cidrMatcher, parseCidrList } from "../../kube/addresses.ts";
 
 /** Every pod of the namespace: its own ingress and egress. */
 export const NETWORK_POLICY = "berth-workspace";

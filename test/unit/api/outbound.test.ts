@@ -5,7 +5,8 @@
 import test from "ava";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { embeddedIpv4, Outbound, OutboundPolicy, parseCidrList, type OutboundError } from "../../../api/http/outbound.ts";
+import { Outbound, type OutboundError } from "../../../api/http/outbound.ts";
+import { embeddedIpv4, OutboundPolicy, parseCidrList } from "../../../kube/addresses.ts";
 
 test("refused: loopback, private, link-local (metadata), shared, reserved, and IPv6 forms of them; public passes", (t) => {
   const p = new OutboundPolicy();
