@@ -95,6 +95,8 @@ RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq 
 # The build Jobs' program (operator/builder/main.ts): git (Debian's), buildctl (hack/binaries' build of
 # BuildKit's client, the named build context `buildctl`: hack/berth-images.ts passes a directory
 # holding only that binary), Node.js from berth/node, and the program, which needs no npm package.
+# The image also carries the builds' egress proxy (operator/builder/egress.ts, with the address
+# policy it shares with the API), run beside buildkitd as its HTTP(S)_PROXY (docs/builds.md).
 # It runs as 10001 and writes only to /workspace (its own, in the container's writable layer, which
 # the Job bounds by ephemeral storage) and /tmp; buildkitd is a separate daemon (BUILDKIT_HOST).
 # Node.js's compile cache (its modules with their types stripped, and V8's code for them) is filled
@@ -105,6 +107,7 @@ COPY --from=buildctl buildctl /usr/local/bin/buildctl
 WORKDIR /app
 COPY package.json ./
 COPY operator/builder ./operator/builder
+COPY kube/addresses.ts ./kube/addresses.ts
 RUN install -d -o 10001 -g 10001 /app/compile-cache /workspace && chmod 1777 /tmp
 USER 10001:10001
 ENV NODE_COMPILE_CACHE=/app/compile-cache

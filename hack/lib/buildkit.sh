@@ -9,6 +9,12 @@
 #             state under $BUILDKIT_RUN instead of /run/runc; no containerd worker
 #   network   RUN steps use the host's network (networkMode host): `npm ci` reaches the npm
 #             registry, and nothing is set up per step (no CNI, no bridge)
+#   egress    buildkitd's HTTP_PROXY/HTTPS_PROXY is the builds' egress proxy
+#             (operator/builder/egress.ts on 127.0.0.1:$EGRESS_PORT, started first, stopped after):
+#             what RUN steps ask of BuildKit's proxy goes out only to public addresses, whatever
+#             name it is asked by (this machine's own name resolves to 127.0.0.1). buildkitd's own
+#             pulls and pushes to the registry on 127.0.0.1 are not proxied (Go never proxies
+#             loopback). BERTH_EGRESS_ALLOW opens ranges (a package mirror on a private address)
 #   registry  the local registry (127.0.0.1:$REGISTRY_PORT) as plain HTTP, for FROM and pushes
 #   cache     $BUILDKIT_DIR (snapshots, content, metadata): kept across down/up, so a rebuild of
 #             unchanged steps is a cache hit; `rm -rf` it (while stopped) to start cold
@@ -60,14 +66,22 @@ EOF
 }
 
 buildkit_up() {
+  # buildkitd reads its proxy at start: one started without the egress proxy is started again.
+  node_running build-egress || node_stop buildkitd
   node_running buildkitd && return 0
   buildkit_config
-  node_start buildkitd out "$(bin_path buildkitd)" --config "$DIR/buildkitd.toml"
+  BERTH_EGRESS_LISTEN="127.0.0.1:$EGRESS_PORT" BERTH_EGRESS_ALLOW="${BERTH_EGRESS_ALLOW:-}" \
+    node_start build-egress out "$(command -v node)" "$BERTH_ROOT/operator/builder/egress.ts"
+  wait_for "the builds' egress proxy" 15 bash -c "exec 3<>/dev/tcp/127.0.0.1/$EGRESS_PORT"
+  HTTP_PROXY="http://127.0.0.1:$EGRESS_PORT" HTTPS_PROXY="http://127.0.0.1:$EGRESS_PORT" NO_PROXY="" \
+    http_proxy="" https_proxy="" no_proxy="" \
+    node_start buildkitd out "$(bin_path buildkitd)" --config "$DIR/buildkitd.toml"
   wait_for buildkitd 30 "$(bin_path buildctl)" --addr "unix://$BUILDKIT_SOCK" debug workers
 }
 
 buildkit_down() {
   node_stop buildkitd
+  node_stop build-egress
   # A step killed with the daemon may leave its container's mounts and cgroups behind.
   undo_mounts_and_cgroups "$BUILDKIT_CGROUP" "$BUILDKIT_DIR" "$BUILDKIT_RUN"
   rm -rf "$BUILDKIT_RUN" "$BUILDKIT_SOCK"
@@ -78,5 +92,5 @@ buildkit_status() {
 }
 
 buildkit_env() {
-  echo "export BERTH_BUILDKIT_ADDR=unix://$BUILDKIT_SOCK BERTH_BUILDKIT_CLUSTER_ADDR=tcp://$NODE_IP:$BUILDKIT_PORT"
+  echo "export BERTH_BUILDKIT_ADDR=unix://$BUILDKIT_SOCK BERTH_BUILDKIT_CLUSTER_ADDR=tcp://$NODE_IP:$BUILDKIT_PORT BERTH_BUILD_EGRESS_LOG=$DIR/logs/build-egress.log"
 }

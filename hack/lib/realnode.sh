@@ -32,6 +32,9 @@ INGRESS_PORT=$((PORT_BASE + 51))
 # on the host's loopback and, for pods (build Jobs), on the node's side of the bridge.
 BUILDKIT_PORT=$((PORT_BASE + 52))
 GIT_PORT=$((PORT_BASE + 53))
+# The builds' egress proxy (operator/builder/egress.ts), buildkitd's HTTP(S)_PROXY: on the host's
+# loopback only (buildkitd is a process of the host).
+EGRESS_PORT=$((PORT_BASE + 57))
 # Custom domains: Traefik's websecure entrypoint (:443 on the node) on the host's loopback, and the
 # tests' DNS server (Pebble's challenge test server: records set over its management API).
 INGRESS_TLS_PORT=$((PORT_BASE + 54))

@@ -3,6 +3,7 @@
 // hand rather than with zod. A bad value is a ConfigError that names the step it belongs to.
 import type { BaseImages } from "./detect.ts";
 import { STACKS } from "./detect.ts";
+import { parseCidrList } from "../../kube/addresses.ts";
 
 export type Step = "clone" | "detect" | "build" | "push";
 
@@ -185,4 +186,27 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
 /** The configuration of this process's environment. */
 export function fromEnvironment(): BuildConfig {
   return parseConfig(process.env);
+}
+
+/** The builds' egress proxy (./egress.ts): where it listens and which ranges it opens or closes on top of the defaults. */
+export interface EgressConfig {
+  /** host:port (BERTH_EGRESS_LISTEN, default 0.0.0.0:3128: beside buildkitd in its pod) */
+  listen: string;
+  /** CIDRs reachable although refused by default (BERTH_EGRESS_ALLOW: an internal package mirror) */
+  allow: string[];
+  /** CIDRs refused on top of the defaults (BERTH_EGRESS_DENY: the cluster's ranges where they are public) */
+  deny: string[];
+}
+
+export function egressConfig(env: Readonly<Record<string, string | undefined>> = process.env): EgressConfig {
+  const listen = env.BERTH_EGRESS_LISTEN?.trim() || "0.0.0.0:3128";
+  if (!/^(\[[0-9a-fA-F:.]+\]|[0-9.]+|[a-z0-9.-]+):\d{1,5}$/.test(listen)) throw new Error("BERTH_EGRESS_LISTEN must be host:port");
+  const list = (name: string) => {
+    try {
+      return parseCidrList(env[name] ?? "");
+    } catch (err) {
+      throw new Error(`${name}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  return { listen, allow: list("BERTH_EGRESS_ALLOW"), deny: list("BERTH_EGRESS_DENY") };
 }

@@ -9,7 +9,8 @@
 import test from "ava";
 import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { lookup } from "node:dns/promises";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_IMAGES, buildBerthImages, type BerthImage } from "../../hack/berth-images.ts";
 import { IMAGES } from "../../hack/images.ts";
@@ -17,6 +18,7 @@ import { REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-
 import { Registry } from "../../hack/lib/registry.ts";
 import type { BuildResult } from "../../operator/builder/main.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
+import { OutboundPolicy } from "../../kube/addresses.ts";
 import { binPath, kubectl, root } from "../helpers/binaries.ts";
 import { startGitServer, type GitServer } from "../helpers/git-http.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
@@ -445,6 +447,14 @@ test.serial(
   async (t) => {
     const pg = Number(need("BERTH_PG_PORT"));
     const apiServer = new URL(kube().kc.getCurrentCluster()!.server);
+    // The machine's own name: BuildKit's source policy judges URLs and lets a name through; it
+    // resolves to one of this host's addresses (127.0.0.1 here), where the API server listens.
+    const host = hostname();
+    const addresses = await lookup(host, { all: true });
+    t.true(
+      addresses.every((a) => new OutboundPolicy().permits(a.address) === false),
+      `${host} resolves to ${addresses.map((a) => a.address).join(", ")}`,
+    );
     const run = uniqueName("net"); // in the commands: no step is a cache hit of an earlier run
     const probe =
       [
@@ -454,6 +464,8 @@ test.serial(
         `RUN node -e 'const s = require("net").connect(${pg}, "127.0.0.1"); s.on("connect", () => { console.log("${run} pg OPEN"); process.exit(0); }); s.on("error", (e) => { console.log("${run} pg " + e.code); process.exit(0); })'`,
         // an HTTP request to the API server through whatever proxy the step is given (none: directly)
         `RUN node -e 'const p = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : undefined; const r = require("http").request(p ? { host: p.hostname, port: p.port, path: "http://127.0.0.1:${apiServer.port}/version" } : { host: "127.0.0.1", port: ${apiServer.port}, path: "/version" }, (res) => { console.log("${run} api " + res.statusCode); process.exit(0); }); r.on("error", (e) => { console.log("${run} api " + e.code); process.exit(0); }); r.end()'`,
+        // the same by the machine's name, which the source policy cannot judge
+        `RUN node -e 'const p = process.env.HTTP_PROXY ? new URL(process.env.HTTP_PROXY) : undefined; const r = require("http").request(p ? { host: p.hostname, port: p.port, path: "http://${host}:${apiServer.port}/version" } : { host: "${host}", port: ${apiServer.port}, path: "/version" }, (res) => { console.log("${run} byname " + res.statusCode); process.exit(0); }); r.on("error", (e) => { console.log("${run} byname " + e.code); process.exit(0); }); r.end()'`,
       ].join("\n") + "\n";
     const sha = git.repo("run-network", undefined, { Dockerfile: probe });
 
@@ -462,6 +474,7 @@ test.serial(
     t.is(open.code, 0, open.stdout);
     t.true(open.stdout.includes(`${run} pg OPEN`), open.stdout);
     t.regex(open.stdout, new RegExp(`${run} api (400|200|401|403)`), "the API server answered (plain HTTP to its TLS port is a 400)");
+    t.regex(open.stdout, new RegExp(`${run} byname (400|200|401|403)`), `${host} leads to the API server`);
 
     // the default: only BuildKit's proxy, which goes nowhere private
     const run2 = run.replace("net-", "net2-");
@@ -469,5 +482,9 @@ test.serial(
     t.is(closed.code, 0, closed.stdout);
     t.regex(closed.stdout, new RegExp(`${run2} pg (ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ETIMEDOUT)`));
     t.true(closed.stdout.includes(`${run2} api 403`), closed.stdout);
+    // by name: past the source policy, refused by the builds' egress proxy (its log says so)
+    t.true(closed.stdout.includes(`${run2} byname 403`), closed.stdout);
+    const egressLog = readFileSync(need("BERTH_BUILD_EGRESS_LOG"), "utf8");
+    t.true(egressLog.includes(`refused ${host}:${apiServer.port}: ${host} resolves to a refused address`), egressLog.slice(-2000));
   },
 );
