@@ -122,6 +122,66 @@ export function blocksNewClaim(other: DomainObject): boolean {
   return alive(other) && other.status?.verified === true;
 }
 
+const bare = (h: string) => h.toLowerCase().replace(/\.$/, "");
+
+// ---- hosts another Ingress serves ---------------------------------------------------------------
+
+/** An Ingress as the served-host rule reads it (the clients' Ingress types satisfy it). */
+export interface IngressView {
+  metadata?: { namespace?: string; name?: string; ownerReferences?: readonly { kind?: string; uid?: string }[] };
+  spec?: {
+    rules?: readonly { host?: string | undefined }[] | undefined;
+    tls?: readonly { hosts?: readonly string[] | undefined }[] | undefined;
+  };
+}
+
+/**
+ * Whether an Ingress host (`pattern`) covers `host`, as the Ingress spec matches them: equal
+ * names, or a wildcard `*.example.com` that stands for exactly one label (`a.example.com`, not
+ * `example.com` nor `a.b.example.com`). Case and a trailing dot do not matter.
+ */
+export function hostMatches(pattern: string, host: string): boolean {
+  const p = bare(pattern),
+    h = bare(host);
+  if (!p || !h) return false;
+  if (!p.startsWith("*.")) return p === h;
+  const suffix = p.slice(1);
+  if (!h.endsWith(suffix)) return false;
+  const label = h.slice(0, -suffix.length);
+  return label.length > 0 && !label.includes(".");
+}
+
+/**
+ * Whether an Ingress serves `host`: one of its rules names it, or one of its TLS sections does
+ * (that is a certificate for it: cert-manager's ingress-shim requests one from those names). A
+ * rule without a host (a catch-all) does not count: every rule that names a host outranks it.
+ */
+export function ingressServes(ing: IngressView, host: string): boolean {
+  const hosts = [...(ing.spec?.rules ?? []).map((r) => r.host), ...(ing.spec?.tls ?? []).flatMap((t) => t.hosts ?? [])];
+  return hosts.some((h) => !!h && hostMatches(h, host));
+}
+
+/** Whether `ing` is the Domain's own routing: in its namespace, with an ownerReference to it (its uid). */
+export function isDomainIngress(ing: IngressView, d: DomainObject): boolean {
+  return (
+    !!d.metadata.uid &&
+    ing.metadata?.namespace === d.metadata.namespace &&
+    (ing.metadata?.ownerReferences ?? []).some((r) => r.kind === "Domain" && r.uid === d.metadata.uid)
+  );
+}
+
+/**
+ * The rule against taking a host another Ingress serves, for a Domain about to be routed: the
+ * Ingress (other than its own) that serves its domain, or undefined when none does, or when the
+ * Domain's own Ingress exists already (it served the host first: an Ingress added later is the
+ * intruder, not a reason to stop serving). For a new claim, which has no Ingress yet, any Ingress
+ * serving the domain counts.
+ */
+export function hostServedElsewhere<I extends IngressView>(d: DomainObject, ingresses: readonly I[]): I | undefined {
+  if (ingresses.some((i) => isDomainIngress(i, d))) return undefined;
+  return ingresses.find((i) => ingressServes(i, d.spec.domain));
+}
+
 // ---- ownership: a TXT record per claim ------------------------------------------------------------
 
 /** The name of a claim's TXT record: `_berth-challenge.<domain>`. */
@@ -161,8 +221,6 @@ export interface Verification {
   message: string;
   method?: "cname" | "address";
 }
-
-const bare = (h: string) => h.toLowerCase().replace(/\.$/, "");
 
 /**
  * The verification decision: the domain must point at the ingress and its DNS must hold this
