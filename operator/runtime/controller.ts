@@ -164,8 +164,12 @@ export class Controller {
     this.abort = new AbortController();
     const { metrics } = this.opts;
     for (const { informer, map, updates } of this.sources) {
-      const handler = (obj: KubeObject) => {
-        for (const req of map(obj)) this.enqueue(req);
+      // An update maps the object as it was too (controller-runtime's map and owner handlers do):
+      // a watched object that stops naming a key (an Ingress that drops a host, a child whose
+      // owner changed) still wakes the key it named before.
+      const handler = (obj: KubeObject, old?: KubeObject) => {
+        const reqs = old ? [...map(obj), ...map(old)] : map(obj);
+        for (const key of new Set(reqs.map(keyOf))) this.enqueue(requestOf(key));
       };
       const enqueued = metrics.watchEvents.labels(this.name, informer.options.kind, "enqueued");
       const filtered = metrics.watchEvents.labels(this.name, informer.options.kind, "filtered");
@@ -176,7 +180,7 @@ export class Controller {
             return;
           }
           enqueued.inc();
-          handler(obj);
+          handler(obj, old);
         }),
       );
       for (const obj of informer.list()) handler(obj);
