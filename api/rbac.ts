@@ -1,8 +1,9 @@
 // The API's permissions, from the code that needs them (kube/rbac.ts): the union of what each
 // module declares next to its calls. hack/gen.ts renders them into the chart
 // (templates/api-rbac.yaml); a test fails when the two disagree. The API never touches
-// workloads: the operator does. The Secrets it writes are the services' own, one at a time by
-// name: `<app>-env` (environment variables) and `<app>-webhook`; it reads Git credentials.
+// workloads: the operator does. Of Ingresses it only lists, to refuse a custom domain another
+// Ingress serves. The Secrets it writes are the services' own, one at a time by name:
+// `<app>-env` (environment variables) and `<app>-webhook`; it reads Git credentials.
 import type { Access } from "../kube/rbac.ts";
 import { APPS_SERVICE_ACCESS } from "./apps/service.ts";
 import { DEPLOYMENTS_ACCESS } from "./deployments/service.ts";

@@ -1,8 +1,9 @@
 // Custom domains (docs/spec.md part 4, docs/domains.md): each one is a Domain custom resource in the
-// workspace's namespace, owned by its App. This module checks names and the claim rule (one App
-// per domain in the whole cluster), creates, lists and deletes Domains, and asks the operator for
-// a DNS check now (POST .../verify), waiting for its answer. The operator verifies DNS, routes
-// the domain and requests its certificate; it alone writes a Domain's status.
+// workspace's namespace, owned by its App. This module checks names, the claim rule (one App per
+// domain in the whole cluster) and that no Ingress of the cluster serves the domain already;
+// creates, lists and deletes Domains, and asks the operator for a DNS check now (POST .../verify),
+// waiting for its answer. The operator verifies DNS, routes the domain (refusing, too, a host
+// another Ingress serves) and requests its certificate; it alone writes a Domain's status.
 import { randomUUID } from "node:crypto";
 import { z } from "zod";
 import { API_VERSION, APP_LABEL, AppSpec, TLS_STATUSES, WORKSPACE_LABEL } from "../../crds/schemas.ts";
@@ -12,8 +13,10 @@ import {
   challengeToken,
   checkDomainName,
   domainRef,
+  ingressServes,
   VERIFY_REQUEST_ANNOTATION,
   type DomainObject,
+  type IngressView,
 } from "../../crds/domain.ts";
 import { isConflict, isNotFound, type KubeClient, type KubeObject } from "../../kube/client.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
@@ -33,7 +36,15 @@ export const DOMAINS_ACCESS: Access[] = [
     verbs: ["get", "create", "patch", "delete"],
     why: "Custom domains are Domain resources: created, read, annotated to ask for a DNS check now, and deleted",
   },
+  {
+    group: "networking.k8s.io",
+    resource: "ingresses",
+    verbs: ["list"],
+    why: "A domain that another Ingress of the cluster already serves is refused: adding one lists the Ingresses of every namespace (read only)",
+  },
 ];
+
+const INGRESS_API_VERSION = "networking.k8s.io/v1";
 
 export const CustomDomain = z
   .object({
@@ -173,7 +184,7 @@ export class DomainsService {
       .map((d) => this.#view(d, spec?.port));
   }
 
-  /** POST .../domains: the name checked and canonicalized, the claim rule, then the Domain. */
+  /** POST .../domains: the name checked and canonicalized, the claim rule, no other Ingress serving it, then the Domain. */
   async add(wsId: string, appId: string, body: z.output<typeof AddDomainBody>): Promise<CustomDomain> {
     const { ns, app, spec } = await this.#app(wsId, appId);
     const check = checkDomainName(body.domain, { baseDomain: this.#d.baseDomain, ingressHost: this.#d.ingressHost });
@@ -193,6 +204,14 @@ export class DomainsService {
       throw new ConflictError(
         "domain_taken",
         `${domain} is verified for another service: a domain belongs to one service in the whole platform.`,
+      );
+    }
+    // Which Ingress serves it is not said: it may be another tenant's, or the platform's own.
+    const ingresses = (await this.#d.kube.list<KubeObject & IngressView>(INGRESS_API_VERSION, "Ingress")).items;
+    if (ingresses.some((i) => ingressServes(i, domain))) {
+      throw new ConflictError(
+        "domain_served",
+        `${domain} is already served by another Ingress in the cluster: a custom domain cannot take over a host that something else serves.`,
       );
     }
     const obj: Domain = {

@@ -792,7 +792,7 @@ export interface paths {
         put?: never;
         /**
          * Add a custom domain
-         * @description The name is lower-cased and an internationalized name converted to punycode. Refused (422): not a fully qualified name, a wildcard, the platform's base domain or a name under it, the API's own host (domain_reserved). 409 quota_exceeded: the workspace holds its quota of domains. 409 domain_taken: another service's claim is verified (a domain belongs to one service in the whole platform; unverified claims keep nobody out). Then point a CNAME at dnsTarget and create the TXT record challenge.name with challenge.value (this claim's own); the domain is checked at once and again with backoff for 48 hours.
+         * @description The name is lower-cased and an internationalized name converted to punycode. Refused (422): not a fully qualified name, a wildcard, the platform's base domain or a name under it, the API's own host (domain_reserved). 409 quota_exceeded: the workspace holds its quota of domains. 409 domain_taken: another service's claim is verified (a domain belongs to one service in the whole platform; unverified claims keep nobody out). 409 domain_served: an Ingress in the cluster already serves the name (a rule or TLS host equal to it, or a wildcard covering it), whoever made it; which one is not said. Then point a CNAME at dnsTarget and create the TXT record challenge.name with challenge.value (this claim's own); the domain is checked at once and again with backoff for 48 hours.
          */
         post: operations["addDomain"];
         delete?: never;

@@ -116,6 +116,9 @@ test("the API never touches workloads; of Secrets it reads, creates and patches 
   t.true(allows(API, "create", "berth.dev", "apps"));
   t.false(allows(API, "patch", "berth.dev", "apps/status"));
   t.false(allows(API, "delete", "", "namespaces"));
+  t.true(allows(API, "list", "networking.k8s.io", "ingresses"), "a domain another Ingress serves is refused");
+  for (const verb of ["get", "watch", "create", "patch", "update", "delete"] as const)
+    t.false(allows(API, verb, "networking.k8s.io", "ingresses"), `${verb} ingresses`);
 });
 
 test("outside workspace namespaces the API reads no Secret, pod or pod log; it binds only its own workspace ClusterRole", (t) => {
