@@ -2,7 +2,7 @@
 // registered with the Manager. Everything it shares with the other controllers comes from kit/.
 import type { Informer } from "../../kube/informer.ts";
 import type { KubeObject } from "../../kube/objects.ts";
-import { DOMAIN_LABEL, type DomainObject } from "../../crds/domain.ts";
+import { DOMAIN_LABEL, ingressServes, type DomainObject, type IngressView } from "../../crds/domain.ts";
 import { specChanged, type Request } from "../runtime/controller.ts";
 import type { OperatorContext, WiredController } from "../kit/context.ts";
 import { edgeConfig } from "../kit/edge.ts";
@@ -36,10 +36,28 @@ export function sameDomainClaims(domains: Informer<KubeObject>): (obj: KubeObjec
       .filter((x) => (x as Domain).spec?.domain === (d as Domain).spec?.domain && x.metadata.uid !== d.metadata.uid)
       .map((x) => ({ namespace: x.metadata.namespace!, name: x.metadata.name! }));
 }
+
+/**
+ * The Domains whose domain an Ingress (any, of the cluster) serves: one taking or leaving the host
+ * wakes them, so that a Domain refused for it is routed once it is gone (the Controller maps an
+ * update's object as it was too, so a changed host wakes the Domains of the host it left).
+ */
+export function domainsServedBy(domains: Informer<KubeObject>): (obj: KubeObject) => Request[] {
+  return (ing) =>
+    domains
+      .list()
+      .filter((d) => {
+        const domain = (d as Domain).spec?.domain;
+        return !!domain && ingressServes(ing as IngressView, domain);
+      })
+      .map((d) => ({ namespace: d.metadata.namespace!, name: d.metadata.name! }));
+}
+
 /**
  * Registers the Domain controller. Domains are watched in every namespace (the claim rule compares
- * them cluster-wide); only the watched namespace's are reconciled. Certificates only when an
- * issuer is configured (cert-manager may not be installed otherwise).
+ * them cluster-wide), and so are all Ingresses (a domain is not routed onto a host another
+ * serves); only the watched namespace's Domains are reconciled. Certificates only when an issuer
+ * is configured (cert-manager may not be installed otherwise).
  */
 export function wireDomainController(op: OperatorContext): WiredController {
   const { cfg, informers } = op;
@@ -48,6 +66,7 @@ export function wireDomainController(op: OperatorContext): WiredController {
   const apps = informers.apps();
   const services = informers.managed("Service");
   const ingresses = informers.managed("Ingress");
+  const allIngresses = informers.allIngresses();
   const secrets = informers.managed("Secret");
   const certificates = cfg.BERTH_DOMAIN_ISSUER ? informers.managed("Certificate") : undefined;
   const controller = op.manager.addController({
@@ -63,6 +82,8 @@ export function wireDomainController(op: OperatorContext): WiredController {
       { informer: apps as unknown as Informer<KubeObject>, map: domainsOfApp(domains) },
       { informer: secrets, map: domainOfSecret },
       { informer: domains, map: sameDomainClaims(domains) },
+      // Only hosts are read of other Ingresses: their status (the load balancer's address) wakes nothing.
+      { informer: allIngresses, updates: specChanged, map: domainsServedBy(domains) },
     ],
     reconciler: new DomainReconciler({
       client: op.client,
@@ -70,6 +91,7 @@ export function wireDomainController(op: OperatorContext): WiredController {
       apps,
       services,
       ingresses,
+      allIngresses,
       certificates,
       secrets,
       dns: new ResolverDnsLookup(cfg.BERTH_DNS_RESOLVER),

@@ -1,7 +1,8 @@
 // The Domain reconciler (docs/domains.md): verify the domain's DNS (on a schedule while unverified,
 // at once when a check is asked for), enforce the claim rule (one App per domain in the cluster),
-// and once verified converge the domain's Service, Ingress and cert-manager Certificate, adopt the
-// certificate's Secret so that it goes with the Domain, and report tlsStatus from the Certificate.
+// and once verified, unless another Ingress of the cluster serves the host already, converge the
+// domain's Service, Ingress and cert-manager Certificate, adopt the certificate's Secret so that
+// it goes with the Domain, and report tlsStatus from the Certificate.
 // Level-based: every reconcile reads the world from the watch caches and converges.
 import { API_VERSION, AppSpec, type DomainStatus } from "../../crds/schemas.ts";
 import { isServed } from "../../crds/app.ts";
@@ -13,11 +14,13 @@ import {
   DOMAIN_LABEL,
   domainChildNames,
   domainLabelValue,
+  hostServedElsewhere,
   nextCheck,
   tlsStatusOf,
   VERIFY_REQUEST_ANNOTATION,
   type CertificateView,
   type DomainObject,
+  type IngressView,
 } from "../../crds/domain.ts";
 import { OPERATOR_FIELD_MANAGER, ownedBy, type KubeObject } from "../../kube/objects.ts";
 import { errorMessage } from "../../kube/transport.ts";
@@ -64,6 +67,12 @@ export const DOMAIN_CONTROLLER_ACCESS: Access[] = [
   { group: "", resource: "services", verbs: CHILD_VERBS, why: "A verified Domain's Service (to its targetPort) is applied and pruned" },
   { group: "networking.k8s.io", resource: "ingresses", verbs: CHILD_VERBS, why: "A verified Domain's Ingress is applied and pruned" },
   {
+    group: "networking.k8s.io",
+    resource: "ingresses",
+    verbs: ["list", "watch"],
+    why: "The Domain controller watches every Ingress of the cluster, whoever made it: a domain is not routed onto a host another Ingress serves",
+  },
+  {
     group: "",
     resource: "secrets",
     verbs: ["get", "list", "watch", "patch", "delete"],
@@ -86,6 +95,8 @@ export interface DomainReconcilerDeps {
   apps: Informer<AppObject>;
   services: Informer<KubeObject>;
   ingresses: Informer<KubeObject>;
+  /** Every Ingress of the cluster, whoever made it (for the hosts they serve). */
+  allIngresses: Informer<KubeObject>;
   /** cert-manager Certificates (label-selected); absent when no issuer is configured. */
   certificates?: Informer<KubeObject> | undefined;
   secrets: Informer<KubeObject>;
@@ -165,7 +176,7 @@ export class DomainReconciler implements Reconciler {
     const schedule = nextCheck(created, check ? now : last, now);
 
     // What the domain should have: a certificate once verified (while the App exists), a route
-    // while the App is served and not soft-deleted.
+    // while the App is served and not soft-deleted, unless another Ingress serves the host.
     const app = this.deps.apps.get(namespace, d.spec.appRef.name);
     const parsed = app ? AppSpec.safeParse(app.spec) : undefined;
     const spec = parsed?.success ? parsed.data : undefined;
@@ -177,11 +188,22 @@ export class DomainReconciler implements Reconciler {
       routed = { ok: false, reason: "NotServed", message: `The service is a ${spec.type}: only web and api services are served` };
     else if (spec.suspended)
       routed = { ok: false, reason: "AppSuspended", message: "The service is soft-deleted: its routes are removed until it is resumed" };
+    else if (this.servedElsewhere(d, ctx))
+      routed = {
+        ok: false,
+        reason: "HostServedElsewhere",
+        message: `Another Ingress in the cluster already serves ${domain}: the domain is routed once no other Ingress serves it`,
+      };
     else
       routed = { ok: true, reason: "Routed", message: `${domain} routes to service ${app.metadata.name} on port ${targetPortOf(d, spec)}` };
 
     const desired = routed.ok && spec && app ? buildDomainChildren(d, { name: app.metadata.name!, spec }, cfg) : [];
-    const keepCertificate = verified && !!app && !!cfg.issuer;
+    // Refused a host another Ingress serves, a domain gets no certificate for it either; one it
+    // already has (kept through a soft delete) stays, as its route comes back once the host is free.
+    const servedElsewhere = routed.reason === "HostServedElsewhere";
+    const ownCert = this.deps.certificates ? this.cache.get<KubeObject>("Certificate", namespace, names.certificate) : undefined;
+    const hasCertificate = !!ownCert && ownedBy(ownCert, d);
+    const keepCertificate = verified && !!app && !!cfg.issuer && (!servedElsewhere || hasCertificate);
     const wanted = new Set<DomainChildKind>(desired.map((c) => c.kind as DomainChildKind));
     if (keepCertificate) wanted.add("Certificate");
     const foreign = await this.convergeChildren(d, desired, ctx);
@@ -199,7 +221,15 @@ export class DomainReconciler implements Reconciler {
           status: "pending" as const,
           message: "No certificate issuer is configured (BERTH_DOMAIN_ISSUER): the domain is served without TLS",
         }
-      : { ...tlsStatusOf(keepCertificate ? (cert?.status ?? (cert ? {} : undefined)) : undefined, now), notAfter: cert?.status?.notAfter };
+      : servedElsewhere && !keepCertificate
+        ? {
+            status: "pending" as const,
+            message: `No certificate is requested while another Ingress in the cluster serves ${domain}`,
+          }
+        : {
+            ...tlsStatusOf(keepCertificate ? (cert?.status ?? (cert ? {} : undefined)) : undefined, now),
+            notAfter: cert?.status?.notAfter,
+          };
     const status = computeDomainStatus({
       old: d.status,
       generation: d.metadata.generation ?? 0,
@@ -222,6 +252,25 @@ export class DomainReconciler implements Reconciler {
       if (t && new Date(t).getTime() > now.getTime()) waits.push(new Date(t).getTime() - now.getTime() + 1000);
     if (status.tlsStatus === "active" || status.tlsStatus === "expiring") waits.push(MAX_TLS_RECHECK_MS);
     return waits.length ? { requeueAfterMs: Math.max(1000, Math.min(...waits)) } : undefined;
+  }
+
+  /**
+   * Whether another Ingress of the cluster serves the domain while the Domain's own does not exist
+   * (crds/domain.ts hostServedElsewhere: once routed, the Domain keeps the host). Its own is read
+   * from the cache of Berth's Ingresses too, which holds what this process just wrote. Which
+   * Ingress it is goes to the log only: the Domain's status and Events are read by its tenant, and
+   * the other Ingress may be another tenant's.
+   */
+  private servedElsewhere(d: Domain, ctx: ReconcileContext): boolean {
+    const own = this.cache.get<KubeObject>("Ingress", d.metadata.namespace!, domainChildNames(d.metadata.name!).ingress);
+    const other = hostServedElsewhere(d, [...(own ? [own] : []), ...this.deps.allIngresses.list()] as IngressView[]);
+    if (!other) return false;
+    const first = d.status?.conditions?.find((c) => c.type === "Routed")?.reason !== "HostServedElsewhere";
+    ctx.log[first ? "info" : "debug"](
+      { domain: d.spec.domain, ingress: `${other.metadata?.namespace}/${other.metadata?.name}` },
+      "not routed: another Ingress serves the domain",
+    );
+    return true;
   }
 
   /**

@@ -165,6 +165,7 @@ const WARNINGS: ReadonlySet<string> = new Set([
   "CertificateExpiring",
   "CertificateExpired",
   "AppNotFound",
+  "HostServedElsewhere",
 ]);
 const EVENT_CONDITIONS = ["Verified", "Routed", "CertificateReady"] as const;
 

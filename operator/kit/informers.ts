@@ -38,7 +38,8 @@ const MANAGED_BY_SELECTOR = Object.entries(MANAGED_BY)
 
 /**
  * The operator's informers, from the Manager. Berth's own kinds are watched whole; everything
- * else only as labelled as Berth's (an object without the label is invisible to the operator).
+ * else only as labelled as Berth's (an object without the label is invisible to the operator),
+ * but for Ingresses, which the Domain controller also reads whole for the hosts they serve.
  * The operator never reads managedFields: the caches drop them (a third of each object).
  */
 export class SharedInformers {
@@ -62,6 +63,15 @@ export class SharedInformers {
   /** Domains in every namespace: the claim rule compares them cluster-wide. */
   domains(): Informer<KubeObject> {
     return this.manager.informer<KubeObject>({ ...this.kind("Domain"), dropManagedFields: true });
+  }
+
+  /**
+   * Every Ingress of the cluster, whoever made it, in every namespace (even with a watched
+   * namespace): a custom domain is never routed onto a host another Ingress serves. Only Berth's
+   * own are written; the others are read for their hosts.
+   */
+  allIngresses(): Informer<KubeObject> {
+    return this.manager.informer<KubeObject>({ ...this.kind("Ingress"), dropManagedFields: true });
   }
 
   /** Objects of `kind` labelled as Berth's, in the watched namespace. */
