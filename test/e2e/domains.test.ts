@@ -12,7 +12,7 @@ import type { RunningOperator } from "../../operator/main.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { TestDns } from "../helpers/dns.ts";
 import { issuerCa, viaIngressTls } from "../helpers/https.ts";
-import { eventually, kube } from "../helpers/kube.ts";
+import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { need } from "../helpers/e2e.ts";
 
@@ -28,6 +28,8 @@ const run = randomBytes(3).toString("hex");
 const SHOP = `shop-${run}.example.test`;
 const APEX = `apex-${run}.test`;
 const LATE = `late-${run}.example.test`;
+const SERVED = `served-${run}.example.test`;
+const WILD = `wild-${run}.example.test`;
 
 const k = kube();
 const client = new KubeClient(k.kc);
@@ -257,6 +259,75 @@ test.serial("a claim made before the owner set DNS keeps nobody out: the owner c
   );
   t.is((await api.fetchJson("DELETE", `${domains()}/${LATE}`)).status, 204);
 });
+
+/** An Ingress made by hand in `namespace`, as a platform team would (none of Berth's labels or owners). */
+const handMadeIngress = (namespace: string, name: string, host: string) =>
+  client.create(
+    {
+      apiVersion: "networking.k8s.io/v1",
+      kind: "Ingress",
+      metadata: { name, namespace },
+      spec: {
+        rules: [
+          {
+            host,
+            http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "storefront", port: { number: 80 } } } }] },
+          },
+        ],
+      },
+    },
+    "test",
+  );
+
+/** Adds `domain` to web and answers the response; a 201 is removed again (and waited out) so that the name can be added anew. */
+async function tryDomain(domain: string) {
+  const r = await api.fetchJson("POST", domains(), { body: { domain } });
+  if (r.status === 201) {
+    const removed = await api.fetchJson("DELETE", `${domains()}/${domain}`);
+    if (removed.status !== 204) throw new Error(`DELETE of ${domain} answered ${removed.status}: ${removed.text}`);
+    await eventually(
+      `the Domain ${domain} to go`,
+      async () => !(await client.get({ apiVersion: API_VERSION, kind: "Domain", namespace: api.namespace, name: domain })),
+    );
+  }
+  return r;
+}
+
+test.serial(
+  "a domain another Ingress in the cluster serves is refused with domain_served, without naming it; the same name is accepted without it",
+  async (t) => {
+    const platform = await testNamespace(k, "e2e-platform");
+    t.teardown(() => deleteNamespace(k, platform));
+
+    const control = await tryDomain(SERVED);
+    t.is(control.status, 201, `control: nothing serves the name yet: ${control.text}`);
+
+    await handMadeIngress(platform, "storefront", SERVED);
+    const served = await tryDomain(SERVED);
+    t.is(served.status, 409, served.text);
+    t.is(served.headers.get("content-type"), "application/problem+json");
+    t.is(served.body.code, "domain_served");
+    t.regex(served.body.detail, /already served by another Ingress in the cluster/);
+    t.false(served.text.includes(platform), "the other Ingress's namespace is not told");
+    t.false(served.text.includes("storefront"), "nor its name");
+    t.is(
+      (await api.fetchJson("POST", domains(), { body: { domain: SERVED.toUpperCase() } })).body.code,
+      "domain_served",
+      "whatever the case",
+    );
+
+    // A wildcard host covers exactly one label
+    await handMadeIngress(platform, "wildcard", `*.${WILD}`);
+    t.is((await tryDomain(`shop.${WILD}`)).body.code, "domain_served");
+    t.is((await tryDomain(WILD)).status, 201, "not the wildcard's own parent");
+    t.is((await tryDomain(`a.shop.${WILD}`)).status, 201, "nor two labels under it");
+
+    // Once the other Ingress is gone, the name is free
+    await client.delete({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", namespace: platform, name: "storefront" });
+    const after = await tryDomain(SERVED);
+    t.is(after.status, 201, after.text);
+  },
+);
 
 test.serial("delete removes the route, the Certificate and its Secret", async (t) => {
   const names = domainChildNames(SHOP);

@@ -712,6 +712,8 @@ const allowed: Check[] = [
   ["operator", "watch", "domains.berth.dev", { ns: "*" }],
   ["operator", "patch", "domains.berth.dev", { subresource: "status" }],
   ["operator", "create", "certificates.cert-manager.io"],
+  ["operator", "watch", "ingresses.networking.k8s.io", { ns: "*" }], // every Ingress: a domain is not routed onto a host another serves
+  ["api", "list", "ingresses.networking.k8s.io", { ns: "*" }], // a domain another Ingress serves is refused (domain_served)
 ];
 const denied: Check[] = [
   ["operator", "delete", "namespaces"],
@@ -754,6 +756,10 @@ const denied: Check[] = [
   ["api", "list", "namespaces"],
   ["api", "patch", "domains.berth.dev", { subresource: "status" }], // a Domain's status is the operator's
   ["api", "create", "certificates.cert-manager.io"],
+  ["api", "create", "ingresses.networking.k8s.io"], // of Ingresses the API only lists
+  ["api", "get", "ingresses.networking.k8s.io"],
+  ["api", "watch", "ingresses.networking.k8s.io", { ns: "*" }],
+  ["api", "delete", "ingresses.networking.k8s.io"],
   ["api", "patch", "apps.berth.dev", { subresource: "status" }],
   ["api", "create", "leases.coordination.k8s.io", { ns: "<release>" }],
   ["api", "create", "pods"],

@@ -2,8 +2,8 @@
 // challenge test server, started here): Domains applied with kubectl, as GitOps would, are
 // checked, verified on request, routed, given a Certificate whose status (written here as
 // cert-manager would, or issued by cert-manager's controller when the real node runs it) drives
-// tlsStatus; the claim rule, soft delete and deletion. test/e2e/domains.test.ts has the rest of the
-// real path (HTTPS through the ingress).
+// tlsStatus; the claim rule, a host another Ingress serves, soft delete and deletion.
+// test/e2e/domains.test.ts has the rest of the real path (HTTPS through the ingress).
 import test, { type ExecutionContext } from "ava";
 import { spawn, type ChildProcess } from "node:child_process";
 import type * as k8s from "@kubernetes/client-node";
@@ -14,7 +14,7 @@ import type { RunningOperator } from "../../operator/main.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { binPath } from "../helpers/binaries.ts";
 import { TestDns } from "../helpers/dns.ts";
-import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
+import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 import { freePort } from "../../hack/bench/proc.ts";
 
 const k = kube();
@@ -25,9 +25,39 @@ const INGRESS_HOST = "ingress.it.test";
 const REAL_CERT_MANAGER = process.env.BERTH_REAL_NODE === "1";
 const ISSUER = REAL_CERT_MANAGER ? "berth-local-ca" : "it-issuer";
 let ns = "";
+/** Another namespace, as a platform team's, with Ingresses made by hand (none of Berth's). */
+let platformNs = "";
 let op: RunningOperator | undefined;
 let dnsServer: ChildProcess | undefined;
 let dns: TestDns;
+
+// Hosts that Ingresses made by hand serve. Every operator of the test run caches every Ingress of
+// the cluster, so they are under this file's own parent (a random label): the wildcard covers
+// nothing of another test's.
+const PARENT = `${uniqueName("opdom")}.example.test`;
+const SERVED = `shop.${PARENT}`;
+const CONTROL = `www.${PARENT}`;
+
+/** An Ingress made by hand in the platform namespace, as a platform team would: Berth's labels and owners it has not. */
+const handMadeIngress = (name: string, host: string) =>
+  client.create(
+    {
+      apiVersion: "networking.k8s.io/v1",
+      kind: "Ingress",
+      metadata: { name, namespace: platformNs },
+      spec: {
+        rules: [
+          {
+            host,
+            http: { paths: [{ path: "/", pathType: "Prefix", backend: { service: { name: "storefront", port: { number: 80 } } } }] },
+          },
+        ],
+      },
+    },
+    "test",
+  );
+const deleteHandMade = (name: string) =>
+  client.delete({ apiVersion: "networking.k8s.io/v1", kind: "Ingress", namespace: platformNs, name });
 
 test.before(async () => {
   const [dnsPort, mgmtPort] = [await freePort(), await freePort()];
@@ -68,6 +98,9 @@ test.before(async () => {
   );
   await dns.addA(INGRESS_HOST, ["10.1.2.3"]);
   ns = await testNamespace(k, "opdom");
+  platformNs = await testNamespace(k, "opdom-platform");
+  // Before the operator starts, so that its cache holds it when the Domain for it is verified.
+  await handMadeIngress("storefront", SERVED);
   op = await startTestOperator({
     namespace: ns,
     env: {
@@ -92,6 +125,7 @@ test.after.always(async () => {
   await op?.stop();
   dnsServer?.kill();
   await deleteNamespace(k, ns);
+  await deleteNamespace(k, platformNs);
 });
 
 type Cond = { type: string; status: string; reason: string; message: string };
@@ -299,5 +333,106 @@ test.serial("deleting the Domain removes its route, Certificate and Secret", asy
     },
     60_000,
   );
+  t.pass();
+});
+
+// ---- a host another Ingress serves ----------------------------------------------------------------
+
+/** A Domain of the App served applied with kubectl, its DNS set (CNAME and this claim's TXT record), then checked now. */
+async function verifiedDomain(host: string, token: string): Promise<Domain> {
+  const created: KubeObject = await createDomain(host, host, "served");
+  await dns.setCname(host, INGRESS_HOST);
+  await dns.setTxt(challengeHost(host), challengeToken(created.metadata.uid!));
+  await requestVerify(host, token);
+  return eventually(`${host} verified`, async () => {
+    const d = await getDomain(host);
+    return d?.status?.handledVerifyRequest === token && d.status.verified ? d : undefined;
+  });
+}
+
+test.serial("control: the same kind of Domain, with no other Ingress serving its host, is routed", async (t) => {
+  await client.create(
+    {
+      apiVersion: API_VERSION,
+      kind: "App",
+      metadata: { name: "served", namespace: ns },
+      spec: { name: "Served", slug: "served", image: "registry.invalid/served:1", port: 8080, visibility: "public" },
+    },
+    "test",
+  );
+  await verifiedDomain(CONTROL, "c0");
+  const ing = await eventually(
+    "the control's Ingress",
+    async () => (await get("networking.k8s.io/v1", "Ingress", domainChildNames(CONTROL).ingress)) as k8s.V1Ingress | undefined,
+  );
+  t.is(ing.spec?.rules?.[0]?.host, CONTROL);
+  t.is(cond(await getDomain(CONTROL), "Routed")?.reason, "Routed");
+});
+
+test.serial(
+  "a Domain applied with kubectl for a host a hand-made Ingress in another namespace serves is verified but not routed, and says why",
+  async (t) => {
+    await verifiedDomain(SERVED, "s0"); // the hand-made Ingress "storefront" serves it since before the operator started
+    const refused = await eventually("the refusal", async () => {
+      const d = await getDomain(SERVED);
+      return cond(d, "Routed")?.reason === "HostServedElsewhere" ? d : undefined;
+    });
+    t.is(cond(refused, "Routed")?.status, "False");
+    t.is(cond(refused, "Ready")?.reason, "HostServedElsewhere");
+    t.notRegex(cond(refused, "Routed")!.message, new RegExp(platformNs), "the other Ingress's namespace is not told to the tenant");
+    t.is(refused.status?.tlsStatus, "pending");
+    const names = domainChildNames(SERVED);
+    t.falsy(await get("networking.k8s.io/v1", "Ingress", names.ingress), "no second Ingress for the host");
+    t.falsy(await get("v1", "Service", names.service));
+    t.falsy(await get("cert-manager.io/v1", "Certificate", names.certificate), "no certificate for a host someone else serves");
+    const told = await eventually("the Event", async () => {
+      const events = await k.core.listNamespacedEvent({
+        namespace: ns,
+        fieldSelector: `involvedObject.kind=Domain,involvedObject.name=${SERVED}`,
+      });
+      const these = events.items.filter((e) => e.reason === "HostServedElsewhere");
+      return these.length ? these : undefined;
+    });
+    t.deepEqual(
+      told.map((e) => [e.type, e.count ?? 1]),
+      [["Warning", 1]],
+      "one Warning Event",
+    );
+  },
+);
+
+test.serial("once the hand-made Ingress is deleted, the refused Domain is routed without being asked", async (t) => {
+  await deleteHandMade("storefront");
+  const ing = await eventually(
+    "the Domain's own Ingress",
+    async () => (await get("networking.k8s.io/v1", "Ingress", domainChildNames(SERVED).ingress)) as k8s.V1Ingress | undefined,
+  );
+  t.is(ing.spec?.rules?.[0]?.host, SERVED);
+  t.is(cond(await getDomain(SERVED), "Routed")?.reason, "Routed");
+  t.truthy(await eventually("its Certificate", () => get("cert-manager.io/v1", "Certificate", domainChildNames(SERVED).certificate)));
+});
+
+test.serial("a wildcard Ingress covering the host refuses it too; a Domain routed first keeps its host", async (t) => {
+  await handMadeIngress("wildcard", `*.${PARENT}`); // covers both hosts of this file, and nothing of another test's
+  // SERVED and CONTROL were routed before the wildcard came: they keep their hosts (the later Ingress is the intruder)
+  await requestVerify(CONTROL, "c1");
+  const kept = await eventually("a reconcile of the control after the wildcard", async () => {
+    const d = await getDomain(CONTROL);
+    return d?.status?.handledVerifyRequest === "c1" ? d : undefined;
+  });
+  t.is(cond(kept, "Routed")?.reason, "Routed");
+  t.truthy(await get("networking.k8s.io/v1", "Ingress", domainChildNames(CONTROL).ingress));
+
+  // A new claim under the wildcard is refused
+  const late = `late.${PARENT}`;
+  await verifiedDomain(late, "w0");
+  const refused = await eventually("the refusal under the wildcard", async () => {
+    const d = await getDomain(late);
+    return cond(d, "Routed")?.reason === "HostServedElsewhere" ? d : undefined;
+  });
+  t.truthy(refused);
+  t.falsy(await get("networking.k8s.io/v1", "Ingress", domainChildNames(late).ingress));
+  await deleteHandMade("wildcard");
+  await eventually("routed once the wildcard is gone", () => get("networking.k8s.io/v1", "Ingress", domainChildNames(late).ingress));
   t.pass();
 });
