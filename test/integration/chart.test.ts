@@ -503,7 +503,12 @@ test("the template refuses both minAvailable and maxUnavailable for the API's Po
 // ---- the RBAC, statically ----
 
 type Rule = { apiGroups?: string[]; resources?: string[]; resourceNames?: string[]; verbs: string[] };
-const plain = (rules: { rule: Rule }[]) => rules.map((r) => r.rule);
+/** The rules as the chart renders them for release "berth": a chart-given name (kube/rbac.ts chartName) as its value. */
+const plain = (rules: { rule: Rule }[]) =>
+  rules.map((r) => ({
+    ...r.rule,
+    ...(r.rule.resourceNames ? { resourceNames: r.rule.resourceNames.map((n) => n.replace(/^<chart:(.+)>$/, "berth-$1")) } : {}),
+  }));
 
 test("the Roles grant exactly what the code declares: no wildcard, no escalation verbs, no built-in roles", async (t) => {
   const { objects } = await render("berth", NS);
