@@ -56,7 +56,7 @@ export const OperatorConfigSchema = z.object({
     .url()
     .optional()
     .describe(
-      "The API's forward-auth endpoint as the ingress controller reaches it (<API>/api/v1/forward-auth); private Apps are guarded by it. Default: BERTH_OPERATOR_API_URL's, else http://berth-api.berth-system.svc.cluster.local/api/v1/forward-auth",
+      "The API's forward-auth endpoint as the ingress controller reaches it (<API>/api/v1/forward-auth); private Apps are guarded by it. Default: BERTH_OPERATOR_API_URL's (required when BERTH_OPERATOR_API_CA_FILE is set), else http://berth-api.berth-system.svc.cluster.local/api/v1/forward-auth",
     ),
   BERTH_SIGN_IN_URL: z
     .url()
@@ -146,7 +146,19 @@ export const OperatorConfigSchema = z.object({
   BERTH_LEADER_ELECTION_NAMESPACE: z.string().default("berth-system"),
   BERTH_OPERATOR_IDENTITY: z.string().optional().describe("Leader-election identity; POD_NAME or the hostname when unset"),
   POD_NAME: z.string().optional(),
-  BERTH_OPERATOR_API_URL: z.url().optional().describe("The Berth API (governance provisioning); Apps run without governance when unset"),
+  BERTH_OPERATOR_API_URL: z
+    .url({ protocol: /^https?$/ })
+    .optional()
+    .describe(
+      "The Berth API (governance provisioning): http(s)://host[:port]; the chart's https://<api>.<namespace>.svc:<port> is the API's internal TLS listener with api.internalTls. Apps run without governance when unset",
+    ),
+  BERTH_OPERATOR_API_CA_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "PEM CA certificate(s) the operator trusts for BERTH_OPERATOR_API_URL, instead of the system's (the chart mounts the ca.crt of the API's internal certificate); read again on every call. With it the URL must be https://, and BERTH_FORWARD_AUTH_URL must be set (the ingress controller does not trust this CA)",
+    ),
   BERTH_OPERATOR_TOKEN_FILE: z
     .string()
     .default("/var/run/secrets/kubernetes.io/serviceaccount/token")
@@ -161,5 +173,15 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): Operat
     throw new Error(`invalid configuration:\n${parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`).join("\n")}`);
   }
   const c = parsed.data;
+  if (c.BERTH_OPERATOR_API_CA_FILE) {
+    // The CA is there to keep the operator's token off the network in the clear: never send it over plain HTTP.
+    if (!c.BERTH_OPERATOR_API_URL?.startsWith("https://"))
+      throw new Error("invalid configuration:\n  BERTH_OPERATOR_API_CA_FILE is set: BERTH_OPERATOR_API_URL must be an https:// URL");
+    // The forward-auth address would otherwise be derived from the TLS URL, whose CA the ingress controller does not trust.
+    if (!c.BERTH_FORWARD_AUTH_URL)
+      throw new Error(
+        "invalid configuration:\n  BERTH_OPERATOR_API_CA_FILE is set: BERTH_FORWARD_AUTH_URL must be set too (the ingress controller calls it, and does not trust that CA)",
+      );
+  }
   return { ...c, identity: c.BERTH_OPERATOR_IDENTITY ?? c.POD_NAME ?? `${hostname()}-${process.pid}` };
 }

@@ -77,7 +77,11 @@ export function wireAppController(op: OperatorContext): WiredController {
   const pods = informers.managed("Pod");
   const releases = informers.releases();
   const governance = cfg.BERTH_OPERATOR_API_URL
-    ? new HttpGovernanceClient({ baseUrl: cfg.BERTH_OPERATOR_API_URL, tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE })
+    ? new HttpGovernanceClient({
+        baseUrl: cfg.BERTH_OPERATOR_API_URL,
+        tokenFile: cfg.BERTH_OPERATOR_TOKEN_FILE,
+        caFile: cfg.BERTH_OPERATOR_API_CA_FILE,
+      })
     : undefined;
   const controller = op.manager.addController({
     name: "app",

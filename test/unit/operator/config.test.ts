@@ -1,4 +1,5 @@
-// The operator's configuration: workload placement comes as JSON in two variables, checked.
+// The operator's configuration: workload placement comes as JSON in two variables, checked; a CA
+// for the API goes with an https:// API URL only.
 import test from "ava";
 import { loadOperatorConfig } from "../../../operator/config.ts";
 
@@ -34,4 +35,31 @@ test("the build cache: buildkitd's own by default, or the registry; nothing else
   t.is(loadOperatorConfig({}).BERTH_BUILD_CACHE, "local");
   t.is(loadOperatorConfig({ BERTH_BUILD_CACHE: "registry" }).BERTH_BUILD_CACHE, "registry");
   t.throws(() => loadOperatorConfig({ BERTH_BUILD_CACHE: "s3" }), { message: /BERTH_BUILD_CACHE/ });
+});
+
+test("the API's CA: with BERTH_OPERATOR_API_CA_FILE the API URL must be https:// and the forward-auth address given", (t) => {
+  const tls = {
+    BERTH_OPERATOR_API_URL: "https://berth-api.berth-system.svc:8443",
+    BERTH_OPERATOR_API_CA_FILE: "/var/run/secrets/berth-api-ca/ca.crt",
+    BERTH_FORWARD_AUTH_URL: "http://berth-api.berth-system.svc:80/api/v1/forward-auth",
+  };
+  t.like(loadOperatorConfig(tls), tls);
+  t.throws(() => loadOperatorConfig({ ...tls, BERTH_OPERATOR_API_URL: "http://berth-api.berth-system.svc:80" }), {
+    message: /BERTH_OPERATOR_API_CA_FILE is set: BERTH_OPERATOR_API_URL must be an https:\/\/ URL/,
+  });
+  t.throws(
+    () =>
+      loadOperatorConfig({
+        BERTH_OPERATOR_API_CA_FILE: tls.BERTH_OPERATOR_API_CA_FILE,
+        BERTH_FORWARD_AUTH_URL: tls.BERTH_FORWARD_AUTH_URL,
+      }),
+    {
+      message: /must be an https:\/\/ URL/,
+    },
+  );
+  t.throws(() => loadOperatorConfig({ ...tls, BERTH_FORWARD_AUTH_URL: undefined }), { message: /BERTH_FORWARD_AUTH_URL must be set too/ });
+  // without a CA: the system's trust store for https, and plain http as before
+  t.notThrows(() => loadOperatorConfig({ BERTH_OPERATOR_API_URL: "https://berth.example.com" }));
+  t.notThrows(() => loadOperatorConfig({ BERTH_OPERATOR_API_URL: "http://berth-api.berth-system.svc:80" }));
+  t.throws(() => loadOperatorConfig({ BERTH_OPERATOR_API_URL: "ftp://berth-api.berth-system.svc" }), { message: /BERTH_OPERATOR_API_URL/ });
 });
