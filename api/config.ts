@@ -69,6 +69,28 @@ export const ConfigSchema = z.object({
   KUBECONFIG: z.string().optional().describe("Path to a kubeconfig; in-cluster config when unset"),
   BERTH_API_HOST: z.string().default("127.0.0.1"),
   BERTH_API_PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  // The internal TLS listener (docs/security.md "The operator's calls"): the operator's bearer token never crosses the network in the clear.
+  BERTH_INTERNAL_TLS_PORT: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(65535)
+    .optional()
+    .describe(
+      "Port of a second listener on BERTH_API_HOST that serves the same API over HTTPS with BERTH_INTERNAL_TLS_CERT_FILE and BERTH_INTERNAL_TLS_KEY_FILE, for callers inside the cluster that send credentials (the operator: the chart's api.internalTls). Unset: plain HTTP on BERTH_API_PORT only",
+    ),
+  BERTH_INTERNAL_TLS_CERT_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "PEM certificate chain of the internal listener, the leaf first (a cert-manager Secret's tls.crt); read again every 10 s and served to new connections once it changed",
+    ),
+  BERTH_INTERNAL_TLS_KEY_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe("PEM private key of BERTH_INTERNAL_TLS_CERT_FILE's certificate (tls.key); read again with it"),
   BERTH_BASE_DOMAIN: z.string().default("apps.berth.local").describe("Apps are served at <slug>.<baseDomain>"),
   BERTH_RESERVED_SLUGS: ReservedSlugsVariable,
   BERTH_BUILD_REGISTRY: z
@@ -348,6 +370,7 @@ export const ConfigSchema = z.object({
   ),
 });
 const OIDC_VARIABLES = ["BERTH_OIDC_ISSUER_URL", "BERTH_OIDC_CLIENT_ID", "BERTH_OIDC_CLIENT_SECRET", "BERTH_OIDC_REDIRECT_URL"] as const;
+const INTERNAL_TLS_VARIABLES = ["BERTH_INTERNAL_TLS_PORT", "BERTH_INTERNAL_TLS_CERT_FILE", "BERTH_INTERNAL_TLS_KEY_FILE"] as const;
 
 export type Config = z.output<typeof ConfigSchema>;
 
@@ -365,6 +388,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new Error(
       `invalid configuration:\n  sign-in needs all of ${OIDC_VARIABLES.join(", ")} (missing ${OIDC_VARIABLES.filter((k) => !oidc.includes(k)).join(", ")})`,
     );
+  }
+  const tls = INTERNAL_TLS_VARIABLES.filter((k) => parsed.data[k] !== undefined);
+  if (tls.length > 0 && tls.length < INTERNAL_TLS_VARIABLES.length) {
+    throw new Error(
+      `invalid configuration:\n  the internal TLS listener needs all of ${INTERNAL_TLS_VARIABLES.join(", ")} (missing ${INTERNAL_TLS_VARIABLES.filter((k) => !tls.includes(k)).join(", ")})`,
+    );
+  }
+  if (parsed.data.BERTH_INTERNAL_TLS_PORT && parsed.data.BERTH_INTERNAL_TLS_PORT === parsed.data.BERTH_API_PORT) {
+    throw new Error("invalid configuration:\n  BERTH_INTERNAL_TLS_PORT must differ from BERTH_API_PORT");
   }
   return parsed.data;
 }

@@ -25,7 +25,7 @@ import { consoleRoutes } from "./console/routes.ts";
 import { ConsoleSessions } from "./console/sessions.ts";
 import { ConsoleSignIn } from "./console/oidc.ts";
 import { loadConsole, type ConsoleFiles } from "./console/static.ts";
-import { allRoutes, buildServer, listen, type ReadinessCheck } from "./server.ts";
+import { allRoutes, buildServer, listenAll, type ReadinessCheck } from "./server.ts";
 import { KubeNamespaceEnsurer, workspaceSetup } from "./workspaces/namespaces.ts";
 import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
 import { ReadYourWritesCache } from "../kube/read-your-writes.ts";
@@ -340,15 +340,9 @@ async function main(argv: string[]): Promise<void> {
     sessions: services.sessions,
     console: services.console,
   });
-  const running = await listen(app, {
-    host: config.BERTH_API_HOST,
-    port: config.BERTH_API_PORT,
-    shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS,
-    headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS,
-    requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS,
-    logger,
-  });
-  logger.info({ url: running.url, docs: `${running.url}/api/v1/docs` }, `listening on ${running.url}`);
+  const running = await listenAll(app, config, logger);
+  logger.info({ url: running.plain.url, docs: `${running.plain.url}/api/v1/docs` }, `listening on ${running.plain.url}`);
+  if (running.internal) logger.info({ url: running.internal.url }, `listening on ${running.internal.url} (internal, TLS)`);
   // What this version gives a workspace namespace reaches the ones made before it (in the background).
   const ensuring = new AbortController();
   void services.workspaces

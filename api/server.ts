@@ -1,9 +1,11 @@
 // The Koa application: request context, the single problem+json error middleware, liveness and
 // readiness at the root, every RouteDef under /api/v1 (plus the OpenAPI document and docs page),
-// 404/405 for the rest. `listen` serves it with a graceful shutdown.
+// 404/405 for the rest. `listen` serves it with a graceful shutdown, over plain HTTP or, for the
+// internal listener (BERTH_INTERNAL_TLS_*), over TLS with a certificate read from files.
 import { randomUUID } from "node:crypto";
 import { once } from "node:events";
-import { createServer, type Server } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer as createTlsServer } from "node:https";
 import type { AddressInfo, Socket } from "node:net";
 import Koa from "koa";
 import Router from "@koa/router";
@@ -20,6 +22,7 @@ import { RateLimits } from "./http/limits.ts";
 import { cidrMatcher } from "../kube/addresses.ts";
 import { apiRouter, fallback } from "./http/router.ts";
 import { bareDispatcher, type BareDispatch } from "./http/bare.ts";
+import { describeCertificate, readCertificate, reloadCertificate, type CertificateFiles } from "./http/tls.ts";
 import { consoleMiddleware, type ConsoleFiles } from "./console/static.ts";
 import type { ConsoleSessions } from "./console/sessions.ts";
 import type { AppKeyVerifier, OperatorVerifier, RouteDef } from "./http/route.ts";
@@ -167,7 +170,7 @@ export function buildServer(deps: ServerDeps): Koa {
 }
 
 export interface RunningServer {
-  /** http://host:port, with the port actually bound. */
+  /** http://host:port (https:// with `tls`), with the port actually bound. */
   url: string;
   server: Server;
   /** Stops accepting, lets in-flight requests finish (up to the timeout), then cuts what is left. */
@@ -183,6 +186,12 @@ export interface ListenOptions {
   headersTimeoutMs?: number;
   /** BERTH_REQUEST_TIMEOUT_MS: a request (headers and body) that takes longer is cut off with a 408. */
   requestTimeoutMs?: number;
+  /**
+   * Serve over TLS with the certificate and key of these files (the internal listener,
+   * BERTH_INTERNAL_TLS_*), read again every `reloadIntervalMs` (default CERTIFICATE_RELOAD_MS) and
+   * served to new connections once renewed (api/http/tls.ts).
+   */
+  tls?: CertificateFiles & { reloadIntervalMs?: number };
 }
 
 /** Node's answers to a client that broke the protocol or was too slow, as problems. */
@@ -223,31 +232,50 @@ export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServ
   const requestTimeout = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const handler = app.callback();
   const bare = bares.get(app);
-  const server = createServer(
-    {
-      headersTimeout,
-      requestTimeout,
-      // Node checks both timeouts every this often (30 s by default): a tenth of the shorter, 0.1-1 s.
-      connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
-    },
-    (req, res) => {
-      if (!bare?.(req, res)) void handler(req, res);
-    },
-  );
+  const options = {
+    headersTimeout,
+    requestTimeout,
+    // Node checks both timeouts every this often (30 s by default): a tenth of the shorter, 0.1-1 s.
+    connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
+  };
+  const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    if (!bare?.(req, res)) void handler(req, res);
+  };
+  let server: Server;
+  let stopReloading = () => {};
+  if (opts.tls) {
+    const pair = readCertificate(opts.tls);
+    const tlsServer = createTlsServer({ ...options, ...pair }, onRequest);
+    stopReloading = reloadCertificate(tlsServer, opts.tls, { current: pair, intervalMs: opts.tls.reloadIntervalMs, logger: opts.logger });
+    // A client that refuses the certificate (or speaks no TLS) ends in a failed handshake, before any request.
+    tlsServer.on("tlsClientError", (err: NodeJS.ErrnoException) =>
+      opts.logger.info({ code: err.code, reason: err.message }, "internal TLS: a client's handshake failed"),
+    );
+    opts.logger.info({ certificate: describeCertificate(pair.cert) }, "internal TLS: serving the certificate");
+    server = tlsServer;
+  } else {
+    server = createServer(options, onRequest);
+  }
   server.on("clientError", onClientError(opts.logger));
   server.listen({ host: opts.host, port: opts.port });
-  await once(server, "listening");
+  try {
+    await once(server, "listening");
+  } catch (err) {
+    stopReloading();
+    throw err;
+  }
   const addr = server.address() as AddressInfo;
   const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
-  const url = `http://${host}:${addr.port}`;
+  const url = `${opts.tls ? "https" : "http"}://${host}:${addr.port}`;
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= new Promise<void>((resolve) => {
+      stopReloading();
       const lifecycle = lifecycles.get(app);
       if (lifecycle) lifecycle.draining = true;
-      opts.logger.info({ timeoutMs: opts.shutdownTimeoutMs }, "shutting down: draining in-flight requests");
+      opts.logger.info({ url, timeoutMs: opts.shutdownTimeoutMs }, "shutting down: draining in-flight requests");
       const timer = setTimeout(() => {
-        opts.logger.warn("shutdown timeout: closing the connections still open");
+        opts.logger.warn({ url }, "shutdown timeout: closing the connections still open");
         server.closeAllConnections();
       }, opts.shutdownTimeoutMs);
       timer.unref();
@@ -258,4 +286,43 @@ export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServ
       server.closeIdleConnections();
     }));
   return { url, server, close };
+}
+
+/** The API's listeners: the plain one (BERTH_API_PORT) and, when configured, the internal TLS one. */
+export interface Listeners {
+  plain: RunningServer;
+  /** BERTH_INTERNAL_TLS_PORT's listener: the same app over TLS; undefined when not configured. */
+  internal: RunningServer | undefined;
+  /** Drains and closes both (the same graceful shutdown, at once). */
+  close(): Promise<void>;
+}
+
+/** Opens the listeners the configuration asks for, on BERTH_API_HOST, with the same timeouts and shutdown. */
+export async function listenAll(app: Koa, config: Config, logger: Logger, opts: { reloadIntervalMs?: number } = {}): Promise<Listeners> {
+  const common = {
+    host: config.BERTH_API_HOST,
+    shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS,
+    headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS,
+    logger,
+  };
+  const plain = await listen(app, { ...common, port: config.BERTH_API_PORT });
+  let internal: RunningServer | undefined;
+  if (config.BERTH_INTERNAL_TLS_PORT !== undefined && config.BERTH_INTERNAL_TLS_CERT_FILE && config.BERTH_INTERNAL_TLS_KEY_FILE) {
+    try {
+      internal = await listen(app, {
+        ...common,
+        port: config.BERTH_INTERNAL_TLS_PORT,
+        tls: {
+          certFile: config.BERTH_INTERNAL_TLS_CERT_FILE,
+          keyFile: config.BERTH_INTERNAL_TLS_KEY_FILE,
+          ...(opts.reloadIntervalMs ? { reloadIntervalMs: opts.reloadIntervalMs } : {}),
+        },
+      });
+    } catch (err) {
+      await plain.close();
+      throw err;
+    }
+  }
+  return { plain, internal, close: () => Promise.all([plain.close(), internal?.close()]).then(() => undefined) };
 }

@@ -12,7 +12,7 @@ import { loadConfig, type Config } from "../../api/config.ts";
 import { openOrm } from "../../api/db/orm.ts";
 import { createLogger } from "../../kube/logger.ts";
 import { buildServices, composeRoutes, serviceReadiness, startServices, stopServices, type Services } from "../../api/main.ts";
-import { buildServer, listen, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
+import { buildServer, listenAll, type ReadinessCheck, type RunningServer } from "../../api/server.ts";
 import type { AppKeyVerifier, RouteDef } from "../../api/http/route.ts";
 import type { NamespaceEnsurer } from "../../api/workspaces/service.ts";
 import { KubeClient, loadKubeConfig } from "../../kube/client.ts";
@@ -77,6 +77,8 @@ export interface TestApi extends TestWorkspace {
   orm: MikroORM;
   services: Services;
   server: RunningServer;
+  /** The internal TLS listener (https://127.0.0.1:<port>) when the test gave BERTH_INTERNAL_TLS_* in `env`. */
+  internal: RunningServer | undefined;
   /** Every log line the server wrote so far, parsed. */
   logs: Record<string, unknown>[];
   /**
@@ -174,15 +176,10 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       console: services.console,
       ...(opts.now ? { now: opts.now } : {}),
     });
-    const server = await listen(app, {
-      host: config.BERTH_API_HOST,
-      port: config.BERTH_API_PORT,
-      shutdownTimeoutMs: config.BERTH_SHUTDOWN_TIMEOUT_MS,
-      headersTimeoutMs: config.BERTH_HEADERS_TIMEOUT_MS,
-      requestTimeoutMs: config.BERTH_REQUEST_TIMEOUT_MS,
-      logger,
-    });
-    cleanup.push(() => server.close());
+    // the listeners as main() opens them: plain, and the internal TLS one when BERTH_INTERNAL_TLS_* are given
+    const listeners = await listenAll(app, config, logger);
+    const server = listeners.plain;
+    cleanup.push(() => listeners.close());
 
     const k = opts.namespaces ? undefined : kube();
     const createWorkspace = async (name = "test workspace"): Promise<TestWorkspace> => {
@@ -224,6 +221,7 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       orm,
       services,
       server,
+      internal: listeners.internal,
       logs,
       fetchJson,
       createWorkspace,
