@@ -96,7 +96,7 @@ test.after.always(() => {
 
 // ---- lint and render ----
 
-test("helm lint --strict passes with the default values and with the second values set", async (t) => {
+test("helm lint --strict passes with every value set", async (t) => {
   for (const [label, values] of valueSets) {
     const r = await helm(["lint", "--strict", chartDir, "--kube-version", K8S_VERSION, ...values()]);
     t.is(r.code, 0, `helm lint (${label}):\n${r.stdout}${r.stderr}`);
@@ -278,6 +278,102 @@ test("the second values set renders: existing database Secret, API Ingress with 
   ]);
 });
 
+test("api.internalTls: cert-manager's CA chain and the certificate of the Service's names; the API serves it on its own port, the operator calls it there trusting that CA alone, and only the operator may connect", async (t) => {
+  const { objects } = await render("berth", NS, ["--set", "api.internalTls.enabled=true"]);
+  type Certificate = { spec: Record<string, unknown> & { issuerRef: { name: string; kind: string; group: string }; secretName: string } };
+  // self-signed Issuer -> CA Certificate -> CA Issuer -> the serving Certificate
+  t.deepEqual(find<{ spec: unknown }>(objects, "Issuer", "berth-api-internal-selfsigned").spec, { selfSigned: {} });
+  const ca = find<Certificate>(objects, "Certificate", "berth-api-internal-ca");
+  t.like(ca.spec, {
+    isCA: true,
+    secretName: "berth-api-internal-ca",
+    issuerRef: { name: "berth-api-internal-selfsigned", kind: "Issuer", group: "cert-manager.io" },
+  });
+  t.deepEqual(find<{ spec: unknown }>(objects, "Issuer", "berth-api-internal-ca").spec, { ca: { secretName: "berth-api-internal-ca" } });
+  const serving = find<Certificate>(objects, "Certificate", "berth-api-internal");
+  t.like(serving.spec, {
+    secretName: "berth-api-internal-tls",
+    dnsNames: [`berth-api.${NS}.svc`, `berth-api.${NS}.svc.cluster.local`],
+    usages: ["server auth", "digital signature"],
+    privateKey: { rotationPolicy: "Always" },
+    issuerRef: { name: "berth-api-internal-ca", kind: "Issuer", group: "cert-manager.io" },
+  });
+  for (const o of objects.filter((x) => x.apiVersion === "cert-manager.io/v1")) t.is(o.metadata.namespace, NS);
+
+  // the API: the Secret's certificate and key (not its CA) where BERTH_INTERNAL_TLS_* point, the port, the Service
+  const api = find<k8s.V1Deployment>(objects, "Deployment", "berth-api");
+  const apic = container(api, "api");
+  const apiEnv = envOf(apic, () => "");
+  const apiMount = apic.volumeMounts?.find((m) => m.name === "internal-tls");
+  t.like(apiMount, { mountPath: "/var/run/secrets/berth/api-tls", readOnly: true });
+  const apiVolume = api.spec?.template.spec?.volumes?.find((v) => v.name === "internal-tls");
+  t.is(apiVolume?.secret?.secretName, serving.spec.secretName);
+  t.deepEqual(
+    apiVolume?.secret?.items?.map((i) => `${apiMount?.mountPath}/${i.path}`),
+    [apiEnv.BERTH_INTERNAL_TLS_CERT_FILE, apiEnv.BERTH_INTERNAL_TLS_KEY_FILE],
+  );
+  t.deepEqual(
+    apic.ports?.map((p) => [p.name, p.containerPort]),
+    [
+      ["http", 8080],
+      ["internal-https", 8443],
+    ],
+  );
+  t.is(apiEnv.BERTH_INTERNAL_TLS_PORT, "8443");
+  t.deepEqual(find<k8s.V1Service>(objects, "Service", "berth-api").spec?.ports, [
+    { name: "http", port: 80, targetPort: "http", protocol: "TCP" },
+    { name: "internal-https", port: 8443, targetPort: "internal-https", protocol: "TCP" },
+  ]);
+  // the probes stay on the plain port
+  t.like(apic.readinessProbe?.httpGet, { port: "http" });
+
+  // the operator: the https URL of a name the certificate holds, and the CA alone (never the key) where BERTH_OPERATOR_API_CA_FILE points
+  const op = find<k8s.V1Deployment>(objects, "Deployment", "berth-operator");
+  const opc = container(op, "operator");
+  const opEnv = envOf(opc, () => "pod");
+  const url = new URL(opEnv.BERTH_OPERATOR_API_URL!);
+  t.is(url.protocol, "https:");
+  t.true((serving.spec.dnsNames as string[]).includes(url.hostname));
+  t.is(url.port, "8443");
+  const opMount = opc.volumeMounts?.find((m) => m.name === "api-ca");
+  t.like(opMount, { mountPath: "/var/run/secrets/berth-api-ca", readOnly: true });
+  const opVolume = op.spec?.template.spec?.volumes?.find((v) => v.name === "api-ca");
+  t.deepEqual(opVolume?.secret, { secretName: "berth-api-internal-tls", items: [{ key: "ca.crt", path: "ca.crt" }] });
+  t.is(opEnv.BERTH_OPERATOR_API_CA_FILE, `${opMount?.mountPath}/ca.crt`);
+  t.is(
+    opEnv.BERTH_FORWARD_AUTH_URL,
+    `http://berth-api.${NS}.svc:80/api/v1/forward-auth`,
+    "the ingress controller's forward-auth stays plain",
+  );
+
+  // the network: the plain port open to all as before, the TLS port to the operator's pods only
+  type Policy = { spec: { ingress: k8s.V1NetworkPolicyIngressRule[] } };
+  const policy = find<Policy>(objects, "NetworkPolicy", "berth-api");
+  t.deepEqual(policy.spec.ingress, [
+    { ports: [{ protocol: "TCP", port: "http" }] },
+    {
+      from: [{ podSelector: { matchLabels: op.spec?.selector.matchLabels } }],
+      ports: [{ protocol: "TCP", port: "internal-https" }],
+    },
+  ]);
+
+  // Off (the default): none of it, and the objects are the default's
+  const off = await render("berth", NS, ["--set", "api.internalTls.enabled=false"]);
+  t.is((await render("berth", NS)).yaml, off.yaml);
+  t.false(off.objects.some((o) => o.apiVersion === "cert-manager.io/v1"));
+  t.false(off.yaml.includes("internal-https") || off.yaml.includes("BERTH_INTERNAL_TLS") || off.yaml.includes("api-ca"));
+
+  // ports that collide are refused by the template
+  for (const [value, message] of [
+    ["api.internalTls.port=8080", /api.internalTls.port must differ from api.config.port/],
+    ["api.internalTls.port=80", /api.internalTls.port must differ from api.service.port/],
+  ] as const) {
+    const r = await template("berth", NS, ["--set", "api.internalTls.enabled=true", "--set", value]);
+    t.not(r.code, 0);
+    t.regex(r.stderr, message);
+  }
+});
+
 test("every pod is locked down: non-root, read-only root filesystem, no capabilities, RuntimeDefault seccomp, no service links", async (t) => {
   for (const [, values] of valueSets) {
     const { objects } = await render("berth", NS, values());
@@ -339,6 +435,7 @@ test("probes hit /healthz and /readyz on the port the code listens on", async (t
 const valueSets = [
   ["default values", () => []],
   ["second values set", () => ["--values", secondValuesFile]],
+  ["internal TLS", () => ["--set", "api.internalTls.enabled=true"]],
 ] as const;
 
 for (const [label, values] of valueSets) {
@@ -362,6 +459,18 @@ for (const [label, values] of valueSets) {
     const projected = opPod.volumes?.find((v) => v.name === "api-token")?.projected?.sources?.[0]?.serviceAccountToken;
     t.like(projected, { audience: "berth-api", path: "api-token" });
     t.true(opc.volumeMounts?.some((m) => m.name === "api-token" && m.mountPath === "/var/run/secrets/berth" && m.readOnly === true));
+    // the API's address: its Service's plain port, or its internal TLS listener with the CA the chart mounts
+    if (label === "internal TLS") {
+      t.like(opCfg, {
+        BERTH_OPERATOR_API_URL: `https://berth-api.${NS}.svc:8443`,
+        BERTH_OPERATOR_API_CA_FILE: "/var/run/secrets/berth-api-ca/ca.crt",
+        BERTH_FORWARD_AUTH_URL: `http://berth-api.${NS}.svc:80/api/v1/forward-auth`,
+      });
+    } else {
+      t.is(opCfg.BERTH_OPERATOR_API_URL, `http://berth-api.${NS}.svc:80`);
+      t.is(opCfg.BERTH_OPERATOR_API_CA_FILE, undefined);
+      t.is(opCfg.BERTH_FORWARD_AUTH_URL, undefined, "derived from the API URL");
+    }
 
     const apiVars = Object.keys(ConfigSchema.shape);
     const dbUrl = "postgresql://berth:secret@db.example.com:5432/berth";
@@ -386,6 +495,16 @@ for (const [label, values] of valueSets) {
     t.is(apiCfg.BERTH_NAMESPACE, NS, "the share cookie key's Secret lives in the release namespace");
     t.is(apiCfg.BERTH_SHARE_COOKIE_KEY, undefined, "the key never passes through Helm values");
     t.is(apiCfg.BERTH_OPERATOR_TOKEN_AUDIENCE, "berth-api");
+    if (label === "internal TLS") {
+      t.like(apiCfg, {
+        BERTH_INTERNAL_TLS_PORT: 8443,
+        BERTH_INTERNAL_TLS_CERT_FILE: "/var/run/secrets/berth/api-tls/tls.crt",
+        BERTH_INTERNAL_TLS_KEY_FILE: "/var/run/secrets/berth/api-tls/tls.key",
+      });
+      t.is(apic.ports?.find((p) => p.name === "internal-https")?.containerPort, apiCfg.BERTH_INTERNAL_TLS_PORT);
+    } else {
+      t.is(apiCfg.BERTH_INTERNAL_TLS_PORT, undefined, "no internal listener unless asked for");
+    }
     if (label === "second values set") {
       t.is(apiCfg.BERTH_PUBLIC_URL, "https://berth.example.com", "the public URL from the API's Ingress, https with its TLS");
       t.deepEqual([apiCfg.BERTH_OUTBOUND_ALLOW, apiCfg.BERTH_OUTBOUND_DENY], [["10.20.0.15/32", "fd00:1::/64"], ["203.0.113.0/24"]]);
@@ -453,6 +572,7 @@ const refusals: [string, string[], string, RegExp][] = [
   ["an unknown value", ["--set", "api.replica=3"], "/api", /additional properties 'replica' not allowed/],
   ["an unknown log level", ["--set", "config.logLevel=verbose"], "/config/logLevel", /one of/],
   ["a build cache that is neither local nor registry", ["--set", "builder.cache=s3"], "/builder/cache", /one of 'local', 'registry'/],
+  ["an internal TLS port of 0", ["--set", "api.internalTls.port=0"], "/api/internalTls/port", /minimum/],
 ];
 for (const [what, args, path, message] of refusals) {
   test(`the values schema refuses ${what}, naming ${path}`, async (t) => {

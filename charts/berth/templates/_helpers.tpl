@@ -28,6 +28,8 @@ named after it too, so two releases in one cluster need different release names.
 
 {{- define "berth.operator.fullname" -}}{{ include "berth.componentName" (list . "operator") }}{{- end }}
 {{- define "berth.api.fullname" -}}{{ include "berth.componentName" (list . "api") }}{{- end }}
+{{/* The Secret of the API's internal TLS certificate (api.internalTls): tls.crt, tls.key and the CA's ca.crt. */}}
+{{- define "berth.api.internalTlsSecret" -}}{{ include "berth.componentName" (list . "api-internal-tls") }}{{- end }}
 
 {{/* The API's public URL (BERTH_PUBLIC_URL, without /api/v1): api.config.publicUrl, else from the
 API's Ingress (https with its TLS, its host and path), else empty. */}}
