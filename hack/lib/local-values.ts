@@ -1,7 +1,8 @@
 // The Helm values ./hack/up installs charts/berth with on the local cluster (hack/lib/up-helm.sh):
 // Berth's own images from the local registry, every pod of the chart and every App's pods on the
 // real node (its label and taint, hack/lib/realnode.sh), the database URL from a Secret hack/up
-// creates, one API replica, the API's Ingress on the node's Traefik.
+// creates, one API replica, the API's Ingress on the node's Traefik, and the operator calling the
+// API over its internal TLS listener (cert-manager runs with the real node).
 //
 //   node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG
 // prints the values as JSON (a YAML document Helm reads with -f).
@@ -97,6 +98,8 @@ export function localValues(input: {
       replicas: 1,
       image: image(input.api),
       ingress: { enabled: true, host: API_INGRESS_HOST },
+      // the operator's calls over TLS, with a certificate from the release's own CA (cert-manager runs with the real node)
+      internalTls: { enabled: true },
       // the local Git server is on the node's private address: the API may read branch heads there
       ...(input.gitUrl ? { config: { outbound: { allow: [`${new URL(input.gitUrl).hostname}/32`] } } } : {}),
       ...onRealNode,

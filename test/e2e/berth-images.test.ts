@@ -8,7 +8,9 @@
 // on the real node under the chart's ServiceAccounts, the API answers through its Service, and its
 // CLI works inside the pod. Then `helm upgrade` rolls the API under traffic: a script's traces and
 // an App's /chat traces sent during the roll are all accepted and stored. Last, a private App is
-// guarded at the ingress by that API at the address the chart gives the operator.
+// guarded at the ingress by that API at the address the chart gives the operator. The operator's
+// calls to the API (governance provisioning) go over the API's internal TLS listener, as hack/up
+// installs the chart.
 import test from "ava";
 import { execFileSync } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
@@ -441,6 +443,21 @@ test.serial(
       t.is(status?.imageID?.split("@")[1], images[component].digest, `${component} runs the pushed image`);
     }
 
+    // The operator calls the API over its internal TLS listener (api.internalTls, as hack/up installs
+    // it): cert-manager issued the certificate from the release's own CA, and the API serves it.
+    const certificate = await client.get<KubeObject & { status?: { conditions?: { type: string; status: string }[] } }>({
+      apiVersion: "cert-manager.io/v1",
+      kind: "Certificate",
+      namespace: ns,
+      name: `${release}-api-internal`,
+    });
+    t.true(
+      certificate?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false,
+      "cert-manager issued the API's internal certificate",
+    );
+    const apiLog = await kubectl(["-n", ns, "logs", `deploy/${release}-api`, "-c", "api"]);
+    t.regex(apiLog.stdout, /listening on https:\/\/[^ "]+:8443 \(internal, TLS\)/);
+
     // Through the API's Service (the API server's service proxy reaches the pod through the node).
     const ready = await eventually(
       "the API's Service to answer",
@@ -547,7 +564,8 @@ test.serial(
     );
     const appHost = `hello.${BASE_DOMAIN}`;
     await eventually("the ingress to route hello", async () => (await viaIngress(INGRESS, appHost, "/")).status === 200, 30_000, 300);
-    // The script's key is the App's own (GOVDB_CONNECTION of the Secret the operator wrote).
+    // The script's key is the App's own (GOVDB_CONNECTION of the Secret the operator wrote, with the
+    // answer the API gave it over the internal TLS listener).
     const secret = await k.core.readNamespacedSecret({ name: "hello-governance", namespace: WORKSPACE_NAMESPACE });
     const govKey = keyOf(Buffer.from(secret.data!.GOVDB_CONNECTION!, "base64").toString());
 
@@ -698,8 +716,9 @@ test.serial(
       180_000,
       1000,
     );
-    // Private by default. The ingress controller calls the API by its Service's cluster DNS name, as
-    // the chart configures the operator (no BERTH_FORWARD_AUTH_URL): Traefik resolves it as a pod does.
+    // Private by default. The ingress controller calls the API by its Service's cluster DNS name on
+    // the plain port, as the chart configures the operator (BERTH_FORWARD_AUTH_URL: the operator's own
+    // calls go to the internal TLS listener, whose CA Traefik does not trust): Traefik resolves it as a pod does.
     const mw = await client.get<KubeObject & { spec: { forwardAuth: { address: string } } }>({
       apiVersion: "traefik.io/v1alpha1",
       kind: "Middleware",

@@ -2,7 +2,8 @@
 // helm: the local images, every pod of the chart on the real node (its label and taint as
 // hack/lib/realnode.sh registers them), Apps' pods placed there by the operator's configuration
 // (parsed by the operator's own config schema), the database URL from the Secret hack/up creates,
-// the pods running as the images' user. The rendered objects are accepted by the API server.
+// the pods running as the images' user, the operator calling the API over its internal TLS
+// listener. The rendered objects are accepted by the API server.
 import test from "ava";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -109,6 +110,20 @@ test("the operator places Apps' pods on the real node, and the database URL come
   );
   const ingress = find("Ingress", "berth-api") as Obj & { spec: k8s.V1IngressSpec };
   t.is(ingress.spec.rules?.[0]?.host, API_INGRESS_HOST);
+});
+
+test("the operator calls the API over its internal TLS listener, trusting the release's own CA; forward-auth stays plain", (t) => {
+  const op = podSpec(find("Deployment", "berth-operator")).containers[0]!;
+  const config = loadOperatorConfig(Object.fromEntries((op.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value])));
+  t.like(config, {
+    BERTH_OPERATOR_API_URL: "https://berth-api.berth-system.svc:8443",
+    BERTH_OPERATOR_API_CA_FILE: "/var/run/secrets/berth-api-ca/ca.crt",
+    BERTH_FORWARD_AUTH_URL: "http://berth-api.berth-system.svc:80/api/v1/forward-auth",
+  });
+  const api = podSpec(find("Deployment", "berth-api")).containers[0]!;
+  const env = Object.fromEntries((api.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+  t.is(loadConfig({ ...env, DATABASE_URL: "postgres://u:p@db:5432/berth" }).BERTH_INTERNAL_TLS_PORT, 8443);
+  t.truthy(find("Certificate", "berth-api-internal"), "cert-manager issues the API's certificate");
 });
 
 test("the API server accepts every rendered object (server-side dry run), with no Pod Security warning", async (t) => {
