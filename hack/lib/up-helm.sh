@@ -11,7 +11,8 @@
 #      selector; its endpoint is the node's bridge to hack/postgres.ts, hack/lib/berth-on-node.sh)
 #      and the Service berth-api-local (the fixed cluster IP the host's forward to the API targets)
 #   4. `helm upgrade --install berth charts/berth -n berth-system` with hack/lib/local-values.ts's
-#      values (every pod on the real node, Apps' pods too), skipped when neither the chart nor the
+#      values (every pod on the real node, Apps' pods too; the operator's calls to the API over the
+#      API's internal TLS listener, cert-manager issuing its certificate), skipped when neither the chart nor the
 #      values changed since the last successful install of the running release
 #   5. a platform admin key (minted by the API's CLI inside the API pod) and a workspace with a key
 #      (created through the API with that admin key), each kept in .local/ while it still works
