@@ -74,13 +74,26 @@ export class HttpGovernanceClient implements GovernanceClient {
     const timeout = AbortSignal.timeout(this.#timeoutMs);
     const url = new URL(`${this.#baseUrl}${PROVISION_PATH}`);
     const secure = url.protocol === "https:";
-    const res = await send(url, {
-      method,
-      agent: await this.#agent(secure),
-      headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify(body),
-      signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
-    });
+    let res: { status: number; text: string };
+    try {
+      res = await send(url, {
+        method,
+        agent: await this.#agent(secure),
+        headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json", Accept: "application/json" },
+        body: JSON.stringify(body),
+        signal: signal ? AbortSignal.any([signal, timeout]) : timeout,
+      });
+    } catch (err) {
+      if (signal?.aborted) throw err; // the reconcile was cancelled
+      // Unreachable, timed out, or a certificate the CA did not sign or of another name: the code (ECONNREFUSED, SELF_SIGNED_CERT_IN_CHAIN, ...) stays.
+      const e = err as NodeJS.ErrnoException;
+      throw Object.assign(
+        new Error(`governance ${what}: no answer from the API at ${url.origin}: ${e.message}${e.code ? ` (${e.code})` : ""}`, {
+          cause: err,
+        }),
+        { code: e.code },
+      );
+    }
     const text = res.text;
     if (res.status >= 200 && res.status < 300) {
       try {

@@ -208,6 +208,7 @@ test.serial("a client without the CA, or trusting another one, is refused at the
   const system = new HttpGovernanceClient({ baseUrl: server.url, tokenFile });
   const e1 = await t.throwsAsync(system.provision(request1));
   t.regex((e1 as NodeJS.ErrnoException).code ?? "", /SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT/);
+  t.true(e1.message.startsWith(`governance provisioning: no answer from the API at ${server.url}: `), e1.message);
   // another CA
   const wrong = new HttpGovernanceClient({ baseUrl: server.url, tokenFile, caFile: writeFile("ca-b.crt", caB.cert) });
   const e2 = await t.throwsAsync(wrong.provision(request1));
