@@ -1,9 +1,14 @@
 // Governance provisioning end to end: the operator, authenticated with a real
 // ServiceAccount token checked by TokenReview, gets an App's store and key from the API before the
 // first rollout, mounts them, re-provisions on request, and removes them; the key in the Secret
-// works for ingestion and stops working when replaced.
+// works for ingestion and stops working when replaced. The operator calls the API as the chart
+// runs it with api.internalTls: over the API's internal TLS listener, trusting a CA of its own
+// (a throwaway one here) and nothing else.
 import test from "ava";
 import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION } from "../../crds/schemas.ts";
 import { KubeClient, type KubeObject } from "../../kube/client.ts";
@@ -11,20 +16,44 @@ import type { RunningOperator } from "../../operator/main.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { eventually, kube } from "../helpers/kube.ts";
+import { issueServerCertificate, makeCa } from "../helpers/certificates.ts";
 
 const k = kube();
 const client = new KubeClient(k.kc);
 let api: TestApi;
 let op: RunningOperator;
+let tls = "";
+/** TLS connections the internal listener accepted (the operator's). */
+let tlsConnections = 0;
 
 test.before(async () => {
-  api = await startApi({ env: { BERTH_GOVERNANCE_HOST: "127.0.0.1:9" } });
-  // As the chart runs it: the operator's ServiceAccount and RBAC, its token checked by TokenReview.
-  op = await startTestOperator({ namespace: api.namespace, apiUrl: api.url });
+  tls = mkdtempSync(join(tmpdir(), "berth-governance-tls-"));
+  const ca = makeCa("berth-api internal CA");
+  const serving = issueServerCertificate(ca, { ipAddresses: ["127.0.0.1"] });
+  writeFileSync(join(tls, "tls.crt"), serving.cert);
+  writeFileSync(join(tls, "tls.key"), serving.key, { mode: 0o600 });
+  writeFileSync(join(tls, "ca.crt"), ca.cert);
+  api = await startApi({
+    env: {
+      BERTH_GOVERNANCE_HOST: "127.0.0.1:9",
+      BERTH_INTERNAL_TLS_PORT: "0",
+      BERTH_INTERNAL_TLS_CERT_FILE: join(tls, "tls.crt"),
+      BERTH_INTERNAL_TLS_KEY_FILE: join(tls, "tls.key"),
+    },
+  });
+  api.internal!.server.on("secureConnection", () => tlsConnections++);
+  // As the chart runs it: the operator's ServiceAccount and RBAC, its token checked by TokenReview,
+  // sent to the internal TLS listener only.
+  op = await startTestOperator({
+    namespace: api.namespace,
+    apiUrl: api.internal!.url,
+    env: { BERTH_OPERATOR_API_CA_FILE: join(tls, "ca.crt"), BERTH_FORWARD_AUTH_URL: `${api.url}/api/v1/forward-auth` },
+  });
 });
 test.after.always(async () => {
   await op?.stop();
   await api?.stop();
+  if (tls) rmSync(tls, { recursive: true, force: true });
 });
 
 const apps = () => `/workspaces/${api.workspaceId}/apps`;
@@ -63,6 +92,7 @@ test.serial("the first rollout waits for the governance Secret, and the containe
   const conn = decode(secret, "GOVDB_CONNECTION")!;
   t.regex(conn, /^govdb:\/\/gov_sk_[A-Za-z0-9_-]{43}@127\.0\.0\.1:9\/[a-z0-9_]+$/);
   t.is(decode(secret, "GOVERNANCE_PROJECT"), "chat");
+  t.true(tlsConnections > 0, "the operator provisioned through the API's internal TLS listener");
   const app = await client.get<KubeObject>({ apiVersion: API_VERSION, kind: "App", namespace: api.namespace, name: "chat" });
   t.true(app?.metadata.finalizers?.includes("berth.dev/governance"));
   await eventually(
