@@ -72,7 +72,8 @@ buildkit_up() {
   buildkit_config
   BERTH_EGRESS_LISTEN="127.0.0.1:$EGRESS_PORT" BERTH_EGRESS_ALLOW="${BERTH_EGRESS_ALLOW:-}" \
     node_start build-egress out "$(command -v node)" "$BERTH_ROOT/operator/builder/egress.ts"
-  wait_for "the builds' egress proxy" 15 bash -c "exec 3<>/dev/tcp/127.0.0.1/$EGRESS_PORT"
+  # (a relative request is its 400: the answer of this proxy, not of something else on the port)
+  wait_for "the builds' egress proxy" 15 sh -c "node_pid=\$(cat '$DIR/build-egress.pid') && kill -0 \$node_pid && curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:$EGRESS_PORT/ | grep -qx 400"
   HTTP_PROXY="http://127.0.0.1:$EGRESS_PORT" HTTPS_PROXY="http://127.0.0.1:$EGRESS_PORT" NO_PROXY="" \
     http_proxy="" https_proxy="" no_proxy="" \
     node_start buildkitd out "$(bin_path buildkitd)" --config "$DIR/buildkitd.toml"

@@ -34,7 +34,7 @@ BUILDKIT_PORT=$((PORT_BASE + 52))
 GIT_PORT=$((PORT_BASE + 53))
 # The builds' egress proxy (operator/builder/egress.ts), buildkitd's HTTP(S)_PROXY: on the host's
 # loopback only (buildkitd is a process of the host).
-EGRESS_PORT=$((PORT_BASE + 57))
+EGRESS_PORT=$((PORT_BASE + 58))
 # Custom domains: Traefik's websecure entrypoint (:443 on the node) on the host's loopback, and the
 # tests' DNS server (Pebble's challenge test server: records set over its management API).
 INGRESS_TLS_PORT=$((PORT_BASE + 54))

@@ -254,7 +254,7 @@ test.serial(
 );
 
 test.serial(
-  "the builder image: the build program as berth/node's user, its code root's, with git and buildctl, no node_modules and no other code; the Python and Go bases run as 10001",
+  "the builder image: the build program (and the builds' egress proxy) as berth/node's user, its code root's, with git and buildctl, no node_modules and no other code; the Python and Go bases run as 10001",
   async (t) => {
     const { config } = await inspect("builder");
     t.is(config.config.User, `${NODE_UID}:${NODE_UID}`);
@@ -266,6 +266,8 @@ test.serial(
       "app/package.json",
       "app/operator/builder/main.ts",
       "app/operator/builder/detect.ts",
+      "app/operator/builder/egress.ts",
+      "app/kube/addresses.ts",
       "usr/local/bin/buildctl",
       "usr/bin/git",
     ])
@@ -274,7 +276,7 @@ test.serial(
     for (const dir of [
       "app/node_modules",
       "app/api",
-      "app/kube",
+      "app/kube/client.ts",
       "app/crds",
       "app/toolkit",
       "app/operator/app",
@@ -285,6 +287,11 @@ test.serial(
     ])
       t.false(under(dir), `the builder has no ${dir}`);
     // (the lists' removal leaves a whiteout of the base's empty lists/partial: no file)
+    // of kube/, the address policy the builds' egress proxy shares with the API, alone
+    t.deepEqual(
+      [...paths].filter((p) => p.startsWith("app/kube/")),
+      ["app/kube/addresses.ts"],
+    );
     t.deepEqual(
       [...paths].filter((p) => p.startsWith("var/lib/apt/lists/") && !p.split("/").at(-1)!.startsWith(".wh.") && !p.endsWith("/lock")),
       [],
