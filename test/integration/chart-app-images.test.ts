@@ -38,7 +38,10 @@ test.before(async () => {
     "builder.buildkitHost=tcp://10.0.0.1:1234",
   ]);
   if (r.code !== 0) throw new Error(r.stderr);
-  const docs = (yaml.loadAll(r.stdout) as ({ kind?: string } | null)[]).filter((d) => d?.kind?.startsWith("ValidatingAdmissionPolicy"));
+  // the image policy alone (the chart's other policy, the API's, is applied by the identities helper)
+  const docs = (yaml.loadAll(r.stdout) as ({ kind?: string; metadata?: { name?: string } } | null)[]).filter(
+    (d) => d?.kind?.startsWith("ValidatingAdmissionPolicy") && d.metadata?.name?.endsWith("-app-images"),
+  );
   policyYaml = docs.map((d) => yaml.dump(d)).join("---\n");
 });
 test.after.always(async () => {

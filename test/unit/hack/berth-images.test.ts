@@ -149,9 +149,15 @@ test("the repository's Dockerfile: each image's inputs are there, its own code a
   t.is(new Set(COMPONENTS.map((c) => tags[c])).size, COMPONENTS.length, "each image has its own tag");
 });
 
-test("the builder image is built from operator/builder and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", async (t) => {
+test("the builder image is built from operator/builder, the address policy and package.json only (no dependencies, no other code), and its tag follows buildctl's version; the Python and Go bases from no file of the repository, Go's tag follows the toolchain's version", async (t) => {
   const dockerfile = readFileSync(join(root, "Dockerfile"), "utf8");
-  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), ["Dockerfile", ".dockerignore", "operator/builder", "package.json"]);
+  t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.builder.target), [
+    "Dockerfile",
+    ".dockerignore",
+    "kube/addresses.ts",
+    "operator/builder",
+    "package.json",
+  ]);
   t.deepEqual(imageInputs(dockerfile, BERTH_IMAGES.python.target), ["Dockerfile", ".dockerignore"]);
   t.deepEqual(
     imageInputs(dockerfile, BERTH_IMAGES.go.target),
