@@ -39,6 +39,13 @@ export interface BuildConfig {
    * loopback or private addresses; "daemon", on buildkitd's own network as it is configured.
    */
   network: "proxy" | "daemon";
+  /**
+   * Mutual TLS to buildkitd (BERTH_BUILDKIT_TLS_CA, _CERT, _KEY: PEM texts from the Secret
+   * berth-buildkit-client the operator copies into the namespace; _SERVER_NAME optional): written to
+   * files only buildctl reads, never passed on in an environment, an argument or a log line.
+   * undefined: plain TCP, as buildkitd is reached without it.
+   */
+  tls: BuildkitTls | undefined;
   /** from the Job's Secret; only ever passed to git through its environment */
   credentials: { username: string; password: string } | undefined;
   /** where the JSON result goes (the container's termination log) */
@@ -50,6 +57,25 @@ export interface BuildConfig {
   /** what git and buildctl inherit: PATH, BUILDKIT_HOST, proxies, CA bundles, TZ, LANG (never the Git credentials) */
   environment: Record<string, string>;
 }
+
+/** The client side of mutual TLS to buildkitd: PEM texts, each ending in a newline. */
+export interface BuildkitTls {
+  /** the CA that signed buildkitd's certificate */
+  ca: string;
+  /** the build's client certificate, which buildkitd checks against its own CA */
+  cert: string;
+  key: string;
+  /** the name buildkitd's certificate is checked against; undefined: the host of BUILDKIT_HOST */
+  serverName: string | undefined;
+}
+
+/** The variables that carry mutual TLS to buildkitd (docs/builds.md "mTLS"). */
+export const TLS_VARIABLES = {
+  ca: "BERTH_BUILDKIT_TLS_CA",
+  cert: "BERTH_BUILDKIT_TLS_CERT",
+  key: "BERTH_BUILDKIT_TLS_KEY",
+  serverName: "BERTH_BUILDKIT_TLS_SERVER_NAME",
+} as const;
 
 /** The variables the commands inherit from the container's environment. */
 export const INHERITED = [
@@ -163,6 +189,8 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
     );
   }
 
+  const tls = tlsConfig(env);
+
   return {
     repoUrl,
     commit,
@@ -175,12 +203,43 @@ export function parseConfig(env: Readonly<Record<string, string | undefined>>): 
     baseImages,
     cacheScope,
     network,
+    tls,
     credentials: username || password ? { username, password } : undefined,
     resultFile: value("BERTH_BUILD_RESULT_FILE") ?? "/dev/termination-log",
     workspace: value("BERTH_BUILD_WORKSPACE") ?? "/workspace",
     buildctl: value("BERTH_BUILDCTL") ?? "buildctl",
     environment: Object.fromEntries(INHERITED.flatMap((n) => (env[n] === undefined ? [] : [[n, env[n]]]))),
   };
+}
+
+/**
+ * Mutual TLS to buildkitd from the environment: the CA, the certificate and the key together (PEM),
+ * or none of them. A message names the variable that is wrong, never its text.
+ */
+function tlsConfig(env: Readonly<Record<string, string | undefined>>): BuildkitTls | undefined {
+  const text = (name: string) => {
+    const v = env[name];
+    return v === undefined || v.trim() === "" ? undefined : `${v.trim()}\n`;
+  };
+  const ca = text(TLS_VARIABLES.ca);
+  const cert = text(TLS_VARIABLES.cert);
+  const key = text(TLS_VARIABLES.key);
+  const serverName = env[TLS_VARIABLES.serverName]?.trim() || undefined;
+  if (!ca && !cert && !key) {
+    if (serverName) throw new ConfigError("build", `${TLS_VARIABLES.serverName} is set without ${TLS_VARIABLES.ca}, _CERT and _KEY`);
+    return undefined;
+  }
+  const missing = (["ca", "cert", "key"] as const).filter((k) => !{ ca, cert, key }[k]).map((k) => TLS_VARIABLES[k]);
+  if (missing.length)
+    throw new ConfigError("build", `mutual TLS to buildkitd needs the CA, the certificate and the key: ${missing.join(" and ")} not set`);
+  const certificate = /-----BEGIN CERTIFICATE-----[\s\S]+-----END CERTIFICATE-----/;
+  if (!certificate.test(ca!)) throw new ConfigError("build", `${TLS_VARIABLES.ca} is not a PEM certificate`);
+  if (!certificate.test(cert!)) throw new ConfigError("build", `${TLS_VARIABLES.cert} is not a PEM certificate`);
+  if (!/-----BEGIN ([A-Z]+ )?PRIVATE KEY-----[\s\S]+-----END ([A-Z]+ )?PRIVATE KEY-----/.test(key!))
+    throw new ConfigError("build", `${TLS_VARIABLES.key} is not a PEM private key`);
+  if (serverName !== undefined && !/^[A-Za-z0-9.:-]{1,253}$/.test(serverName))
+    throw new ConfigError("build", `${TLS_VARIABLES.serverName} must be a host name or an IP address`);
+  return { ca: ca!, cert: cert!, key: key!, serverName };
 }
 
 /** The configuration of this process's environment. */

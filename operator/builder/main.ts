@@ -7,9 +7,10 @@
 // Node.js builtins only: the builder image has git, buildctl and Node.js, no node_modules.
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import type { BuildConfig, Step } from "./config.ts";
+import type { BuildConfig, BuildkitTls, Step } from "./config.ts";
 import { ConfigError, fromEnvironment, RESULT_LINE_PREFIX } from "./config.ts";
 import type { Plan, SourceTree, Stack } from "./detect.ts";
 import { detect, DETECT_READS } from "./detect.ts";
@@ -161,10 +162,59 @@ export interface BuildInput {
   metadataFile: string;
   /** BuildKit's source policy (sourcePolicy), written beside the plan */
   sourcePolicyFile?: string | undefined;
+  /** mutual TLS to buildkitd: the files writeTlsFiles wrote */
+  tls?: TlsFiles | undefined;
+}
+
+/** The files of mutual TLS to buildkitd, as buildctl's global flags name them. */
+export interface TlsFiles {
+  /** the directory holding them (removed after the build) */
+  dir: string;
+  ca: string;
+  cert: string;
+  key: string;
+  serverName?: string | undefined;
 }
 
 /**
- * `buildctl build`'s arguments (BUILDKIT_HOST in the environment names the daemon). With a cache
+ * Writes the CA, the client certificate and its key for buildctl into a new directory under
+ * `parent` (/tmp: never the build context nor the plan's directory, which buildkitd receives), the
+ * directory 0700 and each file 0600: readable by this user alone. The texts appear in no argument,
+ * environment or log line.
+ */
+export async function writeTlsFiles(tls: BuildkitTls, parent: string = tmpdir()): Promise<TlsFiles> {
+  const dir = await mkdtemp(join(parent, "berth-buildkit-tls-"));
+  const file = async (name: string, text: string) => {
+    const path = join(dir, name);
+    await writeFile(path, text, { mode: 0o600, flag: "wx" });
+    return path;
+  };
+  return {
+    dir,
+    ca: await file("ca.crt", tls.ca),
+    cert: await file("tls.crt", tls.cert),
+    key: await file("tls.key", tls.key),
+    serverName: tls.serverName,
+  };
+}
+
+/** buildctl's global flags of mutual TLS (before its command); none without it. */
+export function buildctlTlsArgs(tls: TlsFiles | undefined): string[] {
+  if (!tls) return [];
+  return [
+    "--tlscacert",
+    tls.ca,
+    "--tlscert",
+    tls.cert,
+    "--tlskey",
+    tls.key,
+    ...(tls.serverName ? ["--tlsservername", tls.serverName] : []),
+  ];
+}
+
+/**
+ * `buildctl build`'s arguments (BUILDKIT_HOST in the environment names the daemon), after the
+ * global flags of mutual TLS when the build has it (input.tls). With a cache
  * ref: the App's registry cache is imported (a missing one is not an error: BuildKit goes on
  * without it) and exported with every step (mode=max, as an OCI image manifest, which any registry
  * stores); a failed export is ignored, since the image is already pushed by then.
@@ -257,6 +307,7 @@ export function buildctlArgs(
       ]
     : [];
   return [
+    ...buildctlTlsArgs(input.tls),
     "build",
     "--frontend",
     "dockerfile.v0",
@@ -306,6 +357,17 @@ export function buildFailure(output: string, image: string): { step: Step; reaso
           .join("\n")
       : "";
   const both = `${context ? `${context}\n` : ""}${error}`;
+  // Before any step ran (no "#<n>" line): the connection to buildkitd, not a registry's certificate.
+  if (
+    /authentication handshake failed|x509: |tls: |first record does not look like a TLS handshake/i.test(error) &&
+    !/^#\d+/m.test(output)
+  ) {
+    return {
+      step: "build",
+      reason: "BuilderUnavailable",
+      message: `the build service (BuildKit) refused the connection's TLS (its certificate, the build's client certificate or the name it is reached by): tell the platform's operator.\n${error}`,
+    };
+  }
   if (
     /connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded/i.test(
       error,
@@ -518,9 +580,15 @@ export async function build(c: BuildConfig, log: Log = stdoutLog, at: { step: St
   const t1 = performance.now();
   log(
     "build",
-    `buildctl build → ${c.image}:${c.tag}${c.insecure ? " (plain-HTTP registry)" : ""} on ${c.environment.BUILDKIT_HOST ?? "buildctl's default address"}`,
+    `buildctl build → ${c.image}:${c.tag}${c.insecure ? " (plain-HTTP registry)" : ""} on ${c.environment.BUILDKIT_HOST ?? "buildctl's default address"}${c.tls ? " over mutual TLS (the platform's client certificate)" : ""}`,
   );
-  const built = await runCommand(c.buildctl, buildctlArgs(c, input), buildctlEnv(c.environment, home), ws, (l) => log("build", l));
+  if (c.tls) input.tls = await writeTlsFiles(c.tls);
+  let built: { code: number; output: string };
+  try {
+    built = await runCommand(c.buildctl, buildctlArgs(c, input), buildctlEnv(c.environment, home), ws, (l) => log("build", l));
+  } finally {
+    if (input.tls) await rm(input.tls.dir, { recursive: true, force: true });
+  }
   const buildMs = Math.round(performance.now() - t1);
   if (built.code !== 0) {
     const f = buildFailure(built.output.trim() || `buildctl exited with code ${built.code} and printed nothing`, c.image);

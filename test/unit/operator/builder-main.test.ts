@@ -1,13 +1,18 @@
 // The build program's pure parts (operator/builder/main.ts, config.ts): the configuration read from
 // the contract's environment, git's commands and environment (credentials only ever in the
-// environment), buildctl's arguments, what failures mean, and the result as the termination log
-// holds it. test/e2e/builder.test.ts runs the program against real git, BuildKit and a registry.
+// environment), buildctl's arguments (and its files of mutual TLS to buildkitd), what failures
+// mean, and the result as the termination log holds it. test/e2e/builder.test.ts runs the program against real git, BuildKit and a registry.
 import test from "ava";
+import { mkdtempSync, readFileSync, rmSync, statSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { ConfigError, parseConfig, safeRelativePath } from "../../../operator/builder/config.ts";
 import type { BuildResult } from "../../../operator/builder/main.ts";
 import {
   buildctlArgs,
   buildctlEnv,
+  buildctlTlsArgs,
+  writeTlsFiles,
   cacheMountNamespace,
   PRIVATE_URL,
   sourcePolicy,
@@ -224,6 +229,120 @@ test("buildctl: the dockerfile frontend, the checkout as context, a push with th
   t.false(JSON.stringify(buildctlArgs(c, input)).includes("hunter2"));
 });
 
+// Mutual TLS to buildkitd (docs/builds.md "mTLS"): PEM texts the build Job gets from the Secret
+// berth-buildkit-client by secretKeyRef. These stand in for them; the key's text is a marker that
+// must never show up anywhere but in its file.
+const KEY_MARKER = "the-client-key-material";
+const TLS_ENV = {
+  BERTH_BUILDKIT_TLS_CA: "-----BEGIN CERTIFICATE-----\nMIIBcaCA\n-----END CERTIFICATE-----\n",
+  BERTH_BUILDKIT_TLS_CERT: "-----BEGIN CERTIFICATE-----\nMIIBclient\n-----END CERTIFICATE-----",
+  BERTH_BUILDKIT_TLS_KEY: `-----BEGIN PRIVATE KEY-----\n${KEY_MARKER}\n-----END PRIVATE KEY-----\n`,
+};
+
+test("mutual TLS to buildkitd: the CA, the certificate and the key together, each ending in a newline; none of them keeps plain TCP", (t) => {
+  t.is(parseConfig(ENV).tls, undefined, "no variable: buildctl as before");
+  const c = parseConfig({ ...ENV, ...TLS_ENV });
+  t.deepEqual(c.tls, {
+    ca: TLS_ENV.BERTH_BUILDKIT_TLS_CA,
+    cert: `${TLS_ENV.BERTH_BUILDKIT_TLS_CERT}\n`,
+    key: TLS_ENV.BERTH_BUILDKIT_TLS_KEY,
+    serverName: undefined,
+  });
+  t.is(parseConfig({ ...ENV, ...TLS_ENV, BERTH_BUILDKIT_TLS_SERVER_NAME: "buildkitd.builds.svc" }).tls?.serverName, "buildkitd.builds.svc");
+  t.is(
+    parseConfig({
+      ...ENV,
+      ...TLS_ENV,
+      BERTH_BUILDKIT_TLS_KEY: `-----BEGIN EC PRIVATE KEY-----\nk\n-----END EC PRIVATE KEY-----`,
+    }).tls?.key.startsWith("-----BEGIN EC"),
+    true,
+  );
+  t.false(
+    Object.keys(c.environment).some((n) => n.startsWith("BERTH_BUILDKIT_TLS")),
+    "the texts are inherited by neither git nor buildctl",
+  );
+});
+
+test("a bad mutual TLS configuration names the variable at step build, never its text", (t) => {
+  const cases: [string, Record<string, string | undefined>, RegExp][] = [
+    [
+      "the key alone",
+      { BERTH_BUILDKIT_TLS_KEY: TLS_ENV.BERTH_BUILDKIT_TLS_KEY },
+      /BERTH_BUILDKIT_TLS_CA and BERTH_BUILDKIT_TLS_CERT not set/,
+    ],
+    ["no key", { ...TLS_ENV, BERTH_BUILDKIT_TLS_KEY: " " }, /BERTH_BUILDKIT_TLS_KEY not set/],
+    ["a CA that is no certificate", { ...TLS_ENV, BERTH_BUILDKIT_TLS_CA: "ca" }, /BERTH_BUILDKIT_TLS_CA is not a PEM certificate/],
+    [
+      "a key in the certificate's place",
+      { ...TLS_ENV, BERTH_BUILDKIT_TLS_CERT: TLS_ENV.BERTH_BUILDKIT_TLS_KEY },
+      /BERTH_BUILDKIT_TLS_CERT is not a PEM certificate/,
+    ],
+    [
+      "a certificate in the key's place",
+      { ...TLS_ENV, BERTH_BUILDKIT_TLS_KEY: TLS_ENV.BERTH_BUILDKIT_TLS_CA },
+      /BERTH_BUILDKIT_TLS_KEY is not a PEM private key/,
+    ],
+    ["a server name without the rest", { BERTH_BUILDKIT_TLS_SERVER_NAME: "buildkitd" }, /BERTH_BUILDKIT_TLS_SERVER_NAME is set without/],
+    [
+      "a server name with a space",
+      { ...TLS_ENV, BERTH_BUILDKIT_TLS_SERVER_NAME: "a b" },
+      /BERTH_BUILDKIT_TLS_SERVER_NAME must be a host name/,
+    ],
+  ];
+  for (const [what, env, message] of cases) {
+    const e = configError({ ...ENV, ...env });
+    t.like(e, { step: "build" }, what);
+    t.regex(e?.message ?? "", message, what);
+    t.false((e?.message ?? "").includes(KEY_MARKER), `${what}: the key's text is not in the message`);
+  }
+});
+
+test("buildctl over mutual TLS: the files as its global flags before the command, the server name when set; the texts in no argument or environment", (t) => {
+  const c = { ...parseConfig({ ...ENV, ...TLS_ENV }), cacheScope: "0123456789abcdef" };
+  const input = { context: "/ws/src", dockerfileDir: "/ws/src", dockerfileName: "Dockerfile", metadataFile: "/ws/plan/metadata.json" };
+  const files = {
+    dir: "/tmp/berth-buildkit-tls-x",
+    ca: "/tmp/berth-buildkit-tls-x/ca.crt",
+    cert: "/tmp/berth-buildkit-tls-x/tls.crt",
+    key: "/tmp/berth-buildkit-tls-x/tls.key",
+  };
+  const args = buildctlArgs(c, { ...input, tls: files });
+  t.deepEqual(args.slice(0, 7), ["--tlscacert", files.ca, "--tlscert", files.cert, "--tlskey", files.key, "build"]);
+  t.deepEqual(args.slice(6), buildctlArgs(c, input), "the build's own arguments are those of plain TCP");
+  t.is(buildctlArgs(c, input)[0], "build", "without TLS files, no TLS flag");
+  t.deepEqual(buildctlTlsArgs({ ...files, serverName: "buildkitd.builds.svc" }).slice(-2), ["--tlsservername", "buildkitd.builds.svc"]);
+  t.deepEqual(buildctlTlsArgs(undefined), []);
+  const text = JSON.stringify([args, buildctlEnv(c.environment, "/ws/home")]);
+  t.false(text.includes(KEY_MARKER) || text.includes("MIIBclient") || text.includes("MIIBcaCA"));
+});
+
+test("the TLS files: a directory of their own under /tmp (outside the build context), each file 0600 holding its text, gone with the directory", async (t) => {
+  const parent = mkdtempSync(join(tmpdir(), "berth-tls-test-"));
+  try {
+    const c = parseConfig({ ...ENV, ...TLS_ENV, BERTH_BUILDKIT_TLS_SERVER_NAME: "10.201.0.1" });
+    const files = await writeTlsFiles(c.tls!, parent);
+    t.true(files.dir.startsWith(join(parent, "berth-buildkit-tls-")));
+    t.is(statSync(files.dir).mode & 0o777, 0o700, "the directory: its user's alone");
+    for (const [path, text] of [
+      [files.ca, c.tls!.ca],
+      [files.cert, c.tls!.cert],
+      [files.key, c.tls!.key],
+    ] as const) {
+      t.is(statSync(path).mode & 0o777, 0o600, `${path} is 0600`);
+      t.is(readFileSync(path, "utf8"), text);
+    }
+    t.true(readFileSync(files.key, "utf8").includes(KEY_MARKER));
+    t.is(files.serverName, "10.201.0.1");
+    t.deepEqual(buildctlTlsArgs(files).slice(-2), ["--tlsservername", "10.201.0.1"]);
+    const again = await writeTlsFiles(c.tls!, parent);
+    t.not(again.dir, files.dir, "each build writes its own");
+    rmSync(files.dir, { recursive: true, force: true });
+    t.false(existsSync(files.key));
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
+});
+
 test("what a failed fetch means", (t) => {
   t.is(cloneFailure("fatal: remote error: upload-pack: not our ref 0123").reason, "CommitNotFound");
   t.is(cloneFailure("fatal: couldn't find remote ref 0123").reason, "CommitNotFound");
@@ -276,6 +395,24 @@ test("what a failed build means: the failing step's output and BuildKit's error,
       "reg/apps/a",
     ),
     { step: "build", reason: "BuilderUnavailable" },
+  );
+  // mutual TLS refused before any step: the platform's certificates, said as such
+  for (const tls of [
+    'error: listing workers: connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"',
+    'error: failed to solve: Unavailable: connection error: desc = "error reading server preface: remote error: tls: unknown certificate authority"',
+    'error: listing workers: rpc error: code = Unavailable desc = connection error: desc = "error reading server preface: remote error: tls: certificate required"',
+  ]) {
+    const f = buildFailure(tls, "reg/apps/a");
+    t.like(f, { step: "build", reason: "BuilderUnavailable" }, tls);
+    t.regex(f.message, /refused the connection's TLS/);
+  }
+  t.like(
+    buildFailure(
+      "#2 [internal] load metadata for registry.example.com/x:v1\nerror: failed to solve: registry.example.com/x:v1: failed to resolve source metadata for registry.example.com/x:v1: failed to do request: tls: failed to verify certificate: x509: certificate signed by unknown authority",
+      "reg/apps/a",
+    ),
+    { step: "build", reason: "BaseImageUnavailable" },
+    "a registry's certificate during the build is not buildkitd's",
   );
 });
 
