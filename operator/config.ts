@@ -79,6 +79,21 @@ export const OperatorConfigSchema = z.object({
     .regex(/^(tcp|unix|tcp\+tls):\/\//, "must be a BuildKit address: tcp://host:port")
     .optional()
     .describe("BuildKit's address as build Jobs reach it"),
+  BERTH_BUILDKIT_TLS: bool
+    .default(false)
+    .describe(
+      "Mutual TLS to buildkitd: build Jobs present the client certificate of the Secret berth-buildkit-client in BERTH_NAMESPACE (keys ca.crt, tls.crt, tls.key), which the operator copies into each namespace it builds in",
+    ),
+  BERTH_BUILDKIT_TLS_SERVER_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9.:-]{1,253}$/, "must be a host name or an IP address")
+    .optional()
+    .describe("With BERTH_BUILDKIT_TLS: the name buildkitd's certificate is checked against; the host of BERTH_BUILDKIT_HOST when unset"),
+  BERTH_NAMESPACE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, "must be a namespace name")
+    .default("berth-system")
+    .describe("Berth's own namespace (the release namespace): where the Secret berth-buildkit-client is read (BERTH_BUILDKIT_TLS)"),
   BERTH_BUILD_REGISTRY: z
     .string()
     .regex(/^[a-z0-9.-]+(:\d+)?$/, "must be host[:port]")

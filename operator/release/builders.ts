@@ -8,6 +8,8 @@ import { envSecretName } from "../../crds/app.ts";
 import { gitCredentialsSecret, jobName, RELEASE_LABEL, RELEASE_STEP_LABEL } from "../../crds/release.ts";
 import { MANAGED_BY, withHash } from "../kit/apply.ts";
 import type { ReleaseObject } from "../kit/objects.ts";
+import type { KubeObject } from "../../kube/objects.ts";
+import { TLS_VARIABLES } from "../builder/config.ts";
 import { CONTAINER, podSpec, restrictedContainer, restrictedPod, type GovernanceRef, type Placement } from "../kit/pod.ts";
 
 export type { ReleaseObject };
@@ -36,7 +38,63 @@ export interface BuildSettings {
   cache: "local" | "registry";
   /** How RUN steps reach the network (BERTH_BUILD_NETWORK; docs/builds.md "Network"). */
   network: "proxy" | "daemon";
+  /** Mutual TLS to buildkitd (BERTH_BUILDKIT_TLS; docs/builds.md "mTLS"); plain TCP when absent. */
+  tls?: BuildkitTlsSettings | undefined;
 }
+
+export interface BuildkitTlsSettings {
+  /** Berth's namespace, which holds the original of the client certificate's Secret (BERTH_NAMESPACE). */
+  secretNamespace: string;
+  /** The name buildkitd's certificate is checked against (BERTH_BUILDKIT_TLS_SERVER_NAME). */
+  serverName?: string | undefined;
+}
+
+/**
+ * The Secret of build Jobs' client certificate for buildkitd: the platform team's original in
+ * Berth's namespace, and the operator's copy of it, under the same name, in each namespace it
+ * builds in (a secretKeyRef names a Secret of the pod's own namespace).
+ */
+export const BUILDKIT_CLIENT_SECRET = "berth-buildkit-client";
+/** Its keys: the CA of buildkitd's certificate, the client certificate and its key (cert-manager's names). */
+export const BUILDKIT_CLIENT_KEYS = { ca: "ca.crt", cert: "tls.crt", key: "tls.key" } as const;
+/** The label that tells the operator's copies (with MANAGED_BY). */
+export const BUILDKIT_CLIENT_LABEL = { "app.kubernetes.io/component": "buildkit-client" } as const;
+
+type SecretObject = KubeObject & { data?: Record<string, string>; type?: string };
+
+/**
+ * The copy of the client certificate's Secret for a namespace's build Jobs, from the original
+ * (its three keys only, as an Opaque Secret whatever the original's type, owned by nothing: one
+ * per namespace, shared by its builds and kept up to date with the original before each one);
+ * undefined when the original is missing or lacks one of the keys. Pure.
+ */
+export function buildkitClientSecret(namespace: string, original: SecretObject | undefined): SecretObject | undefined {
+  const data: Record<string, string> = {};
+  for (const key of Object.values(BUILDKIT_CLIENT_KEYS)) {
+    const v = original?.data?.[key];
+    if (!v) return undefined;
+    data[key] = v;
+  }
+  const copy: SecretObject = {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: {
+      name: BUILDKIT_CLIENT_SECRET,
+      namespace,
+      labels: { ...MANAGED_BY, ...BUILDKIT_CLIENT_LABEL },
+      annotations: {
+        "berth.dev/purpose": `The build Jobs' client certificate for buildkitd (mutual TLS), copied by Berth's operator from ${original!.metadata.namespace ?? ""}/${BUILDKIT_CLIENT_SECRET} before each build (docs/builds.md "mTLS").`,
+      },
+    },
+    type: "Opaque",
+    data,
+  };
+  return withHash(copy);
+}
+
+/** Whether a Secret is one of the operator's copies of the client certificate. */
+export const isBuildkitClientCopy = (o: KubeObject): boolean =>
+  Object.entries({ ...MANAGED_BY, ...BUILDKIT_CLIENT_LABEL }).every(([k, v]) => o.metadata.labels?.[k] === v);
 
 /** The tag of an App's registry build cache, in its image repository. */
 export const BUILD_CACHE_TAG = "buildcache";
@@ -122,6 +180,16 @@ export function buildJob(r: ReleaseObject, s: BuildSettings, placement: Placemen
     { name: "BERTH_BUILD_TAG", value: git.commitSha.slice(0, 12) },
     ...(s.cache === "registry" ? [{ name: "BERTH_BUILD_CACHE_REF", value: `${repository}:${BUILD_CACHE_TAG}` }] : []),
     { name: "BUILDKIT_HOST", value: s.buildkitHost },
+    // mutual TLS: the namespace's copy of the client certificate, by secretKeyRef (no volume)
+    ...(s.tls
+      ? [
+          ...(["ca", "cert", "key"] as const).map((k): k8s.V1EnvVar => ({
+            name: TLS_VARIABLES[k],
+            valueFrom: { secretKeyRef: { name: BUILDKIT_CLIENT_SECRET, key: BUILDKIT_CLIENT_KEYS[k] } },
+          })),
+          ...(s.tls.serverName ? [{ name: TLS_VARIABLES.serverName, value: s.tls.serverName }] : []),
+        ]
+      : []),
     { name: "BERTH_BUILD_NETWORK", value: s.network },
     { name: "BERTH_BUILD_REGISTRY_INSECURE", value: String(s.registryInsecure) },
     { name: "BERTH_BUILD_BASE_IMAGES", value: JSON.stringify(s.baseImages) },

@@ -67,6 +67,7 @@ export function buildSettings(cfg: OperatorConfig): BuildSettings | undefined {
     timeoutSeconds: cfg.BERTH_BUILD_TIMEOUT_SECONDS,
     cache: cfg.BERTH_BUILD_CACHE,
     network: cfg.BERTH_BUILD_NETWORK,
+    ...(cfg.BERTH_BUILDKIT_TLS ? { tls: { secretNamespace: cfg.BERTH_NAMESPACE, serverName: cfg.BERTH_BUILDKIT_TLS_SERVER_NAME } } : {}),
   };
 }
 
@@ -84,6 +85,9 @@ export function wireReleaseController(op: OperatorContext): WiredController {
   const pods = informers.managed("Pod");
   const deployments = informers.managed("Deployment");
   const cronJobs = informers.managed("CronJob");
+  const build = buildSettings(cfg);
+  // the copies of buildkitd's client certificate (mutual TLS), in the App controller's cache of Berth's Secrets
+  const secrets = build?.tls ? informers.managed("Secret") : undefined;
   const deploying = deployingReleasesOf(releases);
   // Build results are read off the logs of running build pods; a printed one wakes its release.
   const buildLogs = new BuildLogs(op.manager.rest, (req) => controller.enqueue(req));
@@ -105,9 +109,10 @@ export function wireReleaseController(op: OperatorContext): WiredController {
       pods,
       deployments,
       cronJobs,
+      secrets,
       buildLogs,
       metrics: op.metrics,
-      build: buildSettings(cfg),
+      build,
       placement: { nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS },
       events: op.events,
       now: op.now,

@@ -29,9 +29,14 @@ import type { Metrics } from "../runtime/metrics.ts";
 import { recordLifecycle } from "../kit/events.ts";
 import type { AppObject, ReleaseObject } from "../kit/objects.ts";
 import { governanceRefOf, type Placement } from "../kit/pod.ts";
+import { convergeChild } from "../kit/apply.ts";
 import {
+  BUILDKIT_CLIENT_KEYS,
+  BUILDKIT_CLIENT_SECRET,
   buildJob,
+  buildkitClientSecret,
   buildSlot,
+  isBuildkitClientCopy,
   jobOutcome,
   parseBuildResult,
   releaseFailure,
@@ -39,6 +44,7 @@ import {
   tail,
   terminated,
   type BuildSettings,
+  type BuildkitTlsSettings,
 } from "./builders.ts";
 import type { BuildLogs } from "./build-log.ts";
 import { applyReleaseStatus, nextReleaseStatus, rolloutStep, supersedeStep, type ReleaseStep } from "./status.ts";
@@ -90,6 +96,20 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
   },
   {
     group: "",
+    resource: "secrets",
+    verbs: ["get"],
+    names: [BUILDKIT_CLIENT_SECRET],
+    scope: "release",
+    why: "With mutual TLS to buildkitd (BERTH_BUILDKIT_TLS), the build Jobs' client certificate is read from its Secret in Berth's namespace before each build",
+  },
+  {
+    group: "",
+    resource: "secrets",
+    verbs: ["get", "list", "watch", "create", "patch"],
+    why: "With mutual TLS to buildkitd, the build Jobs' client certificate (Secret berth-buildkit-client) is copied into the namespace of each build (server-side apply; read after a refused create), where the build Job reads it by secretKeyRef; the copies are watched (label-selected) to apply only a changed one",
+  },
+  {
+    group: "",
     resource: "pods/log",
     verbs: ["get"],
     why: "A running build pod's log is followed for the result its last line carries, before the kubelet reports the exit (BuildLogs)",
@@ -106,6 +126,8 @@ export interface ReleaseReconcilerDeps {
   /** The Apps' workloads, to record how a release's rollout ended. */
   deployments: Informer<KubeObject>;
   cronJobs: Informer<KubeObject>;
+  /** Berth's Secrets (label-selected): the copies of the buildkitd client certificate; needed with build.tls. */
+  secrets?: Informer<KubeObject> | undefined;
   /** Results read off running build pods' logs; without it, only the pods' exits tell. */
   buildLogs?: BuildLogs | undefined;
   /** Counts where build outcomes were read (berth_build_results_total). */
@@ -133,6 +155,8 @@ export class ReleaseReconciler implements Reconciler {
   constructor(deps: ReleaseReconcilerDeps) {
     this.deps = deps;
     this.cache = new ReadYourWritesCache(deps.client, OPERATOR_FIELD_MANAGER).track("Release", deps.releases).track("Job", deps.jobs);
+    if (deps.secrets) this.cache.track("Secret", deps.secrets);
+    else if (deps.build?.tls) throw new Error("mutual TLS to buildkitd needs the Secrets informer");
   }
 
   /**
@@ -226,7 +250,7 @@ export class ReleaseReconciler implements Reconciler {
       return { requeueAfterMs: BUILD_SLOT_RECHECK_MS };
     }
     this.waiting.delete(`${namespace}/${name}`);
-    await this.ensureJob(buildJob(r, build, this.deps.placement) as KubeObject);
+    if (!(await this.startBuild(r, build, ctx))) return;
     await this.write(
       r,
       {
@@ -241,7 +265,7 @@ export class ReleaseReconciler implements Reconciler {
   private async building(r: ReleaseObject, app: AppObject, ctx: ReconcileContext): Promise<void> {
     const job = this.cache.get<k8s.V1Job & KubeObject>("Job", r.metadata.namespace!, jobName(r.metadata.name!, "build"));
     if (!job) {
-      if (this.deps.build) await this.ensureJob(buildJob(r, this.deps.build, this.deps.placement) as KubeObject);
+      if (this.deps.build) await this.startBuild(r, this.deps.build, ctx);
       return;
     }
     const pods = this.stepPods(r, "build");
@@ -375,6 +399,68 @@ export class ReleaseReconciler implements Reconciler {
       const step = latest && supersedeStep(latest, current);
       if (step) await this.write(latest, step, ctx);
     }
+  }
+
+  /**
+   * Creates the build Job, after the client certificate for buildkitd (with mutual TLS) is in the
+   * release's namespace. When it cannot be, the release fails (BuilderTlsNotConfigured: a platform
+   * problem the message says how to fix) and false is returned.
+   */
+  private async startBuild(r: ReleaseObject, build: BuildSettings, ctx: ReconcileContext): Promise<boolean> {
+    if (build.tls && !this.cache.get("Job", r.metadata.namespace!, jobName(r.metadata.name!, "build"))) {
+      const failure = await this.ensureBuildkitClient(r.metadata.namespace!, build.tls);
+      if (failure) {
+        const now = this.deps.now().toISOString();
+        await this.write(
+          r,
+          {
+            change: {
+              phase: "build_failed",
+              finishedAt: now,
+              failure: { step: "build", reason: "BuilderTlsNotConfigured", message: failure },
+            },
+            reason: "BuildFailed",
+            message: `BuilderTlsNotConfigured: ${failure}`.slice(0, 1000),
+          },
+          ctx,
+        );
+        return false;
+      }
+    }
+    await this.ensureJob(buildJob(r, build, this.deps.placement) as KubeObject);
+    return true;
+  }
+
+  /**
+   * The namespace's copy of the client certificate's Secret, as the original in Berth's namespace
+   * now is: applied only when it differs (the watch cache of Berth's Secrets tells), never over a
+   * Secret of that name Berth did not write. Returns why it cannot be, or undefined. The Secret's
+   * data is never logged.
+   */
+  private async ensureBuildkitClient(namespace: string, tls: BuildkitTlsSettings): Promise<string | undefined> {
+    const where = `${tls.secretNamespace}/${BUILDKIT_CLIENT_SECRET}`;
+    const original = await this.cache.fetch<KubeObject & { data?: Record<string, string> }>({
+      apiVersion: "v1",
+      kind: "Secret",
+      namespace: tls.secretNamespace,
+      name: BUILDKIT_CLIENT_SECRET,
+    });
+    const desired = buildkitClientSecret(namespace, original);
+    if (!desired) {
+      const lacking = Object.values(BUILDKIT_CLIENT_KEYS).filter((k) => !original?.data?.[k]);
+      const what = original ? `has no ${lacking.join(", ")}` : "does not exist";
+      return `Builds reach BuildKit over mutual TLS on this installation (chart value builder.tls.enabled), and the Secret ${where}, which holds their client certificate, ${what}: the platform's operator must provide it (docs/builds.md "mTLS"), then deploy again`;
+    }
+    if (namespace === tls.secretNamespace) return undefined; // the original itself is there
+    const converged = await convergeChild(
+      this.cache,
+      desired,
+      this.cache.get("Secret", namespace, BUILDKIT_CLIENT_SECRET),
+      isBuildkitClientCopy,
+    );
+    if ("foreign" in converged)
+      return `The namespace holds a Secret ${BUILDKIT_CLIENT_SECRET} that Berth did not write, where the build's client certificate for BuildKit goes: the platform's operator must remove or rename it, then deploy again`;
+    return undefined;
   }
 
   private stepPods(r: ReleaseObject, step: "build" | "release"): k8s.V1Pod[] {

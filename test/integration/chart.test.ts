@@ -819,6 +819,8 @@ const allowed: Check[] = [
   ["operator", "patch", "releases.berth.dev", { subresource: "status" }],
   ["operator", "create", "secrets"], // the <app>-governance Secret
   ["operator", "get", "secrets"], // granted (its watch cache of the governance Secrets); see docs/operating.md
+  ["operator", "patch", "secrets"], // with mutual TLS to buildkitd: the copy of the build Jobs' client certificate in each namespace that builds
+  ["operator", "get", "secrets/berth-buildkit-client", { ns: "<release>" }], // its original, by name, in the release namespace
   ["operator", "create", "events"],
   ["operator", "create", "leases.coordination.k8s.io", { ns: "<release>" }],
   ["operator", "update", "leases.coordination.k8s.io/berth-operator", { ns: "<release>" }],
@@ -857,6 +859,7 @@ const denied: Check[] = [
   ["operator", "get", "configmaps"],
   ["operator", "list", "nodes"],
   ["operator", "deletecollection", "secrets"],
+  ["operator", "update", "secrets"], // Secrets are applied (patch), never replaced
   ["operator", "impersonate", "serviceaccounts"],
   ["operator", "create", "tokenreviews.authentication.k8s.io"],
   ["operator", "update", "leases.coordination.k8s.io/kube-controller-manager", { ns: "<release>" }],

@@ -1,7 +1,8 @@
 // The operator's configuration: workload placement comes as JSON in two variables, checked; a CA
-// for the API goes with an https:// API URL only.
+// for the API goes with an https:// API URL only; builds' settings.
 import test from "ava";
 import { loadOperatorConfig } from "../../../operator/config.ts";
+import { buildSettings } from "../../../operator/release/controller.ts";
 
 test("workload placement: a nodeSelector object and a tolerations array", (t) => {
   const cfg = loadOperatorConfig({
@@ -62,4 +63,26 @@ test("the API's CA: with BERTH_OPERATOR_API_CA_FILE the API URL must be https://
   t.notThrows(() => loadOperatorConfig({ BERTH_OPERATOR_API_URL: "https://berth.example.com" }));
   t.notThrows(() => loadOperatorConfig({ BERTH_OPERATOR_API_URL: "http://berth-api.berth-system.svc:80" }));
   t.throws(() => loadOperatorConfig({ BERTH_OPERATOR_API_URL: "ftp://berth-api.berth-system.svc" }), { message: /BERTH_OPERATOR_API_URL/ });
+});
+
+test("mutual TLS to buildkitd: off by default; on, build settings name Berth's namespace (where the client certificate's Secret is) and the server name", (t) => {
+  const builds = { BERTH_BUILDER_IMAGE: "reg/b:1", BERTH_BUILDKIT_HOST: "tcp://10.0.0.1:1234", BERTH_BUILD_REGISTRY: "reg:5000" };
+  t.is(buildSettings(loadOperatorConfig(builds))?.tls, undefined);
+  t.deepEqual(buildSettings(loadOperatorConfig({ ...builds, BERTH_BUILDKIT_TLS: "true" }))?.tls, {
+    secretNamespace: "berth-system",
+    serverName: undefined,
+  });
+  t.deepEqual(
+    buildSettings(
+      loadOperatorConfig({
+        ...builds,
+        BERTH_BUILDKIT_TLS: "true",
+        BERTH_NAMESPACE: "platform",
+        BERTH_BUILDKIT_TLS_SERVER_NAME: "buildkitd.builds.svc",
+      }),
+    )?.tls,
+    { secretNamespace: "platform", serverName: "buildkitd.builds.svc" },
+  );
+  t.throws(() => loadOperatorConfig({ BERTH_BUILDKIT_TLS_SERVER_NAME: "a b" }), { message: /BERTH_BUILDKIT_TLS_SERVER_NAME/ });
+  t.throws(() => loadOperatorConfig({ BERTH_NAMESPACE: "Berth_System" }), { message: /BERTH_NAMESPACE/ });
 });

@@ -5,8 +5,11 @@ import type * as k8s from "@kubernetes/client-node";
 import { gitCredentialsSecret, jobName, overtaken, releasesToPrune, servingRelease } from "../../../crds/release.ts";
 import { AppSpec, type ReleasePhase } from "../../../crds/schemas.ts";
 import {
+  BUILDKIT_CLIENT_SECRET,
   buildJob,
+  buildkitClientSecret,
   buildSlot,
+  isBuildkitClientCopy,
   imageRepository,
   jobOutcome,
   parseBuildResult,
@@ -162,6 +165,69 @@ test("the build Job: the builder's contract in its environment, unprivileged, no
   t.false("BERTH_BUILD_CACHE_REF" in envOf(c), "the local cache: buildkitd's own, nothing for the program to do");
   const cached = buildJob(rel(3, "queued"), { ...settings, cache: "registry" }, cfg).spec!.template.spec!.containers[0]!;
   t.is(envOf(cached).BERTH_BUILD_CACHE_REF, "127.0.0.1:5000/apps/ns/web:buildcache", "the registry cache: one per App, next to its images");
+});
+
+test("the build Job with mutual TLS to buildkitd: the namespace's copy of the client certificate by secretKeyRef, no volume; without it, none of it", (t) => {
+  const plain = envOf(buildJob(rel(3, "queued"), settings, cfg).spec!.template.spec!.containers[0]!);
+  t.false(
+    Object.keys(plain).some((n) => n.startsWith("BERTH_BUILDKIT_TLS")),
+    "TLS off: the Job is as before",
+  );
+  const job = buildJob(rel(3, "queued"), { ...settings, tls: { secretNamespace: "berth-system" } }, cfg);
+  const pod = job.spec!.template.spec!;
+  const env = envOf(pod.containers[0]!);
+  t.deepEqual(
+    [env.BERTH_BUILDKIT_TLS_CA, env.BERTH_BUILDKIT_TLS_CERT, env.BERTH_BUILDKIT_TLS_KEY],
+    [
+      { secretKeyRef: { name: BUILDKIT_CLIENT_SECRET, key: "ca.crt" } },
+      { secretKeyRef: { name: BUILDKIT_CLIENT_SECRET, key: "tls.crt" } },
+      { secretKeyRef: { name: BUILDKIT_CLIENT_SECRET, key: "tls.key" } },
+    ],
+    "the Secret of the pod's own namespace: the operator's copy",
+  );
+  t.false("BERTH_BUILDKIT_TLS_SERVER_NAME" in env, "no server name configured: buildctl checks the host of BUILDKIT_HOST");
+  t.is(env.BUILDKIT_HOST, settings.buildkitHost);
+  t.is(pod.volumes, undefined, "still no volumes");
+  t.is(pod.containers[0]!.volumeMounts, undefined);
+  t.is(pod.containers[0]!.envFrom, undefined, "only the three keys, each named");
+  const named = buildJob(
+    rel(3, "queued"),
+    { ...settings, tls: { secretNamespace: "berth-system", serverName: "buildkitd.builds.svc" } },
+    cfg,
+  );
+  t.is(envOf(named.spec!.template.spec!.containers[0]!).BERTH_BUILDKIT_TLS_SERVER_NAME, "buildkitd.builds.svc");
+});
+
+test("the copy of the client certificate's Secret: its three keys only, Opaque, labelled as Berth's copy, owned by nothing; none from an incomplete original", (t) => {
+  const data: Record<string, string> = { "ca.crt": "Y2E=", "tls.crt": "Y2VydA==", "tls.key": "a2V5" };
+  const original = {
+    apiVersion: "v1",
+    kind: "Secret",
+    metadata: { name: BUILDKIT_CLIENT_SECRET, namespace: "berth-system", uid: "u", resourceVersion: "7", labels: { team: "platform" } },
+    type: "kubernetes.io/tls",
+    data: { ...data, "other.key": "eA==" },
+  };
+  const copy = buildkitClientSecret("ws-a", original)!;
+  t.like(copy, { apiVersion: "v1", kind: "Secret", type: "Opaque", metadata: { name: BUILDKIT_CLIENT_SECRET, namespace: "ws-a" } });
+  t.deepEqual(copy.data, data);
+  t.deepEqual(copy.metadata.labels, { "app.kubernetes.io/managed-by": "berth", "app.kubernetes.io/component": "buildkit-client" });
+  t.is(copy.metadata.ownerReferences, undefined);
+  t.is(copy.metadata.uid, undefined);
+  t.truthy(copy.metadata.annotations?.["berth.dev/applied-hash"]);
+  t.true(isBuildkitClientCopy(copy));
+  t.false(isBuildkitClientCopy(original), "the platform's original is not a copy");
+  t.not(
+    buildkitClientSecret("ws-a", { ...original, data: { ...data, "tls.key": "b3RoZXI=" } })!.metadata.annotations?.[
+      "berth.dev/applied-hash"
+    ],
+    copy.metadata.annotations?.["berth.dev/applied-hash"],
+    "a rotated key is a change to apply",
+  );
+  t.is(buildkitClientSecret("ws-a", undefined), undefined);
+  for (const key of Object.keys(data)) {
+    const { [key]: _gone, ...rest } = data;
+    t.is(buildkitClientSecret("ws-a", { ...original, data: rest }), undefined, `without ${key}`);
+  }
 });
 
 test("the release command's Job: the new image, the App's environment and limits, sh -c the command, no probes", (t) => {
