@@ -25,7 +25,8 @@ const COMPONENTS: Component[] = [
     file: "operator-rbac.yaml",
     source: "operator/rbac.ts",
     accesses: OPERATOR_ACCESS,
-    releaseRoleIf: ".Values.operator.config.leaderElection",
+    // leader election's Lease; with mutual TLS to buildkitd, the build Jobs' client certificate
+    releaseRoleIf: `or .Values.operator.config.leaderElection (and .Values.builder.enabled (dig "tls" "enabled" false .Values.builder))`,
   },
   { name: "api", file: "api-rbac.yaml", source: "api/rbac.ts", accesses: API_ACCESS },
 ];

@@ -10,6 +10,8 @@ import { join } from "node:path";
 import * as yaml from "js-yaml";
 import type * as k8s from "@kubernetes/client-node";
 import { loadOperatorConfig, OperatorConfigSchema } from "../../operator/config.ts";
+import { buildSettings } from "../../operator/release/controller.ts";
+import { BUILDKIT_CLIENT_SECRET } from "../../operator/release/builders.ts";
 import { ConfigSchema, loadConfig } from "../../api/config.ts";
 import { rulesOf } from "../../kube/rbac.ts";
 import { OPERATOR_ACCESS } from "../../operator/rbac.ts";
@@ -374,6 +376,87 @@ test("api.internalTls: cert-manager's CA chain and the certificate of the Servic
   }
 });
 
+// ---- builds over mutual TLS to buildkitd (docs/builds.md "mTLS") ----
+
+const BUILDS = [
+  "--set",
+  "builder.enabled=true",
+  "--set",
+  "builder.buildkitHost=tcp://10.0.0.1:1234",
+  "--set",
+  "builder.registry=reg.example.com:5000",
+];
+/** PEM-shaped texts (the chart and the API server do not parse them; the schema checks their shape). */
+const CLIENT_PEM = {
+  ca: "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n",
+  cert: "-----BEGIN CERTIFICATE-----\nMIIBclient\n-----END CERTIFICATE-----\n",
+  key: "-----BEGIN PRIVATE KEY-----\nMIGHkey\n-----END PRIVATE KEY-----\n",
+};
+const TLS = ["--set", "builder.tls.enabled=true", "--set", "builder.tls.serverName=buildkitd.builds.svc"];
+const TLS_CLIENT = ["--set-json", `builder.tls.client=${JSON.stringify(CLIENT_PEM)}`];
+const operatorEnv = (objects: Obj[]) =>
+  envOf(container(find<k8s.V1Deployment>(objects, "Deployment", "berth-operator"), "operator"), () => "berth-operator-5d9c-x2x7q");
+const clientSecret = (objects: Obj[]) => objects.find((o) => o.kind === "Secret" && o.metadata.name === BUILDKIT_CLIENT_SECRET);
+const releaseRole = (objects: Obj[]) =>
+  objects.find((o) => o.kind === "Role" && o.metadata.name === "berth-operator-release") as { rules: Rule[] } | undefined;
+
+test("builds without mutual TLS: no TLS variable, no client Secret; the release Role only with leader election", async (t) => {
+  const { objects } = await render("berth", NS, BUILDS);
+  const env = operatorEnv(objects);
+  for (const name of ["BERTH_BUILDKIT_TLS", "BERTH_BUILDKIT_TLS_SERVER_NAME", "BERTH_NAMESPACE"]) t.false(name in env, name);
+  t.is(buildSettings(loadOperatorConfig(env))?.tls, undefined);
+  t.is(clientSecret(objects), undefined);
+  const noLeader = await render("berth", NS, [...BUILDS, "--set", "operator.config.leaderElection=false"]);
+  t.is(releaseRole(noLeader.objects), undefined);
+  // PEM texts without builder.tls.enabled write nothing either
+  t.is(clientSecret((await render("berth", NS, [...BUILDS, ...TLS_CLIENT])).objects), undefined);
+});
+
+test("builds with mutual TLS: the operator's variables parse into settings naming the release namespace and the server name; the Role reads the client Secret by name", async (t) => {
+  const { objects } = await render("berth", NS, [...BUILDS, ...TLS]);
+  const env = operatorEnv(objects);
+  t.like(env, { BERTH_BUILDKIT_TLS: "true", BERTH_NAMESPACE: NS, BERTH_BUILDKIT_TLS_SERVER_NAME: "buildkitd.builds.svc" });
+  const operatorVars = Object.keys(OperatorConfigSchema.shape);
+  for (const name of Object.keys(env)) t.true(operatorVars.includes(name), `operator env ${name} is not read by operator/config.ts`);
+  t.deepEqual(buildSettings(loadOperatorConfig(env))?.tls, { secretNamespace: NS, serverName: "buildkitd.builds.svc" });
+  t.is(clientSecret(objects), undefined, "without builder.tls.client the Secret is the platform team's to create");
+  for (const values of [[], ["--set", "operator.config.leaderElection=false"]]) {
+    const role = releaseRole((await render("berth", NS, [...BUILDS, ...TLS, ...values])).objects);
+    t.truthy(role, `the release Role with ${values.join(" ") || "leader election"}`);
+    t.true(
+      role!.rules.some(
+        (r) => r.resources?.includes("secrets") && r.resourceNames?.join() === BUILDKIT_CLIENT_SECRET && r.verbs.join() === "get",
+      ),
+    );
+  }
+});
+
+test("builds with mutual TLS and builder.tls.client: the chart writes the client Secret, Opaque, in the release namespace, with the keys the operator reads", async (t) => {
+  const { objects } = await render("berth", NS, [...BUILDS, ...TLS, ...TLS_CLIENT]);
+  const secret = clientSecret(objects);
+  t.truthy(secret);
+  t.is(secret?.metadata.namespace, NS);
+  t.is(secret?.type, "Opaque");
+  t.deepEqual(secret?.stringData, { "ca.crt": CLIENT_PEM.ca, "tls.crt": CLIENT_PEM.cert, "tls.key": CLIENT_PEM.key });
+  t.is(secret?.metadata.labels?.["app.kubernetes.io/component"], "buildkit-client");
+});
+
+test("builds with mutual TLS: the template wants the whole client certificate, the schema PEM texts and a host name", async (t) => {
+  const caOnly = await template("berth", NS, [...BUILDS, ...TLS, "--set-json", `builder.tls.client.ca=${JSON.stringify(CLIENT_PEM.ca)}`]);
+  t.not(caOnly.code, 0);
+  t.regex(caOnly.stderr, /builder\.tls\.client\.cert is required/);
+  for (const [args, path] of [
+    [["--set", "builder.tls.client.key=not-a-key"], "/builder/tls/client/key"],
+    [["--set-json", `builder.tls.client.cert=${JSON.stringify(CLIENT_PEM.key)}`], "/builder/tls/client/cert"],
+    [["--set", "builder.tls.serverName=a b"], "/builder/tls/serverName"],
+    [["--set", "builder.tls.verify=false"], "/builder/tls"],
+  ] as const) {
+    const r = await template("berth", NS, [...BUILDS, ...TLS, ...args]);
+    t.not(r.code, 0, path);
+    t.true(r.stderr.includes(`at '${path}'`), r.stderr);
+  }
+});
+
 test("every pod is locked down: non-root, read-only root filesystem, no capabilities, RuntimeDefault seccomp, no service links", async (t) => {
   for (const [, values] of valueSets) {
     const { objects } = await render("berth", NS, values());
@@ -719,7 +802,10 @@ test.after.always(async () => {
   await Promise.all([dryRunNs, rbacNs].filter(Boolean).map((ns) => deleteNamespace(k, ns)));
 });
 
-for (const [label, values] of valueSets) {
+for (const [label, values] of [
+  ...valueSets,
+  ["builds over mutual TLS, the client Secret from values", () => [...BUILDS, ...TLS, ...TLS_CLIENT]],
+] as const) {
   test(`every rendered object (${label}, CRDs included) is accepted by the API server, with no Pod Security warning`, async (t) => {
     const { yaml: out, objects } = await render(uniqueName("berth-d"), dryRunNs, ["--include-crds", ...values()]);
     t.true(objects.some((o) => o.kind === "CustomResourceDefinition"));
