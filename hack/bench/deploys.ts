@@ -33,6 +33,7 @@ import { quantile } from "./series.ts";
 import { buildBerthImages } from "../berth-images.ts";
 import { IMAGES } from "../images.ts";
 import { binPath } from "../lib/pinned.ts";
+import { buildkitClientSecret, readBuildkitClient } from "../lib/buildkit-tls.ts";
 
 const run = promisify(execFile);
 const { values } = parseArgs({ options: { apps: { type: "string", default: "10" }, rounds: { type: "string", default: "3" } } });
@@ -247,8 +248,22 @@ type Release = {
   status?: { phase?: string; buildStartedAt?: string; buildFinishedAt?: string; deployStartedAt?: string; deployedAt?: string };
 };
 
+/**
+ * With buildkitd asking for a client certificate (hack's, BERTH_BUILDKIT_TLS_DIR), the operator's
+ * mutual TLS as an installation has it: the original Secret in berth-system, which the operator
+ * reads before each build and copies into the bench's namespace.
+ */
+async function buildkitTls(): Promise<Record<string, string>> {
+  const dir = process.env.BERTH_BUILDKIT_TLS_DIR;
+  if (!dir) return {};
+  await client.apply({ apiVersion: "v1", kind: "Namespace", metadata: { name: "berth-system" } }, "bench");
+  await client.apply(buildkitClientSecret("berth-system", readBuildkitClient(dir)), "bench");
+  return { BERTH_BUILDKIT_TLS: "true", BERTH_NAMESPACE: "berth-system" };
+}
+
 async function berth(n: number, builderImage: string): Promise<Sample[]> {
   const ns = await benchNamespace(core, "berth", kc);
+  const tls = await buildkitTls();
   const op = spawn(process.execPath, [join(root, "operator/main.ts")], {
     env: {
       PATH: process.env.PATH,
@@ -265,6 +280,7 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
       BERTH_BUILD_REGISTRY: REGISTRY,
       BERTH_BUILD_REGISTRY_INSECURE: "true",
       BERTH_BUILD_REPOSITORY_PREFIX: "bench",
+      ...tls,
     },
     stdio: ["ignore", "inherit", "inherit"],
   });

@@ -1,14 +1,17 @@
 // The Helm values ./hack/up installs charts/berth with on the local cluster (hack/lib/up-helm.sh):
 // Berth's own images from the local registry, every pod of the chart and every App's pods on the
 // real node (its label and taint, hack/lib/realnode.sh), the database URL from a Secret hack/up
-// creates, one API replica, the API's Ingress on the node's Traefik, and the operator calling the
-// API over its internal TLS listener (cert-manager runs with the real node).
+// creates, one API replica, the API's Ingress on the node's Traefik, the operator calling the
+// API over its internal TLS listener (cert-manager runs with the real node), and with a builder,
+// mutual TLS to buildkitd with hack's client certificate (hack/lib/buildkit.sh), the chart
+// writing its Secret.
 //
 //   node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG
 // prints the values as JSON (a YAML document Helm reads with -f).
 
 import { parseArgs } from "node:util";
 import { NODE_UID } from "../images.ts";
+import { readBuildkitClient, type BuildkitClient } from "./buildkit-tls.ts";
 
 /** The real node's label and taint (hack/lib/realnode.sh: --node-labels, registerWithTaints). */
 export const REAL_NODE_SELECTOR = { "berth.dev/node": "real" } as const;
@@ -42,6 +45,8 @@ export interface LocalBuilder {
   /** 127.0.0.1:<port>: the registry, as buildkitd (on the host) pushes to it and the node pulls from it */
   registry: string;
   baseImages: Partial<Record<"node" | "python" | "go" | "static", string>>;
+  /** Mutual TLS to buildkitd: the client certificate build Jobs present (chart builder.tls) */
+  tls?: BuildkitClient;
 }
 
 /**
@@ -91,6 +96,8 @@ export function localValues(input: {
             registry: input.builder.registry,
             registryInsecure: true,
             baseImages: input.builder.baseImages,
+            // buildkitd's TCP listener asks for hack's client certificate: the chart writes its Secret
+            ...(input.builder.tls ? { tls: { enabled: true, client: { ...input.builder.tls } } } : {}),
           },
         }
       : {}),
@@ -116,6 +123,7 @@ if (import.meta.main) {
       "buildkit-host": { type: "string" },
       registry: { type: "string" },
       "base-image": { type: "string", multiple: true },
+      "buildkit-tls-dir": { type: "string" },
       "git-url": { type: "string" },
       "node-ip": { type: "string" },
     },
@@ -123,7 +131,8 @@ if (import.meta.main) {
   if (!values["api-image"] || !values["operator-image"]) {
     process.stderr.write(
       "usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
-        "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...]\n" +
+        "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...\n" +
+        "          [--buildkit-tls-dir DIR (ca.crt, tls.crt, tls.key: mutual TLS to buildkitd, BERTH_BUILDKIT_TLS_DIR)]]\n" +
         "         [--git-url http://IP:PORT (the local Git server as pods reach it)] [--node-ip IP (the real node's: DNS, buildkitd and Git for the workspaces' NetworkPolicies)]\n",
     );
     process.exit(2);
@@ -135,6 +144,7 @@ if (import.meta.main) {
           buildkitHost: values["buildkit-host"],
           registry: values.registry,
           baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
+          ...(values["buildkit-tls-dir"] ? { tls: readBuildkitClient(values["buildkit-tls-dir"]) } : {}),
         }
       : undefined;
   process.stdout.write(

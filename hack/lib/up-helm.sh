@@ -1,6 +1,6 @@
 # Sourced by hack/up with the real node running (`hack/cluster env` evaluated: KUBECONFIG,
 # BERTH_REGISTRY, BERTH_INGRESS_URL, BERTH_NODE_IP, BERTH_NODE_PG_ADDR, BERTH_API_FORWARD,
-# BERTH_API_CLUSTER_IP, BERTH_BUILDKIT_ADDR) and PostgreSQL up ($admin_url). Installs Berth the way
+# BERTH_API_CLUSTER_IP, BERTH_BUILDKIT_ADDR, BERTH_BUILDKIT_TLS_DIR) and PostgreSQL up ($admin_url). Installs Berth the way
 # a cluster operator does, with the chart and Berth's own images:
 #
 #   1. the `berth` database (created when missing; the chart's migration Job migrates it)
@@ -76,11 +76,14 @@ EOF
 
 # 4. The release.
 values="$BERTH_LOCAL/berth-values.json"
-# Builds from Git: the builder image, buildkitd and the registry as build Jobs reach them, the base images detection uses.
-node hack/lib/local-values.ts --api-image "$api_image" --operator-image "$operator_image" \
-  --builder-image "$builder_image" --buildkit-host "$BERTH_BUILDKIT_CLUSTER_ADDR" --registry "$BERTH_REGISTRY" \
-  --base-image "node=$BERTH_REGISTRY/berth/node:v1" --base-image "python=$python_image" --base-image "go=$go_image" --base-image "static=$BERTH_REGISTRY/berth/node:v1" \
-  --git-url "$BERTH_GIT_CLUSTER_URL" --node-ip "$BERTH_NODE_IP" > "$values.tmp" && mv "$values.tmp" "$values"
+# Builds from Git: the builder image, buildkitd and the registry as build Jobs reach them, the base images detection uses,
+# and the client certificate buildkitd's TCP listener asks for (the values hold its key: the file is 0600).
+( umask 077; rm -f "$values.tmp"
+  node hack/lib/local-values.ts --api-image "$api_image" --operator-image "$operator_image" \
+    --builder-image "$builder_image" --buildkit-host "$BERTH_BUILDKIT_CLUSTER_ADDR" --registry "$BERTH_REGISTRY" \
+    --base-image "node=$BERTH_REGISTRY/berth/node:v1" --base-image "python=$python_image" --base-image "go=$go_image" --base-image "static=$BERTH_REGISTRY/berth/node:v1" \
+    --buildkit-tls-dir "$BERTH_BUILDKIT_TLS_DIR" \
+    --git-url "$BERTH_GIT_CLUSTER_URL" --node-ip "$BERTH_NODE_IP" > "$values.tmp" ) && mv "$values.tmp" "$values"
 fingerprint=$( { cat "$values"; cd "$BERTH_ROOT" && find charts/berth -type f | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -c1-16)
 state_file="$BERTH_LOCAL/helm-release.state"
 status=$(helm_ status "$RELEASE" -n "$NAMESPACE" -o json 2>/dev/null || true)

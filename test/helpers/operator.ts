@@ -1,9 +1,16 @@
 // The operator, in-process, as the chart runs it: under the chart's operator ServiceAccount
 // (helpers/identities.ts), never the admin kubeconfig, so a call its RBAC does not allow fails.
+// With builds configured on a cluster whose buildkitd asks for a client certificate (hack's,
+// BERTH_BUILDKIT_TLS_DIR from `hack/cluster env`), it runs as the chart runs it with
+// builder.tls.enabled: the Secret berth-buildkit-client in the release namespace (written here,
+// with the admin kubeconfig, as the chart or the platform team would), and BERTH_BUILDKIT_TLS.
 import { pino, type Logger } from "pino";
+import { buildkitClientSecret, readBuildkitClient } from "../../hack/lib/buildkit-tls.ts";
+import { KubeClient } from "../../kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
-import { identity } from "./identities.ts";
+import { identity, RELEASE_NAMESPACE } from "./identities.ts";
+import { kube } from "./kube.ts";
 
 export interface TestOperatorOptions {
   /** Reconcile Apps of this namespace only (BERTH_WATCH_NAMESPACE). */
@@ -16,8 +23,23 @@ export interface TestOperatorOptions {
   logger?: Logger;
 }
 
+/**
+ * The configuration of mutual TLS to buildkitd for an operator with builds (`env` sets
+ * BERTH_BUILDKIT_HOST) on a cluster whose buildkitd asks for a client certificate: hack's client
+ * certificate applied as the Secret berth-buildkit-client of the release namespace, and the
+ * variables that make the operator copy it to its build Jobs. Nothing when either is missing, or
+ * when `env` says itself (BERTH_BUILDKIT_TLS).
+ */
+export async function buildkitTlsEnv(env: Record<string, string> = {}): Promise<Record<string, string>> {
+  const dir = process.env.BERTH_BUILDKIT_TLS_DIR;
+  if (!dir || !env.BERTH_BUILDKIT_HOST || env.BERTH_BUILDKIT_TLS !== undefined) return {};
+  await new KubeClient(kube().kc).apply(buildkitClientSecret(RELEASE_NAMESPACE, readBuildkitClient(dir)), "test");
+  return { BERTH_BUILDKIT_TLS: "true", BERTH_NAMESPACE: RELEASE_NAMESPACE };
+}
+
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {
   const id = await identity("operator");
+  const tls = await buildkitTlsEnv(opts.env);
   return startOperator(
     loadOperatorConfig({
       KUBECONFIG: id.kubeconfig,
@@ -26,6 +48,7 @@ export async function startTestOperator(opts: TestOperatorOptions): Promise<Runn
       BERTH_LEADER_ELECTION: "false",
       BERTH_OPERATOR_HEALTH_PORT: "0",
       ...(opts.apiUrl ? { BERTH_OPERATOR_API_URL: opts.apiUrl } : {}),
+      ...tls,
       ...opts.env,
     }),
     opts.logger ?? pino({ level: "silent" }),

@@ -21,6 +21,7 @@ import {
   REAL_NODE_TOLERATIONS,
 } from "../../hack/lib/local-values.ts";
 import { NODE_UID } from "../../hack/images.ts";
+import { BUILDKIT_CLIENT_SECRET } from "../../operator/release/builders.ts";
 import { K8S_VERSION, helm, kubectl, root } from "../helpers/binaries.ts";
 import { deleteNamespace, kube, uniqueName } from "../helpers/kube.ts";
 
@@ -218,6 +219,53 @@ test("with a builder, the operator's build configuration comes from the values a
     without.some((e) => e.name.startsWith("BERTH_BUILD")),
     "builds are off unless configured",
   );
+});
+
+test("with a builder and hack's client certificate for buildkitd: mutual TLS on, the chart writes the Secret the operator reads", async (t) => {
+  const client = {
+    ca: "-----BEGIN CERTIFICATE-----\nMIIBca\n-----END CERTIFICATE-----\n",
+    cert: "-----BEGIN CERTIFICATE-----\nMIIBclient\n-----END CERTIFICATE-----\n",
+    key: "-----BEGIN PRIVATE KEY-----\nMIGHkey\n-----END PRIVATE KEY-----\n",
+  };
+  const file = join(dir, "values-builder-tls.json");
+  writeFileSync(
+    file,
+    JSON.stringify(
+      localValues({
+        api: parseReference(API),
+        operator: parseReference(OPERATOR),
+        builder: {
+          image: parseReference("127.0.0.1:5000/berth/berth-builder:0123"),
+          buildkitHost: "tcp://10.201.0.1:26552",
+          registry: "127.0.0.1:5000",
+          baseImages: {},
+          tls: client,
+        },
+      }),
+    ),
+  );
+  const r = await helm([
+    "template",
+    "berth",
+    join(root, "charts/berth"),
+    "--namespace",
+    "berth-system",
+    "--kube-version",
+    K8S_VERSION,
+    "-f",
+    file,
+  ]);
+  t.is(r.code, 0, r.stderr);
+  const objects = (yaml.loadAll(r.stdout) as (Obj | null)[]).filter((o): o is Obj => o !== null);
+  const op = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "berth-operator")!;
+  const env = podSpec(op).containers[0]!.env ?? [];
+  const config = loadOperatorConfig(Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value])));
+  t.like(config, { BERTH_BUILDKIT_TLS: true, BERTH_NAMESPACE: "berth-system", BERTH_BUILDKIT_TLS_SERVER_NAME: undefined });
+  const secret = objects.find<Obj & { stringData?: Record<string, string> }>(
+    (o): o is Obj & { stringData?: Record<string, string> } => o.kind === "Secret" && o.metadata.name === BUILDKIT_CLIENT_SECRET,
+  );
+  t.deepEqual(secret?.stringData, { "ca.crt": client.ca, "tls.crt": client.cert, "tls.key": client.key });
+  t.is(secret?.metadata.namespace, "berth-system");
 });
 
 test("the API may read branch heads from the local Git server on the node's private address, and from nothing else private", async (t) => {
