@@ -369,7 +369,7 @@ export function buildFailure(output: string, image: string): { step: Step; reaso
     };
   }
   if (
-    /connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded/i.test(
+    /connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded|server preface/i.test(
       error,
     ) &&
     !/^#\d+/m.test(output)

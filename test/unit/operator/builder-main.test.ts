@@ -396,6 +396,11 @@ test("what a failed build means: the failing step's output and BuildKit's error,
     ),
     { step: "build", reason: "BuilderUnavailable" },
   );
+  // a plain client at a listener that wants TLS: the connection closed before gRPC's preface
+  t.like(buildFailure("error: failed to solve: Unavailable: connection closed before server preface received", "reg/apps/a"), {
+    step: "build",
+    reason: "BuilderUnavailable",
+  });
   // mutual TLS refused before any step: the platform's certificates, said as such
   for (const tls of [
     'error: listing workers: connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"',
