@@ -5,27 +5,33 @@
 // detection land in the registry under their tag with the digest the result reports, and the
 // detected images serve their page on PORT as pods on the real node; a failing Dockerfile fails at
 // build, a missing commit at clone, a missing Dockerfile at detect. The builder image itself and
-// the Python and Go bases are built by hack/berth-images.ts.
+// the Python and Go bases are built by hack/berth-images.ts. buildkitd's TCP listener (what build
+// Jobs reach) answers only a client with the platform's certificate, and the program builds
+// through it with the Job's variables of mutual TLS.
 import test from "ava";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { lookup } from "node:dns/promises";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { BERTH_IMAGES, buildBerthImages, type BerthImage } from "../../hack/berth-images.ts";
 import { IMAGES } from "../../hack/images.ts";
 import { REAL_NODE_SELECTOR, REAL_NODE_TOLERATIONS } from "../../hack/lib/local-values.ts";
+import { readBuildkitClient } from "../../hack/lib/buildkit-tls.ts";
 import { Registry } from "../../hack/lib/registry.ts";
 import type { BuildResult } from "../../operator/builder/main.ts";
 import { resultOfLine } from "../../operator/release/build-log.ts";
 import { OutboundPolicy } from "../../kube/addresses.ts";
-import { binPath, kubectl, root } from "../helpers/binaries.ts";
+import { binPath, kubectl, root, run } from "../helpers/binaries.ts";
 import { startGitServer, type GitServer } from "../helpers/git-http.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { need } from "../helpers/e2e.ts";
 
 const REGISTRY = need("BERTH_REGISTRY");
 const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
+/** buildkitd's TCP listener from the host (build Jobs reach it through the node's bridge), and hack's client certificate for it. */
+const BUILDKIT_TCP = need("BERTH_BUILDKIT_TCP_ADDR");
+const BUILDKIT_TLS_DIR = need("BERTH_BUILDKIT_TLS_DIR");
 const registry = new Registry(REGISTRY);
 const CREDENTIALS = { username: "berth-ci", password: `pw-${uniqueName("secret")}` };
 const ns = uniqueName("e2e-build");
@@ -491,5 +497,123 @@ test.serial(
     t.true(closed.stdout.includes(`${run2} byname 403`), closed.stdout);
     const egressLog = readFileSync(need("BERTH_BUILD_EGRESS_LOG"), "utf8");
     t.true(egressLog.includes(`refused ${host}:${apiServer.port}: ${host} resolves to a refused address`), egressLog.slice(-2000));
+  },
+);
+
+// ---- mutual TLS on buildkitd's TCP listener (docs/builds.md "mTLS") ----
+
+/** `buildctl debug workers` at `addr` with these global flags: the workers buildkitd lists (undefined when it listed none), and all output. */
+async function workers(addr: string, flags: string[] = []): Promise<{ code: number; workers: { ID: string }[] | undefined; out: string }> {
+  const r = await run(binPath("buildctl"), ["--addr", addr, ...flags, "debug", "workers", "--format", "{{json .}}"], { timeoutMs: 60_000 });
+  let listed: unknown;
+  try {
+    listed = JSON.parse(r.stdout);
+  } catch {
+    listed = undefined;
+  }
+  return {
+    code: r.code,
+    workers: Array.isArray(listed) && listed.length ? (listed as { ID: string }[]) : undefined,
+    out: r.stdout + r.stderr,
+  };
+}
+
+/** A client certificate of another CA (made here with openssl), with the same subject as the platform's: what a tenant could make. */
+async function foreignClient(): Promise<{ cert: string; key: string }> {
+  const d = mkdtempSync(join(tmpdir(), "berth-foreign-ca-"));
+  dirs.push(d);
+  const openssl = async (args: string) => {
+    const r = await run("openssl", args.split(" "), { timeoutMs: 30_000 });
+    if (r.code !== 0) throw new Error(`openssl ${args}: ${r.stderr}`);
+  };
+  await openssl(`req -x509 -newkey rsa:2048 -nodes -days 1 -keyout ${d}/ca.key -out ${d}/ca.crt -subj /CN=berth-local-buildkit-ca`);
+  await openssl(`req -newkey rsa:2048 -nodes -keyout ${d}/tls.key -out ${d}/tls.csr -subj /CN=berth-build`);
+  writeFileSync(join(d, "tls.ext"), "extendedKeyUsage=clientAuth\n");
+  await openssl(
+    `x509 -req -in ${d}/tls.csr -CA ${d}/ca.crt -CAkey ${d}/ca.key -CAcreateserial -days 1 -extfile ${d}/tls.ext -out ${d}/tls.crt`,
+  );
+  return { cert: join(d, "tls.crt"), key: join(d, "tls.key") };
+}
+
+test.serial(
+  "buildkitd's TCP listener answers only the platform's client certificate: not a plain client, not one that checks the server alone, not one with another CA's certificate; a listener without TLS (the unix socket) answers anyone who reaches it",
+  async (t) => {
+    // the protection off: a listener without TLS lists its workers (and would run solves) for any client
+    const open = await workers(BUILDKIT);
+    t.is(open.code, 0, open.out);
+    t.truthy(open.workers, open.out);
+
+    // the TCP listener, as a client on the network without Berth's certificate tries it
+    const plain = await workers(BUILDKIT_TCP);
+    t.not(plain.code, 0, "a plain gRPC client is refused");
+    t.is(plain.workers, undefined, plain.out);
+    const serverOnly = await workers(BUILDKIT_TCP, ["--tlscacert", join(BUILDKIT_TLS_DIR, "ca.crt")]);
+    t.not(serverOnly.code, 0, "TLS without a client certificate is refused");
+    t.is(serverOnly.workers, undefined, serverOnly.out);
+    t.regex(serverOnly.out, /tls: /, serverOnly.out);
+    const foreign = await foreignClient();
+    const forged = await workers(BUILDKIT_TCP, [
+      "--tlscacert",
+      join(BUILDKIT_TLS_DIR, "ca.crt"),
+      "--tlscert",
+      foreign.cert,
+      "--tlskey",
+      foreign.key,
+    ]);
+    t.not(forged.code, 0, "a certificate of another CA, whatever its subject, is refused");
+    t.is(forged.workers, undefined, forged.out);
+    t.regex(forged.out, /tls: /, forged.out);
+
+    // the platform's client certificate (the Secret berth-buildkit-client's keys): the same daemon answers
+    const berth = await workers(BUILDKIT_TCP, ["--tlsdir", BUILDKIT_TLS_DIR]);
+    t.is(berth.code, 0, berth.out);
+    t.deepEqual(
+      berth.workers?.map((w) => w.ID),
+      open.workers?.map((w) => w.ID),
+    );
+  },
+);
+
+test.serial(
+  "the build program through the TCP listener: with the Job's variables of mutual TLS it builds and pushes, the key in no log line and no file left; without them, or with another CA's certificate, buildkitd refuses it before any step (BuilderUnavailable)",
+  async (t) => {
+    const sha = git.repo("over-mtls", undefined, {
+      Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo ${uniqueName("mtls")} > /stamp\n`,
+    });
+    const client = readBuildkitClient(BUILDKIT_TLS_DIR);
+    const tls = {
+      BUILDKIT_HOST: BUILDKIT_TCP,
+      BERTH_BUILDKIT_TLS_CA: client.ca,
+      BERTH_BUILDKIT_TLS_CERT: client.cert,
+      BERTH_BUILDKIT_TLS_KEY: client.key,
+    };
+    // (the program's /tmp: runBuilder gives it no TMPDIR)
+    const before = new Set(readdirSync("/tmp").filter((n) => n.startsWith("berth-buildkit-tls-")));
+    const built = await runBuilder("over-mtls", sha, tls);
+    t.is(built.code, 0, built.stdout);
+    await inRegistry(t, built, "over-mtls", sha.slice(0, 12));
+    t.true(built.stdout.includes(`on ${BUILDKIT_TCP} over mutual TLS`), built.stdout);
+    const keyBody = client.key.split("\n").filter((l) => l && !l.startsWith("-----"));
+    t.false(
+      keyBody.some((l) => built.stdout.includes(l)) || JSON.stringify(built.result).includes(keyBody[0]!),
+      "the key is in no log line and not in the result",
+    );
+    noSecrets(t, built);
+    const left = readdirSync("/tmp").filter((n) => n.startsWith("berth-buildkit-tls-") && !before.has(n));
+    t.deepEqual(left, [], "the TLS files are removed once buildctl ends");
+
+    // the protection off on the listener's side is shown above; here the Job's side without the certificate
+    const plain = await runBuilder("over-mtls", sha, { BUILDKIT_HOST: BUILDKIT_TCP });
+    t.is(plain.code, 1, plain.stdout);
+    t.like(plain.result, { ok: false, step: "build", reason: "BuilderUnavailable" });
+    const foreign = await foreignClient();
+    const forged = await runBuilder("over-mtls", sha, {
+      ...tls,
+      BERTH_BUILDKIT_TLS_CERT: readFileSync(foreign.cert, "utf8"),
+      BERTH_BUILDKIT_TLS_KEY: readFileSync(foreign.key, "utf8"),
+    });
+    t.is(forged.code, 1, forged.stdout);
+    t.like(forged.result, { ok: false, step: "build", reason: "BuilderUnavailable" });
+    if (!forged.result.ok) t.regex(forged.result.message, /refused the connection's TLS/);
   },
 );

@@ -2,7 +2,7 @@
 // local Git server, a signed GitHub push delivery to the API, the operator's build Job (the
 // builder image, BuildKit through the node's bridge, the local registry), the release command
 // Job, the rollout, and the answer through the ingress; the registry build cache is on (each build
-// imports and exports the App's cache). Every assertion is what a user sees: the
+// imports and exports the App's cache), and builds reach buildkitd over mutual TLS. Every assertion is what a user sees: the
 // deployment record and pipeline state at each step, the page the pushed commit serves, a failed
 // build or release command that leaves the previous release serving, and a rollback without a
 // build.
@@ -15,6 +15,8 @@ import { join } from "node:path";
 import { buildBerthImages } from "../../hack/berth-images.ts";
 import { IMAGES } from "../../hack/images.ts";
 import { Registry } from "../../hack/lib/registry.ts";
+import { readBuildkitClient } from "../../hack/lib/buildkit-tls.ts";
+import { BUILDKIT_CLIENT_SECRET } from "../../operator/release/builders.ts";
 import type { TestApi } from "../helpers/api.ts";
 import { need, startOnNode, type OnNode } from "../helpers/e2e.ts";
 import { viaIngress } from "../helpers/ingress.ts";
@@ -24,6 +26,8 @@ const INGRESS = need("BERTH_INGRESS_URL");
 const REGISTRY = need("BERTH_REGISTRY");
 const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
 const BUILDKIT_CLUSTER = need("BERTH_BUILDKIT_CLUSTER_ADDR");
+/** hack's client certificate for buildkitd's TCP listener, which every build Job here presents. */
+const BUILDKIT_TLS_DIR = need("BERTH_BUILDKIT_TLS_DIR");
 const GIT = need("BERTH_GIT_URL");
 const GIT_CLUSTER = need("BERTH_GIT_CLUSTER_URL");
 const DOMAIN = "builds.e2e.local";
@@ -198,6 +202,22 @@ test.serial(
     const logs = await api.fetchJson("GET", `${apps()}/site/deployments/${first}/logs`);
     t.regex(logs.text, /==> build/);
     t.regex(logs.text, /migrating/, "the release command's output");
+    // the build went over mutual TLS to buildkitd (test/helpers/operator.ts): the Job read the
+    // operator's copy of the client certificate in the workspace's namespace, by secretKeyRef
+    t.true(logs.text.includes(`on ${BUILDKIT_CLUSTER} over mutual TLS`), logs.text);
+    const [job] = (await k.batch.listNamespacedJob({ namespace: api.namespace, labelSelector: "berth.dev/release-step=build" })).items;
+    const env = job?.spec?.template.spec?.containers[0]?.env ?? [];
+    t.deepEqual(env.find((e) => e.name === "BERTH_BUILDKIT_TLS_KEY")?.valueFrom, {
+      secretKeyRef: { name: BUILDKIT_CLIENT_SECRET, key: "tls.key" },
+    });
+    t.is(job?.spec?.template.spec?.volumes, undefined, "still no volume");
+    const copy = await k.core.readNamespacedSecret({ name: BUILDKIT_CLIENT_SECRET, namespace: api.namespace });
+    t.like(copy.metadata?.labels, { "app.kubernetes.io/managed-by": "berth", "app.kubernetes.io/component": "buildkit-client" });
+    t.is(
+      Buffer.from(copy.data?.["tls.crt"] ?? "", "base64").toString(),
+      readBuildkitClient(BUILDKIT_TLS_DIR).cert,
+      "hack's client certificate",
+    );
     const state = (await api.fetchJson("GET", `${apps()}/site/pipeline-state`)).body;
     t.like(state, {
       source: { status: "ok", lastCommitSha: firstSha, lastCommitMessage: "first version" },
