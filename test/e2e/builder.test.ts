@@ -578,7 +578,7 @@ test.serial(
   "the build program through the TCP listener: with the Job's variables of mutual TLS it builds and pushes, the key in no log line and no file left; without them, or with another CA's certificate, buildkitd refuses it before any step (BuilderUnavailable)",
   async (t) => {
     const sha = git.repo("over-mtls", undefined, {
-      Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo ${uniqueName("mtls")} > /stamp\n`,
+      Dockerfile: `FROM ${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}\nRUN echo ${uniqueName("mtls")} > /tmp/stamp\n`,
     });
     const client = readBuildkitClient(BUILDKIT_TLS_DIR);
     const tls = {

@@ -207,7 +207,8 @@ test.serial(
     t.true(logs.text.includes(`on ${BUILDKIT_CLUSTER} over mutual TLS`), logs.text);
     const [job] = (await k.batch.listNamespacedJob({ namespace: api.namespace, labelSelector: "berth.dev/release-step=build" })).items;
     const env = job?.spec?.template.spec?.containers[0]?.env ?? [];
-    t.deepEqual(env.find((e) => e.name === "BERTH_BUILDKIT_TLS_KEY")?.valueFrom, {
+    // (client-node's classes, compared as the plain JSON the API server sent)
+    t.deepEqual(JSON.parse(JSON.stringify(env.find((e) => e.name === "BERTH_BUILDKIT_TLS_KEY")?.valueFrom ?? null)), {
       secretKeyRef: { name: BUILDKIT_CLIENT_SECRET, key: "tls.key" },
     });
     t.is(job?.spec?.template.spec?.volumes, undefined, "still no volume");
