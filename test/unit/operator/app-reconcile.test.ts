@@ -6,31 +6,12 @@ import test from "ava";
 import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL } from "../../../crds/schemas.ts";
-import type { Informer, InformerEvent } from "../../../kube/informer.ts";
+import type { Informer } from "../../../kube/informer.ts";
+import { FakeInformer } from "../../helpers/fake-informer.ts";
 import type { KubeObject, ObjectClient } from "../../../kube/objects.ts";
 import { KubeApiError } from "../../../kube/transport.ts";
 import { CHILD_KINDS, type ChildKind } from "../../../operator/app/builders.ts";
 import { AppReconciler, type AppObject } from "../../../operator/app/reconcile.ts";
-
-class FakeInformer<T extends KubeObject> {
-  readonly objects = new Map<string, T>();
-  private readonly handlers = new Set<(e: InformerEvent, o: T) => void>();
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.objects.get(`${namespace}/${name}`);
-  }
-  list(): T[] {
-    return [...this.objects.values()];
-  }
-  on(h: (e: InformerEvent, o: T) => void): () => void {
-    this.handlers.add(h);
-    return () => this.handlers.delete(h);
-  }
-  /** What the watch would deliver: the cache changes, then the handlers run. */
-  put(o: T): void {
-    this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o);
-    for (const h of this.handlers) h("update", o);
-  }
-}
 
 /** `exists`: kinds of which an object of the App's name exists on the server but not in the caches: ours (a lagging cache) or foreign. */
 function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts: { appDeleted?: boolean } = {}) {

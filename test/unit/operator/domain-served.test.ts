@@ -8,35 +8,13 @@ import test from "ava";
 import { pino } from "pino";
 import { API_VERSION, type DomainStatus } from "../../../crds/schemas.ts";
 import { domainChildNames } from "../../../crds/domain.ts";
-import type { Informer, InformerEvent } from "../../../kube/informer.ts";
+import type { Informer } from "../../../kube/informer.ts";
+import { FakeInformer } from "../../helpers/fake-informer.ts";
 import type { KubeObject } from "../../../kube/objects.ts";
 import type { WritingClient } from "../../../kube/read-your-writes.ts";
 import { DomainReconciler } from "../../../operator/domain/reconcile.ts";
 import { domainsServedBy } from "../../../operator/domain/controller.ts";
 import type { AppObject } from "../../../operator/kit/objects.ts";
-
-class FakeInformer<T extends KubeObject> {
-  readonly objects = new Map<string, T>();
-  private readonly handlers = new Set<(e: InformerEvent, o: T) => void>();
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.objects.get(`${namespace}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.objects.values()].filter((o) => !namespace || o.metadata.namespace === namespace);
-  }
-  on(h: (e: InformerEvent, o: T) => void): () => void {
-    this.handlers.add(h);
-    return () => this.handlers.delete(h);
-  }
-  put(o: T): void {
-    this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o);
-    for (const h of this.handlers) h("update", o);
-  }
-  remove(o: T): void {
-    this.objects.delete(`${o.metadata.namespace}/${o.metadata.name}`);
-    for (const h of this.handlers) h("delete", o);
-  }
-}
 
 const NS = "ws-1";
 const HOST = "shop.example.test";

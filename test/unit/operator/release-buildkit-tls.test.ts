@@ -8,6 +8,7 @@ import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, type ReleaseStatus } from "../../../crds/schemas.ts";
 import type { Informer } from "../../../kube/informer.ts";
+import { FakeInformer } from "../../helpers/fake-informer.ts";
 import { KubeApiError } from "../../../kube/transport.ts";
 import type { KubeObject, ObjectClient, ObjectRef } from "../../../kube/objects.ts";
 import type { AppObject, ReleaseObject } from "../../../operator/kit/objects.ts";
@@ -67,25 +68,6 @@ const app: AppObject = {
   metadata: { name: "web", namespace: "ws", uid: "app-uid", generation: 1 },
   spec: { name: "Web", slug: "web", gitRepoUrl: "https://git.example/r.git" },
 };
-
-class FakeInformer<T extends KubeObject> {
-  readonly objects = new Map<string, T>();
-  constructor(objs: T[] = []) {
-    for (const o of objs) this.put(o);
-  }
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.objects.get(`${namespace}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.objects.values()].filter((o) => !namespace || o.metadata.namespace === namespace);
-  }
-  on(): () => void {
-    return () => undefined;
-  }
-  put(o: T): void {
-    this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o);
-  }
-}
 
 type Secret = KubeObject & { data?: Record<string, string>; type?: string };
 

@@ -7,6 +7,7 @@ import { pino } from "pino";
 import type * as k8s from "@kubernetes/client-node";
 import { API_VERSION, APP_LABEL, AppSpec, type ReleasePhase, type ReleaseStatus } from "../../../crds/schemas.ts";
 import type { Informer } from "../../../kube/informer.ts";
+import { FakeInformer } from "../../helpers/fake-informer.ts";
 import type { KubeObject, ObjectClient } from "../../../kube/objects.ts";
 import { computeStatus } from "../../../operator/app/status.ts";
 import type { AppObject, ReleaseObject } from "../../../operator/kit/objects.ts";
@@ -193,25 +194,6 @@ test("the App's workload and pods wake only its deploying releases", (t) => {
   t.deepEqual(map(deployment(IMG(2))), [{ namespace: "ns", name: "web-2" }]);
   t.deepEqual(map({ metadata: { name: "x", namespace: "ns" } }), [], "no App label: a build pod");
 });
-
-class FakeInformer<T extends KubeObject> {
-  readonly objects = new Map<string, T>();
-  constructor(objs: T[] = []) {
-    for (const o of objs) this.put(o);
-  }
-  get(namespace: string | undefined, name: string): T | undefined {
-    return this.objects.get(`${namespace}/${name}`);
-  }
-  list(namespace?: string): T[] {
-    return [...this.objects.values()].filter((o) => !namespace || o.metadata.namespace === namespace);
-  }
-  on(): () => void {
-    return () => undefined;
-  }
-  put(o: T): void {
-    this.objects.set(`${o.metadata.namespace}/${o.metadata.name}`, o);
-  }
-}
 
 function releaseWorld(releases: ReleaseObject[], workload: KubeObject[]) {
   let rv = 10;
