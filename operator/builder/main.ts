@@ -369,7 +369,9 @@ export function buildFailure(output: string, image: string): { step: Step; reaso
     };
   }
   if (
-    /connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded|server preface/i.test(
+    // (a TLS 1.3 server refuses a client certificate after the client's handshake ends: the client
+    // may then see its next write fail, a broken pipe or a reset, rather than TLS's alert)
+    /connection refused|no such file or directory.*sock|failed to dial|connection error|transport: Error while dialing|context deadline exceeded|server preface|broken pipe|connection reset by peer/i.test(
       error,
     ) &&
     !/^#\d+/m.test(output)

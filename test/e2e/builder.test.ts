@@ -562,7 +562,9 @@ test.serial(
     ]);
     t.not(forged.code, 0, "a certificate of another CA, whatever its subject, is refused");
     t.is(forged.workers, undefined, forged.out);
-    t.regex(forged.out, /tls: /, forged.out);
+    // TLS 1.3: the server checks the client's certificate after the client's side of the handshake
+    // ended, so the client sees either the server's alert or its next write fail
+    t.regex(forged.out, /tls: |broken pipe|connection reset by peer/, forged.out);
 
     // the platform's client certificate (the Secret berth-buildkit-client's keys): the same daemon answers
     const berth = await workers(BUILDKIT_TCP, ["--tlsdir", BUILDKIT_TLS_DIR]);
@@ -614,6 +616,6 @@ test.serial(
     });
     t.is(forged.code, 1, forged.stdout);
     t.like(forged.result, { ok: false, step: "build", reason: "BuilderUnavailable" });
-    if (!forged.result.ok) t.regex(forged.result.message, /refused the connection's TLS/);
+    if (!forged.result.ok) t.regex(forged.result.message, /refused the connection's TLS|could not be reached/);
   },
 );

@@ -401,6 +401,12 @@ test("what a failed build means: the failing step's output and BuildKit's error,
     step: "build",
     reason: "BuilderUnavailable",
   });
+  // a client certificate refused after TLS 1.3's handshake: the client's next write fails
+  for (const cut of [
+    "error: failed to solve: Unavailable: write tcp 127.0.0.1:60828->127.0.0.1:26552: write: broken pipe",
+    "error: failed to solve: Unavailable: read tcp 10.0.0.2:4000->10.0.0.1:1234: read: connection reset by peer",
+  ])
+    t.like(buildFailure(cut, "reg/apps/a"), { step: "build", reason: "BuilderUnavailable" }, cut);
   // mutual TLS refused before any step: the platform's certificates, said as such
   for (const tls of [
     'error: listing workers: connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"',
