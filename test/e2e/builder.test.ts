@@ -550,7 +550,9 @@ test.serial(
     const serverOnly = await workers(BUILDKIT_TCP, ["--tlscacert", join(BUILDKIT_TLS_DIR, "ca.crt")]);
     t.not(serverOnly.code, 0, "TLS without a client certificate is refused");
     t.is(serverOnly.workers, undefined, serverOnly.out);
-    t.regex(serverOnly.out, /tls: /, serverOnly.out);
+    // (TLS 1.3: the refusal comes after the client's side of the handshake, as the server's alert
+    // or as the client's next write failing)
+    t.regex(serverOnly.out, /tls: |broken pipe|connection reset by peer/, serverOnly.out);
     const foreign = await foreignClient();
     const forged = await workers(BUILDKIT_TCP, [
       "--tlscacert",
