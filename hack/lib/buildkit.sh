@@ -139,6 +139,7 @@ buildkit_down() {
 }
 
 buildkit_status() {
+  if node_running build-egress; then echo "build-egress: running (pid $(cat "$DIR/build-egress.pid"))"; else echo "build-egress: stopped"; fi
   if node_running buildkitd; then echo "buildkitd: running (pid $(cat "$DIR/buildkitd.pid"))"; else echo "buildkitd: stopped"; return 1; fi
 }
 
