@@ -1,6 +1,7 @@
 // Which addresses a user-chosen destination may reach: the ranges refused by default, CIDR lists
 // from configuration, and the policy both the API's outbound requests (api/http/outbound.ts) and
 // the builds' egress proxy (operator/builder/egress.ts) judge every resolved address by.
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import { BlockList, isIP } from "node:net";
 
 /** Ranges no user-chosen URL may reach unless BERTH_OUTBOUND_ALLOW opens them. */
@@ -119,4 +120,36 @@ export class OutboundPolicy {
     const v4 = embeddedIpv4(address);
     return v4 === undefined || this.permits(v4);
   }
+}
+
+/** A host name's addresses (dns.lookup, all of them). */
+export type Resolve = (host: string) => Promise<LookupAddress[]>;
+
+/** The system's resolver, as sockets use it. */
+export const systemResolve: Resolve = (host) =>
+  new Promise((resolve, reject) => {
+    dnsLookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
+  });
+
+/** A destination the policy refuses: `message` names the host (and the refused addresses). */
+export class AddressRefused extends Error {}
+
+/**
+ * The addresses to connect to for `host` (a name or an IP literal, IPv6 in brackets or not): every
+ * address it resolves to must be permitted, else AddressRefused; no address at all is an Error.
+ * The caller connects to an address returned here, never to the name again (no second lookup a
+ * rebinding DNS server could answer otherwise).
+ */
+export async function permittedAddresses(host: string, policy: OutboundPolicy, resolve: Resolve = systemResolve): Promise<LookupAddress[]> {
+  const bare = host.replace(/^\[|\]$/g, "");
+  const family = isIP(bare);
+  if (family !== 0) {
+    if (!policy.permits(bare)) throw new AddressRefused(`${bare} is a refused address`);
+    return [{ address: bare, family }];
+  }
+  const all = await resolve(bare);
+  if (all.length === 0) throw new Error(`${bare} has no address`);
+  const refused = all.filter((a) => !policy.permits(a.address));
+  if (refused.length > 0) throw new AddressRefused(`${bare} resolves to a refused address (${refused.map((a) => a.address).join(", ")})`);
+  return all;
 }

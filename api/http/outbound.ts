@@ -11,11 +11,10 @@
 // - the body is read up to a cap, the whole request has a deadline;
 // - a failure tells the caller only that the request failed: what was found there (a status, a
 //   socket error, a refused address) goes to the API's log, never back to the user.
-import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import http, { type IncomingMessage } from "node:http";
 import https from "node:https";
 import { isIP, type LookupFunction } from "node:net";
-import type { OutboundPolicy } from "../../kube/addresses.ts";
+import { AddressRefused, permittedAddresses, systemResolve, type OutboundPolicy, type Resolve } from "../../kube/addresses.ts";
 
 /** A request that failed; `detail` is for the API's log only. */
 export class OutboundError extends Error {
@@ -43,12 +42,6 @@ export interface OutboundResponse {
   status: number;
   body: Buffer;
 }
-
-type Resolve = (host: string) => Promise<LookupAddress[]>;
-const systemResolve: Resolve = (host) =>
-  new Promise((resolve, reject) => {
-    dnsLookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
-  });
 
 /** GETs user-chosen URLs under an OutboundPolicy. */
 export class Outbound {
@@ -89,16 +82,14 @@ export class Outbound {
     // Called by the socket for a host name (never for an IP literal, checked above): every address
     // must be permitted, and the socket connects to the one returned.
     const lookup: LookupFunction = (hostname, options, callback) => {
-      this.#resolve(hostname)
+      permittedAddresses(hostname, this.#policy, this.#resolve)
         .then((all) => {
-          const refused = all.filter((a) => !this.#policy.permits(a.address));
-          if (all.length === 0) throw new Error(`${hostname} has no address`);
-          if (refused.length > 0)
-            throw new OutboundError(`${hostname} resolves to a refused address (${refused.map((a) => a.address).join(", ")})`);
           if (options.all) callback(null, all);
           else callback(null, all[0]!.address, all[0]!.family);
         })
-        .catch((err: Error) => callback(err as NodeJS.ErrnoException, "", 0));
+        .catch((err: Error) =>
+          callback((err instanceof AddressRefused ? new OutboundError(err.message) : err) as NodeJS.ErrnoException, "", 0),
+        );
     };
     const request = url.protocol === "https:" ? https.request : http.request;
     return new Promise((resolve, reject) => {

@@ -13,12 +13,11 @@
 // public, and one log line to stderr naming the host and port (never the path or a header).
 // Runs beside buildkitd (the builder image carries it: `node /app/operator/builder/egress.ts`);
 // locally hack/lib/buildkit.sh starts it before buildkitd.
-import { lookup as dnsLookup, type LookupAddress } from "node:dns";
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
-import net, { isIP } from "node:net";
+import net from "node:net";
 import type { Duplex } from "node:stream";
 import { once } from "node:events";
-import { OutboundPolicy } from "../../kube/addresses.ts";
+import { AddressRefused, OutboundPolicy, permittedAddresses, systemResolve, type Resolve } from "../../kube/addresses.ts";
 import { egressConfig, type EgressConfig } from "./config.ts";
 
 /** How long a connection may sit idle (a slow package download keeps it busy). */
@@ -26,26 +25,9 @@ const IDLE_MS = 5 * 60_000;
 /** The answer to a refused destination: nothing about what is there. */
 const REFUSED_BODY = "Berth's build egress: the destination is not a public address\n";
 
-export type Resolve = (host: string) => Promise<LookupAddress[]>;
-const systemResolve: Resolve = (host) =>
-  new Promise((resolve, reject) => {
-    dnsLookup(host, { all: true }, (err, addresses) => (err ? reject(err) : resolve(addresses)));
-  });
-
-export class EgressRefused extends Error {}
-
-/** The address to connect to for `host`: every address it resolves to permitted, else EgressRefused. */
+/** The address to connect to for `host`: the first of its addresses, every one of them permitted (else AddressRefused). */
 export async function checkedAddress(host: string, policy: OutboundPolicy, resolve: Resolve = systemResolve): Promise<string> {
-  const bare = host.replace(/^\[|\]$/g, "");
-  if (isIP(bare)) {
-    if (!policy.permits(bare)) throw new EgressRefused(`${bare} is a refused address`);
-    return bare;
-  }
-  const all = await resolve(bare);
-  if (all.length === 0) throw new Error(`${bare} has no address`);
-  const refused = all.filter((a) => !policy.permits(a.address));
-  if (refused.length > 0) throw new EgressRefused(`${bare} resolves to a refused address`);
-  return all[0]!.address;
+  return (await permittedAddresses(host, policy, resolve))[0]!.address;
 }
 
 export interface EgressProxy {
@@ -62,7 +44,7 @@ export async function startEgressProxy(
 ): Promise<EgressProxy> {
   const policy = new OutboundPolicy({ allow: c.allow, deny: c.deny });
   const refuse = (what: string, err: unknown) =>
-    log(`[egress] refused ${what}: ${err instanceof EgressRefused ? err.message : `no connection (${(err as Error).message})`}`);
+    log(`[egress] refused ${what}: ${err instanceof AddressRefused ? err.message : `no connection (${(err as Error).message})`}`);
 
   const server = http.createServer((req: IncomingMessage, res: ServerResponse) => {
     const target = URL.parse(req.url ?? "");

@@ -7,9 +7,9 @@ import http from "node:http";
 import type net from "node:net";
 import { once } from "node:events";
 import type { LookupAddress } from "node:dns";
-import { checkedAddress, startEgressProxy, type Resolve } from "../../../operator/builder/egress.ts";
+import { checkedAddress, startEgressProxy } from "../../../operator/builder/egress.ts";
 import { egressConfig } from "../../../operator/builder/config.ts";
-import { OutboundPolicy } from "../../../kube/addresses.ts";
+import { OutboundPolicy, type Resolve } from "../../../kube/addresses.ts";
 
 /** The names a DNS server would answer: the machine's own name and an internal one lead to loopback. */
 const DNS: Record<string, LookupAddress[]> = {
