@@ -26,6 +26,7 @@ import { binPath, kubectl, root, run } from "../helpers/binaries.ts";
 import { startGitServer, type GitServer } from "../helpers/git-http.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { need } from "../helpers/e2e.ts";
+import { issueCertificate, makeCa } from "../helpers/certificates.ts";
 
 const REGISTRY = need("BERTH_REGISTRY");
 const BUILDKIT = need("BERTH_BUILDKIT_ADDR");
@@ -518,20 +519,13 @@ async function workers(addr: string, flags: string[] = []): Promise<{ code: numb
   };
 }
 
-/** A client certificate of another CA (made here with openssl), with the same subject as the platform's: what a tenant could make. */
-async function foreignClient(): Promise<{ cert: string; key: string }> {
+/** A client certificate of another CA, with the same subjects as the platform's: what a tenant could make. Written to files, as buildctl reads them. */
+function foreignClient(): { cert: string; key: string } {
   const d = mkdtempSync(join(tmpdir(), "berth-foreign-ca-"));
   dirs.push(d);
-  const openssl = async (args: string) => {
-    const r = await run("openssl", args.split(" "), { timeoutMs: 30_000 });
-    if (r.code !== 0) throw new Error(`openssl ${args}: ${r.stderr}`);
-  };
-  await openssl(`req -x509 -newkey rsa:2048 -nodes -days 1 -keyout ${d}/ca.key -out ${d}/ca.crt -subj /CN=berth-local-buildkit-ca`);
-  await openssl(`req -newkey rsa:2048 -nodes -keyout ${d}/tls.key -out ${d}/tls.csr -subj /CN=berth-build`);
-  writeFileSync(join(d, "tls.ext"), "extendedKeyUsage=clientAuth\n");
-  await openssl(
-    `x509 -req -in ${d}/tls.csr -CA ${d}/ca.crt -CAkey ${d}/ca.key -CAcreateserial -days 1 -extfile ${d}/tls.ext -out ${d}/tls.crt`,
-  );
+  const leaf = issueCertificate(makeCa("berth-local-buildkit-ca"), { client: { commonName: "berth-build" } });
+  writeFileSync(join(d, "tls.crt"), leaf.cert);
+  writeFileSync(join(d, "tls.key"), leaf.key, { mode: 0o600 });
   return { cert: join(d, "tls.crt"), key: join(d, "tls.key") };
 }
 
@@ -553,7 +547,7 @@ test.serial(
     // (TLS 1.3: the refusal comes after the client's side of the handshake, as the server's alert
     // or as the client's next write failing)
     t.regex(serverOnly.out, /tls: |broken pipe|connection reset by peer/, serverOnly.out);
-    const foreign = await foreignClient();
+    const foreign = foreignClient();
     const forged = await workers(BUILDKIT_TCP, [
       "--tlscacert",
       join(BUILDKIT_TLS_DIR, "ca.crt"),
@@ -610,7 +604,7 @@ test.serial(
     const plain = await runBuilder("over-mtls", sha, { BUILDKIT_HOST: BUILDKIT_TCP });
     t.is(plain.code, 1, plain.stdout);
     t.like(plain.result, { ok: false, step: "build", reason: "BuilderUnavailable" });
-    const foreign = await foreignClient();
+    const foreign = foreignClient();
     const forged = await runBuilder("over-mtls", sha, {
       ...tls,
       BERTH_BUILDKIT_TLS_CERT: readFileSync(foreign.cert, "utf8"),

@@ -1,6 +1,6 @@
 // Throwaway X.509 certificates for tests, made with openssl (Node has no API that writes
 // certificates; openssl is a system package of the scripts, hack/lib/system-packages.txt): a CA,
-// and server certificates it signs, ECDSA P-256 as the chart's cert-manager Certificates.
+// and server and client certificates it signs, ECDSA P-256 as the chart's cert-manager Certificates.
 //
 //   const ca = makeCa("test CA");
 //   const leaf = issueServerCertificate(ca, { dnsNames: ["localhost"], ipAddresses: ["127.0.0.1"] });
@@ -69,18 +69,27 @@ export function makeCa(commonName: string): Pem {
   }
 }
 
-/** A server certificate signed by `ca` for these names, valid for a day. */
-export function issueServerCertificate(ca: Pem, names: { dnsNames?: string[]; ipAddresses?: string[] }): Pem {
+/** What a certificate `ca` signs is for: a server's names, or a client's name. */
+export type CertificateFor = { server: { dnsNames?: string[]; ipAddresses?: string[] } } | { client: { commonName: string } };
+
+/** A certificate signed by `ca`, valid for a day: a server's (its names as SANs) or a client's. */
+export function issueCertificate(ca: Pem, what: CertificateFor): Pem {
   const dir = mkdtempSync(join(tmpdir(), "berth-leaf-"));
   try {
     writeFileSync(join(dir, "ca.crt"), ca.cert);
     writeFileSync(join(dir, "ca.key"), ca.key, { mode: 0o600 });
-    const san = [...(names.dnsNames ?? []).map((n) => `DNS:${n}`), ...(names.ipAddresses ?? []).map((n) => `IP:${n}`)].join(",");
-    writeFileSync(
-      join(dir, "ext"),
-      `subjectAltName=${san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`,
-    );
-    const cn = names.dnsNames?.[0] ?? names.ipAddresses?.[0] ?? "server";
+    let cn: string;
+    let ext: string;
+    if ("server" in what) {
+      const names = what.server;
+      const san = [...(names.dnsNames ?? []).map((n) => `DNS:${n}`), ...(names.ipAddresses ?? []).map((n) => `IP:${n}`)].join(",");
+      cn = names.dnsNames?.[0] ?? names.ipAddresses?.[0] ?? "server";
+      ext = `subjectAltName=${san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`;
+    } else {
+      cn = what.client.commonName;
+      ext = "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n";
+    }
+    writeFileSync(join(dir, "ext"), ext);
     openssl(
       [
         "req",
@@ -123,4 +132,9 @@ export function issueServerCertificate(ca: Pem, names: { dnsNames?: string[]; ip
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/** A server certificate signed by `ca` for these names, valid for a day. */
+export function issueServerCertificate(ca: Pem, names: { dnsNames?: string[]; ipAddresses?: string[] }): Pem {
+  return issueCertificate(ca, { server: names });
 }
