@@ -40,7 +40,10 @@ const componentName = (name: string) => `{{ include "berth.componentName" (list 
 
 /** Rules as YAML, a chartName placeholder replaced by the chart's template of that name. */
 function rulesYaml(rules: ReturnType<typeof rulesOf>): string {
-  return renderRules(rules, 2).replace(/"<chart:([a-z-]+)>"/g, (_, name: string) => componentName(name).replace("}}", "| quote }}"));
+  return renderRules(rules, 2).replace(
+    /"<chart:([a-z-]+)>"/g,
+    (_, name: string) => `{{ include "berth.componentName" (list . "${name}") | quote }}`,
+  );
 }
 
 function render(c: Component): string {
