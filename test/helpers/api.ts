@@ -38,6 +38,8 @@ export interface StartApiOptions {
   workspaceName?: string;
   /** The clock of the rate limits, in ms (default Date.now): a test moves it instead of waiting. */
   now?: () => number;
+  /** Connections in the API's PostgreSQL pool (default 5). */
+  poolMax?: number;
 }
 
 export interface ApiResponse {
@@ -139,7 +141,7 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
         },
       },
     });
-    const orm = await openOrm(db.url, { poolMax: 5 });
+    const orm = await openOrm(db.url, { poolMax: opts.poolMax ?? 5 });
     cleanup.push(() => orm.close());
     const kubeConfig = loadKubeConfig(config.KUBECONFIG);
     // The share cookie key as the API's main() finds it (under the API's identity).

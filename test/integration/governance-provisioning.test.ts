@@ -372,3 +372,53 @@ test.serial("an App deleted before its store existed leaves no config to a later
   );
   t.like((await api.fetchJson("GET", cfg)).body.guards.prompt_injection, { enabled: true, threshold: 0.5 });
 });
+
+// A transaction that asked the pool for a second connection deadlocked a whole API once: the
+// first server-version look-up of a fresh API went to the pool from inside each provisioning's
+// transaction, and with as many provisionings at once as the pool has connections, every one
+// waited for a connection only their own commits would free.
+test("a fresh API provisions more Apps at once than its pool has connections", async (t) => {
+  const small = await startApi({ poolMax: 2 });
+  try {
+    const apps = await Promise.all(
+      Array.from({ length: 4 }, (_, i) =>
+        client.create<KubeObject>(
+          {
+            apiVersion: API_VERSION,
+            kind: "App",
+            metadata: { name: `crowd-${i}`, namespace: small.namespace },
+            spec: { name: `crowd-${i}`, slug: `crowd-${i}` },
+          },
+          "test",
+        ),
+      ),
+    );
+    const provisioned = Promise.all(
+      apps.map((a) =>
+        small.fetchJson("POST", "/internal/governance/provision", {
+          key: operatorToken,
+          body: { namespace: a.metadata.namespace, appName: a.metadata.name, appUid: a.metadata.uid, generation: 1 },
+        }),
+      ),
+    );
+    const stuck = new Promise<"stuck">((r) => setTimeout(() => r("stuck"), 60_000).unref());
+    const out = await Promise.race([provisioned, stuck]);
+    if (out === "stuck") return t.fail("the provisionings did not finish in 60 s: the pool is deadlocked");
+    for (const r of out) t.is(r.status, 200, r.text);
+  } finally {
+    await small.stop();
+  }
+});
+
+test("a governance transaction cannot take a second connection from the pool", async (t) => {
+  const db = api.services.governance.db;
+  // the server version on the transaction's own connection ...
+  t.true((await db.tx((c) => db.serverVersion(c))) >= 130000);
+  // ... and the pool refused inside a transaction, so the mistake fails at once instead of
+  // deadlocking under load
+  await t.throwsAsync(
+    db.tx(async () => (await db.pool()).query("select 1")),
+    { message: /inside a transaction/ },
+  );
+  t.is((await (await db.pool()).query("select 1 as one")).rows[0].one, 1, "outside one, the pool serves");
+});

@@ -9,6 +9,7 @@
 // release it. The module's tables in the public schema are reached the same way, each through one
 // module (configs/entities.ts lists them), except the guard templates, which go through the
 // forked EntityManager of each request.
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import type pg from "pg";
 import { ConflictError } from "../../errors.ts";
@@ -36,6 +37,15 @@ function scrub(err: unknown): unknown {
 /** PostgreSQL errors that mean the app's store or role is gone (a concurrent de-provisioning). */
 const STORE_GONE = new Set(["3F000", "42P01", "42704", "22023"]);
 
+/**
+ * Set while a transaction's `fn` runs. A transaction that asks the pool for a second connection
+ * can deadlock the whole process: with every connection held by such transactions, each waits
+ * for a connection that only their own commits would free (seen in a test, with a pool of 5 and
+ * 7 concurrent provisionings, when the first server-version look-up went to the pool). pool()
+ * refuses inside one, so the mistake fails at once in every test that takes the path.
+ */
+const inTransaction = new AsyncLocalStorage<true>();
+
 export class GovernanceDb {
   readonly #orm: MikroORM;
   #pool: Promise<pg.Pool> | undefined;
@@ -45,15 +55,28 @@ export class GovernanceDb {
     this.#orm = orm;
   }
 
+  /** The pool, for statements outside a transaction; inside one, use its client (see inTransaction). */
   pool(): Promise<pg.Pool> {
+    if (inTransaction.getStore())
+      return Promise.reject(new Error("a connection from the pool was asked for inside a transaction: use the transaction's client"));
     return (this.#pool ??= this.#orm.em.getConnection().getNativeClient());
   }
 
-  /** server_version_num, e.g. 180004 */
-  serverVersion(): Promise<number> {
-    return (this.#version ??= this.pool().then(async (p) =>
-      Number((await p.query<{ v: string }>("select current_setting('server_version_num') as v")).rows[0]!.v),
-    ));
+  /**
+   * server_version_num, e.g. 180004; read once, on `c` (the caller's transaction) or the pool. A
+   * failed read is not kept: the next call reads again.
+   */
+  serverVersion(c?: Client): Promise<number> {
+    if (!this.#version) {
+      const read = async (q: Pick<Client, "query">) =>
+        Number((await q.query<{ v: string }>("select current_setting('server_version_num') as v")).rows[0]!.v);
+      const version = c ? read(c) : this.pool().then(read);
+      this.#version = version;
+      version.catch(() => {
+        if (this.#version === version) this.#version = undefined;
+      });
+    }
+    return this.#version;
   }
 
   /** Runs `fn` in one transaction on one connection (rolled back when it throws). */
@@ -63,7 +86,7 @@ export class GovernanceDb {
     try {
       await client.query(opts.begin ?? "begin");
       try {
-        const out = await fn(client);
+        const out = await inTransaction.run(true, () => fn(client));
         await client.query("commit");
         return out;
       } catch (err) {

@@ -190,7 +190,7 @@ export class ProvisioningService {
         await recordRestart(c, workspaceId, req.appName, names, "replaced_by_new_app", "operator");
         await runAll(c, dropStoreSql(names));
       }
-      await runAll(c, storeDdl(names, await this.#d.db.serverVersion()));
+      await runAll(c, storeDdl(names, await this.#d.db.serverVersion(c)));
       const generation = Math.max(row?.generation ?? 1, req.generation);
       const project = await this.#upsertProject(c, {
         workspaceId,
@@ -251,7 +251,7 @@ export class ProvisioningService {
       const row = await this.#lockedProject(c, workspaceId, appId);
       const names = row ? { schema: row.schema, role: row.role } : storeNames(workspaceId, appId);
       await recordRestart(c, workspaceId, appId, names, "reprovisioned", actor);
-      await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion())]);
+      await runAll(c, [...dropStoreSql(names), ...storeDdl(names, await this.#d.db.serverVersion(c))]);
       const generation = Math.max(row?.generation ?? 1, governanceGeneration(app.annotations)) + 1;
       const project = await this.#upsertProject(c, {
         workspaceId,
@@ -325,7 +325,7 @@ export class ProvisioningService {
             [r.workspace_id, r.app_id, STORE_TEMPLATE_VERSION],
           );
           if (!locked[0]) return false;
-          await runAll(c, storeDdl({ schema: locked[0].schema_name, role: locked[0].role_name }, await this.#d.db.serverVersion()));
+          await runAll(c, storeDdl({ schema: locked[0].schema_name, role: locked[0].role_name }, await this.#d.db.serverVersion(c)));
           await c.query(`update governance_projects set store_version = $3 where workspace_id = $1 and app_id = $2`, [
             r.workspace_id,
             r.app_id,
