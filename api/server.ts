@@ -100,6 +100,7 @@ export function buildServer(deps: ServerDeps): Koa {
     appKeyVerifier: deps.appKeyVerifier,
     operatorVerifier: deps.operatorVerifier,
     sessions: deps.sessions,
+    operatorOverTlsOnly: config.BERTH_INTERNAL_TLS_PORT !== undefined,
   });
 
   const lifecycle: Lifecycle = { draining: false };

@@ -10,7 +10,9 @@
 //
 // "operator" routes take a Kubernetes ServiceAccount token (checked by the OperatorVerifier with a
 // TokenReview). A Berth key sent there is never forwarded to Kubernetes: it is a 403 when it is a
-// valid key (of the wrong kind), else a 401.
+// valid key (of the wrong kind), else a 401. With the internal TLS listener configured, they are
+// served on it only: on the plain listener they are a 403 tls_required before the token is looked
+// at, so an operator left on plain HTTP fails loudly instead of sending its token in the clear.
 import type { EntityManager } from "@mikro-orm/postgresql";
 import { ForbiddenError, NotFoundError, UnauthorizedError } from "../errors.ts";
 import type { Logger } from "../../kube/logger.ts";
@@ -32,6 +34,8 @@ export interface AuthRequest {
   params: Readonly<Record<string, string>>;
   em: EntityManager;
   log: Logger;
+  /** The request came over TLS (the internal listener). */
+  tls?: boolean;
 }
 
 export interface AuthenticatorDeps {
@@ -41,6 +45,8 @@ export interface AuthenticatorDeps {
   operatorVerifier?: OperatorVerifier | undefined;
   /** Console sessions (api/console/sessions.ts); without them a session cookie is ignored. */
   sessions?: ConsoleSessions | undefined;
+  /** "operator" routes only over TLS (BERTH_INTERNAL_TLS_PORT is configured). */
+  operatorOverTlsOnly?: boolean | undefined;
 }
 
 export class Authenticator {
@@ -65,6 +71,12 @@ export class Authenticator {
   async identify(mode: AuthMode, req: AuthRequest): Promise<Caller | undefined> {
     if (mode === "none") return undefined;
     const { sessions } = this.#deps;
+    if (mode === "operator" && this.#deps.operatorOverTlsOnly && !req.tls) {
+      throw new ForbiddenError(
+        "tls_required",
+        "This operation is served only on the API's internal TLS listener (BERTH_INTERNAL_TLS_PORT): send it over HTTPS there.",
+      );
+    }
     if (!req.authorization && (mode === "workspace" || mode === "workspace-or-platform-admin") && sessions?.hasCookie(req.cookie)) {
       return sessions.authenticate(req.em, { cookie: req.cookie, method: req.method ?? "GET", csrf: req.csrf });
     }

@@ -2,6 +2,7 @@
 // validate params, query and body with the route's zod schemas (every offending field at once),
 // fork the EntityManager (on first use), call the handler, optionally check the response against its documented
 // schema, and write status, headers and body.
+import type { TLSSocket } from "node:tls";
 import Router, { type RouterMiddleware } from "@koa/router";
 import type Koa from "koa";
 import type { EntityManager, MikroORM } from "@mikro-orm/postgresql";
@@ -239,6 +240,7 @@ function handle(route: RouteDef, deps: RouterDeps): RouterMiddleware {
         cookie: ctx.get("Cookie") || undefined,
         method: ctx.method,
         csrf: ctx.get(CSRF_HEADER) || undefined,
+        tls: (ctx.req.socket as TLSSocket).encrypted === true,
         params: rawParams,
         get em() {
           return em();

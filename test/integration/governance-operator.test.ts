@@ -6,7 +6,8 @@
 // (a throwaway one here) and nothing else.
 import test from "ava";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import https from "node:https";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type * as k8s from "@kubernetes/client-node";
@@ -15,6 +16,7 @@ import { KubeClient, type KubeObject } from "../../kube/client.ts";
 import type { RunningOperator } from "../../operator/main.ts";
 import { startTestOperator } from "../helpers/operator.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
+import { identity } from "../helpers/identities.ts";
 import { eventually, kube } from "../helpers/kube.ts";
 import { issueServerCertificate, makeCa } from "../helpers/certificates.ts";
 
@@ -189,4 +191,33 @@ test.serial("a permanently deleted App has its store dropped before it goes", as
     60_000,
   );
   t.is((await ingest(key)).status, 401, "the store and its key are gone");
+});
+
+test("with the internal TLS listener, operator routes refuse plain HTTP before looking at the token", async (t) => {
+  const { token } = await identity("operator");
+  const body = { namespace: "not-a-workspace", appName: "x", appUid: randomUUID(), generation: 1 };
+  // the operator's own token, on the plain listener: refused as such, the token never reviewed
+  const plain = await api.fetchJson("POST", "/internal/governance/provision", { key: token, body });
+  t.is(plain.status, 403, plain.text);
+  t.is(plain.body.code, "tls_required");
+  // the same request over the internal listener is let through (and answered for what it asks)
+  const overTls = await new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const req = https.request(
+      new URL("/internal/governance/provision", api.internal!.url),
+      {
+        method: "POST",
+        ca: readFileSync(join(tls, "ca.crt")),
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8").on("data", (c: string) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode!, text }));
+      },
+    );
+    req.on("error", reject);
+    req.end(JSON.stringify(body));
+  });
+  t.is(overTls.status, 404, overTls.text);
+  t.regex(overTls.text, /workspace_not_found/);
 });
