@@ -29,7 +29,7 @@ import { allRoutes, buildServer, listenAll, type ReadinessCheck } from "./server
 import { KubeNamespaceEnsurer, workspaceSetup } from "./workspaces/namespaces.ts";
 import { API_FIELD_MANAGER, KubeClient, loadKubeConfig } from "../kube/client.ts";
 import { ReadYourWritesCache } from "../kube/read-your-writes.ts";
-import { Informer } from "../kube/informer.ts";
+import { ListWatchInformer, type Informer } from "../kube/informer.ts";
 import { API_VERSION } from "../crds/schemas.ts";
 import { appRoutes } from "./apps/routes.ts";
 import { deploymentRoutes } from "./deployments/routes.ts";
@@ -108,13 +108,13 @@ export function buildServices(deps: {
     log: logger.child({ component: "workspaces" }),
   });
   const kube = new KubeClient(kubeConfig);
-  const appCache = new Informer<AppObject>(
+  const appCache = new ListWatchInformer<AppObject>(
     kubeConfig,
     { apiVersion: API_VERSION, kind: "App", plural: "apps" },
     logger.child({ component: "app-cache" }),
   );
   const namespaceOf = (id: string) => workspaces.namespaceOf(id);
-  const shareCache = new Informer<ShareObject>(
+  const shareCache = new ListWatchInformer<ShareObject>(
     kubeConfig,
     { apiVersion: API_VERSION, kind: "Share", plural: "shares", dropManagedFields: true },
     logger.child({ component: "share-cache" }),

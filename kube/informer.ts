@@ -36,7 +36,25 @@ const SHORT_WATCH_MS = 1000;
 
 const keyOf = (namespace: string | undefined, name: string | undefined) => `${namespace ?? ""}/${name ?? ""}`;
 
-export class Informer<T extends KubeObject> {
+/**
+ * A cache of one resource kept current by the API server's watch: what controllers read and
+ * subscribe to. ListWatchInformer is one list-and-watch; PerNamespaceInformer
+ * (./per-namespace-informer.ts) one per namespace of a label-selected set, behind the same face.
+ */
+export interface Informer<T extends KubeObject> {
+  readonly options: InformerOptions;
+  /** Lists, fills the cache and starts watching; resolves once the cache holds a complete list. */
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  readonly synced: boolean;
+  get(namespace: string | undefined, name: string): T | undefined;
+  list(namespace?: string): readonly T[];
+  /** Subscribes to changes; returns the unsubscribe function. */
+  on(handler: InformerHandler<T>): () => void;
+}
+
+/** One list and watch of a resource (in one namespace or all), cached. */
+export class ListWatchInformer<T extends KubeObject> implements Informer<T> {
   readonly options: InformerOptions;
   private readonly rest: KubeRest;
   private readonly path: string;

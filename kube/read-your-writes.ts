@@ -24,7 +24,7 @@ export class ReadYourWritesCache {
 
   /** Reads of `kind` come from `informer`; a remembered write goes once the informer shows it. */
   track<T extends KubeObject>(kind: string, informer: Informer<T>): this {
-    this.informers.set(kind, informer as unknown as Informer<KubeObject>);
+    this.informers.set(kind, informer);
     this.recent.track(kind, informer);
     return this;
   }

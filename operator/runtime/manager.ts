@@ -6,7 +6,8 @@
 //   stop():  controllers drained, Lease released, informers stopped, health server closed.
 // Register informers and controllers before start().
 import type { Logger } from "pino";
-import { Informer, type InformerOptions } from "../../kube/informer.ts";
+import { ListWatchInformer, type Informer, type InformerOptions } from "../../kube/informer.ts";
+import { PerNamespaceInformer, type PerNamespaceOptions } from "../../kube/per-namespace-informer.ts";
 import type { KubeObject } from "../../kube/objects.ts";
 import { KubeRest, type KubeAuth } from "../../kube/transport.ts";
 import { Controller, type ControllerOptions } from "./controller.ts";
@@ -71,7 +72,29 @@ export class Manager {
     let informer = this.informers.get(key);
     if (!informer) {
       this.assertNotStarted("informer()");
-      informer = new Informer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }));
+      informer = new ListWatchInformer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }));
+      this.informers.set(key, informer);
+    }
+    return informer as unknown as Informer<T>;
+  }
+
+  /**
+   * The shared informer of a resource in the namespaces a label selector matches, one list and
+   * watch in each (kube/per-namespace-informer.ts): for a resource the operator may read only there.
+   */
+  perNamespaceInformer<T extends KubeObject>(opts: PerNamespaceOptions): Informer<T> {
+    const key = [
+      "per-namespace",
+      opts.apiVersion,
+      opts.plural,
+      opts.namespaceSelector,
+      opts.labelSelector ?? "",
+      opts.dropManagedFields ? "trim" : "",
+    ].join("|");
+    let informer = this.informers.get(key);
+    if (!informer) {
+      this.assertNotStarted("perNamespaceInformer()");
+      informer = new PerNamespaceInformer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }));
       this.informers.set(key, informer);
     }
     return informer as unknown as Informer<T>;

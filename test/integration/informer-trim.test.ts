@@ -1,7 +1,7 @@
 // An informer with dropManagedFields caches objects without metadata.managedFields, from the
 // initial list and from watch events alike; without it the cache keeps them.
 import test from "ava";
-import { Informer } from "../../kube/informer.ts";
+import { ListWatchInformer } from "../../kube/informer.ts";
 import type { KubeObject } from "../../kube/client.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
 
@@ -17,8 +17,8 @@ test.after.always(async () => {
 test("managedFields are dropped from listed and watched objects only when asked", async (t) => {
   await k.core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: "listed" }, data: { a: "1" } } });
   const opts = { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespace: ns };
-  const trimmed = new Informer<KubeObject>(k.kc, { ...opts, dropManagedFields: true });
-  const full = new Informer<KubeObject>(k.kc, opts);
+  const trimmed = new ListWatchInformer<KubeObject>(k.kc, { ...opts, dropManagedFields: true });
+  const full = new ListWatchInformer<KubeObject>(k.kc, opts);
   await Promise.all([trimmed.start(), full.start()]);
   t.teardown(async () => {
     await trimmed.stop();

@@ -5,7 +5,7 @@
 import test from "ava";
 import { Writable } from "node:stream";
 import { pino } from "pino";
-import { Informer, KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/index.ts";
+import { ListWatchInformer, type Informer, KubeClient, OPERATOR_FIELD_MANAGER, type KubeObject } from "../../kube/index.ts";
 import {
   Controller,
   Metrics,
@@ -60,8 +60,8 @@ async function harness(
 ): Promise<Harness> {
   const label = uniqueName("l");
   const selector = { namespace: ns, labelSelector: `rt-test=${label}` };
-  const configMaps = new Informer<ConfigMap>(k.kc, { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", ...selector });
-  const secrets = new Informer<KubeObject>(k.kc, { apiVersion: "v1", kind: "Secret", plural: "secrets", ...selector });
+  const configMaps = new ListWatchInformer<ConfigMap>(k.kc, { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", ...selector });
+  const secrets = new ListWatchInformer<KubeObject>(k.kc, { apiVersion: "v1", kind: "Secret", plural: "secrets", ...selector });
   await Promise.all([configMaps.start(), secrets.start()]);
   const metrics = new Metrics();
   const { log, lines } = captureLog();
@@ -353,7 +353,7 @@ test("an update predicate (specChanged) skips status-only updates and lets the r
   // A LoadBalancer Service no cloud controller serves: its status is written here, as an HPA's or
   // an Ingress's is by their controllers, and nothing else touches it.
   const label = uniqueName("l");
-  const services = new Informer<KubeObject>(k.kc, {
+  const services = new ListWatchInformer<KubeObject>(k.kc, {
     apiVersion: "v1",
     kind: "Service",
     plural: "services",

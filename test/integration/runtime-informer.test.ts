@@ -7,7 +7,7 @@ import * as k8s from "@kubernetes/client-node";
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
-import { Informer, type InformerEvent, type KubeObject } from "../../kube/index.ts";
+import { ListWatchInformer, type Informer, type InformerEvent, type KubeObject } from "../../kube/index.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();
@@ -133,7 +133,7 @@ const names = (i: Informer<KubeObject>) =>
 function informerVia(t: { teardown(fn: () => Promise<void>): void }, kc: k8s.KubeConfig, l: Record<string, string>) {
   const [[key, value]] = Object.entries(l) as [[string, string]];
   const warnings: string[] = [];
-  const informer = new Informer<KubeObject>(
+  const informer = new ListWatchInformer<KubeObject>(
     kc,
     { apiVersion: "v1", kind: "ConfigMap", plural: "configmaps", namespace: ns, labelSelector: `${key}=${value}` },
     { warn: (_o, msg) => warnings.push(msg) },

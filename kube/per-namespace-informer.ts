@@ -1,0 +1,125 @@
+// One list-and-watch per namespace of a changing set, behind the face of one informer. For a
+// resource the caller may read only in some namespaces (a RoleBinding in each, as the operator's
+// Secrets in workspace namespaces: docs/security.md "Least privilege"), where a list across the
+// cluster would be refused. The set is the namespaces a label selector matches, followed by an
+// informer of namespaces; controller-runtime's multi-namespace cache is the model.
+import { ListWatchInformer, type Informer, type InformerHandler, type InformerLogger, type InformerOptions } from "./informer.ts";
+import type { KubeObject } from "./objects.ts";
+import { KubeRest, type KubeAuth } from "./transport.ts";
+
+/**
+ * How long start() waits for the namespaces' first lists. A namespace whose list keeps failing
+ * (its RoleBinding not there yet) must not hold the others, nor the operator's start: its informer
+ * goes on retrying with backoff, and its objects arrive as add events once it lists.
+ */
+const FIRST_LISTS_WAIT_MS = 30_000;
+
+export interface PerNamespaceOptions extends Omit<InformerOptions, "namespace"> {
+  /** The namespaces to watch: a label selector of namespaces, e.g. berth.dev/workspace. */
+  namespaceSelector: string;
+}
+
+export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
+  readonly options: InformerOptions;
+  readonly #rest: KubeRest;
+  readonly #log: InformerLogger | undefined;
+  readonly #namespaces: ListWatchInformer<KubeObject>;
+  readonly #each = new Map<string, ListWatchInformer<T>>();
+  readonly #handlers = new Set<InformerHandler<T>>();
+  readonly #firstListsWaitMs: number;
+  #stopped = true;
+
+  constructor(kc: KubeAuth | KubeRest, options: PerNamespaceOptions, log?: InformerLogger, opts: { firstListsWaitMs?: number } = {}) {
+    const { namespaceSelector, ...rest } = options;
+    this.options = rest;
+    this.#rest = KubeRest.from(kc);
+    this.#log = log;
+    this.#firstListsWaitMs = opts.firstListsWaitMs ?? FIRST_LISTS_WAIT_MS;
+    this.#namespaces = new ListWatchInformer<KubeObject>(
+      this.#rest,
+      { apiVersion: "v1", kind: "Namespace", plural: "namespaces", labelSelector: namespaceSelector, dropManagedFields: true },
+      log,
+    );
+    this.#namespaces.on((event, ns) => {
+      if (this.#stopped) return;
+      if (event === "delete") void this.#drop(ns.metadata.name!);
+      else this.#add(ns.metadata.name!);
+    });
+  }
+
+  /** The namespaces watched now. */
+  get namespaces(): string[] {
+    return [...this.#each.keys()].sort();
+  }
+
+  /**
+   * Lists the namespaces, starts an informer in each and waits for their first lists (for a
+   * while: see FIRST_LISTS_WAIT_MS). Synced once the namespaces are.
+   */
+  async start(): Promise<void> {
+    this.#stopped = false;
+    await this.#namespaces.start();
+    if (this.#stopped) return;
+    const lists = Promise.all([...this.#each.values()].map((i) => i.start()));
+    let timer: NodeJS.Timeout | undefined;
+    const waited = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), this.#firstListsWaitMs)));
+    if ((await Promise.race([lists, waited])) === "late") {
+      const late = [...this.#each.entries()].filter(([, i]) => !i.synced).map(([ns]) => ns);
+      this.#log?.warn({ resource: this.options.plural, namespaces: late }, "not listed yet in some namespaces; going on without them");
+    }
+    clearTimeout(timer);
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await this.#namespaces.stop();
+    await Promise.all([...this.#each.values()].map((i) => i.stop()));
+    this.#each.clear();
+  }
+
+  get synced(): boolean {
+    return this.#namespaces.synced;
+  }
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return namespace === undefined ? undefined : this.#each.get(namespace)?.get(namespace, name);
+  }
+
+  list(namespace?: string): readonly T[] {
+    if (namespace !== undefined) return this.#each.get(namespace)?.list(namespace) ?? [];
+    return [...this.#each.values()].flatMap((i) => i.list());
+  }
+
+  on(handler: InformerHandler<T>): () => void {
+    this.#handlers.add(handler);
+    return () => this.#handlers.delete(handler);
+  }
+
+  #add(namespace: string): void {
+    if (this.#each.has(namespace)) return;
+    const informer = new ListWatchInformer<T>(this.#rest, { ...this.options, namespace }, this.#log);
+    informer.on((event, obj, old) => {
+      for (const h of this.#handlers) {
+        try {
+          h(event, obj, old);
+        } catch (err) {
+          this.#log?.warn({ resource: this.options.plural, err }, "informer handler failed");
+        }
+      }
+    });
+    this.#each.set(namespace, informer);
+    void informer.start();
+  }
+
+  /**
+   * A namespace left the set (deleted, or its label removed): its informer stops and its objects
+   * leave the cache without delete events (the grant may be gone already; a deleted namespace's
+   * objects go with it, and their owners' reconciles read the cache, not the events).
+   */
+  async #drop(namespace: string): Promise<void> {
+    const informer = this.#each.get(namespace);
+    if (!informer) return;
+    this.#each.delete(namespace);
+    await informer.stop();
+  }
+}
