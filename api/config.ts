@@ -270,6 +270,13 @@ export const ConfigSchema = z.object({
     .describe(
       "Host (and port) of this API as services reach it: the host part of GOVDB_CONNECTION. The toolkit speaks HTTP to a loopback host, HTTPS otherwise",
     ),
+  BERTH_OPERATOR_WORKSPACE_ROLE: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9.:]{0,251}[a-z0-9])?$/, "must be a ClusterRole name")
+    .default("berth-operator-workspace")
+    .describe(
+      "The ClusterRole of what the operator does only in workspace namespaces (Berth's Secrets; the chart renders it unbound): the API binds it to BERTH_OPERATOR_USERNAME in each workspace namespace (RoleBinding berth-operator) as it ensures the namespace",
+    ),
   BERTH_OPERATOR_USERNAME: z
     .string()
     .min(1)

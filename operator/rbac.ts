@@ -2,6 +2,7 @@
 // each part declares next to its calls. hack/gen.ts renders them into the chart
 // (templates/operator-rbac.yaml); a test fails when the two disagree.
 import type { Access } from "../kube/rbac.ts";
+import { PER_NAMESPACE_ACCESS } from "./kit/informers.ts";
 import { EVENT_RECORDER_ACCESS } from "../kube/events.ts";
 import { APP_CONTROLLER_ACCESS } from "./app/reconcile.ts";
 import { RELEASE_CONTROLLER_ACCESS } from "./release/reconcile.ts";
@@ -14,5 +15,6 @@ export const OPERATOR_ACCESS: readonly Access[] = [
   ...RELEASE_CONTROLLER_ACCESS,
   ...DOMAIN_CONTROLLER_ACCESS,
   ...EVENT_RECORDER_ACCESS,
+  ...PER_NAMESPACE_ACCESS,
   ...leaderElectionAccess(LEADER_ELECTION_LEASE),
 ];

@@ -1,10 +1,12 @@
-// What the API may do only in workspace namespaces. The grants of scope "workspace" (Secrets, Job
-// pods and their logs, pod metrics, quota, limits and NetworkPolicies: kube/rbac.ts) are a
-// ClusterRole the chart renders without a cluster-wide binding; each workspace namespace gets a
-// RoleBinding of it to the API's own user, applied here as the namespace is ensured. So the API
-// cannot read a Secret, a pod's log or a pod's spec outside the workspaces. The chart's
-// ValidatingAdmissionPolicy (templates/api-workspace-policy.yaml) keeps the API from binding it
-// anywhere else, or from labelling a namespace it did not create as a workspace
+// What the API and the operator may do only in workspace namespaces. The grants of scope
+// "workspace" (kube/rbac.ts) are ClusterRoles the chart renders without a cluster-wide binding:
+// the API's (Secrets, Job pods and their logs, pod metrics, quota, limits and NetworkPolicies) and
+// the operator's (Berth's Secrets: the governance and env Secrets of Apps, Domains' certificates,
+// the build Jobs' client certificate). Each workspace namespace gets a RoleBinding of each, to the
+// API's own user and to the operator's, applied here as the namespace is ensured. So neither can
+// read a Secret outside the workspaces, nor the API a pod's log or spec. The chart's
+// ValidatingAdmissionPolicy (templates/api-workspace-policy.yaml) keeps the API from binding them
+// anywhere else or to anyone else, or from labelling a namespace it did not create as a workspace
 // (docs/security.md "Least privilege").
 import * as k8s from "@kubernetes/client-node";
 import { chartName, type Access } from "../../kube/rbac.ts";
@@ -13,27 +15,29 @@ import type { KubeObject, ObjectClient } from "../../kube/objects.ts";
 
 /** The RoleBinding of the API's workspace ClusterRole in every workspace namespace. */
 export const WORKSPACE_BINDING = "berth-api";
+/** The RoleBinding of the operator's workspace ClusterRole in every workspace namespace. */
+export const OPERATOR_WORKSPACE_BINDING = "berth-operator";
 
 export const WORKSPACE_BINDING_ACCESS: Access[] = [
   {
     group: "rbac.authorization.k8s.io",
     resource: "rolebindings",
     verbs: ["create"],
-    why: "A workspace namespace gets the RoleBinding berth-api of the API's workspace ClusterRole (create cannot be narrowed by name; the chart's admission policy allows it in workspace namespaces only)",
+    why: "A workspace namespace gets the RoleBindings berth-api and berth-operator of the API's and the operator's workspace ClusterRoles (create cannot be narrowed by name; the chart's admission policy allows them in workspace namespaces only)",
   },
   {
     group: "rbac.authorization.k8s.io",
     resource: "rolebindings",
     verbs: ["get", "patch"],
-    names: [WORKSPACE_BINDING],
-    why: "A workspace namespace's RoleBinding berth-api is applied server-side",
+    names: [WORKSPACE_BINDING, OPERATOR_WORKSPACE_BINDING],
+    why: "A workspace namespace's RoleBindings berth-api and berth-operator are applied server-side",
   },
   {
     group: "rbac.authorization.k8s.io",
     resource: "clusterroles",
     verbs: ["bind"],
-    names: [chartName("api-workspace")],
-    why: "The API binds its own workspace ClusterRole, and no other, in each workspace namespace",
+    names: [chartName("api-workspace"), chartName("operator-workspace")],
+    why: "The API binds its own workspace ClusterRole to itself and the operator's to the operator, and no other, in each workspace namespace",
   },
 ];
 
@@ -44,12 +48,12 @@ export function subjectOf(username: string): k8s.RbacV1Subject {
   return { kind: "User", apiGroup: "rbac.authorization.k8s.io", name: username };
 }
 
-/** The RoleBinding that gives `subject` the ClusterRole `role` in namespace `ns`. */
-export function workspaceBinding(ns: string, role: string, subject: k8s.RbacV1Subject): KubeObject {
+/** The RoleBinding `name` that gives `subject` the ClusterRole `role` in namespace `ns`. */
+export function workspaceBinding(ns: string, role: string, subject: k8s.RbacV1Subject, name = WORKSPACE_BINDING): KubeObject {
   return {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "RoleBinding",
-    metadata: { name: WORKSPACE_BINDING, namespace: ns, labels: { "app.kubernetes.io/managed-by": "berth" } },
+    metadata: { name, namespace: ns, labels: { "app.kubernetes.io/managed-by": "berth" } },
     roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: role },
     subjects: [subject],
   } as KubeObject;
@@ -58,25 +62,38 @@ export function workspaceBinding(ns: string, role: string, subject: k8s.RbacV1Su
 /** How long the steps after a new binding retry a 403 while the authorizer's cache catches up. */
 const BINDING_WAIT_MS = 20_000;
 
+/** The operator's workspace ClusterRole and its Kubernetes user, bound in each workspace namespace. */
+export interface OperatorWorkspaceRole {
+  /** BERTH_OPERATOR_WORKSPACE_ROLE */
+  role: string;
+  /** BERTH_OPERATOR_USERNAME */
+  username: string;
+}
+
 /**
- * Binds the API's workspace ClusterRole in workspace namespaces. Its own user is asked of the API
- * server once (a SelfSubjectReview, which every authenticated user may make).
+ * Binds the API's workspace ClusterRole, and the operator's, in workspace namespaces. The API's
+ * own user is asked of the API server once (a SelfSubjectReview, which every authenticated user
+ * may make).
  */
 export class WorkspaceAccess {
   readonly #kc: k8s.KubeConfig;
   readonly #objects: ObjectClient;
   readonly #role: string;
+  readonly #operator: OperatorWorkspaceRole | undefined;
   #subject: Promise<k8s.RbacV1Subject> | undefined;
 
-  constructor(kc: k8s.KubeConfig, objects: ObjectClient, role: string) {
+  constructor(kc: k8s.KubeConfig, objects: ObjectClient, role: string, operator?: OperatorWorkspaceRole) {
     this.#kc = kc;
     this.#objects = objects;
     this.#role = role;
+    this.#operator = operator;
   }
 
-  /** Applies the namespace's RoleBinding (idempotent). */
+  /** Applies the namespace's RoleBindings (idempotent). */
   async bind(ns: string): Promise<void> {
     await this.#objects.apply(workspaceBinding(ns, this.#role, await this.#self()), API_FIELD_MANAGER);
+    const op = this.#operator;
+    if (op) await this.#objects.apply(workspaceBinding(ns, op.role, subjectOf(op.username), OPERATOR_WORKSPACE_BINDING), API_FIELD_MANAGER);
   }
 
   /**

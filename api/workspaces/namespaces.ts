@@ -11,7 +11,7 @@ import { ConflictError, UnavailableError } from "../errors.ts";
 import type { NamespaceEnsurer } from "./service.ts";
 import type { Access } from "../../kube/rbac.ts";
 import { BUILD_NETWORK_POLICY, NETWORK_POLICY, workspaceNetworkPolicies, type WorkspaceNetwork } from "./network.ts";
-import { WORKSPACE_BINDING_ACCESS, WorkspaceAccess } from "./access.ts";
+import { WORKSPACE_BINDING_ACCESS, WorkspaceAccess, type OperatorWorkspaceRole } from "./access.ts";
 
 /** What the ensurer does in the cluster (RBAC from code, see api/rbac.ts). Namespaces are never deleted. */
 export const NAMESPACE_ENSURER_ACCESS: Access[] = [
@@ -65,6 +65,8 @@ export interface WorkspaceSetup {
   network?: WorkspaceNetwork | undefined;
   /** The API's workspace ClusterRole (BERTH_WORKSPACE_ROLE), bound in each workspace namespace; none: no binding (an API with cluster-wide grants). */
   role?: string | undefined;
+  /** The operator's workspace ClusterRole and user, bound in each workspace namespace with the API's. */
+  operator?: OperatorWorkspaceRole | undefined;
 }
 
 /** The setup the API's configuration asks for. */
@@ -73,11 +75,14 @@ export function workspaceSetup(config: {
   BERTH_WORKSPACE_LIMITS: WorkspaceCapacity["limits"];
   BERTH_WORKSPACE_NETWORK: WorkspaceNetwork;
   BERTH_WORKSPACE_ROLE: string;
+  BERTH_OPERATOR_WORKSPACE_ROLE: string;
+  BERTH_OPERATOR_USERNAME: string;
 }): WorkspaceSetup {
   return {
     capacity: { quota: config.BERTH_WORKSPACE_QUOTA, limits: config.BERTH_WORKSPACE_LIMITS },
     network: config.BERTH_WORKSPACE_NETWORK,
     role: config.BERTH_WORKSPACE_ROLE,
+    operator: { role: config.BERTH_OPERATOR_WORKSPACE_ROLE, username: config.BERTH_OPERATOR_USERNAME },
   };
 }
 
@@ -93,7 +98,7 @@ export class KubeNamespaceEnsurer implements NamespaceEnsurer {
     this.#objects = new ObjectClient(kc);
     this.#capacity = setup.capacity;
     this.#network = setup.network;
-    this.#access = setup.role ? new WorkspaceAccess(kc, this.#objects, setup.role) : undefined;
+    this.#access = setup.role ? new WorkspaceAccess(kc, this.#objects, setup.role, setup.operator) : undefined;
   }
 
   async ensure(name: string, labels: Record<string, string>): Promise<void> {

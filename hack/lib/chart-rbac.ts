@@ -1,8 +1,8 @@
 // Renders the chart's RBAC templates from the code's declarations (operator/rbac.ts,
 // api/rbac.ts): a ClusterRole for what a process does in every namespace, a Role in the release
 // namespace for what it does only there, and their bindings to the component's ServiceAccount; and
-// a ClusterRole, unbound, for what it does only in workspace namespaces (the API binds it in each:
-// api/workspaces/access.ts). A name the chart gives (kube/rbac.ts chartName) renders as its
+// a ClusterRole, unbound, for what it does only in workspace namespaces (the API binds its own and
+// the operator's in each: api/workspaces/access.ts). A name the chart gives (kube/rbac.ts chartName) renders as its
 // template.
 // hack/gen.ts writes them; test/unit/kube/rbac.test.ts fails when the chart drifts from the code.
 import { renderRules, rulesOf, type Access } from "../../kube/rbac.ts";
@@ -17,6 +17,8 @@ interface Component {
   accesses: readonly Access[];
   /** A Helm condition under which the release-namespace Role exists (its only use may be optional). */
   releaseRoleIf?: string;
+  /** Who binds the workspace ClusterRole, and where (comment lines of the rendered template). */
+  workspaceBinding: string[];
 }
 
 const COMPONENTS: Component[] = [
@@ -27,8 +29,21 @@ const COMPONENTS: Component[] = [
     accesses: OPERATOR_ACCESS,
     // leader election's Lease; with mutual TLS to buildkitd, the build Jobs' client certificate
     releaseRoleIf: `or .Values.operator.config.leaderElection (and .Values.builder.enabled (dig "tls" "enabled" false .Values.builder))`,
+    workspaceBinding: [
+      "# In workspace namespaces only: not bound here. The API binds it to the operator in each workspace",
+      "# namespace as it creates it (RoleBinding berth-operator; BERTH_OPERATOR_WORKSPACE_ROLE names it).",
+    ],
   },
-  { name: "api", file: "api-rbac.yaml", source: "api/rbac.ts", accesses: API_ACCESS },
+  {
+    name: "api",
+    file: "api-rbac.yaml",
+    source: "api/rbac.ts",
+    accesses: API_ACCESS,
+    workspaceBinding: [
+      "# In workspace namespaces only: not bound here. The API binds it to itself in each workspace",
+      "# namespace as it creates it (RoleBinding berth-api; BERTH_WORKSPACE_ROLE names it).",
+    ],
+  },
 ];
 
 const labels = (c: Component) => `  labels:\n    {{- include "berth.componentLabels" (list . "${c.name}") | nindent 4 }}`;
@@ -108,8 +123,7 @@ function render(c: Component): string {
   if (workspace.length) {
     out.push(
       "---",
-      "# In workspace namespaces only: not bound here. The API binds it to itself in each workspace",
-      "# namespace as it creates it (RoleBinding berth-api; BERTH_WORKSPACE_ROLE names it).",
+      ...c.workspaceBinding,
       "apiVersion: rbac.authorization.k8s.io/v1",
       "kind: ClusterRole",
       "metadata:",

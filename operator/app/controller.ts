@@ -73,7 +73,7 @@ export function wireAppController(op: OperatorContext): WiredController {
   const children = Object.fromEntries(
     childKinds(buildConfig).map((kind) => [kind, informers.managed(kind)]),
   ) as AppReconcilerDeps["children"];
-  const secrets = informers.managed("Secret");
+  const secrets = informers.secrets();
   const pods = informers.managed("Pod");
   const releases = informers.releases();
   const governance = cfg.BERTH_OPERATOR_API_URL
@@ -85,7 +85,7 @@ export function wireAppController(op: OperatorContext): WiredController {
     : undefined;
   const controller = op.manager.addController({
     name: "app",
-    primary: apps as unknown as Informer<KubeObject>, // the controller only reads names and owner references
+    primary: apps, // the controller only reads names and owner references
     // Only this controller writes App status: its own status writes wake nothing.
     updates: specChanged,
     owned: [
@@ -96,8 +96,8 @@ export function wireAppController(op: OperatorContext): WiredController {
     ],
     watches: [
       { informer: pods, map: appOfPod },
-      { informer: releases as unknown as Informer<KubeObject>, map: appOfRelease },
-      { informer: apps as unknown as Informer<KubeObject>, updates: specChanged, map: sameSlugApps(apps) },
+      { informer: releases, map: appOfRelease },
+      { informer: apps, updates: specChanged, map: sameSlugApps(apps) },
     ],
     reconciler: new AppReconciler({
       client: op.client,

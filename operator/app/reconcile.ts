@@ -68,7 +68,8 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
     group: "",
     resource: "secrets",
     verbs: CHILD_VERBS,
-    why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT), and the <app>-env Secret the API writes, watched to roll the pods when it changes; RBAC cannot narrow list and watch by name or label: the most sensitive grant",
+    scope: "workspace",
+    why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT), and the <app>-env Secret the API writes, watched to roll the pods when it changes; in workspace namespaces only (RBAC cannot narrow list and watch by name or label)",
   },
   {
     group: "",

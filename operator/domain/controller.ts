@@ -67,7 +67,7 @@ export function wireDomainController(op: OperatorContext): WiredController {
   const services = informers.managed("Service");
   const ingresses = informers.managed("Ingress");
   const allIngresses = informers.allIngresses();
-  const secrets = informers.managed("Secret");
+  const secrets = informers.secrets();
   const certificates = cfg.BERTH_DOMAIN_ISSUER ? informers.managed("Certificate") : undefined;
   const controller = op.manager.addController({
     name: "domain",
@@ -79,7 +79,7 @@ export function wireDomainController(op: OperatorContext): WiredController {
       ...(certificates ? [certificates] : []),
     ],
     watches: [
-      { informer: apps as unknown as Informer<KubeObject>, map: domainsOfApp(domains) },
+      { informer: apps, map: domainsOfApp(domains) },
       { informer: secrets, map: domainOfSecret },
       { informer: domains, map: sameDomainClaims(domains) },
       // Only hosts are read of other Ingresses: their status (the load balancer's address) wakes nothing.

@@ -76,6 +76,7 @@ export const DOMAIN_CONTROLLER_ACCESS: Access[] = [
     group: "",
     resource: "secrets",
     verbs: ["get", "list", "watch", "patch", "delete"],
+    scope: "workspace",
     why: "A Domain's certificate Secret (written by cert-manager) is adopted (an ownerReference, so it goes with the Domain) and deleted when the Domain is",
   },
 ];

@@ -1,13 +1,24 @@
 // The kinds the operator watches and the shared informers of them. The Manager holds one informer
 // per resource, namespace and label selector, so each controller's wiring asks for what it
 // watches here and the controllers that watch a kind share one cache of it.
-import { API_VERSION } from "../../crds/schemas.ts";
+import { API_VERSION, WORKSPACE_LABEL } from "../../crds/schemas.ts";
 import type { Informer } from "../../kube/informer.ts";
+import type { Access } from "../../kube/rbac.ts";
 import type { KubeObject } from "../../kube/objects.ts";
 import type { Manager } from "../runtime/manager.ts";
 import { MANAGED_BY } from "./apply.ts";
 import { MIDDLEWARE_API_VERSION } from "./edge.ts";
 import type { AppObject, ReleaseObject } from "./objects.ts";
+
+/** What following the workspace namespaces needs (SharedInformers.secrets). */
+export const PER_NAMESPACE_ACCESS: Access[] = [
+  {
+    group: "",
+    resource: "namespaces",
+    verbs: ["list", "watch"],
+    why: "The workspace namespaces (label-selected) are followed: Berth's Secrets are listed and watched in each, where the API's RoleBinding grants it",
+  },
+];
 
 /** cert-manager's Certificates. */
 export const CERTIFICATE_API_VERSION = "cert-manager.io/v1";
@@ -74,8 +85,27 @@ export class SharedInformers {
     return this.manager.informer<KubeObject>({ ...this.kind("Ingress"), dropManagedFields: true });
   }
 
+  /**
+   * Secrets labelled as Berth's, in the watched namespace or else in every workspace namespace,
+   * each with its own list and watch: the operator's Secret grants hold only there (a RoleBinding
+   * the API makes in each workspace namespace), so a list across the cluster would be refused.
+   */
+  secrets(): Informer<KubeObject> {
+    if (this.namespace) return this.labelled("Secret");
+    return this.manager.perNamespaceInformer<KubeObject>({
+      ...this.kind("Secret"),
+      labelSelector: MANAGED_BY_SELECTOR,
+      dropManagedFields: true,
+      namespaceSelector: WORKSPACE_LABEL,
+    });
+  }
+
   /** Objects of `kind` labelled as Berth's, in the watched namespace. */
-  managed<T extends KubeObject = KubeObject>(kind: Exclude<WatchedKind, "App" | "Release" | "Domain">): Informer<T> {
+  managed<T extends KubeObject = KubeObject>(kind: Exclude<WatchedKind, "App" | "Release" | "Domain" | "Secret">): Informer<T> {
+    return this.labelled<T>(kind);
+  }
+
+  private labelled<T extends KubeObject>(kind: Exclude<WatchedKind, "App" | "Release" | "Domain">): Informer<T> {
     return this.manager.informer<T>({
       ...this.kind(kind),
       labelSelector: MANAGED_BY_SELECTOR,

@@ -87,17 +87,17 @@ export function wireReleaseController(op: OperatorContext): WiredController {
   const cronJobs = informers.managed("CronJob");
   const build = buildSettings(cfg);
   // the copies of buildkitd's client certificate (mutual TLS), in the App controller's cache of Berth's Secrets
-  const secrets = build?.tls ? informers.managed("Secret") : undefined;
+  const secrets = build?.tls ? informers.secrets() : undefined;
   const deploying = deployingReleasesOf(releases);
   // Build results are read off the logs of running build pods; a printed one wakes its release.
   const buildLogs = new BuildLogs(op.manager.rest, (req) => controller.enqueue(req));
   const controller = op.manager.addController({
     name: "release",
-    primary: releases as unknown as Informer<KubeObject>,
+    primary: releases,
     owned: [jobs],
     watches: [
       { informer: pods, map: (pod) => [...releaseOfObject(pod), ...deploying(pod)] },
-      { informer: apps as unknown as Informer<KubeObject>, map: releasesOfApp(releases) },
+      { informer: apps, map: releasesOfApp(releases) },
       { informer: deployments, map: deploying },
       { informer: cronJobs, map: deploying },
     ],

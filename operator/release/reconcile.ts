@@ -106,6 +106,7 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
     group: "",
     resource: "secrets",
     verbs: ["get", "list", "watch", "create", "patch"],
+    scope: "workspace",
     why: "With mutual TLS to buildkitd, the build Jobs' client certificate (Secret berth-buildkit-client) is copied into the namespace of each build (server-side apply; read after a refused create), where the build Job reads it by secretKeyRef; the copies are watched (label-selected) to apply only a changed one",
   },
   {

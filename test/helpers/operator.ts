@@ -4,12 +4,16 @@
 // BERTH_BUILDKIT_TLS_DIR from `hack/cluster env`), it runs as the chart runs it with
 // builder.tls.enabled: the Secret berth-buildkit-client in the release namespace (written here,
 // with the admin kubeconfig, as the chart or the platform team would), and BERTH_BUILDKIT_TLS.
+// Its grants of workspace namespaces (Berth's Secrets) hold in the namespace it watches through the
+// RoleBinding berth-operator the API makes in each workspace namespace, made here (with the admin
+// kubeconfig) where the API did not make the namespace.
 import { pino, type Logger } from "pino";
 import { buildkitClientSecret, readBuildkitClient } from "../../hack/lib/buildkit-tls.ts";
 import { KubeClient } from "../../kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
-import { identity, RELEASE_NAMESPACE } from "./identities.ts";
+import { OPERATOR_WORKSPACE_BINDING, subjectOf, workspaceBinding } from "../../api/workspaces/access.ts";
+import { identity, RELEASE, RELEASE_NAMESPACE, usernameOf } from "./identities.ts";
 import { kube } from "./kube.ts";
 
 export interface TestOperatorOptions {
@@ -37,8 +41,17 @@ export async function buildkitTlsEnv(env: Record<string, string> = {}): Promise<
   return { BERTH_BUILDKIT_TLS: "true", BERTH_NAMESPACE: RELEASE_NAMESPACE };
 }
 
+/** The operator's workspace grants in `namespace`, as the API binds them in a workspace namespace it creates. */
+export async function bindOperatorWorkspaceRole(namespace: string): Promise<void> {
+  await new KubeClient(kube().kc).apply(
+    workspaceBinding(namespace, `${RELEASE}-operator-workspace`, subjectOf(usernameOf("operator")), OPERATOR_WORKSPACE_BINDING),
+    "test",
+  );
+}
+
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {
   const id = await identity("operator");
+  await bindOperatorWorkspaceRole(opts.namespace);
   const tls = await buildkitTlsEnv(opts.env);
   return startOperator(
     loadOperatorConfig({

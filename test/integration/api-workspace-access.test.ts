@@ -6,10 +6,11 @@
 import test from "ava";
 import * as k8s from "@kubernetes/client-node";
 import { loadKubeConfig } from "../../kube/client.ts";
-import { WORKSPACE_BINDING } from "../../api/workspaces/access.ts";
+import { OPERATOR_WORKSPACE_BINDING, WORKSPACE_BINDING } from "../../api/workspaces/access.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity, usernameOf } from "../helpers/identities.ts";
 import { kubectl } from "../helpers/binaries.ts";
+import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
 import { apiError, deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();
@@ -174,4 +175,52 @@ test("a workspace made before its binding existed gets it again when the API sta
   t.is(failed, 0);
   await eventually("the API to read it again", () => asApi.core.readNamespacedSecret({ namespace: ws.namespace, name: "s" }), 15_000);
   t.pass();
+});
+
+// The operator's Secret grants end at the workspaces too: a ClusterRole the chart renders unbound,
+// bound by the API (RoleBinding berth-operator) in each workspace namespace it ensures.
+test("a workspace namespace gets the operator's RoleBinding; the operator reads Secrets there and nowhere else", async (t) => {
+  const binding = await rbacAdmin.readNamespacedRoleBinding({ namespace: api.namespace, name: OPERATOR_WORKSPACE_BINDING });
+  t.is(binding.roleRef.name, "berth-operator-workspace");
+  t.deepEqual(
+    binding.subjects?.map((s) => ({ kind: s.kind, namespace: s.namespace, name: s.name })),
+    [{ kind: "ServiceAccount", namespace: "berth-system", name: "berth-operator" }],
+  );
+  const asOperator = loadKubeConfig((await identity("operator")).kubeconfig).makeApiClient(k8s.CoreV1Api);
+  await k.core.createNamespacedSecret({ namespace: api.namespace, body: { metadata: { name: "op-mine" }, stringData: { a: "b" } } });
+  const mine = await asOperator.readNamespacedSecret({ namespace: api.namespace, name: "op-mine" });
+  t.is(Buffer.from(mine.data!.a!, "base64").toString(), "b", "the operator's own token reads a workspace's Secret");
+  t.is((await refusal(asOperator.readNamespacedSecret({ namespace: victim, name: "db-password" })))?.code, 403, "outside the workspaces");
+  t.is((await refusal(asOperator.listSecretForAllNamespaces()))?.code, 403, "and across the cluster");
+
+  // the binding is the wall: the same RoleBinding in the victim's namespace lets the read through
+  const ns = await testNamespace(k, "op-bound");
+  t.teardown(() => deleteNamespace(k, ns));
+  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: "s" }, stringData: { a: "b" } } });
+  t.is((await refusal(asOperator.readNamespacedSecret({ namespace: ns, name: "s" })))?.code, 403, "before the binding");
+  await bindOperatorWorkspaceRole(ns);
+  await eventually(
+    "the operator to read the Secret once bound",
+    async () => (await asOperator.readNamespacedSecret({ namespace: ns, name: "s" }).catch(() => undefined)) !== undefined,
+  );
+  t.pass();
+});
+
+test("the API cannot bind the operator's workspace ClusterRole to anyone but the operator, nor under another name", async (t) => {
+  const role = { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "berth-operator-workspace" };
+  const toApi = await refusal(
+    asApi.rbac.createNamespacedRoleBinding({
+      namespace: api.namespace,
+      body: { metadata: { name: OPERATOR_WORKSPACE_BINDING + "-x" }, roleRef: role, subjects: [apiSubject()] },
+    }),
+  );
+  t.is(toApi?.code, 403, "the operator's Secrets for the API itself");
+  const intruder = { kind: "ServiceAccount", namespace: api.namespace, name: "default" };
+  const toPod = await refusal(
+    asApi.rbac.createNamespacedRoleBinding({
+      namespace: api.namespace,
+      body: { metadata: { name: OPERATOR_WORKSPACE_BINDING }, roleRef: role, subjects: [intruder] },
+    }),
+  );
+  t.is(toPod?.code, 403, "the operator's Secrets for a workspace's pods");
 });

@@ -85,6 +85,7 @@ const OP = [...rulesOf(OPERATOR_ACCESS, "cluster"), ...rulesOf(OPERATOR_ACCESS, 
 const API = rulesOf(API_ACCESS, "cluster").map((r) => r.rule);
 /** What the API may do in a workspace namespace: its cluster grants and its workspace ClusterRole. */
 const API_IN_WORKSPACE = [...API, ...rulesOf(API_ACCESS, "workspace").map((r) => r.rule)];
+const OP_IN_WORKSPACE = [...OP, ...rulesOf(OPERATOR_ACCESS, "workspace").map((r) => r.rule)];
 
 test("the operator may manage its finalizer and status but never an App's spec by update, nor create or delete Apps", (t) => {
   t.true(allows(OP, "patch", "berth.dev", "apps"));
@@ -93,7 +94,7 @@ test("the operator may manage its finalizer and status but never an App's spec b
   t.false(allows(OP, "update", "berth.dev", "apps"));
   t.false(allows(OP, "create", "berth.dev", "apps"));
   t.false(allows(OP, "delete", "berth.dev", "apps"));
-  t.true(allows(OP, "create", "", "secrets"));
+  t.true(allows(OP_IN_WORKSPACE, "create", "", "secrets"));
   t.true(allows(OP, "update", "coordination.k8s.io", "leases", "berth-operator"));
   t.false(allows(OP, "update", "coordination.k8s.io", "leases", "kube-scheduler"));
   t.false(allows(OP, "create", "", "namespaces"));
@@ -128,9 +129,22 @@ test("outside workspace namespaces the API reads no Secret, pod or pod log; it b
     t.false(allows(API, verb, "", "pods/log"), `${verb} pods/log`);
   }
   t.true(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles", "<chart:api-workspace>"));
+  t.true(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles", "<chart:operator-workspace>"));
   t.false(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles", "cluster-admin"));
   t.false(allows(API, "bind", "rbac.authorization.k8s.io", "clusterroles"));
   t.false(allows(API, "create", "rbac.authorization.k8s.io", "clusterrolebindings"));
   t.true(allows(API, "patch", "rbac.authorization.k8s.io", "rolebindings", "berth-api"));
+  t.true(allows(API, "patch", "rbac.authorization.k8s.io", "rolebindings", "berth-operator"));
   t.false(allows(API, "patch", "rbac.authorization.k8s.io", "rolebindings", "admin"));
+});
+
+test("outside workspace namespaces the operator reads and writes no Secret; it follows the namespaces", (t) => {
+  for (const verb of ["get", "list", "watch", "create", "patch", "update", "delete"] as const)
+    t.false(allows(OP, verb, "", "secrets", verb === "get" ? "any-secret" : undefined), `${verb} secrets`);
+  t.true(allows(OP, "get", "", "secrets", "berth-buildkit-client"), "the build Jobs' client certificate, by name, in Berth's namespace");
+  for (const verb of ["get", "list", "watch", "create", "patch", "delete"] as const)
+    t.true(allows(OP_IN_WORKSPACE, verb, "", "secrets"), `${verb} secrets in a workspace`);
+  t.false(allows(OP_IN_WORKSPACE, "update", "", "secrets"));
+  t.true(allows(OP, "watch", "", "namespaces"));
+  t.false(allows(OP, "patch", "", "namespaces"));
 });

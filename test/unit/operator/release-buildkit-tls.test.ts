@@ -254,12 +254,18 @@ test("without mutual TLS: no Secret read or written, the Job as before", async (
   t.false(JSON.stringify(w.job("web-1-build")!.spec!.template.spec!.containers[0]!.env).includes("BERTH_BUILDKIT_TLS"), "no TLS variable");
 });
 
-test("the grants: the original read only by its name in Berth's namespace; copies applied and watched in every namespace", (t) => {
+test("the grants: the original read only by its name in Berth's namespace; copies applied and watched in workspace namespaces", (t) => {
   const release = rulesOf(RELEASE_CONTROLLER_ACCESS, "release").map((r) => r.rule);
   t.deepEqual(release, [{ apiGroups: [""], resources: ["secrets"], resourceNames: [BUILDKIT_CLIENT_SECRET], verbs: ["get"] }]);
   const cluster = rulesOf(RELEASE_CONTROLLER_ACCESS, "cluster").map((r) => r.rule);
-  t.deepEqual(
+  t.is(
     cluster.find((r) => r.resources.includes("secrets")),
+    undefined,
+    "no Secret outside the workspaces",
+  );
+  const workspace = rulesOf(RELEASE_CONTROLLER_ACCESS, "workspace").map((r) => r.rule);
+  t.deepEqual(
+    workspace.find((r) => r.resources.includes("secrets")),
     { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create", "patch"] },
     "never delete, never update",
   );

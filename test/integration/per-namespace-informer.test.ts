@@ -1,0 +1,93 @@
+// PerNamespaceInformer (kube) against the real API server: Secrets of the namespaces a label
+// selects, followed as namespaces gain and lose the label, under the operator's own identity (the
+// chart's RBAC), which may list Secrets only where a RoleBinding grants it. A selected namespace
+// without the binding is refused and does not hold the others.
+import test from "ava";
+import * as k8s from "@kubernetes/client-node";
+import { loadKubeConfig } from "../../kube/client.ts";
+import { PerNamespaceInformer, type InformerEvent, type KubeObject } from "../../kube/index.ts";
+import { identity } from "../helpers/identities.ts";
+import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
+import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
+
+const k = kube();
+/** Each run selects its own namespaces: a label key no other test uses. */
+const SELECT = `per-ns-test-${uniqueName("s")}`;
+const SECRET_LABEL = { "app.kubernetes.io/managed-by": "berth" };
+
+async function namespaceWithSecret(prefix: string, selected: boolean, bound: boolean): Promise<string> {
+  const ns = await testNamespace(k, prefix, selected ? { [SELECT]: "yes" } : {});
+  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: `in-${prefix}`, labels: SECRET_LABEL } } });
+  await k.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: `unlabelled-${prefix}` } } });
+  if (bound) await bindOperatorWorkspaceRole(ns);
+  return ns;
+}
+
+test("Secrets of the selected, bound namespaces only; namespaces followed as they come and go", async (t) => {
+  const a = await namespaceWithSecret("pna", true, true);
+  const b = await namespaceWithSecret("pnb", true, true);
+  const outside = await namespaceWithSecret("pno", false, true);
+  const unbound = await namespaceWithSecret("pnu", true, false);
+  t.teardown(() => Promise.all([a, b, outside, unbound].map((n) => deleteNamespace(k, n))).then(() => undefined));
+  const warnings: string[] = [];
+  const kc = loadKubeConfig((await identity("operator")).kubeconfig);
+  const informer = new PerNamespaceInformer<KubeObject>(
+    kc,
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      plural: "secrets",
+      labelSelector: "app.kubernetes.io/managed-by=berth",
+      namespaceSelector: SELECT,
+    },
+    { warn: (o, msg) => warnings.push(`${msg} ${JSON.stringify(o)}`) },
+    { firstListsWaitMs: 3_000 },
+  );
+  const events: Array<[InformerEvent, string]> = [];
+  informer.on((event, obj) => events.push([event, obj.metadata.name!]));
+  t.teardown(() => informer.stop());
+  await eventually("the operator's bindings to take effect", async () => {
+    const core = kc.makeApiClient(k8s.CoreV1Api);
+    return (await core.listNamespacedSecret({ namespace: b }).catch(() => undefined)) !== undefined;
+  });
+
+  await informer.start();
+  t.true(informer.synced);
+  t.deepEqual(informer.namespaces, [a, b, unbound].sort(), "one informer per selected namespace");
+  const names = () =>
+    informer
+      .list()
+      .map((s) => s.metadata.name)
+      .sort();
+  t.deepEqual(names(), ["in-pna", "in-pnb"], "labelled Secrets of the bound namespaces; none of the others");
+  t.is(informer.get(a, "in-pna")?.metadata.namespace, a);
+  t.is(informer.get(outside, "in-pno"), undefined, "an unselected namespace is not watched");
+  t.deepEqual(
+    informer.list(b).map((s) => s.metadata.name),
+    ["in-pnb"],
+  );
+  t.true(
+    warnings.some((w) => w.includes(unbound)),
+    "the namespace without the binding was refused (and named) without holding the start",
+  );
+
+  // a namespace that gains the label is followed; its Secrets arrive as add events
+  await k.core.patchNamespace(
+    { name: outside, body: { metadata: { labels: { [SELECT]: "yes" } } } },
+    k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+  );
+  await eventually("the newly selected namespace's Secret", () => Promise.resolve(informer.get(outside, "in-pno")));
+  t.true(events.some(([e, n]) => e === "add" && n === "in-pno"));
+
+  // a Secret created later in a followed namespace arrives too
+  await k.core.createNamespacedSecret({ namespace: a, body: { metadata: { name: "later", labels: SECRET_LABEL } } });
+  await eventually("a later Secret", () => Promise.resolve(informer.get(a, "later")));
+
+  // a namespace that loses the label is dropped
+  await k.core.patchNamespace(
+    { name: b, body: { metadata: { labels: { [SELECT]: null } } } },
+    k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+  );
+  await eventually("the unselected namespace to be dropped", () => Promise.resolve(!informer.namespaces.includes(b)));
+  t.is(informer.get(b, "in-pnb"), undefined);
+});
