@@ -131,6 +131,29 @@ test("the API cannot make another namespace a workspace: RBAC would allow the la
   t.is(moved?.code, 403);
 });
 
+test("the API changes no namespace but a workspace's, nor creates one that is not", async (t) => {
+  // RBAC alone lets the API patch any namespace (patch cannot be narrowed by label): for example
+  // lift kube-system's Pod Security level, or label a namespace into another product's policies
+  t.true(await rbacAllows("patch", "namespaces", "kube-system"));
+  const lifted = await refusal(
+    asApi.core.patchNamespace(
+      { name: victim, body: { metadata: { labels: { "pod-security.kubernetes.io/enforce": "privileged" } } } },
+      k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+    ),
+  );
+  t.is(lifted?.code, 403);
+  t.regex(lifted!.message, /changes only workspace namespaces/);
+  const plain = await refusal(asApi.core.createNamespace({ body: { metadata: { name: uniqueName("plain") } } }));
+  t.is(plain?.code, 403, "a namespace without the workspace label");
+  t.regex(plain!.message, /is a workspace's/);
+  // its own workspace's namespace it still keeps (a label of its own, as ensure() applies them)
+  const own = await asApi.core.patchNamespace(
+    { name: api.namespace, body: { metadata: { labels: { "app.kubernetes.io/managed-by": "berth" } } } },
+    k8s.setHeaderOptions("Content-Type", k8s.PatchStrategy.MergePatch),
+  );
+  t.is(own.metadata?.name, api.namespace);
+});
+
 test("in a workspace, the API binds only its own role, only to itself", async (t) => {
   const bind = (name: string, role: string, subject: k8s.RbacV1Subject) =>
     refusal(
