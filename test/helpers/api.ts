@@ -7,6 +7,10 @@
 //   const api = await startApi({ routes: (s) => appRoutes(...) });
 //   t.teardown(() => api.stop());   // or test.after.always
 //   const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, { body: {...} });
+import { createWriteStream, mkdirSync, type WriteStream } from "node:fs";
+import { basename, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import test from "ava";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { loadConfig, type Config } from "../../api/config.ts";
 import { openOrm } from "../../api/db/orm.ts";
@@ -132,12 +136,15 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
       ...opts.env,
     });
     const logs: Record<string, unknown>[] = [];
+    const file = logFile();
+    cleanup.push(() => new Promise<void>((resolve) => (file ? file.end(resolve) : resolve())));
     const logger = createLogger({
       level: config.BERTH_LOG_LEVEL,
       base: { component: "api" },
       destination: {
         write: (line: string) => {
           logs.push(JSON.parse(line) as Record<string, unknown>);
+          file?.write(line);
         },
       },
     });
@@ -233,6 +240,22 @@ export async function startApi(opts: StartApiOptions = {}): Promise<TestApi> {
     await runCleanup();
     throw err;
   }
+}
+
+let apiCount = 0;
+
+/**
+ * Under ./hack/test, each API's log also goes, line by line, to
+ * `$BERTH_LOCAL/logs/api/<test file>-<pid>-<n>.jsonl`: a run that hangs or fails keeps what the API
+ * said (tests read `logs`, in memory). Elsewhere, nowhere.
+ */
+function logFile(): WriteStream | undefined {
+  const root = process.env.BERTH_LOCAL;
+  if (!root) return undefined;
+  const dir = join(root, "logs", "api");
+  mkdirSync(dir, { recursive: true });
+  const name = basename(fileURLToPath(test.meta.file)).replace(/\.test\.ts$/, "");
+  return createWriteStream(join(dir, `${name}-${process.pid}-${++apiCount}.jsonl`), { flags: "w" });
 }
 
 /**
