@@ -412,11 +412,21 @@ export interface WorkerPoolOptions {
    */
   taskTimeoutMs?: number | undefined;
   /**
+   * How long a new thread may take to post { ready: true } (default 30 s; 0: no limit). A thread
+   * that has not by then is terminated and replaced, and the tasks posted to it, which it never
+   * started, go to the pool again: without it, a thread stuck loading would hold its tasks (and
+   * the ingestion transactions waiting on them) for good, since task deadlines run only on ready
+   * workers.
+   */
+  startTimeoutMs?: number | undefined;
+  /**
    * The worker's module: scoring-worker.ts; tests give one that can be made to run away. It must
    * post { ready: true } once loaded: no deadline runs on a worker before.
    */
   workerUrl?: URL;
 }
+
+const DEFAULT_START_TIMEOUT_MS = 30_000;
 
 /**
  * Scoring in worker threads. Tasks go to the worker with the fewest in flight and each worker
@@ -440,6 +450,7 @@ export class WorkerPoolScorer implements Scorer {
   readonly #size: number;
   readonly #log: Logger;
   readonly #timeoutMs: number | undefined;
+  readonly #startTimeoutMs: number | undefined;
   readonly #workerUrl: URL;
   readonly #slots: Slot[] = [];
   #next = 1;
@@ -451,6 +462,8 @@ export class WorkerPoolScorer implements Scorer {
     const t = opts.taskTimeoutMs;
     // setTimeout fires at once past 2^31 - 1 ms: such a deadline is none
     this.#timeoutMs = t !== undefined && Number.isFinite(t) && t > 0 && t < 2 ** 31 ? t : undefined;
+    const st = opts.startTimeoutMs ?? DEFAULT_START_TIMEOUT_MS;
+    this.#startTimeoutMs = Number.isFinite(st) && st > 0 && st < 2 ** 31 ? st : undefined;
     this.#workerUrl = opts.workerUrl ?? new URL("./scoring-worker.ts", import.meta.url);
     for (let i = 0; i < opts.size; i++) this.#slots.push(this.#spawn());
   }
@@ -470,8 +483,14 @@ export class WorkerPoolScorer implements Scorer {
     worker.unref();
     const { promise: whenReady, resolve: markReady } = Promise.withResolvers<void>();
     const slot: Slot = { worker, dead: false, ready: false, whenReady, markReady, pending: new Map() };
+    let starting: NodeJS.Timeout | undefined;
+    if (this.#startTimeoutMs !== undefined) {
+      starting = setTimeout(() => this.#notStarted(slot), this.#startTimeoutMs);
+      starting.unref();
+    }
     worker.on("message", (m: WorkerMessage) => {
       if ("ready" in m) {
+        clearTimeout(starting);
         slot.ready = true;
         slot.markReady();
         this.#arm(slot);
@@ -483,6 +502,7 @@ export class WorkerPoolScorer implements Scorer {
       else job.resolve(m);
     });
     const fail = (err: Error) => {
+      clearTimeout(starting);
       if (slot.dead) return;
       const jobs = this.#retire(slot);
       for (const j of jobs) j.reject(err);
@@ -538,6 +558,20 @@ export class WorkerPoolScorer implements Scorer {
     slot.timed = id;
     slot.timer = setTimeout(() => this.#expire(slot, id), this.#timeoutMs);
     slot.timer.unref(); // the worker's ref keeps the process alive while work is in flight
+  }
+
+  /** A new thread did not say it is ready in time: a fresh one in its place, its tasks (never started) dispatched again. */
+  #notStarted(slot: Slot): void {
+    if (slot.dead || slot.ready || this.#closed) return;
+    const jobs = this.#retire(slot);
+    this.#log.error(
+      { startTimeoutMs: this.#startTimeoutMs, threadId: slot.worker.threadId, requeued: jobs.length },
+      "a scoring worker did not start in time; replacing it",
+    );
+    slot.markReady(); // nobody waits on a thread that is gone
+    this.#replace(slot);
+    void slot.worker.terminate();
+    for (const j of jobs) this.#dispatch(j);
   }
 
   /** A task passed its deadline: a fresh worker for its own, the task cut, the ones behind it re-dispatched. */

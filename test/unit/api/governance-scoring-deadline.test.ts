@@ -7,6 +7,9 @@
 // batches are scored all along. Serial: the runaway threads spin a core each, and the deadlines
 // are wall-clock time.
 import test from "ava";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { pino } from "pino";
 import { caseText } from "../../../hack/bench/adversarial-texts.ts";
 import { GuardEngine, type EngineConfigInput } from "../../../toolkit/src/index.ts";
@@ -266,3 +269,32 @@ test.serial("1 MiB catastrophic inputs through the real worker: each is answered
   t.true(otherBatches > 0, "the other app's batches were scored meanwhile");
   t.is((await pool.score(2, {}, small)).length, 3, "the pool serves after them");
 });
+
+test.serial(
+  "a worker that never says it is ready is replaced at its start deadline; the task posted to it is served by the next",
+  async (t) => {
+    const slowStart = new URL("../../fixtures/scoring/slow-start-worker.ts", import.meta.url);
+    const marker = (name: string) => join(mkdtempSync(join(tmpdir(), "berth-slow-start-")), name);
+    // without a start deadline, the task waits on the stuck thread for good
+    process.env.BERTH_TEST_SLOW_START_MARKER = marker("none");
+    const stuck = new WorkerPoolScorer({ size: 1, log, taskTimeoutMs: DEADLINE_MS, startTimeoutMs: 0, workerUrl: slowStart });
+    t.teardown(() => stuck.close());
+    t.true(await pendingAfter(stuck.check(1, {}, INJECTION, "input"), 2 * DEADLINE_MS), "no deadline runs on a worker that never started");
+
+    process.env.BERTH_TEST_SLOW_START_MARKER = marker("limited");
+    const lines: string[] = [];
+    const pool = new WorkerPoolScorer({
+      size: 1,
+      log: pino({ level: "info" }, { write: (l: string) => void lines.push(l) }),
+      taskTimeoutMs: DEADLINE_MS,
+      startTimeoutMs: DEADLINE_MS,
+      workerUrl: slowStart,
+    });
+    t.teardown(() => pool.close());
+    const first = pool.threadIds[0];
+    const answer = await pool.check(1, {}, INJECTION, "input");
+    t.is(answer.decision, "block", "served, by the replacement");
+    t.not(pool.threadIds[0], first, "a new thread");
+    t.true(lines.some((l) => l.includes("did not start in time")));
+  },
+);
