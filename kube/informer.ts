@@ -47,6 +47,11 @@ export interface Informer<T extends KubeObject> {
   start(): Promise<void>;
   stop(): Promise<void>;
   readonly synced: boolean;
+  /**
+   * Whether the cache holds a complete list of `namespace`'s objects: an object it lacks there is
+   * absent, not merely not listed yet.
+   */
+  syncedIn(namespace: string): boolean;
   get(namespace: string | undefined, name: string): T | undefined;
   list(namespace?: string): readonly T[];
   /** Subscribes to changes; returns the unsubscribe function. */
@@ -104,6 +109,11 @@ export class ListWatchInformer<T extends KubeObject> implements Informer<T> {
   }
 
   get synced(): boolean {
+    return this._synced;
+  }
+
+  /** As synced: one list covers every namespace it watches. */
+  syncedIn(_namespace: string): boolean {
     return this._synced;
   }
 

@@ -81,6 +81,15 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
     return this.#namespaces.synced;
   }
 
+  /**
+   * A followed namespace: once its own list is complete. Any other: once the namespaces are
+   * listed (it is not selected, so none of its objects is watched: all are absent here).
+   */
+  syncedIn(namespace: string): boolean {
+    const informer = this.#each.get(namespace);
+    return informer ? informer.synced : this.#namespaces.synced;
+  }
+
   get(namespace: string | undefined, name: string): T | undefined {
     return namespace === undefined ? undefined : this.#each.get(namespace)?.get(namespace, name);
   }

@@ -110,6 +110,8 @@ type GovernanceState = { ref?: GovernanceRef; condition?: { ready: boolean; reas
 const REFERS_TO_A_SIBLING = new Set(["HorizontalPodAutoscaler", "Ingress"]);
 
 const DEFAULT_COUNTS_DELAY_MS = 5_000;
+/** How soon to look again at an App whose namespace's Secrets are not listed yet. */
+const SECRETS_WAIT_MS = 2_000;
 
 const after = (ms: number | undefined): ReconcileResult | undefined => (ms ? { requeueAfterMs: ms } : undefined);
 /** After a crash-loop hold ends, how much later to look (the clock of the pod's startedAt is the kubelet's). */
@@ -199,6 +201,14 @@ export class AppReconciler implements Reconciler {
     const refusal = this.admit(o);
     if (refusal) return after(await this.refuse(o, refusal, ctx));
     const source = this.source(o);
+    // Berth's Secrets of the namespace not listed yet (a workspace namespace just followed, or one
+    // whose RoleBinding is missing: kube/per-namespace-informer.ts): a Secret not in the cache
+    // would read as absent, rotating a live governance key and rolling the pods without their
+    // variables. Nothing is written until the list is in.
+    if (!this.deps.secrets.syncedIn(o.namespace)) {
+      ctx.log.debug({ namespace: o.namespace }, "waiting for the namespace's Secrets to be listed");
+      return { requeueAfterMs: SECRETS_WAIT_MS };
+    }
     const gov = await this.provision(o, source, ctx);
     const desired = buildChildren(
       { name: o.name, namespace: o.namespace, uid: o.app.metadata.uid! },

@@ -6,10 +6,17 @@ import type { KubeObject } from "../../kube/objects.ts";
 
 export class FakeInformer<T extends KubeObject> {
   readonly objects = new Map<string, T>();
+  /** Namespaces whose list is not complete yet (syncedIn is false for them). */
+  readonly unsynced = new Set<string>();
+  readonly synced = true;
   private readonly handlers = new Set<(e: InformerEvent, o: T) => void>();
 
   constructor(objs: readonly T[] = []) {
     for (const o of objs) this.put(o);
+  }
+
+  syncedIn(namespace: string): boolean {
+    return !this.unsynced.has(namespace);
   }
 
   get(namespace: string | undefined, name: string): T | undefined {

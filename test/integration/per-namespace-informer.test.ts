@@ -66,6 +66,9 @@ test("Secrets of the selected, bound namespaces only; namespaces followed as the
     informer.list(b).map((s) => s.metadata.name),
     ["in-pnb"],
   );
+  t.true(informer.syncedIn(a), "a followed namespace, listed");
+  t.false(informer.syncedIn(unbound), "a followed namespace whose list is refused: its objects are not known absent");
+  t.true(informer.syncedIn("kube-system"), "a namespace not followed: nothing of it is watched");
   t.true(
     warnings.some((w) => w.includes(unbound)),
     "the namespace without the binding was refused (and named) without holding the start",

@@ -158,6 +158,22 @@ test("a reconcile that runs before the caches show its writes creates nothing tw
   t.is(w.writes("applyStatus").length, 1);
 });
 
+test("before its namespace's Secrets are listed, an App is looked at again later and nothing is written", async (t) => {
+  const w = world();
+  // an <app>-env Secret exists, but the cache of its namespace is not complete yet: read as
+  // absent, the Deployment would lose the App's variables (and governance would rotate a key)
+  w.secrets.unsynced.add("ns");
+  const waiting = await w.reconcile();
+  t.deepEqual(waiting, { requeueAfterMs: 2000 });
+  t.deepEqual(w.calls, [], "nothing written, no status");
+  w.secrets.unsynced.delete("ns");
+  await w.reconcile();
+  t.true(
+    w.writes("applyNew").some((c) => c.kind === "Deployment"),
+    "then converged",
+  );
+});
+
 test("Events tell the App's transitions, not each child it creates; a reconcile that changes nothing tells nothing", async (t) => {
   const w = world();
   await w.reconcile();
