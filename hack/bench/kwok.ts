@@ -1,22 +1,29 @@
 // Extra simulated nodes for benchmarks that run more pods than the local cluster's one kwok node
-// holds (hack/cluster's kwok-node-0: 2,000 pods). Each added node is a kwok node of the same shape.
+// holds (hack/cluster's kwok-node-0: 2,000 pods and 256 CPUs, so 512 pods of an App's default
+// 500m request). Each added node holds 2,000 such pods: its CPUs are sized to them.
 import type * as k8s from "@kubernetes/client-node";
+import { DEFAULTS } from "../../crds/schemas.ts";
 
 /** Pods one simulated node holds (as hack/cluster's kwok-node-0). */
 export const KWOK_NODE_PODS = 2000;
+/** hack/cluster's kwok-node-0's CPUs. */
+const KWOK_NODE_0_CPUS = 256;
 
 /**
- * Nodes `<prefix>-1..n`, enough with kwok-node-0 for `pods` pods and 20% headroom (none when it
- * suffices); `add` creates them (an existing one is kept), `remove` deletes them.
+ * Nodes `<prefix>-1..n`, enough with kwok-node-0 for `pods` pods of `podMillicores` each and 20%
+ * headroom (none when kwok-node-0 suffices); `add` creates them (an existing one is kept),
+ * `remove` deletes them.
  */
 export function extraKwokNodes(
   core: k8s.CoreV1Api,
   prefix: string,
   pods: number,
+  podMillicores: number = DEFAULTS.cpuLimitMillicores,
 ): { count: number; add(): Promise<void>; remove(): Promise<void> } {
-  const count = Math.max(0, Math.ceil((pods * 1.2) / KWOK_NODE_PODS) - 1);
+  const node0 = Math.min(KWOK_NODE_PODS, Math.floor((KWOK_NODE_0_CPUS * 1000) / podMillicores));
+  const count = pods <= node0 ? 0 : Math.ceil(((pods - node0) * 1.2) / KWOK_NODE_PODS);
   const name = (i: number) => `${prefix}-${i}`;
-  const resources = { cpu: "256", memory: "1Ti", pods: String(KWOK_NODE_PODS) };
+  const resources = { cpu: String(Math.ceil((KWOK_NODE_PODS * podMillicores) / 1000)), memory: "1Ti", pods: String(KWOK_NODE_PODS) };
   return {
     count,
     async add() {
