@@ -170,6 +170,7 @@ test("the default values render the operator, the API, their RBAC and the migrat
     "ClusterRole/berth-api",
     "ClusterRole/berth-api-workspace",
     "ClusterRole/berth-operator",
+    "ClusterRole/berth-operator-workspace",
     "ClusterRoleBinding/berth-api",
     "ClusterRoleBinding/berth-operator",
     "Deployment/berth-api",
@@ -722,6 +723,12 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
   // Unbound: the API binds it in each workspace namespace (test/integration/api-workspace-access.test.ts).
   t.deepEqual(find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-api-workspace").rules, plain(rulesOf(API_ACCESS, "workspace")));
   t.false(objects.some((o) => (o as unknown as k8s.V1RoleBinding).roleRef?.name === "berth-api-workspace"));
+  // Unbound too: the API binds it to the operator in each workspace namespace.
+  t.deepEqual(
+    find<{ rules: Rule[] }>(objects, "ClusterRole", "berth-operator-workspace").rules,
+    plain(rulesOf(OPERATOR_ACCESS, "workspace")),
+  );
+  t.false(objects.some((o) => (o as unknown as k8s.V1RoleBinding).roleRef?.name === "berth-operator-workspace"));
   t.deepEqual(
     objects
       .filter((o) => o.kind === "Role")
@@ -743,7 +750,7 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
         r.verbs.some((v) => ["escalate", "impersonate", "deletecollection"].includes(v)),
         `${o.metadata.name}: ${JSON.stringify(r)}`,
       );
-      // bind: the API's, of its own workspace ClusterRole only
+      // bind: the API's, of its own and the operator's workspace ClusterRoles only
       if (r.verbs.includes("bind"))
         t.deepEqual(
           { role: o.metadata.name, rule: r },
@@ -752,7 +759,7 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
             rule: {
               apiGroups: ["rbac.authorization.k8s.io"],
               resources: ["clusterroles"],
-              resourceNames: ["berth-api-workspace"],
+              resourceNames: ["berth-api-workspace", "berth-operator-workspace"],
               verbs: ["bind"],
             },
           },
@@ -903,10 +910,8 @@ const allowed: Check[] = [
   ["operator", "create", "jobs.batch"], // a release's build and release-command Jobs
   ["operator", "get", "pods", { subresource: "log" }], // a running build pod's log, for the result on its last line
   ["operator", "patch", "releases.berth.dev", { subresource: "status" }],
-  ["operator", "create", "secrets"], // the <app>-governance Secret
-  ["operator", "get", "secrets"], // granted (its watch cache of the governance Secrets); see docs/operating.md
-  ["operator", "patch", "secrets"], // with mutual TLS to buildkitd: the copy of the build Jobs' client certificate in each namespace that builds
   ["operator", "get", "secrets/berth-buildkit-client", { ns: "<release>" }], // its original, by name, in the release namespace
+  ["operator", "watch", "namespaces"], // the workspace namespaces it follows (their Secrets, where the API binds its workspace role)
   ["operator", "create", "events"],
   ["operator", "create", "leases.coordination.k8s.io", { ns: "<release>" }],
   ["operator", "update", "leases.coordination.k8s.io/berth-operator", { ns: "<release>" }],
@@ -944,8 +949,16 @@ const denied: Check[] = [
   ["operator", "create", "pods", { subresource: "exec" }],
   ["operator", "get", "configmaps"],
   ["operator", "list", "nodes"],
+  // Secrets (the <app>-governance ones, the env ones it watches, Domains' certificates, the build
+  // client certificate's copies): only where the API binds its workspace ClusterRole
+  // (test/integration/api-workspace-access.test.ts)
+  ["operator", "create", "secrets"],
+  ["operator", "get", "secrets"],
+  ["operator", "patch", "secrets"],
+  ["operator", "list", "secrets", { ns: "*" }],
   ["operator", "deletecollection", "secrets"],
   ["operator", "update", "secrets"], // Secrets are applied (patch), never replaced
+  ["operator", "patch", "namespaces"],
   ["operator", "impersonate", "serviceaccounts"],
   ["operator", "create", "tokenreviews.authentication.k8s.io"],
   ["operator", "update", "leases.coordination.k8s.io/kube-controller-manager", { ns: "<release>" }],

@@ -203,7 +203,7 @@ test("with the internal TLS listener, operator routes refuse plain HTTP before l
   // the same request over the internal listener is let through (and answered for what it asks)
   const overTls = await new Promise<{ status: number; text: string }>((resolve, reject) => {
     const req = https.request(
-      new URL("/internal/governance/provision", api.internal!.url),
+      new URL("/api/v1/internal/governance/provision", api.internal!.url),
       {
         method: "POST",
         ca: readFileSync(join(tls, "ca.crt")),
