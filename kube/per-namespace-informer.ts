@@ -19,27 +19,44 @@ export interface PerNamespaceOptions extends Omit<InformerOptions, "namespace"> 
   namespaceSelector: string;
 }
 
+/** An informer of the namespaces a label selector matches. */
+export function namespaceInformer(kc: KubeAuth | KubeRest, selector: string, log?: InformerLogger): ListWatchInformer<KubeObject> {
+  return new ListWatchInformer<KubeObject>(
+    kc,
+    { apiVersion: "v1", kind: "Namespace", plural: "namespaces", labelSelector: selector, dropManagedFields: true },
+    log,
+  );
+}
+
 export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
   readonly options: InformerOptions;
   readonly #rest: KubeRest;
   readonly #log: InformerLogger | undefined;
-  readonly #namespaces: ListWatchInformer<KubeObject>;
+  readonly #namespaces: Informer<KubeObject>;
+  /** the namespaces' informer is this one's own (else shared: its owner stops it) */
+  readonly #ownNamespaces: boolean;
   readonly #each = new Map<string, ListWatchInformer<T>>();
   readonly #handlers = new Set<InformerHandler<T>>();
   readonly #firstListsWaitMs: number;
   #stopped = true;
 
-  constructor(kc: KubeAuth | KubeRest, options: PerNamespaceOptions, log?: InformerLogger, opts: { firstListsWaitMs?: number } = {}) {
+  /**
+   * `opts.namespaces`: an informer of the selected namespaces to share (its label selector must be
+   * `namespaceSelector`); by default one of its own.
+   */
+  constructor(
+    kc: KubeAuth | KubeRest,
+    options: PerNamespaceOptions,
+    log?: InformerLogger,
+    opts: { firstListsWaitMs?: number; namespaces?: Informer<KubeObject> } = {},
+  ) {
     const { namespaceSelector, ...rest } = options;
     this.options = rest;
     this.#rest = KubeRest.from(kc);
     this.#log = log;
     this.#firstListsWaitMs = opts.firstListsWaitMs ?? FIRST_LISTS_WAIT_MS;
-    this.#namespaces = new ListWatchInformer<KubeObject>(
-      this.#rest,
-      { apiVersion: "v1", kind: "Namespace", plural: "namespaces", labelSelector: namespaceSelector, dropManagedFields: true },
-      log,
-    );
+    this.#namespaces = opts.namespaces ?? namespaceInformer(this.#rest, namespaceSelector, log);
+    this.#ownNamespaces = opts.namespaces === undefined;
     this.#namespaces.on((event, ns) => {
       if (this.#stopped) return;
       if (event === "delete") void this.#drop(ns.metadata.name!);
@@ -60,6 +77,8 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
     this.#stopped = false;
     await this.#namespaces.start();
     if (this.#stopped) return;
+    // a shared informer may have listed them before this one subscribed
+    for (const ns of this.#namespaces.list()) this.#add(ns.metadata.name!);
     const lists = Promise.all([...this.#each.values()].map((i) => i.start()));
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), this.#firstListsWaitMs)));
@@ -72,7 +91,7 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    await this.#namespaces.stop();
+    if (this.#ownNamespaces) await this.#namespaces.stop();
     await Promise.all([...this.#each.values()].map((i) => i.stop()));
     this.#each.clear();
   }

@@ -107,6 +107,7 @@ export function wireAppController(op: OperatorContext): WiredController {
       pods,
       releases,
       governance,
+      inWorkspace: informers.inWorkspace(),
       events: op.events,
       now: op.now,
       cfg: buildConfig,

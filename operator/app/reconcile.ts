@@ -3,7 +3,7 @@
 // and write status only when it changed. Level-based: no branch depends on which event fired.
 import { createHash } from "node:crypto";
 import type * as k8s from "@kubernetes/client-node";
-import { API_VERSION, APP_LABEL, AppSpec, type AppStatus } from "../../crds/schemas.ts";
+import { API_VERSION, APP_LABEL, AppSpec, WORKSPACE_LABEL, type AppStatus } from "../../crds/schemas.ts";
 import { newestFirst, servingRelease } from "../../crds/release.ts";
 import {
   ANNOTATIONS,
@@ -23,7 +23,7 @@ import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
-import { convergeChild, stableJson } from "../kit/apply.ts";
+import { childAccess, convergeChild, stableJson } from "../kit/apply.ts";
 import { recordLifecycle } from "../kit/events.ts";
 import { controlledBy, refOf, type AppObject, type ReleaseObject } from "../kit/objects.ts";
 import { envHash, governanceSecretName, type EnvRef, type GovernanceRef } from "../kit/pod.ts";
@@ -35,7 +35,6 @@ import { computeStatus, decideStatusWrite, statusEvents, type StatusInput } from
 export type { AppObject };
 
 const BERTH = groupOf(API_VERSION);
-const CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"] as const;
 
 /**
  * What the App controller does in the cluster (RBAC from code, see operator/rbac.ts): the calls
@@ -58,16 +57,11 @@ export const APP_CONTROLLER_ACCESS: Access[] = [
     verbs: ["update"],
     why: "Children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers",
   },
-  ...Object.entries(CHILD_KINDS).map(([kind, c]): Access => ({
-    group: groupOf(c.apiVersion),
-    resource: c.plural,
-    verbs: CHILD_VERBS,
-    why: `An App's ${kind} is watched, applied and pruned`,
-  })),
+  ...Object.entries(CHILD_KINDS).flatMap(([kind, c]) => childAccess(groupOf(c.apiVersion), c.plural, `An App's ${kind}`)),
   {
     group: "",
     resource: "secrets",
-    verbs: CHILD_VERBS,
+    verbs: ["get", "list", "watch", "create", "patch", "delete"],
     scope: "workspace",
     why: "The <app>-governance Secret (GOVDB_CONNECTION, GOVERNANCE_PROJECT), and the <app>-env Secret the API writes, watched to roll the pods when it changes; in workspace namespaces only (RBAC cannot narrow list and watch by name or label)",
   },
@@ -90,6 +84,11 @@ export interface AppReconcilerDeps {
   pods?: Informer<KubeObject> | undefined;
   /** Absent when no API is configured: Apps then run without governance. */
   governance?: GovernanceClient | undefined;
+  /**
+   * Whether a namespace is a workspace's (SharedInformers.inWorkspace): the operator writes only
+   * there, so an App elsewhere is refused (NotInAWorkspace). Absent: every namespace is.
+   */
+  inWorkspace?: ((namespace: string) => boolean) | undefined;
   /** Releases (builds from Git, rollbacks): a Git App runs its serving release's image. */
   releases?: Informer<ReleaseObject> | undefined;
   cfg: BuildConfig;
@@ -252,6 +251,11 @@ export class AppReconciler implements Reconciler {
    * a host the App may not have is never routed. What runs stays as it was either way.
    */
   private admit(o: Observed): Refusal | undefined {
+    if (this.deps.inWorkspace && !this.deps.inWorkspace(o.namespace))
+      return {
+        reason: "NotInAWorkspace",
+        message: `Namespace ${o.namespace} is not a Berth workspace's (labelled ${WORKSPACE_LABEL}): the operator runs Apps only in workspace namespaces`,
+      };
     const { buildArea } = this.deps.cfg;
     const foreign = o.spec.image && buildArea ? foreignBuildImage(o.spec.image, o.namespace, buildArea) : undefined;
     if (foreign) return { reason: "ImageNotAllowed", message: foreign };

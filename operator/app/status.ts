@@ -406,6 +406,7 @@ export const FAILURE_REASONS: ReadonlySet<string> = new Set([
   "HostTaken",
   "HostReserved",
   "ImageNotAllowed",
+  "NotInAWorkspace",
   "PodsRefused",
   "ProvisioningFailed",
   "RolloutFailed",

@@ -29,7 +29,7 @@ import type { EventRecorder } from "../../kube/events.ts";
 import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-writes.ts";
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import type { ReconcileContext, ReconcileResult, Reconciler, Request } from "../runtime/controller.ts";
-import { convergeChild } from "../kit/apply.ts";
+import { childAccess, convergeChild } from "../kit/apply.ts";
 import { recordLifecycle } from "../kit/events.ts";
 import type { AppObject } from "../kit/objects.ts";
 import { buildDomainChildren, CERTIFICATE_API_VERSION, targetPortOf, type DomainChildKind, type DomainConfig } from "./builders.ts";
@@ -37,7 +37,6 @@ import type { DnsLookup } from "./dns.ts";
 import { computeDomainStatus, domainEvents, domainStatusEqual } from "./status.ts";
 
 const BERTH = groupOf(API_VERSION);
-const CHILD_VERBS = ["get", "list", "watch", "create", "patch", "delete"] as const;
 
 export const DOMAIN_CONTROLLER_ACCESS: Access[] = [
   {
@@ -58,14 +57,9 @@ export const DOMAIN_CONTROLLER_ACCESS: Access[] = [
     verbs: ["update"],
     why: "A Domain's children carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers",
   },
-  {
-    group: "cert-manager.io",
-    resource: "certificates",
-    verbs: CHILD_VERBS,
-    why: "A verified Domain's cert-manager Certificate is applied, watched (tlsStatus) and deleted",
-  },
-  { group: "", resource: "services", verbs: CHILD_VERBS, why: "A verified Domain's Service (to its targetPort) is applied and pruned" },
-  { group: "networking.k8s.io", resource: "ingresses", verbs: CHILD_VERBS, why: "A verified Domain's Ingress is applied and pruned" },
+  ...childAccess("cert-manager.io", "certificates", "A verified Domain's cert-manager Certificate (its tlsStatus)"),
+  ...childAccess("", "services", "A verified Domain's Service (to its targetPort)"),
+  ...childAccess("networking.k8s.io", "ingresses", "A verified Domain's Ingress"),
   {
     group: "networking.k8s.io",
     resource: "ingresses",

@@ -6,6 +6,7 @@ import { createHash } from "node:crypto";
 import type { KubeObject } from "../../kube/objects.ts";
 import { isConflict } from "../../kube/transport.ts";
 import type { ReadYourWritesCache } from "../../kube/read-your-writes.ts";
+import type { Access } from "../../kube/rbac.ts";
 import { refOf } from "./objects.ts";
 
 export { MANAGED_BY } from "../../crds/app.ts";
@@ -87,4 +88,25 @@ export async function convergeChild(
     if (!ours(existing)) return { foreign: existing };
     return { live: upToDate(desired, existing) ? existing : await cache.apply(desired), created: false };
   }
+}
+
+/**
+ * The grants of a kind the operator writes as children: read across the cluster (its informers
+ * watch them label-selected, and a refused create is read back; these kinds hold no secret), and
+ * created, changed (server-side apply) and deleted only in workspace namespaces, where the API
+ * binds the operator's workspace ClusterRole. So the operator cannot create a pod-bearing workload
+ * (which could mount any Secret of its namespace) or a route anywhere else (docs/security.md
+ * "Least privilege").
+ */
+export function childAccess(group: string, resource: string, why: string, opts: { delete?: boolean } = {}): Access[] {
+  return [
+    { group, resource, verbs: ["get", "list", "watch"], why: `${why}: watched (label-selected) and read back after a refused create` },
+    {
+      group,
+      resource,
+      verbs: opts.delete === false ? ["create", "patch"] : ["create", "patch", "delete"],
+      scope: "workspace",
+      why: `${why}: applied${opts.delete === false ? "" : " and deleted"}, in workspace namespaces only`,
+    },
+  ];
 }

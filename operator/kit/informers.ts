@@ -92,11 +92,36 @@ export class SharedInformers {
    */
   secrets(): Informer<KubeObject> {
     if (this.namespace) return this.labelled("Secret");
-    return this.manager.perNamespaceInformer<KubeObject>({
-      ...this.kind("Secret"),
-      labelSelector: MANAGED_BY_SELECTOR,
+    return this.manager.perNamespaceInformer<KubeObject>(
+      {
+        ...this.kind("Secret"),
+        labelSelector: MANAGED_BY_SELECTOR,
+        dropManagedFields: true,
+        namespaceSelector: WORKSPACE_LABEL,
+      },
+      this.workspaceNamespaces(),
+    );
+  }
+
+  /**
+   * Whether a namespace is a workspace's, where the operator may write (the API binds its
+   * workspace ClusterRole there): always, for an operator of one namespace (BERTH_WATCH_NAMESPACE,
+   * which needs that binding itself); else a namespace labelled berth.dev/workspace.
+   */
+  inWorkspace(): (namespace: string) => boolean {
+    if (this.namespace) return () => true;
+    const namespaces = this.workspaceNamespaces();
+    return (namespace) => namespaces.get(undefined, namespace) !== undefined;
+  }
+
+  /** The workspace namespaces (labelled berth.dev/workspace). */
+  private workspaceNamespaces(): Informer<KubeObject> {
+    return this.manager.informer<KubeObject>({
+      apiVersion: "v1",
+      kind: "Namespace",
+      plural: "namespaces",
+      labelSelector: WORKSPACE_LABEL,
       dropManagedFields: true,
-      namespaceSelector: WORKSPACE_LABEL,
     });
   }
 

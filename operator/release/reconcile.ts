@@ -29,7 +29,7 @@ import type { Metrics } from "../runtime/metrics.ts";
 import { recordLifecycle } from "../kit/events.ts";
 import type { AppObject, ReleaseObject } from "../kit/objects.ts";
 import { governanceRefOf, type Placement } from "../kit/pod.ts";
-import { convergeChild } from "../kit/apply.ts";
+import { childAccess, convergeChild } from "../kit/apply.ts";
 import {
   BUILDKIT_CLIENT_KEYS,
   BUILDKIT_CLIENT_SECRET,
@@ -76,12 +76,7 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
     verbs: ["update"],
     why: "A release's Jobs carry blockOwnerDeletion, which clusters with OwnerReferencesPermissionEnforcement allow only to who may update the owner's finalizers",
   },
-  {
-    group: "batch",
-    resource: "jobs",
-    verbs: ["get", "list", "watch", "create", "patch", "delete"],
-    why: "A release's build and release-command Jobs are created, watched and read back",
-  },
+  ...childAccess("batch", "jobs", "A release's build and release-command Jobs"),
   {
     group: "apps",
     resource: "deployments",
@@ -113,6 +108,7 @@ export const RELEASE_CONTROLLER_ACCESS: Access[] = [
     group: "",
     resource: "pods/log",
     verbs: ["get"],
+    scope: "workspace",
     why: "A running build pod's log is followed for the result its last line carries, before the kubelet reports the exit (BuildLogs)",
   },
 ];

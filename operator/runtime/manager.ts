@@ -82,7 +82,7 @@ export class Manager {
    * The shared informer of a resource in the namespaces a label selector matches, one list and
    * watch in each (kube/per-namespace-informer.ts): for a resource the operator may read only there.
    */
-  perNamespaceInformer<T extends KubeObject>(opts: PerNamespaceOptions): Informer<T> {
+  perNamespaceInformer<T extends KubeObject>(opts: PerNamespaceOptions, namespaces?: Informer<KubeObject>): Informer<T> {
     const key = [
       "per-namespace",
       opts.apiVersion,
@@ -94,7 +94,9 @@ export class Manager {
     let informer = this.informers.get(key);
     if (!informer) {
       this.assertNotStarted("perNamespaceInformer()");
-      informer = new PerNamespaceInformer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }));
+      informer = new PerNamespaceInformer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }), {
+        ...(namespaces ? { namespaces } : {}),
+      });
       this.informers.set(key, informer);
     }
     return informer as unknown as Informer<T>;

@@ -229,6 +229,29 @@ test("a workspace namespace gets the operator's RoleBinding; the operator reads 
   t.pass();
 });
 
+test("the operator creates workloads in workspace namespaces only: a pod-bearing object elsewhere could mount that namespace's Secrets", async (t) => {
+  const asOperator = loadKubeConfig((await identity("operator")).kubeconfig).makeApiClient(k8s.AppsV1Api);
+  const deployment = (name: string): k8s.V1Deployment => ({
+    metadata: { name },
+    spec: {
+      selector: { matchLabels: { app: name } },
+      replicas: 0,
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          containers: [{ name: "c", image: "registry.invalid/x:1", volumeMounts: [{ name: "s", mountPath: "/s" }] }],
+          volumes: [{ name: "s", secret: { secretName: "db-password" } }],
+        },
+      },
+    },
+  });
+  const elsewhere = await refusal(asOperator.createNamespacedDeployment({ namespace: victim, body: deployment("thief") }));
+  t.is(elsewhere?.code, 403, "a Deployment mounting the victim namespace's Secret");
+  const inWorkspace = await asOperator.createNamespacedDeployment({ namespace: api.namespace, body: deployment("allowed") });
+  t.is(inWorkspace.metadata?.namespace, api.namespace, "in a workspace, the same create goes through");
+  await k.kc.makeApiClient(k8s.AppsV1Api).deleteNamespacedDeployment({ namespace: api.namespace, name: "allowed" });
+});
+
 test("the API cannot bind the operator's workspace ClusterRole to anyone but the operator, nor under another name", async (t) => {
   const role = { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "berth-operator-workspace" };
   const toApi = await refusal(

@@ -896,19 +896,16 @@ function applyRbac(): Promise<void> {
 
 type Check = [sa: "operator" | "api", verb: string, resource: string, opts?: { ns?: string; subresource?: string }];
 const allowed: Check[] = [
-  ["operator", "patch", "deployments.apps"],
-  ["operator", "delete", "deployments.apps"],
+  // Reads of the operator's children everywhere (its informers); their writes only where the API
+  // binds its workspace ClusterRole (test/integration/api-workspace-access.test.ts)
+  ["operator", "get", "deployments.apps"],
+  ["operator", "list", "jobs.batch", { ns: "*" }],
+  ["operator", "watch", "certificates.cert-manager.io", { ns: "*" }],
   ["operator", "watch", "deployments.apps", { ns: "*" }],
   ["operator", "list", "apps.berth.dev", { ns: "*" }],
   ["operator", "patch", "apps.berth.dev", { subresource: "status" }],
   ["operator", "patch", "apps.berth.dev"], // its finalizer (metadata.finalizers)
   ["operator", "update", "apps.berth.dev", { subresource: "finalizers" }],
-  ["operator", "create", "services"],
-  ["operator", "patch", "ingresses.networking.k8s.io"],
-  ["operator", "patch", "horizontalpodautoscalers.autoscaling"],
-  ["operator", "create", "cronjobs.batch"],
-  ["operator", "create", "jobs.batch"], // a release's build and release-command Jobs
-  ["operator", "get", "pods", { subresource: "log" }], // a running build pod's log, for the result on its last line
   ["operator", "patch", "releases.berth.dev", { subresource: "status" }],
   ["operator", "get", "secrets/berth-buildkit-client", { ns: "<release>" }], // its original, by name, in the release namespace
   ["operator", "watch", "namespaces"], // the workspace namespaces it follows (their Secrets, where the API binds its workspace role)
@@ -929,7 +926,6 @@ const allowed: Check[] = [
   ["api", "list", "domains.berth.dev", { ns: "*" }], // one service per domain cluster-wide: other workspaces' claims
   ["operator", "watch", "domains.berth.dev", { ns: "*" }],
   ["operator", "patch", "domains.berth.dev", { subresource: "status" }],
-  ["operator", "create", "certificates.cert-manager.io"],
   ["operator", "watch", "ingresses.networking.k8s.io", { ns: "*" }], // every Ingress: a domain is not routed onto a host another serves
   ["api", "list", "ingresses.networking.k8s.io", { ns: "*" }], // a domain another Ingress serves is refused (domain_served)
 ];
@@ -959,6 +955,15 @@ const denied: Check[] = [
   ["operator", "deletecollection", "secrets"],
   ["operator", "update", "secrets"], // Secrets are applied (patch), never replaced
   ["operator", "patch", "namespaces"],
+  ["operator", "patch", "deployments.apps"],
+  ["operator", "delete", "deployments.apps"],
+  ["operator", "create", "services"],
+  ["operator", "patch", "ingresses.networking.k8s.io"],
+  ["operator", "patch", "horizontalpodautoscalers.autoscaling"],
+  ["operator", "create", "cronjobs.batch"],
+  ["operator", "create", "jobs.batch"],
+  ["operator", "get", "pods", { subresource: "log" }],
+  ["operator", "create", "certificates.cert-manager.io"],
   ["operator", "impersonate", "serviceaccounts"],
   ["operator", "create", "tokenreviews.authentication.k8s.io"],
   ["operator", "update", "leases.coordination.k8s.io/kube-controller-manager", { ns: "<release>" }],

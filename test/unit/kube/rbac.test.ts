@@ -138,6 +138,27 @@ test("outside workspace namespaces the API reads no Secret, pod or pod log; it b
   t.false(allows(API, "patch", "rbac.authorization.k8s.io", "rolebindings", "admin"));
 });
 
+test("outside workspace namespaces the operator writes no workload, route or certificate and reads no build log; it reads them everywhere", (t) => {
+  for (const [group, resource] of [
+    ["apps", "deployments"],
+    ["batch", "jobs"],
+    ["batch", "cronjobs"],
+    ["", "services"],
+    ["networking.k8s.io", "ingresses"],
+    ["autoscaling", "horizontalpodautoscalers"],
+    ["traefik.io", "middlewares"],
+    ["cert-manager.io", "certificates"],
+  ] as const) {
+    for (const verb of ["create", "patch", "delete"] as const) {
+      t.false(allows(OP, verb, group, resource), `${verb} ${resource} outside the workspaces`);
+      t.true(allows(OP_IN_WORKSPACE, verb, group, resource), `${verb} ${resource} in a workspace`);
+    }
+    for (const verb of ["get", "list", "watch"] as const) t.true(allows(OP, verb, group, resource), `${verb} ${resource}`);
+  }
+  t.false(allows(OP, "get", "", "pods/log"));
+  t.true(allows(OP_IN_WORKSPACE, "get", "", "pods/log"));
+});
+
 test("outside workspace namespaces the operator reads and writes no Secret; it follows the namespaces", (t) => {
   for (const verb of ["get", "list", "watch", "create", "patch", "update", "delete"] as const)
     t.false(allows(OP, verb, "", "secrets", verb === "get" ? "any-secret" : undefined), `${verb} secrets`);

@@ -14,7 +14,10 @@ import { CHILD_KINDS, type ChildKind } from "../../../operator/app/builders.ts";
 import { AppReconciler, type AppObject } from "../../../operator/app/reconcile.ts";
 
 /** `exists`: kinds of which an object of the App's name exists on the server but not in the caches: ours (a lagging cache) or foreign. */
-function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts: { appDeleted?: boolean } = {}) {
+function world(
+  exists: Partial<Record<ChildKind, "ours" | "foreign">> = {},
+  opts: { appDeleted?: boolean; inWorkspace?: (namespace: string) => boolean } = {},
+) {
   let rv = 100;
   let clock = Date.parse("2026-11-21T10:00:00Z");
   const calls: { verb: string; kind: string; obj: KubeObject }[] = [];
@@ -67,6 +70,7 @@ function world(exists: Partial<Record<ChildKind, "ours" | "foreign">> = {}, opts
     now: () => new Date(clock),
     countsDelayMs: 5000,
     pods: podInformer as unknown as Informer<KubeObject>,
+    inWorkspace: opts.inWorkspace,
   });
   apps.put({
     apiVersion: API_VERSION,
@@ -156,6 +160,20 @@ test("a reconcile that runs before the caches show its writes creates nothing tw
   t.is(w.writes("applyNew").length, 4);
   t.is(w.writes("apply").length, 0);
   t.is(w.writes("applyStatus").length, 1);
+});
+
+test("an App outside a workspace namespace is refused with NotInAWorkspace: no child is written there", async (t) => {
+  const w = world({}, { inWorkspace: (ns) => ns !== "ns" });
+  await w.reconcile();
+  t.deepEqual(w.writes("applyNew"), [], "no workload, no route where the operator may not write");
+  const status = (w.writes("applyStatus").at(-1)!.obj as AppObject).status!;
+  t.is(status.phase, "failed");
+  t.true(JSON.stringify(status.conditions).includes("NotInAWorkspace"));
+  t.true(w.events.some((e) => e.type === "Warning" && e.reason === "NotInAWorkspace"));
+  // the same App in a workspace namespace is run
+  const ok = world({}, { inWorkspace: () => true });
+  await ok.reconcile();
+  t.true(ok.writes("applyNew").some((c) => c.kind === "Deployment"));
 });
 
 test("before its namespace's Secrets are listed, an App is looked at again later and nothing is written", async (t) => {
