@@ -13,6 +13,7 @@ import { BuildLogs } from "../../operator/release/build-log.ts";
 import type { Request } from "../../operator/runtime/controller.ts";
 import { need } from "../helpers/e2e.ts";
 import { identity } from "../helpers/identities.ts";
+import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
 
 const REGISTRY = need("BERTH_REGISTRY");
@@ -21,6 +22,8 @@ let ns = "";
 
 test.before(async () => {
   ns = await testNamespace(k, "e2e-buildlog");
+  // the operator reads build logs only where the API binds its workspace role: as in a workspace
+  await bindOperatorWorkspaceRole(ns);
 });
 test.after.always(async () => {
   if (ns) await deleteNamespace(k, ns);

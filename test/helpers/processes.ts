@@ -6,6 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { root } from "./binaries.ts";
 import { identity } from "./identities.ts";
+import { bindOperatorWorkspaceRole } from "./operator.ts";
 import { eventually } from "./kube.ts";
 import { freePort } from "../../hack/bench/proc.ts";
 export { freePort };
@@ -114,6 +115,7 @@ export interface OperatorProcessOptions {
 /** `node operator/main.ts` under the chart's operator ServiceAccount; resolves once its caches are synced. */
 export async function spawnOperator(opts: OperatorProcessOptions): Promise<NodeProcess> {
   const id = await identity("operator");
+  await bindOperatorWorkspaceRole(opts.namespace);
   const p = spawnNode(`operator ${opts.identity ?? ""}`.trim(), "operator/main.ts", {
     KUBECONFIG: id.kubeconfig,
     BERTH_OPERATOR_TOKEN_FILE: id.tokenFile,
