@@ -14,10 +14,17 @@ import { KubeRest, type KubeAuth } from "./transport.ts";
  */
 const FIRST_LISTS_WAIT_MS = 30_000;
 
-export interface PerNamespaceOptions extends Omit<InformerOptions, "namespace"> {
-  /** The namespaces to watch: a label selector of namespaces, e.g. berth.dev/workspace. */
-  namespaceSelector: string;
-}
+export type PerNamespaceOptions = Omit<InformerOptions, "namespace"> &
+  (
+    | {
+        /** The namespaces to watch: those a label selector matches (e.g. berth.dev/workspace), followed as they come and go. */
+        namespaceSelector: string;
+      }
+    | {
+        /** The namespaces to watch: these, whether they exist yet or not. */
+        namespaces: readonly string[];
+      }
+  );
 
 /** An informer of the namespaces a label selector matches. */
 export function namespaceInformer(kc: KubeAuth | KubeRest, selector: string, log?: InformerLogger): ListWatchInformer<KubeObject> {
@@ -32,13 +39,16 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
   readonly options: InformerOptions;
   readonly #rest: KubeRest;
   readonly #log: InformerLogger | undefined;
-  readonly #namespaces: Informer<KubeObject>;
+  /** the selected namespaces; undefined for a fixed list */
+  readonly #namespaces: Informer<KubeObject> | undefined;
   /** the namespaces' informer is this one's own (else shared: its owner stops it) */
   readonly #ownNamespaces: boolean;
   readonly #each = new Map<string, ListWatchInformer<T>>();
   readonly #handlers = new Set<InformerHandler<T>>();
   readonly #firstListsWaitMs: number;
   #stopped = true;
+  /** start() has returned (a fixed list is synced from then on) */
+  #started = false;
 
   /**
    * `opts.namespaces`: an informer of the selected namespaces to share (its label selector must be
@@ -50,12 +60,18 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
     log?: InformerLogger,
     opts: { firstListsWaitMs?: number; namespaces?: Informer<KubeObject> } = {},
   ) {
-    const { namespaceSelector, ...rest } = options;
-    this.options = rest;
+    const { apiVersion, kind, plural, labelSelector, dropManagedFields } = options;
+    this.options = { apiVersion, kind, plural, labelSelector, dropManagedFields };
     this.#rest = KubeRest.from(kc);
     this.#log = log;
     this.#firstListsWaitMs = opts.firstListsWaitMs ?? FIRST_LISTS_WAIT_MS;
-    this.#namespaces = opts.namespaces ?? namespaceInformer(this.#rest, namespaceSelector, log);
+    if ("namespaces" in options) {
+      this.#namespaces = undefined;
+      this.#ownNamespaces = false;
+      for (const ns of options.namespaces) this.#add(ns);
+      return;
+    }
+    this.#namespaces = opts.namespaces ?? namespaceInformer(this.#rest, options.namespaceSelector, log);
     this.#ownNamespaces = opts.namespaces === undefined;
     this.#namespaces.on((event, ns) => {
       if (this.#stopped) return;
@@ -75,10 +91,12 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
    */
   async start(): Promise<void> {
     this.#stopped = false;
-    await this.#namespaces.start();
-    if (this.#stopped) return;
-    // a shared informer may have listed them before this one subscribed
-    for (const ns of this.#namespaces.list()) this.#add(ns.metadata.name!);
+    if (this.#namespaces) {
+      await this.#namespaces.start();
+      if (this.#stopped) return;
+      // a shared informer may have listed them before this one subscribed
+      for (const ns of this.#namespaces.list()) this.#add(ns.metadata.name!);
+    }
     const lists = Promise.all([...this.#each.values()].map((i) => i.start()));
     let timer: NodeJS.Timeout | undefined;
     const waited = new Promise<"late">((resolve) => (timer = setTimeout(() => resolve("late"), this.#firstListsWaitMs)));
@@ -87,17 +105,19 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
       this.#log?.warn({ resource: this.options.plural, namespaces: late }, "not listed yet in some namespaces; going on without them");
     }
     clearTimeout(timer);
+    this.#started = !this.#stopped;
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    if (this.#ownNamespaces) await this.#namespaces.stop();
+    this.#started = false;
+    if (this.#ownNamespaces) await this.#namespaces?.stop();
     await Promise.all([...this.#each.values()].map((i) => i.stop()));
     this.#each.clear();
   }
 
   get synced(): boolean {
-    return this.#namespaces.synced;
+    return this.#namespaces ? this.#namespaces.synced : this.#started;
   }
 
   /**
@@ -106,7 +126,7 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
    */
   syncedIn(namespace: string): boolean {
     const informer = this.#each.get(namespace);
-    return informer ? informer.synced : this.#namespaces.synced;
+    return informer ? informer.synced : this.synced;
   }
 
   get(namespace: string | undefined, name: string): T | undefined {
@@ -136,7 +156,7 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
       }
     });
     this.#each.set(namespace, informer);
-    void informer.start();
+    if (!this.#stopped) void informer.start();
   }
 
   /**

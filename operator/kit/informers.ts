@@ -91,7 +91,15 @@ export class SharedInformers {
    * the API makes in each workspace namespace), so a list across the cluster would be refused.
    */
   secrets(): Informer<KubeObject> {
-    if (this.namespace) return this.labelled("Secret");
+    // one namespace: watched whether it exists yet or not, and whether its RoleBinding is there
+    // yet or not, without holding the operator's start (a workspace the API makes later)
+    if (this.namespace)
+      return this.manager.perNamespaceInformer<KubeObject>({
+        ...this.kind("Secret"),
+        labelSelector: MANAGED_BY_SELECTOR,
+        dropManagedFields: true,
+        namespaces: [this.namespace],
+      });
     return this.manager.perNamespaceInformer<KubeObject>(
       {
         ...this.kind("Secret"),

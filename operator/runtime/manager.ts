@@ -87,7 +87,7 @@ export class Manager {
       "per-namespace",
       opts.apiVersion,
       opts.plural,
-      opts.namespaceSelector,
+      "namespaces" in opts ? opts.namespaces.join(",") : `selector:${opts.namespaceSelector}`,
       opts.labelSelector ?? "",
       opts.dropManagedFields ? "trim" : "",
     ].join("|");

@@ -883,7 +883,7 @@ function applyRbac(): Promise<void> {
     const r = await kubectl(["apply", "-f", "-"], rbacYaml);
     if (r.code !== 0) throw new Error(`kubectl apply of the RBAC failed:\n${r.stderr}`);
     // The authorizer's caches follow the new bindings within moments.
-    await eventually("the operator's ClusterRoleBinding to take effect", () => can("operator", "patch", "deployments.apps"), 15_000);
+    await eventually("the operator's ClusterRoleBinding to take effect", () => can("operator", "watch", "deployments.apps"), 15_000);
     await eventually("the API's ClusterRoleBinding to take effect", () => can("api", "create", "namespaces"), 15_000);
     await eventually(
       "the release-namespace RoleBinding to take effect",

@@ -94,3 +94,45 @@ test("Secrets of the selected, bound namespaces only; namespaces followed as the
   await eventually("the unselected namespace to be dropped", () => Promise.resolve(!informer.namespaces.includes(b)));
   t.is(informer.get(b, "in-pnb"), undefined);
 });
+
+test("a fixed list of namespaces: one that does not exist yet, or is not bound yet, holds nothing and is followed once it is", async (t) => {
+  const bound = await namespaceWithSecret("pnf", false, true);
+  const later = uniqueName("pn-later");
+  t.teardown(() => Promise.all([bound, later].map((n) => deleteNamespace(k, n))).then(() => undefined));
+  const kc = loadKubeConfig((await identity("operator")).kubeconfig);
+  const informer = new PerNamespaceInformer<KubeObject>(
+    kc,
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      plural: "secrets",
+      labelSelector: "app.kubernetes.io/managed-by=berth",
+      namespaces: [bound, later],
+    },
+    undefined,
+    { firstListsWaitMs: 3_000 },
+  );
+  t.teardown(() => informer.stop());
+  await eventually(
+    "the binding to take effect",
+    async () =>
+      (await kc
+        .makeApiClient(k8s.CoreV1Api)
+        .listNamespacedSecret({ namespace: bound })
+        .catch(() => undefined)) !== undefined,
+  );
+  await informer.start(); // returns although `later` is refused (no binding, no namespace)
+  t.true(informer.synced);
+  t.true(informer.syncedIn(bound));
+  t.false(informer.syncedIn(later), "its objects are not known absent");
+  t.deepEqual(
+    informer.list().map((s) => s.metadata.name),
+    ["in-pnf"],
+  );
+  // the namespace is made and bound (as the API makes a workspace): its Secrets arrive
+  await k.core.createNamespace({ body: { metadata: { name: later } } });
+  await k.core.createNamespacedSecret({ namespace: later, body: { metadata: { name: "late", labels: SECRET_LABEL } } });
+  await bindOperatorWorkspaceRole(later);
+  await eventually("the later namespace's Secret", () => Promise.resolve(informer.get(later, "late")), 60_000);
+  t.true(informer.syncedIn(later));
+});
