@@ -116,7 +116,11 @@ test.serial(
     await dns.setTxt(added.body.challenge.name, added.body.challenge.value);
     const ok = await api.fetchJson("POST", `${domains()}/${SHOP}/verify`);
     t.is(ok.status, 200, ok.text);
-    t.like(ok.body, { verified: true, verification: { status: "verified", reason: "CnameMatches" } });
+    t.like(ok.body, { verified: true, verification: { status: "verified" } });
+    // Either proof of pointing: the CNAME, or the addresses it leads to. Under the full suite's load
+    // the CNAME query can time out while the A query (which follows the CNAME) answers; this test
+    // is about the certificate, and test/e2e/domains.test.ts holds each reason to its record.
+    t.true(["CnameMatches", "AddressMatches"].includes(ok.body.verification.reason), ok.text);
 
     // cert-manager's ACME path: an Order for the domain, a Challenge of type HTTP-01 and its solver
     // Ingress (class traefik) for the domain while the challenge is pending
