@@ -5,7 +5,7 @@
 import test from "ava";
 import * as k8s from "@kubernetes/client-node";
 import { loadKubeConfig } from "../../kube/client.ts";
-import { PerNamespaceInformer, type InformerEvent, type KubeObject } from "../../kube/index.ts";
+import { PerNamespaceInformer, type InformerEvent, type InformerLogger, type KubeObject } from "../../kube/index.ts";
 import { identity } from "../helpers/identities.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
@@ -23,6 +23,18 @@ async function namespaceWithSecret(prefix: string, selected: boolean, bound: boo
   return ns;
 }
 
+/** Berth's Secrets (label-selected) of `where`, under the operator's own identity; the first lists waited for 3 s. */
+async function berthSecrets(where: { namespaceSelector: string } | { namespaces: string[] }, log?: InformerLogger) {
+  const kc = loadKubeConfig((await identity("operator")).kubeconfig);
+  const informer = new PerNamespaceInformer<KubeObject>(
+    kc,
+    { apiVersion: "v1", kind: "Secret", plural: "secrets", labelSelector: "app.kubernetes.io/managed-by=berth", ...where },
+    log,
+    { firstListsWaitMs: 3_000 },
+  );
+  return { kc, informer };
+}
+
 test("Secrets of the selected, bound namespaces only; namespaces followed as they come and go", async (t) => {
   const a = await namespaceWithSecret("pna", true, true);
   const b = await namespaceWithSecret("pnb", true, true);
@@ -30,18 +42,9 @@ test("Secrets of the selected, bound namespaces only; namespaces followed as the
   const unbound = await namespaceWithSecret("pnu", true, false);
   t.teardown(() => Promise.all([a, b, outside, unbound].map((n) => deleteNamespace(k, n))).then(() => undefined));
   const warnings: string[] = [];
-  const kc = loadKubeConfig((await identity("operator")).kubeconfig);
-  const informer = new PerNamespaceInformer<KubeObject>(
-    kc,
-    {
-      apiVersion: "v1",
-      kind: "Secret",
-      plural: "secrets",
-      labelSelector: "app.kubernetes.io/managed-by=berth",
-      namespaceSelector: SELECT,
-    },
+  const { kc, informer } = await berthSecrets(
+    { namespaceSelector: SELECT },
     { warn: (o, msg) => warnings.push(`${msg} ${JSON.stringify(o)}`) },
-    { firstListsWaitMs: 3_000 },
   );
   const events: Array<[InformerEvent, string]> = [];
   informer.on((event, obj) => events.push([event, obj.metadata.name!]));
@@ -99,19 +102,7 @@ test("a fixed list of namespaces: one that does not exist yet, or is not bound y
   const bound = await namespaceWithSecret("pnf", false, true);
   const later = uniqueName("pn-later");
   t.teardown(() => Promise.all([bound, later].map((n) => deleteNamespace(k, n))).then(() => undefined));
-  const kc = loadKubeConfig((await identity("operator")).kubeconfig);
-  const informer = new PerNamespaceInformer<KubeObject>(
-    kc,
-    {
-      apiVersion: "v1",
-      kind: "Secret",
-      plural: "secrets",
-      labelSelector: "app.kubernetes.io/managed-by=berth",
-      namespaces: [bound, later],
-    },
-    undefined,
-    { firstListsWaitMs: 3_000 },
-  );
+  const { kc, informer } = await berthSecrets({ namespaces: [bound, later] });
   t.teardown(() => informer.stop());
   await eventually(
     "the binding to take effect",
