@@ -1,8 +1,8 @@
 // One list-and-watch per namespace of a changing set, behind the face of one informer. For a
 // resource the caller may read only in some namespaces (a RoleBinding in each, as the operator's
 // Secrets in workspace namespaces: docs/security.md "Least privilege"), where a list across the
-// cluster would be refused. The set is the namespaces a label selector matches, followed by an
-// informer of namespaces; controller-runtime's multi-namespace cache is the model.
+// cluster would be refused. The set is the namespaces an informer of namespaces holds (followed
+// as they come and go), or a fixed list; controller-runtime's multi-namespace cache is the model.
 import { ListWatchInformer, type Informer, type InformerHandler, type InformerLogger, type InformerOptions } from "./informer.ts";
 import type { KubeObject } from "./objects.ts";
 import { KubeRest, type KubeAuth } from "./transport.ts";
@@ -17,8 +17,12 @@ const FIRST_LISTS_WAIT_MS = 30_000;
 export type PerNamespaceOptions = Omit<InformerOptions, "namespace"> &
   (
     | {
-        /** The namespaces to watch: those a label selector matches (e.g. berth.dev/workspace), followed as they come and go. */
-        namespaceSelector: string;
+        /**
+         * The namespaces to watch: those this informer of namespaces holds (for example the ones
+         * labelled berth.dev/workspace), followed as they come and go. Started here if it is not
+         * yet; its owner stops it.
+         */
+        follow: Informer<KubeObject>;
       }
     | {
         /** The namespaces to watch: these, whether they exist yet or not. */
@@ -26,23 +30,12 @@ export type PerNamespaceOptions = Omit<InformerOptions, "namespace"> &
       }
   );
 
-/** An informer of the namespaces a label selector matches. */
-export function namespaceInformer(kc: KubeAuth | KubeRest, selector: string, log?: InformerLogger): ListWatchInformer<KubeObject> {
-  return new ListWatchInformer<KubeObject>(
-    kc,
-    { apiVersion: "v1", kind: "Namespace", plural: "namespaces", labelSelector: selector, dropManagedFields: true },
-    log,
-  );
-}
-
 export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
   readonly options: InformerOptions;
   readonly #rest: KubeRest;
   readonly #log: InformerLogger | undefined;
-  /** the selected namespaces; undefined for a fixed list */
+  /** the followed namespaces; undefined for a fixed list */
   readonly #namespaces: Informer<KubeObject> | undefined;
-  /** the namespaces' informer is this one's own (else shared: its owner stops it) */
-  readonly #ownNamespaces: boolean;
   readonly #each = new Map<string, ListWatchInformer<T>>();
   readonly #handlers = new Set<InformerHandler<T>>();
   readonly #firstListsWaitMs: number;
@@ -50,29 +43,17 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
   /** start() has returned (a fixed list is synced from then on) */
   #started = false;
 
-  /**
-   * `opts.namespaces`: an informer of the selected namespaces to share (its label selector must be
-   * `namespaceSelector`); by default one of its own.
-   */
-  constructor(
-    kc: KubeAuth | KubeRest,
-    options: PerNamespaceOptions,
-    log?: InformerLogger,
-    opts: { firstListsWaitMs?: number; namespaces?: Informer<KubeObject> } = {},
-  ) {
+  constructor(kc: KubeAuth | KubeRest, options: PerNamespaceOptions, log?: InformerLogger, opts: { firstListsWaitMs?: number } = {}) {
     const { apiVersion, kind, plural, labelSelector, dropManagedFields } = options;
     this.options = { apiVersion, kind, plural, labelSelector, dropManagedFields };
     this.#rest = KubeRest.from(kc);
     this.#log = log;
     this.#firstListsWaitMs = opts.firstListsWaitMs ?? FIRST_LISTS_WAIT_MS;
     if ("namespaces" in options) {
-      this.#namespaces = undefined;
-      this.#ownNamespaces = false;
       for (const ns of options.namespaces) this.#add(ns);
       return;
     }
-    this.#namespaces = opts.namespaces ?? namespaceInformer(this.#rest, options.namespaceSelector, log);
-    this.#ownNamespaces = opts.namespaces === undefined;
+    this.#namespaces = options.follow;
     this.#namespaces.on((event, ns) => {
       if (this.#stopped) return;
       if (event === "delete") void this.#drop(ns.metadata.name!);
@@ -94,7 +75,7 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
     if (this.#namespaces) {
       await this.#namespaces.start();
       if (this.#stopped) return;
-      // a shared informer may have listed them before this one subscribed
+      // the followed informer may have listed them before this one subscribed
       for (const ns of this.#namespaces.list()) this.#add(ns.metadata.name!);
     }
     const lists = Promise.all([...this.#each.values()].map((i) => i.start()));
@@ -111,7 +92,6 @@ export class PerNamespaceInformer<T extends KubeObject> implements Informer<T> {
   async stop(): Promise<void> {
     this.#stopped = true;
     this.#started = false;
-    if (this.#ownNamespaces) await this.#namespaces?.stop();
     await Promise.all([...this.#each.values()].map((i) => i.stop()));
     this.#each.clear();
   }

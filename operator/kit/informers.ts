@@ -91,24 +91,14 @@ export class SharedInformers {
    * the API makes in each workspace namespace), so a list across the cluster would be refused.
    */
   secrets(): Informer<KubeObject> {
-    // one namespace: watched whether it exists yet or not, and whether its RoleBinding is there
-    // yet or not, without holding the operator's start (a workspace the API makes later)
-    if (this.namespace)
-      return this.manager.perNamespaceInformer<KubeObject>({
-        ...this.kind("Secret"),
-        labelSelector: MANAGED_BY_SELECTOR,
-        dropManagedFields: true,
-        namespaces: [this.namespace],
-      });
-    return this.manager.perNamespaceInformer<KubeObject>(
-      {
-        ...this.kind("Secret"),
-        labelSelector: MANAGED_BY_SELECTOR,
-        dropManagedFields: true,
-        namespaceSelector: WORKSPACE_LABEL,
-      },
-      this.workspaceNamespaces(),
-    );
+    return this.manager.perNamespaceInformer<KubeObject>({
+      ...this.kind("Secret"),
+      labelSelector: MANAGED_BY_SELECTOR,
+      dropManagedFields: true,
+      // one namespace: watched whether it exists and is bound yet or not, without holding the
+      // operator's start (a workspace the API makes later)
+      ...(this.namespace ? { namespaces: [this.namespace] } : { follow: this.workspaceNamespaces() }),
+    });
   }
 
   /**
@@ -135,10 +125,6 @@ export class SharedInformers {
 
   /** Objects of `kind` labelled as Berth's, in the watched namespace. */
   managed<T extends KubeObject = KubeObject>(kind: Exclude<WatchedKind, "App" | "Release" | "Domain" | "Secret">): Informer<T> {
-    return this.labelled<T>(kind);
-  }
-
-  private labelled<T extends KubeObject>(kind: Exclude<WatchedKind, "App" | "Release" | "Domain">): Informer<T> {
     return this.manager.informer<T>({
       ...this.kind(kind),
       labelSelector: MANAGED_BY_SELECTOR,

@@ -79,24 +79,18 @@ export class Manager {
   }
 
   /**
-   * The shared informer of a resource in the namespaces a label selector matches, one list and
-   * watch in each (kube/per-namespace-informer.ts): for a resource the operator may read only there.
+   * The shared informer of a resource in some namespaces, one list and watch in each
+   * (kube/per-namespace-informer.ts): for a resource the operator may read only there.
    */
-  perNamespaceInformer<T extends KubeObject>(opts: PerNamespaceOptions, namespaces?: Informer<KubeObject>): Informer<T> {
-    const key = [
-      "per-namespace",
-      opts.apiVersion,
-      opts.plural,
-      "namespaces" in opts ? opts.namespaces.join(",") : `selector:${opts.namespaceSelector}`,
-      opts.labelSelector ?? "",
-      opts.dropManagedFields ? "trim" : "",
-    ].join("|");
+  perNamespaceInformer<T extends KubeObject>(opts: PerNamespaceOptions): Informer<T> {
+    const where = "namespaces" in opts ? opts.namespaces.join(",") : `follow:${opts.follow.options.labelSelector ?? ""}`;
+    const key = ["per-namespace", opts.apiVersion, opts.plural, where, opts.labelSelector ?? "", opts.dropManagedFields ? "trim" : ""].join(
+      "|",
+    );
     let informer = this.informers.get(key);
     if (!informer) {
       this.assertNotStarted("perNamespaceInformer()");
-      informer = new PerNamespaceInformer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }), {
-        ...(namespaces ? { namespaces } : {}),
-      });
+      informer = new PerNamespaceInformer<KubeObject>(this.rest, opts, this.log.child({ informer: opts.plural }));
       this.informers.set(key, informer);
     }
     return informer as unknown as Informer<T>;

@@ -5,7 +5,14 @@
 import test from "ava";
 import * as k8s from "@kubernetes/client-node";
 import { loadKubeConfig } from "../../kube/client.ts";
-import { PerNamespaceInformer, type InformerEvent, type InformerLogger, type KubeObject } from "../../kube/index.ts";
+import {
+  ListWatchInformer,
+  PerNamespaceInformer,
+  type Informer,
+  type InformerEvent,
+  type InformerLogger,
+  type KubeObject,
+} from "../../kube/index.ts";
 import { identity } from "../helpers/identities.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
@@ -24,7 +31,7 @@ async function namespaceWithSecret(prefix: string, selected: boolean, bound: boo
 }
 
 /** Berth's Secrets (label-selected) of `where`, under the operator's own identity; the first lists waited for 3 s. */
-async function berthSecrets(where: { namespaceSelector: string } | { namespaces: string[] }, log?: InformerLogger) {
+async function berthSecrets(where: { follow: Informer<KubeObject> } | { namespaces: string[] }, log?: InformerLogger) {
   const kc = loadKubeConfig((await identity("operator")).kubeconfig);
   const informer = new PerNamespaceInformer<KubeObject>(
     kc,
@@ -42,10 +49,15 @@ test("Secrets of the selected, bound namespaces only; namespaces followed as the
   const unbound = await namespaceWithSecret("pnu", true, false);
   t.teardown(() => Promise.all([a, b, outside, unbound].map((n) => deleteNamespace(k, n))).then(() => undefined));
   const warnings: string[] = [];
-  const { kc, informer } = await berthSecrets(
-    { namespaceSelector: SELECT },
-    { warn: (o, msg) => warnings.push(`${msg} ${JSON.stringify(o)}`) },
-  );
+  // the namespaces this run selects, as the operator follows the workspace namespaces
+  const selected = new ListWatchInformer<KubeObject>(loadKubeConfig((await identity("operator")).kubeconfig), {
+    apiVersion: "v1",
+    kind: "Namespace",
+    plural: "namespaces",
+    labelSelector: SELECT,
+  });
+  t.teardown(() => selected.stop());
+  const { kc, informer } = await berthSecrets({ follow: selected }, { warn: (o, msg) => warnings.push(`${msg} ${JSON.stringify(o)}`) });
   const events: Array<[InformerEvent, string]> = [];
   informer.on((event, obj) => events.push([event, obj.metadata.name!]));
   t.teardown(() => informer.stop());
