@@ -63,14 +63,12 @@ export class GovernanceDb {
   }
 
   /**
-   * server_version_num, e.g. 180004; read once, on `c` (the caller's transaction) or the pool. A
-   * failed read is not kept: the next call reads again.
+   * server_version_num, e.g. 180004: read once, on the caller's transaction `c` (never on another
+   * connection of the pool: see inTransaction). A failed read is not kept: the next call reads again.
    */
-  serverVersion(c?: Client): Promise<number> {
+  serverVersion(c: Client): Promise<number> {
     if (!this.#version) {
-      const read = async (q: Pick<Client, "query">) =>
-        Number((await q.query<{ v: string }>("select current_setting('server_version_num') as v")).rows[0]!.v);
-      const version = c ? read(c) : this.pool().then(read);
+      const version = c.query<{ v: string }>("select current_setting('server_version_num') as v").then((r) => Number(r.rows[0]!.v));
       this.#version = version;
       version.catch(() => {
         if (this.#version === version) this.#version = undefined;
