@@ -563,31 +563,35 @@ export class WorkerPoolScorer implements Scorer {
   /** A new thread did not say it is ready in time: a fresh one in its place, its tasks (never started) dispatched again. */
   #notStarted(slot: Slot): void {
     if (slot.dead || slot.ready || this.#closed) return;
-    const jobs = this.#retire(slot);
+    const jobs = this.#cut(slot);
     this.#log.error(
       { startTimeoutMs: this.#startTimeoutMs, threadId: slot.worker.threadId, requeued: jobs.length },
       "a scoring worker did not start in time; replacing it",
     );
-    slot.markReady(); // nobody waits on a thread that is gone
-    this.#replace(slot);
-    void slot.worker.terminate();
     for (const j of jobs) this.#dispatch(j);
   }
 
   /** A task passed its deadline: a fresh worker for its own, the task cut, the ones behind it re-dispatched. */
   #expire(slot: Slot, id: number): void {
     if (slot.dead || this.#closed || slot.timed !== id || !slot.pending.has(id)) return;
-    const jobs = this.#retire(slot);
+    const jobs = this.#cut(slot);
     this.#log.warn(
       { timeoutMs: this.#timeoutMs, threadId: slot.worker.threadId, requeued: jobs.length - 1 },
       "a scoring task passed its deadline; replacing its worker",
     );
-    this.#replace(slot);
-    void slot.worker.terminate();
     for (const j of jobs) {
       if (j.task.id === id) j.reject(new ScoringTimeoutError(this.#timeoutMs!));
       else this.#dispatch(j);
     }
+  }
+
+  /** Terminates a worker that is stuck and puts a fresh one in its slot; returns the tasks it held, oldest first. */
+  #cut(slot: Slot): Job[] {
+    const jobs = this.#retire(slot);
+    slot.markReady(); // nobody waits on a thread that is gone
+    this.#replace(slot);
+    void slot.worker.terminate();
+    return jobs;
   }
 
   async score(version: number, config: EngineConfigInput, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
