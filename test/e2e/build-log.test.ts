@@ -12,8 +12,7 @@ import { KubeRest } from "../../kube/transport.ts";
 import { BuildLogs } from "../../operator/release/build-log.ts";
 import type { Request } from "../../operator/runtime/controller.ts";
 import { need } from "../helpers/e2e.ts";
-import { identity } from "../helpers/identities.ts";
-import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
+import { bindOperatorWorkspaceRole, identity } from "../helpers/identities.ts";
 import { deleteNamespace, eventually, kube, testNamespace } from "../helpers/kube.ts";
 
 const REGISTRY = need("BERTH_REGISTRY");

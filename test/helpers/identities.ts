@@ -12,6 +12,8 @@ import { join } from "node:path";
 import * as yaml from "js-yaml";
 import { K8S_VERSION, helm, kubectl, root } from "./binaries.ts";
 import { eventually, kube } from "./kube.ts";
+import { KubeClient } from "../../kube/client.ts";
+import { OPERATOR_WORKSPACE_BINDING, subjectOf, workspaceBinding } from "../../api/workspaces/access.ts";
 
 export const RELEASE = "berth";
 export const RELEASE_NAMESPACE = "berth-system";
@@ -21,6 +23,17 @@ export type Component = keyof typeof SERVICE_ACCOUNTS;
 /** The Kubernetes user name of a component's ServiceAccount. */
 export function usernameOf(c: Component): string {
   return `system:serviceaccount:${RELEASE_NAMESPACE}:${SERVICE_ACCOUNTS[c]}`;
+}
+
+/**
+ * The operator's workspace grants (its Secrets and its writes) in `namespace`, as the API binds
+ * them in each workspace namespace it makes: for a test namespace the API did not make.
+ */
+export async function bindOperatorWorkspaceRole(namespace: string): Promise<void> {
+  await new KubeClient(kube().kc).apply(
+    workspaceBinding(namespace, `${RELEASE}-operator-workspace`, subjectOf(usernameOf("operator")), OPERATOR_WORKSPACE_BINDING),
+    "test",
+  );
 }
 
 export interface Identity {

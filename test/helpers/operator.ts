@@ -12,8 +12,7 @@ import { buildkitClientSecret, readBuildkitClient } from "../../hack/lib/buildki
 import { KubeClient } from "../../kube/client.ts";
 import { loadOperatorConfig } from "../../operator/config.ts";
 import { startOperator, type RunningOperator } from "../../operator/main.ts";
-import { OPERATOR_WORKSPACE_BINDING, subjectOf, workspaceBinding } from "../../api/workspaces/access.ts";
-import { identity, RELEASE, RELEASE_NAMESPACE, usernameOf } from "./identities.ts";
+import { bindOperatorWorkspaceRole, identity, RELEASE_NAMESPACE } from "./identities.ts";
 import { kube } from "./kube.ts";
 
 export interface TestOperatorOptions {
@@ -39,14 +38,6 @@ export async function buildkitTlsEnv(env: Record<string, string> = {}): Promise<
   if (!dir || !env.BERTH_BUILDKIT_HOST || env.BERTH_BUILDKIT_TLS !== undefined) return {};
   await new KubeClient(kube().kc).apply(buildkitClientSecret(RELEASE_NAMESPACE, readBuildkitClient(dir)), "test");
   return { BERTH_BUILDKIT_TLS: "true", BERTH_NAMESPACE: RELEASE_NAMESPACE };
-}
-
-/** The operator's workspace grants in `namespace`, as the API binds them in a workspace namespace it creates. */
-export async function bindOperatorWorkspaceRole(namespace: string): Promise<void> {
-  await new KubeClient(kube().kc).apply(
-    workspaceBinding(namespace, `${RELEASE}-operator-workspace`, subjectOf(usernameOf("operator")), OPERATOR_WORKSPACE_BINDING),
-    "test",
-  );
 }
 
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {

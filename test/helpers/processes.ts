@@ -5,8 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { root } from "./binaries.ts";
-import { identity } from "./identities.ts";
-import { bindOperatorWorkspaceRole } from "./operator.ts";
+import { bindOperatorWorkspaceRole, identity } from "./identities.ts";
 import { eventually } from "./kube.ts";
 import { freePort } from "../../hack/bench/proc.ts";
 export { freePort };

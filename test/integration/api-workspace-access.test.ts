@@ -8,9 +8,8 @@ import * as k8s from "@kubernetes/client-node";
 import { loadKubeConfig } from "../../kube/client.ts";
 import { OPERATOR_WORKSPACE_BINDING, WORKSPACE_BINDING } from "../../api/workspaces/access.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
-import { identity, usernameOf } from "../helpers/identities.ts";
+import { bindOperatorWorkspaceRole, identity, usernameOf } from "../helpers/identities.ts";
 import { kubectl } from "../helpers/binaries.ts";
-import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
 import { apiError, deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
 
 const k = kube();

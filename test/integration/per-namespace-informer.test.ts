@@ -13,9 +13,8 @@ import {
   type InformerLogger,
   type KubeObject,
 } from "../../kube/index.ts";
-import { identity } from "../helpers/identities.ts";
+import { bindOperatorWorkspaceRole, identity } from "../helpers/identities.ts";
 import { deleteNamespace, eventually, kube, testNamespace, uniqueName } from "../helpers/kube.ts";
-import { bindOperatorWorkspaceRole } from "../helpers/operator.ts";
 
 const k = kube();
 /** Each run selects its own namespaces: a label key no other test uses. */
