@@ -252,6 +252,9 @@ test("the operator creates workloads in workspace namespaces only: a pod-bearing
 });
 
 test("the API cannot bind the operator's workspace ClusterRole to anyone but the operator, nor under another name", async (t) => {
+  // RBAC alone lets it: create cannot be narrowed by name, and bind is granted on that role
+  t.true(await rbacAllows("create", "rolebindings", api.namespace));
+  t.true(await rbacAllows("bind", "clusterroles.rbac.authorization.k8s.io/berth-operator-workspace", api.namespace));
   const role = { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "berth-operator-workspace" };
   const toApi = await refusal(
     asApi.rbac.createNamespacedRoleBinding({
