@@ -275,7 +275,7 @@ export const ConfigSchema = z.object({
     .regex(/^[a-z0-9]([-a-z0-9.:]{0,251}[a-z0-9])?$/, "must be a ClusterRole name")
     .default("berth-operator-workspace")
     .describe(
-      "The ClusterRole of what the operator does only in workspace namespaces (Berth's Secrets; the chart renders it unbound): the API binds it to BERTH_OPERATOR_USERNAME in each workspace namespace (RoleBinding berth-operator) as it ensures the namespace",
+      "The ClusterRole of what the operator does only in workspace namespaces (Berth's Secrets, writes of its workloads, routes and certificates, build logs; the chart renders it unbound): the API binds it to BERTH_OPERATOR_USERNAME in each workspace namespace (RoleBinding berth-operator) as it ensures the namespace",
     ),
   BERTH_OPERATOR_USERNAME: z
     .string()

@@ -1,10 +1,11 @@
 // What the API and the operator may do only in workspace namespaces. The grants of scope
 // "workspace" (kube/rbac.ts) are ClusterRoles the chart renders without a cluster-wide binding:
 // the API's (Secrets, Job pods and their logs, pod metrics, quota, limits and NetworkPolicies) and
-// the operator's (Berth's Secrets: the governance and env Secrets of Apps, Domains' certificates,
-// the build Jobs' client certificate). Each workspace namespace gets a RoleBinding of each, to the
-// API's own user and to the operator's, applied here as the namespace is ensured. So neither can
-// read a Secret outside the workspaces, nor the API a pod's log or spec. The chart's
+// the operator's (Berth's Secrets, and its writes of workloads, routes and certificates: a
+// pod-bearing object could mount any Secret of its namespace). Each workspace namespace gets a
+// RoleBinding of each, to the API's own user and to the operator's, applied here as the namespace
+// is ensured. So neither can read a Secret outside the workspaces, nor the operator create a
+// workload there, nor the API read a pod's log or spec. The chart's
 // ValidatingAdmissionPolicy (templates/api-workspace-policy.yaml) keeps the API from binding them
 // anywhere else or to anyone else, or from labelling a namespace it did not create as a workspace
 // (docs/security.md "Least privilege").

@@ -2,8 +2,8 @@
 // api/rbac.ts): a ClusterRole for what a process does in every namespace, a Role in the release
 // namespace for what it does only there, and their bindings to the component's ServiceAccount; and
 // a ClusterRole, unbound, for what it does only in workspace namespaces (the API binds its own and
-// the operator's in each: api/workspaces/access.ts). A name the chart gives (kube/rbac.ts chartName) renders as its
-// template.
+// the operator's in each: api/workspaces/access.ts). A name the chart gives (kube/rbac.ts
+// chartName) renders as its template.
 // hack/gen.ts writes them; test/unit/kube/rbac.test.ts fails when the chart drifts from the code.
 import { renderRules, rulesOf, type Access } from "../../kube/rbac.ts";
 import { OPERATOR_ACCESS } from "../../operator/rbac.ts";
