@@ -50,15 +50,12 @@ const labels = (c: Component) => `  labels:\n    {{- include "berth.componentLab
 const fullname = (c: Component) => `{{ include "berth.${c.name}.fullname" . }}`;
 const subject = (c: Component) => `subjects:\n  - kind: ServiceAccount\n    name: ${fullname(c)}\n    namespace: {{ .Release.Namespace }}`;
 
-/** The chart's name of a component's object: `berth.componentName`, e.g. berth-api-workspace. */
-const componentName = (name: string) => `{{ include "berth.componentName" (list . "${name}") }}`;
+/** The chart's name of a component's object: `berth.componentName`, e.g. berth-api-workspace (`pipe`: e.g. " | quote"). */
+const componentName = (name: string, pipe = "") => `{{ include "berth.componentName" (list . "${name}")${pipe} }}`;
 
 /** Rules as YAML, a chartName placeholder replaced by the chart's template of that name. */
 function rulesYaml(rules: ReturnType<typeof rulesOf>): string {
-  return renderRules(rules, 2).replace(
-    /"<chart:([a-z-]+)>"/g,
-    (_, name: string) => `{{ include "berth.componentName" (list . "${name}") | quote }}`,
-  );
+  return renderRules(rules, 2).replace(/"<chart:([a-z-]+)>"/g, (_, name: string) => componentName(name, " | quote"));
 }
 
 function render(c: Component): string {
@@ -92,7 +89,7 @@ function render(c: Component): string {
     );
   }
   if (release.length) {
-    const role = `{{ include "berth.componentName" (list . "${c.name}-release") }}`;
+    const role = componentName(`${c.name}-release`);
     if (c.releaseRoleIf) out.push(`{{- if ${c.releaseRoleIf} }}`);
     out.push(
       "---",
