@@ -1,0 +1,32 @@
+// The registry token service's configuration, parsed once with zod (api/registry/main.ts).
+import { z } from "zod";
+
+export const TokenServiceConfigSchema = z.object({
+  BERTH_REGISTRY_AUTH_LISTEN: z
+    .string()
+    .regex(/^(\[[0-9a-fA-F:.]+\]|[0-9a-zA-Z.-]+):\d{1,5}$/, "must be host:port")
+    .default("0.0.0.0:5001")
+    .describe("Where the token service listens"),
+  BERTH_REGISTRY_AUTH_KEY_FILE: z
+    .string()
+    .min(1)
+    .describe("The pull credentials' HMAC key (at least 32 bytes): the operator's BERTH_REGISTRY_AUTH_KEY_FILE holds the same"),
+  BERTH_REGISTRY_AUTH_SIGNING_KEY_FILE: z.string().min(1).describe("The Ed25519 private key (PKCS #8 PEM) tokens are signed with"),
+  BERTH_REGISTRY_AUTH_SERVICE: z.string().min(1).max(253).default("berth-registry").describe("The registry's auth.token.service"),
+  BERTH_REGISTRY_AUTH_ISSUER: z.string().min(1).max(253).default("berth-registry-auth").describe("The registry's auth.token.issuer"),
+  BERTH_BUILD_REPOSITORY_PREFIX: z
+    .string()
+    .regex(/^[a-z0-9._-]+(\/[a-z0-9._-]+)*$/, "must be a repository path, not empty")
+    .default("apps")
+    .describe("The workspaces' images are <prefix>/<namespace>/<app> (the operator's variable of the same name)"),
+  BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type TokenServiceConfig = z.output<typeof TokenServiceConfigSchema>;
+
+export function loadTokenServiceConfig(env: NodeJS.ProcessEnv = process.env): TokenServiceConfig {
+  const parsed = TokenServiceConfigSchema.safeParse(env);
+  if (!parsed.success)
+    throw new Error(`invalid configuration:\n${parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`).join("\n")}`);
+  return parsed.data;
+}

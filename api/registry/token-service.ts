@@ -1,0 +1,134 @@
+// The registry's token service (docs/images.md "Pull credentials"): the realm of distribution's
+// token authentication (https://distribution.github.io/distribution/spec/auth/token/) for the
+// registry endpoint the nodes pull from. A client that the registry answered 401 asks
+//
+//   GET /token?service=<service>&scope=repository:<name>:pull[&scope=...]
+//
+// with HTTP Basic credentials (a namespace's pull credential, kube/registry-credentials.ts) or none
+// (anonymous), and gets a short-lived JWT, signed with an Ed25519 key whose public half the registry
+// trusts (its `jwks` file), that carries what grants.ts allows. Bad credentials are refused with 401;
+// credentials are never logged, only the caller's namespace and what it was granted.
+import { createPublicKey, randomUUID, type KeyObject } from "node:crypto";
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { SignJWT, exportJWK, calculateJwkThumbprint, type JWK } from "jose";
+import type { Logger } from "../../kube/logger.ts";
+import { namespaceOfPullUsername, passwordMatches } from "../../kube/registry-credentials.ts";
+import { grant, parseScopes, type Caller } from "./grants.ts";
+
+export interface TokenServiceOptions {
+  /** the HMAC key of the pull credentials */
+  key: Buffer;
+  /** the Ed25519 private key tokens are signed with */
+  signingKey: KeyObject;
+  /** the `service` the registry names (its auth.token.service), the tokens' audience */
+  service: string;
+  /** the tokens' issuer (the registry's auth.token.issuer) */
+  issuer: string;
+  /** the workspaces' images are <prefix>/<namespace>/<app> */
+  prefix: string;
+  /** how long a token is valid; 300 s by default */
+  ttlSeconds?: number;
+  log: Logger;
+  now?: () => Date;
+}
+
+/** Longest request target accepted (16 scopes of long names fit). */
+const MAX_URL = 8192;
+const DEFAULT_TTL = 300;
+
+/** The key id of a public key: its RFC 7638 thumbprint, which the JWKS and the tokens' `kid` share. */
+export async function keyId(publicKey: KeyObject): Promise<string> {
+  return calculateJwkThumbprint(await exportJWK(publicKey));
+}
+
+/** The JWK set the registry trusts (auth.token.jwks): the signing key's public half. */
+export async function jwksOf(publicKey: KeyObject): Promise<{ keys: JWK[] }> {
+  const jwk = await exportJWK(publicKey);
+  return { keys: [{ ...jwk, kid: await keyId(publicKey), alg: "EdDSA", use: "sig" }] };
+}
+
+/** The caller of a request: anonymous without Authorization; undefined when its credentials are bad. */
+export function callerOf(header: string | undefined, key: Buffer): Caller | undefined {
+  if (header === undefined) return { kind: "anonymous" };
+  const m = /^Basic +([A-Za-z0-9+/]+={0,2}) *$/i.exec(header);
+  if (!m) return undefined;
+  const text = Buffer.from(m[1]!, "base64").toString("utf8");
+  const colon = text.indexOf(":");
+  if (colon < 0) return undefined;
+  const username = text.slice(0, colon);
+  const namespace = namespaceOfPullUsername(username);
+  if (!namespace || !passwordMatches(key, username, text.slice(colon + 1))) return undefined;
+  return { kind: "namespace", namespace };
+}
+
+function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "cache-control": "no-store", ...headers });
+  res.end(text);
+}
+
+const error = (code: string, message: string) => ({ errors: [{ code, message }] });
+
+/** The request handler (the server's, and tests'). */
+export async function tokenHandler(o: TokenServiceOptions): Promise<(req: IncomingMessage, res: ServerResponse) => void> {
+  const kid = await keyId(createPublicKey(o.signingKey));
+  const ttl = o.ttlSeconds ?? DEFAULT_TTL;
+  const now = o.now ?? (() => new Date());
+  return (req, res) => {
+    void (async () => {
+      if ((req.url ?? "").length > MAX_URL) return send(res, 414, error("UNSUPPORTED", "the request target is too long"));
+      const url = new URL(req.url ?? "/", "http://token.invalid");
+      if (url.pathname === "/healthz") return send(res, 200, { ok: true });
+      if (url.pathname !== "/token") return send(res, 404, error("NAME_UNKNOWN", "no such endpoint: the token endpoint is /token"));
+      if (req.method !== "GET") return send(res, 405, error("UNSUPPORTED", "only GET is served"), { allow: "GET" });
+      if (url.searchParams.get("service") !== o.service)
+        return send(res, 400, error("DENIED", `this service issues tokens for the service "${o.service}" only`));
+      const scopes = parseScopes(url.searchParams.getAll("scope"));
+      if (!scopes) return send(res, 400, error("DENIED", "too many scopes in one request"));
+      const caller = callerOf(req.headers.authorization, o.key);
+      if (!caller) {
+        o.log.info({ event: "registry_token_refused" }, "registry token refused: bad credentials");
+        return send(res, 401, error("UNAUTHORIZED", "the credentials are not a valid pull credential"), {
+          "www-authenticate": `Basic realm="${o.service}"`,
+        });
+      }
+      const access = grant(caller, scopes, o.prefix);
+      const issued = now();
+      const at = Math.floor(issued.getTime() / 1000);
+      const token = await new SignJWT({ access })
+        .setProtectedHeader({ alg: "EdDSA", typ: "JWT", kid })
+        .setIssuer(o.issuer)
+        .setSubject(caller.kind === "namespace" ? `pull@${caller.namespace}` : "")
+        .setAudience(o.service)
+        .setIssuedAt(at)
+        .setNotBefore(at)
+        .setExpirationTime(at + ttl)
+        .setJti(randomUUID())
+        .sign(o.signingKey);
+      o.log.info(
+        {
+          event: "registry_token",
+          caller: caller.kind === "namespace" ? caller.namespace : "anonymous",
+          granted: access.map((a) => a.name),
+          denied: scopes.length - access.length,
+        },
+        "registry token issued",
+      );
+      send(res, 200, { token, access_token: token, expires_in: ttl, issued_at: issued.toISOString() });
+    })().catch((err: unknown) => {
+      o.log.error({ err }, "registry token service failed");
+      if (!res.headersSent) send(res, 500, error("UNKNOWN", "the token service failed"));
+      else res.destroy();
+    });
+  };
+}
+
+/** Starts the token service on `host:port`; resolves once it listens. */
+export async function startTokenService(o: TokenServiceOptions, host: string, port: number): Promise<Server> {
+  const server = createServer({ requestTimeout: 10_000, headersTimeout: 10_000, maxHeaderSize: 16_384 }, await tokenHandler(o));
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, host, () => resolve());
+  });
+  return server;
+}
