@@ -27,6 +27,12 @@ POD_CIDR=10.202.0.0/24
 SERVICE_CIDR=10.96.0.0/16   # kube-apiserver's --service-cluster-ip-range
 CLUSTER_DNS=10.96.0.10
 REGISTRY_PORT=$((PORT_BASE + 50))
+# The registry's endpoint for the node (read-only, token authentication: each namespace's pods pull
+# with that namespace's credential, docs/images.md "Pull credentials") and its token service, on the
+# host's loopback; the node reaches them at 127.0.0.1:$REGISTRY_PORT and 127.0.0.1:$REGISTRY_AUTH_PORT.
+REGISTRY_GATE_PORT=$((PORT_BASE + 63))
+REGISTRY_AUTH_PORT=$((PORT_BASE + 64))
+REGISTRY_AUTH="$DIR/registry-auth"   # registry.key, signing.pem, jwks.json: made once, kept across down/up
 INGRESS_PORT=$((PORT_BASE + 51))
 # buildkitd's TCP listener (hack/lib/buildkit.sh) and the Git server (hack/lib/git-server.ts), each
 # on the host's loopback and, for pods (build Jobs), on the node's side of the bridge.
@@ -264,7 +270,8 @@ node_bridge_config() {
   ],
   "toHost": [
     { "name": "apiserver", "listen": "0.0.0.0:$API_PORT", "target": "127.0.0.1:$API_PORT" },
-    { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_PORT" },
+    { "name": "registry", "listen": "127.0.0.1:$REGISTRY_PORT", "target": "127.0.0.1:$REGISTRY_GATE_PORT" },
+    { "name": "registry-auth", "listen": "127.0.0.1:$REGISTRY_AUTH_PORT", "target": "127.0.0.1:$REGISTRY_AUTH_PORT" },
     { "name": "berth-api", "listen": "$NODE_IP:$HOST_API_PORT", "target": "127.0.0.1:$HOST_API_PORT" },
     { "name": "postgres", "listen": "$NODE_IP:$UP_PG_PORT", "target": "127.0.0.1:$UP_PG_PORT" },
     { "name": "buildkit", "listen": "$NODE_IP:$BUILDKIT_PORT", "target": "127.0.0.1:$BUILDKIT_PORT" },
@@ -290,6 +297,10 @@ egressSelections:
 EOF
 }
 
+# Two endpoints over one storage: the host's (127.0.0.1:$REGISTRY_PORT, open: hack's pushes, buildkitd,
+# tests; no pod reaches the host's loopback) and the node's (the gate: read-only, every request with
+# a token of the token service, api/registry/main.ts, which grants a namespace's images only to its
+# pull credential and the platform's images to anyone).
 registry_up() {
   mkdir -p "$DIR/registry"
   cat > "$DIR/registry.yaml" <<EOF
@@ -301,8 +312,36 @@ storage:
 http:
   addr: 127.0.0.1:$REGISTRY_PORT
 EOF
+  node "$BERTH_ROOT/api/registry/main.ts" keys "$REGISTRY_AUTH"
+  BERTH_REGISTRY_AUTH_LISTEN="127.0.0.1:$REGISTRY_AUTH_PORT" BERTH_REGISTRY_AUTH_KEY_FILE="$REGISTRY_AUTH/registry.key" \
+    BERTH_REGISTRY_AUTH_SIGNING_KEY_FILE="$REGISTRY_AUTH/signing.pem" \
+    node_start registry-auth out "$(command -v node)" "$BERTH_ROOT/api/registry/main.ts"
+  cat > "$DIR/registry-gate.yaml" <<EOF
+version: 0.1
+log: { level: warn }
+storage:
+  filesystem: { rootdirectory: $BERTH_LOCAL/registry }
+  maintenance: { readonly: { enabled: true } }
+http:
+  addr: 127.0.0.1:$REGISTRY_GATE_PORT
+auth:
+  token:
+    realm: http://127.0.0.1:$REGISTRY_AUTH_PORT/token
+    service: berth-registry
+    issuer: berth-registry-auth
+    jwks: $REGISTRY_AUTH/jwks.json
+    signingalgorithms: [EdDSA]
+EOF
   node_start registry out "$(bin_path registry)" serve "$DIR/registry.yaml"
+  node_start registry-gate out "$(bin_path registry)" serve "$DIR/registry-gate.yaml"
   wait_for registry 30 curl -sf "http://127.0.0.1:$REGISTRY_PORT/v2/"
+  wait_for "the registry's token service" 15 curl -sf "http://127.0.0.1:$REGISTRY_AUTH_PORT/healthz"
+  wait_for "the registry's gate" 30 registry_gate_challenges
+}
+
+# The gate answers, asking for a token (401).
+registry_gate_challenges() {
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$REGISTRY_GATE_PORT/v2/")" = 401 ]
 }
 
 # The Git server (hack/lib/git-server.ts): repositories under $BERTH_LOCAL/git, kept across down/up
@@ -610,7 +649,7 @@ node_down() {
     sleep 0.5
     for t in $("${ctr[@]}" tasks ls -q 2>/dev/null); do "${ctr[@]}" tasks delete -f "$t" >/dev/null 2>&1 || true; done
   fi
-  for c in containerd netbridge-node netbridge-host registry git-server; do node_stop "$c"; done
+  for c in containerd netbridge-node netbridge-host registry registry-gate registry-auth git-server; do node_stop "$c"; done
   undo_mounts_and_cgroups "$CGROUP_ROOT" "$NODE_DIR" "$RUN"
   if ip netns list 2>/dev/null | grep -qw "$NETNS"; then ip netns delete "$NETNS"; log "deleted network namespace $NETNS"; fi
   node_restore_sysctls
@@ -630,6 +669,9 @@ node_workspace_network() { # [api port]
 # What tests and hack/up need to know about the node, as shell exports.
 node_env() {
   echo "export BERTH_REGISTRY=127.0.0.1:$REGISTRY_PORT"
+  # the node's endpoint of the registry (token authentication) on the host, and the key of the
+  # namespaces' pull credentials (the operator's BERTH_REGISTRY_AUTH_KEY_FILE)
+  echo "export BERTH_REGISTRY_GATE=127.0.0.1:$REGISTRY_GATE_PORT BERTH_REGISTRY_AUTH_KEY_FILE=$REGISTRY_AUTH/registry.key"
   echo "export BERTH_INGRESS_URL=http://127.0.0.1:$INGRESS_PORT BERTH_INGRESS_TLS_URL=https://127.0.0.1:$INGRESS_TLS_PORT"
   # custom domains: the DNS server tests set records in, and the ClusterIssuer of their certificates
   echo "export BERTH_DNS_RESOLVER=127.0.0.1:$DNS_PORT BERTH_DNS_MANAGEMENT_URL=http://127.0.0.1:$DNS_MANAGEMENT_PORT BERTH_DOMAIN_ISSUER=$DOMAIN_ISSUER"
@@ -645,7 +687,7 @@ node_env() {
 
 node_status() {
   local c all=0
-  for c in registry git-server "${NODE_COMPONENTS[@]}"; do
+  for c in registry registry-gate registry-auth git-server "${NODE_COMPONENTS[@]}"; do
     if node_running "$c"; then echo "$c: running (pid $(cat "$DIR/$c.pid"))"; else echo "$c: stopped"; all=1; fi
   done
   return $all
