@@ -104,6 +104,13 @@ export const OperatorConfigSchema = z.object({
     .regex(/^[a-z0-9._/-]*$/)
     .default("apps")
     .describe("Built images are <registry>/<prefix>/<namespace>/<app>:<commit>"),
+  BERTH_REGISTRY_AUTH_KEY_FILE: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      "The key of the registry's per-namespace pull credentials (hex, at least 32 bytes; the token service's file of the same name): with it, each workspace namespace gets the Secret berth-registry-pull for BERTH_BUILD_REGISTRY, named in the imagePullSecrets of its pods",
+    ),
   BERTH_BUILD_REGISTRY_INSECURE: bool.default(false).describe("Push over plain HTTP (a registry on loopback or inside the cluster)"),
   BERTH_BUILD_BASE_IMAGES: json(z.partialRecord(z.enum(["node", "python", "go", "static"]), z.string().min(1)))
     .optional()
@@ -188,6 +195,10 @@ export function loadOperatorConfig(env: NodeJS.ProcessEnv = process.env): Operat
     throw new Error(`invalid configuration:\n${parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`).join("\n")}`);
   }
   const c = parsed.data;
+  if (c.BERTH_REGISTRY_AUTH_KEY_FILE && !c.BERTH_BUILD_REGISTRY)
+    throw new Error(
+      "invalid configuration:\n  BERTH_REGISTRY_AUTH_KEY_FILE is set: BERTH_BUILD_REGISTRY must name the registry its credentials are for",
+    );
   if (c.BERTH_OPERATOR_API_CA_FILE) {
     // The CA is there to keep the operator's token off the network in the clear: never send it over plain HTTP.
     if (!c.BERTH_OPERATOR_API_URL?.startsWith("https://"))

@@ -18,6 +18,7 @@ import { edgeAnnotations, MIDDLEWARE_API_VERSION, type EdgeConfig } from "../kit
 import { KINDS } from "../kit/informers.ts";
 import { governanceSecretName, podSpec, STARTUP_SECONDS, type EnvRef, type GovernanceRef, type Placement } from "../kit/pod.ts";
 import { desiredReplicas } from "../kit/rollout.ts";
+import type { RegistryPullSettings } from "../kit/registry-pull.ts";
 
 /** The App controller's configuration of the children it builds; Placement: where their pods run. */
 export interface BuildConfig extends Placement {
@@ -31,6 +32,8 @@ export interface BuildConfig extends Placement {
    * referenced by the Ingress; `nginx`: ingress-nginx's auth-url annotations.
    */
   edge?: EdgeConfig | undefined;
+  /** The namespaces' pull credentials for the platform registry (kit/registry-pull.ts); none when unset. */
+  registryPull?: RegistryPullSettings | undefined;
   /** Where builds push: another namespace's builds are refused as an App's image (crds/app.ts "Built images"). */
   buildArea?: BuildArea | undefined;
   /** Slugs no App may take, and the platform's own hosts (crds/app.ts "Hosts"). */

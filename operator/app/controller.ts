@@ -7,6 +7,7 @@ import { specChanged, type Request } from "../runtime/controller.ts";
 import type { OperatorConfig } from "../config.ts";
 import type { OperatorContext, WiredController } from "../kit/context.ts";
 import { edgeConfig } from "../kit/edge.ts";
+import { REGISTRY_PULL_SECRET, registryPullSettings } from "../kit/registry-pull.ts";
 import type { AppObject, ReleaseObject } from "../kit/objects.ts";
 import { childKinds, type BuildConfig, type ChildKind } from "./builders.ts";
 import { HttpGovernanceClient } from "./governance.ts";
@@ -48,6 +49,7 @@ export function appOfRelease(obj: KubeObject): Request[] {
 
 /** The App controller's configuration of what it builds, from the operator's. */
 export function appBuildConfig(cfg: OperatorConfig): BuildConfig {
+  const pull = registryPullSettings(cfg);
   return {
     baseDomain: cfg.BERTH_BASE_DOMAIN,
     ingressClassName: cfg.BERTH_INGRESS_CLASS,
@@ -58,6 +60,7 @@ export function appBuildConfig(cfg: OperatorConfig): BuildConfig {
     reservedSlugs: cfg.BERTH_RESERVED_SLUGS,
     platformHosts: [cfg.BERTH_INGRESS_HOST, ...cfg.BERTH_PLATFORM_HOSTS],
     buildArea: { registry: cfg.BERTH_BUILD_REGISTRY, prefix: cfg.BERTH_BUILD_REPOSITORY_PREFIX },
+    ...(pull ? { registryPull: pull, imagePullSecrets: [REGISTRY_PULL_SECRET] } : {}),
   };
 }
 

@@ -24,6 +24,7 @@ import { ReadYourWritesCache, type WritingClient } from "../../kube/read-your-wr
 import { groupOf, type Access } from "../../kube/rbac.ts";
 import { keyOf, type ReconcileContext, type ReconcileResult, type Reconciler, type Request } from "../runtime/controller.ts";
 import { childAccess, convergeChild, stableJson } from "../kit/apply.ts";
+import { ensureRegistryPull } from "../kit/registry-pull.ts";
 import { recordLifecycle } from "../kit/events.ts";
 import { controlledBy, refOf, type AppObject, type ReleaseObject } from "../kit/objects.ts";
 import { envHash, governanceSecretName, type EnvRef, type GovernanceRef } from "../kit/pod.ts";
@@ -207,6 +208,11 @@ export class AppReconciler implements Reconciler {
     if (!this.deps.secrets.syncedIn(o.namespace)) {
       ctx.log.debug({ namespace: o.namespace }, "waiting for the namespace's Secrets to be listed");
       return { requeueAfterMs: SECRETS_WAIT_MS };
+    }
+    const { registryPull } = this.deps.cfg;
+    if (registryPull) {
+      const failure = await ensureRegistryPull(this.cache, o.namespace, registryPull);
+      if (failure) return after(await this.refuse(o, { reason: "ObjectInTheWay", message: failure }, ctx));
     }
     const gov = await this.provision(o, source, ctx);
     const desired = buildChildren(

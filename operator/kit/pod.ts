@@ -19,6 +19,8 @@ export const POD_USER = 10001;
 export interface Placement {
   nodeSelector?: Record<string, string> | undefined;
   tolerations?: k8s.V1Toleration[] | undefined;
+  /** Secrets of the pod's namespace the kubelet pulls with: the registry's per-namespace credential (kit/registry-pull.ts). */
+  imagePullSecrets?: readonly string[] | undefined;
 }
 
 /** The pod-level half of the baseline, with the placement and the restart policy. */
@@ -27,7 +29,13 @@ export function restrictedPod(
   placement: Placement,
 ): Pick<
   k8s.V1PodSpec,
-  "restartPolicy" | "automountServiceAccountToken" | "enableServiceLinks" | "securityContext" | "nodeSelector" | "tolerations"
+  | "restartPolicy"
+  | "automountServiceAccountToken"
+  | "enableServiceLinks"
+  | "securityContext"
+  | "nodeSelector"
+  | "tolerations"
+  | "imagePullSecrets"
 > {
   return {
     restartPolicy,
@@ -42,6 +50,7 @@ export function restrictedPod(
     },
     ...(placement.nodeSelector && Object.keys(placement.nodeSelector).length ? { nodeSelector: placement.nodeSelector } : {}),
     ...(placement.tolerations?.length ? { tolerations: placement.tolerations } : {}),
+    ...(placement.imagePullSecrets?.length ? { imagePullSecrets: placement.imagePullSecrets.map((name) => ({ name })) } : {}),
   };
 }
 

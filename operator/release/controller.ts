@@ -1,5 +1,6 @@
 // The Release controller's wiring: its informers, what wakes a release, and its reconciler
 // registered with the Manager. Everything it shares with the other controllers comes from kit/.
+import { REGISTRY_PULL_SECRET } from "../kit/registry-pull.ts";
 import { APP_LABEL } from "../../crds/schemas.ts";
 import { phaseOf, RELEASE_LABEL } from "../../crds/release.ts";
 import type { Informer } from "../../kube/informer.ts";
@@ -113,7 +114,12 @@ export function wireReleaseController(op: OperatorContext): WiredController {
       buildLogs,
       metrics: op.metrics,
       build,
-      placement: { nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR, tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS },
+      // the namespace's pull credential is written by the App controller before a release of the App runs
+      placement: {
+        nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR,
+        tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
+        ...(cfg.BERTH_REGISTRY_AUTH_KEY_FILE ? { imagePullSecrets: [REGISTRY_PULL_SECRET] } : {}),
+      },
       events: op.events,
       now: op.now,
     }),

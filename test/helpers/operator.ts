@@ -6,7 +6,8 @@
 // with the admin kubeconfig, as the chart or the platform team would), and BERTH_BUILDKIT_TLS.
 // Its grants of workspace namespaces (Berth's Secrets) hold in the namespace it watches through the
 // RoleBinding berth-operator the API makes in each workspace namespace, made here (with the admin
-// kubeconfig) where the API did not make the namespace.
+// kubeconfig) where the API did not make the namespace. An operator of hack's registry gets the key of
+// its pull credentials (registryAuthEnv).
 import { pino, type Logger } from "pino";
 import { buildkitClientSecret, readBuildkitClient } from "../../hack/lib/buildkit-tls.ts";
 import { KubeClient } from "../../kube/client.ts";
@@ -40,6 +41,18 @@ export async function buildkitTlsEnv(env: Record<string, string> = {}): Promise<
   return { BERTH_BUILDKIT_TLS: "true", BERTH_NAMESPACE: RELEASE_NAMESPACE };
 }
 
+/**
+ * The pull credentials of hack's registry (docs/images.md "Pull credentials") for an operator whose
+ * `env` names that registry (BERTH_BUILD_REGISTRY): the key of `hack/cluster env`, as the chart's
+ * registryAuth gives it. Nothing when either is missing, or when `env` sets the key itself.
+ */
+export function registryAuthEnv(env: Record<string, string> = {}): Record<string, string> {
+  const file = process.env.BERTH_REGISTRY_AUTH_KEY_FILE;
+  if (!file || !env.BERTH_BUILD_REGISTRY || env.BERTH_BUILD_REGISTRY !== process.env.BERTH_REGISTRY) return {};
+  if (env.BERTH_REGISTRY_AUTH_KEY_FILE !== undefined) return {};
+  return { BERTH_REGISTRY_AUTH_KEY_FILE: file };
+}
+
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {
   const id = await identity("operator");
   await bindOperatorWorkspaceRole(opts.namespace);
@@ -53,6 +66,7 @@ export async function startTestOperator(opts: TestOperatorOptions): Promise<Runn
       BERTH_OPERATOR_HEALTH_PORT: "0",
       ...(opts.apiUrl ? { BERTH_OPERATOR_API_URL: opts.apiUrl } : {}),
       ...tls,
+      ...registryAuthEnv(opts.env),
       ...opts.env,
     }),
     opts.logger ?? pino({ level: "silent" }),
