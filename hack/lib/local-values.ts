@@ -4,11 +4,12 @@
 // creates, one API replica, the API's Ingress on the node's Traefik, the operator calling the
 // API over its internal TLS listener (cert-manager runs with the real node), and with a builder,
 // mutual TLS to buildkitd with hack's client certificate (hack/lib/buildkit.sh), the chart
-// writing its Secret.
+// writing its Secret, and the key of the namespaces' pull credentials for the registry's gate.
 //
 //   node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG
 // prints the values as JSON (a YAML document Helm reads with -f).
 
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { NODE_UID } from "../images.ts";
 import { readBuildkitClient, type BuildkitClient } from "./buildkit-tls.ts";
@@ -47,6 +48,8 @@ export interface LocalBuilder {
   baseImages: Partial<Record<"node" | "python" | "go" | "static", string>>;
   /** Mutual TLS to buildkitd: the client certificate build Jobs present (chart builder.tls) */
   tls?: BuildkitClient;
+  /** The key of the namespaces' pull credentials for the registry's gate (chart builder.registryAuth), hex */
+  registryAuthKey?: string;
 }
 
 /**
@@ -98,6 +101,8 @@ export function localValues(input: {
             baseImages: input.builder.baseImages,
             // buildkitd's TCP listener asks for hack's client certificate: the chart writes its Secret
             ...(input.builder.tls ? { tls: { enabled: true, client: { ...input.builder.tls } } } : {}),
+            // the node pulls through the registry's gate: each workspace namespace's own credential
+            ...(input.builder.registryAuthKey ? { registryAuth: { enabled: true, key: input.builder.registryAuthKey } } : {}),
           },
         }
       : {}),
@@ -124,6 +129,7 @@ if (import.meta.main) {
       registry: { type: "string" },
       "base-image": { type: "string", multiple: true },
       "buildkit-tls-dir": { type: "string" },
+      "registry-auth-key-file": { type: "string" },
       "git-url": { type: "string" },
       "node-ip": { type: "string" },
     },
@@ -132,7 +138,8 @@ if (import.meta.main) {
     process.stderr.write(
       "usage: node hack/lib/local-values.ts --api-image REG/berth/berth-api:TAG --operator-image REG/berth/berth-operator:TAG\n" +
         "         [--builder-image REG/berth/berth-builder:TAG --buildkit-host tcp://IP:PORT --registry 127.0.0.1:PORT --base-image STACK=REF...\n" +
-        "          [--buildkit-tls-dir DIR (ca.crt, tls.crt, tls.key: mutual TLS to buildkitd, BERTH_BUILDKIT_TLS_DIR)]]\n" +
+        "          [--buildkit-tls-dir DIR (ca.crt, tls.crt, tls.key: mutual TLS to buildkitd, BERTH_BUILDKIT_TLS_DIR)]\n" +
+        "          [--registry-auth-key-file FILE (the pull credentials' key, BERTH_REGISTRY_AUTH_KEY_FILE)]]\n" +
         "         [--git-url http://IP:PORT (the local Git server as pods reach it)] [--node-ip IP (the real node's: DNS, buildkitd and Git for the workspaces' NetworkPolicies)]\n",
     );
     process.exit(2);
@@ -145,6 +152,7 @@ if (import.meta.main) {
           registry: values.registry,
           baseImages: Object.fromEntries((values["base-image"] ?? []).map((b) => b.split("=", 2) as [string, string])),
           ...(values["buildkit-tls-dir"] ? { tls: readBuildkitClient(values["buildkit-tls-dir"]) } : {}),
+          ...(values["registry-auth-key-file"] ? { registryAuthKey: readFileSync(values["registry-auth-key-file"], "utf8").trim() } : {}),
         }
       : undefined;
   process.stdout.write(

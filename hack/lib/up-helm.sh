@@ -82,7 +82,7 @@ values="$BERTH_LOCAL/berth-values.json"
   node hack/lib/local-values.ts --api-image "$api_image" --operator-image "$operator_image" \
     --builder-image "$builder_image" --buildkit-host "$BERTH_BUILDKIT_CLUSTER_ADDR" --registry "$BERTH_REGISTRY" \
     --base-image "node=$BERTH_REGISTRY/berth/node:v1" --base-image "python=$python_image" --base-image "go=$go_image" --base-image "static=$BERTH_REGISTRY/berth/node:v1" \
-    --buildkit-tls-dir "$BERTH_BUILDKIT_TLS_DIR" \
+    --buildkit-tls-dir "$BERTH_BUILDKIT_TLS_DIR" --registry-auth-key-file "$BERTH_REGISTRY_AUTH_KEY_FILE" \
     --git-url "$BERTH_GIT_CLUSTER_URL" --node-ip "$BERTH_NODE_IP" > "$values.tmp" ) && mv "$values.tmp" "$values"
 fingerprint=$( { cat "$values"; cd "$BERTH_ROOT" && find charts/berth -type f | LC_ALL=C sort | xargs sha256sum; } | sha256sum | cut -c1-16)
 state_file="$BERTH_LOCAL/helm-release.state"
