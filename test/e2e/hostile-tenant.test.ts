@@ -14,6 +14,9 @@ import { kubectl } from "../helpers/binaries.ts";
 import { E2E_API_HOST, need, startOnNode, type OnNode } from "../helpers/e2e.ts";
 import { viaIngress } from "../helpers/ingress.ts";
 import { eventually, kube } from "../helpers/kube.ts";
+import { Registry } from "../../hack/lib/registry.ts";
+import { readRegistryKey } from "../../kube/registry-credentials.ts";
+import { REGISTRY_PULL_SECRET, registryPullSecret } from "../../operator/kit/registry-pull.ts";
 
 const INGRESS = need("BERTH_INGRESS_URL");
 const SAMPLE = need("BERTH_SAMPLE_IMAGE");
@@ -21,6 +24,9 @@ const NODE_IP = need("BERTH_NODE_IP");
 const NODE_PG = need("BERTH_NODE_PG_ADDR");
 const BUILDKIT = new URL(need("BERTH_BUILDKIT_CLUSTER_ADDR")).host;
 const DOMAIN = "hostile.e2e.local";
+const REGISTRY = need("BERTH_REGISTRY");
+const REGISTRY_GATE = need("BERTH_REGISTRY_GATE");
+const REGISTRY_KEY = readRegistryKey(need("BERTH_REGISTRY_AUTH_KEY_FILE"));
 
 const k = kube();
 const client = new KubeClient(k.kc);
@@ -97,7 +103,8 @@ async function removePolicies(namespace: string): Promise<void> {
 let victimIp = "";
 
 test.before(async () => {
-  node = await startOnNode({ domain: DOMAIN });
+  // the operator of hack's registry: it writes each namespace's pull credential (docs/images.md)
+  node = await startOnNode({ domain: DOMAIN, operatorEnv: { BERTH_BUILD_REGISTRY: REGISTRY } });
   api = node.api;
   b = await api.createWorkspace("tenant-b");
   // A: a service of the sample image
@@ -184,3 +191,103 @@ test.serial("B's own pods still reach each other under the policies", async (t) 
   // and A's pods do not, from B's peer either
   t.not(await connectFrom(b.namespace, "peer", `${victimIp}:8080`), "OPEN");
 });
+
+/** Copies the sample image to `name:tag` of the registry (its blobs mounted from the sample's repository). */
+async function copySample(name: string, tag: string): Promise<string> {
+  const reg = new Registry(REGISTRY);
+  const [repo, from] = [SAMPLE.slice(REGISTRY.length + 1).split(":")[0]!, SAMPLE.split(":").pop()!];
+  const manifest = await reg.getManifest(repo, from);
+  const spec = JSON.parse(manifest.bytes.toString()) as { config: { digest: string }; layers: { digest: string }[] };
+  for (const d of [spec.config.digest, ...spec.layers.map((l) => l.digest)])
+    await reg.putBlob(name, d as `sha256:${string}`, () => reg.getBlob(repo, d as `sha256:${string}`), repo);
+  await reg.putManifest(name, tag, manifest.bytes, manifest.mediaType);
+  return `${REGISTRY}/${name}:${tag}`;
+}
+
+/** The pod's image pull: "pulled", or the reason and message of its waiting container (ErrImagePull, ImagePullBackOff). */
+async function pullOutcome(
+  namespace: string,
+  name: string,
+): Promise<{ pulled: true } | { pulled: false; reason: string; message: string }> {
+  return eventually(
+    `${namespace}/${name}'s image pull to end`,
+    async () => {
+      const p = await k.core.readNamespacedPod({ name, namespace });
+      const s = p.status?.containerStatuses?.[0];
+      if (s?.state?.running || s?.imageID) return { pulled: true as const };
+      const w = s?.state?.waiting;
+      if (w?.reason === "ErrImagePull" || w?.reason === "ImagePullBackOff")
+        return { pulled: false as const, reason: w.reason, message: w.message ?? "" };
+      return undefined;
+    },
+    90_000,
+    500,
+  );
+}
+
+test.serial(
+  "B's pods pull A's workspace image only with A's credential: B's own credential and none are refused by the registry",
+  async (t) => {
+    // A's own image, under A's prefix, served through the operator with the credential it wrote
+    const image = await copySample(`apps/${api.namespace}/private`, "v1");
+    const r = await api.fetchJson("POST", `/workspaces/${api.workspaceId}/apps`, {
+      body: { name: "Private", slug: "private-img", image, port: 8080, visibility: "public" },
+    });
+    t.is(r.status, 201, r.text);
+    await eventually(
+      "A's service of its own image to answer through the ingress",
+      async () => ((await viaIngress(INGRESS, `private-img.${DOMAIN}`, "/")).status === 200 ? true : undefined),
+      120_000,
+      500,
+    );
+    const ours = await client.get<KubeObject & { type: string; metadata: { labels?: Record<string, string> } }>({
+      apiVersion: "v1",
+      kind: "Secret",
+      namespace: api.namespace,
+      name: REGISTRY_PULL_SECRET,
+    });
+    t.is(ours?.type, "kubernetes.io/dockerconfigjson");
+    const aPods = (await k.core.listNamespacedPod({ namespace: api.namespace })).items.filter(
+      (p) => p.spec?.containers[0]?.image === image,
+    );
+    t.true(aPods.length > 0);
+    t.deepEqual(
+      aPods[0]?.spec?.imagePullSecrets?.map((s) => s.name),
+      [REGISTRY_PULL_SECRET],
+    );
+
+    // the gate itself: no token, no image
+    t.is((await fetch(`http://${REGISTRY_GATE}/v2/apps/${api.namespace}/private/manifests/v1`)).status, 401);
+
+    // B's namespace: its own credential, as the operator writes it, and (the protection off) a copy of A's
+    const own = registryPullSecret(b.namespace, { registry: REGISTRY, key: REGISTRY_KEY });
+    await client.apply(own, "test");
+    const stolen = registryPullSecret(api.namespace, { registry: REGISTRY, key: REGISTRY_KEY });
+    await client.apply({ ...stolen, metadata: { ...stolen.metadata, name: "stolen", namespace: b.namespace } }, "test");
+    const thief = (name: string, secret?: string): k8s.V1Pod => {
+      const pod = samplePod(name);
+      pod.spec!.containers[0]!.image = image;
+      if (secret) pod.spec!.imagePullSecrets = [{ name: secret }];
+      return pod;
+    };
+
+    // with A's credential, B's pod runs A's image: the credential is what the registry goes by
+    await k.core.createNamespacedPod({ namespace: b.namespace, body: thief("with-a-credential", "stolen") });
+    t.deepEqual(await pullOutcome(b.namespace, "with-a-credential"), { pulled: true });
+
+    // with B's own credential, or none, the registry refuses, though the image is on the node now
+    for (const [name, secret] of [
+      ["with-b-credential", REGISTRY_PULL_SECRET],
+      ["anonymous", undefined],
+    ] as const) {
+      await k.core.createNamespacedPod({ namespace: b.namespace, body: thief(name, secret) });
+      const outcome = await pullOutcome(b.namespace, name);
+      t.false(outcome.pulled, name);
+      if (!outcome.pulled) t.regex(outcome.message, /401|403|unauthorized|insufficient_scope|denied/i, name);
+    }
+
+    // A's service still answers
+    t.is((await viaIngress(INGRESS, `private-img.${DOMAIN}`, "/")).status, 200);
+    t.is((await viaIngress(INGRESS, `victim.${DOMAIN}`, "/")).status, 200);
+  },
+);
