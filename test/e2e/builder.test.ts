@@ -26,6 +26,9 @@ import { binPath, kubectl, root, run } from "../helpers/binaries.ts";
 import { startGitServer, type GitServer } from "../helpers/git-http.ts";
 import { deleteNamespace, eventually, kube, uniqueName } from "../helpers/kube.ts";
 import { need } from "../helpers/e2e.ts";
+import { KubeClient } from "../../kube/client.ts";
+import { readRegistryKey } from "../../kube/registry-credentials.ts";
+import { REGISTRY_PULL_SECRET, registryPullSecret } from "../../operator/kit/registry-pull.ts";
 import { issueCertificate, makeCa } from "../helpers/certificates.ts";
 
 const REGISTRY = need("BERTH_REGISTRY");
@@ -52,6 +55,9 @@ test.before(async () => {
   built = Object.fromEntries(images.map((i) => [i.component, i])) as typeof built;
   git = await startGitServer({ auth: CREDENTIALS });
   await k.core.createNamespace({ body: { metadata: { name: ns } } });
+  // the namespace's pull credential, as the operator writes it: its builds' images pull only with it
+  const key = readRegistryKey(need("BERTH_REGISTRY_AUTH_KEY_FILE"));
+  await new KubeClient(k.kc).apply(registryPullSecret(ns, { registry: REGISTRY, key }), "test");
 });
 
 test.after.always(async () => {
@@ -133,6 +139,7 @@ async function serve(image: string, name: string): Promise<string> {
       spec: {
         nodeSelector: { ...REAL_NODE_SELECTOR },
         tolerations: REAL_NODE_TOLERATIONS.map((x) => ({ ...x })),
+        imagePullSecrets: [{ name: REGISTRY_PULL_SECRET }],
         containers: [
           {
             name: "app",
