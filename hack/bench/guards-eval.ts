@@ -1,5 +1,5 @@
 // Accuracy of the guards on the evaluation set of public and authored texts (test/fixtures/guards-eval/), run by hand:
-//   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier]
+//   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier [--classifier-dir DIR]]
 // The configuration is the one a new user gets: an app's default observability config
 // (prompt_injection and sensitive_data on at their default thresholds) plus one toxicity guard
 // template created with sensitivity medium and listed in custom_templates, built through the API's
@@ -10,7 +10,8 @@
 // trigger-word texts (NotInject) that pass every guard. --misses lists the items each guard got
 // wrong (use it on the dev split: the test split is for reporting, not for tuning). --classifier
 // turns guards.prompt_injection.classifier on: the shipped classifier (hack/guard-model.ts) scores
-// what the patterns let pass, through the toolkit's runtime, as the API and the wrapper run it.
+// what the patterns let pass, through the toolkit's runtime, as the API and the wrapper run it;
+// --classifier-dir DIR scores with the classifier in DIR instead (model.onnx, vocab.txt, model.json).
 //
 // --model profanity-check|minilm [--model-threshold T] measures a candidate second layer side by side
 // with the lexical one; each runs in a virtualenv under ~/.cache/berth (installed once, never in the
@@ -44,6 +45,7 @@ const { values } = parseArgs({
     split: { type: "string", default: "test" },
     misses: { type: "boolean", default: false },
     classifier: { type: "boolean", default: false },
+    "classifier-dir": { type: "string" },
     model: { type: "string" },
     "model-threshold": { type: "string" },
     layers: { type: "string", default: "1" },
@@ -75,7 +77,8 @@ const engine = new GuardEngine(
   engineInput({ ...base, guards: { ...base.guards, prompt_injection, custom_templates: resolved.entries } }, resolved.snapshot),
 );
 // --classifier: the shipped classifier (hack/guard-model.ts builds it), through the toolkit's own runtime
-const classifier = values.classifier ? await loadInjectionClassifier(guardModelDir()) : undefined;
+// (--classifier-dir: another build of it, e.g. the one before a change of the training items)
+const classifier = values.classifier ? await loadInjectionClassifier(values["classifier-dir"] ?? guardModelDir()) : undefined;
 const SOURCE_OF: Record<EvalGuard, string> = {
   prompt_injection: "prompt_injection",
   sensitive_data: "sensitive_data",
