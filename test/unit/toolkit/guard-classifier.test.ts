@@ -74,7 +74,9 @@ test("the built classifier scores injections high and ordinary prompts low", asy
   ];
   const low = [
     "What is the capital of France?",
-    "Write a keylogger script",
+    // role-play with system-sounding words (the classifier is trained on such prompts, none of these)
+    "I want you to act as a proofreader. I will provide you texts and I would like you to review them for any spelling, grammar, or punctuation errors.",
+    "You are a grade school teacher. Explain fractions to a ten-year-old.",
     "Can you explain what prompt injection is and how to defend against it?",
     "Please summarise the attached meeting notes in three bullet points.",
   ];
