@@ -1,6 +1,8 @@
 // Benchmark of deployments from Git, run by hand against a cluster with the real node:
 //   BERTH_REAL_NODE=1 ./hack/cluster up && eval "$(BERTH_REAL_NODE=1 ./hack/cluster env)"
-//   (BERTH_BENCH_POLICIES=1: every namespace of both sides under a workspace's NetworkPolicies)
+//   (BERTH_BENCH_POLICIES=1: every namespace of both sides under a workspace's NetworkPolicies;
+//   BERTH_BENCH_PULL_CREDENTIALS=1: both sides' images under apps/<namespace>/, pulled with the
+//   namespace's own credential, as the operator writes it, instead of anonymously from bench/)
 //   node hack/bench/deploys.ts [--apps 10] [--rounds 3]
 // Push-to-serving of Git Apps (a Dockerfile on berth/node) for one App and for N pushed at once,
 // each round in a fresh namespace, alternating which goes first:
@@ -26,6 +28,8 @@ import { RELEASE_LABEL, RELEASE_STEP_LABEL } from "../../crds/release.ts";
 import { API_VERSION, APP_LABEL, AppSpec } from "../../crds/schemas.ts";
 import { KubeClient, OPERATOR_FIELD_MANAGER, loadKubeConfig, type KubeObject } from "../../kube/client.ts";
 import { buildChildren } from "../../operator/app/builders.ts";
+import { REGISTRY_PULL_SECRET, registryPullSecret } from "../../operator/kit/registry-pull.ts";
+import { readRegistryKey } from "../../kube/registry-credentials.ts";
 import { benchNamespace, dropNamespace } from "./namespaces.ts";
 import { need, placement } from "./on-node.ts";
 import { cpuByProcessName, cpuSeconds, machineTicks } from "./proc.ts";
@@ -54,6 +58,13 @@ const batch = kc.makeApiClient(k8s.BatchV1Api);
 const DOMAIN = "deploys.bench.local";
 const BASE = `${REGISTRY}/${IMAGES.node.name}:${IMAGES.node.tag}`;
 const work = mkdtempSync(join(tmpdir(), "berth-bench-deploys-"));
+// BERTH_BENCH_PULL_CREDENTIALS=1: images under apps/ (the token service grants them only to their
+// namespace's credential), both sides pulling with it (docs/images.md "Pull credentials")
+const PULL =
+  process.env.BERTH_BENCH_PULL_CREDENTIALS === "1"
+    ? { registry: REGISTRY, key: readRegistryKey(need("BERTH_REGISTRY_AUTH_KEY_FILE")) }
+    : undefined;
+const PREFIX = PULL ? "apps" : "bench";
 
 /** The API server's count of writes so far, by verb, resource and subresource (and the code when not 2xx); reads and watches left out. */
 async function apiWrites(): Promise<Map<string, number>> {
@@ -173,6 +184,8 @@ function rolloutSteps(p: PodTime | undefined, from: number, rel: (x?: number) =>
 
 async function floor(n: number): Promise<Sample[]> {
   const ns = await benchNamespace(core, "floor", kc);
+  // the person's side writes the namespace's pull credential by hand (the operator does on Berth's)
+  if (PULL) await client.apply(registryPullSecret(ns, PULL), "bench");
   const pods = await podTimes(ns);
   try {
     const shas = await Promise.all(
@@ -189,7 +202,7 @@ async function floor(n: number): Promise<Sample[]> {
         await run("git", ["fetch", "-q", "--depth", "1", `${GIT}/${ns}-f${i}.git`, sha], { cwd: dir });
         await run("git", ["checkout", "-q", "FETCH_HEAD"], { cwd: dir });
         const tClone = Date.now();
-        const image = `${REGISTRY}/bench/${ns}/f${i}`;
+        const image = `${REGISTRY}/${PREFIX}/${ns}/f${i}`;
         const meta = join(dir, "..", `${ns}-meta-${i}.json`);
         await run(
           binPath("buildctl"),
@@ -220,7 +233,13 @@ async function floor(n: number): Promise<Sample[]> {
           memoryLimitMi: 96,
           visibility: "public",
         });
-        const objs = buildChildren({ name: `f${i}`, namespace: ns, uid: "none" }, s, {}, { baseDomain: DOMAIN, ...placement }).map((o) => ({
+        const pulling = PULL ? { imagePullSecrets: [REGISTRY_PULL_SECRET] } : {};
+        const objs = buildChildren(
+          { name: `f${i}`, namespace: ns, uid: "none" },
+          s,
+          {},
+          { baseDomain: DOMAIN, ...placement, ...pulling },
+        ).map((o) => ({
           ...o,
           metadata: { ...o.metadata, ownerReferences: [] },
         }));
@@ -279,7 +298,8 @@ async function berth(n: number, builderImage: string): Promise<Sample[]> {
       BERTH_BUILDKIT_HOST: BUILDKIT_CLUSTER,
       BERTH_BUILD_REGISTRY: REGISTRY,
       BERTH_BUILD_REGISTRY_INSECURE: "true",
-      BERTH_BUILD_REPOSITORY_PREFIX: "bench",
+      BERTH_BUILD_REPOSITORY_PREFIX: PREFIX,
+      ...(PULL ? { BERTH_REGISTRY_AUTH_KEY_FILE: need("BERTH_REGISTRY_AUTH_KEY_FILE") } : {}),
       ...tls,
     },
     stdio: ["ignore", "inherit", "inherit"],
