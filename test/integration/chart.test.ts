@@ -3,6 +3,7 @@
 // dry-run, in a namespace enforcing the "restricted" Pod Security Standard), values.schema.json
 // refusing bad values, the rendered environment parsed by the code's own config schemas, and the
 // RBAC applied for real and checked with `kubectl auth can-i` as the chart's ServiceAccounts.
+import { TokenServiceConfigSchema } from "../../api/registry/config.ts";
 import test from "ava";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -395,6 +396,15 @@ const CLIENT_PEM = {
 };
 const TLS = ["--set", "builder.tls.enabled=true", "--set", "builder.tls.serverName=buildkitd.builds.svc"];
 const TLS_CLIENT = ["--set-json", `builder.tls.client=${JSON.stringify(CLIENT_PEM)}`];
+/** Per-namespace pull credentials with the chart's token service (docs/images.md "Pull credentials"). */
+const REGISTRY_AUTH = [
+  "--set",
+  "builder.registryAuth.enabled=true",
+  "--set",
+  `builder.registryAuth.key=${"0f".repeat(32)}`,
+  "--set",
+  "builder.registryAuth.tokenService.enabled=true",
+];
 const operatorEnv = (objects: Obj[]) =>
   envOf(container(find<k8s.V1Deployment>(objects, "Deployment", "berth-operator"), "operator"), () => "berth-operator-5d9c-x2x7q");
 const clientSecret = (objects: Obj[]) => objects.find((o) => o.kind === "Secret" && o.metadata.name === BUILDKIT_CLIENT_SECRET);
@@ -784,6 +794,40 @@ test("the Roles grant exactly what the code declares: no wildcard, no escalation
   );
 });
 
+test("the registry's token service: the API's image, configured as its schema reads it, locked down, with only its two keys mounted", async (t) => {
+  const { objects } = await render("berth", NS, [...BUILDS, ...REGISTRY_AUTH]);
+  const d = find<k8s.V1Deployment>(objects, "Deployment", "berth-registry-auth");
+  const pod = d.spec!.template.spec!;
+  const c = container(d, "registry-auth");
+  t.is(c.image, container(find<k8s.V1Deployment>(objects, "Deployment", "berth-api"), "api").image);
+  t.deepEqual(c.command, ["node", "api/registry/main.ts"]);
+  const config = TokenServiceConfigSchema.parse(envOf(c, () => ""));
+  t.like(config, {
+    BERTH_REGISTRY_AUTH_LISTEN: "0.0.0.0:5001",
+    BERTH_BUILD_REPOSITORY_PREFIX: "apps",
+    BERTH_REGISTRY_AUTH_SERVICE: "berth-registry",
+  });
+  t.false(pod.automountServiceAccountToken, "it reads nothing of the Kubernetes API");
+  t.like(c.securityContext, { runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false });
+  t.deepEqual(
+    pod.volumes?.filter((v) => v.secret).map((v) => [v.secret!.secretName, v.secret!.items?.map((i) => i.key)]),
+    [
+      ["berth-registry-auth", ["registry.key"]],
+      ["berth-registry-signing", ["signing.pem"]],
+    ],
+  );
+  t.like(c.readinessProbe?.httpGet, { path: "/healthz", port: "token" });
+  const svc = find<k8s.V1Service>(objects, "Service", "berth-registry-auth");
+  t.deepEqual(
+    svc.spec?.ports?.map((p) => [p.port, p.targetPort]),
+    [[5001, "token"]],
+  );
+  t.truthy(objects.find((o) => o.kind === "NetworkPolicy" && o.metadata.name === "berth-registry-auth"));
+  // off unless asked for, and only with the credentials
+  const off = await render("berth", NS, [...BUILDS, "--set", "builder.registryAuth.tokenService.enabled=true"]);
+  t.false(off.objects.some((o) => o.metadata.name === "berth-registry-auth"));
+});
+
 // ---- the real API server: dry-run of everything, and the RBAC applied for real ----
 
 const k = kube();
@@ -812,6 +856,7 @@ test.after.always(async () => {
 for (const [label, values] of [
   ...valueSets,
   ["builds over mutual TLS, the client Secret from values", () => [...BUILDS, ...TLS, ...TLS_CLIENT]],
+  ["builds with the registry's pull credentials and its token service", () => [...BUILDS, ...REGISTRY_AUTH]],
 ] as const) {
   test(`every rendered object (${label}, CRDs included) is accepted by the API server, with no Pod Security warning`, async (t) => {
     const { yaml: out, objects } = await render(uniqueName("berth-d"), dryRunNs, ["--include-crds", ...values()]);
