@@ -19,6 +19,19 @@ export const TokenServiceConfigSchema = z.object({
     .regex(/^[a-z0-9._-]+(\/[a-z0-9._-]+)*$/, "must be a repository path, not empty")
     .default("apps")
     .describe("The workspaces' images are <prefix>/<namespace>/<app> (the operator's variable of the same name)"),
+  BERTH_REGISTRY_AUTH_RATE_PER_SECOND: z.coerce
+    .number()
+    .min(0)
+    .max(100000)
+    .default(20)
+    .describe("Token requests a caller (a namespace's credential, or an address without one) may make per second; 0 turns the limit off"),
+  BERTH_REGISTRY_AUTH_BURST: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(100000)
+    .default(200)
+    .describe("Token requests a caller may make at once before BERTH_REGISTRY_AUTH_RATE_PER_SECOND applies"),
   BERTH_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

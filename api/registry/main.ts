@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createLogger } from "../../kube/logger.ts";
 import { readRegistryKey } from "../../kube/registry-credentials.ts";
+import { RateLimiter } from "../http/limits.ts";
 import { loadTokenServiceConfig } from "./config.ts";
 import { jwksOf, startTokenService } from "./token-service.ts";
 
@@ -44,6 +45,7 @@ async function main(): Promise<void> {
       service: c.BERTH_REGISTRY_AUTH_SERVICE,
       issuer: c.BERTH_REGISTRY_AUTH_ISSUER,
       prefix: c.BERTH_BUILD_REPOSITORY_PREFIX,
+      limiter: new RateLimiter({ perSecond: c.BERTH_REGISTRY_AUTH_RATE_PER_SECOND, burst: c.BERTH_REGISTRY_AUTH_BURST }),
       log,
     },
     host!,

@@ -13,6 +13,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { SignJWT, exportJWK, calculateJwkThumbprint, type JWK } from "jose";
 import type { Logger } from "../../kube/logger.ts";
 import { namespaceOfPullUsername, passwordMatches } from "../../kube/registry-credentials.ts";
+import { addressCaller, type RateLimiter } from "../http/limits.ts";
 import { grant, parseScopes, type Caller } from "./grants.ts";
 
 export interface TokenServiceOptions {
@@ -28,6 +29,12 @@ export interface TokenServiceOptions {
   prefix: string;
   /** how long a token is valid; 300 s by default */
   ttlSeconds?: number;
+  /**
+   * Each caller's budget of token requests: a namespace's credential is one caller, a request
+   * without valid credentials is its address's (addressCaller), so one pod's flood or guesses
+   * spend only its own budget. None: unlimited.
+   */
+  limiter?: RateLimiter | undefined;
   log: Logger;
   now?: () => Date;
 }
@@ -86,6 +93,19 @@ export async function tokenHandler(o: TokenServiceOptions): Promise<(req: Incomi
       const scopes = parseScopes(url.searchParams.getAll("scope"));
       if (!scopes) return send(res, 400, error("DENIED", "too many scopes in one request"));
       const caller = callerOf(req.headers.authorization, o.key);
+      const budget = o.limiter?.take(
+        caller?.kind === "namespace" ? `ns:${caller.namespace}` : addressCaller(req.socket.remoteAddress),
+        now().getTime(),
+      );
+      if (budget && !budget.allowed) {
+        o.log.warn(
+          { event: "registry_token_limited", caller: caller?.kind === "namespace" ? caller.namespace : "address" },
+          "registry token request over budget",
+        );
+        return send(res, 429, error("TOOMANYREQUESTS", "too many token requests: try again later"), {
+          "retry-after": String(budget.retryAfterSeconds),
+        });
+      }
       if (!caller) {
         o.log.info({ event: "registry_token_refused" }, "registry token refused: bad credentials");
         return send(res, 401, error("UNAUTHORIZED", "the credentials are not a valid pull credential"), {

@@ -5,6 +5,7 @@ import { generateKeyPairSync, randomBytes } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import { createLocalJWKSet, jwtVerify } from "jose";
 import { grant, parseScopes, type Access } from "../../../api/registry/grants.ts";
+import { RateLimiter } from "../../../api/http/limits.ts";
 import { callerOf, jwksOf, startTokenService } from "../../../api/registry/token-service.ts";
 import { createLogger } from "../../../kube/logger.ts";
 import {
@@ -143,4 +144,43 @@ test("the token service: tokens the registry accepts, carrying only what was gra
   t.false(logged.includes(pw));
   t.regex(logged, /"caller":"berth-a"/);
   t.regex(logged, /registry token refused/);
+});
+
+test("one namespace's flood of token requests spends its own budget only: another namespace and the nodes are still served", async (t) => {
+  const { privateKey } = generateKeyPairSync("ed25519");
+  const log = createLogger({ level: "silent" });
+  const start = async (limiter?: RateLimiter) => {
+    const server = await startTokenService(
+      { key, signingKey: privateKey, service: "berth-registry", issuer: "berth-registry-auth", prefix: "apps", log, limiter },
+      "127.0.0.1",
+      0,
+    );
+    t.teardown(() => server.close());
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}/token?service=berth-registry&scope=repository:berth/pause:pull`;
+  };
+  const as = (ns: string) => ({
+    authorization: `Basic ${Buffer.from(`${pullUsername(ns)}:${registryPassword(key, pullUsername(ns))}`).toString("base64")}`,
+  });
+  const flood = async (url: string, headers: Record<string, string>, n: number) => {
+    const out: number[] = [];
+    for (let i = 0; i < n; i++) out.push((await fetch(url, { headers })).status);
+    return out;
+  };
+
+  // the protection off: every one of A's requests is served, however many
+  const open = await start();
+  t.deepEqual(await flood(open, as("berth-a"), 6), [200, 200, 200, 200, 200, 200]);
+
+  // a budget of 3 at once per caller
+  const url = await start(new RateLimiter({ perSecond: 0.01, burst: 3 }));
+  t.deepEqual(await flood(url, as("berth-a"), 5), [200, 200, 200, 429, 429]);
+  const limited = await fetch(url, { headers: as("berth-a") });
+  t.is(limited.status, 429);
+  t.true(Number(limited.headers.get("retry-after")) >= 1);
+  // B's credential and an anonymous node are other callers, still served
+  t.is((await fetch(url, { headers: as("berth-b") })).status, 200);
+  t.is((await fetch(url)).status, 200);
+  // guessing passwords spends the address's budget: after it, no more answers to check against
+  const guess = { authorization: `Basic ${Buffer.from(`${pullUsername("berth-b")}:guess`).toString("base64")}` };
+  t.deepEqual(await flood(url, guess, 3), [401, 401, 429]);
 });
