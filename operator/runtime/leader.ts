@@ -118,6 +118,12 @@ export class LeaderElector {
         await this.sleep(retryMs * (1 + 0.2 * Math.random()));
         continue;
       }
+      // stop() came while the Lease was being taken: no leading work starts (its signal would be
+      // aborted before the work could listen for it), and the Lease goes back at once
+      if (this.stopping) {
+        await this.release();
+        break;
+      }
       await this.lead(callbacks);
     }
   }

@@ -144,6 +144,18 @@ async function cuttableProxy(t: { teardown(fn: () => Promise<void>): void }) {
   return { kc, cut: () => proxy.cut(), restore: () => proxy.restore() };
 }
 
+test("stop() while the Lease is being taken starts no leading work, releases the Lease and returns", async (t) => {
+  const name = uniqueName("lease");
+  const a = candidate(t, k.kc, { name, ...fast });
+  // run() has sent its first read of the Lease; the stop comes before the Lease is taken
+  const stopped = await Promise.race([a.elector.stop().then(() => "returned"), sleep(10_000).then(() => "hung")]);
+  t.is(stopped, "returned", "stop() waited for leading work that could never see its signal");
+  t.deepEqual(a.events, [], "no leading work started");
+  t.false(a.elector.isLeader);
+  const lease = await readLeaseSoon(name).catch(() => undefined);
+  t.not(lease?.spec?.holderIdentity, a.identity, "the Lease is not left held");
+});
+
 test("a leader that cannot renew steps down within renewDeadline, before another takes the expired Lease", async (t) => {
   const name = uniqueName("lease");
   const proxy = await cuttableProxy(t);
