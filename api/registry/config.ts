@@ -6,7 +6,11 @@ export const TokenServiceConfigSchema = z.object({
     .string()
     .regex(/^(\[[0-9a-fA-F:.]+\]|[0-9a-zA-Z.-]+):\d{1,5}$/, "must be host:port")
     .default("0.0.0.0:5001")
-    .describe("Where the token service listens"),
+    .transform((v) => {
+      const colon = v.lastIndexOf(":");
+      return { host: v.slice(0, colon).replace(/^\[|\]$/g, ""), port: Number(v.slice(colon + 1)) };
+    })
+    .describe("Where the token service listens, host:port"),
   BERTH_REGISTRY_AUTH_KEY_FILE: z
     .string()
     .min(1)

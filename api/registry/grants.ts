@@ -64,10 +64,9 @@ export function grant(caller: Caller, requested: readonly Access[], prefix: stri
     if (!r.actions.includes("pull")) continue;
     if (r.name === under.slice(0, -1)) continue; // the prefix itself is no platform image
     if (r.name.startsWith(under)) {
-      const namespace = r.name.slice(under.length).split("/")[0];
-      // <prefix>/<namespace> alone is no App's repository; an image is <prefix>/<namespace>/<app>
-      const isApp = r.name.length > under.length + (namespace?.length ?? 0);
-      if (!isApp || caller.kind !== "namespace" || caller.namespace !== namespace) continue;
+      // a workspace's image is <prefix>/<namespace>/<app>; <prefix>/<namespace> alone is none
+      const [namespace, app] = r.name.slice(under.length).split("/");
+      if (!app || caller.kind !== "namespace" || caller.namespace !== namespace) continue;
     }
     out.push({ type: "repository", name: r.name, actions: ["pull"] });
   }

@@ -37,7 +37,6 @@ async function main(): Promise<void> {
   }
   const c = loadTokenServiceConfig();
   const log = createLogger({ level: c.BERTH_LOG_LEVEL, base: { component: "registry-auth" } });
-  const [, host, port] = /^\[?(.*?)\]?:(\d+)$/.exec(c.BERTH_REGISTRY_AUTH_LISTEN)!;
   const server = await startTokenService(
     {
       key: readRegistryKey(c.BERTH_REGISTRY_AUTH_KEY_FILE),
@@ -48,8 +47,8 @@ async function main(): Promise<void> {
       limiter: new RateLimiter({ perSecond: c.BERTH_REGISTRY_AUTH_RATE_PER_SECOND, burst: c.BERTH_REGISTRY_AUTH_BURST }),
       log,
     },
-    host!,
-    Number(port),
+    c.BERTH_REGISTRY_AUTH_LISTEN.host,
+    c.BERTH_REGISTRY_AUTH_LISTEN.port,
   );
   log.info({ listen: c.BERTH_REGISTRY_AUTH_LISTEN }, "registry token service listening");
   const stop = () => server.close(() => process.exit(0));

@@ -12,7 +12,7 @@ import { createPublicKey, randomUUID, type KeyObject } from "node:crypto";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { SignJWT, exportJWK, calculateJwkThumbprint, type JWK } from "jose";
 import type { Logger } from "../../kube/logger.ts";
-import { namespaceOfPullUsername, passwordMatches } from "../../kube/registry-credentials.ts";
+import { namespaceOfPullUsername, passwordMatches, pullUsername } from "../../kube/registry-credentials.ts";
 import { addressCaller, type RateLimiter } from "../http/limits.ts";
 import { grant, parseScopes, type Caller } from "./grants.ts";
 
@@ -43,15 +43,13 @@ export interface TokenServiceOptions {
 const MAX_URL = 8192;
 const DEFAULT_TTL = 300;
 
-/** The key id of a public key: its RFC 7638 thumbprint, which the JWKS and the tokens' `kid` share. */
-export async function keyId(publicKey: KeyObject): Promise<string> {
-  return calculateJwkThumbprint(await exportJWK(publicKey));
-}
-
-/** The JWK set the registry trusts (auth.token.jwks): the signing key's public half. */
-export async function jwksOf(publicKey: KeyObject): Promise<{ keys: JWK[] }> {
+/**
+ * The JWK set the registry trusts (auth.token.jwks): the signing key's public half, its `kid` the
+ * key's RFC 7638 thumbprint, which the tokens' headers carry.
+ */
+export async function jwksOf(publicKey: KeyObject): Promise<{ keys: [JWK & { kid: string }] }> {
   const jwk = await exportJWK(publicKey);
-  return { keys: [{ ...jwk, kid: await keyId(publicKey), alg: "EdDSA", use: "sig" }] };
+  return { keys: [{ ...jwk, kid: await calculateJwkThumbprint(jwk), alg: "EdDSA", use: "sig" }] };
 }
 
 /** The caller of a request: anonymous without Authorization; undefined when its credentials are bad. */
@@ -78,7 +76,7 @@ const error = (code: string, message: string) => ({ errors: [{ code, message }] 
 
 /** The request handler (the server's, and tests'). */
 export async function tokenHandler(o: TokenServiceOptions): Promise<(req: IncomingMessage, res: ServerResponse) => void> {
-  const kid = await keyId(createPublicKey(o.signingKey));
+  const { kid } = (await jwksOf(createPublicKey(o.signingKey))).keys[0];
   const ttl = o.ttlSeconds ?? DEFAULT_TTL;
   const now = o.now ?? (() => new Date());
   return (req, res) => {
@@ -93,15 +91,10 @@ export async function tokenHandler(o: TokenServiceOptions): Promise<(req: Incomi
       const scopes = parseScopes(url.searchParams.getAll("scope"));
       if (!scopes) return send(res, 400, error("DENIED", "too many scopes in one request"));
       const caller = callerOf(req.headers.authorization, o.key);
-      const budget = o.limiter?.take(
-        caller?.kind === "namespace" ? `ns:${caller.namespace}` : addressCaller(req.socket.remoteAddress),
-        now().getTime(),
-      );
+      const namespace = caller?.kind === "namespace" ? caller.namespace : undefined;
+      const budget = o.limiter?.take(namespace ? `ns:${namespace}` : addressCaller(req.socket.remoteAddress), now().getTime());
       if (budget && !budget.allowed) {
-        o.log.warn(
-          { event: "registry_token_limited", caller: caller?.kind === "namespace" ? caller.namespace : "address" },
-          "registry token request over budget",
-        );
+        o.log.warn({ event: "registry_token_limited", caller: namespace ?? "address" }, "registry token request over budget");
         return send(res, 429, error("TOOMANYREQUESTS", "too many token requests: try again later"), {
           "retry-after": String(budget.retryAfterSeconds),
         });
@@ -118,7 +111,7 @@ export async function tokenHandler(o: TokenServiceOptions): Promise<(req: Incomi
       const token = await new SignJWT({ access })
         .setProtectedHeader({ alg: "EdDSA", typ: "JWT", kid })
         .setIssuer(o.issuer)
-        .setSubject(caller.kind === "namespace" ? `pull@${caller.namespace}` : "")
+        .setSubject(namespace ? pullUsername(namespace) : "")
         .setAudience(o.service)
         .setIssuedAt(at)
         .setNotBefore(at)
@@ -128,7 +121,7 @@ export async function tokenHandler(o: TokenServiceOptions): Promise<(req: Incomi
       o.log.info(
         {
           event: "registry_token",
-          caller: caller.kind === "namespace" ? caller.namespace : "anonymous",
+          caller: namespace ?? "anonymous",
           granted: access.map((a) => a.name),
           denied: scopes.length - access.length,
         },

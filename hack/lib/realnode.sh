@@ -33,6 +33,8 @@ REGISTRY_PORT=$((PORT_BASE + 50))
 REGISTRY_GATE_PORT=$((PORT_BASE + 63))
 REGISTRY_AUTH_PORT=$((PORT_BASE + 64))
 REGISTRY_AUTH="$DIR/registry-auth"   # registry.key, signing.pem, jwks.json: made once, kept across down/up
+# what the gate names in its challenges and checks in the tokens (auth.token.service and issuer)
+REGISTRY_AUTH_SERVICE=berth-registry REGISTRY_AUTH_ISSUER=berth-registry-auth
 INGRESS_PORT=$((PORT_BASE + 51))
 # buildkitd's TCP listener (hack/lib/buildkit.sh) and the Git server (hack/lib/git-server.ts), each
 # on the host's loopback and, for pods (build Jobs), on the node's side of the bridge.
@@ -315,6 +317,7 @@ EOF
   node "$BERTH_ROOT/api/registry/main.ts" keys "$REGISTRY_AUTH"
   BERTH_REGISTRY_AUTH_LISTEN="127.0.0.1:$REGISTRY_AUTH_PORT" BERTH_REGISTRY_AUTH_KEY_FILE="$REGISTRY_AUTH/registry.key" \
     BERTH_REGISTRY_AUTH_SIGNING_KEY_FILE="$REGISTRY_AUTH/signing.pem" \
+    BERTH_REGISTRY_AUTH_SERVICE="$REGISTRY_AUTH_SERVICE" BERTH_REGISTRY_AUTH_ISSUER="$REGISTRY_AUTH_ISSUER" \
     node_start registry-auth out "$(command -v node)" "$BERTH_ROOT/api/registry/main.ts"
   cat > "$DIR/registry-gate.yaml" <<EOF
 version: 0.1
@@ -327,8 +330,8 @@ http:
 auth:
   token:
     realm: http://127.0.0.1:$REGISTRY_AUTH_PORT/token
-    service: berth-registry
-    issuer: berth-registry-auth
+    service: $REGISTRY_AUTH_SERVICE
+    issuer: $REGISTRY_AUTH_ISSUER
     jwks: $REGISTRY_AUTH/jwks.json
     signingalgorithms: [EdDSA]
 EOF
