@@ -7,7 +7,8 @@ import { specChanged, type Request } from "../runtime/controller.ts";
 import type { OperatorConfig } from "../config.ts";
 import type { OperatorContext, WiredController } from "../kit/context.ts";
 import { edgeConfig } from "../kit/edge.ts";
-import { REGISTRY_PULL_SECRET, registryPullSettings } from "../kit/registry-pull.ts";
+import { workloadPlacement } from "../kit/pod.ts";
+import { registryPullSettings } from "../kit/registry-pull.ts";
 import type { AppObject, ReleaseObject } from "../kit/objects.ts";
 import { childKinds, type BuildConfig, type ChildKind } from "./builders.ts";
 import { HttpGovernanceClient } from "./governance.ts";
@@ -54,13 +55,12 @@ export function appBuildConfig(cfg: OperatorConfig): BuildConfig {
     baseDomain: cfg.BERTH_BASE_DOMAIN,
     ingressClassName: cfg.BERTH_INGRESS_CLASS,
     defaultTlsSecret: cfg.BERTH_DEFAULT_TLS_SECRET,
-    nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR,
-    tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
+    ...workloadPlacement(cfg),
     edge: edgeConfig(cfg),
     reservedSlugs: cfg.BERTH_RESERVED_SLUGS,
     platformHosts: [cfg.BERTH_INGRESS_HOST, ...cfg.BERTH_PLATFORM_HOSTS],
     buildArea: { registry: cfg.BERTH_BUILD_REGISTRY, prefix: cfg.BERTH_BUILD_REPOSITORY_PREFIX },
-    ...(pull ? { registryPull: pull, imagePullSecrets: [REGISTRY_PULL_SECRET] } : {}),
+    ...(pull ? { registryPull: pull } : {}),
   };
 }
 

@@ -8,6 +8,8 @@ import type * as k8s from "@kubernetes/client-node";
 import type { AppSpec } from "../../crds/schemas.ts";
 import { governanceDisabled, governanceGeneration, isServed } from "../../crds/app.ts";
 import type { KubeObject } from "../../kube/objects.ts";
+import { REGISTRY_PULL_SECRET } from "../../kube/registry-credentials.ts";
+import type { OperatorConfig } from "../config.ts";
 import { stableJson } from "./apply.ts";
 
 /** The App's container, in its pods and in its release command's Job. */
@@ -21,6 +23,21 @@ export interface Placement {
   tolerations?: k8s.V1Toleration[] | undefined;
   /** Secrets of the pod's namespace the kubelet pulls with: the registry's per-namespace credential (kit/registry-pull.ts). */
   imagePullSecrets?: readonly string[] | undefined;
+}
+
+/**
+ * Where the operator's pods run, from its configuration: every App pod, release command and build
+ * alike. With the registry's key (BERTH_REGISTRY_AUTH_KEY_FILE) they pull with their namespace's
+ * credential, which the App controller writes (kit/registry-pull.ts).
+ */
+export function workloadPlacement(
+  cfg: Pick<OperatorConfig, "BERTH_WORKLOAD_NODE_SELECTOR" | "BERTH_WORKLOAD_TOLERATIONS" | "BERTH_REGISTRY_AUTH_KEY_FILE">,
+): Placement {
+  return {
+    nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR,
+    tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
+    ...(cfg.BERTH_REGISTRY_AUTH_KEY_FILE ? { imagePullSecrets: [REGISTRY_PULL_SECRET] } : {}),
+  };
 }
 
 /** The pod-level half of the baseline, with the placement and the restart policy. */

@@ -1,6 +1,5 @@
 // The Release controller's wiring: its informers, what wakes a release, and its reconciler
 // registered with the Manager. Everything it shares with the other controllers comes from kit/.
-import { REGISTRY_PULL_SECRET } from "../kit/registry-pull.ts";
 import { APP_LABEL } from "../../crds/schemas.ts";
 import { phaseOf, RELEASE_LABEL } from "../../crds/release.ts";
 import type { Informer } from "../../kube/informer.ts";
@@ -9,6 +8,7 @@ import type { Request } from "../runtime/controller.ts";
 import type { OperatorConfig } from "../config.ts";
 import type { OperatorContext, WiredController } from "../kit/context.ts";
 import type { ReleaseObject } from "../kit/objects.ts";
+import { workloadPlacement } from "../kit/pod.ts";
 import { BuildLogs } from "./build-log.ts";
 import type { BuildSettings } from "./builders.ts";
 import { ReleaseReconciler } from "./reconcile.ts";
@@ -114,12 +114,7 @@ export function wireReleaseController(op: OperatorContext): WiredController {
       buildLogs,
       metrics: op.metrics,
       build,
-      // the namespace's pull credential is written by the App controller before a release of the App runs
-      placement: {
-        nodeSelector: cfg.BERTH_WORKLOAD_NODE_SELECTOR,
-        tolerations: cfg.BERTH_WORKLOAD_TOLERATIONS,
-        ...(cfg.BERTH_REGISTRY_AUTH_KEY_FILE ? { imagePullSecrets: [REGISTRY_PULL_SECRET] } : {}),
-      },
+      placement: workloadPlacement(cfg),
       events: op.events,
       now: op.now,
     }),

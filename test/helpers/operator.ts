@@ -44,13 +44,13 @@ export async function buildkitTlsEnv(env: Record<string, string> = {}): Promise<
 /**
  * The pull credentials of hack's registry (docs/images.md "Pull credentials") for an operator whose
  * `env` names that registry (BERTH_BUILD_REGISTRY): the key of `hack/cluster env`, as the chart's
- * registryAuth gives it. Nothing when either is missing, or when `env` sets the key itself.
+ * registryAuth gives it (a key `env` sets itself wins: it is spread after). Nothing when either is missing.
  */
 export function registryAuthEnv(env: Record<string, string> = {}): Record<string, string> {
   const file = process.env.BERTH_REGISTRY_AUTH_KEY_FILE;
-  if (!file || !env.BERTH_BUILD_REGISTRY || env.BERTH_BUILD_REGISTRY !== process.env.BERTH_REGISTRY) return {};
-  if (env.BERTH_REGISTRY_AUTH_KEY_FILE !== undefined) return {};
-  return { BERTH_REGISTRY_AUTH_KEY_FILE: file };
+  return file && env.BERTH_BUILD_REGISTRY && env.BERTH_BUILD_REGISTRY === process.env.BERTH_REGISTRY
+    ? { BERTH_REGISTRY_AUTH_KEY_FILE: file }
+    : {};
 }
 
 export async function startTestOperator(opts: TestOperatorOptions): Promise<RunningOperator> {
