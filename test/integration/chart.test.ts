@@ -803,7 +803,7 @@ test("the registry's token service: the API's image, configured as its schema re
   t.deepEqual(c.command, ["node", "api/registry/main.ts"]);
   const config = TokenServiceConfigSchema.parse(envOf(c, () => ""));
   t.like(config, {
-    BERTH_REGISTRY_AUTH_LISTEN: "0.0.0.0:5001",
+    BERTH_REGISTRY_AUTH_LISTEN: { host: "0.0.0.0", port: 5001 },
     BERTH_BUILD_REPOSITORY_PREFIX: "apps",
     BERTH_REGISTRY_AUTH_SERVICE: "berth-registry",
   });
