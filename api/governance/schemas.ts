@@ -401,6 +401,11 @@ export const GuardCheckResponse = z
     blocks: z
       .array(GuardBlock.pick({ guardType: true, blockedContent: true, confidence: true, action: true, source: true }))
       .describe("One per guard whose result is block or redact (as a trace's guard blocks record them)"),
+    classifierScore: TraceRecord.shape.classifierScores
+      .unwrap()
+      .shape.promptInjection.describe(
+        "The prompt-injection classifier's score of an input, present when the classifier ran (the prompt_injection patterns did not block): send it with the call's trace as classifierScores.promptInjection, so that ingestion records this decision without running the model again",
+      ),
   })
   .strict()
   .meta({

@@ -184,7 +184,7 @@ test.serial("observability-config: defaults, partial update that merges nested o
   t.is(d.status, 200, d.text);
   t.deepEqual(d.body, {
     guards: {
-      prompt_injection: { enabled: true, threshold: 0.7, classifier: false },
+      prompt_injection: { enabled: true, threshold: 0.7, classifier: true, classifier_on_ingestion: false },
       sensitive_data: { enabled: true, threshold: 0.5 },
       custom_templates: [],
     },
@@ -197,11 +197,19 @@ test.serial("observability-config: defaults, partial update that merges nested o
   });
   const u1 = await api.fetchJson("PUT", path, { body: { guards: { prompt_injection: { threshold: 0.9 } } } });
   t.is(u1.status, 200, u1.text);
-  t.deepEqual(u1.body.guards.prompt_injection, { enabled: true, threshold: 0.9, classifier: false }, "enabled kept, threshold changed");
+  t.deepEqual(
+    u1.body.guards.prompt_injection,
+    { enabled: true, threshold: 0.9, classifier: true, classifier_on_ingestion: false },
+    "enabled kept, threshold changed",
+  );
   const u2 = await api.fetchJson("PUT", path, {
     body: { guards: { prompt_injection: { enabled: false } }, evals: { latency: { threshold_ms: 2000 } } },
   });
-  t.deepEqual(u2.body.guards.prompt_injection, { enabled: false, threshold: 0.9, classifier: false }, "the earlier threshold survives");
+  t.deepEqual(
+    u2.body.guards.prompt_injection,
+    { enabled: false, threshold: 0.9, classifier: true, classifier_on_ingestion: false },
+    "the earlier threshold survives",
+  );
   t.deepEqual(u2.body.evals.latency, { enabled: true, threshold_ms: 2000, target_ms: 1000, max_ms: 10000 });
   t.deepEqual(u2.body.guards.sensitive_data, d.body.guards.sensitive_data, "untouched objects stay");
   t.deepEqual((await api.fetchJson("PUT", path, { body: {} })).body, u2.body, "an empty update changes nothing");

@@ -332,22 +332,33 @@ test("with the classifier on, the wrapper blocks before the call what ingestion 
   t.is(mine.length, 1);
   t.regex(mine[0]!.blockedContent, /^prompt-injection classifier score 0\.\d\d$/);
   const w = await traceDetail("classified", err.traceId);
-  const id = g.submit(
-    {
-      input: attack,
-      output: "",
-      model: "fake-list",
-      latency: w.latencyMs as number,
-      tokens: { prompt: 0, completion: 0, total: 0 },
-      sessionId: "s-classified",
-    },
-    { project: "classified" },
-  );
+  t.true(w.guardBlocked, "ingestion records the block from the score the wrapper sent, without running the model");
+  const plain = () =>
+    g.submit(
+      {
+        input: attack,
+        output: "",
+        model: "fake-list",
+        latency: w.latencyMs as number,
+        tokens: { prompt: 0, completion: 0, total: 0 },
+        sessionId: "s-classified",
+      },
+      { project: "classified" },
+    );
+  // the plain path sends no score: the patterns alone decide, unless the app runs the model on ingestion
+  const unscored = plain();
+  t.true(await g.flush(10_000));
+  t.false((await traceDetail("classified", unscored!)).guardBlocked, "classifier_on_ingestion off (the default): the patterns alone");
+  const on = await api.fetchJson("PUT", `${appPath("classified")}/observability-config`, {
+    body: { guards: { prompt_injection: { classifier_on_ingestion: true } } },
+  });
+  t.is(on.status, 200, on.text);
+  const id = plain();
   t.true(await g.flush(10_000));
   t.deepEqual(
     await recordOf("classified", id!),
     await recordOf("classified", err.traceId),
-    "the plain path: the same trace, evals and guard blocks",
+    "the plain path with classifier_on_ingestion: the same trace, evals and guard blocks",
   );
   await g.shutdown();
 });

@@ -14,7 +14,7 @@ import { mkdtempSync, readFileSync, writeFileSync, readdirSync, rmSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { EngineConfigInput, Phase } from "../../toolkit/src/index.ts";
-import { Governance, GuardBlockedError, GuardEngine } from "../../toolkit/src/index.ts";
+import { Governance, GuardBlockedError, GuardEngine, scoreWithClassifier, sharedInjectionClassifier } from "../../toolkit/src/index.ts";
 import { withGovernance } from "../../toolkit/src/langchain/index.ts";
 import { toolkitPython } from "../../hack/lib/python.ts";
 import { freePort } from "../../hack/bench/proc.ts";
@@ -120,8 +120,11 @@ async function goldenCorpus(): Promise<GoldenItem[]> {
     const engine = new GuardEngine(r.body.engine as EngineConfigInput);
     for (const { id, text } of texts) {
       for (const phase of ["input", "output"] as const) {
-        const { verdicts: _verdicts, ...decision } = engine.evaluate(text, phase);
-        items.push({ id: `${name}/${id}/${phase}`, phase, text, config_name: name, expected: JSON.parse(JSON.stringify(decision)) });
+        // the classifier is on by default: the API's model (the same files as this process's) scores prompts
+        const { decision: d, score } = await scoreWithClassifier(engine, text, phase, await sharedInjectionClassifier());
+        const { verdicts: _verdicts, ...decision } = d;
+        const expected = { ...decision, ...(score === undefined ? {} : { classifierScore: score }) };
+        items.push({ id: `${name}/${id}/${phase}`, phase, text, config_name: name, expected: JSON.parse(JSON.stringify(expected)) });
       }
     }
   }

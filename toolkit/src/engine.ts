@@ -61,8 +61,11 @@ export const CustomTemplateRef = z.object({
 
 export const GuardsConfig = z.object({
   prompt_injection: BuiltinGuard(DEFAULT_THRESHOLDS.prompt_injection)
-    // the model layer (guards/classifier): its score is compared with the same threshold
-    .extend({ classifier: z.boolean().default(false) })
+    // the model layer (guards/classifier): its score is compared with the same threshold. On by
+    // default where it costs a user nothing: before a model call (the wrappers, the guard check);
+    // on ingestion, a trace carries the score its request path computed, and a trace without one
+    // (the plain path) is scored by the model only with classifier_on_ingestion (docs/guards.md)
+    .extend({ classifier: z.boolean().default(true), classifier_on_ingestion: z.boolean().default(false) })
     .prefault({}),
   sensitive_data: BuiltinGuard(DEFAULT_THRESHOLDS.sensitive_data).prefault({}),
   custom_templates: z.array(CustomTemplateRef).max(100).default([]),
@@ -345,29 +348,28 @@ export function usesClassifier(engine: GuardEngine): boolean {
 }
 
 /**
- * The chain's decision (GuardEngine.evaluate), then, for an input the prompt_injection check did
- * not block and an engine whose config turns the classifier on, the classifier's score: at or
- * above the guard's threshold it blocks, as one more hit of that check (kind `classifier`), and
- * the decision becomes block. Below it the decision is the chain's, unchanged. Throws when the
- * config turns the classifier on and none is given: a guard that is configured never silently
- * runs without its model.
+ * Whether the classifier has a say on this decision: an input whose prompt_injection check did not
+ * block, under a config that turns the classifier on. Otherwise its score changes nothing and no
+ * model needs to run.
  */
-export async function evaluateWithClassifier(
-  engine: GuardEngine,
-  text: string,
-  phase: Phase,
-  classifier: TextClassifier | undefined,
-): Promise<GuardDecision> {
-  const decision = engine.evaluate(text, phase);
-  if (phase !== "input" || !usesClassifier(engine)) return decision;
+export function wantsClassifierScore(engine: GuardEngine, decision: GuardDecision, phase: Phase): boolean {
+  if (phase !== "input" || !usesClassifier(engine)) return false;
+  const evaluation = decision.evaluations.find((e) => e.source === "prompt_injection");
+  return evaluation !== undefined && evaluation.result !== "block";
+}
+
+/**
+ * The chain's decision on an input with the classifier's score `raw` (0-1) applied: at or above
+ * the guard's threshold the prompt_injection check blocks, as one more hit of that check (kind
+ * `classifier`), and the decision becomes block; below it the decision is unchanged. A score is
+ * applied only where wantsClassifierScore says it has a say. Pure: the score may come from this
+ * process's model or from the request path that already ran it (a trace's classifierScores).
+ */
+export function withClassifierScore(engine: GuardEngine, decision: GuardDecision, text: string, raw: number): GuardDecision {
+  if (!wantsClassifierScore(engine, decision, "input") || !(raw >= engine.config.guards.prompt_injection.threshold)) return decision;
   const i = decision.evaluations.findIndex((e) => e.source === "prompt_injection");
-  const evaluation = decision.evaluations[i];
-  const verdict = decision.verdicts[i];
-  if (!evaluation || !verdict || evaluation.result === "block") return decision;
-  if (!classifier) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
-  const raw = await classifier.score(text);
-  if (raw < engine.config.guards.prompt_injection.threshold) return decision;
-  const score = Math.round(raw * 1000) / 1000;
+  const evaluation = decision.evaluations[i]!;
+  const score = Math.min(1, Math.round(raw * 1000) / 1000);
   const description = `prompt-injection classifier score ${score.toFixed(2)}`;
   const confidence = Math.max(score, evaluation.confidence);
   const blocked: GuardDecision = {
@@ -388,6 +390,36 @@ export async function evaluateWithClassifier(
   const detected = Object.getOwnPropertyDescriptor(decision, DETECTED);
   if (detected) Object.defineProperty(blocked, DETECTED, detected);
   return blocked;
+}
+
+/**
+ * The chain's decision (GuardEngine.evaluate), then, where the classifier has a say
+ * (wantsClassifierScore), its score applied (withClassifierScore). `score` is the model's score of
+ * the text when it ran (undefined when it did not need to). Throws when the config turns the
+ * classifier on and none is given: a guard that is configured never silently runs without its
+ * model.
+ */
+export async function scoreWithClassifier(
+  engine: GuardEngine,
+  text: string,
+  phase: Phase,
+  classifier: TextClassifier | undefined,
+): Promise<{ decision: GuardDecision; score?: number }> {
+  const decision = engine.evaluate(text, phase);
+  if (!wantsClassifierScore(engine, decision, phase)) return { decision };
+  if (!classifier) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
+  const score = await classifier.score(text);
+  return { decision: withClassifierScore(engine, decision, text, score), score };
+}
+
+/** scoreWithClassifier's decision. */
+export async function evaluateWithClassifier(
+  engine: GuardEngine,
+  text: string,
+  phase: Phase,
+  classifier: TextClassifier | undefined,
+): Promise<GuardDecision> {
+  return (await scoreWithClassifier(engine, text, phase, classifier)).decision;
 }
 
 const MAX_DESCRIPTIONS = 5;

@@ -14,7 +14,10 @@ export {
   GuardEngine,
   GuardsConfig,
   ResolvedTemplate,
+  scoreWithClassifier,
   usesClassifier,
+  wantsClassifierScore,
+  withClassifierScore,
 } from "./engine.ts";
 // The prompt-injection classifier (needs the optional peer dependency onnxruntime-node to load).
 export { ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";

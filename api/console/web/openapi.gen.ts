@@ -1483,6 +1483,8 @@ export interface components {
                 action: "block" | "redact";
                 source: string;
             }[];
+            /** @description The prompt-injection classifier's score of an input, present when the classifier ran (the prompt_injection patterns did not block): send it with the call's trace as classifierScores.promptInjection, so that ingestion records this decision without running the model again */
+            classifierScore?: number;
         };
         GuardEvaluation: {
             /** @enum {string} */
@@ -1603,10 +1605,15 @@ export interface components {
                     /** @description 0-1: the confidence at or above which the guard acts */
                     threshold: number;
                     /**
-                     * @description Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, a few ms of CPU per prompt) and block at the same threshold (docs/guards.md, The classifier)
+                     * @description Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, 1-6 ms of CPU per prompt) and block at the same threshold, in the request path: the wrappers score before the model call and send the score with the trace, which ingestion records (docs/guards.md, The classifier). Default true
                      * @default false
                      */
                     classifier: boolean;
+                    /**
+                     * @description With classifier on, also run the classifier on ingestion for the prompts of traces that carry no score (the plain path: submit() or the API without a wrapper). Costs a model run per such prompt; docs/guards.md gives ingestion's rate with and without it. Default false
+                     * @default false
+                     */
+                    classifier_on_ingestion: boolean;
                 };
                 /** @description The built-in pii_detection guard */
                 sensitive_data: {
@@ -1655,8 +1662,10 @@ export interface components {
                     enabled?: boolean;
                     /** @description 0-1: the confidence at or above which the guard acts */
                     threshold?: number;
-                    /** @description Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, a few ms of CPU per prompt) and block at the same threshold (docs/guards.md, The classifier) */
+                    /** @description Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, 1-6 ms of CPU per prompt) and block at the same threshold, in the request path: the wrappers score before the model call and send the score with the trace, which ingestion records (docs/guards.md, The classifier). Default true */
                     classifier?: boolean;
+                    /** @description With classifier on, also run the classifier on ingestion for the prompts of traces that carry no score (the plain path: submit() or the API without a wrapper). Costs a model run per such prompt; docs/guards.md gives ingestion's rate with and without it. Default false */
+                    classifier_on_ingestion?: boolean;
                 };
                 sensitive_data?: {
                     enabled?: boolean;
@@ -1960,8 +1969,10 @@ export interface components {
                         enabled: boolean;
                         /** @default 0.7 */
                         threshold: number;
-                        /** @default false */
+                        /** @default true */
                         classifier: boolean;
+                        /** @default false */
+                        classifier_on_ingestion: boolean;
                     };
                     sensitive_data: {
                         /** @default true */
@@ -3772,6 +3783,11 @@ export interface operations {
                     metadata?: {
                         [key: string]: string | number | boolean | null;
                     };
+                    /** @description Scores the guards' model layers gave the input in the request path (the toolkit's wrappers send them). When the app's config turns the layer on, ingestion records the guard's verdict from this score instead of running the model again; when it is off, the score is ignored (docs/guards.md, The classifier) */
+                    classifierScores?: {
+                        /** @description The prompt-injection classifier's score of the input (0-1), computed before the model was called */
+                        promptInjection?: number;
+                    };
                 } | {
                     /** @description 1-500 traces; each is accepted or rejected on its own */
                     traces: ({
@@ -3807,6 +3823,11 @@ export interface operations {
                         /** @description A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values */
                         metadata?: {
                             [key: string]: string | number | boolean | null;
+                        };
+                        /** @description Scores the guards' model layers gave the input in the request path (the toolkit's wrappers send them). When the app's config turns the layer on, ingestion records the guard's verdict from this score instead of running the model again; when it is off, the score is ignored (docs/guards.md, The classifier) */
+                        classifierScores?: {
+                            /** @description The prompt-injection classifier's score of the input (0-1), computed before the model was called */
+                            promptInjection?: number;
                         };
                     } | unknown)[];
                 };

@@ -19,8 +19,9 @@ import {
   defaultObservabilityConfig,
   engineInput,
   mergeObservability,
-  ObservabilityConfig,
+  readStoredConfig,
   resolveCustomTemplates,
+  type ObservabilityConfig,
   type ObservabilityConfigPatch,
   type TemplateSnapshot,
 } from "./observability.ts";
@@ -83,11 +84,13 @@ export class ObservabilityConfigService {
     version: number,
   ): Promise<{ config: ObservabilityConfig; templates: TemplateSnapshot } | undefined> {
     const pool = await this.#db.pool();
-    const { rows } = await pool.query<{ config: ObservabilityConfig; templates: TemplateSnapshot }>(
+    const { rows } = await pool.query<{ config: unknown; templates: TemplateSnapshot }>(
       `select config, templates from governance_app_configs ${BY_APP} and version = $3`,
       [workspaceId, appId, version],
     );
-    return rows[0];
+    const row = rows[0];
+    // read as stateOf reads it: a config stored before a key gets that day's default, not today's
+    return row && { config: configOf(row.config), templates: row.templates };
   }
 
   /**
@@ -178,9 +181,12 @@ export async function removeAppConfig(c: Client, workspaceId: string, appId: str
   await c.query(`delete from governance_app_configs ${BY_APP}`, [workspaceId, appId]);
 }
 
-function stateOf(row: Row): AppConfigState {
-  const parsed = ObservabilityConfig.safeParse(row.config);
+function configOf(stored: unknown): ObservabilityConfig {
+  const parsed = readStoredConfig(stored);
   // a stored config always parses; defaults stand in if a later schema ever disagreed
-  const config = parsed.success ? parsed.data : { ...defaultObservabilityConfig(), ...(row.config as Partial<ObservabilityConfig>) };
-  return { config, templates: row.templates as TemplateSnapshot, version: Number(row.version) };
+  return parsed.success ? parsed.data : { ...defaultObservabilityConfig(), ...(stored as Partial<ObservabilityConfig>) };
+}
+
+function stateOf(row: Row): AppConfigState {
+  return { config: configOf(row.config), templates: row.templates as TemplateSnapshot, version: Number(row.version) };
 }

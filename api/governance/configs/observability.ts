@@ -17,10 +17,13 @@ const DAY_MS = 86_400_000;
 
 const Guard = z.object({ enabled: z.boolean(), threshold: Threshold }).strict();
 const CLASSIFIER_DESCRIPTION =
-  "Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, a few ms of CPU per prompt) and block at the same threshold (docs/guards.md, The classifier)";
+  "Also score prompts the pattern layer lets pass with the prompt-injection classifier (a small model, 1-6 ms of CPU per prompt) and block at the same threshold, in the request path: the wrappers score before the model call and send the score with the trace, which ingestion records (docs/guards.md, The classifier). Default true";
+const CLASSIFIER_ON_INGESTION_DESCRIPTION =
+  "With classifier on, also run the classifier on ingestion for the prompts of traces that carry no score (the plain path: submit() or the API without a wrapper). Costs a model run per such prompt; docs/guards.md gives ingestion's rate with and without it. Default false";
 const InjectionGuard = Guard.extend({
-  // stored configs from before the field read as off
+  // stored configs from before the field read as off (readStoredConfig)
   classifier: z.boolean().default(false).describe(CLASSIFIER_DESCRIPTION),
+  classifier_on_ingestion: z.boolean().default(false).describe(CLASSIFIER_ON_INGESTION_DESCRIPTION),
 }).strict();
 const CustomTemplateEntry = z
   .object({
@@ -63,7 +66,10 @@ export const ObservabilityConfig = z
 export type ObservabilityConfig = z.output<typeof ObservabilityConfig>;
 
 const GuardPatch = z.object({ enabled: z.boolean().optional(), threshold: Threshold.optional() }).strict();
-const InjectionGuardPatch = GuardPatch.extend({ classifier: z.boolean().optional().describe(CLASSIFIER_DESCRIPTION) }).strict();
+const InjectionGuardPatch = GuardPatch.extend({
+  classifier: z.boolean().optional().describe(CLASSIFIER_DESCRIPTION),
+  classifier_on_ingestion: z.boolean().optional().describe(CLASSIFIER_ON_INGESTION_DESCRIPTION),
+}).strict();
 const TogglePatch = z.object({ enabled: z.boolean().optional(), threshold: Threshold.optional() }).strict();
 
 export const MAX_CUSTOM_TEMPLATES = 100;
@@ -128,6 +134,21 @@ export interface ResolvedTemplate {
   config: GuardTemplateConfig;
 }
 export type TemplateSnapshot = Record<string, ResolvedTemplate>;
+
+/**
+ * A config as stored, read with the defaults of the day it was written: one from before
+ * `classifier` reads as off, and one from before `classifier_on_ingestion` reads as `classifier`
+ * (when that key came, turning the classifier on meant the model on ingestion too; an app that
+ * turned it on keeps what it had).
+ */
+export function readStoredConfig(raw: unknown): z.ZodSafeParseResult<ObservabilityConfig> {
+  const injection = (raw as { guards?: { prompt_injection?: Record<string, unknown> } } | null)?.guards?.prompt_injection;
+  if (injection && typeof injection === "object" && injection.classifier_on_ingestion === undefined) {
+    const r = raw as { guards: Record<string, unknown> };
+    raw = { ...r, guards: { ...r.guards, prompt_injection: { ...injection, classifier_on_ingestion: injection.classifier === true } } };
+  }
+  return ObservabilityConfig.safeParse(raw);
+}
 
 /** The config of an app that never set one. */
 export function defaultObservabilityConfig(): ObservabilityConfig {

@@ -222,7 +222,13 @@ export class IngestionService {
     for (const item of req.items) if (item.ok && !distinct.has(item.trace.traceId)) distinct.set(item.trace.traceId, item.trace);
     const traces = [...distinct.values()];
     // only what scoring reads crosses to the scoring threads (a structured clone per task)
-    const inputs = traces.map((x) => ({ input: x.input, output: x.output, latency: x.latency, model: x.model }));
+    const inputs = traces.map((x) => ({
+      input: x.input,
+      output: x.output,
+      latency: x.latency,
+      model: x.model,
+      classifierScore: x.classifierScores?.promptInjection,
+    }));
     const scores =
       traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#d.engines.of(app, store.version), inputs);
     const unscored = scores.filter((s) => s.guardError !== undefined).length;

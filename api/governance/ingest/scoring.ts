@@ -2,10 +2,15 @@
 // response (phase output), then the evals given those decisions (toolkit runEvals) and their
 // aggregate (aggregateEvalScore). The engine is the bulk of ingestion's CPU, so it can run in a
 // pool of worker threads (BERTH_INGEST_WORKERS) next to the thread that serves HTTP and talks to
-// PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree. An app
-// whose config turns on guards.prompt_injection.classifier has its prompts scored by the classifier
-// too (each thread loads it once, from BERTH_GUARD_MODEL_DIR), as the LangChain wrapper does before
-// the call: both paths give the same guard blocks.
+// PostgreSQL; with 0 workers it runs in-process. Both paths call scoreTraces, so they agree.
+//
+// The prompt-injection classifier (guards.prompt_injection.classifier, on by default) runs in the
+// request path: the wrappers score the prompt before the call (in process, or through the guard
+// check) and send the score with the trace (classifierScores). Ingestion applies that score, so a
+// trace records the block its call got, at the cost of the pattern chain. A trace without a score
+// (the plain path) is scored by the model here only when the config's classifier_on_ingestion
+// says so (each thread loads it once, from BERTH_GUARD_MODEL_DIR): that costs a model run per
+// prompt, the price docs/guards.md measures.
 //
 // The same engines answer guard checks (POST /governance/guard-check): one text of one phase, for
 // a toolkit that does not carry the engine itself, through the same threads and caches.
@@ -14,11 +19,12 @@ import {
   aggregateEvalScore,
   DEFAULT_PHASES,
   EngineConfig,
-  evaluateWithClassifier,
   GuardEngine,
   runEvals,
   sharedInjectionClassifier,
   usesClassifier,
+  wantsClassifierScore,
+  withClassifierScore,
   type EngineConfigInput,
   type EvalResult,
   type GuardBlock,
@@ -35,6 +41,8 @@ export interface ScoreInput {
   output: string;
   latency: number;
   model: string;
+  /** the trace's classifierScores.promptInjection: the request path's score of the input */
+  classifierScore?: number | undefined;
 }
 
 /** A guard decision without the full verdicts (match offsets). */
@@ -64,14 +72,25 @@ export interface ScoreResult {
 }
 
 /**
- * Scores traces with a compiled engine: pure unless the engine's config turns the classifier on,
- * when each prompt the lexical layer lets pass is scored by this thread's classifier too.
+ * Scores traces with a compiled engine. Under a config that turns the classifier on, a prompt the
+ * lexical layer lets pass gets the score its trace carries, or, without one, this thread's
+ * classifier's when the config's classifier_on_ingestion says so (then a missing model fails the
+ * batch rather than record it unguarded); otherwise the lexical layer's verdict stands.
+ * `classifier` loads the model (the thread's shared one; tests give their own).
  */
-export async function scoreTraces(engine: GuardEngine, traces: readonly ScoreInput[]): Promise<ScoreResult[]> {
-  const classifier = usesClassifier(engine) ? await sharedInjectionClassifier() : undefined;
+export async function scoreTraces(
+  engine: GuardEngine,
+  traces: readonly ScoreInput[],
+  classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
+): Promise<ScoreResult[]> {
+  const onIngestion = usesClassifier(engine) && engine.config.guards.prompt_injection.classifier_on_ingestion;
   const out: ScoreResult[] = [];
   for (const t of traces) {
-    const input = classifier ? await evaluateWithClassifier(engine, t.input, "input", classifier) : engine.evaluate(t.input, "input");
+    let input = engine.evaluate(t.input, "input");
+    if (wantsClassifierScore(engine, input, "input")) {
+      if (t.classifierScore !== undefined) input = withClassifierScore(engine, input, t.input, t.classifierScore);
+      else if (onIngestion) input = withClassifierScore(engine, input, t.input, await (await classifier()).score(t.input));
+    }
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
     const guardBlocked = input.decision === "block" || output.decision === "block";
@@ -98,14 +117,17 @@ export interface GuardCheckResult {
   redactedText?: string;
   evaluations: GuardEvaluation[];
   blocks: GuardBlock[];
+  /** the classifier's score of an input, when it ran: the caller sends it with the trace */
+  classifierScore?: number;
 }
 
 /**
  * A decision as a guard check answers it. Copied field by field, not spread: whatever else a
  * decision object carries (the verdicts, and anything a later engine adds) stays in the API.
  */
-export function guardCheckResult(d: GuardDecision): GuardCheckResult {
+export function guardCheckResult(d: GuardDecision, classifierScore?: number): GuardCheckResult {
   return {
+    ...(classifierScore === undefined ? {} : { classifierScore }),
     decision: d.decision,
     ...(d.redactedText === undefined ? {} : { redactedText: d.redactedText }),
     evaluations: d.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, source: e.source })),
@@ -120,9 +142,10 @@ export function guardCheckResult(d: GuardDecision): GuardCheckResult {
 }
 
 /**
- * One text of one phase through a compiled engine, as scoreTraces scores a trace's prompt or
- * response: a prompt is also scored by this thread's classifier when the engine's config turns it
- * on (evaluateWithClassifier, which fails rather than run the guard without its model).
+ * One text of one phase through a compiled engine, as the request path checks it: a prompt the
+ * patterns let pass is also scored by this thread's classifier when the engine's config turns it
+ * on (a model that cannot load fails the check rather than run the guard without it), and the
+ * score is answered for the caller's trace.
  * `classifier` loads the model (the thread's shared one; tests give their own).
  */
 export async function checkText(
@@ -131,8 +154,10 @@ export async function checkText(
   phase: Phase,
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<GuardCheckResult> {
-  const model = phase === "input" && usesClassifier(engine) ? await classifier() : undefined;
-  return guardCheckResult(await evaluateWithClassifier(engine, text, phase, model));
+  const decision = engine.evaluate(text, phase);
+  if (!wantsClassifierScore(engine, decision, phase)) return guardCheckResult(decision);
+  const score = await (await classifier()).score(text);
+  return guardCheckResult(withClassifierScore(engine, decision, text, score), score);
 }
 
 /**

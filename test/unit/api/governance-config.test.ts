@@ -10,6 +10,7 @@ import {
   engineInput,
   mergeObservability,
   ObservabilityConfigPatch,
+  readStoredConfig,
   resolveCustomTemplates,
   type ResolvedTemplate,
 } from "../../../api/governance/configs/observability.ts";
@@ -79,7 +80,7 @@ test("a partial update changes only what it names; nested objects merge", (t) =>
   const patch = ObservabilityConfigPatch.parse({ guards: { prompt_injection: { threshold: 0.9 } }, evals: { latency: { max_ms: 20000 } } });
   const { config, errors } = mergeObservability(base, patch);
   t.deepEqual(errors, []);
-  t.deepEqual(config.guards.prompt_injection, { enabled: true, threshold: 0.9, classifier: false });
+  t.deepEqual(config.guards.prompt_injection, { enabled: true, threshold: 0.9, classifier: true, classifier_on_ingestion: false });
   t.deepEqual(config.guards.sensitive_data, base.guards.sensitive_data);
   t.deepEqual(config.evals.latency, { ...base.evals.latency, max_ms: 20000 });
   t.deepEqual(base, defaultObservabilityConfig(), "the input is not mutated");
@@ -130,7 +131,7 @@ test("custom_templates resolve to the template's name and sensitivity threshold,
     anyGuardEnabled({
       ...config,
       guards: {
-        prompt_injection: { enabled: false, threshold: 1, classifier: false },
+        prompt_injection: { enabled: false, threshold: 1, classifier: false, classifier_on_ingestion: false },
         sensitive_data: { enabled: false, threshold: 1 },
         custom_templates: [{ ...r.entries[1]!, enabled: false }],
       },
@@ -259,4 +260,42 @@ test("operator verifier with an audience: a token for another audience is refuse
   t.true((await verify(jwt({ sub: op, aud: ["berth-api"] }), { log })).ok);
   t.true((await verify(jwt({ sub: op, aud: "berth-api" }), { log })).ok, "aud as a single string");
   t.is(calls, 2);
+});
+
+test("a new app's classifier is on in the request path and off for plain-path traces on ingestion", (t) => {
+  t.like(defaultObservabilityConfig().guards.prompt_injection, { classifier: true, classifier_on_ingestion: false });
+  const { config } = mergeObservability(
+    defaultObservabilityConfig(),
+    ObservabilityConfigPatch.parse({ guards: { prompt_injection: { classifier_on_ingestion: true } } }),
+  );
+  t.like(config.guards.prompt_injection, { classifier: true, classifier_on_ingestion: true });
+  t.false(ObservabilityConfigPatch.safeParse({ guards: { prompt_injection: { classifier_on_ingestion: "yes" } } }).success);
+});
+
+test("a stored config reads with the defaults of the day it was written, not today's", (t) => {
+  const stored = (injection: Record<string, unknown>) => {
+    const c = structuredClone(defaultObservabilityConfig()) as unknown as { guards: { prompt_injection: Record<string, unknown> } };
+    c.guards.prompt_injection = injection;
+    return c;
+  };
+  const read = (injection: Record<string, unknown>) => {
+    const r = readStoredConfig(stored(injection));
+    if (!r.success) throw r.error;
+    return r.data.guards.prompt_injection;
+  };
+  // before `classifier` existed: off (not today's default, on)
+  t.deepEqual(read({ enabled: true, threshold: 0.7 }), {
+    enabled: true,
+    threshold: 0.7,
+    classifier: false,
+    classifier_on_ingestion: false,
+  });
+  // an app that turned the classifier on before classifier_on_ingestion existed had it on ingestion too: it keeps it
+  t.like(read({ enabled: true, threshold: 0.7, classifier: true }), { classifier: true, classifier_on_ingestion: true });
+  t.like(read({ enabled: true, threshold: 0.7, classifier: false }), { classifier: false, classifier_on_ingestion: false });
+  // written since: as stored
+  t.like(read({ enabled: true, threshold: 0.7, classifier: true, classifier_on_ingestion: false }), {
+    classifier: true,
+    classifier_on_ingestion: false,
+  });
 });

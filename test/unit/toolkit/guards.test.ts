@@ -8,7 +8,7 @@ import { alternatives, anyOf, unitable } from "../../../toolkit/src/guards/text.
 test("EngineConfig defaults: injection on at 0.7, sensitive data on at 0.5, the interface's latency keys", (t) => {
   const c = EngineConfig.parse({});
   t.deepEqual(c.guards, {
-    prompt_injection: { enabled: true, threshold: 0.7, classifier: false },
+    prompt_injection: { enabled: true, threshold: 0.7, classifier: true, classifier_on_ingestion: false },
     sensitive_data: { enabled: true, threshold: 0.5 },
     custom_templates: [],
   });
@@ -24,7 +24,7 @@ test("EngineConfig defaults: injection on at 0.7, sensitive data on at 0.5, the 
 
 test("EngineConfig: partial guard objects keep the other defaults (PUT is a partial update)", (t) => {
   const c = EngineConfig.parse({ guards: { prompt_injection: { threshold: 0.9 } } });
-  t.deepEqual(c.guards.prompt_injection, { enabled: true, threshold: 0.9, classifier: false });
+  t.deepEqual(c.guards.prompt_injection, { enabled: true, threshold: 0.9, classifier: true, classifier_on_ingestion: false });
   t.deepEqual(c.guards.sensitive_data, { enabled: true, threshold: 0.5 });
 });
 

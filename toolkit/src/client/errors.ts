@@ -51,3 +51,23 @@ export class GuardBlockedError extends Error {
     this.traceId = traceId;
   }
 }
+
+/**
+ * A guard a call needs could not run and `onGuardError` is "block": the call fails closed. Today
+ * that is the prompt-injection classifier's score, which a service without the classifier's files
+ * asks the API for (the guard check): the API did not answer it. The model was not called.
+ */
+export class GuardUnavailableError extends Error {
+  override readonly name = "GuardUnavailableError";
+  readonly phase: Phase;
+  /** why: "the guard check failed: network error: ECONNREFUSED", "… HTTP 503 guard_timeout: …" */
+  readonly reason: string;
+  /** the id of the trace recorded for the call (set by the LangChain wrapper) */
+  traceId: string | undefined;
+
+  constructor(phase: Phase, reason: string, options?: ErrorOptions) {
+    super(`the ${phase} guards could not run (${reason}); the call is refused (onGuardError "block")`, options);
+    this.phase = phase;
+    this.reason = reason;
+  }
+}

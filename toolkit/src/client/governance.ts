@@ -4,7 +4,7 @@
 import { GuardEngine } from "../engine.ts";
 import type { GovdbConnection } from "./connection.ts";
 import { readEnv, resolveConnection } from "./config.ts";
-import { GovernanceConfigError } from "./errors.ts";
+import { GovernanceConfigError, GuardUnavailableError } from "./errors.ts";
 import type { Clock, GovernanceLogger, QueueOptions, QueueStats, TraceTransport } from "./queue.ts";
 import { backoffDelay, realClock, TraceQueue, warningLogger } from "./queue.ts";
 import type { Trace } from "./trace.ts";
@@ -13,6 +13,15 @@ import type { ConfigOutcome, ToolkitConfig } from "./transport.ts";
 import { HttpTransport } from "./transport.ts";
 
 export type GovernanceMode = "on" | "noop";
+/** What a call does when a guard it needs from the API cannot run (see ConfigureOptions.onGuardError). */
+export type OnGuardError = "allow" | "block";
+
+/** What a Governance asks of the API (HttpTransport; tests give their own). */
+export type GovernanceTransport = TraceTransport & {
+  config(signal?: AbortSignal): Promise<ConfigOutcome>;
+  /** the API's classifier score of a prompt (HttpTransport.classifierScore) */
+  classifierScore?(text: string, signal?: AbortSignal): Promise<number | undefined>;
+};
 
 /** The queue's delivery settings configure() passes on (see QueueOptions for their meaning and defaults). */
 const DELIVERY_OPTIONS = ["maxQueue", "batchSize", "maxBatchBytes", "lingerMs", "initialBackoffMs", "maxBackoffMs"] as const;
@@ -31,6 +40,14 @@ export interface ConfigureOptions extends Pick<QueueOptions, (typeof DELIVERY_OP
   requireConfig?: boolean;
   /** attempts to fetch the config when it fails at boot (the first included); default 5 */
   configAttempts?: number;
+  /**
+   * When a guard the call needs from the API cannot run (the prompt-injection classifier's score,
+   * for a service without the classifier's files: the API does not answer the guard check):
+   * "allow" (default) lets the call through on the patterns' decision, records the trace with
+   * `metadata["berth.guards"] = "unavailable"`, and warns once per outage; "block" refuses it with
+   * GuardUnavailableError before the model is called. The Python toolkit's on_guard_error.
+   */
+  onGuardError?: OnGuardError;
   /** flush on process beforeExit and SIGTERM (then let SIGTERM do what it would have done); default false */
   handleProcessExit?: boolean;
   /** how long shutdown() (and the process hooks) wait for the queue to drain; default 10 s */
@@ -44,7 +61,7 @@ export interface ConfigureOptions extends Pick<QueueOptions, (typeof DELIVERY_OP
   /** default the global fetch */
   fetch?: typeof fetch;
   /** replaces HTTP (tests) */
-  transport?: TraceTransport & { config(signal?: AbortSignal): Promise<ConfigOutcome> };
+  transport?: GovernanceTransport;
   clock?: Clock;
   random?: () => number;
 }
@@ -62,8 +79,12 @@ export interface GovernanceStats extends QueueStats {
 
 const EMPTY: QueueStats = { queued: 0, submitted: 0, sent: 0, duplicates: 0, rejected: 0, dropped: 0, retries: 0 };
 
+/** The classifier's score of a prompt from the API, or why there is none (onGuardError "allow"). */
+export type RemoteScore = { score: number | undefined; unavailable?: undefined } | { score?: undefined; unavailable: string };
+
 export class Governance {
   readonly mode: GovernanceMode;
+  readonly onGuardError: OnGuardError;
   /** the connection (host, database; the key is never printed); undefined in no-op mode */
   readonly connection: GovdbConnection | undefined;
   #project: string | undefined;
@@ -73,7 +94,7 @@ export class Governance {
   readonly #logger: GovernanceLogger;
   readonly #clock: Clock;
   readonly #random: () => number;
-  readonly #transport: (TraceTransport & { config(signal?: AbortSignal): Promise<ConfigOutcome> }) | undefined;
+  readonly #transport: GovernanceTransport | undefined;
   readonly #queue: TraceQueue | undefined;
   readonly #abort = new AbortController();
   #engine: GuardEngine | undefined;
@@ -82,6 +103,9 @@ export class Governance {
   #started: Promise<void> | undefined;
   #shutdown: Promise<boolean> | undefined;
   #unhook: (() => void) | undefined;
+  /** the guard check is failing (one warning per outage); and the calls that went unguarded meanwhile */
+  #guardOutage = false;
+  #unguardedInOutage = 0;
 
   /** Synchronous: reads and checks the environment (GovdbConnectionError), builds nothing remote. Call start() next. */
   constructor(options: ConfigureOptions = {}) {
@@ -89,6 +113,8 @@ export class Governance {
     this.mode = options.mode ?? (env.off ? "noop" : "on");
     this.#project = options.project ?? env.project;
     this.#requireConfig = options.requireConfig ?? false;
+    this.onGuardError = options.onGuardError ?? "allow";
+    if (this.onGuardError !== "allow" && this.onGuardError !== "block") throw new TypeError('onGuardError must be "allow" or "block"');
     this.#configAttempts = Math.max(1, options.configAttempts ?? 5);
     this.#shutdownTimeoutMs = options.shutdownTimeoutMs ?? 10_000;
     this.#logger = options.logger ?? warningLogger;
@@ -225,6 +251,48 @@ export class Governance {
         { code: "BERTH_GOVERNANCE_CONFIG", status: last.status },
       );
     }
+  }
+
+  /**
+   * The prompt-injection classifier's score of a prompt from the API's model (the guard check), for
+   * a service that does not run the model itself: `score` undefined when the API's guards did not
+   * need it. When the API does not answer, onGuardError decides: "allow" returns why
+   * (`unavailable`; a warning once per outage), "block" throws GuardUnavailableError.
+   */
+  async classifierScore(text: string): Promise<RemoteScore> {
+    const transport = this.#transport;
+    let result: RemoteScore;
+    try {
+      if (!transport?.classifierScore) throw new Error("no API to ask for the classifier's score");
+      result = { score: await transport.classifierScore(text, this.#abort.signal) };
+    } catch (err) {
+      return this.#guardsFailed(err instanceof Error ? err.message : String(err), err);
+    }
+    if (this.#guardOutage) {
+      this.#guardOutage = false;
+      this.#logger.warn(
+        `berth governance: the guard check answers again (${this.#unguardedInOutage} call(s) went without the classifier meanwhile)`,
+        { code: "BERTH_GOVERNANCE_GUARDS_AVAILABLE" },
+      );
+      this.#unguardedInOutage = 0;
+    }
+    return result;
+  }
+
+  #guardsFailed(reason: string, cause: unknown): RemoteScore {
+    if (!this.#guardOutage) {
+      this.#guardOutage = true;
+      this.#logger.warn(
+        `berth governance: the API could not score a prompt with the prompt-injection classifier (${reason}); ` +
+          (this.onGuardError === "allow"
+            ? 'calls proceed on the patterns alone until it answers again (onGuardError "allow")'
+            : 'calls are refused until it answers again (onGuardError "block")'),
+        { code: "BERTH_GOVERNANCE_GUARDS_UNAVAILABLE" },
+      );
+    }
+    if (this.onGuardError === "block") throw new GuardUnavailableError("input", reason, { cause });
+    this.#unguardedInOutage++;
+    return { unavailable: reason };
   }
 
   /**

@@ -99,9 +99,9 @@ export function stats(): GovernanceStats | undefined {
 }
 
 export { Governance } from "./governance.ts";
-export type { ConfigureOptions, GovernanceMode, GovernanceStats, SubmitOptions } from "./governance.ts";
+export type { ConfigureOptions, GovernanceMode, GovernanceStats, GovernanceTransport, SubmitOptions } from "./governance.ts";
 export { APP_KEY_PREFIX, GovdbConnection, isLoopback, parseConnection } from "./connection.ts";
-export { GovdbConnectionError, GovernanceConfigError, GuardBlockedError } from "./errors.ts";
+export { GovdbConnectionError, GovernanceConfigError, GuardBlockedError, GuardUnavailableError } from "./errors.ts";
 export { readEnv } from "./config.ts";
 export type { GovernanceEnv } from "./config.ts";
 export type { Clock, GovernanceLogger, ItemResult, ItemStatus, QueueStats, SendOutcome, TraceTransport } from "./queue.ts";

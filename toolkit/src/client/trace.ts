@@ -32,6 +32,11 @@ export interface Trace {
   error?: string;
   /** a small flat object: up to 32 keys, values string (up to 1,000 characters), number, boolean or null */
   metadata?: Record<string, string | number | boolean | null>;
+  /**
+   * Scores the guards' model layers gave the input in the request path (the wrappers set it: the
+   * API records them instead of running the model again). 0-1.
+   */
+  classifierScores?: { promptInjection?: number };
 }
 
 /** Traces per batch of POST /governance/traces: the API refuses a larger batch. */
@@ -81,6 +86,20 @@ export const TraceRecord = z
       .refine((m) => Object.keys(m).length <= 32, "at most 32 keys")
       .optional()
       .describe("A small flat object: up to 32 keys with string (up to 1000 characters), number, boolean or null values"),
+    classifierScores: z
+      .object({
+        promptInjection: z
+          .number()
+          .min(0)
+          .max(1)
+          .optional()
+          .describe("The prompt-injection classifier's score of the input (0-1), computed before the model was called"),
+      })
+      .strict()
+      .optional()
+      .describe(
+        "Scores the guards' model layers gave the input in the request path (the toolkit's wrappers send them). When the app's config turns the layer on, ingestion records the guard's verdict from this score instead of running the model again; when it is off, the score is ignored (docs/guards.md, The classifier)",
+      ),
   })
   .strict()
   .describe("One LLM call (docs/spec.md part 1, trace object)");
@@ -116,6 +135,12 @@ export function traceProblems(trace: Trace): string[] {
   if (t.error !== undefined && typeof t.error !== "string") problems.push("error must be a string");
   if (t.metadata !== undefined && (typeof t.metadata !== "object" || t.metadata === null || Array.isArray(t.metadata)))
     problems.push("metadata must be an object");
+  const scores = t.classifierScores as Record<string, unknown> | undefined;
+  if (scores !== undefined) {
+    const s = typeof scores === "object" && scores !== null ? scores.promptInjection : NaN;
+    if (s !== undefined && (typeof s !== "number" || !(s >= 0 && s <= 1)))
+      problems.push("classifierScores.promptInjection must be a number from 0 to 1");
+  }
   return problems;
 }
 
@@ -136,6 +161,7 @@ export function toRecord(trace: Trace, project: string | undefined, now: () => n
   if (trace.error !== undefined)
     record.error = trace.error.length > MAX_TRACE_ERROR ? trace.error.slice(0, MAX_TRACE_ERROR - 1) + "…" : trace.error;
   if (trace.metadata !== undefined) record.metadata = trace.metadata;
+  if (trace.classifierScores !== undefined) record.classifierScores = trace.classifierScores;
   if (project !== undefined) record.project = project;
   return record;
 }

@@ -1,5 +1,7 @@
 // HTTP to the governance API with the app key of GOVDB_CONNECTION: the boot-time configuration
-// (GET /api/v1/governance/config) and trace batches (POST /api/v1/governance/traces). Uses the
+// (GET /api/v1/governance/config), trace batches (POST /api/v1/governance/traces) and, for a
+// service without the classifier's files, the classifier's score of a prompt (POST
+// /api/v1/governance/guard-check). Uses the
 // global fetch of Node 24. Error messages name the status and the problem code, never the key.
 import type { EngineConfigInput } from "../engine.ts";
 import type { GovdbConnection } from "./connection.ts";
@@ -126,6 +128,39 @@ export class HttpTransport implements TraceTransport {
     }
     if (res.status === 413) return { kind: "too_large", error };
     return { kind: "rejected", error, status: res.status };
+  }
+
+  /**
+   * The prompt-injection classifier's score of a prompt, from the API's model (POST
+   * /api/v1/governance/guard-check, phase input): undefined when the API's guards did not need it
+   * (its patterns blocked, or its config turns the classifier off). Throws with the reason when the
+   * API does not answer a score: the caller decides what an unscored prompt means.
+   */
+  async classifierScore(text: string, signal?: AbortSignal): Promise<number | undefined> {
+    let res: Response;
+    let body: string;
+    try {
+      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/guard-check`, {
+        method: "POST",
+        headers: this.#headers(true),
+        body: JSON.stringify({ phase: "input", text }),
+        signal: this.#signal(signal),
+      });
+      body = await res.text();
+    } catch (err) {
+      throw new Error(`the guard check failed: ${networkError(err)}`, { cause: err });
+    }
+    if (!res.ok) throw new Error(`the guard check failed: ${describeFailure(res.status, body)}`);
+    let score: unknown;
+    try {
+      score = (JSON.parse(body) as { classifierScore?: unknown }).classifierScore;
+    } catch {
+      score = NaN;
+    }
+    if (score === undefined) return undefined;
+    if (typeof score !== "number" || !(score >= 0 && score <= 1))
+      throw new Error(`the guard check's answer (HTTP ${res.status}) has no classifier score`);
+    return score;
   }
 
   /** GET /api/v1/governance/config. Never throws. */

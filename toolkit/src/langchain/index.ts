@@ -19,9 +19,9 @@ import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { RunnableBinding } from "@langchain/core/runnables";
 import { randomUUID } from "node:crypto";
 import type { GuardDecision, GuardEngine } from "../engine.ts";
-import { evaluateWithClassifier, usesClassifier } from "../engine.ts";
-import { sharedInjectionClassifier } from "../guards/classifier/index.ts";
-import { GuardBlockedError } from "../client/errors.ts";
+import { wantsClassifierScore, withClassifierScore } from "../engine.ts";
+import { defaultClassifierDir, sharedInjectionClassifier } from "../guards/classifier/index.ts";
+import { GuardBlockedError, GuardUnavailableError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
 import { governance as processGovernance } from "../client/index.ts";
 import type { Trace } from "../client/trace.ts";
@@ -169,6 +169,10 @@ interface CallState {
   input: string;
   engine: GuardEngine;
   sent: BaseLanguageModelInput;
+  /** the classifier's score of the input, when it ran: sent with the trace */
+  classifierScore?: number;
+  /** why the classifier could not score the input (the API did not answer; onGuardError "allow") */
+  unavailable?: string;
 }
 
 /** The guarded, traced calls of one model. */
@@ -195,11 +199,34 @@ class GovernedCall {
     const messages = typeof input === "string" ? undefined : toMessages(input);
     const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
-    // with guards.prompt_injection.classifier on, the classifier scores the prompt too, as ingestion
-    // does (same blocks on both paths); a classifier that cannot load fails the call (closed)
-    const decision = usesClassifier(engine)
-      ? await evaluateWithClassifier(engine, text, "input", await sharedInjectionClassifier())
-      : engine.evaluate(text, "input");
+    let decision = engine.evaluate(text, "input");
+    if (wantsClassifierScore(engine, decision, "input")) {
+      // guards.prompt_injection.classifier (on by default): the model scores the prompt the patterns
+      // let pass, here when this service has its files (BERTH_GUARD_MODEL_DIR: a model that cannot
+      // load fails the call), else the API's model through the guard check (when the API does not
+      // answer, onGuardError decides). The score goes with the trace, so ingestion records this
+      // very decision.
+      let score: number | undefined;
+      if (defaultClassifierDir() !== undefined) score = await (await sharedInjectionClassifier()).score(text);
+      else {
+        let remote;
+        try {
+          remote = await this.#g.classifierScore(text);
+        } catch (err) {
+          if (err instanceof GuardUnavailableError) {
+            this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 }, error: err.message });
+            err.traceId = state.traceId;
+          }
+          throw err;
+        }
+        score = remote.score;
+        if (remote.unavailable !== undefined) state.unavailable = remote.unavailable;
+      }
+      if (score !== undefined) {
+        decision = withClassifierScore(engine, decision, text, score);
+        state.classifierScore = score;
+      }
+    }
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
       throw new GuardBlockedError("input", decision, state.traceId);
@@ -225,6 +252,9 @@ class GovernedCall {
       timestamp: state.startedAt,
     };
     if (typeof session === "string" && session !== "") trace.sessionId = session;
+    if (state.classifierScore !== undefined) trace.classifierScores = { promptInjection: state.classifierScore };
+    // as the Python toolkit marks a call whose guards could not run (on_guard_error "allow")
+    if (state.unavailable !== undefined) trace.metadata = { "berth.guards": "unavailable", "berth.guards_unavailable": "input" };
     if (rest.error !== undefined) trace.error = rest.error;
     const project = this.#ctx.opts.project;
     this.#g.submit(trace, project !== undefined ? { project } : {});

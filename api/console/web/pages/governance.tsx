@@ -748,6 +748,12 @@ function ConfigForm({ appId, initial, templates }: { appId: string; initial: Con
             checked={g.prompt_injection.classifier}
             onValue={(v) => setGuards({ prompt_injection: { ...g.prompt_injection, classifier: v } })}
           />
+          <Toggle
+            name="guards.prompt_injection.classifier_on_ingestion"
+            label="Classifier on ingestion too, for traces sent without a wrapper (a model run per prompt)"
+            checked={g.prompt_injection.classifier_on_ingestion}
+            onValue={(v) => setGuards({ prompt_injection: { ...g.prompt_injection, classifier_on_ingestion: v } })}
+          />
         </fieldset>
         <fieldset class="group">
           <legend>Sensitive data</legend>

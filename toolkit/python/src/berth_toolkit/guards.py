@@ -84,6 +84,8 @@ class GuardDecision:
     redacted_text: str | None = None
     #: why the guards could not run (the decision is then "allow" by on_guard_error="allow"); None when they ran
     unavailable: str | None = field(default=None, compare=False)
+    #: the prompt-injection classifier's score of an input, when the API's model ran (sent with the trace)
+    classifier_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: {decision, redactedText?, evaluations, blocks}."""
@@ -92,6 +94,8 @@ class GuardDecision:
             out["redactedText"] = self.redacted_text
         out["evaluations"] = [e.to_dict() for e in self.evaluations]
         out["blocks"] = [b.to_dict() for b in self.blocks]
+        if self.classifier_score is not None:
+            out["classifierScore"] = self.classifier_score
         return out
 
     @staticmethod
@@ -107,10 +111,14 @@ class GuardDecision:
         blocks = body.get("blocks", [])
         if not isinstance(evaluations, list) or not isinstance(blocks, list):
             raise ValueError("evaluations and blocks must be lists")
+        score = body.get("classifierScore")
+        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1):
+            raise ValueError("classifierScore must be a number from 0 to 1")
         try:
             return GuardDecision(
                 decision=cast(Decision, decision),
                 redacted_text=redacted,
+                classifier_score=None if score is None else float(score),
                 evaluations=tuple(
                     GuardEvaluation(
                         guard_type=str(e["guardType"]),

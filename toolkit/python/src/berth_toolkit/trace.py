@@ -58,6 +58,9 @@ class Trace(_TraceRequired, total=False):
     error: str
     #: a small flat object: up to 32 keys, values str (up to 1,000 characters), int, float, bool or None
     metadata: Mapping[str, str | int | float | bool | None]
+    #: scores the guards' model layers gave the input in the request path ({"promptInjection": 0-1});
+    #: the wrapper sets it from the guard check, and the API records them instead of scoring again
+    classifierScores: Mapping[str, float]
 
 
 _ALIASES = {"trace_id": "traceId", "session_id": "sessionId"}
@@ -159,6 +162,11 @@ def trace_problems(trace: object) -> list[str]:
         problems.append("error must be a string")
     if t.get("metadata") is not None and not isinstance(t["metadata"], Mapping):
         problems.append("metadata must be a mapping")
+    scores = t.get("classifierScores")
+    if scores is not None:
+        s = scores.get("promptInjection") if isinstance(scores, Mapping) else float("nan")
+        if s is not None and not (_is_number(s) and 0 <= s <= 1):
+            problems.append("classifierScores.promptInjection must be a number from 0 to 1")
     return problems
 
 
@@ -201,6 +209,8 @@ def to_record(trace: Mapping[str, Any], project: str | None, now: Callable[[], f
         record["error"] = _truncate_error(t["error"])
     if t.get("metadata") is not None:
         record["metadata"] = dict(t["metadata"])
+    if t.get("classifierScores") is not None:
+        record["classifierScores"] = dict(t["classifierScores"])
     if project is not None:
         record["project"] = project
     return record

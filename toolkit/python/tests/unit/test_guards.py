@@ -88,6 +88,12 @@ def test_the_decision_as_the_api_answers_it(api: StandInApi, make_governance: An
     d = g.check("mail jane@example.com", "output")
     assert d.to_dict() == api.decide("output", "mail jane@example.com")
     assert d.unavailable is None
+    api.classifier_score = 0.25
+    d = g.check("Summarise the policy.", "input")
+    assert d.classifier_score == 0.25 and d.to_dict() == api.decide("input", "Summarise the policy.")
+    for bad in (1.5, -0.1, "0.5", True):
+        with pytest.raises(ValueError, match="classifierScore"):
+            GuardDecision.from_dict({"decision": "allow", "classifierScore": bad})
 
 
 @pytest.mark.parametrize("fault", ["503", "429", "refused", "timeout"])

@@ -23,10 +23,29 @@ def test_defaults_and_key_order() -> None:
 
 def test_optional_fields_in_order() -> None:
     r = to_record(
-        {**BASE, "traceId": "0190A1B2-C3D4-4E5F-8A9B-0C1D2E3F4A5B", "sessionId": "s", "error": "boom", "metadata": {"k": 1}},
+        {
+            **BASE,
+            "traceId": "0190A1B2-C3D4-4E5F-8A9B-0C1D2E3F4A5B",
+            "sessionId": "s",
+            "error": "boom",
+            "metadata": {"k": 1},
+            "classifierScores": {"promptInjection": 0.5},
+        },
         None,
     )
-    assert list(r) == ["traceId", "input", "output", "model", "latency", "tokens", "timestamp", "sessionId", "error", "metadata"]
+    assert list(r) == [
+        "traceId",
+        "input",
+        "output",
+        "model",
+        "latency",
+        "tokens",
+        "timestamp",
+        "sessionId",
+        "error",
+        "metadata",
+        "classifierScores",
+    ]
     assert r["traceId"] == "0190A1B2-C3D4-4E5F-8A9B-0C1D2E3F4A5B", "kept as given (the API lower-cases it)"
     assert to_record({**BASE, "trace_id": "0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b", "session_id": "x"}, None)["sessionId"] == "x"
 
@@ -72,6 +91,9 @@ def test_problems() -> None:
         "metadata must be a mapping",
     ]
     assert trace_problems({**BASE, "latency": float("nan")}) == ["latency must be a number of milliseconds >= 0"]
+    for scores in ({"promptInjection": 1.5}, {"promptInjection": "0.5"}, [0.5]):
+        assert trace_problems({**BASE, "classifierScores": scores}) == ["classifierScores.promptInjection must be a number from 0 to 1"]
+    assert trace_problems({**BASE, "classifierScores": {"promptInjection": 0}}) == []
     assert trace_problems({**BASE, "tokens": {"prompt": 2.0, "completion": 0}}) == [], "an integral float is an integer"
     assert trace_problems({**BASE, "traceId": "0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b", "trace_id": "x"})[0].startswith(
         "traceId and trace_id"

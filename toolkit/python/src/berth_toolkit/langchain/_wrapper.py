@@ -171,6 +171,8 @@ class _State:
     session_id: str | None
     #: the phases whose guards could not run (on_guard_error="allow")
     unavailable: list[Phase] = field(default_factory=list)
+    #: the classifier's score of the input from the guard check (sent with the trace)
+    classifier_score: float | None = None
 
 
 class _GovernedMixin:
@@ -264,6 +266,7 @@ class _Call:
     def _input_steps(self, state: _State) -> Generator[str, GuardDecision, GuardDecision]:
         """The input guards on the prompt; on redact, what the model is sent instead."""
         decision = yield state.input
+        state.classifier_score = decision.classifier_score
         if decision.decision != "redact":
             return decision
         if state.messages is None:
@@ -328,6 +331,8 @@ class _Call:
             trace["error"] = error
         if state.unavailable:
             trace["metadata"] = {UNAVAILABLE_KEY: "unavailable", UNAVAILABLE_PHASES_KEY: ",".join(state.unavailable)}
+        if state.classifier_score is not None:
+            trace["classifierScores"] = {"promptInjection": state.classifier_score}
         self.g.submit(trace, project=self.ctx.project)
 
     def _start(self, value: LanguageModelInput, config: RunnableConfig | None) -> _State:
