@@ -2,11 +2,16 @@
 // database server) and control plane; the template database must be migrated
 // (`node hack/db.ts template <admin-url>`):
 //   node hack/bench/ingest.ts [--traces 60000] [--batches 100,250,500] [--clients 4] [--rounds 3] [--templates]
+//                             [--classifier carried|ingestion]
 // Serves the real API (node api/main.ts, a separate process) on a fresh database, provisions an
 // app's store, and sends --traces fresh traces per batch size and round through POST /governance/traces with
 // guards and evals on (the default observability config: prompt_injection, sensitive_data,
 // relevance, safety, policy_compliance, latency; --templates adds a redacting PII template, a
-// toxicity template and a custom keyword template), --clients requests in flight. Then, in the
+// toxicity template and a custom keyword template), --clients requests in flight. The prompt-injection
+// classifier is on (the default config) and the traces carry no score, as the plain path sends them;
+// --classifier carried sends each ordinary prompt with a score, as the wrappers do (recorded, no
+// model run), --classifier ingestion sets classifier_on_ingestion (the model scores every prompt
+// the patterns let pass: BERTH_GUARD_MODEL_DIR must name its files). Then, in the
 // same run, raw INSERTs of the very rows ingestion wrote into fresh stores of the same schema (less
 // the rollup triggers: the baseline writes plain tables), with
 // the same batch size and concurrency, one transaction per batch:
@@ -46,8 +51,11 @@ const { values } = parseArgs({
     clients: { type: "string", default: "4" },
     rounds: { type: "string", default: "3" },
     templates: { type: "boolean", default: false },
+    classifier: { type: "string" },
   },
 });
+if (values.classifier !== undefined && values.classifier !== "carried" && values.classifier !== "ingestion")
+  throw new Error("--classifier is carried or ingestion");
 const N = Number(values.traces);
 const BATCHES = values.batches.split(",").map(Number);
 const C = Number(values.clients);
@@ -130,7 +138,8 @@ function trace(i: number, t0: number) {
   // texts vary (no two traces share a prompt), one in five carries an order number, as support traffic does
   const who = `I am ${pick(NAMES)} from ${pick(CITIES)}; please answer ${pick(WORDS)} and ${pick(WORDS)}.`;
   const order = rnd() < 0.2 ? ` My order number is ${1_000_000 + Math.floor(rnd() * 9_000_000)}.` : "";
-  const input = `${k < 0.05 ? pick(INJECTIONS) : pick(QUESTIONS)} ${who}${order} (${i})`;
+  const injection = k < 0.05;
+  const input = `${injection ? pick(INJECTIONS) : pick(QUESTIONS)} ${who}${order} (${i})`;
   const output = `${k > 0.9 ? pick(PII_ANSWERS) : pick(ANSWERS)} Thanks for asking, ${pick(NAMES).split(" ")[0]}.`;
   const prompt = Math.ceil(input.length / 4) + 200;
   const completion = Math.ceil(output.length / 4);
@@ -143,6 +152,8 @@ function trace(i: number, t0: number) {
     tokens: { prompt, completion, total: prompt + completion },
     timestamp: new Date(t0 + i).toISOString(),
     sessionId: `s-${i % 500}`,
+    // a wrapper's score of a prompt its patterns let pass (not drawn from rnd: the texts stay those of the other runs)
+    ...(values.classifier === "carried" && !injection ? { classifierScores: { promptInjection: ((i * 7919) % 1000) / 2000 } } : {}),
   };
 }
 type Trace = ReturnType<typeof trace>;
@@ -422,11 +433,13 @@ try {
       guards: { custom_templates: ids.map((template_id) => ({ template_id })) },
     });
   }
+  if (values.classifier === "ingestion")
+    await gov.configs.update(orm.em.fork(), workspaceId, "bench", { guards: { prompt_injection: { classifier_on_ingestion: true } } });
   const port = await freePort();
   server = await startServer(url, port);
 
   console.log(
-    `ingest benchmark: ${N} traces per batch size, batches ${BATCHES.join("/")}, ${C} requests in flight, guards and evals on${values.templates ? " (+ PII redaction, toxicity and custom templates)" : " (default config)"}`,
+    `ingest benchmark: ${N} traces per batch size, batches ${BATCHES.join("/")}, ${C} requests in flight, guards and evals on${values.templates ? " (+ PII redaction, toxicity and custom templates)" : " (default config)"}${values.classifier === "carried" ? ", prompts with the wrappers' classifier scores" : values.classifier === "ingestion" ? ", the classifier on ingestion (classifier_on_ingestion)" : ", plain-path traces (no classifier scores)"}`,
   );
   console.log(
     `node ${process.version}, ${availableParallelism()} cores, load average before ${loadavg()
@@ -503,7 +516,10 @@ try {
   // what the guard and eval engine alone costs on these traces, on this thread (the share ingestion cannot shave off)
   const state = await gov.configs.get(workspaceId, "bench");
   const engine = new GuardEngine(engineInput(state.config, state.templates));
-  const sample = Array.from({ length: 5000 }, (_, i) => trace(i, Date.now()));
+  const sample = Array.from({ length: 5000 }, (_, i) => {
+    const t: Trace & { classifierScores?: { promptInjection: number } } = trace(i, Date.now());
+    return { ...t, classifierScore: t.classifierScores?.promptInjection };
+  });
   await scoreTraces(engine, sample.slice(0, 500));
   const c0 = process.cpuUsage();
   await scoreTraces(engine, sample);
