@@ -189,6 +189,21 @@ export const ConfigSchema = z.object({
     .max(1_000_000)
     .default(1000)
     .describe("Guard checks an app key may make at once before BERTH_RATE_LIMIT_GUARD_PER_SECOND applies"),
+  BERTH_RATE_LIMIT_MODEL_PER_SECOND: z.coerce
+    .number()
+    .min(0)
+    .max(100_000)
+    .default(100)
+    .describe(
+      "Prompt-injection classifier runs per second each app may cause in the API (1-7 ms of CPU each): a guard check of a prompt, and each trace without a score that classifier_on_ingestion has scored on ingestion. Past it: 429 rate_limited with policy model (docs/guards.md). 0 turns the limit off",
+    ),
+  BERTH_RATE_LIMIT_MODEL_BURST: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(1_000_000)
+    .default(1000)
+    .describe("Classifier runs an app may cause at once before BERTH_RATE_LIMIT_MODEL_PER_SECOND applies"),
   BERTH_WORKSPACE_QUOTA: jsonVariable(Quantities, DEFAULT_WORKSPACE_QUOTA).describe(
     'JSON object: the hard limits of the ResourceQuota "berth-workspace" in every workspace namespace (services, shares and domains counted as count/apps.berth.dev and so on; pods; requests and limits of CPU and memory). Default: 100 services, 1000 shares, 100 domains, 200 pods, 20 CPUs and 40Gi requested, 40 CPUs and 80Gi limits',
   ),

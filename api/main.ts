@@ -155,6 +155,7 @@ export function buildServices(deps: {
     workers: config.BERTH_INGEST_WORKERS,
     scoringTaskTimeoutMs: config.BERTH_SCORING_TASK_TIMEOUT_MS,
     scoringWorkerUrl: deps.scoringWorkerUrl,
+    modelBudget: { perSecond: config.BERTH_RATE_LIMIT_MODEL_PER_SECOND, burst: config.BERTH_RATE_LIMIT_MODEL_BURST },
     log: logger.child({ component: "governance" }),
   });
   const appsService = new AppsService({

@@ -1,6 +1,8 @@
 // The governance module's services, wired once by the composition root (api/main.ts), and the
 // checks every service-scoped endpoint shares: the App exists in the caller's workspace (404
 // app_not_found) and, for its data, its store is provisioned (404 governance_not_provisioned).
+import type { Budget } from "../http/limits.ts";
+import { ModelRuns } from "./ingest/model-runs.ts";
 import type { MikroORM } from "@mikro-orm/postgresql";
 import { NotFoundError } from "../errors.ts";
 import type { AppPrincipal } from "../http/route.ts";
@@ -42,6 +44,8 @@ export interface GovernanceDeps {
   scoringTaskTimeoutMs?: number;
   /** The scoring threads' module; the real one when absent (tests give one that can be made to run away). */
   scoringWorkerUrl?: URL | undefined;
+  /** BERTH_RATE_LIMIT_MODEL_*: classifier runs per app (model-runs.ts); none when absent */
+  modelBudget?: Budget | undefined;
   log: Logger;
 }
 
@@ -85,8 +89,16 @@ export class Governance {
       log: deps.log,
     });
     this.engines = new EngineInputs(this.configs);
-    this.ingestion = new IngestionService({ db: this.db, engines: this.engines, scorer: this.scorer, prices: this.prices, log: deps.log });
-    this.guardCheck = new GuardCheckService({ engines: this.engines, scorer: this.scorer, log: deps.log });
+    const modelRuns = new ModelRuns(deps.modelBudget);
+    this.ingestion = new IngestionService({
+      db: this.db,
+      engines: this.engines,
+      scorer: this.scorer,
+      prices: this.prices,
+      modelRuns,
+      log: deps.log,
+    });
+    this.guardCheck = new GuardCheckService({ engines: this.engines, scorer: this.scorer, modelRuns, log: deps.log });
     this.reader = new StoreReader(this.db);
   }
 

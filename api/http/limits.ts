@@ -50,12 +50,16 @@ export class RateLimiter {
     return this.#tat.size;
   }
 
-  /** Spends one request of `caller`'s budget at `nowMs`, or says how long to wait. */
-  take(caller: string, nowMs: number): Decision {
+  /**
+   * Spends `cost` units (1: one request) of `caller`'s budget at `nowMs`, or says how long to wait.
+   * A cost above the burst is charged as the burst (it could never be allowed otherwise).
+   */
+  take(caller: string, nowMs: number, cost = 1): Decision {
     const limit = this.budget.burst;
     if (!this.enabled) return { allowed: true, limit, remaining: limit, resetSeconds: 0 };
+    if (!(cost >= 1) || !Number.isInteger(cost)) throw new Error(`invalid cost ${cost}`);
     const tat = Math.max(this.#tat.get(caller) ?? nowMs, nowMs);
-    const next = tat + this.#interval;
+    const next = tat + this.#interval * Math.min(cost, limit);
     if (next - nowMs > this.#depth) {
       // Allowed again once next - now <= depth.
       const waitMs = next - this.#depth - nowMs;
@@ -165,7 +169,7 @@ export class TooManyRequestsError extends DomainError {
     super(
       429,
       "rate_limited",
-      `Too many requests: the ${policy} budget of this ${policy === "ingest" || policy === "guard" ? "app key" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`,
+      `Too many requests: the ${policy} budget of this ${policy === "ingest" || policy === "guard" ? "app key" : policy === "model" ? "app" : policy === "edge" ? "viewer" : "caller"} is spent; retry after ${retryAfterSeconds} s.`,
       { details: { policy, retryAfterSeconds } },
     );
     this.retryAfterSeconds = retryAfterSeconds;

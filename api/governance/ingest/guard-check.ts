@@ -18,6 +18,7 @@ import type { Logger } from "../../../kube/logger.ts";
 import type { GuardCheckRequest } from "../schemas.ts";
 import { activeStore, assertKeyProject, type EngineInputs } from "./app-scope.ts";
 import { ScoringTimeoutError, type GuardCheckResult, type Scorer } from "./scoring.ts";
+import { classifierUse, type ModelRuns } from "./model-runs.ts";
 
 /** Retry-After of a 503 guard_timeout: a replaced worker is serving again within a second. */
 export const GUARD_TIMEOUT_RETRY_AFTER_SECONDS = 1;
@@ -26,6 +27,8 @@ export interface GuardCheckDeps {
   /** shared with ingestion: one read and one compile per config version for both */
   engines: EngineInputs;
   scorer: Scorer;
+  /** the app's classifier runs (a check of a prompt under a config that runs it is one); no limit when absent */
+  modelRuns?: ModelRuns;
   log: Logger;
 }
 
@@ -45,6 +48,9 @@ export class GuardCheckService {
     );
     const { version } = activeStore(app);
     const engine = await this.#d.engines.of(app, version);
+    // a check the patterns end up blocking runs no model, but is counted all the same: the budget
+    // is spent before the check, so that a refused one runs nothing
+    if (req.phase === "input" && classifierUse(engine).checks) this.#d.modelRuns?.spend(app, 1);
     let result: GuardCheckResult;
     try {
       result = await this.#d.scorer.check(version, engine, req.text, req.phase);

@@ -25,6 +25,7 @@ import type { Client, GovernanceDb } from "../stores/db.ts";
 import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
 import { activeStore, assertKeyProject, type EngineInputs, type KeyStore } from "./app-scope.ts";
 import type { ScoreResult, Scorer } from "./scoring.ts";
+import { classifierUse, type ModelRuns } from "./model-runs.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "../schemas.ts";
 
@@ -61,6 +62,8 @@ export interface IngestionDeps {
   engines: EngineInputs;
   scorer: Scorer;
   prices: PriceTable;
+  /** the app's classifier runs (one per trace without a score, under classifier_on_ingestion); no limit when absent */
+  modelRuns?: ModelRuns;
   log: Logger;
   now?: () => Date;
 }
@@ -229,8 +232,17 @@ export class IngestionService {
       model: x.model,
       classifierScore: x.classifierScores?.promptInjection,
     }));
-    const scores =
-      traces.length === 0 ? [] : await this.#d.scorer.score(store.version, await this.#d.engines.of(app, store.version), inputs);
+    let scores: ScoreResult[] = [];
+    if (traces.length > 0) {
+      const engine = await this.#d.engines.of(app, store.version);
+      // the model on traces without the request path's score: spent before any runs (429 past the budget)
+      if (classifierUse(engine).ingestion)
+        this.#d.modelRuns?.spend(
+          app,
+          inputs.reduce((n, x) => n + (x.classifierScore === undefined ? 1 : 0), 0),
+        );
+      scores = await this.#d.scorer.score(store.version, engine, inputs);
+    }
     const unscored = scores.filter((s) => s.guardError !== undefined).length;
     if (unscored > 0)
       // stored all the same (with the guards' error): the batch is not lost, and the queue moves on

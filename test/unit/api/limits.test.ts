@@ -129,3 +129,18 @@ test("the client's address: the peer's, or behind a trusted proxy the rightmost 
     "operator:system:serviceaccount:berth-system:berth-operator",
   );
 });
+
+test("a request may cost several units: it needs them all at once, and one above the burst costs the burst", (t) => {
+  const l = new RateLimiter({ perSecond: 10, burst: 5 });
+  const now = 1_000_000;
+  t.like(l.take("model:ws/a", now, 3), { allowed: true, remaining: 2 });
+  const refused = l.take("model:ws/a", now, 3);
+  t.false(refused.allowed, "3 more do not fit in the 2 left");
+  if (!refused.allowed) t.is(refused.retryAfterSeconds, 1);
+  t.like(l.take("model:ws/a", now, 2), { allowed: true, remaining: 0 }, "a refused request spent nothing");
+  t.like(l.take("model:ws/a", now + 500, 5), { allowed: true, remaining: 0 }, "refilled: 5 units in 500 ms");
+  t.like(l.take("model:ws/b", now, 500), { allowed: true, remaining: 0 }, "above the burst: charged as the burst, else never allowed");
+  t.throws(() => l.take("model:ws/c", now, 0), { message: /invalid cost/ });
+  t.throws(() => l.take("model:ws/c", now, 1.5), { message: /invalid cost/ });
+  t.is(new TooManyRequestsError("model", 2).message, "Too many requests: the model budget of this app is spent; retry after 2 s.");
+});
