@@ -340,12 +340,26 @@ export class GuardEngine {
 }
 
 /**
- * `classifier` is the model of guards.prompt_injection.classifier: whether this engine's config
- * turns it on (then evaluateWithClassifier needs one).
+ * Where a config runs guards.prompt_injection's model: `requestPath`, on prompts before the call
+ * (the wrappers, the guard check; `classifier`), and `ingestion`, also on traces that carry no
+ * score (`classifier_on_ingestion`). Neither when the guard is off.
  */
-export function usesClassifier(engine: GuardEngine): boolean {
-  return engine.config.guards.prompt_injection.enabled && engine.config.guards.prompt_injection.classifier;
+export function classifierUse(guards: EngineConfig["guards"]): { requestPath: boolean; ingestion: boolean } {
+  const p = guards.prompt_injection;
+  const requestPath = p.enabled && p.classifier;
+  return { requestPath, ingestion: requestPath && p.classifier_on_ingestion };
 }
+
+/** Whether this engine's config turns the classifier on (classifierUse's requestPath). */
+export function usesClassifier(engine: GuardEngine): boolean {
+  return classifierUse(engine.config.guards).requestPath;
+}
+
+/**
+ * Where the classifier's score of a text comes from: the model itself, or a function that gives
+ * the score (from anywhere: a model, the API, a trace) or undefined when there is none.
+ */
+export type ClassifierSource = TextClassifier | ((text: string) => number | undefined | Promise<number | undefined>);
 
 /**
  * Whether the classifier has a say on this decision: an input whose prompt_injection check did not
@@ -394,22 +408,22 @@ export function withClassifierScore(engine: GuardEngine, decision: GuardDecision
 
 /**
  * The chain's decision (GuardEngine.evaluate), then, where the classifier has a say
- * (wantsClassifierScore), its score applied (withClassifierScore). `score` is the model's score of
- * the text when it ran (undefined when it did not need to). Throws when the config turns the
- * classifier on and none is given: a guard that is configured never silently runs without its
- * model.
+ * (wantsClassifierScore), the score `source` gives applied (withClassifierScore); `source` is asked
+ * only then. `score` is that score (undefined when none was asked for or given). Throws when the
+ * config turns the classifier on and no source is given: a guard that is configured never silently
+ * runs without its model.
  */
 export async function scoreWithClassifier(
   engine: GuardEngine,
   text: string,
   phase: Phase,
-  classifier: TextClassifier | undefined,
+  source: ClassifierSource | undefined,
 ): Promise<{ decision: GuardDecision; score?: number }> {
   const decision = engine.evaluate(text, phase);
   if (!wantsClassifierScore(engine, decision, phase)) return { decision };
-  if (!classifier) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
-  const score = await classifier.score(text);
-  return { decision: withClassifierScore(engine, decision, text, score), score };
+  if (!source) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
+  const score = typeof source === "function" ? await source(text) : await source.score(text);
+  return score === undefined ? { decision } : { decision: withClassifierScore(engine, decision, text, score), score };
 }
 
 /** scoreWithClassifier's decision. */
@@ -417,9 +431,9 @@ export async function evaluateWithClassifier(
   engine: GuardEngine,
   text: string,
   phase: Phase,
-  classifier: TextClassifier | undefined,
+  source: ClassifierSource | undefined,
 ): Promise<GuardDecision> {
-  return (await scoreWithClassifier(engine, text, phase, classifier)).decision;
+  return (await scoreWithClassifier(engine, text, phase, source)).decision;
 }
 
 const MAX_DESCRIPTIONS = 5;

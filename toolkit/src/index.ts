@@ -3,6 +3,7 @@
 export * from "./guards/index.ts";
 export * from "./evals/index.ts";
 export {
+  classifierUse,
   CustomTemplateRef,
   DEFAULT_THRESHOLDS,
   describe as describeHits,
@@ -22,7 +23,7 @@ export {
 // The prompt-injection classifier (needs the optional peer dependency onnxruntime-node to load).
 export { ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";
 export type { TextClassifier } from "./guards/classifier/index.ts";
-export type { EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
+export type { ClassifierSource, EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
 
 // The client: configure() once at boot, submit() after each LLM call (docs/spec.md part 1, plain path).
 // The LangChain wrapper is the subpath "@berth/toolkit/langchain" (it needs @langchain/core).

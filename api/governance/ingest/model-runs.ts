@@ -7,25 +7,17 @@
 // batch is one per trace without a score (the request path's scores cost nothing). Past the budget
 // the request is refused with 429 rate_limited (policy "model") and Retry-After, before any run:
 // one app's flood spends its own budget, and the other apps' checks and traces are served.
-import { GuardsConfig, type EngineConfigInput } from "../../../toolkit/src/index.ts";
+import { classifierUse, GuardsConfig, type EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { RateLimiter, TooManyRequestsError, type Budget } from "../../http/limits.ts";
 import type { AppPrincipal } from "../../http/route.ts";
 
-export interface ClassifierUse {
-  /** a guard check of a prompt runs the model (guards.prompt_injection enabled, classifier on) */
-  checks: boolean;
-  /** ingestion runs it on traces without a score (and classifier_on_ingestion) */
-  ingestion: boolean;
-}
+const uses = new WeakMap<EngineConfigInput, ReturnType<typeof classifierUse>>();
 
-const uses = new WeakMap<EngineConfigInput, ClassifierUse>();
-
-/** Where an app's config runs the classifier in the API (memoised by the input object, which EngineInputs keeps per version). */
-export function classifierUse(input: EngineConfigInput): ClassifierUse {
+/** classifierUse of an engine input, memoised by the input object (EngineInputs keeps one per config version). */
+export function classifierUseOf(input: EngineConfigInput): ReturnType<typeof classifierUse> {
   let use = uses.get(input);
   if (!use) {
-    const p = GuardsConfig.parse(input.guards ?? {}).prompt_injection;
-    use = { checks: p.enabled && p.classifier, ingestion: p.enabled && p.classifier && p.classifier_on_ingestion };
+    use = classifierUse(GuardsConfig.parse(input.guards ?? {}));
     uses.set(input, use);
   }
   return use;

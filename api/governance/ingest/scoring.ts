@@ -17,14 +17,13 @@
 import { Worker } from "node:worker_threads";
 import {
   aggregateEvalScore,
+  classifierUse,
   DEFAULT_PHASES,
   EngineConfig,
   GuardEngine,
   runEvals,
+  scoreWithClassifier,
   sharedInjectionClassifier,
-  usesClassifier,
-  wantsClassifierScore,
-  withClassifierScore,
   type EngineConfigInput,
   type EvalResult,
   type GuardBlock,
@@ -83,14 +82,13 @@ export async function scoreTraces(
   traces: readonly ScoreInput[],
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<ScoreResult[]> {
-  const onIngestion = usesClassifier(engine) && engine.config.guards.prompt_injection.classifier_on_ingestion;
+  const onIngestion = classifierUse(engine.config.guards).ingestion;
+  const model = async (text: string) => (await classifier()).score(text);
   const out: ScoreResult[] = [];
   for (const t of traces) {
-    let input = engine.evaluate(t.input, "input");
-    if (wantsClassifierScore(engine, input, "input")) {
-      if (t.classifierScore !== undefined) input = withClassifierScore(engine, input, t.input, t.classifierScore);
-      else if (onIngestion) input = withClassifierScore(engine, input, t.input, await (await classifier()).score(t.input));
-    }
+    const { decision: input } = await scoreWithClassifier(engine, t.input, "input", () =>
+      t.classifierScore !== undefined ? t.classifierScore : onIngestion ? model(t.input) : undefined,
+    );
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
     const guardBlocked = input.decision === "block" || output.decision === "block";
@@ -154,10 +152,8 @@ export async function checkText(
   phase: Phase,
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<GuardCheckResult> {
-  const decision = engine.evaluate(text, phase);
-  if (!wantsClassifierScore(engine, decision, phase)) return guardCheckResult(decision);
-  const score = await (await classifier()).score(text);
-  return guardCheckResult(withClassifierScore(engine, decision, text, score), score);
+  const { decision, score } = await scoreWithClassifier(engine, text, phase, async (t) => (await classifier()).score(t));
+  return guardCheckResult(decision, score);
 }
 
 /**

@@ -19,7 +19,7 @@ import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { RunnableBinding } from "@langchain/core/runnables";
 import { randomUUID } from "node:crypto";
 import type { GuardDecision, GuardEngine } from "../engine.ts";
-import { wantsClassifierScore, withClassifierScore } from "../engine.ts";
+import { scoreWithClassifier } from "../engine.ts";
 import { defaultClassifierDir, sharedInjectionClassifier } from "../guards/classifier/index.ts";
 import { GuardBlockedError, GuardUnavailableError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
@@ -199,40 +199,36 @@ class GovernedCall {
     const messages = typeof input === "string" ? undefined : toMessages(input);
     const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
-    let decision = engine.evaluate(text, "input");
-    if (wantsClassifierScore(engine, decision, "input")) {
-      // guards.prompt_injection.classifier (on by default): the model scores the prompt the patterns
-      // let pass, here when this service has its files (BERTH_GUARD_MODEL_DIR: a model that cannot
-      // load fails the call), else the API's model through the guard check (when the API does not
-      // answer, onGuardError decides). The score goes with the trace, so ingestion records this
-      // very decision.
-      let score: number | undefined;
-      if (defaultClassifierDir() !== undefined) score = await (await sharedInjectionClassifier()).score(text);
-      else {
-        let remote;
-        try {
-          remote = await this.#g.classifierScore(text);
-        } catch (err) {
-          if (err instanceof GuardUnavailableError) {
-            this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 }, error: err.message });
-            err.traceId = state.traceId;
-          }
-          throw err;
-        }
-        score = remote.score;
-        if (remote.unavailable !== undefined) state.unavailable = remote.unavailable;
-      }
-      if (score !== undefined) {
-        decision = withClassifierScore(engine, decision, text, score);
-        state.classifierScore = score;
-      }
-    }
+    const { decision, score } = await scoreWithClassifier(engine, text, "input", (t) => this.#classifierScore(t, state, options));
+    if (score !== undefined) state.classifierScore = score;
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
       throw new GuardBlockedError("input", decision, state.traceId);
     }
     if (decision.decision === "redact") state.sent = messages ? redactMessages(messages, engine) : (decision.redactedText ?? input);
     return state;
+  }
+
+  /**
+   * guards.prompt_injection.classifier (on by default) on a prompt the patterns let pass: this
+   * process's model when the service has its files (BERTH_GUARD_MODEL_DIR: a model that cannot load
+   * fails the call), else the API's through the guard check, where onGuardError decides when the
+   * API does not answer ("allow": no score, the trace marked; "block": the call refused and
+   * recorded). The score goes with the trace, so ingestion records this very decision.
+   */
+  async #classifierScore(text: string, state: CallState, options: Record<string, unknown> | undefined): Promise<number | undefined> {
+    if (defaultClassifierDir() !== undefined) return (await sharedInjectionClassifier()).score(text);
+    try {
+      const remote = await this.#g.classifierScore(text);
+      state.unavailable = remote.unavailable;
+      return remote.score;
+    } catch (err) {
+      if (err instanceof GuardUnavailableError) {
+        this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 }, error: err.message });
+        err.traceId = state.traceId;
+      }
+      throw err;
+    }
   }
 
   #submit(
