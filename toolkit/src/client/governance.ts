@@ -79,8 +79,11 @@ export interface GovernanceStats extends QueueStats {
 
 const EMPTY: QueueStats = { queued: 0, submitted: 0, sent: 0, duplicates: 0, rejected: 0, dropped: 0, retries: 0 };
 
-/** The classifier's score of a prompt from the API, or why there is none (onGuardError "allow"). */
-export type RemoteScore = { score: number | undefined; unavailable?: undefined } | { score?: undefined; unavailable: string };
+/** The classifier's score of a prompt from the API (none when its guards did not need it), or why there is none (onGuardError "allow"). */
+export interface RemoteScore {
+  score?: number | undefined;
+  unavailable?: string;
+}
 
 export class Governance {
   readonly mode: GovernanceMode;

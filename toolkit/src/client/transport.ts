@@ -89,20 +89,31 @@ export class HttpTransport implements TraceTransport {
     return signal ? AbortSignal.any([signal, timeout]) : timeout;
   }
 
-  async send(body: string, _count: number, signal: AbortSignal): Promise<SendOutcome> {
-    let res: Response;
-    let text: string;
+  /**
+   * One request to `path` under /api/v1/governance with the key, and its answer's text; or, when no
+   * answer came (network error, timeout), why, as networkError says it.
+   */
+  async #exchange(
+    path: string,
+    body: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<{ res: Response; text: string; error?: undefined } | { error: string }> {
     try {
-      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/traces`, {
-        method: "POST",
-        headers: this.#headers(true),
-        body,
+      const res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/${path}`, {
+        ...(body === undefined ? {} : { method: "POST", body }),
+        headers: this.#headers(body !== undefined),
         signal: this.#signal(signal),
       });
-      text = await res.text();
+      return { res, text: await res.text() };
     } catch (err) {
-      return { kind: "retry", error: networkError(err) };
+      return { error: networkError(err) };
     }
+  }
+
+  async send(body: string, _count: number, signal: AbortSignal): Promise<SendOutcome> {
+    const answer = await this.#exchange("traces", body, signal);
+    if (answer.error !== undefined) return { kind: "retry", error: answer.error };
+    const { res, text } = answer;
     if (res.ok) {
       try {
         const parsed = JSON.parse(text) as {
@@ -137,19 +148,9 @@ export class HttpTransport implements TraceTransport {
    * API does not answer a score: the caller decides what an unscored prompt means.
    */
   async classifierScore(text: string, signal?: AbortSignal): Promise<number | undefined> {
-    let res: Response;
-    let body: string;
-    try {
-      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/guard-check`, {
-        method: "POST",
-        headers: this.#headers(true),
-        body: JSON.stringify({ phase: "input", text }),
-        signal: this.#signal(signal),
-      });
-      body = await res.text();
-    } catch (err) {
-      throw new Error(`the guard check failed: ${networkError(err)}`, { cause: err });
-    }
+    const answer = await this.#exchange("guard-check", JSON.stringify({ phase: "input", text }), signal);
+    if (answer.error !== undefined) throw new Error(`the guard check failed: ${answer.error}`);
+    const { res, text: body } = answer;
     if (!res.ok) throw new Error(`the guard check failed: ${describeFailure(res.status, body)}`);
     let score: unknown;
     try {
@@ -165,17 +166,9 @@ export class HttpTransport implements TraceTransport {
 
   /** GET /api/v1/governance/config. Never throws. */
   async config(signal?: AbortSignal): Promise<ConfigOutcome> {
-    let res: Response;
-    let text: string;
-    try {
-      res = await this.#fetch(`${this.#connection.baseUrl}/api/v1/governance/config`, {
-        headers: this.#headers(false),
-        signal: this.#signal(signal),
-      });
-      text = await res.text();
-    } catch (err) {
-      return { ok: false, error: networkError(err), retryable: true };
-    }
+    const answer = await this.#exchange("config", undefined, signal);
+    if (answer.error !== undefined) return { ok: false, error: answer.error, retryable: true };
+    const { res, text } = answer;
     if (!res.ok) {
       const retryAfterMs = parseRetryAfter(res.headers.get("retry-after"));
       return {
