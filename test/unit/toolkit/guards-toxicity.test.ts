@@ -315,3 +315,72 @@ for (const text of [
     t.is(v.result, "pass", JSON.stringify(v));
   });
 }
+
+// Rules from the dev misses of ToxiGen and Stormfront (docs/guards.md "Hate without slurs"): a group
+// kept from rights or places, told to go back, cast as invaders or a burden, an identity denied,
+// a disclaimer ("I'm not racist but") that does not negate what follows; each with the ordinary
+// sentence that shares its words.
+const hateWithoutSlurs: Array<[string, ToxicityCategory]> = [
+  ["Immigrants should not be allowed to vote.", "hate"],
+  ["Muslims can't be trusted.", "hate"],
+  ["The world would be better without gay people.", "hate"],
+  ["I don't think they should be allowed to exist, trans people.", "hate"],
+  ["Keep the refugees out of our town.", "hate"],
+  ["Go back to your own country!", "hate"],
+  ["Immigrants are stealing our jobs.", "hate"],
+  ["Hordes of migrants are coming.", "hate"],
+  ["Muslims breed like rats.", "hate"],
+  ["Asians are trying to take over our country.", "hate"],
+  ["Our culture was destroyed by the immigrants.", "hate"],
+  ["The mentally ill are a drain on society.", "hate"],
+  ["Women should stay in the kitchen.", "hate"],
+  ["Lesbians are not real women.", "hate"],
+  ["Bisexuality isn't real.", "hate"],
+  ["I'm not racist, but mexicans are all dirty.", "hate"],
+  ["Arabs are primitive.", "hate"],
+  ["Disabled people are not worth saving.", "hate"],
+  ["Those race traitors again.", "slur"],
+];
+for (const [text, category] of hateWithoutSlurs) {
+  test(`toxicity (hate without a slur): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "block", JSON.stringify(v));
+    t.true(
+      v.matches.some((m) => m.kind === category),
+      JSON.stringify(v.matches),
+    );
+  });
+}
+for (const text of [
+  "Immigrants should be allowed to vote in local elections.",
+  "Permanent residents cannot vote in federal elections.",
+  "The world would be better without plastic waste.",
+  "I want to go back to my home country for the holidays.",
+  "Go back to the previous page and try again.",
+  "A wave of applications arrived after the announcement.",
+  "Who will take over the project when she leaves?",
+  "The old town was destroyed by the earthquake.",
+  "Caring for the mentally ill is a duty of every society.",
+  "Women should be paid the same as men.",
+  "It is a myth that immigrants are criminals.",
+  "It is a common misconception that native americans are all savages.",
+  "Bisexuality is real and bisexual people deserve respect.",
+  "Rabbits breed quickly in the spring.",
+  "Keep the cat out of the kitchen.",
+  "Will AI take our jobs?",
+  "A wave of women entered politics in 2018.",
+  "Chinese companies want to take over the market.",
+  "Refugees are not a threat to society.",
+  "Refugees are helpless and need our help.",
+  "Gay couples can't marry in many countries.",
+  "The Taliban ban women from universities, the report says.",
+  "Women should stay at home when they have the flu.",
+  "Women smell nice after a shower, says the ad.",
+  "The world would be better without them, said the mosquito researcher.",
+  "There's no way that trans people can afford this rent.",
+]) {
+  test(`toxicity (ordinary sentence beside hate without a slur): ${JSON.stringify(text)} passes`, (t) => {
+    const v = toxicityGuard(text);
+    t.is(v.result, "pass", JSON.stringify(v));
+  });
+}

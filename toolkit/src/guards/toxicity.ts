@@ -133,12 +133,12 @@ const YOU = String.raw`(?:you|your|ya|u|ur|yourself|urself)`;
 // (protected characteristics, HateCheck's targets, national origin); "<adjective> people", "you people".
 const GROUP_ADJ = String.raw`(?:black|white|non-?white|brown|asian|jewish|muslim|christian|catholic|hindu|sikh|gay|lesbian|bisexual|trans|transgender|queer|disabled|deaf|blind|autistic|immigrant|foreign|indian|chinese|korean|japanese|pakistani|mexican|arab|african(?: american)?|american|european|russian|polish|romanian|latino|hispanic|native|roma|gypsy|old|fat)`;
 const PEOPLE = String.raw`(?:people|folks|men|women|persons|kids|children|immigrants|refugees|guys|girls|boys)`;
-const GROUP = String.raw`(?:${GROUP_ADJ}\s+${PEOPLE}|muslims|moslems|jews|christians|catholics|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|pakistanis|koreans|turks|russians|americans|europeans|latinos|hispanics|gays?(?: and lesbians)?|lesbians|homosexuals|queers|trans people|transgenders|trannies|lgbtq?\+?(?: people| community)?|autistics|autists|disabled people|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|these people|those people)`;
+const GROUP = String.raw`(?:${GROUP_ADJ}\s+${PEOPLE}|middle easterners|native americans|african[- ]americans|negro(?:e)?s|bisexuals|slavs|illegals|illegal (?:immigrants|aliens)|third worlders|non-?whites|trans (?:women|men)|transwomen|transmen|(?:the )?mentally (?:ill|disabled|retarded)(?: people)?|(?:people|those) with (?:mental |physical |intellectual )?disabilit(?:y|ies)|the disabled|cripples|muslims|moslems|jews|christians|catholics|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|pakistanis|koreans|turks|russians|americans|europeans|latinos|hispanics|gays?(?: and lesbians)?|lesbians|homosexuals|queers|trans people|transgenders|trannies|lgbtq?\+?(?: people| community)?|autistics|autists|disabled people|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|these people|those people)`;
 // Religions, identities and movements named as a whole ("islam is ...", "destroy islam").
 const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|characters|culture|history|government))`;
-const NEGATIVE = String.raw`(?:disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
+const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
 interface Pattern {
   category: ToxicityCategory;
   weight: number;
@@ -262,7 +262,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "identity insult",
     re: r(
-      String.raw`\b${GROUP_ADJ}\s+(?:american\s+)?(?:cunts?|bitch(?:es)?|whores?|sluts?|scum|trash|niggas?|parasites|leeches|vermin|savages|subhumans)\b|\blike (?:the )?(?:animals|vermin|rats|cockroaches|pigs|dogs|savages|parasites) (?:they|you) are\b|\b(?:fucking|filthy|dirty|lowlife|stupid|dumb|ugly|smelly)\s+(?:\w+\s+)?${GROUP_ADJ}\s+(?:monkeys?|apes?|animals?|pigs?|cockroach(?:es)?|vermin|savages?|parasites?|rats?|dogs?)\b`,
+      String.raw`\b${GROUP_ADJ}\s+(?:american\s+)?(?:cunts?|bitch(?:es)?|whores?|sluts?|scum|trash|garbage|filth|niggas?|parasites|leeches|vermin|savages|subhumans)\b|\blike (?:the )?(?:animals|vermin|rats|cockroaches|pigs|dogs|savages|parasites) (?:they|you) are\b|\b(?:fucking|filthy|dirty|lowlife|stupid|dumb|ugly|smelly)\s+(?:\w+\s+)?${GROUP_ADJ}\s+(?:monkeys?|apes?|animals?|pigs?|cockroach(?:es)?|vermin|savages?|parasites?|rats?|dogs?)\b`,
     ),
   },
   {
@@ -279,6 +279,49 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     label: "denial of humanity",
     re: r(
       String.raw`\b(?:${GROUP}|they|these people|those people)\s+(?:are not|aren['’]?t|is not|isn['’]?t|r not)\s+(?:\d+%\s+|fully\s+|even\s+|real\s+)?(?:humans?|people|persons)\b`,
+    ),
+  },
+  // hate without a slur (the dev split of ToxiGen and Stormfront, docs/guards.md "Hate without
+  // slurs"): a group kept from rights or places, told to go back, cast as invaders or a burden, or
+  // as not to be trusted; each with the ordinary sentence that shares its words in the unit tests
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "exclusion of a group",
+    re: r(
+      String.raw`\b(?:${GROUP}|${CREED})\b(?:(?!\b(?:not|never|no)\b)[^.!?\n]){0,40}?\b(?:(?:should(?:n['’]?t| not| never)|must(?:n['’]?t| not| never)|shall not|ought not to)\s+(?:ever\s+)?(?:be\s+)?(?:allowed|permitted|trusted|given (?:rights|the vote|welfare|jobs)|exist|vote|marry|adopt|be hired|hold office|live (?:here|among us|in our \w+))|(?:cannot|can['’]?t|can not)\s+be\s+trusted)\b|\b(?:world|country|society|planet|earth|neighbou?rhood)\s+(?:would|will)\s+be\s+(?:a\s+)?better(?:\s+(?:place|off))?\s+without\s+(?:(?:all|the|any|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|moochers|parasites|scum|vermin)\b|\b(?:don['’]?t|dont|do not)\s+think\s+(?:that\s+)?(?:they|${GROUP})\s+should\s+(?:be\s+allowed\s+to\s+)?(?:exist|live|vote|marry|have (?:rights|kids|children))\b|(?<=(?:^|[.!?,;:\n]\s*|\b(?:we|let['’]?s|lets|should|must|need to|have to|the right to|just)\s+))(?:ban|keep)\s+(?:all\s+|the\s+|any\s+)?(?:${GROUP})\s+(?:from|out of)\b|\b(?:do not|don['’]?t|dont)\s+(?:want|need)\s+(?:any\s+)?(?:more\s+)?(?:of\s+)?(?:${GROUP}|those (?:\w+ )?people)\s+(?:in|near|around)\s+(?:my|our|this)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "telling a group to go back",
+    re: r(
+      String.raw`\b(?:go|send (?:them|\w+)|sent|get)\s+back\s+(?:to\s+(?:your|their|ur)\s+(?:own\s+)?(?:countr(?:y|ies)|homelands?|lands?|jungles?|caves?|deserts?|huts?|shitholes?)|(?:to\s+)?where\s+(?:you|they|u)\s+(?:came|come)\s+from)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.8,
+    label: "a group cast as invaders",
+    re: r(
+      String.raw`\b(?:${GROUP})\b(?:\s+(?:(?:(?:are|will|just|all|want to|come here to)\s+){0,4}(?:steal(?:ing)?|stole|tak(?:e|es|ing)|took)\s+(?:all\s+(?:of\s+)?)?our\s+(?:jobs|women|country|land|benefits|homes)\b|(?:\w+\s+)?(?:breed|multiply|reproduce)\s+like\s+(?:rats|rabbits|vermin|animals|cockroaches|flies|insects)\b|(?:are\s+)?(?:(?:invading|flooding|swarming|overrunning|infesting)\b|(?:destroying|ruining)\s+(?:our|this|the)\s+(?:country|culture|nation|society|neighbou?rhoods?|towns?|cities|race|way of life)\b|(?:\w+\s+){0,2}?(?:to\s+)?take over (?:our|this|my) (?:country|nation|world|land|town|city)\b))|(?:(?!\b(?:not|never|no)\b)[^.!?\n]){0,30}?\b(?:a|an?\s+\w+)\s+(?:drain|burden|threat|menace|danger|parasites?)\s+(?:on|to)\s+(?:society|the economy|our|the country|this country|everyone)\b)|\b(?:invasion|invaders?|hordes?|swarms?)\s+of\s+(?:\w+\s+){0,2}?(?:${GROUP}|third world)|\b(?:destroyed|ruined|overrun)\s+by\s+(?:the\s+|these\s+|all\s+(?:the\s+)?)?(?:${GROUP})`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.8,
+    label: "denial of an identity",
+    re: r(
+      String.raw`\b(?:bisexuality|transgenderism|being (?:trans|bi|bisexual|nonbinary|non-binary)|asexuality|gender dysphoria|non-?binary genders?)\s+(?:is\s+not|isn['’]?t|isnt|is\s+never)\s+(?:real|a real thing|a thing|valid)\b|\bno such thing as (?:bisexuality|bisexuals|being trans|asexuality|non-?binary (?:people|genders?))\b(?!\s+(?:erasure|discrimination|phobia))|\bno way (?:that )?(?:bisexuality|being trans|asexuality) is (?:a )?real\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.8,
+    label: "a group kept to its place",
+    re: r(
+      String.raw`\b(?:women|females|wives|girls)\s+(?:(?:should|must|need to)\s+(?:all\s+|only\s+)?(?:stay|be kept|remain)\s+(?:in the kitchen|barefoot)|belong\s+(?:in the kitchen|at home|in the home|barefoot))\b|\b(?:${GROUP})\s+(?:(?:do not|don['’]?t|dont|does not|doesn['’]?t)\s+belong\s+(?:here|in (?:our|this|my) (?:country|society|school|town|city|neighbou?rhood))\b|(?:are|is)\s+(?:still\s+|just\s+)?not\s+(?:real|true|proper|normal)\s+(?:families|women|men|americans|citizens|people|parents)\b|(?:all\s+)?(?:smell|stink)s?\s+(?:like\s+(?:garbage|shit|trash|curry|sewage|animals|pigs|dogs|rotten \w+)|bad|awful|terrible|disgusting)\b)`,
     ),
   },
   {
@@ -310,7 +353,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.9,
     label: "slur",
     re: r(
-      String.raw`\b(?:beaners?|spics?(?! and span)|wetbacks?|gooks?|ragheads?|towelheads?|n[i1]gglets?|half-?breeds?|sand ?n[i1]gg\w*|kikes?|chinks?(?! in (?:the|his|her|their|its|our|my|your) armou?r))\b`,
+      String.raw`\b(?:beaners?|spics?(?! and span)|wetbacks?|gooks?|ragheads?|towelheads?|n[i1]gglets?|half-?breeds?|sand ?n[i1]gg\w*|kikes?|groids?|negroids?|mud ?(?:people|races?|bab(?:y|ies)|sharks?)|muds(?:lims?|lums?)|muzz(?:ies|y|rats?)|jungle bunn(?:y|ies)|race[- ]traitors?|mongreli[sz]\w*|chinks?(?! in (?:the|his|her|their|its|our|my|your) armou?r))\b`,
     ),
   },
   {
@@ -348,7 +391,8 @@ const PATTERN_GROUPS = Array.from({ length: Math.ceil(TOXICITY_PATTERNS.length /
 });
 
 // A generalisation negated in its own clause ("I would never say that women are worthless").
-const NEGATED_BEFORE = /\b(?:never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop)\b[^.!?;\n]*$/;
+const NEGATED_BEFORE =
+  /\b(?:never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop|misconceptions?|myths?|stereotypes?|false that|untrue that)\b(?:(?!\bbut\b)[^.!?;\n])*$/;
 // Quoted words in a text that talks about them ("is it offensive to call someone 'x'?", "saying 'x'
 // is sexist"): mentioned, not used.
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{1,200}?)(["'”’»])(?![\w])/g;
