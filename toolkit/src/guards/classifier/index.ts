@@ -1,7 +1,8 @@
 // The prompt-injection classifier: the model layer of the prompt_injection guard
 // (docs/guards.md "The classifier"). A small encoder (the first layer of all-MiniLM-L6-v2, int8)
-// and a logistic regression in one ONNX graph, built by hack/guard-model.ts from public weights
-// and licensed public data, run by onnxruntime-node on one thread. The files (model.onnx,
+// and two logistic regressions (the higher of their scores) in one ONNX graph, built by
+// hack/guard-model.ts from public weights and licensed public data, run by onnxruntime-node on one
+// thread. The files (model.onnx,
 // vocab.txt, model.json) are not in the npm package (13 MiB for a guard apps opt into): they come
 // from the directory BERTH_GUARD_MODEL_DIR names, or the one given to loadInjectionClassifier;
 // the graph's sha256 is checked against model.json before it is loaded. onnxruntime-node is an
