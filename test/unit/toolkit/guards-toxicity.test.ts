@@ -14,6 +14,28 @@ import {
   toAsciiLowerCaseTransformer,
 } from "obscenity";
 
+/** One test per text: it blocks, with a match of `category` (`what` names the cases). */
+function blocksAs(what: string, cases: ReadonlyArray<readonly [string, ToxicityCategory]>): void {
+  for (const [text, category] of cases)
+    test(`toxicity${what}: ${JSON.stringify(text)} blocks as ${category}`, (t) => {
+      const v = toxicityGuard(text);
+      t.is(v.result, "block", JSON.stringify(v));
+      t.true(
+        v.matches.some((m) => m.kind === category),
+        JSON.stringify(v.matches),
+      );
+    });
+}
+
+/** One test per text: it passes at medium. */
+function passes(what: string, texts: readonly string[]): void {
+  for (const text of texts)
+    test(`toxicity${what}: ${JSON.stringify(text)} passes`, (t) => {
+      const v = toxicityGuard(text);
+      t.is(v.result, "pass", JSON.stringify(v));
+    });
+}
+
 const toxic: Array<[string, ToxicityCategory]> = [
   ["I will kill you.", "threat"],
   ["I'm going to find where you live.", "threat"],
@@ -30,16 +52,7 @@ const toxic: Array<[string, ToxicityCategory]> = [
   ["sh1t for brains, you're useless", "harassment"],
 ];
 
-for (const [text, category] of toxic) {
-  test(`toxicity: ${JSON.stringify(text)} blocks as ${category}`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "block", JSON.stringify(v));
-    t.true(
-      v.matches.some((m) => m.kind === category),
-      JSON.stringify(v.matches),
-    );
-  });
-}
+blocksAs("", toxic);
 
 const clean = [
   "How do I kill a process on Linux?",
@@ -58,11 +71,7 @@ const clean = [
   "Analysis of the assassin's class.",
 ];
 
-for (const text of clean) {
-  test(`toxicity: ${JSON.stringify(text)} passes at medium`, (t) => {
-    t.is(toxicityGuard(text).result, "pass", JSON.stringify(toxicityGuard(text)));
-  });
-}
+passes(" (at medium)", clean);
 
 test("severity orders confidences: sexual term < casual profanity < aimed insult < threat", (t) => {
   const c = (s: string) => toxicityGuard(s).confidence;
@@ -232,17 +241,8 @@ const toxicWithoutSlurs: Array<[string, ToxicityCategory]> = [
   ["You're the dumbest person I've ever met.", "harassment"],
   ["Go back home, you filthy beaner.", "slur"],
 ];
-for (const [text, category] of toxicWithoutSlurs) {
-  test(`toxicity (without a slur): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "block", JSON.stringify(v));
-    t.true(
-      v.matches.some((m) => m.kind === category),
-      JSON.stringify(v.matches),
-    );
-  });
-}
-for (const text of [
+blocksAs(" (without a slur)", toxicWithoutSlurs);
+passes(" (negation, mention, homograph)", [
   "There are chinks in the armour of the argument.",
   "I would never say that women are worthless.",
   "Saying 'women are inferior' is sexist and wrong.",
@@ -252,12 +252,7 @@ for (const text of [
   "I can't stand people who don't use their indicators.",
   "Muslims celebrate Eid at the end of Ramadan.",
   "Spic and Span is a cleaning brand.",
-]) {
-  test(`toxicity (negation, mention, homograph): ${JSON.stringify(text)} passes`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "pass", JSON.stringify(v));
-  });
-}
+]);
 
 // Rules from the dev misses of ETHOS (the evaluation's second round): calls for violence against a group,
 // wishes of death, threats against a third person, insults fastened to an identity, profanity about
@@ -283,17 +278,8 @@ const round2Toxic: Array<[string, ToxicityCategory]> = [
   ["They came in and now the jews run this shit town.", "hate"],
   ["They will be hunted down like the animals they are.", "hate"],
 ];
-for (const [text, category] of round2Toxic) {
-  test(`toxicity (violence, dehumanising, insult to a group): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "block", JSON.stringify(v));
-    t.true(
-      v.matches.some((m) => m.kind === category),
-      JSON.stringify(v.matches),
-    );
-  });
-}
-for (const text of [
+blocksAs(" (violence, dehumanising, insult to a group)", round2Toxic);
+passes(" (ordinary sentence with the same words)", [
   "How did the Nazis kill the Jews during the Holocaust?",
   "Tell me about African animals like lions and zebras.",
   "Lab mice and white rats are used in research.",
@@ -309,12 +295,7 @@ for (const text of [
   "Death to the bugs in my code!",
   "I'd never say that refugees are parasites.",
   "Women are equally as strong as men.",
-]) {
-  test(`toxicity (ordinary sentence with the same words): ${JSON.stringify(text)} passes`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "pass", JSON.stringify(v));
-  });
-}
+]);
 
 // Rules from the dev misses of ToxiGen and Stormfront (docs/guards.md "Hate without slurs"): a group
 // kept from rights or places, told to go back, cast as invaders or a burden, an identity denied,
@@ -341,17 +322,8 @@ const hateWithoutSlurs: Array<[string, ToxicityCategory]> = [
   ["Disabled people are not worth saving.", "hate"],
   ["Those race traitors again.", "slur"],
 ];
-for (const [text, category] of hateWithoutSlurs) {
-  test(`toxicity (hate without a slur): ${JSON.stringify(text)} blocks as ${category}`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "block", JSON.stringify(v));
-    t.true(
-      v.matches.some((m) => m.kind === category),
-      JSON.stringify(v.matches),
-    );
-  });
-}
-for (const text of [
+blocksAs(" (hate without a slur)", hateWithoutSlurs);
+passes(" (ordinary sentence beside hate without a slur)", [
   "Immigrants should be allowed to vote in local elections.",
   "Permanent residents cannot vote in federal elections.",
   "The world would be better without plastic waste.",
@@ -378,9 +350,4 @@ for (const text of [
   "Women smell nice after a shower, says the ad.",
   "The world would be better without them, said the mosquito researcher.",
   "There's no way that trans people can afford this rent.",
-]) {
-  test(`toxicity (ordinary sentence beside hate without a slur): ${JSON.stringify(text)} passes`, (t) => {
-    const v = toxicityGuard(text);
-    t.is(v.result, "pass", JSON.stringify(v));
-  });
-}
+]);
