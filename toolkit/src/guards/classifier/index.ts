@@ -12,7 +12,20 @@ import { readFile } from "node:fs/promises";
 import { z } from "zod";
 import type * as Ort from "onnxruntime-node";
 import { readEnv } from "../../client/config.ts";
-import { encode, parseVocabulary, type Vocabulary } from "./wordpiece.ts";
+import { encodeWindows, parseVocabulary, windowStarts, type Vocabulary, type Windows } from "./wordpiece.ts";
+
+/** The windows of the classifier hack/guard-model.py builds (its model.json says which it was trained for). */
+export const CLASSIFIER_WINDOWS: Windows = { pieces: 64, stride: 48, max: 32 };
+
+/**
+ * What scoring a text of `chars` characters costs, in runs (a run: eight windows, what a dense 1 KB
+ * prompt costs), estimated without the vocabulary (four characters a word piece, English's
+ * average; a denser text takes more windows than estimated, never more than `max`, so at most
+ * max / 8 runs): what the API counts against an app's budget of model runs.
+ */
+export function estimatedRuns(chars: number, windows: Windows = CLASSIFIER_WINDOWS): number {
+  return Math.ceil(windowStarts(Math.ceil(chars / 4), windows).length / 8);
+}
 
 /** model.json: what the classifier is and how it was made (hack/guard-model.py writes it). */
 export const ClassifierInfo = z.object({
@@ -27,6 +40,10 @@ export const ClassifierInfo = z.object({
     quantisation: z.string(),
   }),
   tokenizer: z.object({ vocab: z.string(), lowercase: z.literal(true), maxTokens: z.number().int().min(3).max(512) }),
+  /** How a prompt is read: windows of `pieces` word pieces (maxTokens - 2), one every `stride`, at most `max`; its score is their highest. */
+  windows: z
+    .object({ pieces: z.number().int().positive(), stride: z.number().int().positive(), max: z.number().int().positive().max(64) })
+    .refine((w) => w.stride <= w.pieces, "a window's stride is at most its length"),
   training: z.object({
     split: z.string(),
     items: z.number().int(),
@@ -80,6 +97,10 @@ export async function loadInjectionClassifier(dir = defaultClassifierDir()): Pro
       }),
     ),
   );
+  if (info.tokenizer.maxTokens !== info.windows.pieces + 2)
+    throw new Error(
+      `${at("model.json")}: maxTokens ${info.tokenizer.maxTokens} is not a window of ${info.windows.pieces} pieces with [CLS] and [SEP]`,
+    );
   const [graph, vocabText] = await Promise.all([readFile(at("model.onnx")), readFile(at(info.tokenizer.vocab), "utf8")]);
   const digest = createHash("sha256").update(graph).digest("hex");
   if (digest !== info.sha256) throw new Error(`${at("model.onnx")}: sha256 ${digest} is not the ${info.sha256} of model.json`);
@@ -121,8 +142,14 @@ class OnnxClassifier implements TextClassifier {
     this.#session = session;
   }
 
+  /** The highest score of the text's windows (one window when it fits the model). */
   async score(text: string): Promise<number> {
-    const ids = encode(text, this.#vocab, this.info.tokenizer.maxTokens);
+    let best = 0;
+    for (const ids of encodeWindows(text, this.#vocab, this.info.windows)) best = Math.max(best, await this.#run(ids));
+    return best;
+  }
+
+  async #run(ids: readonly number[]): Promise<number> {
     const n = ids.length;
     const positions = new BigInt64Array(n);
     for (let i = 0; i < n; i++) positions[i] = BigInt(i);

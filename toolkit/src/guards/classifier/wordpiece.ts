@@ -82,15 +82,43 @@ function wordPieces(word: string, vocab: Vocabulary, out: number[]): void {
   }
 }
 
-/**
- * The model's input ids for a text: [CLS], its word pieces, [SEP]. When there are more pieces than
- * `maxTokens - 2`, the first half and the last half of that many: an override or a suffix sits at
- * one end of a prompt, and the encoder's cost grows with the square of the length.
- */
-export function encode(text: string, vocab: Vocabulary, maxTokens = 512): number[] {
+/** The word piece ids of a text, without [CLS] and [SEP]. */
+function piecesOf(text: string, vocab: Vocabulary): number[] {
   const pieces: number[] = [];
   for (const word of preTokenise(normalise(text))) wordPieces(word, vocab, pieces);
-  const room = maxTokens - 2;
-  const kept = pieces.length <= room ? pieces : [...pieces.slice(0, room >> 1), ...pieces.slice(pieces.length - (room - (room >> 1)))];
-  return [vocab.cls, ...kept, vocab.sep];
+  return pieces;
+}
+
+/** How a text is read in windows: `pieces` word pieces each, one every `stride`, at most `max`. */
+export interface Windows {
+  pieces: number;
+  stride: number;
+  max: number;
+}
+
+/**
+ * Where the windows of a text of `n` pieces start: one at 0 when the text fits one; else one every
+ * `stride`, the last ending at the text's end, so that any run of at most `pieces - stride` lies
+ * whole inside one of them. At most `max`, spread evenly from the first to the last when there
+ * would be more (the middle of a very long text is then read in part). hack/guard-model.py's
+ * window_starts is the same rule: the classifier learns the windows it is given.
+ */
+export function windowStarts(n: number, { pieces: room, stride, max: maxWindows }: Windows): number[] {
+  if (n <= room) return [0];
+  const starts: number[] = [];
+  for (let s = 0; s + room < n; s += Math.max(1, stride)) starts.push(s);
+  starts.push(n - room);
+  if (starts.length <= maxWindows) return starts;
+  if (maxWindows < 2) return [0];
+  return Array.from({ length: maxWindows }, (_, k) => starts[Math.round((k * (starts.length - 1)) / (maxWindows - 1))]!);
+}
+
+/**
+ * The model's inputs for a text: [CLS], word pieces, [SEP], one per window of windowStarts. The
+ * classifier scores each and takes the highest: an attack padded with benign text is read with at
+ * most a window's worth of text around it.
+ */
+export function encodeWindows(text: string, vocab: Vocabulary, windows: Windows): number[][] {
+  const pieces = piecesOf(text, vocab);
+  return windowStarts(pieces.length, windows).map((s) => [vocab.cls, ...pieces.slice(s, s + windows.pieces), vocab.sep]);
 }
