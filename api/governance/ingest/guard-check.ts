@@ -18,7 +18,7 @@ import type { Logger } from "../../../kube/logger.ts";
 import type { GuardCheckRequest } from "../schemas.ts";
 import { activeStore, assertKeyProject, type EngineInputs } from "./app-scope.ts";
 import { ScoringTimeoutError, type GuardCheckResult, type Scorer } from "./scoring.ts";
-import { classifierUseOf, type ModelRuns } from "./model-runs.ts";
+import { classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
 
 /** Retry-After of a 503 guard_timeout: a replaced worker is serving again within a second. */
 export const GUARD_TIMEOUT_RETRY_AFTER_SECONDS = 1;
@@ -50,7 +50,7 @@ export class GuardCheckService {
     const engine = await this.#d.engines.of(app, version);
     // a check the patterns end up blocking runs no model, but is counted all the same: the budget
     // is spent before the check, so that a refused one runs nothing
-    if (req.phase === "input" && classifierUseOf(engine).requestPath) this.#d.modelRuns?.spend(app, 1);
+    if (req.phase === "input" && classifierUseOf(engine).requestPath) this.#d.modelRuns?.spend(app, runsOf([req.text]));
     let result: GuardCheckResult;
     try {
       result = await this.#d.scorer.check(version, engine, req.text, req.phase);

@@ -25,7 +25,7 @@ import type { Client, GovernanceDb } from "../stores/db.ts";
 import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
 import { activeStore, assertKeyProject, type EngineInputs, type KeyStore } from "./app-scope.ts";
 import type { ScoreResult, Scorer } from "./scoring.ts";
-import { classifierUseOf, type ModelRuns } from "./model-runs.ts";
+import { classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "../schemas.ts";
 
@@ -237,10 +237,7 @@ export class IngestionService {
       const engine = await this.#d.engines.of(app, store.version);
       // the model on traces without the request path's score: spent before any runs (429 past the budget)
       if (classifierUseOf(engine).ingestion)
-        this.#d.modelRuns?.spend(
-          app,
-          inputs.reduce((n, x) => n + (x.classifierScore === undefined ? 1 : 0), 0),
-        );
+        this.#d.modelRuns?.spend(app, runsOf(inputs.filter((x) => x.classifierScore === undefined).map((x) => x.input)));
       scores = await this.#d.scorer.score(store.version, engine, inputs);
     }
     const unscored = scores.filter((s) => s.guardError !== undefined).length;

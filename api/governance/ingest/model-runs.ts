@@ -3,11 +3,14 @@
 // chain, so the budgets of requests (guard, ingest) do not bound what an app can take of them: 200
 // guard checks a second, each a model run, would be a core; a batch of 500 traces under
 // classifier_on_ingestion is 500 runs. So the runs an app causes are counted too, with the API's
-// GCRA limiter: a guard check of a prompt under a config that runs the classifier is one, and a
-// batch is one per trace without a score (the request path's scores cost nothing). Past the budget
+// GCRA limiter: a guard check of a prompt under a config that runs the classifier is one run per KB
+// of prompt or so (estimatedRuns: the classifier reads a long prompt in windows, up to four runs'
+// worth), and a batch is that for each trace without a score (the request path's scores cost
+// nothing). Past the budget
 // the request is refused with 429 rate_limited (policy "model") and Retry-After, before any run:
 // one app's flood spends its own budget, and the other apps' checks and traces are served.
 import { classifierUse, GuardsConfig, type EngineConfigInput } from "../../../toolkit/src/index.ts";
+import { estimatedRuns } from "../../../toolkit/src/guards/classifier/index.ts";
 import { RateLimiter, TooManyRequestsError, type Budget } from "../../http/limits.ts";
 import type { AppPrincipal } from "../../http/route.ts";
 
@@ -21,6 +24,11 @@ export function classifierUseOf(input: EngineConfigInput): ReturnType<typeof cla
     uses.set(input, use);
   }
   return use;
+}
+
+/** The runs scoring these prompts costs (estimatedRuns of each). */
+export function runsOf(prompts: readonly string[]): number {
+  return prompts.reduce((n, p) => n + estimatedRuns(p.length), 0);
 }
 
 export class ModelRuns {
