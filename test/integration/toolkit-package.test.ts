@@ -165,7 +165,8 @@ function fakeModelDir(): string {
       guard: "prompt_injection",
       sha256: createHash("sha256").update(graph).digest("hex"),
       encoder: { name: "e", package: "p", license: "MIT", layers: 1, of: 6, quantisation: "none" },
-      tokenizer: { vocab: "vocab.txt", lowercase: true, maxTokens: 256 },
+      tokenizer: { vocab: "vocab.txt", lowercase: true, maxTokens: 66 },
+      windows: { pieces: 64, stride: 48, max: 32 },
       training: { split: "dev", items: 1, positives: 1, sources: {}, cvThresholdPrecision95: 0.5 },
     }),
   );

@@ -170,6 +170,18 @@ test("a classifier whose graph does not match model.json's digest, or without fi
   writeFileSync(join(dir, "model.onnx"), graph);
   await t.throwsAsync(loadInjectionClassifier(dir), { message: /sha256 [0-9a-f]{64} is not the [0-9a-f]{64} of model.json/ });
   await t.throwsAsync(loadInjectionClassifier(join(dir, "missing")), { code: "ENOENT" });
+  // the files of a build that read whole prompts (no windows in model.json) are refused, not misread
+  const info = JSON.parse(readFileSync(join(MODEL_DIR, "model.json"), "utf8")) as Record<string, unknown>;
+  copyFileSync(join(MODEL_DIR, "model.onnx"), join(dir, "model.onnx"));
+  writeFileSync(
+    join(dir, "model.json"),
+    JSON.stringify({ ...info, windows: undefined, tokenizer: { vocab: "vocab.txt", lowercase: true, maxTokens: 256 } }),
+  );
+  await t.throwsAsync(loadInjectionClassifier(dir), {
+    message: /model\.json is not a classifier this toolkit reads \(windows: .*copy the files/,
+  });
+  writeFileSync(join(dir, "model.json"), JSON.stringify({ ...info, tokenizer: { vocab: "vocab.txt", lowercase: true, maxTokens: 256 } }));
+  await t.throwsAsync(loadInjectionClassifier(dir), { message: /maxTokens 256 is not a window of 64 pieces/ });
 });
 
 /** A classifier that answers a fixed score and counts its calls (the merge below is pure logic). */

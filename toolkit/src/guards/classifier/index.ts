@@ -87,7 +87,7 @@ export async function loadInjectionClassifier(dir = defaultClassifierDir()): Pro
       { code: "ENOENT" },
     );
   const at = (name: string) => `${dir.replace(/\/$/, "")}/${name}`;
-  const info = ClassifierInfo.parse(
+  const parsed = ClassifierInfo.safeParse(
     JSON.parse(
       await readFile(at("model.json"), "utf8").catch((err: NodeJS.ErrnoException) => {
         throw Object.assign(
@@ -97,10 +97,17 @@ export async function loadInjectionClassifier(dir = defaultClassifierDir()): Pro
       }),
     ),
   );
-  if (info.tokenizer.maxTokens !== info.windows.pieces + 2)
+  // files of another build (one that read whole prompts has no windows) are refused, not misread
+  const mismatch = parsed.success
+    ? parsed.data.tokenizer.maxTokens === parsed.data.windows.pieces + 2
+      ? undefined
+      : `maxTokens ${parsed.data.tokenizer.maxTokens} is not a window of ${parsed.data.windows.pieces} pieces with [CLS] and [SEP]`
+    : parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
+  if (mismatch !== undefined || !parsed.success)
     throw new Error(
-      `${at("model.json")}: maxTokens ${info.tokenizer.maxTokens} is not a window of ${info.windows.pieces} pieces with [CLS] and [SEP]`,
+      `${at("model.json")} is not a classifier this toolkit reads (${mismatch}): copy the files of the build that goes with it (node hack/guard-model.ts --copy-to DIR)`,
     );
+  const info = parsed.data;
   const [graph, vocabText] = await Promise.all([readFile(at("model.onnx")), readFile(at(info.tokenizer.vocab), "utf8")]);
   const digest = createHash("sha256").update(graph).digest("hex");
   if (digest !== info.sha256) throw new Error(`${at("model.onnx")}: sha256 ${digest} is not the ${info.sha256} of model.json`);
