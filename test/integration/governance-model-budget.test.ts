@@ -25,6 +25,7 @@ test.before(async () => {
   victim = await guarded.createWorkspace("victim team");
   keys.flood = (await provisionApp(guarded, token, "flood")).key;
   keys.ingest = (await provisionApp(guarded, token, "ingest-flood")).key;
+  keys.long = (await provisionApp(guarded, token, "long-prompts")).key;
   keys.victim = (await provisionApp(guarded, token, "victim", victim)).key;
   keys.unguarded = (await provisionApp(open, token, "flood")).key;
 });
@@ -81,6 +82,21 @@ test.serial("guard checks: one app's flood of prompts is refused past its runs; 
   const plain = await check(guarded, keys.flood!, "input");
   t.is(plain.status, 200, plain.text);
   t.is(plain.body.classifierScore, undefined);
+});
+
+test.serial("a long prompt, read in many windows, spends more of the budget than a short one", async (t) => {
+  // 8 KB: the model reads it in 32 windows, four runs' worth (charged the burst of 3 here)
+  const long = `${PROMPT} `.repeat(Math.ceil(8192 / (PROMPT.length + 1)));
+  // without the budget, both are served
+  t.is((await check(open, keys.unguarded!, "input", long)).status, 200);
+  t.is((await check(open, keys.unguarded!, "input")).status, 200);
+  const first = await check(guarded, keys.long!, "input", long);
+  t.is(first.status, 200, first.text);
+  t.is(typeof first.body.classifierScore, "number");
+  // three short prompts would have been served; after the long one, the next is refused
+  const next = await check(guarded, keys.long!, "input");
+  t.is(next.status, 429, next.text);
+  t.like(next.body, { code: "rate_limited", details: { policy: "model" } });
 });
 
 test.serial(
