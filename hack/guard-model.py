@@ -28,6 +28,7 @@ precision >= 0.95 is reported, for information.
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import shutil
 import sys
@@ -44,14 +45,14 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross
 from tokenizers import Tokenizer
 
 # sources a shipped model may not learn from: copyleft licences (evaluation only)
+COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018"}
 # a source kept out of the shipped classifier's training: padded attacks measure whether reading in
 # windows finds an attack in benign text; learnt, they would measure nothing
 PADDED = "authored-padded"
-COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018"}
 GUARDS = ("prompt_injection", "toxicity")
-# Positions fed to the encoder: [CLS], the word pieces, [SEP]. A longer prompt is fed its first and
-# its last pieces (an override or a suffix sits at one end): the cost is quadratic in the length,
-# and 256 keeps a dense 1 KB (numbers, identifiers: ~400 pieces) inside the 10 ms budget.
+# Positions fed to the encoder by the measure command's candidates: [CLS], the word pieces, [SEP]; a
+# longer prompt is fed its first and its last pieces (the cost is quadratic in the length). The
+# shipped classifier reads windows instead (WINDOW_PIECES).
 MAX_TOKENS = 256
 # The shipped classifier's windows (the toolkit's wordpiece.ts windowStarts does the same): 64 word
 # pieces each, one every 48 (a window every 32 costs half as much again: a dense 1 KB prompt went over
@@ -192,14 +193,17 @@ class Encoder:
 
 
 def window_starts(n, room, stride, max_windows):
-    """Where the windows of a text of n pieces start (the toolkit's windowStarts): 0 when it fits;
-    else one every half window, the last ending at the end; at most max_windows, spread evenly."""
+    """Where the windows of a text of n pieces start, as the toolkit's windowStarts says: 0 when it
+    fits; else one every `stride`, the last ending at the end; at most max_windows, spread evenly
+    (rounding halves up, as JavaScript's Math.round does)."""
     if n <= room:
         return [0]
     starts = list(range(0, n - room, max(1, stride))) + [n - room]
     if len(starts) <= max_windows:
         return starts
-    return [starts[round(k * (len(starts) - 1) / (max_windows - 1))] for k in range(max_windows)]
+    if max_windows < 2:
+        return [0]
+    return [starts[math.floor(k * (len(starts) - 1) / (max_windows - 1) + 0.5)] for k in range(max_windows)]
 
 
 # The score is compared with the guard's own threshold: prompt_injection's default, and a toxicity
