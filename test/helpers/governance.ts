@@ -45,3 +45,31 @@ export async function provisionApp(
   const connectionString = r.body.connectionString as string;
   return { key: keyOf(connectionString), connectionString, schema: r.body.database as string, uid: app.metadata.uid! };
 }
+
+/** A trace as POST /governance/traces takes it (the fields every test sends). */
+export interface TraceBody {
+  traceId: string;
+  input: string;
+  output: string;
+  model: string;
+  latency: number;
+  tokens: { prompt: number; completion: number; total: number };
+  timestamp: string;
+}
+
+/**
+ * One trace: `input`, a fresh traceId, a timestamp a second ago and plausible output, model,
+ * latency and tokens, any of them overridden (or more fields added) by `over`.
+ */
+export function traceBody<O extends Record<string, unknown> = Record<never, never>>(input: string, over?: O): TraceBody & O {
+  const defaults: TraceBody = {
+    traceId: crypto.randomUUID(),
+    input,
+    output: "Thanks, noted.",
+    model: "gpt-4o-mini",
+    latency: 640,
+    tokens: { prompt: 10, completion: 3, total: 13 },
+    timestamp: new Date(Date.now() - 1000).toISOString(),
+  };
+  return { ...defaults, ...(over as O) };
+}

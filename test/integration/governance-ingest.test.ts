@@ -8,7 +8,7 @@ import { aggregateEvalScore, GuardEngine, runEvals } from "../../toolkit/src/ind
 import { BUILTIN_PRICE_VERSION } from "../../api/governance/ingest/pricing.ts";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
-import { provisionApp } from "../helpers/governance.ts";
+import { provisionApp, traceBody } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 
 let api: TestApi;
@@ -30,16 +30,14 @@ test.after.always(async () => {
   await api?.stop();
 });
 
-const base = (over: Record<string, unknown> = {}) => ({
-  traceId: crypto.randomUUID(),
-  input: "What is the capital of France?",
-  output: "The capital of France is Paris.",
-  model: "gpt-4o-mini-2024-07-18",
-  latency: 640,
-  tokens: { prompt: 1000, completion: 500, total: 1500 },
-  timestamp: new Date(Date.now() - 1000).toISOString(),
-  ...over,
-});
+// the values the cost and eval assertions below are written for
+const base = (over: Record<string, unknown> = {}) =>
+  traceBody("What is the capital of France?", {
+    output: "The capital of France is Paris.",
+    model: "gpt-4o-mini-2024-07-18",
+    tokens: { prompt: 1000, completion: 500, total: 1500 },
+    ...over,
+  });
 const send = (body: unknown, key = keyA) => api.fetchJson("POST", "/governance/traces", { body, key });
 const appPath = (app: string) => `/workspaces/${api.workspaceId}/governance/apps/${app}`;
 const rows = <R extends Record<string, unknown>>(app: string, table: string, where = "true", args: unknown[] = []) =>

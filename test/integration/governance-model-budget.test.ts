@@ -9,7 +9,7 @@
 import test from "ava";
 import { startApi, type TestApi, type TestWorkspace } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
-import { provisionApp } from "../helpers/governance.ts";
+import { provisionApp, traceBody } from "../helpers/governance.ts";
 
 const PROMPT = "Summarise the refund policy for annual plans.";
 let guarded: TestApi;
@@ -37,16 +37,7 @@ test.after.always(async () => {
 const check = (api: TestApi, key: string, phase: "input" | "output", text = PROMPT) =>
   api.fetchJson("POST", "/governance/guard-check", { key, body: { phase, text } });
 
-const trace = (input: string, extra: Record<string, unknown> = {}) => ({
-  traceId: crypto.randomUUID(),
-  input,
-  output: "Annual plans are refunded pro rata.",
-  model: "gpt-4o-mini",
-  latency: 420,
-  tokens: { prompt: 12, completion: 8, total: 20 },
-  timestamp: new Date(Date.now() - 1000).toISOString(),
-  ...extra,
-});
+const trace = traceBody;
 
 test.serial("guard checks: one app's flood of prompts is refused past its runs; the other workspace's app keeps its model", async (t) => {
   // the attack where the budget is off: every check of a prompt runs the model

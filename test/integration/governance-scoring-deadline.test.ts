@@ -12,7 +12,7 @@
 import test from "ava";
 import { startApi, type TestApi, type TestWorkspace } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
-import { provisionApp } from "../helpers/governance.ts";
+import { provisionApp, traceBody } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 
 // Far above what a small trace takes even on a loaded machine; a runaway task never ends at all.
@@ -51,16 +51,7 @@ test.after.always(async () => {
   await api?.stop();
 });
 
-const trace = (input: string, over: Record<string, unknown> = {}) => ({
-  traceId: crypto.randomUUID(),
-  input,
-  output: "Thanks, noted.",
-  model: "gpt-4o-mini",
-  latency: 640,
-  tokens: { prompt: 10, completion: 3, total: 13 },
-  timestamp: new Date(Date.now() - 1000).toISOString(),
-  ...over,
-});
+const trace = traceBody;
 const send = (key: string, body: unknown) => api.fetchJson("POST", "/governance/traces", { key, body });
 
 /** The text on which the test's scoring thread spins forever (runaway-worker.ts). */
