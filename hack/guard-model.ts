@@ -15,6 +15,7 @@ import { join } from "node:path";
 import { cachedDir } from "./lib/pinned.ts";
 import { evalSetFiles, loadEvalSet } from "./lib/guards-eval-set.ts";
 import { pythonVenv } from "./lib/python.ts";
+import { CLASSIFIER_WINDOWS } from "../toolkit/src/guards/classifier/index.ts";
 
 export const GUARD_MODEL_PY = join(import.meta.dirname, "guard-model.py");
 /** Encoder layers kept (of 6): 1 meets the latency budget with room (docs/guards.md). */
@@ -36,14 +37,18 @@ export function guardModelPython(): string {
 /** The classifier's directory, built first when missing. */
 export function guardModelDir(): string {
   const key = createHash("sha256");
-  key.update(readFileSync(GUARD_MODEL_PY)).update(PACKAGES.join(" ")).update(String(GUARD_MODEL_LAYERS));
+  key
+    .update(readFileSync(GUARD_MODEL_PY))
+    .update(PACKAGES.join(" "))
+    .update(String(GUARD_MODEL_LAYERS))
+    .update(JSON.stringify(CLASSIFIER_WINDOWS));
   for (const f of evalSetFiles()) key.update(readFileSync(f));
   return cachedDir("guard-model", key.digest("hex").slice(0, 16), "model.json", (tmp) => {
     const python = guardModelPython();
     const items = loadEvalSet().map(({ text, split, source, labels }) => ({ text, split, source, labels }));
     console.error(`building the guard classifier into ${tmp}`);
     execFileSync(python, [GUARD_MODEL_PY, "build", tmp], {
-      input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS }),
+      input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS, windows: CLASSIFIER_WINDOWS }),
       stdio: ["pipe", 2, 2],
     });
   });

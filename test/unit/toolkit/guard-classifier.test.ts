@@ -181,7 +181,9 @@ test("a classifier whose graph does not match model.json's digest, or without fi
     message: /model\.json is not a classifier this toolkit reads \(windows: .*copy the files/,
   });
   writeFileSync(join(dir, "model.json"), JSON.stringify({ ...info, tokenizer: { vocab: "vocab.txt", lowercase: true, maxTokens: 256 } }));
-  await t.throwsAsync(loadInjectionClassifier(dir), { message: /maxTokens 256 is not a window of 64 pieces/ });
+  await t.throwsAsync(loadInjectionClassifier(dir), {
+    message: /\(tokenizer\.maxTokens: maxTokens is a window.s pieces with \[CLS\] and \[SEP\]\)/,
+  });
 });
 
 /** A classifier that answers a fixed score and counts its calls (the merge below is pure logic). */

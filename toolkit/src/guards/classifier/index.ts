@@ -14,7 +14,12 @@ import type * as Ort from "onnxruntime-node";
 import { readEnv } from "../../client/config.ts";
 import { encodeWindows, parseVocabulary, windowStarts, type Vocabulary, type Windows } from "./wordpiece.ts";
 
-/** The windows of the classifier hack/guard-model.py builds (its model.json says which it was trained for). */
+/**
+ * How the classifier reads a prompt: windows of 64 word pieces, one every 48 (one every 32 costs half
+ * as much again and took a dense 1 KB prompt over the 10 ms budget), at most 32 (about 6 KB of
+ * English read whole). hack/guard-model.ts builds the model for these; model.json records them, and
+ * a loaded model is read with its own.
+ */
 export const CLASSIFIER_WINDOWS: Windows = { pieces: 64, stride: 48, max: 32 };
 
 /**
@@ -28,30 +33,35 @@ export function estimatedRuns(chars: number, windows: Windows = CLASSIFIER_WINDO
 }
 
 /** model.json: what the classifier is and how it was made (hack/guard-model.py writes it). */
-export const ClassifierInfo = z.object({
-  guard: z.literal("prompt_injection"),
-  sha256: z.string().regex(/^[0-9a-f]{64}$/),
-  encoder: z.object({
-    name: z.string(),
-    package: z.string(),
-    license: z.string(),
-    layers: z.number().int().positive(),
-    of: z.number().int().positive(),
-    quantisation: z.string(),
-  }),
-  tokenizer: z.object({ vocab: z.string(), lowercase: z.literal(true), maxTokens: z.number().int().min(3).max(512) }),
-  /** How a prompt is read: windows of `pieces` word pieces (maxTokens - 2), one every `stride`, at most `max`; its score is their highest. */
-  windows: z
-    .object({ pieces: z.number().int().positive(), stride: z.number().int().positive(), max: z.number().int().positive().max(64) })
-    .refine((w) => w.stride <= w.pieces, "a window's stride is at most its length"),
-  training: z.object({
-    split: z.string(),
-    items: z.number().int(),
-    positives: z.number().int(),
-    sources: z.record(z.string(), z.number().int()),
-    cvThresholdPrecision95: z.number(),
-  }),
-});
+export const ClassifierInfo = z
+  .object({
+    guard: z.literal("prompt_injection"),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/),
+    encoder: z.object({
+      name: z.string(),
+      package: z.string(),
+      license: z.string(),
+      layers: z.number().int().positive(),
+      of: z.number().int().positive(),
+      quantisation: z.string(),
+    }),
+    tokenizer: z.object({ vocab: z.string(), lowercase: z.literal(true), maxTokens: z.number().int().min(3).max(512) }),
+    /** How a prompt is read: windows of `pieces` word pieces (maxTokens - 2), one every `stride`, at most `max`; its score is their highest. */
+    windows: z
+      .object({ pieces: z.number().int().positive(), stride: z.number().int().positive(), max: z.number().int().positive().max(64) })
+      .refine((w) => w.stride <= w.pieces, "a window's stride is at most its length"),
+    training: z.object({
+      split: z.string(),
+      items: z.number().int(),
+      positives: z.number().int(),
+      sources: z.record(z.string(), z.number().int()),
+      cvThresholdPrecision95: z.number(),
+    }),
+  })
+  .refine((i) => i.tokenizer.maxTokens === i.windows.pieces + 2, {
+    message: "maxTokens is a window's pieces with [CLS] and [SEP]",
+    path: ["tokenizer", "maxTokens"],
+  });
 export type ClassifierInfo = z.infer<typeof ClassifierInfo>;
 
 /** A text classifier: the probability (0-1) that a text is what it guards against. */
@@ -98,14 +108,9 @@ export async function loadInjectionClassifier(dir = defaultClassifierDir()): Pro
     ),
   );
   // files of another build (one that read whole prompts has no windows) are refused, not misread
-  const mismatch = parsed.success
-    ? parsed.data.tokenizer.maxTokens === parsed.data.windows.pieces + 2
-      ? undefined
-      : `maxTokens ${parsed.data.tokenizer.maxTokens} is not a window of ${parsed.data.windows.pieces} pieces with [CLS] and [SEP]`
-    : parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ");
-  if (mismatch !== undefined || !parsed.success)
+  if (!parsed.success)
     throw new Error(
-      `${at("model.json")} is not a classifier this toolkit reads (${mismatch}): copy the files of the build that goes with it (node hack/guard-model.ts --copy-to DIR)`,
+      `${at("model.json")} is not a classifier this toolkit reads (${parsed.error.issues.map((i) => `${i.path.join(".") || "(root)"}: ${i.message}`).join("; ")}): copy the files of the build that goes with it (node hack/guard-model.ts --copy-to DIR)`,
     );
   const info = parsed.data;
   const [graph, vocabText] = await Promise.all([readFile(at("model.onnx")), readFile(at(info.tokenizer.vocab), "utf8")]);
