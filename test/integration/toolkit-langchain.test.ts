@@ -18,6 +18,7 @@ import { identity } from "../helpers/identities.ts";
 import { provisionApp } from "../helpers/governance.ts";
 import { query } from "../helpers/db.ts";
 import { freePort } from "../../hack/bench/proc.ts";
+import { envFor } from "../helpers/env.ts";
 
 let api: TestApi;
 let port: number;
@@ -368,11 +369,7 @@ test.serial(
   async (t) => {
     // the API's scoring threads were started with BERTH_GUARD_MODEL_DIR (a copy of the environment
     // each); this process's wrapper no longer finds it, so it asks the guard check
-    const saved = process.env.BERTH_GUARD_MODEL_DIR;
-    delete process.env.BERTH_GUARD_MODEL_DIR;
-    t.teardown(() => {
-      process.env.BERTH_GUARD_MODEL_DIR = saved;
-    });
+    envFor(t, "BERTH_GUARD_MODEL_DIR", undefined);
     const g = governanceOf("chat");
     const fake = new UsageChatModel({ responses: ["fine"] });
     const model = withGovernance(fake, { governance: g, sessionId: "s-remote-score" });

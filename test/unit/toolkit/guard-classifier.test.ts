@@ -18,6 +18,7 @@ import { encodeWindows, normalise, parseVocabulary, preTokenise, windowStarts } 
 import { CLASSIFIER_WINDOWS, estimatedRuns } from "../../../toolkit/src/guards/classifier/index.ts";
 import { guardModelDir } from "../../../hack/guard-model.ts";
 import { scoreTraces } from "../../../api/governance/ingest/scoring.ts";
+import { envFor } from "../../helpers/env.ts";
 
 const MODEL_DIR = process.env.BERTH_GUARD_MODEL_DIR || guardModelDir();
 const vocab = parseVocabulary(readFileSync(join(MODEL_DIR, "vocab.txt"), "utf8"));
@@ -267,11 +268,7 @@ test.serial(
       latency: 1,
       model: "m",
     };
-    const saved = process.env.BERTH_GUARD_MODEL_DIR;
-    t.teardown(() => {
-      process.env.BERTH_GUARD_MODEL_DIR = saved;
-    });
-    process.env.BERTH_GUARD_MODEL_DIR = join(tmpdir(), "berth-no-classifier-here");
+    envFor(t, "BERTH_GUARD_MODEL_DIR", join(tmpdir(), "berth-no-classifier-here"));
     await t.throwsAsync(scoreTraces(engine, [attack]), { message: /berth-no-classifier-here\/model\.json/ });
     process.env.BERTH_GUARD_MODEL_DIR = MODEL_DIR;
     const [scored] = await scoreTraces(engine, [attack, { ...attack, input: "What is the capital of France?" }]);

@@ -22,6 +22,7 @@ import {
 } from "../../../toolkit/src/index.ts";
 import { GovernanceCallbackHandler, isGoverned, withGovernance } from "../../../toolkit/src/langchain/index.ts";
 import { fakeGovernanceApi } from "../../helpers/fake-governance-api.ts";
+import { envFor } from "../../helpers/env.ts";
 
 /** A FakeListChatModel that reports token usage like a provider (usage_metadata; on the last stream chunk). */
 class UsageChatModel extends FakeListChatModel {
@@ -136,12 +137,7 @@ test("the classifier (on by default) blocks before the call what the patterns mi
 test.serial(
   "without the classifier's files, the wrapper asks the API's model (the guard check); when it cannot answer, onGuardError decides",
   async (t) => {
-    const saved = process.env.BERTH_GUARD_MODEL_DIR;
-    delete process.env.BERTH_GUARD_MODEL_DIR;
-    t.teardown(() => {
-      if (saved === undefined) delete process.env.BERTH_GUARD_MODEL_DIR;
-      else process.env.BERTH_GUARD_MODEL_DIR = saved;
-    });
+    envFor(t, "BERTH_GUARD_MODEL_DIR", undefined);
     const asked: string[] = [];
     let answer: () => Promise<number | undefined> = () => Promise.resolve(0.92);
     const warnings: { message: string; code: unknown }[] = [];
