@@ -307,13 +307,13 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       auth: "app-key",
       rateLimit: "ingest",
       summary: "Submit one trace or a batch",
-      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. One trace object (201 created, 200 duplicate, 422 invalid) or { "traces": [...] } with 1-${MAX_BATCH_SIZE} (200 with one result per item; an invalid item is rejected on its own). Idempotent on traceId. Guards and evals run with the app's observability config. Body limit: BERTH_INGEST_BODY_LIMIT_BYTES (default 1 MiB), 413 above. A project other than the key's is 403 project_mismatch.`,
+      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. One trace object (201 created, 200 duplicate, 422 invalid) or { "traces": [...] } with 1-${MAX_BATCH_SIZE} (200 with one result per item; an invalid item is rejected on its own). Idempotent on traceId. Guards and evals run with the app's observability config. Body limit: BERTH_INGEST_BODY_LIMIT_BYTES (default 1 MiB), 413 above. A project other than the key's is 403 project_mismatch. Under a config whose classifier_on_ingestion scores traces with the prompt-injection classifier, an API that cannot load the classifier answers 503 guard_unavailable with Retry-After and stores nothing.`,
       body: IngestBody,
       itemsCheckText: true, // TraceRecord refuses such text item by item: a batch is not refused for one item
       get bodyLimitBytes() {
         return opts.ingestBodyLimitBytes();
       },
-      responses: { 201: TraceIngestResult, 200: z.union([TraceIngestResult, TraceBatchResult]), 409: null },
+      responses: { 201: TraceIngestResult, 200: z.union([TraceIngestResult, TraceBatchResult]), 409: null, 503: null },
       handler: async ({ body, caller }) => {
         const out = await g.ingestion.ingest(caller as Extract<typeof caller, { kind: "app" }>, body);
         if (out.batch)
@@ -343,7 +343,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       // batches afterwards; neither may spend what the other needs (docs/api.md, Rate limits)
       rateLimit: "guard",
       summary: "The decision of the app's guards on one prompt or response, for a toolkit without the guard engine",
-      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: ${GUARD_CHECK_BODY_LIMIT_BYTES} bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key. A check whose scoring passes its deadline (BERTH_SCORING_TASK_TIMEOUT_MS) is 503 guard_timeout with Retry-After.`,
+      description: `Authorization: Bearer <the key inside GOVDB_CONNECTION>. Runs the app's guards on the text with its current observability config (the engine config GET /governance/config serves) and answers the toolkit's GuardDecision without its verdicts; nothing is stored (the call's trace is submitted as usual). Body limit: ${GUARD_CHECK_BODY_LIMIT_BYTES} bytes (a trace's prompt or response at most), 413 above. A project other than the key's is 403 project_mismatch. Rate limit: the "guard" budget of the key. A check whose scoring passes its deadline (BERTH_SCORING_TASK_TIMEOUT_MS) is 503 guard_timeout with Retry-After; a prompt whose config runs the prompt-injection classifier, in an API that cannot load it, is 503 guard_unavailable with Retry-After (never a decision without the model).`,
       body: GuardCheckBody,
       bodyLimitBytes: GUARD_CHECK_BODY_LIMIT_BYTES,
       responses: { 200: GuardCheckResponse, 409: null, 503: null },

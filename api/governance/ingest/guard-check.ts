@@ -11,14 +11,16 @@
 // A check whose scoring task passes its deadline (BERTH_SCORING_TASK_TIMEOUT_MS, worker threads
 // only) answers 503 guard_timeout with Retry-After: a server-side failure the toolkit treats as
 // any guard outage (its on_guard_error: let the call through unguarded, or refuse it). Its worker
-// was replaced; a retry of the same text will most likely time out again.
+// was replaced; a retry of the same text will most likely time out again. A prompt whose config
+// runs the classifier, in an API that cannot load it, answers 503 guard_unavailable
+// (model-runs.ts classifierUnavailable).
 import { UnavailableError } from "../../errors.ts";
 import type { AppPrincipal } from "../../http/route.ts";
 import type { Logger } from "../../../kube/logger.ts";
 import type { GuardCheckRequest } from "../schemas.ts";
 import { activeStore, assertKeyProject, type EngineInputs } from "./app-scope.ts";
-import { ScoringTimeoutError, type GuardCheckResult, type Scorer } from "./scoring.ts";
-import { classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
+import { ClassifierUnavailableError, ScoringTimeoutError, type GuardCheckResult, type Scorer } from "./scoring.ts";
+import { classifierUnavailable, classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
 
 /** Retry-After of a 503 guard_timeout: a replaced worker is serving again within a second. */
 export const GUARD_TIMEOUT_RETRY_AFTER_SECONDS = 1;
@@ -55,6 +57,7 @@ export class GuardCheckService {
     try {
       result = await this.#d.scorer.check(version, engine, req.text, req.phase);
     } catch (err) {
+      if (err instanceof ClassifierUnavailableError) throw classifierUnavailable(err, app, this.#d.log, "guard check");
       if (!(err instanceof ScoringTimeoutError)) throw err;
       this.#d.log.warn(
         { workspaceId: app.workspaceId, appId: app.appId, phase: req.phase, chars: req.text.length, timeoutMs: err.timeoutMs },

@@ -24,8 +24,8 @@ import type pg from "pg";
 import type { Client, GovernanceDb } from "../stores/db.ts";
 import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
 import { activeStore, assertKeyProject, type EngineInputs, type KeyStore } from "./app-scope.ts";
-import type { ScoreResult, Scorer } from "./scoring.ts";
-import { classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
+import { ClassifierUnavailableError, type ScoreResult, type Scorer } from "./scoring.ts";
+import { classifierUnavailable, classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "../schemas.ts";
 
@@ -238,7 +238,9 @@ export class IngestionService {
       // the model on traces without the request path's score: spent before any runs (429 past the budget)
       if (classifierUseOf(engine).ingestion)
         this.#d.modelRuns?.spend(app, runsOf(inputs.filter((x) => x.classifierScore === undefined).map((x) => x.input)));
-      scores = await this.#d.scorer.score(store.version, engine, inputs);
+      scores = await this.#d.scorer.score(store.version, engine, inputs).catch((err: unknown) => {
+        throw err instanceof ClassifierUnavailableError ? classifierUnavailable(err, app, this.#d.log, "ingestion") : err;
+      });
     }
     const unscored = scores.filter((s) => s.guardError !== undefined).length;
     if (unscored > 0)

@@ -9,10 +9,20 @@
 // nothing). Past the budget
 // the request is refused with 429 rate_limited (policy "model") and Retry-After, before any run:
 // one app's flood spends its own budget, and the other apps' checks and traces are served.
+//
+// A classifier the API cannot load (ClassifierUnavailableError: its files missing or of another
+// build) is 503 guard_unavailable for what needs it, a guard check of a prompt or a batch scored on
+// ingestion, never a decision without the model; what runs no model is served as before.
 import { classifierUse, GuardsConfig, type EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { estimatedRuns } from "../../../toolkit/src/guards/classifier/index.ts";
+import { UnavailableError } from "../../errors.ts";
 import { RateLimiter, TooManyRequestsError, type Budget } from "../../http/limits.ts";
 import type { AppPrincipal } from "../../http/route.ts";
+import type { Logger } from "../../../kube/logger.ts";
+import type { ClassifierUnavailableError } from "./scoring.ts";
+
+/** Retry-After of a 503 guard_unavailable: the model's files are an operator's fix, not a moment's. */
+export const GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS = 60;
 
 const uses = new WeakMap<EngineConfigInput, ReturnType<typeof classifierUse>>();
 
@@ -48,4 +58,28 @@ export class ModelRuns {
     const d = this.#limiter.take(`model:${app.workspaceId}/${app.appId}`, this.#now(), runs);
     if (!d.allowed) throw new TooManyRequestsError("model", d.retryAfterSeconds);
   }
+}
+
+/**
+ * What the API answers when the classifier an app's config runs cannot be loaded: 503
+ * guard_unavailable with Retry-After, so that a toolkit applies its guard-error policy by name. The
+ * loader's reason (it names the server's paths) goes to the operator's log, never to the tenant.
+ */
+export function classifierUnavailable(
+  err: ClassifierUnavailableError,
+  app: AppPrincipal,
+  log: Logger,
+  what: "guard check" | "ingestion",
+): UnavailableError {
+  log.error(
+    { workspaceId: app.workspaceId, appId: app.appId, reason: err.reason },
+    `${what}: the prompt-injection classifier could not be loaded`,
+  );
+  return new UnavailableError(
+    "guard_unavailable",
+    what === "guard check"
+      ? "The app's prompt-injection classifier is not available in this API, so its guards could not decide on this prompt. Apply your guard-error policy (on_guard_error); the operator has been told."
+      : "The app's config scores traces with the prompt-injection classifier on ingestion (classifier_on_ingestion), and the classifier is not available in this API: the batch was not stored. Send it again later; the operator has been told.",
+    { retryAfterSeconds: GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS, cause: err },
+  );
 }

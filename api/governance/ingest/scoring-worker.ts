@@ -2,7 +2,15 @@
 // scores the traces it is sent, or checks the one text. No I/O besides its port to the main thread.
 import { parentPort } from "node:worker_threads";
 import { GuardEngine } from "../../../toolkit/src/index.ts";
-import { checkText, EngineCache, packScores, scoreTraces, type ScoringTask, type WorkerMessage } from "./scoring.ts";
+import {
+  checkText,
+  ClassifierUnavailableError,
+  EngineCache,
+  packScores,
+  scoreTraces,
+  type ScoringTask,
+  type WorkerMessage,
+} from "./scoring.ts";
 
 const engines = new EngineCache(100);
 
@@ -17,7 +25,13 @@ parentPort!.on("message", (task: ScoringTask) => {
           : { id: task.id, results: packScores(await scoreTraces(engine, task.traces)) },
       ),
     )
-    .catch((err: unknown) => reply({ id: task.id, error: err instanceof Error ? err.message : String(err) }));
+    .catch((err: unknown) =>
+      reply({
+        id: task.id,
+        error: err instanceof Error ? err.message : String(err),
+        ...(err instanceof ClassifierUnavailableError ? { unavailable: err.reason } : {}),
+      }),
+    );
 });
 
 // Warm: the first scoring on a thread builds the toxicity word matcher and compiles the detectors'

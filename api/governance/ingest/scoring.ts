@@ -83,7 +83,7 @@ export async function scoreTraces(
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<ScoreResult[]> {
   const onIngestion = classifierUse(engine.config.guards).ingestion;
-  const model = async (text: string) => (await classifier()).score(text);
+  const model = async (text: string) => (await loaded(classifier)).score(text);
   const out: ScoreResult[] = [];
   for (const t of traces) {
     const { decision: input } = await scoreWithClassifier(engine, t.input, "input", () =>
@@ -152,8 +152,32 @@ export async function checkText(
   phase: Phase,
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<GuardCheckResult> {
-  const { decision, score } = await scoreWithClassifier(engine, text, phase, async (t) => (await classifier()).score(t));
+  const { decision, score } = await scoreWithClassifier(engine, text, phase, async (t) => (await loaded(classifier)).score(t));
   return guardCheckResult(decision, score);
+}
+
+/**
+ * The classifier a config runs could not be loaded (its files are missing or of another build, or
+ * onnxruntime-node is absent): the text cannot be guarded as the app configured it, and nothing
+ * is decided without the model. The API answers 503 guard_unavailable (guard-check.ts, ingest.ts);
+ * `reason` (the loader's message, which names server paths) is for the operator's log only.
+ */
+export class ClassifierUnavailableError extends Error {
+  readonly reason: string;
+  constructor(reason: string, options?: ErrorOptions) {
+    super(`the prompt-injection classifier could not be loaded: ${reason}`, options);
+    this.name = "ClassifierUnavailableError";
+    this.reason = reason;
+  }
+}
+
+/** The classifier `classifier` loads; a failure to load is ClassifierUnavailableError. */
+async function loaded(classifier: () => Promise<TextClassifier>): Promise<TextClassifier> {
+  try {
+    return await classifier();
+  } catch (err) {
+    throw new ClassifierUnavailableError(err instanceof Error ? err.message : String(err), { cause: err });
+  }
 }
 
 /**
@@ -380,7 +404,11 @@ export type ScoringTask = { id: number; version: number; config: EngineConfigInp
   { traces: readonly ScoreInput[] } | { check: { text: string; phase: Phase } }
 );
 /** A scoring thread's answer to a task of the same id. */
-export type ScoringReply = { id: number; results: PackedScores } | { id: number; check: GuardCheckResult } | { id: number; error: string };
+export type ScoringReply =
+  | { id: number; results: PackedScores }
+  | { id: number; check: GuardCheckResult }
+  /** `unavailable`: the error was a ClassifierUnavailableError, and this its reason */
+  | { id: number; error: string; unavailable?: string };
 /** What a scoring thread posts: its answers, and once that it is ready (its modules loaded). */
 export type WorkerMessage = ScoringReply | { ready: true };
 type Answer = Exclude<ScoringReply, { error: string }>;
@@ -519,7 +547,8 @@ export class WorkerPoolScorer implements Scorer {
       }
       const job = this.#take(slot, m.id);
       if (!job) return;
-      if ("error" in m) job.reject(new Error(`scoring failed: ${m.error}`));
+      if ("error" in m)
+        job.reject(m.unavailable === undefined ? new Error(`scoring failed: ${m.error}`) : new ClassifierUnavailableError(m.unavailable));
       else job.resolve(m);
     });
     const fail = (err: Error) => {

@@ -1,7 +1,8 @@
 // Guard checks without a database: the request's and the answer's shape, and the service that
 // takes the key's config version through the scorer, whose log line never holds the text. What it
 // shares with ingestion: governance-app-scope.test.ts. A check past its scoring deadline is 503
-// guard_timeout with Retry-After (the deadline itself: governance-scoring-deadline.test.ts). The
+// guard_timeout with Retry-After (the deadline itself: governance-scoring-deadline.test.ts), one
+// whose classifier cannot load 503 guard_unavailable (end to end: governance-guard-unavailable). The
 // endpoint itself, end to end: test/integration/governance-guard-check.test.ts.
 import test from "ava";
 import { pino } from "pino";
@@ -10,7 +11,13 @@ import type { AppPrincipal } from "../../../api/http/route.ts";
 import { GUARD_CHECK_BODY_LIMIT_BYTES, GuardCheckBody, GuardCheckResponse } from "../../../api/governance/schemas.ts";
 import { EngineInputs } from "../../../api/governance/ingest/app-scope.ts";
 import { GUARD_TIMEOUT_RETRY_AFTER_SECONDS, GuardCheckService } from "../../../api/governance/ingest/guard-check.ts";
-import { guardCheckResult, InProcessScorer, ScoringTimeoutError } from "../../../api/governance/ingest/scoring.ts";
+import {
+  ClassifierUnavailableError,
+  guardCheckResult,
+  InProcessScorer,
+  ScoringTimeoutError,
+} from "../../../api/governance/ingest/scoring.ts";
+import { GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS } from "../../../api/governance/ingest/model-runs.ts";
 import { UnavailableError } from "../../../api/errors.ts";
 import { problemHeaders } from "../../../api/http/problem.ts";
 import { defaultObservabilityConfig, engineInput, type ObservabilityConfig } from "../../../api/governance/configs/observability.ts";
@@ -102,7 +109,7 @@ test("the service: the key's config version through the scorer, the text never i
   );
 });
 
-test("a check past its scoring deadline: 503 guard_timeout with Retry-After, logged without the text; other failures as they were", async (t) => {
+test("a check past its scoring deadline: 503 guard_timeout; without its classifier: 503 guard_unavailable; both with Retry-After, logged without the text", async (t) => {
   const lines: string[] = [];
   const log = pino({ level: "debug" }, { write: (l: string) => lines.push(l) });
   let failure: Error = new ScoringTimeoutError(5000);
@@ -126,8 +133,17 @@ test("a check past its scoring deadline: 503 guard_timeout with Retry-After, log
     lines.some((l) => l.includes("marguerite")),
     "no text in any line",
   );
-  // any other failure of the scorer (a classifier that cannot load, a crashed worker) is not a timeout
-  failure = new Error("scoring failed: no model files");
+  // a classifier that cannot load: 503 guard_unavailable, its reason (a server path) for the log only
+  failure = new ClassifierUnavailableError("the files are not in /srv/models/secret-path");
+  const gone = await t.throwsAsync(service.check(app(), { phase: "input", text }), { instanceOf: UnavailableError });
+  t.like(gone, { status: 503, code: "guard_unavailable", retryAfterSeconds: GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS });
+  t.regex(gone.message, /on_guard_error/);
+  t.false(gone.message.includes("/srv/models"), "the server's paths are not the tenant's to read");
+  t.deepEqual(problemHeaders(gone), { "Retry-After": String(GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS) });
+  const told = lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => /could not be loaded/.test(String(l.msg)));
+  t.like(told, { level: 50, appId: "shop", reason: "the files are not in /srv/models/secret-path" });
+  // any other failure of the scorer (a crashed worker) is neither
+  failure = new Error("scoring failed: a worker died");
   await t.throwsAsync(service.check(app(), { phase: "input", text }), { is: failure });
   t.deepEqual(problemHeaders(new UnavailableError("app_update_failed", "x")), {}, "a 503 without a Retry-After sets none");
 });
