@@ -13,7 +13,7 @@ import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cachedDir } from "./lib/pinned.ts";
-import { evalSetFiles, loadEvalSet } from "./lib/guards-eval-set.ts";
+import { loadEvalSet } from "./lib/guards-eval-set.ts";
 import { pythonVenv } from "./lib/python.ts";
 import { CLASSIFIER_WINDOWS } from "../toolkit/src/guards/classifier/index.ts";
 
@@ -34,18 +34,28 @@ export function guardModelPython(): string {
   return pythonVenv(`guard-model-${createHash("sha256").update(PACKAGES.join(" ")).digest("hex").slice(0, 12)}`, PACKAGES);
 }
 
+/**
+ * What the build reads of the evaluation set: the items with a prompt_injection label, in the set's
+ * order (it learns that guard alone), so that a source for another guard builds nothing new.
+ */
+function trainingItems() {
+  return loadEvalSet()
+    .filter((it) => it.labels.prompt_injection !== undefined)
+    .map(({ text, split, source, labels }) => ({ text, split, source, labels }));
+}
+
 /** The classifier's directory, built first when missing. */
 export function guardModelDir(): string {
+  const items = trainingItems();
   const key = createHash("sha256");
   key
     .update(readFileSync(GUARD_MODEL_PY))
     .update(PACKAGES.join(" "))
     .update(String(GUARD_MODEL_LAYERS))
-    .update(JSON.stringify(CLASSIFIER_WINDOWS));
-  for (const f of evalSetFiles()) key.update(readFileSync(f));
+    .update(JSON.stringify(CLASSIFIER_WINDOWS))
+    .update(JSON.stringify(items));
   return cachedDir("guard-model", key.digest("hex").slice(0, 16), "model.json", (tmp) => {
     const python = guardModelPython();
-    const items = loadEvalSet().map(({ text, split, source, labels }) => ({ text, split, source, labels }));
     console.error(`building the guard classifier into ${tmp}`);
     execFileSync(python, [GUARD_MODEL_PY, "build", tmp], {
       input: JSON.stringify({ items, layers: GUARD_MODEL_LAYERS, windows: CLASSIFIER_WINDOWS }),
