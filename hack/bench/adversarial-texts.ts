@@ -81,6 +81,10 @@ export const CASES: Record<string, (i: number, rand: () => number) => string> = 
     `${pick(r, ["SSN 078.05.1120", "ssn: 219 099 999", "SSN 666.05.1120", "SS# 12-34-56-78-90-12"])} ` +
     `${pick(r, ["routing number 021000021", "ABA 12345678" + (i % 10), "RTN 0260095" + String(i % 100).padStart(2, "0")])} ` +
     `${pick(r, ["passport no. C01X00T47", "passport 123 456 789", "Reisepass Nr. 12AB34567"])} my ip: 192.168.${i % 256}.23 `,
+  // account words, gaps of spaces and digit groups that may or may not be an account number; keys named in words
+  "bank accounts and key names": (i, r) =>
+    `${pick(r, ["bank account 0988462452" + (i % 10), "acct #  44 0032 1187", "checking account number:   1234-5678-90", "account 000000000", "account" + " ".repeat(1 + (i % 40)) + "#"])} ` +
+    `${pick(r, ["routing 021000021", "wire", ""])} ${pick(r, ["My API key is API-" + i + "f12686", "network key is  Secret" + i, "login pass is  ", "api key"])} `,
   "national phones and look-alikes": (i, r) =>
     `${pick(r, ["Ligue (11) 96123-4567", "móvil 612 34 56 78", "call (506) 234-5678", "Roma 06 6982 1234", "090-1234-5678"])} ` +
     `ZIP 90210-${String(1000 + (i % 9000))} ISBN 0-306-40615-2 1Z 999 AA1 01 2345 6784 ${10 + (i % 90)} 12 34 56 `,

@@ -45,6 +45,11 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["routing number 021000021", "routing_number", "021000021", "bank routing number ending 21"],
   ["ABA: 011000015", "routing_number", "011000015", "bank routing number ending 15"],
   ["RTN 026009593 for the deposit", "routing_number", "026009593", "bank routing number ending 93"],
+  // a bank account number: digits right after the words that name it, in a text about a bank
+  ["My bank account is 09884624524, for the direct deposit.", "bank_account", "09884624524", "bank account number ending 24"],
+  ["checking account number: 1234-5678-90 at Chase", "bank_account", "1234-5678-90", "bank account number ending 90"],
+  ["Use account 0168754245, routing 021000021 for the transfer.", "bank_account", "0168754245", "bank account number ending 45"],
+  ["wire to acct # 44 0032 1187 please", "bank_account", "44 0032 1187", "bank account number ending 87"],
   ["IBAN GB29 NWBK 6016 1331 9268 19 OK", "iban", "GB29 NWBK 6016 1331 9268 19", "IBAN (GB) ending 6819"],
   ["DE89370400440532013000", "iban", "DE89370400440532013000", "IBAN (DE) ending 3000"],
   // any separator, or none, in any grouping, in either case
@@ -96,6 +101,11 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ],
   ["db password: Xk9#mP2$vL7q", "secret", "Xk9#mP2$vL7q", 'value of "password" (12 chars)'],
   ["my password is Tr0ub4dor&3", "secret", "Tr0ub4dor&3", 'value of "password" (11 chars)'],
+  // the key's name in words, and the passwords of a login or a network
+  ["My API key is API-26395f12686, for the integration.", "secret", "API-26395f12686", 'value of "api key" (15 chars)'],
+  ["The login pass is Summer2025!, use it", "secret", "Summer2025!", 'value of "login pass" (11 chars)'],
+  ["Network key is SecretKey456, for setup.", "secret", "SecretKey456", 'value of "network key" (12 chars)'],
+  ["wifi password: Kx7-blue-otter", "secret", "Kx7-blue-otter", 'value of "password" (14 chars)'],
   ["postgres://app:s3cr3tPass@db:5432/x", "secret", "s3cr3tPass", "password in a URL (10 chars)"],
   ["1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "crypto_address", "1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNa", "Bitcoin address ending vfNa"],
   [
@@ -164,6 +174,14 @@ const negatives: Array<[string, string]> = [
   ["bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t5", "bech32 checksum failure"],
   ["1A1zP1eP5QGefi2DMPTfTL5SLmv7DivfNb", "base58check failure"],
   ["Set password=your_password_here", "placeholder password"],
+  ["The test token is sess-000000000000, for demo", "a token of one repeated digit"],
+  ["The test account is 000000000000, routing 000000000", "a bank account and a routing number of zeros"],
+  ["Call my account manager at the bank on Monday; account 12 was closed", "account words without an account number"],
+  ["Account 0168754245 was created for the shop", "an account number in a text with no bank in it"],
+  ["My bank account has 1500000 dollars in it", "an amount after account words"],
+  ["the private key is stored in the vault", "prose after a key's name"],
+  ["your boarding pass is ready, the bus pass is 25 dollars", "passes that are not passwords"],
+  ["the api key is invalid, and the network key is missing", "prose after key words"],
   ["password: ********", "masked password"],
   ["the token is expired", "prose after token"],
   ["a token limit of 4096 tokens", "token count"],

@@ -19,6 +19,7 @@ export const PII_KINDS = [
   "passport",
   "drivers_license",
   "routing_number",
+  "bank_account",
 ] as const;
 export type PiiKind = (typeof PII_KINDS)[number];
 

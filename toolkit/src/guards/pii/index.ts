@@ -11,7 +11,7 @@ import { detectEmails } from "./email.ts";
 import { detectIbans } from "./iban.ts";
 import { detectIps } from "./ip.ts";
 import { detectPhones } from "./phone.ts";
-import { detectRoutingNumbers } from "./routing.ts";
+import { detectBankAccounts, detectRoutingNumbers } from "./routing.ts";
 import { detectSecrets } from "./secrets.ts";
 import { detectSsns } from "./ssn.ts";
 import { detectUsIds } from "./us-ids.ts";
@@ -28,6 +28,7 @@ export const PII_CHAIN: ReadonlyArray<{ name: string; kinds: readonly PiiKind[];
   { name: "card", kinds: ["credit_card"], detect: detectCards },
   { name: "crypto", kinds: ["crypto_address"], detect: detectCrypto },
   { name: "routing", kinds: ["routing_number"], detect: detectRoutingNumbers },
+  { name: "bank-account", kinds: ["bank_account"], detect: detectBankAccounts },
   { name: "us-ids", kinds: ["itin", "passport", "drivers_license"], detect: detectUsIds },
   { name: "ssn", kinds: ["ssn"], detect: detectSsns },
   { name: "ip", kinds: ["ip_address"], detect: detectIps },

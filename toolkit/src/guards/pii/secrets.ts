@@ -1,7 +1,7 @@
 // Credentials: keys with a well-known prefix (cloud, source hosting, chat, payments, LLM vendors,
 // Berth's own), PEM private keys, JSON Web Tokens, credentials in URLs, bearer tokens, and values
-// assigned to words such as password, secret, token or api_key. Descriptions name the kind and
-// the public prefix at most, never the value.
+// assigned to words such as password, secret, token, api_key, "API key" or "network key".
+// Descriptions name the kind and the public prefix at most, never the value.
 import { isJWT } from "./validators.ts";
 import type { Hit } from "../types.ts";
 import { anyOf, charClasses, entropy } from "../text.ts";
@@ -56,7 +56,7 @@ const URL_CREDENTIALS = /\b[a-z][a-z0-9+.-]{1,20}:\/\/([^\s:@/]{1,128}):([^\s@/]
 const BEARER = /\bBearer\s+([A-Za-z0-9._~+/-]{20,}=*)/g;
 // keyword [identifier rest] [quote] separator [quote] value
 const ASSIGNED =
-  /(password|passwd|pwd|passphrase|passcode|secret|token|api[_-]?key|apikey|access[_-]?key|private[_-]?key|credentials?)[A-Za-z0-9_.-]{0,40}["'`]?(\s*(?:[:=]|=>|:=)\s*|\s+(?:is|was)\s+)["'`]?([^\s"'`,;)]{1,200})/gi;
+  /(password|passwd|pwd|passphrase|passcode|secret|token|api[ _-]?key|apikey|access[ _-]?key|private[ _-]?key|(?:login|account|admin|user|root|wi-?fi|network)[ _-]?(?:pass\b|key)|credentials?)[A-Za-z0-9_.-]{0,40}["'`]?(\s*(?:[:=]|=>|:=)\s*|\s+(?:is|was)\s+)["'`]?([^\s"'`,;)]{1,200})/gi;
 const PLACEHOLDER =
   /^(?:\*+|x{3,}|\.{3,}|<[^>]*>|\[[^\]]*\]|\$\{?[A-Za-z_][\w.]*\}?|%[A-Za-z_]+%|\{\{[^}]*\}\}|your[_-]?\w*|my[_-]?\w*|example\w*|changeme|placeholder|password|secret|token|null|none|nil|undefined|true|false|redacted|hidden|masked|required|optional|string|env|process\.env\.\w+)$/i;
 
@@ -64,9 +64,12 @@ function describeKey(rule: KeyRule, value: string): string {
   return `${rule.name} (${value.slice(0, rule.prefix)}…, ${value.length} chars)`;
 }
 
+// a value that is one character repeated, after a prefix or two ("sess-000000000000", "aaaaaaaa"): a demo value
+const ONE_CHARACTER = /^(?:[A-Za-z]{1,10}[-_])*(\w)\1{5,}$/;
+
 /** Is a value assigned to a secret-sounding word itself secret-like? */
 export function secretValueScore(value: string, viaIs: boolean): number {
-  if (PLACEHOLDER.test(value) || value.length < 6) return 0;
+  if (PLACEHOLDER.test(value) || ONE_CHARACTER.test(value) || value.length < 6) return 0;
   const classes = charClasses(value);
   const h = entropy(value);
   if (viaIs) {
