@@ -521,16 +521,25 @@ export const SIGNALS: readonly Signal[] = [
 /**
  * Signals with the gate of those that run on the lower-cased view: one regex that finds a match
  * exactly when one of them would (text.ts anyOf). Most prompts match none, and one scan instead of
- * ~50 says so. Built together, so a gate always belongs to its signals.
+ * ~50 says so. Past it, a gate per kind (a dozen signals or fewer) says which kinds may match and
+ * where the first match of any of theirs starts, so that a prompt with an override and nothing
+ * else runs the override signals alone, each from that position (no signal of the kind matches
+ * before it: exact). Built together, so a gate always belongs to its signals.
  */
 interface SignalSet {
   signals: readonly Signal[];
   gate: RegExp;
+  /** for each signal on the lower-cased view, the index of its kind's gate in `kinds` */
+  kindOf: Map<Signal, number>;
+  kinds: readonly RegExp[];
 }
-const signalSet = (signals: readonly Signal[]): SignalSet => ({
-  signals,
-  gate: anyOf(signals.filter((s) => !s.original).map((s) => s.re)),
-});
+function signalSet(signals: readonly Signal[]): SignalSet {
+  const lowered = signals.filter((s) => !s.original);
+  const byKind = Map.groupBy(lowered, (s) => s.kind);
+  const kinds = [...byKind.values()].map((group) => anyOf(group.map((s) => s.re)));
+  const index = new Map([...byKind.keys()].map((k, i) => [k, i]));
+  return { signals, gate: anyOf(lowered.map((s) => s.re)), kinds, kindOf: new Map(lowered.map((s) => [s, index.get(s.kind)!])) };
+}
 const ALL = signalSet(SIGNALS);
 const DEEP = signalSet(SIGNALS.filter((s) => s.deep && !s.original));
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{3,300}?)(["'”’»])(?![\w])/g;
@@ -557,7 +566,7 @@ function hasBase64Run(text: string): boolean {
 }
 
 function runSignals(
-  { signals, gate }: SignalSet,
+  { signals, gate, kinds, kindOf }: SignalSet,
   lower: string,
   original: string,
   view: TextView | null,
@@ -566,10 +575,18 @@ function runSignals(
   span?: [number, number],
 ): void {
   const lowerMayMatch = gate.test(lower);
+  // where each kind's first match starts (-1: none), asked of its gate once it is needed
+  const firstOf: number[] = [];
   for (const sig of signals) {
-    if (!sig.original && !lowerMayMatch) continue;
+    let from = 0;
+    if (!sig.original) {
+      if (!lowerMayMatch) continue;
+      const k = kindOf.get(sig)!;
+      from = firstOf[k] ??= kinds[k]!.exec(lower)?.index ?? -1;
+      if (from < 0) continue;
+    }
     const target = sig.original ? original : lower;
-    sig.re.lastIndex = 0;
+    sig.re.lastIndex = from;
     for (let m = sig.re.exec(target); m; m = sig.re.exec(target)) {
       if (m[0].length === 0) {
         sig.re.lastIndex += 1;
