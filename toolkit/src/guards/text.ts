@@ -67,7 +67,6 @@ export function toOriginal(view: TextView, start: number, end: number): [number,
 }
 
 const LEET: Record<string, string> = { "0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", $: "s", "!": "i" };
-const LEET_CHARS = /[013457@$!]/;
 const LEET_NEXT_TO_LETTER = /[a-z][013457@$!]|[013457@$!][a-z]/;
 
 /**
@@ -76,16 +75,30 @@ const LEET_NEXT_TO_LETTER = /[a-z][013457@$!]|[013457@$!][a-z]/;
  * Returns null when nothing changed.
  */
 export function deLeet(lower: string): string | null {
-  if (!LEET_NEXT_TO_LETTER.test(lower)) return null;
-  let changed = false;
-  const out = lower.replace(/[a-z013457@$!]+/g, (word) => {
-    if (!/[a-z]/.test(word) || !LEET_CHARS.test(word) || word.length < 3) return word;
-    // Require at least two letters so that "a1" or "4x" are left alone.
-    if ((word.match(/[a-z]/g)?.length ?? 0) < 2) return word;
-    changed = true;
-    return word.replace(/[013457@$!]/g, (c) => LEET[c] ?? c);
-  });
-  return changed ? out : null;
+  // the words (runs of letters and look-alikes) that mix both are the words with a letter next to
+  // a look-alike: found from those spots and widened to the word, so that the words of plain prose
+  // around them (most of a text) are never visited
+  const spots = new RegExp(LEET_NEXT_TO_LETTER.source, "g");
+  let out = "";
+  let done = 0;
+  for (let m = spots.exec(lower); m; m = spots.exec(lower)) {
+    let start = m.index;
+    let end = m.index + 2;
+    while (start > 0 && isLeetWordChar(lower.charCodeAt(start - 1))) start--;
+    while (end < lower.length && isLeetWordChar(lower.charCodeAt(end))) end++;
+    spots.lastIndex = end;
+    const word = lower.slice(start, end);
+    // at least three characters, two of them letters, so that "a1" or "4x" are left alone
+    if (word.length < 3 || (word.match(/[a-z]/g)?.length ?? 0) < 2) continue;
+    out += lower.slice(done, start) + word.replace(/[013457@$!]/g, (c) => LEET[c] ?? c);
+    done = end;
+  }
+  return done === 0 ? null : out + lower.slice(done);
+}
+
+/** Whether a UTF-16 unit is a letter a-z or one of LEET's look-alikes: a character of a leetspeak word. */
+function isLeetWordChar(c: number): boolean {
+  return (c >= 97 && c <= 122) || c === 48 || c === 49 || c === 51 || c === 52 || c === 53 || c === 55 || c === 64 || c === 36 || c === 33;
 }
 
 // Three or more single letters, each followed by one space, dot, dash or underscore, and a last one:
