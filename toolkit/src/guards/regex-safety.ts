@@ -74,6 +74,9 @@ export function compilePattern(source: string, flags = ""): Pattern {
   const re = RE2JS.compile(toRe2Syntax(source), re2Flags(flags));
   return {
     *matches(text: string) {
+      // most texts hold no match: RE2's DFA says so without the positions' bookkeeping (the
+      // matcher's search keeps the match's bounds, which takes its slower backtracker or NFA)
+      if (!re.test(text)) return;
       const m = re.matcher(text);
       while (m.find()) {
         const start = m.start(),
