@@ -215,6 +215,22 @@ if (values.classifier) {
       `${r.name.padEnd(27)} | ${ms(r.wall.p50)} ${ms(r.wall.p90)} ${ms(r.wall.p99)} ${ms(r.wall.max)} | ${ms(r.cpu.p50)} ${ms(r.cpu.p90)} ${ms(r.cpu.p99)} ${ms(r.cpu.max)}`,
     );
   console.log(`comparison (classifier, 1 KB, one core): ${versus(rows.slice(1, 3), "cpu", CLASSIFIER_BUDGET_P99_MS)}`);
+  // a long prompt costs its tokenisation and at most `max` windows: 64 KB of prose against 64 KB of
+  // 100-letter words that are in no vocabulary (each splits into dozens of pieces), what a tenant
+  // who wants to hold the scoring threads would send
+  const LONG = 64 * 1024;
+  const prose = benign.repeat(Math.ceil(LONG / benign.length)).slice(0, LONG);
+  let seed = 7;
+  const letter = () => "bcdfghjklmnpqrstvwxz"[(seed = (seed * 1103515245 + 12345) >>> 0) % 20]!;
+  const words = Array.from({ length: Math.ceil(LONG / 101) }, () => Array.from({ length: 100 }, letter).join(""))
+    .join(" ")
+    .slice(0, LONG);
+  const long = [
+    await measure("model, 64 KB of prose", () => classifier.score(prose), 50, 5),
+    await measure("model, 64 KB of long words", () => classifier.score(words), 50, 5),
+  ];
+  for (const r of long) console.log(`${r.name.padEnd(27)} | cpu p50 ${ms(r.cpu.p50)} p99 ${ms(r.cpu.p99)}`);
+  console.log(`long words / prose, cpu p50: ${(long[1]!.cpu.p50 / long[0]!.cpu.p50).toFixed(2)}`);
   await classifier.close();
 }
 

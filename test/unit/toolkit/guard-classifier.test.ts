@@ -42,6 +42,30 @@ const GOLDEN: Array<[string, number[]]> = [
   ["e\u0301 combining", [1041, 11566]],
   ["unbelievably tokenisation", [4895, 8671, 2666, 3567, 6321, 19204, 6648]],
   ["a".repeat(120) + " end", [100, 2203]],
+  // long words that split into many pieces (the longest match at each position), and words with
+  // characters beyond the BMP, which do not split
+  [
+    "pneumonoultramicroscopicsilicovolcanoconiosis",
+    [1052, 2638, 2819, 17175, 11314, 6444, 2594, 7352, 26461, 27572, 11261, 6767, 15472, 6761, 8663, 10735, 2483],
+  ],
+  [
+    "rpqxbschzjfkspvpvlsfxpmcrdjnvzpgnlwdmnmhdgmthcdzwqckzplsrgcctnjgxgrfhrpgcrmgszhvstntlmtqgfqwhtnhdtlv",
+    [
+      1054, 2361, 4160, 2595, 5910, 2818, 2480, 3501, 24316, 13102, 2615, 2361, 2615, 4877, 2546, 2595, 9737, 26775, 2094, 22895, 2615,
+      2480, 26952, 20554, 21724, 2213, 2078, 2213, 14945, 21693, 2705, 19797, 2480, 2860, 4160, 3600, 2480, 24759, 21338, 18195, 6593, 2078,
+      3501, 2290, 2595, 16523, 2546, 8093, 26952, 26775, 24798, 17112, 2232, 15088, 2102, 3372, 13728, 2102, 4160, 25708, 4160, 2860, 11039,
+      25311, 11927, 2140, 2615,
+    ],
+  ],
+  [
+    "na\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efvena\u00efve",
+    [
+      15743, 26416, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886,
+      8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 8159, 4886, 3726,
+    ],
+  ],
+  ["ab\ud83d\ude00cd longer\ud83d\ude80word x\ud83d\ude00", [100, 100, 100]],
+  ["unbelievably\ud83d\ude00", [100]],
   ["", []],
 ];
 
