@@ -34,6 +34,7 @@ import {
   type TextClassifier,
 } from "../../../toolkit/src/index.ts";
 import type { Logger } from "../../../kube/logger.ts";
+import { modelGateBuffer, stopModelWork } from "./model-gate.ts";
 
 export interface ScoreInput {
   input: string;
@@ -434,6 +435,8 @@ interface Job {
 }
 interface Slot {
   worker: Worker;
+  /** the thread's model work (model-gate.ts): a cut waits for it to end before terminating */
+  gate: Int32Array;
   dead: boolean;
   /** the thread has loaded its modules: a task's deadline runs from then on, not from the thread's start */
   ready: boolean;
@@ -528,10 +531,11 @@ export class WorkerPoolScorer implements Scorer {
   }
 
   #spawn(): Slot {
-    const worker = new Worker(this.#workerUrl);
+    const modelGate = modelGateBuffer();
+    const worker = new Worker(this.#workerUrl, { workerData: { modelGate } });
     worker.unref();
     const { promise: whenReady, resolve: markReady } = Promise.withResolvers<void>();
-    const slot: Slot = { worker, dead: false, ready: false, whenReady, markReady, pending: new Map() };
+    const slot: Slot = { worker, gate: new Int32Array(modelGate), dead: false, ready: false, whenReady, markReady, pending: new Map() };
     let starting: NodeJS.Timeout | undefined;
     if (this.#startTimeoutMs !== undefined) {
       starting = setTimeout(() => this.#notStarted(slot), this.#startTimeoutMs);
@@ -635,12 +639,16 @@ export class WorkerPoolScorer implements Scorer {
     }
   }
 
-  /** Terminates a worker that is stuck and puts a fresh one in its slot; returns the tasks it held, oldest first. */
+  /**
+   * Terminates a worker that is stuck and puts a fresh one in its slot; returns the tasks it held,
+   * oldest first. The termination waits for model work in flight (model-gate.ts: terminating a
+   * thread in the middle of one aborts the process); the tasks are handed back at once.
+   */
   #cut(slot: Slot): Job[] {
     const jobs = this.#retire(slot);
     slot.markReady(); // nobody waits on a thread that is gone
     this.#replace(slot);
-    void slot.worker.terminate();
+    void stopModelWork(slot.gate).then(() => slot.worker.terminate());
     return jobs;
   }
 
@@ -696,6 +704,11 @@ export class WorkerPoolScorer implements Scorer {
       clearTimeout(s.timer);
       s.markReady(); // nobody waits on a closed pool
     }
-    await Promise.all(this.#slots.map((s) => s.worker.terminate()));
+    await Promise.all(
+      this.#slots.map(async (s) => {
+        await stopModelWork(s.gate);
+        await s.worker.terminate();
+      }),
+    );
   }
 }

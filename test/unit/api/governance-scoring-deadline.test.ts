@@ -4,9 +4,10 @@
 // that worker re-dispatched, and the other workers keep serving meanwhile. Without a deadline the
 // same task holds its worker for good. Then the real worker on 1 MiB adversarial texts and the
 // classic catastrophic-backtracking inputs: each is answered or cut, and another app's small
-// batches are scored all along. Serial: the runaway threads spin a core each, and the deadlines
-// are wall-clock time.
+// batches are scored all along. A thread cut in the middle of model work does not take the process
+// with it. Serial: the runaway threads spin a core each, and the deadlines are wall-clock time.
 import test from "ava";
+import { spawnSync } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -298,3 +299,17 @@ test.serial(
     t.true(lines.some((l) => l.includes("did not start in time")));
   },
 );
+
+test.serial("a thread cut in the middle of model work: the process lives; without the gate the cut aborts it", (t) => {
+  // in a child process each (test/fixtures/scoring/cut-mid-run.ts): what it looks for kills the process
+  const script = new URL("../../fixtures/scoring/cut-mid-run.ts", import.meta.url).pathname;
+  const run = (env: Record<string, string>) =>
+    spawnSync(process.execPath, [script], { env: { ...process.env, ...env }, encoding: "utf8", timeout: 120_000 });
+  const gated = run({});
+  t.is(gated.status, 0, gated.stderr);
+  t.regex(gated.stdout, /survived 6 cuts/, "every task was cut in its model work, and the process lived");
+  // the same cuts with nothing between the model and worker.terminate(): onnxruntime's callback into
+  // the terminated thread aborts the whole process (every app's requests with it)
+  const ungated = run({ BERTH_TEST_UNGATED: "1" });
+  t.true(ungated.signal === "SIGABRT" || ungated.status === 134, `${ungated.status} ${ungated.signal} ${ungated.stdout}`);
+});
