@@ -31,8 +31,24 @@ export async function asModelWork<T>(gate: Int32Array, work: () => Promise<T>): 
   }
 }
 
-/** In the pool: tells the thread to start no more model work; resolves once none is in flight (then it may be terminated). */
-export async function stopModelWork(gate: Int32Array): Promise<void> {
+/**
+ * How long the pool waits for a cut thread's model work. A score ends in milliseconds (a few hundred
+ * for 1 MiB); work that has not ended by then never will: the thread is stuck in JavaScript (a
+ * runaway task posted while the model loaded), so the callback that ends the work cannot run.
+ */
+export const MODEL_WORK_WAIT_MS = 2000;
+
+/**
+ * In the pool: tells the thread to start no more model work; resolves once none is in flight (true:
+ * it may be terminated safely), or after MODEL_WORK_WAIT_MS with false (it is terminated all the
+ * same: a thread that never yields cannot be left running).
+ */
+export async function stopModelWork(gate: Int32Array, waitMs = MODEL_WORK_WAIT_MS): Promise<boolean> {
   Atomics.or(gate, 0, STOPPING);
-  while (Atomics.load(gate, 0) & IN_FLIGHT) await new Promise((resolve) => setTimeout(resolve, 1));
+  const until = Date.now() + waitMs;
+  while (Atomics.load(gate, 0) & IN_FLIGHT) {
+    if (Date.now() >= until) return false;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  return true;
 }

@@ -648,7 +648,10 @@ export class WorkerPoolScorer implements Scorer {
     const jobs = this.#retire(slot);
     slot.markReady(); // nobody waits on a thread that is gone
     this.#replace(slot);
-    void stopModelWork(slot.gate).then(() => slot.worker.terminate());
+    void stopModelWork(slot.gate).then((ended) => {
+      if (!ended) this.#log.warn({ threadId: slot.worker.threadId }, "a cut scoring worker's model work did not end; terminating it");
+      return slot.worker.terminate();
+    });
     return jobs;
   }
 
