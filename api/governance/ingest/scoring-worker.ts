@@ -1,7 +1,7 @@
 // A scoring worker thread (scoring.ts WorkerPoolScorer): compiles each config version once and
 // scores the traces it is sent, or checks the one text. No I/O besides its port to the main thread.
 import { parentPort, workerData } from "node:worker_threads";
-import { defaultClassifierDir, GuardEngine, sharedInjectionClassifier, type TextClassifier } from "../../../toolkit/src/index.ts";
+import { GuardEngine, sharedInjectionClassifier, type TextClassifier } from "../../../toolkit/src/index.ts";
 import { asModelWork } from "./model-gate.ts";
 import {
   checkText,
@@ -44,10 +44,8 @@ parentPort!.on("message", (task: ScoringTask) => {
 });
 
 // Warm: the first scoring on a thread builds the toxicity word matcher and compiles the detectors'
-// code (about 0.15 s), and the classifier, on by default, loads its graph and vocabulary (0.2-0.5 s):
-// the thread's start, not any task's. A classifier that cannot load is not kept (the task that needs
-// it answers ClassifierUnavailableError). Then ready: the pool counts a task's deadline from now on.
-void Promise.allSettled([
-  scoreTraces(new GuardEngine({}), [{ input: "warm", output: "warm", latency: 0, model: "" }]),
-  defaultClassifierDir() === undefined ? undefined : gatedClassifier(),
-]).finally(() => parentPort!.postMessage({ ready: true } satisfies WorkerMessage));
+// code (about 0.15 s), which is the thread's start, not any task's. Then ready: the pool counts a
+// task's deadline from now on.
+void scoreTraces(new GuardEngine({}), [{ input: "warm", output: "warm", latency: 0, model: "" }]).finally(() =>
+  parentPort!.postMessage({ ready: true } satisfies WorkerMessage),
+);
