@@ -67,7 +67,14 @@ export function toOriginal(view: TextView, start: number, end: number): [number,
 }
 
 const LEET: Record<string, string> = { "0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "@": "a", $: "s", "!": "i" };
-const LEET_NEXT_TO_LETTER = /[a-z][013457@$!]|[013457@$!][a-z]/;
+// LEET's look-alikes as a character class (none of them needs escaping inside one), the spots where
+// a letter touches one, and the characters of a leetspeak word (letters and look-alikes), by code
+const LOOK_ALIKE = `[${Object.keys(LEET).join("")}]`;
+const LOOK_ALIKES = new RegExp(LOOK_ALIKE, "g");
+const LEET_SPOTS = new RegExp(`[a-z]${LOOK_ALIKE}|${LOOK_ALIKE}[a-z]`, "g");
+const IN_LEET_WORD = new Uint8Array(128);
+for (const c of "abcdefghijklmnopqrstuvwxyz" + Object.keys(LEET).join("")) IN_LEET_WORD[c.charCodeAt(0)] = 1;
+const inLeetWord = (c: number) => c < 128 && IN_LEET_WORD[c] === 1;
 
 /**
  * Undoes leetspeak in words that mix letters and look-alike digits or symbols ("1gn0re" ->
@@ -78,27 +85,22 @@ export function deLeet(lower: string): string | null {
   // the words (runs of letters and look-alikes) that mix both are the words with a letter next to
   // a look-alike: found from those spots and widened to the word, so that the words of plain prose
   // around them (most of a text) are never visited
-  const spots = new RegExp(LEET_NEXT_TO_LETTER.source, "g");
   let out = "";
   let done = 0;
-  for (let m = spots.exec(lower); m; m = spots.exec(lower)) {
+  LEET_SPOTS.lastIndex = 0;
+  for (let m = LEET_SPOTS.exec(lower); m; m = LEET_SPOTS.exec(lower)) {
     let start = m.index;
     let end = m.index + 2;
-    while (start > 0 && isLeetWordChar(lower.charCodeAt(start - 1))) start--;
-    while (end < lower.length && isLeetWordChar(lower.charCodeAt(end))) end++;
-    spots.lastIndex = end;
+    while (start > 0 && inLeetWord(lower.charCodeAt(start - 1))) start--;
+    while (end < lower.length && inLeetWord(lower.charCodeAt(end))) end++;
+    LEET_SPOTS.lastIndex = end;
     const word = lower.slice(start, end);
     // at least three characters, two of them letters, so that "a1" or "4x" are left alone
     if (word.length < 3 || (word.match(/[a-z]/g)?.length ?? 0) < 2) continue;
-    out += lower.slice(done, start) + word.replace(/[013457@$!]/g, (c) => LEET[c] ?? c);
+    out += lower.slice(done, start) + word.replace(LOOK_ALIKES, (c) => LEET[c]!);
     done = end;
   }
   return done === 0 ? null : out + lower.slice(done);
-}
-
-/** Whether a UTF-16 unit is a letter a-z or one of LEET's look-alikes: a character of a leetspeak word. */
-function isLeetWordChar(c: number): boolean {
-  return (c >= 97 && c <= 122) || c === 48 || c === 49 || c === 51 || c === 52 || c === 53 || c === 55 || c === 64 || c === 36 || c === 33;
 }
 
 // Three or more single letters, each followed by one space, dot, dash or underscore, and a last one:
