@@ -26,6 +26,7 @@ import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { evaluateGuards, evaluateWithClassifier, GuardEngine, loadInjectionClassifier, runEvals } from "../../toolkit/src/index.ts";
 import { guardModelDir } from "../guard-model.ts";
+import { pick, prng } from "./adversarial-texts.ts";
 import type { EngineConfigInput } from "../../toolkit/src/index.ts";
 
 const { values } = parseArgs({
@@ -220,8 +221,9 @@ if (values.classifier) {
   // who wants to hold the scoring threads would send
   const LONG = 64 * 1024;
   const prose = benign.repeat(Math.ceil(LONG / benign.length)).slice(0, LONG);
-  let seed = 7;
-  const letter = () => "bcdfghjklmnpqrstvwxz"[(seed = (seed * 1103515245 + 12345) >>> 0) % 20]!;
+  const rand = prng(7);
+  const consonants = [..."bcdfghjklmnpqrstvwxz"];
+  const letter = () => pick(rand, consonants);
   const words = Array.from({ length: Math.ceil(LONG / 101) }, () => Array.from({ length: 100 }, letter).join(""))
     .join(" ")
     .slice(0, LONG);
