@@ -12,6 +12,7 @@ import { join } from "node:path";
 import test from "ava";
 import { startApi, type TestApi } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
+import { setEnv } from "../helpers/env.ts";
 import { provisionApp, traceBody } from "../helpers/governance.ts";
 
 const PROMPT = "Summarise the refund policy for annual plans, for customer marguerite.";
@@ -25,13 +26,11 @@ test.before(async () => {
   const token = (await identity("operator")).token;
   // the scoring threads read BERTH_GUARD_MODEL_DIR from the environment they start with
   empty = await mkdtemp(join(tmpdir(), "berth-no-model-"));
-  const dir = process.env.BERTH_GUARD_MODEL_DIR;
-  process.env.BERTH_GUARD_MODEL_DIR = empty;
+  const restore = setEnv("BERTH_GUARD_MODEL_DIR", empty);
   try {
     broken = await startApi({ env: { BERTH_INGEST_WORKERS: "1" } });
   } finally {
-    if (dir === undefined) delete process.env.BERTH_GUARD_MODEL_DIR;
-    else process.env.BERTH_GUARD_MODEL_DIR = dir;
+    restore();
   }
   sound = await startApi({ env: { BERTH_INGEST_WORKERS: "1" } });
   keys.broken = (await provisionApp(broken, token, "shop")).key;
