@@ -13,6 +13,7 @@
 //   numbers   1 KB of digit groups, dates and amounts (worst case for the phone detector)
 //   output    the findings text checked as a model response (output phase)
 //   evals     runEvals on a trace, given the guard decisions (the ingestion path)
+//   50 pat.   a custom template of 50 patterns alone, on the benign (b.) and findings (f.) texts
 // Prints p50/p90/p99/max per scenario, in wall time and in CPU time of the process (the CPU
 // figures leave out the time other processes hold the core, which on a busy shared machine is
 // most of the wall-time tail), and a comparison line against the goal (p99 < 1 ms).
@@ -43,6 +44,12 @@ const GOAL_P99_MS = 1;
 /** The classifier's own budget (docs/guards.md, "The classifier"): p99 per 1 KB on one core. */
 const CLASSIFIER_BUDGET_P99_MS = 10;
 
+/** The custom template's patterns, in the main config and first in the 50-pattern one. */
+const codePatterns = [
+  { pattern: "\\bPRJ-\\d{4}\\b", name: "project code" },
+  { pattern: "\\binternal[-_ ]only\\b", flags: "i", name: "marking" },
+];
+
 const config: EngineConfigInput = {
   guards: {
     prompt_injection: { enabled: true, threshold: 0.7 },
@@ -62,10 +69,7 @@ const config: EngineConfigInput = {
       name: "Internal codes",
       guardType: "custom",
       config: {
-        patterns: [
-          { pattern: "\\bPRJ-\\d{4}\\b", name: "project code" },
-          { pattern: "\\binternal[-_ ]only\\b", flags: "i", name: "marking" },
-        ],
+        patterns: codePatterns,
         keywords: ["project falcon", "codename"],
       },
     },
@@ -75,6 +79,37 @@ const config: EngineConfigInput = {
     { name: "billing", keywords: ["invoice", "refund", "payment", "charge", "subscription"] },
     { name: "account", keywords: ["account", "password", "login", "email address", "profile"] },
   ],
+};
+
+/**
+ * A custom template of 50 patterns (a team's internal identifiers and markings) and nothing else:
+ * what a set of user patterns costs. The first two are the main config's, so the findings text
+ * holds two matches of each; the other 48 match nothing in the bench's texts.
+ */
+const patternsConfig: EngineConfigInput = {
+  guards: {
+    prompt_injection: { enabled: false },
+    sensitive_data: { enabled: false },
+    custom_templates: [{ template_id: "ids", template_name: "Internal identifiers", enabled: true, threshold: 0.6 }],
+  },
+  templates: {
+    ids: {
+      name: "Internal identifiers",
+      guardType: "custom",
+      config: {
+        patterns: [
+          ...codePatterns,
+          ...Array.from({ length: 48 }, (_, i) =>
+            i % 3 === 0
+              ? { pattern: `\\bT${i}-[A-Z]{2}\\d{3,5}\\b`, name: `ticket ${i}` }
+              : i % 3 === 1
+                ? { pattern: `\\b(?:team|unit)${i}[-_ ](?:secret|restricted)\\b`, flags: "i", name: `marking ${i}` }
+                : { pattern: `\\bk${i}_[A-Za-z0-9]{16,40}\\b`, name: `key ${i}` },
+          ),
+        ],
+      },
+    },
+  },
 };
 
 function toKB(base: string): string {
@@ -155,6 +190,7 @@ function versus(rows: readonly { name: string; wall: Stats; cpu: Stats }[], what
 }
 
 const engine = new GuardEngine(config);
+const patternsEngine = new GuardEngine(patternsConfig);
 const decisionIn = evaluateGuards(findings, "input", engine);
 const decisionOut = evaluateGuards(findings, "output", engine);
 console.log(
@@ -169,6 +205,8 @@ const results = [
   await measure("findings", () => evaluateGuards(findings, "input", engine)),
   await measure("numbers", () => evaluateGuards(numbers, "input", engine)),
   await measure("output", () => evaluateGuards(findings, "output", engine)),
+  await measure("50 pat. b.", () => evaluateGuards(benign, "input", patternsEngine)),
+  await measure("50 pat. f.", () => evaluateGuards(findings, "input", patternsEngine)),
   await measure("evals", () =>
     runEvals({ input: findings, output: benign, latencyMs: 1800 }, engine, { input: decisionIn, output: decisionOut }),
   ),
@@ -242,25 +280,28 @@ if (values.baseline) {
   type Toolkit = { GuardEngine: typeof GuardEngine; evaluateGuards: typeof evaluateGuards };
   const base = (await import(pathToFileURL(join(resolve(values.baseline), "toolkit/src/index.ts")).href)) as Toolkit;
   const baseEngine = new base.GuardEngine(config);
+  const basePatterns = new base.GuardEngine(patternsConfig);
   const ROUND = 500;
-  const scenarios: Array<[string, string, "input" | "output"]> = [
-    ["benign", benign, "input"],
-    ["findings", findings, "input"],
-    ["numbers", numbers, "input"],
-    ["output", findings, "output"],
+  const scenarios: Array<[string, string, "input" | "output", [GuardEngine, GuardEngine]]> = [
+    ["benign", benign, "input", [baseEngine, engine]],
+    ["findings", findings, "input", [baseEngine, engine]],
+    ["numbers", numbers, "input", [baseEngine, engine]],
+    ["output", findings, "output", [baseEngine, engine]],
+    ["50 pat. b.", benign, "input", [basePatterns, patternsEngine]],
+    ["50 pat. f.", findings, "input", [basePatterns, patternsEngine]],
   ];
   console.log(`\nback to back with the baseline in ${values.baseline} (${N} calls each, rounds of ${ROUND}, CPU ms per call)`);
   console.log("scenario   | baseline p50   p99  |   this p50    p99  | ratio p50  p99");
-  for (const [name, text, phase] of scenarios) {
+  for (const [name, text, phase, [baseOne, curOne]] of scenarios) {
     const runs = { base: new Float64Array(N), cur: new Float64Array(N) };
     for (let i = 0; i < WARMUP; i++) {
-      base.evaluateGuards(text, phase, baseEngine);
-      evaluateGuards(text, phase, engine);
+      base.evaluateGuards(text, phase, baseOne);
+      evaluateGuards(text, phase, curOne);
     }
     for (let done = 0; done < N; done += ROUND) {
       for (const [which, fn] of [
-        ["base", () => base.evaluateGuards(text, phase, baseEngine)],
-        ["cur", () => evaluateGuards(text, phase, engine)],
+        ["base", () => base.evaluateGuards(text, phase, baseOne)],
+        ["cur", () => evaluateGuards(text, phase, curOne)],
       ] as const) {
         for (let i = done; i < Math.min(N, done + ROUND); i++) {
           const c0 = process.cpuUsage();

@@ -1,6 +1,6 @@
 // off_topic and custom guards, the regular-expression safety check, and allowlists.
 import test from "ava";
-import { checkPattern, customGuard, GuardTemplateSpec, offTopicGuard } from "../../../toolkit/src/guards/index.ts";
+import { checkPattern, customGuard, GuardTemplateSpec, offTopicGuard, type CustomPattern } from "../../../toolkit/src/guards/index.ts";
 
 const topics = [
   { name: "billing", keywords: ["invoice", "refund", "payment", "credit card"] },
@@ -142,6 +142,43 @@ test("catastrophic patterns run in linear time on 1 MiB: a backtracking engine w
     ours.sort((a, b) => a[0]! - b[0]!),
     v8,
   );
+});
+
+// A template's patterns are asked as one set (which of them match), then each that matches for
+// where, and a search stops when the rest of the text holds no match: the same spans as each
+// pattern alone on JavaScript's engine, whatever the flags of the others in the set.
+test("custom: a set of patterns finds what each finds alone, with its own flags", (t) => {
+  const patterns: CustomPattern[] = [
+    { pattern: "abc" },
+    { pattern: "ABC", flags: "i" },
+    { pattern: "\\Bx" },
+    { pattern: "^ab", flags: "m" },
+    { pattern: "^ab" },
+    { pattern: "a.b", flags: "s" },
+    { pattern: "a.b" },
+    { pattern: "\\bPRJ-\\d{4}\\b" },
+    { pattern: "caf\\u00e9\\b", flags: "iu" },
+    { pattern: "x+$" },
+  ];
+  const texts = [
+    "axx", // the second x's \B reads the first x: a search cut at the end of a match without it stops here
+    "xx abc ABC aBc",
+    "ab\nab xab\na\nb a-b",
+    "PRJ-1234 xPRJ-1234 PRJ-12345 PRJ-4321.",
+    "😀 CAFÉ café cafés abc😀x",
+    "abcabcabc",
+    "",
+    "no match at all",
+  ];
+  for (const text of texts) {
+    const ours = customGuard(text, { patterns, threshold: 1 }).matches.map((m) => `${m.start}-${m.end}`);
+    const v8 = patterns.flatMap((p) =>
+      [...text.matchAll(new RegExp(p.pattern, `g${p.flags ?? ""}`))]
+        .filter((m) => m[0] !== "")
+        .map((m) => `${m.index}-${m.index + m[0].length}`),
+    );
+    t.deepEqual(ours.sort(), v8.sort(), JSON.stringify(text));
+  }
 });
 
 test("checkPattern refuses flags other than i, m, s, u (g and y are the engine's)", (t) => {

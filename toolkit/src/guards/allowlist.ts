@@ -1,30 +1,28 @@
 // Allowlists: strings and patterns that must never trigger a guard. An entry is a literal
 // (matched case-insensitively) or a "/pattern/flags" regular expression (checked for safety).
 import type { Hit } from "./types.ts";
-import { compilePattern, parsePatternLiteral, type Pattern } from "./regex-safety.ts";
+import { compilePatternSet, parsePatternLiteral, type PatternSet } from "./regex-safety.ts";
 import { SpanSet } from "./spans.ts";
 
 export interface CompiledAllowlist {
   literals: string[];
   /** user patterns, run in linear time (regex-safety.ts) */
-  patterns: Pattern[];
+  patterns: PatternSet;
 }
 
-export const EMPTY_ALLOWLIST: CompiledAllowlist = { literals: [], patterns: [] };
+export const EMPTY_ALLOWLIST: CompiledAllowlist = { literals: [], patterns: compilePatternSet([]) };
 
 /** Compiles allowlist entries. Throws on an unsafe or invalid pattern (the schema refuses those first). */
 export function compileAllowlist(entries: readonly string[] | undefined): CompiledAllowlist {
   if (!entries || entries.length === 0) return EMPTY_ALLOWLIST;
-  const out: CompiledAllowlist = { literals: [], patterns: [] };
+  const literals: string[] = [];
+  const patterns: Array<{ source: string; flags: string }> = [];
   for (const entry of entries) {
     const lit = parsePatternLiteral(entry);
-    if (lit) {
-      out.patterns.push(compilePattern(lit.source, lit.flags));
-    } else if (entry.trim()) {
-      out.literals.push(entry.toLowerCase());
-    }
+    if (lit) patterns.push(lit);
+    else if (entry.trim()) literals.push(entry.toLowerCase());
   }
-  return out;
+  return { literals, patterns: compilePatternSet(patterns) };
 }
 
 /** Where allowlisted entries occur in a text. */
@@ -37,7 +35,7 @@ export function allowlistSpans(text: string, allowlist: CompiledAllowlist): Arra
     }
   }
   // one push per match: a spread of tens of thousands of arguments overflows the stack
-  for (const p of allowlist.patterns) for (const span of p.matches(text)) spans.push(span);
+  for (const [, start, end] of allowlist.patterns.matches(text)) spans.push([start, end]);
   return spans;
 }
 
@@ -46,7 +44,7 @@ export function allowlistSpans(text: string, allowlist: CompiledAllowlist): Arra
  * text is allowlisted, and a whole-text hit when anything allowlisted occurs in the text.
  */
 export function applyAllowlist(hits: Hit[], text: string, allowlist: CompiledAllowlist): Hit[] {
-  if (hits.length === 0 || (allowlist.literals.length === 0 && allowlist.patterns.length === 0)) return hits;
+  if (hits.length === 0 || (allowlist.literals.length === 0 && allowlist.patterns.size === 0)) return hits;
   const spans = allowlistSpans(text, allowlist);
   // one binary search per hit, not a scan of every allowlisted occurrence
   const covered = SpanSet.ofPairs(spans);
@@ -55,6 +53,6 @@ export function applyAllowlist(hits: Hit[], text: string, allowlist: CompiledAll
     if (covered.contains(hit.start, hit.end)) return false;
     const own = text.slice(hit.start, hit.end);
     if (allowlist.literals.includes(own.toLowerCase())) return false;
-    return !allowlist.patterns.some((p) => p.matchesWhole(own));
+    return !allowlist.patterns.matchesWhole(own);
   });
 }

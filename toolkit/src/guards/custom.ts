@@ -2,7 +2,7 @@
 // Confidence is the highest weight of a hit. Descriptions name the pattern or keyword, never the
 // matched text (a custom pattern may well be looking for an internal secret format).
 import type { GuardDefinition, Hit } from "./types.ts";
-import { compilePattern, type Pattern } from "./regex-safety.ts";
+import { compilePatternSet, type PatternSet } from "./regex-safety.ts";
 
 export interface CustomPattern {
   pattern: string;
@@ -22,7 +22,9 @@ export interface CustomConfig {
 }
 
 interface Compiled {
-  patterns: Array<{ re: Pattern; name: string; weight: number; kind: string }>;
+  /** the patterns, matched as one set */
+  set: PatternSet;
+  patterns: Array<{ name: string; weight: number; kind: string }>;
   keywords: RegExp | null;
   keywordList: string[];
 }
@@ -37,22 +39,20 @@ function escape(s: string): string {
 export function compileCustom(config: CustomConfig): Compiled {
   let c = cache.get(config);
   if (!c) {
-    const patterns = (config.patterns ?? []).map((p, i) => {
-      const spec: CustomPattern = typeof p === "string" ? { pattern: p } : p;
-      return {
-        re: compilePattern(spec.pattern, spec.flags ?? ""),
-        name: spec.name ?? `pattern ${i + 1}`,
-        weight: spec.weight ?? 0.9,
-        kind: spec.kind ?? "custom_pattern",
-      };
-    });
+    const specs = (config.patterns ?? []).map((p): CustomPattern => (typeof p === "string" ? { pattern: p } : p));
+    const set = compilePatternSet(specs.map((spec) => ({ source: spec.pattern, flags: spec.flags })));
+    const patterns = specs.map((spec, i) => ({
+      name: spec.name ?? `pattern ${i + 1}`,
+      weight: spec.weight ?? 0.9,
+      kind: spec.kind ?? "custom_pattern",
+    }));
     const keywordList = (config.keywords ?? []).filter((k) => k.trim() !== "").map((k) => k.toLowerCase());
     // word boundaries where the keyword starts or ends with a word character
     const alts = keywordList
       .slice()
       .sort((a, b) => b.length - a.length)
       .map((k) => `${/^\w/.test(k) ? "\\b" : ""}${escape(k)}${/\w$/.test(k) ? "\\b" : ""}`);
-    c = { patterns, keywords: alts.length ? new RegExp(alts.join("|"), "gi") : null, keywordList };
+    c = { set, patterns, keywords: alts.length ? new RegExp(alts.join("|"), "gi") : null, keywordList };
     cache.set(config, c);
   }
   return c;
@@ -61,9 +61,9 @@ export function compileCustom(config: CustomConfig): Compiled {
 export function detectCustom(text: string, config: CustomConfig): Hit[] {
   const c = compileCustom(config);
   const hits: Hit[] = [];
-  for (const p of c.patterns) {
-    for (const [start, end] of p.re.matches(text))
-      hits.push({ kind: p.kind, start, end, score: p.weight, description: `custom pattern "${p.name}"` });
+  for (const [i, start, end] of c.set.matches(text)) {
+    const p = c.patterns[i]!;
+    hits.push({ kind: p.kind, start, end, score: p.weight, description: `custom pattern "${p.name}"` });
   }
   if (c.keywords) {
     c.keywords.lastIndex = 0;
