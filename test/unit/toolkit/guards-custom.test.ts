@@ -1,6 +1,28 @@
 // off_topic and custom guards, the regular-expression safety check, and allowlists.
 import test from "ava";
 import { checkPattern, customGuard, GuardTemplateSpec, offTopicGuard, type CustomPattern } from "../../../toolkit/src/guards/index.ts";
+import { maxMatchLength } from "../../../toolkit/src/guards/regex-safety.ts";
+import { pick, prng } from "../../../hack/bench/adversarial-texts.ts";
+
+/** Patterns whose matches have a longest, some of it hundreds of characters (a chunk is 256). */
+const boundedPatterns: CustomPattern[] = [
+  { pattern: "\\bPRJ-\\d{4}\\b" },
+  { pattern: "a[ab ]{0,300}b" },
+  { pattern: "x[^\\n]{10,40}y", flags: "iu" }, // u: RE2 reads code points, as JavaScript does only with u
+  { pattern: "\\bk_[A-Za-z0-9]{4,40}\\b" },
+  { pattern: "^ab", flags: "m" },
+  { pattern: "(?:ab|ba){3}\\B" },
+  { pattern: "\\Bx" },
+  { pattern: "é\\w?", flags: "iu" },
+];
+
+/** Text in which those patterns match often, across any chunk's edge. */
+function randomText(rand: () => number, length: number): string {
+  const pieces = ["a", "b", " ", "x", "y", "X", "\n", "PRJ-", "1234", "k_", "Ab9", "é", "É", "😀", "ab", "ba"];
+  let s = "";
+  while (s.length < length) s += pick(rand, pieces);
+  return s;
+}
 
 const topics = [
   { name: "billing", keywords: ["invoice", "refund", "payment", "credit card"] },
@@ -178,6 +200,50 @@ test("custom: a set of patterns finds what each finds alone, with its own flags"
         .map((m) => `${m.index}-${m.index + m[0].length}`),
     );
     t.deepEqual(ours.sort(), v8.sort(), JSON.stringify(text));
+  }
+});
+
+// Where a search for positions starts is found by RE2's DFA, a chunk of the text at a time, each
+// read with the longest match a pattern can make past it: so that longest must never be short.
+test("maxMatchLength: the longest match, in UTF-16 code units, never less than the engine's", (t) => {
+  const known: Array<[string, number]> = [
+    ["\\bPRJ-\\d{4}\\b", 16],
+    ["(ab|cde)?x{2,3}", 12],
+    ["[a\\]b]{3}", 6],
+    ["\\p{Lu}{3}", 6],
+    ["(?<n>ab)|^a??$", 4],
+    ["a*", Infinity],
+    ["(?:a|bb)+", Infinity],
+    ["a{2,}", Infinity],
+    ["a{,3}", Infinity], // a literal brace to JavaScript: not read, so Infinity
+    ["[]a]", Infinity], // [] is empty to JavaScript, not to RE2
+    ["\\Q[\\E*]", Infinity], // RE2 quotes: \[*\], where JavaScript reads Q, then a class
+  ];
+  for (const [pattern, longest] of known) t.is(maxMatchLength(pattern), longest, pattern);
+  const rand = prng(7);
+  for (const pattern of boundedPatterns) {
+    const longest = maxMatchLength(pattern.pattern);
+    t.true(Number.isFinite(longest), pattern.pattern);
+    for (let k = 0; k < 20; k++) {
+      const text = randomText(rand, 2000);
+      for (const m of text.matchAll(new RegExp(pattern.pattern, `g${pattern.flags ?? ""}`)))
+        t.true(m[0].length <= longest, pattern.pattern);
+    }
+  }
+});
+
+test("custom: long texts give the same spans as JavaScript's engine, matches across every chunk", (t) => {
+  const rand = prng(11);
+  const patterns = [...boundedPatterns, { pattern: "x[ab]+y" }, { pattern: "PRJ-\\d+" }];
+  for (let k = 0; k < 30; k++) {
+    const text = randomText(rand, 1500 + Math.floor(rand() * 3000));
+    const ours = customGuard(text, { patterns, threshold: 1 }).matches.map((m) => `${m.start}-${m.end}`);
+    const v8 = patterns.flatMap((p) =>
+      [...text.matchAll(new RegExp(p.pattern, `g${p.flags ?? ""}`))]
+        .filter((m) => m[0] !== "")
+        .map((m) => `${m.index}-${m.index + m[0].length}`),
+    );
+    t.deepEqual(ours.sort(), v8.sort());
   }
 });
 

@@ -87,23 +87,140 @@ interface Compiled extends Pattern {
   spans(text: string): Generator<[number, number]>;
 }
 
+/** A character a pattern consumes spans at most 2 UTF-16 code units (a surrogate pair). */
+const UNIT = 2;
+class Unread extends Error {}
+
+/**
+ * The most UTF-16 code units a match of a checked pattern can span, or Infinity. Conservative: it
+ * reads JavaScript's syntax, counts every character of the pattern that is not syntax as a pair
+ * of code units, and answers Infinity for `*`, `+`, `{n,}` and anything it does not read (an
+ * escape it does not know is one character, and what follows it more characters: never less).
+ */
+export function maxMatchLength(source: string): number {
+  let i = 0;
+  const n = source.length;
+  const times = (len: number, k: number) => (len === 0 ? 0 : len * k);
+  function alternation(): number {
+    let best = sequence();
+    while (source[i] === "|") {
+      i++;
+      best = Math.max(best, sequence());
+    }
+    return best;
+  }
+  function sequence(): number {
+    let total = 0;
+    while (i < n && source[i] !== "|" && source[i] !== ")") total += times(atom(), quantifier());
+    return total;
+  }
+  function atom(): number {
+    const c = source[i++];
+    switch (c) {
+      case "^":
+      case "$":
+        return 0;
+      case "(": {
+        if (source[i] === "?") {
+          // (?:...), (?<name>...), (?i:...): a group; lookaround is refused before this runs
+          const head = /^\?(?::|<[A-Za-z_$][\w$]*>|[ims]*-?[ims]*:)/.exec(source.slice(i));
+          if (!head) throw new Unread();
+          i += head[0].length;
+        }
+        const len = alternation();
+        if (source[i++] !== ")") throw new Unread();
+        return len;
+      }
+      case "[": {
+        // [] and [^] mean other things to RE2 than to JavaScript
+        if (source[i] === "]" || (source[i] === "^" && source[i + 1] === "]")) throw new Unread();
+        while (i < n && source[i] !== "]") i += source[i] === "\\" ? 2 : 1;
+        if (i++ >= n) throw new Unread();
+        return UNIT;
+      }
+      case "\\": {
+        const e = source[i++];
+        if (e === "b" || e === "B") return 0;
+        // \Q...\E quotes text to RE2 (\Q[\E*] is \[*\]), where JavaScript reads two letters
+        if (e === "Q" || e === "E") throw new Unread();
+        if ((e === "p" || e === "P" || e === "u") && source[i] === "{") {
+          const close = source.indexOf("}", i);
+          if (close < 0) throw new Unread();
+          i = close + 1;
+        }
+        return UNIT;
+      }
+      case "*":
+      case "+":
+      case "?":
+      case "{":
+      case undefined:
+        throw new Unread();
+      default:
+        return UNIT;
+    }
+  }
+  function quantifier(): number {
+    let k: number;
+    const c = source[i];
+    if (c === "*" || c === "+") k = Infinity;
+    else if (c === "?") k = 1;
+    else if (c === "{") {
+      const m = /^\{(\d+)(,(\d*))?\}/.exec(source.slice(i));
+      if (!m) throw new Unread();
+      k = m[2] === undefined ? Number(m[1]) : m[3] === "" ? Infinity : Number(m[3]);
+      i += m[0].length - 1;
+    } else return 1;
+    i++;
+    if (source[i] === "?") i++; // lazy
+    if (i < n && "*+?{".includes(source[i]!)) throw new Unread();
+    return k;
+  }
+  try {
+    const len = alternation();
+    return i === n ? len : Infinity;
+  } catch (err) {
+    if (err instanceof Unread) return Infinity;
+    throw err;
+  }
+}
+
+/** How much text one test of the DFA covers when it looks for where the next match starts. */
+const CHUNK = 256;
+
 function compileChecked(source: string, flags: string): Compiled {
   const check = checkPattern(source, flags);
   if (!check.ok) throw new Error(check.reason);
   const re = RE2JS.compile(toRe2Syntax(source), re2Flags(flags));
+  const longest = maxMatchLength(source);
+  const chunk = Math.max(CHUNK, 2 * longest);
+  // The matcher's search keeps a match's bounds, so it runs RE2JS's backtracker or NFA, several
+  // times slower than its DFA, from where it starts to the next match, or to the end of the text
+  // when none is left. The DFA says first where to start it: the first chunk of the text in
+  // which a match starts, read with the character before it and `longest` after it, which is all
+  // a match starting there can read (\b, \B, ^ and $ read one character on either side). A match
+  // the cut invents can only start at that first character or end at the last one: the search
+  // then runs on to the next true match, as it did without this test. A pattern without a
+  // longest match: the test reads the whole rest of the text, whether anything is left at all.
+  const searchFrom = (text: string, from: number): number => {
+    if (longest === Infinity) return from === 0 || re.test(text.slice(from - 1)) ? from : -1;
+    for (let at = from; at < text.length; at += chunk) if (re.test(text.slice(Math.max(0, at - 1), at + chunk + longest + 1))) return at;
+    return -1;
+  };
   function* spans(text: string): Generator<[number, number]> {
     const m = re.matcher(text);
-    while (m.find()) {
+    for (let from = 0; from < text.length;) {
+      const at = searchFrom(text, from);
+      if (at < 0 || !m.find(at)) return;
       const start = m.start(),
         end = m.end();
-      if (end > start) yield [start, end];
-      // The matcher's search keeps a match's bounds, so it runs RE2JS's backtracker or NFA, several
-      // times slower than its DFA, to the end of the text even when no match is left. The DFA says
-      // first whether one is: over the rest of the text and the one character before it, which is
-      // all the context a match starting there reads (\b, \B, and ^ under the m flag). A match the
-      // cut invents can only start at that character, inside the one just found: then the search
-      // runs and finds nothing, as it did without this test.
-      if (end > 0 && end < text.length && !re.test(text.slice(end - 1))) return;
+      if (end > start) {
+        yield [start, end];
+        from = end;
+      } else {
+        // an empty match: on by one character, as the matcher's own search steps
+        from = end + (text.codePointAt(end)! > 0xffff ? 2 : 1);
+      }
     }
   }
   return {
