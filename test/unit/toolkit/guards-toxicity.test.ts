@@ -351,3 +351,43 @@ passes(" (ordinary sentence beside hate without a slur)", [
   "The world would be better without them, said the mosquito researcher.",
   "There's no way that trans people can afford this rent.",
 ]);
+
+// The categories the new user's evaluation named as misses (issue 34): disgust and weariness
+// toward a group without a slur, calls to violence against a group in other words (round-ups,
+// every one of them, their places of worship), a group said to deserve abuse; each with the
+// ordinary or counter-speech sentence that shares its words. Written from the issue's
+// descriptions, in our own words.
+const namedMisses: Array<[string, ToxicityCategory]> = [
+  ["I'm disgusted by all the muslims around here.", "hate"],
+  ["I am so sick of immigrants.", "hate"],
+  ["So sick of gays like you.", "hate"],
+  ["Honestly I'm fed up with these refugees.", "hate"],
+  ["I'm tired of women like you.", "hate"],
+  ["Muslims disgust me.", "hate"],
+  ["All jews make me sick.", "hate"],
+  ["We should round up all the jews and shoot them.", "hate"],
+  ["Round up the immigrants and get rid of them.", "hate"],
+  ["Shoot every refugee at the border.", "hate"],
+  ["Let's burn down their mosque.", "hate"],
+  ["Women deserve to be beaten.", "hate"],
+];
+blocksAs(" (the issue's named misses)", namedMisses);
+passes(" (ordinary sentence beside the issue's named misses)", [
+  "I'm disgusted by how immigrants are treated.",
+  "I'm sick of people hating on muslims.",
+  "I'm so sick of immigrants being blamed for everything.",
+  "I'm tired of waiting for my refund.",
+  "I'm not disgusted by gay people, why would I be?",
+  "People who hate muslims disgust me.",
+  "Round up the totals to the nearest dollar.",
+  "The nazis rounded up the jews of Paris in 1942.",
+  "They tried to burn down the synagogue last year, the police said.",
+  "Every refugee at the border deserves a fair hearing.",
+  "No woman deserves to be beaten.",
+  "The team deserves to be beaten after that performance.",
+  "No women deserve to be beaten.",
+  "I'm tired of the chinese food at work.",
+  "I'm sick of these people who spam my inbox.",
+  "Let's bomb the church scene in the movie script.",
+  "Kill every process on the machine.",
+]);

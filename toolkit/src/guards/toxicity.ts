@@ -135,6 +135,14 @@ const GROUP_ADJ = String.raw`(?:black|white|non-?white|brown|asian|jewish|muslim
 const PEOPLE = String.raw`(?:people|folks|men|women|persons|kids|children|immigrants|refugees|guys|girls|boys)`;
 const GROUP = String.raw`(?:${GROUP_ADJ}\s+${PEOPLE}|middle easterners|native americans|african[- ]americans|negro(?:e)?s|bisexuals|slavs|illegals|illegal (?:immigrants|aliens)|third worlders|non-?whites|trans (?:women|men)|transwomen|transmen|(?:the )?mentally (?:ill|disabled|retarded)(?: people)?|(?:people|those) with (?:mental |physical |intellectual )?disabilit(?:y|ies)|the disabled|cripples|muslims|moslems|jews|christians|catholics|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|pakistanis|koreans|turks|russians|americans|europeans|latinos|hispanics|gays?(?: and lesbians)?|lesbians|homosexuals|queers|trans people|transgenders|trannies|lgbtq?\+?(?: people| community)?|autistics|autists|disabled people|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|these people|those people)`;
 // Religions, identities and movements named as a whole ("islam is ...", "destroy islam").
+/** Disgust or weariness with what follows ("sick of", "fed up with"). */
+const WEARY = String.raw`(?:(?:disgusted|sickened|repulsed|revolted) (?:by|with)|(?:sick|tired)(?: and tired)? of|fed up with)`;
+/** What a group is said to do to the speaker ("<group> disgust me"), matched first, its group after. */
+const REPELS = String.raw`(?:(?:disgust|sicken|repulse|revolt)s?\s+(?:me|us)|makes?\s+(?:me|us)\s+(?:sick|want to (?:puke|vomit|throw up)))`;
+/** What a group is said to deserve ("<group> deserve to be beaten"), matched first, its group after. */
+const DESERVES_ABUSE = String.raw`(?:deserve|need|ought)\s+to\s+be\s+(?:beaten|raped|tortured|enslaved|abused|punished|slapped|hit)`;
+/** One member of a group, for "every <one>" ("shoot every refugee"). */
+const GROUP_ONE = String.raw`(?:jew|muslim|moslem|christian|catholic|hindu|sikh|immigrant|refugee|migrant|foreigner|arab|mexican|african|asian|gay|lesbian|homosexual|queer|feminist|gypsy|${GROUP_ADJ}\s+(?:person|man|woman|guy|girl|boy|kid))`;
 const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|characters|culture|history|government))`;
@@ -189,7 +197,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "hatred of a group",
     re: r(
-      String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b`,
+      String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b${NOT_PEOPLE}|\b${WEARY}(?<=(?:^|[.!?,;:\n]\s*|\bi(?:'m| am)?\s+)(?:(?:really|just|truly|fucking|so|honestly)\s+)?${WEARY})\s+(?:all\s+(?:of\s+)?)?(?:the\s+|these\s+|those\s+)?(?!(?:these|those|you) people\b)${GROUP}\b${NOT_PEOPLE}(?!\s+(?:being|getting)\b)|\b${REPELS}\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:all|the|these|those|most)\s+)${GROUP}\s+(?:really\s+|just\s+|all\s+)?${REPELS})`,
     ),
   },
   {
@@ -221,7 +229,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "eliminationist language",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b`,
+      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b|\b${DESERVES_ABUSE}\b(?<=(?<!\b(?:no|not|not all)\s+)\b${GROUP}\s+(?:all\s+)?${DESERVES_ABUSE})`,
     ),
   },
   // violence called for against a group, as an order or a wish ("kill all muslims", "destroy islam"),
@@ -231,7 +239,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.9,
     label: "violence against a group",
     re: r(
-      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of)\s+(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))\b`,
+      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of|round up)\s+(?:(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))|(?:every|each)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE})\b|\b(?:burn|bomb|torch|firebomb|blow up)(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would)\s+)(?:burn|bomb|torch|firebomb|blow up))\s+(?:down\s+)?(?:(?:their|the|a|every|all|that|this|those|these|your)\s+)?(?:\w+\s+)?(?:mosques?|synagogues?|churches|church|temples?|gurdwaras?)\b(?!\s+(?:scene|level|map|stage|set|quest|mission|area|dungeon|model|prop|game|chapter))`,
     ),
   },
   {
