@@ -340,7 +340,7 @@ export const SIGNALS: readonly Signal[] = [
     deep: true,
     label: "instructions request",
     re: r(
-      String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:(?:all|the|your|any|my|those|these)\s+){0,2}(?:above|previous|prior|preceding|earlier|initial|original|first|hidden|secret|confidential)\s+(?:instructions|prompts?|directives|rules|system message)\b|\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:(?:all|the|your|any)\s+){1,2}(?:instructions|prompt|rules|directives)\s+(?:you (?:were|have been|'ve been) (?:given|told)|you (?:got|received)|given to you|above)\b`,
+      String.raw`\b${REVEAL}\b(?:\s+(?:me|us|out|back))?\s+(?:(?:all|the|your|any|my|those|these)\s+){0,2}(?:above|previous|prior|preceding|earlier|initial|original|first|hidden|secret|confidential)\s+(?:instructions|prompts?|directives|rules|system message)\b|\b(?:${REVEAL}|respond with|reply with|answer with)\b(?:\s+(?:me|us|out|back))?\s+(?:(?:all|the|your|any|every|each)\s+){1,2}(?:instructions?|prompt|rules?|directives?)\s+(?:you (?:were|have been|'ve been) (?:given|told)|you (?:got|received)|given to you|above)\b`,
     ),
   },
   {
