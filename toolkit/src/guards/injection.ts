@@ -613,6 +613,35 @@ function decodeBase64(blob: string): string | null {
   return decoded.length >= 8 && printable / decoded.length >= 0.9 ? decoded : null;
 }
 
+/** Whether a sentence ends between s[i - 1] and s[i]: a line break, or . ! ? before a space or the end. */
+function sentenceBreak(s: string, i: number): boolean {
+  const c = s[i - 1];
+  return c === "\n" || ((c === "." || c === "!" || c === "?") && (i === s.length || /\s/.test(s[i]!)));
+}
+
+/**
+ * The de-leeted view with only the sentences deLeet changed left in, the rest blanked to spaces
+ * (line breaks kept), so that its offsets are the view's. A deep signal in another sentence reads
+ * the words it read in the view, whose hits the leetspeak pass only repeats: an e-mail address
+ * (its @ reads as an a) sent every deep signal over the whole prompt a second time.
+ */
+function changedSentences(view: string, leet: string): string {
+  const blank = (part: string) => part.replace(/[^\n]/g, " ");
+  let out = "";
+  let done = 0;
+  for (let i = 0; i < leet.length; i++) {
+    if (leet.charCodeAt(i) === view.charCodeAt(i)) continue;
+    let start = i;
+    while (start > done && !sentenceBreak(view, start)) start--;
+    let end = i + 1;
+    while (end < view.length && !sentenceBreak(view, end)) end++;
+    out += blank(view.slice(done, start)) + leet.slice(start, end);
+    done = end;
+    i = end - 1;
+  }
+  return out + blank(view.slice(done));
+}
+
 export function detectInjection(text: string, config: InjectionConfig = {}): Hit[] {
   const view = normalise(text);
   const hits: Hit[] = [];
@@ -623,7 +652,14 @@ export function detectInjection(text: string, config: InjectionConfig = {}): Hit
   const leet = deLeet(view.text);
   if (leet) {
     const extra: Hit[] = [];
-    runSignals(DEEP, leet, text, view, extra, (label, s, e) => `${label} (obfuscated): "${excerpt(text.slice(s, e))}"`);
+    runSignals(
+      DEEP,
+      changedSentences(view.text, leet),
+      text,
+      view,
+      extra,
+      (label, s, e) => `${label} (obfuscated): "${excerpt(text.slice(s, e))}"`,
+    );
     // kept unless a hit on the view has its kind and start (a set of those, not a scan per hit)
     const found = new Set(hits.map((p) => `${p.kind}:${p.start}`));
     for (const h of extra) if (!found.has(`${h.kind}:${h.start}`)) hits.push(h);
