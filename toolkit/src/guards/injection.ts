@@ -613,20 +613,26 @@ function decodeBase64(blob: string): string | null {
   return decoded.length >= 8 && printable / decoded.length >= 0.9 ? decoded : null;
 }
 
-/** Whether a sentence ends between s[i - 1] and s[i]: a line break, or . ! ? before a space or the end. */
+/** Whether a sentence ends between s[i - 1] and s[i]: . ! or ? before a space. */
 function sentenceBreak(s: string, i: number): boolean {
   const c = s[i - 1];
-  return c === "\n" || ((c === "." || c === "!" || c === "?") && (i === s.length || /\s/.test(s[i]!)));
+  return (c === "." || c === "!" || c === "?") && /\s/.test(s[i] ?? "");
 }
 
+/** What stands for a character of a sentence left out: neither a word character nor a space. */
+const LEFT_OUT = /[^.!?]/g;
+
 /**
- * The de-leeted view with only the sentences deLeet changed left in, the rest blanked to spaces
- * (line breaks kept), so that its offsets are the view's. A deep signal in another sentence reads
- * the words it read in the view, whose hits the leetspeak pass only repeats: an e-mail address
- * (its @ reads as an a) sent every deep signal over the whole prompt a second time.
+ * The de-leeted view with only the sentences deLeet changed left in, so that its offsets are the
+ * view's. A deep signal in another sentence reads the words it read in the view, whose hits the
+ * leetspeak pass only repeats: an e-mail address (its @ reads as an a) sent every deep signal
+ * over the whole prompt a second time. The sentences left out keep their ends (. ! ?) and lose
+ * every other character to U+0001, which no signal reads as a word or a space, so that no phrase
+ * runs into them. A line break ends no sentence here: an attack split over lines ("1gn0re all
+ * previous\ninstructions") is one sentence.
  */
 function changedSentences(view: string, leet: string): string {
-  const blank = (part: string) => part.replace(/[^\n]/g, " ");
+  const leaveOut = (part: string) => part.replace(LEFT_OUT, "\u0001");
   let out = "";
   let done = 0;
   for (let i = 0; i < leet.length; i++) {
@@ -635,11 +641,11 @@ function changedSentences(view: string, leet: string): string {
     while (start > done && !sentenceBreak(view, start)) start--;
     let end = i + 1;
     while (end < view.length && !sentenceBreak(view, end)) end++;
-    out += blank(view.slice(done, start)) + leet.slice(start, end);
+    out += leaveOut(view.slice(done, start)) + leet.slice(start, end);
     done = end;
     i = end - 1;
   }
-  return out + blank(view.slice(done));
+  return out + leaveOut(view.slice(done));
 }
 
 export function detectInjection(text: string, config: InjectionConfig = {}): Hit[] {
