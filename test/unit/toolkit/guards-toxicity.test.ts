@@ -391,3 +391,26 @@ passes(" (ordinary sentence beside the issue's named misses)", [
   "Let's bomb the church scene in the movie script.",
   "Kill every process on the machine.",
 ]);
+
+// More of the same categories in other words: a wish that a group die, a group too stupid for a
+// right, weariness said without "I", and "every <one>" as the subject of a call to kill.
+const namedMissesMore: Array<[string, ToxicityCategory]> = [
+  ["I wish all the immigrants would drown.", "threat"],
+  ["I hope the jews all die.", "threat"],
+  ["I'd love to see every jew burn.", "threat"],
+  ["Women are too stupid to vote.", "hate"],
+  ["Can't stand these illegals anymore.", "hate"],
+  ["I'm so done with muslims.", "hate"],
+  ["Every immigrant should be shot.", "hate"],
+];
+blocksAs(" (the issue's named misses, other words)", namedMissesMore);
+passes(" (ordinary sentence beside the named misses in other words)", [
+  "I wish all the immigrants would get their papers faster.",
+  "I hope the refugees all find homes.",
+  "I'd love to see every jew in my family at the wedding.",
+  "Women are too often paid less than men.",
+  "I'm too stupid to understand this tax form.",
+  "Can't stand the heat in this office.",
+  "I'm so done with this project.",
+  "Every immigrant should be given a fair hearing.",
+]);

@@ -136,7 +136,7 @@ const PEOPLE = String.raw`(?:people|folks|men|women|persons|kids|children|immigr
 const GROUP = String.raw`(?:${GROUP_ADJ}\s+${PEOPLE}|middle easterners|native americans|african[- ]americans|negro(?:e)?s|bisexuals|slavs|illegals|illegal (?:immigrants|aliens)|third worlders|non-?whites|trans (?:women|men)|transwomen|transmen|(?:the )?mentally (?:ill|disabled|retarded)(?: people)?|(?:people|those) with (?:mental |physical |intellectual )?disabilit(?:y|ies)|the disabled|cripples|muslims|moslems|jews|christians|catholics|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|pakistanis|koreans|turks|russians|americans|europeans|latinos|hispanics|gays?(?: and lesbians)?|lesbians|homosexuals|queers|trans people|transgenders|trannies|lgbtq?\+?(?: people| community)?|autistics|autists|disabled people|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|these people|those people)`;
 // Religions, identities and movements named as a whole ("islam is ...", "destroy islam").
 /** Disgust or weariness with what follows ("sick of", "fed up with"). */
-const WEARY = String.raw`(?:(?:disgusted|sickened|repulsed|revolted) (?:by|with)|(?:sick|tired)(?: and tired)? of|fed up with)`;
+const WEARY = String.raw`(?:(?:disgusted|sickened|repulsed|revolted) (?:by|with)|(?:sick|tired)(?: and tired)? of|fed up with|done with|can['’]?t stand|cannot stand)`;
 /** What a group is said to do to the speaker ("<group> disgust me"), matched first, its group after. */
 const REPELS = String.raw`(?:(?:disgust|sicken|repulse|revolt)s?\s+(?:me|us)|makes?\s+(?:me|us)\s+(?:sick|want to (?:puke|vomit|throw up)))`;
 /** What a group is said to deserve ("<group> deserve to be beaten"), matched first, its group after. */
@@ -213,7 +213,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "derogatory generalisation",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}${NEGATIVE}\b`,
+      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}(?:${NEGATIVE}|too\s+(?:stupid|dumb|primitive|emotional|weak|lazy|ignorant|dirty)\s+to)\b`,
     ),
   },
   {
@@ -229,7 +229,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "eliminationist language",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?)\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b|\b${DESERVES_ABUSE}\b(?<=(?<!\b(?:no|not|not all)\s+)\b${GROUP}\s+(?:all\s+)?${DESERVES_ABUSE})`,
+      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?|(?:every|each)\s+(?:single\s+)?${GROUP_ONE})\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b|\b${DESERVES_ABUSE}\b(?<=(?<!\b(?:no|not|not all)\s+)\b${GROUP}\s+(?:all\s+)?${DESERVES_ABUSE})`,
     ),
   },
   // violence called for against a group, as an order or a wish ("kill all muslims", "destroy islam"),
@@ -255,7 +255,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "wish of death",
     re: r(
-      String.raw`\b(?:slow |painful )?death to (?:all |the |every )?(?:${GROUP}|people like|you|them|those)\b|\bwish(?:ing)?\s+(?:you|him|her|them)?\s*(?:a\s+)?(?:slow |painful )?death\b|\b(?:hope|wish)\s+(?:he|she|they|him|her|them)\s+(?:\w+\s+){0,2}?(?:dies?|gets? (?:raped|killed|shot|cancer|hit by)|burns? in hell|rots? in hell)\b`,
+      String.raw`\b(?:slow |painful )?death to (?:all |the |every )?(?:${GROUP}|people like|you|them|those)\b|\bwish(?:ing)?\s+(?:you|him|her|them)?\s*(?:a\s+)?(?:slow |painful )?death\b|\b(?:hope|wish)\s+(?:he|she|they|him|her|them)\s+(?:\w+\s+){0,2}?(?:dies?|gets? (?:raped|killed|shot|cancer|hit by)|burns? in hell|rots? in hell)\b|\b(?:hope|wish)\s+(?:that\s+)?(?:all\s+)?(?:the\s+|these\s+|those\s+)?${GROUP}\s+(?:(?:would|will|could)\s+)?(?:all\s+)?(?:die|drown|burn|rot|starve|get (?:shot|killed|gassed))\b|\b(?:love|like|want|wish|hope)\s+to\s+see\s+(?:every|each|all(?: of)?(?: the)?|the)\s+(?:\w+\s+)?(?:${GROUP}|${GROUP_ONE})\s+(?:burn|die|hang|drown|suffer|get (?:shot|killed|gassed))\b`,
     ),
   },
   {
