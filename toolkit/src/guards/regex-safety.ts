@@ -36,12 +36,12 @@ function toRe2Syntax(source: string): string {
   );
 }
 
-function re2Flags(flags: string): number {
-  return (
-    (flags.includes("i") ? RE2JS.CASE_INSENSITIVE : 0) |
-    (flags.includes("m") ? RE2JS.MULTILINE : 0) |
-    (flags.includes("s") ? RE2JS.DOTALL : 0)
-  );
+/**
+ * A pattern in RE2's syntax with its flags written inline, as RE2JS.compile writes them: the same
+ * for a pattern alone and in a set, which takes no flags per pattern.
+ */
+function re2Source(source: string, flags: string): string {
+  return `${flags.includes("m") ? "(?m)" : ""}${flags.includes("s") ? "(?s)" : ""}${flags.includes("i") ? "(?i)" : ""}${toRe2Syntax(source)}`;
 }
 
 function unsupported(source: string): string | undefined {
@@ -63,7 +63,7 @@ export function checkPattern(source: string, flags = ""): PatternCheck {
   const no = unsupported(source);
   if (no) return { ok: false, reason: no };
   try {
-    RE2JS.compile(toRe2Syntax(source), re2Flags(flags));
+    RE2JS.compile(re2Source(source, flags));
   } catch (err) {
     return { ok: false, reason: `not supported by the linear-time engine: ${(err as Error).message}` };
   }
@@ -74,11 +74,6 @@ export function checkPattern(source: string, flags = ""): PatternCheck {
 export function parsePatternLiteral(entry: string): { source: string; flags: string } | null {
   const m = /^\/(.+)\/([a-z]*)$/s.exec(entry);
   return m ? { source: m[1]!, flags: m[2]! } : null;
-}
-
-/** A pattern with its flags written inline: a set takes its patterns without flags of their own. */
-function re2Source(source: string, flags: string): string {
-  return `${flags.includes("m") ? "(?m)" : ""}${flags.includes("s") ? "(?s)" : ""}${flags.includes("i") ? "(?i)" : ""}${toRe2Syntax(source)}`;
 }
 
 /** A compiled pattern and, once it is known to hold a match, the search for where. */
@@ -191,7 +186,7 @@ const CHUNK = 256;
 function compileChecked(source: string, flags: string): Compiled {
   const check = checkPattern(source, flags);
   if (!check.ok) throw new Error(check.reason);
-  const re = RE2JS.compile(toRe2Syntax(source), re2Flags(flags));
+  const re = RE2JS.compile(re2Source(source, flags));
   const longest = maxMatchLength(source);
   const chunk = Math.max(CHUNK, 2 * longest);
   // The matcher's search keeps a match's bounds, so it runs RE2JS's backtracker or NFA, several
