@@ -11,6 +11,7 @@ import {
   scoreTraces,
   type ScoringTask,
   type WorkerMessage,
+  type WorkerReady,
 } from "./scoring.ts";
 
 const engines = new EngineCache(100);
@@ -44,8 +45,21 @@ parentPort!.on("message", (task: ScoringTask) => {
 });
 
 // Warm: the first scoring on a thread builds the toxicity word matcher and compiles the detectors'
-// code (about 0.15 s), which is the thread's start, not any task's. Then ready: the pool counts a
-// task's deadline from now on.
-void scoreTraces(new GuardEngine({}), [{ input: "warm", output: "warm", latency: 0, model: "" }]).finally(() =>
-  parentPort!.postMessage({ ready: true } satisfies WorkerMessage),
-);
+// code (about 0.15 s), and the prompt-injection classifier (BERTH_GUARD_MODEL_DIR) is loaded and
+// run once (0.2 s on a quiet core, seconds on a loaded
+// one). That is the thread's start, not any task's: loaded on a thread's first prompt instead, the
+// model counts against that task's deadline, and a replacement thread on a loaded node could be cut
+// while it loads, and its replacement too. A model that cannot load is reported, and each prompt
+// that needs it tries again (sharedInjectionClassifier keeps no failure). Then ready: the pool
+// counts a task's deadline from now on.
+async function warm(): Promise<WorkerReady["classifier"]> {
+  await scoreTraces(new GuardEngine({}), [{ input: "warm", output: "warm", latency: 0, model: "" }]);
+  try {
+    const model = await gatedClassifier();
+    await model.score("warm");
+    return { state: "loaded", sha256: model.info.sha256 };
+  } catch (err) {
+    return { state: "unavailable", reason: err instanceof Error ? err.message : String(err) };
+  }
+}
+void warm().then((classifier) => parentPort!.postMessage({ ready: true, classifier } satisfies WorkerMessage));

@@ -410,8 +410,16 @@ export type ScoringReply =
   | { id: number; check: GuardCheckResult }
   /** `unavailable`: the error was a ClassifierUnavailableError, and this its reason */
   | { id: number; error: string; unavailable?: string };
-/** What a scoring thread posts: its answers, and once that it is ready (its modules loaded). */
-export type WorkerMessage = ScoringReply | { ready: true };
+/**
+ * What a scoring thread posts once it is ready: its modules loaded and warmed up, and the
+ * prompt-injection classifier loaded (BERTH_GUARD_MODEL_DIR), or why it could not be.
+ */
+export interface WorkerReady {
+  ready: true;
+  classifier: { state: "loaded"; sha256: string } | { state: "unavailable"; reason: string };
+}
+/** What a scoring thread posts: its answers, and once that it is ready. */
+export type WorkerMessage = ScoringReply | WorkerReady;
 type Answer = Exclude<ScoringReply, { error: string }>;
 
 /**
@@ -464,7 +472,7 @@ export interface WorkerPoolOptions {
    */
   taskTimeoutMs?: number | undefined;
   /**
-   * How long a new thread may take to post { ready: true } (default 30 s; 0: no limit). A thread
+   * How long a new thread may take to post its WorkerReady (default 30 s; 0: no limit). A thread
    * that has not by then is terminated and replaced, and the tasks posted to it, which it never
    * started, go to the pool again: without it, a thread stuck loading would hold its tasks (and
    * the ingestion transactions waiting on them) for good, since task deadlines run only on ready
@@ -473,7 +481,7 @@ export interface WorkerPoolOptions {
   startTimeoutMs?: number | undefined;
   /**
    * The worker's module: scoring-worker.ts; tests give one that can be made to run away. It must
-   * post { ready: true } once loaded: no deadline runs on a worker before.
+   * post a WorkerReady once loaded: no deadline runs on a worker before.
    */
   workerUrl?: URL;
 }
@@ -544,6 +552,13 @@ export class WorkerPoolScorer implements Scorer {
     worker.on("message", (m: WorkerMessage) => {
       if ("ready" in m) {
         clearTimeout(starting);
+        const { classifier } = m;
+        if (classifier.state === "unavailable")
+          this.#log.warn(
+            { threadId: worker.threadId, reason: classifier.reason },
+            "a scoring worker could not load the prompt-injection classifier: prompts whose config runs it fail until it can",
+          );
+        else this.#log.info({ threadId: worker.threadId, classifier }, "a scoring worker is ready");
         slot.ready = true;
         slot.markReady();
         this.#arm(slot);

@@ -208,6 +208,23 @@ test("a guard check scores prompts with the classifier exactly when the config t
   );
 });
 
+test("a worker loads the classifier before it is ready: no task's deadline pays for the load, and the log names the model", async (t) => {
+  const lines: string[] = [];
+  const pool = new WorkerPoolScorer({ size: 2, log: pino({ level: "info" }, { write: (l: string) => void lines.push(l) }) });
+  t.teardown(() => pool.close());
+  await pool.ready();
+  const ready = lines
+    .map((l) => JSON.parse(l) as { msg: string; classifier?: unknown })
+    .filter((l) => l.msg === "a scoring worker is ready");
+  const { info } = await sharedInjectionClassifier();
+  t.deepEqual(
+    ready.map((l) => l.classifier),
+    [0, 1].map(() => ({ state: "loaded", sha256: info.sha256 })),
+    "each thread loaded the model (BERTH_GUARD_MODEL_DIR) and ran it once before it took a task",
+  );
+  t.is((await pool.check(1, {}, "What is the refund policy for annual plans?", "input")).decision, "allow");
+});
+
 test("a classifier that cannot load: what needs it is ClassifierUnavailableError, from the pool and in-process; the rest is decided", async (t) => {
   const onIngestion = { guards: { prompt_injection: { classifier_on_ingestion: true } } };
   const benign = "What is the refund policy for annual plans?";
@@ -235,8 +252,15 @@ test("a classifier that cannot load: what needs it is ClassifierUnavailableError
   const empty = await mkdtemp(join(tmpdir(), "berth-no-model-"));
   t.teardown(() => rm(empty, { recursive: true }));
   envFor(t, "BERTH_GUARD_MODEL_DIR", empty);
-  const pool = new WorkerPoolScorer({ size: 1, log: pino({ level: "silent" }) });
+  const lines: string[] = [];
+  const pool = new WorkerPoolScorer({ size: 1, log: pino({ level: "info" }, { write: (l: string) => void lines.push(l) }) });
   t.teardown(() => pool.close());
+  await pool.ready();
+  // the thread tried at its start, said why it could not, and is ready all the same
+  const warned = lines.map((l) => JSON.parse(l) as { level: number; msg: string; reason?: string }).filter((l) => l.level === 40);
+  t.is(warned.length, 1, lines.join(""));
+  t.regex(warned[0]!.msg, /could not load the prompt-injection classifier/);
+  t.regex(warned[0]!.reason ?? "", /files are not in .*berth-no-model-/);
   const fromPool = await t.throwsAsync(pool.check(1, {}, benign, "input"), { instanceOf: ClassifierUnavailableError });
   t.regex(fromPool.reason, /files are not in .*berth-no-model-/);
   await t.throwsAsync(pool.score(2, onIngestion, [trace(benign)]), { instanceOf: ClassifierUnavailableError });
