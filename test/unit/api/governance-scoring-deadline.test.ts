@@ -85,6 +85,36 @@ test.serial("a runaway task is cut at its deadline, its worker replaced; the tas
   );
 });
 
+test.serial(
+  "tasks posted to a thread still starting run once it is ready, in turn: a runaway one is cut at its deadline, the one before it answered, the one behind it served",
+  async (t) => {
+    // no start deadline: a thread kept from ever being ready would hold both tasks for good
+    const pool = new WorkerPoolScorer({ size: 1, log, taskTimeoutMs: DEADLINE_MS, startTimeoutMs: 0, workerUrl });
+    t.teardown(() => pool.close());
+    const first = pool.threadIds[0];
+    // posted at once, while the thread loads its modules and the classifier: a task before the
+    // runaway one, which must be answered before the runaway one starts, and a task behind it
+    const before = pool.score(2, {}, small);
+    const runaway = pool.check(1, {}, RUNAWAY, "input");
+    const behind = pool.check(1, {}, INJECTION, "input");
+    const outcome = await Promise.race([
+      runaway.then(
+        () => "answered",
+        (e: unknown) => e,
+      ),
+      new Promise((r) => setTimeout(r, 20_000, "still pending")),
+    ]);
+    t.true(outcome instanceof ScoringTimeoutError, `the runaway task: ${String(outcome)}`);
+    t.deepEqual(
+      (await before).map((r) => r.guardError),
+      [undefined, undefined, undefined],
+      "the task before it was scored, not cut in its place",
+    );
+    t.is((await behind).decision, "block", "re-dispatched to the replacement and served");
+    t.not(pool.threadIds[0], first, "the thread it ran on was replaced");
+  },
+);
+
 test.serial("a batch with a runaway trace: its task's traces come back unscored with the error, the other tasks scored", async (t) => {
   const pool = new WorkerPoolScorer({ size: 2, log, taskTimeoutMs: DEADLINE_MS, workerUrl });
   t.teardown(() => pool.close());
