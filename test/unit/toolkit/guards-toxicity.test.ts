@@ -414,3 +414,28 @@ passes(" (ordinary sentence beside the named misses in other words)", [
   "I'm so done with this project.",
   "Every immigrant should be given a fair hearing.",
 ]);
+
+// The forms of a call to violence the last round left passing: arms taken up against a group, a
+// group hunted down to the last one, a bullet put in every one of them, a group lined up against
+// the wall. A group named as a cuisine is not people ("hunt down the chinese takeout menu").
+const namedMissesTail: Array<[string, ToxicityCategory]> = [
+  ["We must take up arms against the muslims.", "hate"],
+  ["Hunt down every last one of those immigrants.", "hate"],
+  ["Let's hunt down the gays.", "hate"],
+  ["Someone should put a bullet in every jew.", "hate"],
+  ["Line the jews up against the wall.", "hate"],
+  ["We should line all the immigrants up and shoot them.", "hate"],
+  ["Line up the muslims against the wall.", "hate"],
+];
+blocksAs(" (calls to violence, the tail)", namedMissesTail);
+passes(" (ordinary sentence beside the calls to violence of the tail)", [
+  "The nazis hunted down the jews of Europe.",
+  "We must take up arms against tyranny.",
+  "The police hunt down every last one of the escaped prisoners.",
+  "Line the chairs up against the wall.",
+  "Put a bullet in every paragraph of the summary.",
+  "They lined the jews up against the wall and shot them, the survivor testified.",
+  "Line up the refugees at the gate for processing.",
+  "Let's hunt down the chinese takeout menu.",
+  "I want to hunt down every chinese recipe my grandmother wrote.",
+]);
