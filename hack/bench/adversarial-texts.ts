@@ -88,6 +88,10 @@ export const CASES: Record<string, (i: number, rand: () => number) => string> = 
   "national phones and look-alikes": (i, r) =>
     `${pick(r, ["Ligue (11) 96123-4567", "móvil 612 34 56 78", "call (506) 234-5678", "Roma 06 6982 1234", "090-1234-5678"])} ` +
     `ZIP 90210-${String(1000 + (i % 9000))} ISBN 0-306-40615-2 1Z 999 AA1 01 2345 6784 ${10 + (i % 90)} 12 34 56 `,
+  // identifiers written digit by digit, beside counts and lists that join into none
+  "digits one by one": (i, r) =>
+    `${pick(r, ["call me at 4 1 5 -5 5 5 -0 1 3 2", "SSN 2 1 9 -0 9 -9 9 9 9", "ip 1 9 2 .1 6 8 .1 ." + (i % 10), "pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2"])} ` +
+    `${pick(r, ["count 1 2 3 4 5 6 7 8 9 10", "rows 3 4 5", "1. 2. 3.", "7 8 9 6 5 4 3 2 1 0 " + (i % 7) + " " + (i % 3)])} `,
   "cards of every network": (i, r) =>
     `${cardNumber(i, pick(r, ["2200", "6362970", "606282", "6304", "5019", "9792", "6070", "2100"]))} ${pick(r, ["card ", "", "ref "])}`,
   "crypto addresses": () =>

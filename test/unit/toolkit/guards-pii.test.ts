@@ -126,6 +126,16 @@ const positives: Array<[string, PiiKind, string, string]> = [
     "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed",
     "Ethereum address ending eAed",
   ],
+  // written digit by digit, with spaces between (spaced.ts): joined, then judged by the same rules
+  ["Call me at 4 1 5 -5 5 5 -0 1 3 2 for repair.", "phone", "4 1 5 -5 5 5 -0 1 3 2", "phone number ending 32"],
+  ["the phone book has 2 8 7- 87 2- 24 85", "phone", "2 8 7- 87 2- 24 85", "phone number ending 85"],
+  ["my SSN is 2 1 9 -0 9 -9 9 9 9", "ssn", "2 1 9 -0 9 -9 9 9 9", "US social security number (digits withheld)"],
+  ["pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2 now", "credit_card", "4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "Visa card number ending 4242"],
+  ["my ip: 8 .8 .4 .4", "ip_address", "8 .8 .4 .4", "IPv4 address 8.8.4.x"],
+  // nine spaced digits beside "SSN", in a text with no three digits in a row
+  ["my SSN is 2 1 9 0 9 9 9 9 9", "ssn", "2 1 9 0 9 9 9 9 9", "US social security number (digits withheld)"],
+  // a card written digit by digit near "SSN": its first nine digits are not an SSN
+  ["SSN on file; pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "credit_card", "4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "Visa card number ending 4242"],
 ];
 
 for (const [text, kind, value, description] of positives) {
@@ -191,6 +201,12 @@ const negatives: Array<[string, string]> = [
   ["std::vector and 12:30:45", "C++ scope and time"],
   ["Pi is 3.14159265358979", "decimal"],
   ["HTTP 503 between 09:00 and 09:45", "times"],
+  // digits with spaces between them that join into no identifier, or are not one number
+  ["count 1 2 3 4 5 6 7 8 9 10 and go", "a count"],
+  ["the scores were 7 8 9 6 5 4 3 2 1 0 in order", "digits without a phone word"],
+  ["see sections 1. 2. 3. 4. for details", "a numbered list (a dot then a space ends a group)"],
+  ["pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 1 now", "a spaced card failing Luhn"],
+  ["rows 3 4 5 and columns 6 7 8 of table 9", "row and column numbers"],
 ];
 
 for (const [text, what] of negatives) {
@@ -262,6 +278,7 @@ const redactions: Array<[string, string]> = [
   ["db password: Xk9#mP2$vL7q\nnext line", "db password: [REDACTED:SECRET]\nnext line"],
   ["ssn 078-05-1120, ip 8.8.8.8", "ssn [REDACTED:SSN], ip [REDACTED:IP_ADDRESS]"],
   ["k=AKIAIOSFODNN7EXAMPLE;", "k=[REDACTED:API_KEY];"],
+  ["Call me at 4 1 5 -5 5 5 -0 1 3 2 for repair.", "Call me at [REDACTED:PHONE] for repair."],
   ["no pii here", "no pii here"],
   ["émoji 😀 jane@example.com ✓", "émoji 😀 [REDACTED:EMAIL] ✓"],
 ];

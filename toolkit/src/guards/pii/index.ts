@@ -15,6 +15,7 @@ import { detectBankAccounts, detectRoutingNumbers } from "./routing.ts";
 import { detectSecrets } from "./secrets.ts";
 import { detectSsns } from "./ssn.ts";
 import { detectUsIds } from "./us-ids.ts";
+import { despaceDigits } from "./spaced.ts";
 
 export type { PiiConfig, PiiKind } from "./common.ts";
 export { PII_KINDS } from "./common.ts";
@@ -37,9 +38,29 @@ export const PII_CHAIN: ReadonlyArray<{ name: string; kinds: readonly PiiKind[];
 
 const ALL_KINDS: ReadonlySet<string> = new Set(PII_KINDS);
 
-/** All PII hits in a text, sorted by position. */
+/**
+ * All PII hits in a text, sorted by position; then those of the text with its digit-by-digit runs
+ * joined ("4 1 5 -5 5 5 -0 1 3 2", spaced.ts) that it did not already hold, at the text's offsets.
+ */
 export function detectPii(text: string, config: PiiConfig = {}): Hit[] {
   const wanted: ReadonlySet<string> = config.entities ? new Set(config.entities) : ALL_KINDS;
+  const hits = chain(text, config, wanted);
+  const view = despaceDigits(text);
+  if (view === null) return hits;
+  const found = SpanSet.of(hits);
+  let more = false;
+  for (const h of chain(view.text, config, wanted)) {
+    const start = view.offsets[h.start]!;
+    const end = view.offsets[h.end - 1]! + 1;
+    if (found.overlaps(start, end)) continue;
+    hits.push({ ...h, start, end });
+    more = true;
+  }
+  return more ? hits.sort((a, b) => a.start - b.start) : hits;
+}
+
+/** The chain's hits in a text, sorted by position. */
+function chain(text: string, config: PiiConfig, wanted: ReadonlySet<string>): Hit[] {
   const hits: Hit[] = [];
   // the spans claimed so far, sorted once per step that added some (SpanSet: a binary search per candidate)
   let claimed = new SpanSet();

@@ -10,7 +10,8 @@ import { SpanSet } from "../spans.ts";
 
 const DELIMITED = /(?<![\w-])(\d{3})([- ])(\d{2})\2(\d{4})(?![\w-]|\.\d)/g;
 // nine digits, each after at most one space, dot or dash (a fixed count: no ways of splitting to try)
-const NINE = /(?<![\w.-])\d(?:[ .-]?\d){8}(?![\w-]|[.,]\d)/g;
+// and not nine of a longer run ("4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2" is a card written digit by digit)
+const NINE = /(?<![\w.-]|\d[ .])\d(?:[ .-]?\d){8}(?![\w-]|[ .,]\d)/g;
 const SSN_WORDS = /\b(?:ssns?|ss ?(?:#|no\b|num(?:ber)?\b)|soc(?:ial|\.)?[ -]?sec(?:urity|\.)?|social|taxpayer|itin|tin)(?![a-z])/i;
 
 /** The SSA's structural rules (randomised assignment since 2011 keeps these). */
@@ -20,7 +21,9 @@ export function isValidSsn(area: string, group: string, serial: string): boolean
 }
 
 export const detectSsns: PiiDetector = (text, claimed) => {
-  if (!/\d{3}/.test(text)) return [];
+  // three digits, each after at most one separator: what both forms need (a gate of three digits in a
+  // row would leave "SSN 2 1 9 0 9 9 9 9 9" to depend on whether the text holds an "order 123" elsewhere)
+  if (!/\d[ .-]?\d[ .-]?\d/.test(text)) return [];
   const hits: Hit[] = [];
   const mine = new SpanSet(); // the spans of hits, for the second scan
   const push = (m: RegExpExecArray, score: number) => {
