@@ -132,6 +132,14 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["my SSN is 2 1 9 -0 9 -9 9 9 9", "ssn", "2 1 9 -0 9 -9 9 9 9", "US social security number (digits withheld)"],
   ["pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2 now", "credit_card", "4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "Visa card number ending 4242"],
   ["my ip: 8 .8 .4 .4", "ip_address", "8 .8 .4 .4", "IPv4 address 8.8.4.x"],
+  // spelt out character by character, a digit or an "@" among them
+  ["my email is r c v r y @ e m a i l . c o m, thanks", "email", "r c v r y @ e m a i l . c o m", "email address r***@e***.com"],
+  [
+    "send to b c 1 q a r 0 s r r r 7 x f k v y 5 l 6 4 3 l y d n w 9 r e 5 9 g t z z w f 5 m d q now",
+    "crypto_address",
+    "b c 1 q a r 0 s r r r 7 x f k v y 5 l 6 4 3 l y d n w 9 r e 5 9 g t z z w f 5 m d q",
+    "Bitcoin address ending 5mdq",
+  ],
   // nine spaced digits beside "SSN", in a text with no three digits in a row
   ["my SSN is 2 1 9 0 9 9 9 9 9", "ssn", "2 1 9 0 9 9 9 9 9", "US social security number (digits withheld)"],
   // a card written digit by digit near "SSN": its first nine digits are not an SSN
@@ -207,6 +215,10 @@ const negatives: Array<[string, string]> = [
   ["see sections 1. 2. 3. 4. for details", "a numbered list (a dot then a space ends a group)"],
   ["pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 1 now", "a spaced card failing Luhn"],
   ["rows 3 4 5 and columns 6 7 8 of table 9", "row and column numbers"],
+  ["the alphabet a b c d e f g and 1 2 3", "letters and digits spelt out that join into no identifier"],
+  ["| a | b | c | 1 | 2 | 3 |", "a table row"],
+  ["x = 1 + 2 * 3 - 4 / 5", "arithmetic"],
+  ["write to j o h n @ e x a m p l e and ask", "an address spelt out without its domain's dot"],
 ];
 
 for (const [text, what] of negatives) {

@@ -1,5 +1,6 @@
 // Identifiers written with spaces between their digits ("4 1 5 -5 5 5 -0 1 3 2", "0 7 8 -0 5 -1 1 2 0",
-// "1 9 2 .1 6 8 .1 .1"): typed so to slip past a filter, or spelt out by a transcript. detectPii
+// "1 9 2 .1 6 8 .1 .1") or between all their characters ("r c v r y @ e m a i l . c o m"): typed so
+// to slip past a filter, or spelt out by a transcript. detectPii
 // runs its chain again on a view of the text with those spaces taken out, and keeps what it finds
 // there that it had not found already, at the offsets of the text.
 //
@@ -38,26 +39,40 @@ function digitByDigit(run: string): boolean {
   return singles >= 3 && singles * 2 >= groups;
 }
 
-/** The text with the spaces of its digit-by-digit runs taken out; null when it has none. */
-export function despaceDigits(text: string): DespacedView | null {
-  if (!PAIR.test(text)) return null;
+// Six or more single characters each followed by one space, and a last one (with the punctuation
+// after it): a value spelt out character by character ("r c v r y @ e m a i l . c o m", "b c 1 q x
+// y 2 k g …"); the word after it is not part of it. Each repetition consumes a character and its
+// space: linear.
+const SPELT = /(?<!\S)(?:\S ){6,}\S[^\s\w]*(?!\S)/g;
+
+/**
+ * The text with the spaces of its digit-by-digit runs, and of its values spelt out character by
+ * character with a digit or an "@" among them, taken out; null when it has none.
+ */
+export function despaceIdentifiers(text: string): DespacedView | null {
   const runs: [number, number][] = [];
-  RUN.lastIndex = 0;
-  for (let m = RUN.exec(text); m; m = RUN.exec(text)) if (digitByDigit(m[0])) runs.push([m.index, m.index + m[0].length]);
+  if (PAIR.test(text)) {
+    RUN.lastIndex = 0;
+    for (let m = RUN.exec(text); m; m = RUN.exec(text)) if (digitByDigit(m[0])) runs.push([m.index, m.index + m[0].length]);
+  }
+  SPELT.lastIndex = 0;
+  for (let m = SPELT.exec(text); m; m = SPELT.exec(text)) if (/[\d@]/.test(m[0])) runs.push([m.index, m.index + m[0].length]);
   if (runs.length === 0) return null;
+  runs.sort((a, b) => a[0] - b[0]);
   let view = "";
   const offsets: number[] = [];
   let at = 0;
   for (const [start, end] of runs) {
-    view += text.slice(at, start);
-    for (let i = at; i < start; i++) offsets.push(i);
-    for (let i = start; i < end; i++) {
+    const from = Math.max(start, at); // runs of the two kinds may overlap
+    view += text.slice(at, from);
+    for (let i = at; i < from; i++) offsets.push(i);
+    for (let i = from; i < end; i++) {
       const c = text[i]!;
       if (c === " " || c === "\t") continue;
       view += c;
       offsets.push(i);
     }
-    at = end;
+    at = Math.max(at, end);
   }
   view += text.slice(at);
   for (let i = at; i < text.length; i++) offsets.push(i);
