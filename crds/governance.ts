@@ -38,3 +38,5 @@ export type Provisioned = z.output<typeof Provisioned>;
 
 /** The problem `code` with which the API refuses to provision an App whose governance was switched off. */
 export const GOVERNANCE_DISABLED_CODE = "governance_disabled";
+/** The problem `code` with which the API refuses to provision an App (by uid) whose store its finalizer already dropped. */
+export const APP_DELETED_CODE = "app_deleted";

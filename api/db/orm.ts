@@ -16,6 +16,7 @@ import { Migration20261128000000_audit_restarts } from "./migrations/Migration20
 import { Migration20261129000000_console_sessions } from "./migrations/Migration20261129000000_console_sessions.ts";
 import { Migration20261130000000_workspace_members } from "./migrations/Migration20261130000000_workspace_members.ts";
 import { Migration20261201000000_console_member_sessions } from "./migrations/Migration20261201000000_console_member_sessions.ts";
+import { Migration20261202000000_governance_deleted_apps } from "./migrations/Migration20261202000000_governance_deleted_apps.ts";
 
 /** The tables MikroORM maps; the governance module's other tables have one raw SQL module each (api/governance/configs/entities.ts). */
 export const ENTITIES = [Workspace, ApiKey, PlatformAdminKey, GuardTemplate, ConsoleSession, WorkspaceMember];
@@ -33,6 +34,7 @@ export const MIGRATIONS = [
   { name: "Migration20261129000000_console_sessions", class: Migration20261129000000_console_sessions },
   { name: "Migration20261130000000_workspace_members", class: Migration20261130000000_workspace_members },
   { name: "Migration20261201000000_console_member_sessions", class: Migration20261201000000_console_member_sessions },
+  { name: "Migration20261202000000_governance_deleted_apps", class: Migration20261202000000_governance_deleted_apps },
 ];
 
 export function ormConfig(databaseUrl: string, opts: { debug?: boolean; poolMax?: number } = {}) {

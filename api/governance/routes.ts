@@ -363,7 +363,7 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       rateLimit: "none", // the operator's own calls: bounded by its work queue's concurrency, never throttled behind a workspace's burst
       summary: "Ensure an App's store and mint its key (the operator only)",
       description:
-        "Creates the store when missing (idempotent), revokes the app's previous keys and mints a new one, returned unmasked for the <app>-governance Secret. 404 when the namespace is no workspace; 409 governance_disabled after a public DELETE .../provision.",
+        "Creates the store when missing (idempotent), revokes the app's previous keys and mints a new one, returned unmasked for the <app>-governance Secret. 404 when the namespace is no workspace; 409 governance_disabled after a public DELETE .../provision; 409 app_deleted for an App (by uid) whose store the finalizer already dropped (a call that arrives after it, from an operator killed before its answer).",
       body: ProvisionInternalBody,
       responses: { 200: InternalProvisioned, 409: null },
       handler: async ({ body }) => ({
@@ -380,7 +380,8 @@ export function governanceRoutes(g: Governance, opts: { ingestBodyLimitBytes: ()
       auth: "operator",
       rateLimit: "none", // as above: the operator's finalizer
       summary: "Drop an App's store, role, keys and config (the operator's finalizer)",
-      description: "Idempotent. A store that belongs to another App of the same name (another uid) is left alone.",
+      description:
+        "Idempotent. Records the uid as deleted for a day, so that a provisioning call for it that runs later is refused (409 app_deleted). A store that belongs to another App of the same name (another uid) is left alone.",
       body: DeprovisionInternalBody,
       responses: { 204: null },
       handler: async ({ body }) => {

@@ -319,6 +319,37 @@ test.serial("the operator's DELETE drops store, role, keys and config; it is ide
   t.is((await internal("DELETE", { namespace: "no-such-namespace", appName: "doomed", appUid: "x" })).status, 204);
 });
 
+test.serial(
+  "a provisioning call that runs after the finalizer's DELETE is refused: no store again, and a newer App's store is not replaced",
+  async (t) => {
+    // the operator sent POST, was killed before the answer, and the next one deleted the App: the
+    // POST, queued behind the DELETE on the app's lock, runs after it
+    const app = await createApp("late");
+    t.is((await provision(app)).status, 200);
+    t.is((await internal("DELETE", { namespace: api.namespace, appName: "late", appUid: app.metadata.uid })).status, 204);
+    const late = await provision(app);
+    t.is(late.status, 409, late.text);
+    t.is(late.body.code, "app_deleted");
+    t.false(await schemaExists(`gov_${api.workspaceId}_late`), "the deleted App's store is not made again");
+    t.false(await roleExists(`govr_${api.workspaceId}_late`));
+    t.is((await query(api.db.url, `select 1 from governance_projects where app_id = 'late'`)).length, 0);
+
+    // a new App of the same name (another uid) gets its store; the late call of the old one leaves it be
+    const fresh = await internal("POST", { namespace: api.namespace, appName: "late", appUid: "uid-of-the-new-late", generation: 1 });
+    t.is(fresh.status, 200, fresh.text);
+    const key = keyOf(fresh.body.connectionString as string);
+    t.is((await ingest(key)).status, 201);
+    t.is((await provision(app)).status, 409, "still refused");
+    t.true(await schemaExists(`gov_${api.workspaceId}_late`));
+    t.is((await ingest(key)).status, 201, "the new App's key and store are as they were");
+    const rows = await query<{ app_uid: string }>(api.db.url, `select app_uid from governance_projects where app_id = 'late'`);
+    t.deepEqual(
+      rows.map((r) => r.app_uid),
+      ["uid-of-the-new-late"],
+    );
+  },
+);
+
 test.serial("a new App with the name of a deleted one gets a fresh store, never the old data", async (t) => {
   const first = await createApp("phoenix");
   const key = keyOf((await provision(first)).body.connectionString);

@@ -278,12 +278,12 @@ export interface paths {
         put?: never;
         /**
          * Ensure an App's store and mint its key (the operator only)
-         * @description Creates the store when missing (idempotent), revokes the app's previous keys and mints a new one, returned unmasked for the <app>-governance Secret. 404 when the namespace is no workspace; 409 governance_disabled after a public DELETE .../provision.
+         * @description Creates the store when missing (idempotent), revokes the app's previous keys and mints a new one, returned unmasked for the <app>-governance Secret. 404 when the namespace is no workspace; 409 governance_disabled after a public DELETE .../provision; 409 app_deleted for an App (by uid) whose store the finalizer already dropped (a call that arrives after it, from an operator killed before its answer).
          */
         post: operations["internalProvisionGovernance"];
         /**
          * Drop an App's store, role, keys and config (the operator's finalizer)
-         * @description Idempotent. A store that belongs to another App of the same name (another uid) is left alone.
+         * @description Idempotent. Records the uid as deleted for a day, so that a provisioning call for it that runs later is refused (409 app_deleted). A store that belongs to another App of the same name (another uid) is left alone.
          */
         delete: operations["internalDeprovisionGovernance"];
         options?: never;

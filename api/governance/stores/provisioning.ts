@@ -16,7 +16,13 @@ import { randomUUID } from "node:crypto";
 import { ConflictError, NotFoundError, UnavailableError } from "../../errors.ts";
 import type { Logger } from "../../../kube/logger.ts";
 import { ANNOTATIONS, governanceGeneration } from "../../../crds/app.ts";
-import { GOVERNANCE_DISABLED_CODE, type DeprovisionRequest, type Provisioned, type ProvisionRequest } from "../../../crds/governance.ts";
+import {
+  APP_DELETED_CODE,
+  GOVERNANCE_DISABLED_CODE,
+  type DeprovisionRequest,
+  type Provisioned,
+  type ProvisionRequest,
+} from "../../../crds/governance.ts";
 import { type AppAnnotator, type AppLookup, type AppRef } from "./apps.ts";
 import type { Client, GovernanceDb } from "./db.ts";
 import { isoSql } from "./db.ts";
@@ -171,6 +177,17 @@ export class ProvisioningService {
     const app = await this.#d.apps(workspaceId, req.appName);
     const { project, key } = await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, req.appName);
+      // a call for an App whose finalizer already ran (sent before, run after: its operator was
+      // killed before the answer) must neither make its store again nor replace a newer App's
+      const { rowCount: deleted } = await c.query(
+        `select 1 from governance_deleted_apps where workspace_id = $1 and app_id = $2 and app_uid = $3`,
+        [workspaceId, req.appName, req.appUid],
+      );
+      if (deleted)
+        throw new ConflictError(
+          APP_DELETED_CODE,
+          `App ${req.appName} (uid ${req.appUid}) was deleted and its governance store dropped; it is not provisioned again.`,
+        );
       // a config an earlier App of this id left (deleted before it had a store) is not this App's
       await removeStaleAppConfig(c, workspaceId, req.appName, {
         uid: req.appUid,
@@ -215,14 +232,21 @@ export class ProvisioningService {
 
   /**
    * DELETE /internal/governance/provision (the App's finalizer): drops the store, the role, the
-   * keys and the config. Idempotent. A store made for another App of the same name (another uid)
-   * is left alone.
+   * keys and the config, and records the uid as deleted (a later provisioning call for it is
+   * refused). Idempotent. A store made for another App of the same name (another uid) is left alone.
    */
   async deprovisionForOperator(req: DeprovisionRequest): Promise<void> {
     const workspaceId = await this.#workspaceOf(req.namespace);
     if (workspaceId === undefined) return;
     await this.#d.db.tx(async (c) => {
       await lock(c, workspaceId, req.appName);
+      // this uid is gone for good: a provisioning call for it that runs later is refused (above)
+      await c.query(`insert into governance_deleted_apps (workspace_id, app_id, app_uid) values ($1, $2, $3) on conflict do nothing`, [
+        workspaceId,
+        req.appName,
+        req.appUid,
+      ]);
+      await c.query(`delete from governance_deleted_apps where deleted_at < now() - interval '1 day'`);
       const row = await this.#lockedProject(c, workspaceId, req.appName);
       if (row && row.appUid !== null && row.appUid !== req.appUid) {
         this.#d.log.info({ workspaceId, appId: req.appName }, "de-provisioning skipped: the store belongs to another App of the same name");
