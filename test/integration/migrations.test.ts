@@ -11,6 +11,23 @@ const tables = async (url: string) =>
     )
   ).map((r) => r.table_name);
 
+/** The tables the migrations make, by name. */
+const TABLES = [
+  "api_keys",
+  "console_sessions",
+  "governance_app_configs",
+  "governance_app_keys",
+  "governance_audit_restarts",
+  "governance_deleted_apps",
+  "governance_guard_templates",
+  "governance_projects",
+  "platform_admin_keys",
+  "used_sign_in_tickets",
+  "webhook_deliveries",
+  "workspace_members",
+  "workspaces",
+];
+
 test("migrations apply to a fresh database, revert completely and apply again", async (t) => {
   const db = await freshDatabase({ empty: true });
   t.teardown(() => db.drop());
@@ -21,20 +38,7 @@ test("migrations apply to a fresh database, revert completely and apply again", 
     await migrateUp(orm),
     MIGRATIONS.map((m) => m.name),
   );
-  t.deepEqual(await tables(db.url), [
-    "api_keys",
-    "console_sessions",
-    "governance_app_configs",
-    "governance_app_keys",
-    "governance_audit_restarts",
-    "governance_guard_templates",
-    "governance_projects",
-    "platform_admin_keys",
-    "used_sign_in_tickets",
-    "webhook_deliveries",
-    "workspace_members",
-    "workspaces",
-  ]);
+  t.deepEqual(await tables(db.url), TABLES);
   t.deepEqual(await migrateUp(orm), [], "a second run applies nothing");
 
   t.deepEqual(
@@ -44,20 +48,7 @@ test("migrations apply to a fresh database, revert completely and apply again", 
   t.deepEqual(await tables(db.url), []);
 
   await migrateUp(orm);
-  t.deepEqual(await tables(db.url), [
-    "api_keys",
-    "console_sessions",
-    "governance_app_configs",
-    "governance_app_keys",
-    "governance_audit_restarts",
-    "governance_guard_templates",
-    "governance_projects",
-    "platform_admin_keys",
-    "used_sign_in_tickets",
-    "webhook_deliveries",
-    "workspace_members",
-    "workspaces",
-  ]);
+  t.deepEqual(await tables(db.url), TABLES);
 });
 
 test("the template database that tests clone is fully migrated", async (t) => {
