@@ -49,15 +49,13 @@ export function detectPii(text: string, config: PiiConfig = {}): Hit[] {
   const view = despaceIdentifiers(text);
   if (view === null) return hits;
   const found = SpanSet.of(hits);
-  let more = false;
+  const before = hits.length;
   for (const h of chain(view.text, config, wanted)) {
     const start = view.offsets[h.start]!;
     const end = view.offsets[h.end - 1]! + 1;
-    if (found.overlaps(start, end)) continue;
-    hits.push({ ...h, start, end });
-    more = true;
+    if (!found.overlaps(start, end)) hits.push({ ...h, start, end });
   }
-  return more ? hits.sort((a, b) => a.start - b.start) : hits;
+  return hits.length > before ? hits.sort((a, b) => a.start - b.start) : hits;
 }
 
 /** The chain's hits in a text, sorted by position. */
