@@ -439,3 +439,69 @@ passes(" (ordinary sentence beside the calls to violence of the tail)", [
   "Let's hunt down the chinese takeout menu.",
   "I want to hunt down every chinese recipe my grandmother wrote.",
 ]);
+
+// Abuse of a person without "you" (issue 34, the dev misses of a public social-media source): an
+// insult coined for a person or a side ("libtards", "fuckwads", "scumbag"), profanity aimed at a
+// named person or at them ("fuck Zuckerberg", "fuck em"), its acronyms ("FJB", "GFY"), a crowd
+// called names ("what a bunch of morons"), an insult noun after an insulting adjective ("ignorant
+// morons"), and wishes of harm that name no weapon ("get sick and die", "may you rot in hell").
+const abuseWithoutYou: Array<[string, ToxicityCategory]> = [
+  ["Typical libtard logic, as usual.", "harassment"],
+  ["The trumptards will never admit it.", "harassment"],
+  ["These fuckwads need to be voted out.", "harassment"],
+  ["He is a lying scumbag and everyone knows it.", "harassment"],
+  ["Look at this dickhead on the news again.", "harassment"],
+  ["Fuck Zuckerberg and his whole company.", "harassment"],
+  ["Fuck Mark Zuckerberg.", "harassment"],
+  ["The moderators banned me again. Fuck em.", "harassment"],
+  ["Honestly, fuck them all.", "harassment"],
+  ["Worst president ever. FJB!", "harassment"],
+  ["GFY, nobody asked for your opinion.", "harassment"],
+  ["What a bunch of morons.", "harassment"],
+  ["A bunch of spineless cowards run this town council.", "harassment"],
+  ["Back to your basements, ignorant morons.", "harassment"],
+  ["Take your opinion and shove it up your ass.", "harassment"],
+  ["Shut your pie hole.", "harassment"],
+  ["Don't bother with a doctor, just get sick and die.", "threat"],
+  ["May you rot in hell with the rest of them.", "threat"],
+];
+blocksAs(" (abuse without you)", abuseWithoutYou);
+passes(" (ordinary sentence beside abuse without you)", [
+  "Fuck it, let's ship on Friday.",
+  "Fuck yeah, the build passed!",
+  "Fuck me, that was close.",
+  "fuck cancer, my mum beat it twice.",
+  "Fuck this traffic.",
+  "What a bunch of flowers you brought!",
+  "A bunch of students ran the town council meeting.",
+  "Put it back in the basement, next to the ignorant mistakes of my youth.",
+  "May you rest in peace.",
+  "May you find what you are looking for.",
+  "He got sick and died last winter.",
+  "Shut your laptop before the meeting starts.",
+  "Is it offensive to call someone a 'libtard'?",
+  "Many people get sick and die from malaria every year.",
+  "Sinners will burn in hell, the preacher said.",
+]);
+
+// The same abuse in plural, masked or tagged forms: "you idiots", "these dumbasses", "the rest of
+// the morons", "a-hole", "a$$ hat", "#fuckzuckerberg", "the dumbest woman alive".
+const abuseWithoutYouMore: Array<[string, ToxicityCategory]> = [
+  ["Read the manual, you idiots.", "harassment"],
+  ["I can't believe these dumbasses got elected.", "harassment"],
+  ["People like you make it worse for the rest of the morons.", "harassment"],
+  ["He is such an a-hole to the waiters.", "harassment"],
+  ["What an a$$ hat that guy is.", "harassment"],
+  ["Great speech tonight #fuckzuckerberg #freespeech", "harassment"],
+  ["She is the dumbest woman in the world.", "harassment"],
+  ["Ugliest family on television!", "harassment"],
+];
+blocksAs(" (abuse without you, plural, masked or tagged)", abuseWithoutYouMore);
+passes(" (ordinary sentence beside abuse in plural, masked or tagged forms)", [
+  "The idiots guide to sourdough is a good book.",
+  "These doughnuts got eaten before the meeting.",
+  "The rest of the morning is free.",
+  "Raise money for research #fuckcancer",
+  "That was the dumbest question I asked all week.",
+  "The family on television ate dinner together.",
+]);
