@@ -505,3 +505,43 @@ passes(" (ordinary sentence beside abuse in plural, masked or tagged forms)", [
   "That was the dumbest question I asked all week.",
   "The family on television ate dinner together.",
 ]);
+
+// An insult said of someone rather than to them: "<Name> is an idiot", "he is worthless", "what a
+// giant orange asshole", "shut the f--- up", and "fuck" before a name in capitals ("fuck JOE").
+const insultOfSomeone: Array<[string, ToxicityCategory]> = [
+  ["Honestly, Maher is an idiot.", "harassment"],
+  ["He is such a complete moron.", "harassment"],
+  ["She's a total loser and everyone knows it.", "harassment"],
+  ["They are idiots, all of them.", "harassment"],
+  ["He is worthless and should resign.", "harassment"],
+  ["What a giant orange asshole.", "harassment"],
+  ["What a fucking airhead this is!", "harassment"],
+  ["She should shut the f---- up.", "harassment"],
+  ["Everyone says fuck JOE already.", "harassment"],
+];
+blocksAs(" (an insult said of someone)", insultOfSomeone);
+passes(" (ordinary sentence beside an insult said of someone)", [
+  "This is an idiot-proof design.",
+  "This is such a loser move by the league.",
+  "It is worthless to argue about tabs and spaces.",
+  "The Idiot is a novel by Dostoevsky.",
+  "What a giant orange pumpkin.",
+  "What a fantastic airhead costume this is!",
+  "Please shut the fridge door.",
+  "Fuck It All was the name of the band.",
+  "FUCK TRAFFIC, I'M LATE AGAIN.",
+  "That is pathetic weather for July.",
+]);
+
+// "would" before a verb of a call: a call or a wish when I or we say it, a report of what others
+// used to do when it follows them ("the soldiers would round up the jews").
+blocksAs(" (would, said by I or we)", [
+  ["I would kill all the muslims.", "hate"],
+  ["We would round up the immigrants and deport them.", "hate"],
+  ["We would line the jews up against the wall.", "hate"],
+]);
+passes(" (would, a report of what others did)", [
+  "The soldiers would line the jews up against the wall, the survivor recalled.",
+  "Every week the regime would round up the jews of the town.",
+  "The guards would burn the synagogues first, historians write.",
+]);

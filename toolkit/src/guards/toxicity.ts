@@ -160,6 +160,63 @@ interface Pattern {
 
 const r = (src: string) => new RegExp(src, "g");
 
+/** Words that start a sentence, or follow "fuck", capitalised without being a name. */
+const NOT_NAMES = new Set([
+  "it",
+  "this",
+  "that",
+  "these",
+  "those",
+  "yeah",
+  "yes",
+  "me",
+  "my",
+  "off",
+  "up",
+  "around",
+  "all",
+  "everything",
+  "everyone",
+  "everybody",
+  "nobody",
+  "someone",
+  "one",
+  "the",
+  "a",
+  "which",
+  "what",
+  "there",
+  "here",
+  "who",
+  "life",
+]);
+
+/** Whether the word after the first of `span` is a name: capitalised, and not shouted with it ("FUCK THIS"). */
+function nameAfter(span: string): boolean {
+  const m = /^(\S+)\s+([A-Za-z][\w'’-]*)/.exec(span);
+  if (!m || !/^[A-Z]/.test(m[2]!) || NOT_NAMES.has(m[2]!.toLowerCase().replace(/['’].*$/, ""))) return false;
+  return m[1] !== m[1]!.toUpperCase() || m[2] !== m[2]!.toUpperCase();
+}
+
+/** What a crowd is called ("a bunch of morons", "a pack of liars"). */
+const CROWD_INSULT = String.raw`(?:idiots|morons|imbeciles|cretins|jackasses|dumbasses|losers|cowards|nitwits|halfwits|scumbags|lunatics|hypocrites|degenerates|retards|traitors|fools|liars|crybabies|snowflakes)`;
+/** What is said of someone in "<someone> is a …": an insult, or worthless or pathetic. */
+const PREDICATE_INSULT = String.raw`(?:idiots?|morons?|imbeciles?|cretins?|retards?|scumbags?|assholes?|dumbass(?:es)?|jackass(?:es)?|douche ?bags?|losers?|lunatics?|worthless|pathetic)`;
+/** Words between the copula and the insult ("is such a complete idiot"). */
+const INSULT_MODIFIER = String.raw`(?:such|just|really|truly|so|a|an|the|complete|total|absolute|utter|fucking|bloody|biggest|dumbest|giant|huge|little)`;
+/** The subject and copula that end the text before an insult ("Maher is an ", "she's a total "). */
+const SUBJECT_BEFORE = new RegExp(
+  String.raw`([A-Za-z][\w-]*)(?:['’](?:s|re)|\s+(?:is|was|are|were))\s+(?:${INSULT_MODIFIER}\s+){0,3}$`,
+  "i",
+);
+
+/** Whether the text before an insult says it of a person: he, she, they, or a capitalised word that is not NOT_NAMES. */
+function isPerson(before: string): boolean {
+  const word = SUBJECT_BEFORE.exec(before)?.[1] ?? "";
+  const lower = word.toLowerCase();
+  return lower === "he" || lower === "she" || lower === "they" || (/^[A-Z]/.test(word) && !NOT_NAMES.has(lower));
+}
+
 /** Patterns a word list cannot see (on the lower-cased view). */
 export const TOXICITY_PATTERNS: readonly Pattern[] = [
   {
@@ -236,13 +293,14 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
   },
   // violence called for against a group, as an order or a wish ("kill all muslims", "destroy islam",
   // "hunt down every last one of those <group>", "line the <group> up against the wall"), not a
-  // report of it ("why did they kill the jews" has its own subject before the verb)
+  // report of it ("why did they kill the jews" has its own subject before the verb; "would" counts
+  // after I or we only: "the soldiers would round up the jews" is a report)
   {
     category: "hate",
     weight: 0.9,
     label: "violence against a group",
     re: r(
-      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of|round up|hunt down|hunt|take up arms against|put (?:a )?bullets? (?:in|into|through))\s+(?:(?:(?:every|each)\s+(?:last\s+|single\s+)?one\s+of\s+(?:the|those|these)\s+|(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?)(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))${NOT_PEOPLE}|(?:every|each)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE})\b|\b(?:burn|bomb|torch|firebomb|blow up)(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would)\s+)(?:burn|bomb|torch|firebomb|blow up))\s+(?:down\s+)?(?:(?:their|the|a|every|all|that|this|those|these|your)\s+)?(?:\w+\s+)?(?:mosques?|synagogues?|churches|church|temples?|gurdwaras?)\b(?!\s+(?:scene|level|map|stage|set|quest|mission|area|dungeon|model|prop|game|chapter))|\bline(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|would)\s+)line)\s+(?:up\s+)?(?:(?:all|every one of)\s+)?(?:(?:the|these|those)\s+)?(?:\w+\s+)?(?:${GROUP})\s+(?:all\s+)?(?:up\s+)?(?:against\s+(?:a|the)\s+wall|and\s+(?:shoot|kill|gas|hang)\b)`,
+      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of|round up|hunt down|hunt|take up arms against|put (?:a )?bullets? (?:in|into|through))\s+(?:(?:(?:every|each)\s+(?:last\s+|single\s+)?one\s+of\s+(?:the|those|these)\s+|(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?)(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))${NOT_PEOPLE}|(?:every|each)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE})\b|\b(?:burn|bomb|torch|firebomb|blow up)(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would)\s+)(?:burn|bomb|torch|firebomb|blow up))\s+(?:down\s+)?(?:(?:their|the|a|every|all|that|this|those|these|your)\s+)?(?:\w+\s+)?(?:mosques?|synagogues?|churches|church|temples?|gurdwaras?)\b(?!\s+(?:scene|level|map|stage|set|quest|mission|area|dungeon|model|prop|game|chapter))|\bline(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would)\s+)line)\s+(?:up\s+)?(?:(?:all|every one of)\s+)?(?:(?:the|these|those)\s+)?(?:\w+\s+)?(?:${GROUP})\s+(?:all\s+)?(?:up\s+)?(?:against\s+(?:a|the)\s+wall|and\s+(?:shoot|kill|gas|hang)\b)`,
     ),
   },
   {
@@ -374,7 +432,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.75,
     label: "name-calling",
     re: r(
-      String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying|ignorant|brainless|braindead|spineless|gutless|senile)\s+(?:cunt|bitch|whore|slut|idiots?|morons?|imbeciles?|cretins?|bastards?|retards?|twat|prick|losers?|pigs?|assholes?|motherfuckers?|cowards|fucks?)\b|\b(?:bunch|pack|band|gang|herd|load)\s+of\s+(?:\w+\s+){0,2}?(?:idiots|morons|imbeciles|cretins|jackasses|dumbasses|losers|cowards|nitwits|halfwits|scumbags|lunatics|hypocrites|degenerates|retards|traitors|fools|liars|crybabies|snowflakes)\b|\b(?:(?:trump|lib|fuck)tard(?:s|ed)?|fuck(?:wad|nut|face|head|stick)s?|(?:shit|dick)heads?|(?:douche|scum|dirt|sleaze|scuz)bags?|douche ?canoes?|ass(?:hat|clown)s?|dipshits?|numbnuts|nitwits?|magats|demonrats|rethuglicans|repukes|repuk?licans|a-holes?|a\$\$ ?(?:hat|hole)s?|sh\*t ?heads?)\b|\b(?:you|these|those|the rest of the|all the|all of you|all you)\s+(?:\w+\s+)?(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits)\b|\b(?:dumbest|stupidest|ugliest|grossest)\s+(?:woman|man|person|people|family|human(?: being)?|president|girl|guy|bitch)\b`,
+      String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying|ignorant|brainless|braindead|spineless|gutless|senile)\s+(?:cunt|bitch|whore|slut|idiots?|morons?|imbeciles?|cretins?|bastards?|retards?|twat|prick|losers?|pigs?|assholes?|motherfuckers?|cowards|fucks?)\b|\b${CROWD_INSULT}\b(?<=\b(?:bunch|pack|band|gang|herd|load)\s+of\s+(?:\w+\s+){0,2}${CROWD_INSULT})|\b(?:(?:trump|lib|fuck)tard(?:s|ed)?|fuck(?:wad|nut|face|head|stick)s?|(?:shit|dick)heads?|(?:douche|scum|dirt|sleaze|scuz)bags?|douche ?canoes?|ass(?:hat|clown)s?|dipshits?|numbnuts|nitwits?|magats|demonrats|rethuglicans|repukes|repuk?licans|a-holes?|a\$\$ ?(?:hat|hole)s?|sh\*t ?heads?)\b|\b(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits)\b(?<=\b(?:you|these|those|the rest of the|all the|all of you|all you)\s+(?:\w+\s+)?(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits))|\b(?:dumbest|stupidest|ugliest|grossest)\s+(?:woman|man|person|people|family|human(?: being)?|president|girl|guy|bitch)\b`,
     ),
   },
   {
@@ -390,17 +448,40 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.8,
     label: "abuse aimed at someone",
     re: r(
-      String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bfuck\s+(?:him|her|them|em|'em|y'?all|all of (?:you|them)|th(?:ese|ose) (?:people|guys|idiots|morons|assholes))\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf )?up\b|\bshut (?:your|ur|yer) (?:\w+ )?(?:pie ?holes?|cake ?holes?|traps?|gobs?|mouths?)\b|\bgo to hell\b|\b(?:stfu|sdstfu|gfy|fjb)\b|#fuck(?!(?:cancer|covid|it|yeah|yes|this|that|me|mondays?|work|school)\b)[a-z]{3,}`,
+      String.raw`\b(?:fuck|screw)\s+(?:you|u|ya|yourself|off)\b|\bfuck\s+(?:him|her|them|em|'em|y'?all|all of (?:you|them)|th(?:ese|ose) (?:people|guys|idiots|morons|assholes))\b|\bgo fuck\b|\b(?:up|kiss) (?:your|my) ass\b|\bshut (?:the fuck |tf |the f\S{0,8} )?up\b|\bshut (?:your|ur|yer) (?:\w+ )?(?:pie ?holes?|cake ?holes?|traps?|gobs?|mouths?)\b|\bgo to hell\b|\b(?:stfu|sdstfu|gfy|fjb)\b|#fuck(?!(?:cancer|covid|it|yeah|yes|this|that|me|mondays?|work|school)\b)[a-z]{3,}`,
     ),
   },
   {
     category: "harassment",
     weight: 0.8,
     label: "abuse aimed at someone",
-    // "fuck Zuckerberg", "fuck Joe Biden": the word after it is a name (capitalised, not shouted),
-    // which the lower-cased view cannot tell from "fuck traffic"
+    // "fuck Zuckerberg", "fuck JOE": the word after it is a name, which the lower-cased view cannot
+    // tell from "fuck traffic" (nameAfter)
     re: r(String.raw`\bfuck\s+[a-z][a-z'’-]*`),
-    accept: (text, start, end) => /^[Ff]uck\s+[A-Z][a-z]/.test(text.slice(start, end)),
+    accept: (text, start, end) => nameAfter(text.slice(start, end)),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult about someone",
+    // "Maher is an idiot", "he is worthless", "they're morons": said of a person (isPerson), not of a
+    // thing ("this is an idiot-proof design", "that is pathetic weather"). The insult is matched
+    // first and the copula looked for behind it: most texts have no insult, and a scan for "<word>
+    // is" would stop at every word.
+    re: r(
+      String.raw`\b${PREDICATE_INSULT}(?![-\w'’])(?!\s+(?:of|in)\b)(?<=\b(?:(?:he|she|they)(?:'s|’s|'re|’re)|[a-z][a-z-]*\s+(?:is|was|are|were))\s+(?:${INSULT_MODIFIER}\s+){0,3}${PREDICATE_INSULT})`,
+    ),
+    accept: (text, start) => isPerson(text.slice(Math.max(0, start - 120), start)),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult about someone",
+    // "what a giant orange asshole", "what a fucking airhead this is": the insult ends the clause
+    // ("what a fantastic airhead costume" is a costume)
+    re: r(
+      String.raw`\bwhat an?\s+(?:[\w-]+\s+){0,3}?(?:idiot|moron|imbecile|asshole|airhead|jackass|dumbass|douche ?bag|scumbag|loser|cretin|prick|twat|dickhead|dipshit)(?=\s*(?:[.!?,;:\n]|$)|\s+(?:this|that|he|she|they|you|is|was)\b)`,
+    ),
   },
 ];
 
