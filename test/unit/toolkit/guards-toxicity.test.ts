@@ -545,3 +545,20 @@ passes(" (would, a report of what others did)", [
   "Every week the regime would round up the jews of the town.",
   "The guards would burn the synagogues first, historians write.",
 ]);
+
+// A negation in a clause of its own before a comma does not negate what follows it: prefixing "not
+// gonna lie," or "I don't care what you think," to a statement of hate must not get it through.
+// A negation that governs the statement still does, across commas, when "that" or a verb of saying
+// or thinking follows the last comma ("it is not true, contrary to belief, that …").
+blocksAs(" (a negation before a comma, not over the statement)", [
+  ["Not gonna lie, gays should die.", "hate"],
+  ["Not joking, all immigrants are vermin.", "hate"],
+  ["I don't care what you think, muslims must die.", "hate"],
+  ["Don't get me wrong, women are inferior.", "hate"],
+]);
+passes(" (a negation over the statement, across commas)", [
+  "It is not true, contrary to popular belief, that immigrants are criminals.",
+  "Nobody thinks, honestly, that women are inferior.",
+  "I would never, ever say women are worthless.",
+  "I don't think, and never did, that muslims are terrorists.",
+]);

@@ -288,7 +288,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "eliminationist language",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?|(?:every|each)\s+(?:single\s+)?${GROUP_ONE})\b[^.!?\n]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b|\b${DESERVES_ABUSE}\b(?<=(?<!\b(?:no|not|not all)\s+)\b${GROUP}\s+(?:all\s+)?${DESERVES_ABUSE})`,
+      String.raw`\b(?:${GROUP}|${CREED}|people|persons|folks|men|liberals|conservatives|them|they|you|like (?:you|him|her|them)|trans|lgbtq?\+?|(?:every|each)\s+(?:single\s+)?${GROUP_ONE})\b[^.!?\n,]{0,30}?\b(?:should|must|deserve to|need to|ought to|will)\s+(?:all\s+|just\s+|fucking\s+)?(?:be\s+|get\s+)?(?:exterminated|wiped out|eradicated|gassed|killed|shot|hanged|hung|lynched|burned|put down|executed|sterili[sz]ed|euthani[sz]ed|dead|die|removed from the face of the earth|looked down (?:up)?on)\b|\b${DESERVES_ABUSE}\b(?<=(?<!\b(?:no|not|not all)\s+)\b${GROUP}\s+(?:all\s+)?${DESERVES_ABUSE})`,
     ),
   },
   // violence called for against a group, as an order or a wish ("kill all muslims", "destroy islam",
@@ -495,7 +495,12 @@ const PATTERN_GROUPS = Array.from({ length: Math.ceil(TOXICITY_PATTERNS.length /
 
 // A generalisation negated in its own clause ("I would never say that women are worthless").
 const NEGATED_BEFORE =
-  /\b(?:never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop|misconceptions?|myths?|stereotypes?|false that|untrue that)\b(?:(?!\bbut\b)[^.!?;\n])*$/;
+  /\b(never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop|misconceptions?|myths?|stereotypes?|false that|untrue that)\b(?:(?!\bbut\b)[^.!?;\n])*$/;
+// Past a comma, the negation reaches the statement only through "that" or a verb of saying or
+// thinking ("it is not true, contrary to belief, that …", "I would never, ever say …"): "not gonna
+// lie, <statement>" and "I don't care what you think, <statement>" negate nothing of it.
+const NEGATION_REACHES =
+  /\bthat\b|\b(?:say|says|said|saying|think|thinks|thought|believe|believes|believed|claim|claims|claimed|suggest|suggests|mean|means|meant|imply|implies|agree|agrees)\b/;
 // Quoted words in a text that talks about them ("is it offensive to call someone 'x'?", "saying 'x'
 // is sexist"): mentioned, not used.
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{1,200}?)(["'”’»])(?![\w])/g;
@@ -615,12 +620,16 @@ function firstInSentence(text: string, hits: readonly Hit[], starts: readonly nu
   return undefined;
 }
 
-/** Whether the clause before an original offset negates what follows. */
+/** Whether the clause before an original offset negates what follows (NEGATED_BEFORE, NEGATION_REACHES). */
 function negatedAt(view: TextView, start: number): boolean {
   // the last view position at or before `start` whose original offset is at most `start` (the
   // offsets never decrease: a binary search, not a walk back over every character the view dropped)
   const i = view.offsets ? Math.max(0, Math.min(start, upperBound(view.offsets, start) - 1)) : start;
-  return NEGATED_BEFORE.test(view.text.slice(Math.max(0, i - 60), i));
+  const m = NEGATED_BEFORE.exec(view.text.slice(Math.max(0, i - 60), i));
+  if (!m) return false;
+  const scope = m[0].slice(m[1]!.length);
+  const comma = scope.lastIndexOf(",");
+  return comma < 0 || NEGATION_REACHES.test(scope.slice(comma));
 }
 
 /** Hits inside quotes, in a text that talks about words, count at 40%. */
