@@ -562,3 +562,20 @@ passes(" (a negation over the statement, across commas)", [
   "I would never, ever say women are worthless.",
   "I don't think, and never did, that muslims are terrorists.",
 ]);
+
+// Insults and name-calling are negated as statements of hate are: "I don't think he is an idiot"
+// says the opposite; a negated preamble before a comma does not ("not gonna lie, he is an idiot").
+passes(" (a negated insult)", [
+  "I don't think he is an idiot.",
+  "I never said Maher is an idiot.",
+  "Nobody thinks they are idiots.",
+  "Don't call them a bunch of morons.",
+  "I don't think you are an idiot.",
+]);
+blocksAs(" (an insult after a negated preamble)", [
+  ["Not gonna lie, he is an idiot.", "harassment"],
+  ["I don't care, you are an idiot.", "harassment"],
+  ["No offence, but they are a bunch of morons.", "harassment"],
+  // an insult coined as one is not negated by a "not" about something else
+  ["One more reason not to vote for these libtards.", "harassment"],
+]);

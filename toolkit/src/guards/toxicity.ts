@@ -156,6 +156,8 @@ interface Pattern {
   re: RegExp;
   /** A check of a match on the original text (its case), when the lower-cased view cannot tell. */
   accept?: (text: string, start: number, end: number) => boolean;
+  /** Negated as a statement of hate is ("I don't think he is an idiot"): negatedAt drops the match. */
+  negatable?: boolean;
 }
 
 const r = (src: string) => new RegExp(src, "g");
@@ -399,6 +401,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     category: "harassment",
     weight: 0.75,
     label: "insult aimed at someone",
+    negatable: true,
     re: r(
       String.raw`\b(?:you|you're|you are|ur|u r|u)\b(?:\s+(?:such|so|a|an|the|just|really|fucking|complete|total|absolute|little|big|fat|ugly|stupid|dumb|pathetic|worthless|useless|dumbest|biggest|sad|disgusting|subhuman|filthy|piece of))*\s+(?:idiot|moron|imbecile|loser|stupid|dumb|retard\w*|worthless|useless|pathetic|trash|garbage|scum|pig|piece of (?:shit|garbage|trash|crap)|waste of (?:space|air)|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|cunt|twat|whore|slut|freak|creep|disgrace|failure)\b`,
     ),
@@ -407,6 +410,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     category: "harassment",
     weight: 0.75,
     label: "insult aimed at someone",
+    negatable: true,
     re: r(
       String.raw`\b(?:what an?|such an?)\s+(?:\w+\s+){0,2}?(?:idiot|moron|imbecile|loser|clown|cretin|dumbass|jackass|asshole|bitch|bastard|motherfucker|disgrace|failure)\s+(?:you are|you're|u r|ur)\b|\b(?:shit|crap) for brains\b|\bnobody (?:likes|wants|loves) you\b|\beveryone hates you\b`,
     ),
@@ -415,6 +419,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     category: "harassment",
     weight: 0.75,
     label: "insult aimed at someone",
+    negatable: true,
     re: r(
       String.raw`\b(?:you(?:'re| are)|ur|u r)\s+(?:the|such a|a)\s+(?:dumbest|stupidest|ugliest|worst|most (?:pathetic|stupid|useless|disgusting|worthless)|biggest (?:idiot|loser|moron|failure|joke))\b`,
     ),
@@ -431,8 +436,19 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     category: "harassment",
     weight: 0.75,
     label: "name-calling",
+    negatable: true,
     re: r(
-      String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying|ignorant|brainless|braindead|spineless|gutless|senile)\s+(?:cunt|bitch|whore|slut|idiots?|morons?|imbeciles?|cretins?|bastards?|retards?|twat|prick|losers?|pigs?|assholes?|motherfuckers?|cowards|fucks?)\b|\b${CROWD_INSULT}\b(?<=\b(?:bunch|pack|band|gang|herd|load)\s+of\s+(?:\w+\s+){0,2}${CROWD_INSULT})|\b(?:(?:trump|lib|fuck)tard(?:s|ed)?|fuck(?:wad|nut|face|head|stick)s?|(?:shit|dick)heads?|(?:douche|scum|dirt|sleaze|scuz)bags?|douche ?canoes?|ass(?:hat|clown)s?|dipshits?|numbnuts|nitwits?|magats|demonrats|rethuglicans|repukes|repuk?licans|a-holes?|a\$\$ ?(?:hat|hole)s?|sh\*t ?heads?)\b|\b(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits)\b(?<=\b(?:you|these|those|the rest of the|all the|all of you|all you)\s+(?:\w+\s+)?(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits))|\b(?:dumbest|stupidest|ugliest|grossest)\s+(?:woman|man|person|people|family|human(?: being)?|president|girl|guy|bitch)\b`,
+      String.raw`\b(?:stupid|dumb|ugly|fat|worthless|pathetic|fucking|filthy|dirty|lying|ignorant|brainless|braindead|spineless|gutless|senile)\s+(?:cunt|bitch|whore|slut|idiots?|morons?|imbeciles?|cretins?|bastards?|retards?|twat|prick|losers?|pigs?|assholes?|motherfuckers?|cowards|fucks?)\b|\b${CROWD_INSULT}\b(?<=\b(?:bunch|pack|band|gang|herd|load)\s+of\s+(?:\w+\s+){0,2}${CROWD_INSULT})|\b(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits)\b(?<=\b(?:you|these|those|the rest of the|all the|all of you|all you)\s+(?:\w+\s+)?(?:dumbasses|jackasses|morons|idiots|imbeciles|cretins|retards|scumbags|dipshits))|\b(?:dumbest|stupidest|ugliest|grossest)\s+(?:woman|man|person|people|family|human(?: being)?|president|girl|guy|bitch)\b`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "name-calling",
+    // insults coined as insults ("libtards", "fuckwads"): a "not" in their clause is about something
+    // else ("another reason not to do business with these fuckwads")
+    re: r(
+      String.raw`\b(?:(?:trump|lib|fuck)tard(?:s|ed)?|fuck(?:wad|nut|face|head|stick)s?|(?:shit|dick)heads?|(?:douche|scum|dirt|sleaze|scuz)bags?|douche ?canoes?|ass(?:hat|clown)s?|dipshits?|numbnuts|nitwits?|magats|demonrats|rethuglicans|repukes|repuk?licans|a-holes?|a\$\$ ?(?:hat|hole)s?|sh\*t ?heads?)\b`,
     ),
   },
   {
@@ -464,6 +480,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     category: "harassment",
     weight: 0.75,
     label: "insult about someone",
+    negatable: true,
     // "Maher is an idiot", "he is worthless", "they're morons": said of a person (isPerson), not of a
     // thing ("this is an idiot-proof design", "that is pathetic weather"). The insult is matched
     // first and the copula looked for behind it: most texts have no insult, and a scan for "<word>
@@ -477,6 +494,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     category: "harassment",
     weight: 0.75,
     label: "insult about someone",
+    negatable: true,
     // "what a giant orange asshole", "what a fucking airhead this is": the insult ends the clause
     // ("what a fantastic airhead costume" is a costume)
     re: r(
@@ -579,7 +597,7 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     p.re.lastIndex = 0;
     for (const m of view.text.matchAll(p.re)) {
       const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
-      if (p.accept && !p.accept(text, start, end)) continue;
+      if ((p.accept && !p.accept(text, start, end)) || (p.negatable && negatedAt(view, start))) continue;
       hits.push({
         kind: p.category,
         start,
