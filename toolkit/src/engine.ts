@@ -30,6 +30,7 @@ import {
   refineTemplate,
   sensitivityThreshold,
   Topic,
+  TOXICITY_CLASSIFIER_THRESHOLDS,
 } from "./guards/template.ts";
 import { prepareToxicity, toxicityDefinition } from "./guards/toxicity.ts";
 import type { GuardAction, GuardDefinition, GuardPolicy, GuardResult, GuardType, GuardVerdict, Hit, Phase } from "./guards/types.ts";
@@ -176,6 +177,8 @@ interface Check {
   config: unknown;
   /** checks with the same key detect the same hits: one evaluation detects once */
   detectKey: string;
+  /** a toxicity template's model layer: the toxicity head's score at which it acts (config.classifier) */
+  classifier?: { threshold: number };
 }
 
 /**
@@ -229,7 +232,12 @@ function templateCheck(id: string, guardType: GuardType, config: GuardTemplateCo
     case "prompt_injection":
       return check({ ...base, def: injectionDefinition, config: { decodeBase64: config.decodeBase64 } });
     case "toxicity":
-      return check({ ...base, def: toxicityDefinition, config: { categories: config.categories } });
+      return check({
+        ...base,
+        def: toxicityDefinition,
+        config: { categories: config.categories },
+        ...(config.classifier ? { classifier: { threshold: TOXICITY_CLASSIFIER_THRESHOLDS[config.sensitivity] } } : {}),
+      });
     case "off_topic":
       return check({ ...base, def: offTopicDefinition, config: { topics: config.topics ?? engine.allowedTopics } });
     case "custom": {
@@ -350,80 +358,176 @@ export function classifierUse(guards: EngineConfig["guards"]): { requestPath: bo
   return { requestPath, ingestion: requestPath && p.classifier_on_ingestion };
 }
 
-/** Whether this engine's config turns the classifier on (classifierUse's requestPath). */
+/**
+ * Where a config runs the classifier at all: on the request path for prompt_injection
+ * (classifierUse) or for an enabled toxicity template with `classifier` (both heads come from one
+ * run of the model); on ingestion as classifierUse says (a toxicity score comes from the request
+ * path, or from a run that classifier_on_ingestion asked for).
+ */
+export function modelLayerUse(config: EngineConfig): { requestPath: boolean; ingestion: boolean } {
+  const use = classifierUse(config.guards);
+  const toxicity = config.guards.custom_templates.some((ref) => {
+    const t = ref.enabled ? config.templates[ref.template_id] : undefined;
+    return t?.guardType === "toxicity" && t.config.classifier === true;
+  });
+  return { requestPath: use.requestPath || toxicity, ingestion: use.ingestion };
+}
+
+/** Whether this engine runs the classifier on the request path (modelLayerUse). */
 export function usesClassifier(engine: GuardEngine): boolean {
-  return classifierUse(engine.config.guards).requestPath;
+  return modelLayerUse(engine.config).requestPath;
 }
 
 /**
- * Where the classifier's score of a text comes from: the model itself, or a function that gives
- * the score (from anywhere: a model, the API, a trace) or undefined when there is none.
+ * Where the classifier's scores of a text come from: the model itself, or a function that gives
+ * them (from anywhere: a model, the API, a trace) or undefined when there are none. A number is a
+ * prompt-injection score alone.
  */
-export type ClassifierSource = TextClassifier | ((text: string) => number | undefined | Promise<number | undefined>);
+export type ClassifierSource =
+  TextClassifier | ((text: string) => number | HeadScores | undefined | Promise<number | HeadScores | undefined>);
 
 /**
- * Whether the classifier has a say on this decision: an input whose prompt_injection check did not
- * block, under a config that turns the classifier on. Otherwise its score changes nothing and no
- * model needs to run.
+ * Scores of a text by the classifier's heads, each present when known: what the request path sends
+ * with a trace (classifierScores) and what ingestion applies.
  */
-export function wantsClassifierScore(engine: GuardEngine, decision: GuardDecision, phase: Phase): boolean {
-  if (phase !== "input" || !usesClassifier(engine)) return false;
+export interface HeadScores {
+  promptInjection?: number | undefined;
+  toxicity?: number | undefined;
+}
+
+/** The prompt_injection check's evaluation, when the injection head has a say on it (an input it did not block). */
+function injectionWants(engine: GuardEngine, decision: GuardDecision, phase: Phase): boolean {
+  if (phase !== "input" || !classifierUse(engine.config.guards).requestPath) return false;
   const evaluation = decision.evaluations.find((e) => e.source === "prompt_injection");
   return evaluation !== undefined && evaluation.result !== "block";
 }
 
 /**
- * The chain's decision on an input with the classifier's score `raw` (0-1) applied: at or above
- * the guard's threshold the prompt_injection check blocks, as one more hit of that check (kind
- * `classifier`), and the decision becomes block; below it the decision is unchanged. A score is
- * applied only where wantsClassifierScore says it has a say. Pure: the score may come from this
- * process's model or from the request path that already ran it (a trace's classifierScores).
+ * The toxicity checks with a model layer that ran on this decision's text, an input, and did not
+ * block it. Prompts only: the model runs before the call, where it costs a user nothing; a
+ * response is judged by the patterns.
  */
-export function withClassifierScore(engine: GuardEngine, decision: GuardDecision, text: string, raw: number): GuardDecision {
-  if (!wantsClassifierScore(engine, decision, "input") || !(raw >= engine.config.guards.prompt_injection.threshold)) return decision;
-  const i = decision.evaluations.findIndex((e) => e.source === "prompt_injection");
-  const evaluation = decision.evaluations[i]!;
-  const score = Math.min(1, Math.round(raw * 1000) / 1000);
-  const description = `prompt-injection classifier score ${score.toFixed(2)}`;
-  const confidence = Math.max(score, evaluation.confidence);
-  const blocked: GuardDecision = {
-    ...decision,
-    decision: "block",
-    evaluations: decision.evaluations.map((e, k) => (k === i ? { ...e, result: "block", confidence } : e)),
-    verdicts: decision.verdicts.map((v, k) =>
+function toxicityWants(engine: GuardEngine, decision: GuardDecision, phase: Phase): Check[] {
+  if (phase !== "input") return [];
+  return engine.checks.filter(
+    (c) => c.classifier !== undefined && decision.evaluations.some((e) => e.source === c.source && e.result !== "block"),
+  );
+}
+
+/**
+ * Whether the classifier has a say on this decision: an input whose prompt_injection check did not
+ * block, under a config that turns that guard's classifier on, or a text a toxicity template with
+ * `classifier` checked and did not block. Otherwise its scores change nothing and no model needs
+ * to run.
+ */
+export function wantsClassifierScore(engine: GuardEngine, decision: GuardDecision, phase: Phase): boolean {
+  return injectionWants(engine, decision, phase) || toxicityWants(engine, decision, phase).length > 0;
+}
+
+/** A score as a decision records it: at most 1, three decimals. */
+const rounded = (raw: number) => Math.min(1, Math.round(raw * 1000) / 1000);
+
+/**
+ * The chain's decision on a text of `phase` (default input) with the classifier's scores applied
+ * (a number: the prompt-injection score alone). Where a head has a say (wantsClassifierScore), its
+ * score at or above the threshold makes its check act, as one more hit of that check (kind
+ * `classifier`): the prompt_injection check blocks at the guard's threshold; a toxicity template
+ * with `classifier` takes its action (block or flag) at its toxicity threshold. Elsewhere the
+ * decision is unchanged. Pure: the scores may come from this process's model or from the request
+ * path that already ran it (a trace's classifierScores).
+ */
+export function withClassifierScore(
+  engine: GuardEngine,
+  decision: GuardDecision,
+  text: string,
+  raw: number | HeadScores,
+  phase: Phase = "input",
+): GuardDecision {
+  const scores: HeadScores = typeof raw === "number" ? { promptInjection: raw } : raw;
+  const acting: Array<{ source: string; guardType: GuardType; action: "block" | "flag"; score: number; description: string }> = [];
+  if (
+    scores.promptInjection !== undefined &&
+    injectionWants(engine, decision, phase) &&
+    scores.promptInjection >= engine.config.guards.prompt_injection.threshold
+  ) {
+    const score = rounded(scores.promptInjection);
+    acting.push({
+      source: "prompt_injection",
+      guardType: "prompt_injection",
+      action: "block",
+      score,
+      description: `prompt-injection classifier score ${score.toFixed(2)}`,
+    });
+  }
+  if (scores.toxicity !== undefined) {
+    for (const c of toxicityWants(engine, decision, phase)) {
+      if (!(scores.toxicity >= c.classifier!.threshold)) continue;
+      const score = rounded(scores.toxicity);
+      const action = c.policy.action === "flag" ? "flag" : "block";
+      acting.push({ source: c.source, guardType: "toxicity", action, score, description: `toxicity classifier score ${score.toFixed(2)}` });
+    }
+  }
+  if (acting.length === 0) return decision;
+  let evaluations = decision.evaluations;
+  let verdicts = decision.verdicts;
+  const blocks = [...decision.blocks];
+  for (const a of acting) {
+    const i = evaluations.findIndex((e) => e.source === a.source);
+    const evaluation = evaluations[i]!;
+    const confidence = Math.max(a.score, evaluation.confidence);
+    // a flag never lowers a verdict that already redacts
+    const result: GuardResult = a.action === "flag" && evaluation.result !== "pass" ? evaluation.result : a.action;
+    evaluations = evaluations.map((e, k) => (k === i ? { ...e, result, confidence } : e));
+    verdicts = verdicts.map((v, k) =>
       k === i
-        ? { ...v, result: "block", confidence, matches: [...v.matches, { kind: "classifier", start: 0, end: text.length, description }] }
+        ? {
+            ...v,
+            result,
+            confidence,
+            matches: [...v.matches, { kind: "classifier", start: 0, end: text.length, description: a.description }],
+          }
         : v,
-    ),
-    blocks: [
-      ...decision.blocks,
-      { guardType: "prompt_injection", blockedContent: description, confidence, action: "block", source: "prompt_injection" },
-    ],
-  };
+    );
+    if (a.action === "block")
+      blocks.push({ guardType: a.guardType, blockedContent: a.description, confidence, action: "block", source: a.source });
+  }
+  const blocked = evaluations.some((e) => e.result === "block");
+  const changed: GuardDecision = { ...decision, decision: blocked ? "block" : decision.decision, evaluations, blocks, verdicts };
   // the raw hits of the chain stay reusable by the evals (detectedFor)
   const detected = Object.getOwnPropertyDescriptor(decision, DETECTED);
-  if (detected) Object.defineProperty(blocked, DETECTED, detected);
-  return blocked;
+  if (detected) Object.defineProperty(changed, DETECTED, detected);
+  return changed;
 }
 
 /**
  * The chain's decision (GuardEngine.evaluate), then, where the classifier has a say
- * (wantsClassifierScore), the score `source` gives applied (withClassifierScore); `source` is asked
- * only then. `score` is that score (undefined when none was asked for or given). Throws when the
- * config turns the classifier on and no source is given: a guard that is configured never silently
- * runs without its model.
+ * (wantsClassifierScore), the scores `source` gives applied (withClassifierScore); `source` is
+ * asked only then. `score` is the prompt-injection score and `scores` the scores that had a say
+ * (undefined when none was asked for or given). Throws when the config turns a classifier on and
+ * no source is given: a guard that is configured never silently runs without its model.
  */
 export async function scoreWithClassifier(
   engine: GuardEngine,
   text: string,
   phase: Phase,
   source: ClassifierSource | undefined,
-): Promise<{ decision: GuardDecision; score?: number }> {
+): Promise<{ decision: GuardDecision; score?: number; scores?: HeadScores }> {
   const decision = engine.evaluate(text, phase);
   if (!wantsClassifierScore(engine, decision, phase)) return { decision };
-  if (!source) throw new Error("guards.prompt_injection.classifier is on, but no classifier is loaded");
-  const score = typeof source === "function" ? await source(text) : await source.score(text);
-  return score === undefined ? { decision } : { decision: withClassifierScore(engine, decision, text, score), score };
+  if (!source) throw new Error("guards.prompt_injection.classifier or a toxicity template's classifier is on, but no classifier is loaded");
+  const given = typeof source === "function" ? await source(text) : await source.scores(text);
+  if (given === undefined) return { decision };
+  const all: HeadScores = typeof given === "number" ? { promptInjection: given } : given;
+  // only the scores that had a say travel on (a trace's classifierScores)
+  const scores: HeadScores = {};
+  if (all.promptInjection !== undefined && injectionWants(engine, decision, phase)) scores.promptInjection = all.promptInjection;
+  if (all.toxicity !== undefined && toxicityWants(engine, decision, phase).length > 0) scores.toxicity = all.toxicity;
+  const had = scores.promptInjection !== undefined || scores.toxicity !== undefined;
+  return {
+    decision: withClassifierScore(engine, decision, text, scores, phase),
+    ...(scores.promptInjection !== undefined ? { score: scores.promptInjection } : {}),
+    ...(had ? { scores } : {}),
+  };
 }
 
 /** scoreWithClassifier's decision. */

@@ -14,16 +14,17 @@ export {
   evaluateWithClassifier,
   GuardEngine,
   GuardsConfig,
+  modelLayerUse,
   ResolvedTemplate,
   scoreWithClassifier,
   usesClassifier,
   wantsClassifierScore,
   withClassifierScore,
 } from "./engine.ts";
-// The prompt-injection classifier (needs the optional peer dependency onnxruntime-node to load).
+// The guards' classifier (needs the optional peer dependency onnxruntime-node to load).
 export { ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";
-export type { TextClassifier } from "./guards/classifier/index.ts";
-export type { ClassifierSource, EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation } from "./engine.ts";
+export type { ClassifierScores, TextClassifier } from "./guards/classifier/index.ts";
+export type { ClassifierSource, EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation, HeadScores } from "./engine.ts";
 
 // The client: configure() once at boot, submit() after each LLM call (docs/spec.md part 1, plain path).
 // The LangChain wrapper is the subpath "@berth/toolkit/langchain" (it needs @langchain/core).

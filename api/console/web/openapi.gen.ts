@@ -1274,6 +1274,8 @@ export interface components {
                 keywordWeight?: number;
                 /** @description prompt_injection: look inside base64 blobs, default true */
                 decodeBase64?: boolean;
+                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                classifier?: boolean;
             };
         } & (unknown & unknown & unknown & unknown & unknown);
         CreateServiceRequest: {
@@ -1485,6 +1487,13 @@ export interface components {
             }[];
             /** @description The prompt-injection classifier's score of an input, present when the classifier ran (the prompt_injection patterns did not block): send it with the call's trace as classifierScores.promptInjection, so that ingestion records this decision without running the model again */
             classifierScore?: number;
+            /** @description The classifier's scores of an input that had a say on this decision (promptInjection as classifierScore; toxicity when a toxicity template with classifier did not block on its patterns): send them with the call's trace as classifierScores, so that ingestion records this decision without running the model again */
+            classifierScores?: {
+                /** @description The prompt-injection classifier's score of the input (0-1), computed before the model was called */
+                promptInjection?: number;
+                /** @description The classifier's toxicity score of the input (0-1), computed before the model was called, when a toxicity template with classifier had a say */
+                toxicity?: number;
+            };
         };
         GuardEvaluation: {
             /** @enum {string} */
@@ -1563,6 +1572,8 @@ export interface components {
                 keywordWeight?: number;
                 /** @description prompt_injection: look inside base64 blobs, default true */
                 decodeBase64?: boolean;
+                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                classifier?: boolean;
             };
             /** Format: date-time */
             createdAt: string;
@@ -1884,6 +1895,8 @@ export interface components {
                 keywordWeight?: number;
                 /** @description prompt_injection: look inside base64 blobs, default true */
                 decodeBase64?: boolean;
+                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                classifier?: boolean;
             };
         } & (unknown & unknown & unknown & unknown & unknown);
         Service: {
@@ -2075,6 +2088,8 @@ export interface components {
                             keywordWeight?: number;
                             /** @description prompt_injection: look inside base64 blobs, default true */
                             decodeBase64?: boolean;
+                            /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                            classifier?: boolean;
                         };
                     };
                 };
@@ -3787,6 +3802,8 @@ export interface operations {
                     classifierScores?: {
                         /** @description The prompt-injection classifier's score of the input (0-1), computed before the model was called */
                         promptInjection?: number;
+                        /** @description The classifier's toxicity score of the input (0-1), computed before the model was called, when a toxicity template with classifier had a say */
+                        toxicity?: number;
                     };
                 } | {
                     /** @description 1-500 traces; each is accepted or rejected on its own */
@@ -3828,6 +3845,8 @@ export interface operations {
                         classifierScores?: {
                             /** @description The prompt-injection classifier's score of the input (0-1), computed before the model was called */
                             promptInjection?: number;
+                            /** @description The classifier's toxicity score of the input (0-1), computed before the model was called, when a toxicity template with classifier had a say */
+                            toxicity?: number;
                         };
                     } | unknown)[];
                 };

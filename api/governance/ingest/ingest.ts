@@ -231,6 +231,7 @@ export class IngestionService {
       latency: x.latency,
       model: x.model,
       classifierScore: x.classifierScores?.promptInjection,
+      toxicityScore: x.classifierScores?.toxicity,
     }));
     let scores: ScoreResult[] = [];
     if (traces.length > 0) {

@@ -1,4 +1,4 @@
-// The prompt-injection classifier's budget per app (BERTH_RATE_LIMIT_MODEL_*). A model run costs
+// The guards' classifier's budget per app (BERTH_RATE_LIMIT_MODEL_*). A model run costs
 // 1-7 ms of CPU in the scoring threads every app shares, against about 0.1 ms for the whole pattern
 // chain, so the budgets of requests (guard, ingest) do not bound what an app can take of them: 200
 // guard checks a second, each a model run, would be a core; a batch of 500 traces under
@@ -13,7 +13,7 @@
 // A classifier the API cannot load (ClassifierUnavailableError: its files missing or of another
 // build) is 503 guard_unavailable for what needs it, a guard check of a prompt or a batch scored on
 // ingestion, never a decision without the model; what runs no model is served as before.
-import { classifierUse, GuardsConfig, type EngineConfigInput } from "../../../toolkit/src/index.ts";
+import { EngineConfig, modelLayerUse, type EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { estimatedRuns } from "../../../toolkit/src/guards/classifier/index.ts";
 import { UnavailableError } from "../../errors.ts";
 import { RateLimiter, TooManyRequestsError, type Budget } from "../../http/limits.ts";
@@ -24,13 +24,13 @@ import type { ClassifierUnavailableError } from "./scoring.ts";
 /** Retry-After of a 503 guard_unavailable: the model's files are an operator's fix, not a moment's. */
 export const GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS = 60;
 
-const uses = new WeakMap<EngineConfigInput, ReturnType<typeof classifierUse>>();
+const uses = new WeakMap<EngineConfigInput, ReturnType<typeof modelLayerUse>>();
 
-/** classifierUse of an engine input, memoised by the input object (EngineInputs keeps one per config version). */
-export function classifierUseOf(input: EngineConfigInput): ReturnType<typeof classifierUse> {
+/** modelLayerUse of an engine input, memoised by the input object (EngineInputs keeps one per config version). */
+export function classifierUseOf(input: EngineConfigInput): ReturnType<typeof modelLayerUse> {
   let use = uses.get(input);
   if (!use) {
-    use = classifierUse(GuardsConfig.parse(input.guards ?? {}));
+    use = modelLayerUse(EngineConfig.parse(input));
     uses.set(input, use);
   }
   return use;
@@ -71,14 +71,11 @@ export function classifierUnavailable(
   log: Logger,
   what: "guard check" | "ingestion",
 ): UnavailableError {
-  log.error(
-    { workspaceId: app.workspaceId, appId: app.appId, reason: err.reason },
-    `${what}: the prompt-injection classifier could not be loaded`,
-  );
+  log.error({ workspaceId: app.workspaceId, appId: app.appId, reason: err.reason }, `${what}: the guards' classifier could not be loaded`);
   return new UnavailableError(
     "guard_unavailable",
     what === "guard check"
-      ? "The app's prompt-injection classifier is not available in this API, so its guards could not decide on this prompt. Apply your guard-error policy (on_guard_error); the operator has been told."
+      ? "The classifier the app's guards run (prompt injection, or a toxicity template's) is not available in this API, so its guards could not decide on this prompt. Apply your guard-error policy (on_guard_error); the operator has been told."
       : "The app's config scores traces with the prompt-injection classifier on ingestion (classifier_on_ingestion), and the classifier is not available in this API: the batch was not stored. Send it again later; the operator has been told.",
     { retryAfterSeconds: GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS, cause: err },
   );

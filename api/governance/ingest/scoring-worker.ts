@@ -21,7 +21,12 @@ const engines = new EngineCache(100);
 const gate = new Int32Array((workerData as { modelGate?: SharedArrayBuffer } | undefined)?.modelGate ?? new SharedArrayBuffer(4));
 export const gatedClassifier = async (): Promise<TextClassifier> => {
   const c = await asModelWork(gate, sharedInjectionClassifier);
-  return { info: c.info, score: (text) => asModelWork(gate, () => c.score(text)), close: () => c.close() };
+  return {
+    info: c.info,
+    score: (text) => asModelWork(gate, () => c.score(text)),
+    scores: (text) => asModelWork(gate, () => c.scores(text)),
+    close: () => c.close(),
+  };
 };
 
 // Warm: the first scoring on a thread builds the toxicity word matcher and compiles the detectors'

@@ -30,6 +30,7 @@ import {
   type GuardDecision,
   type GuardEvaluation,
   type GuardType,
+  type HeadScores,
   type Phase,
   type TextClassifier,
 } from "../../../toolkit/src/index.ts";
@@ -43,6 +44,8 @@ export interface ScoreInput {
   model: string;
   /** the trace's classifierScores.promptInjection: the request path's score of the input */
   classifierScore?: number | undefined;
+  /** the trace's classifierScores.toxicity: the request path's toxicity score of the input */
+  toxicityScore?: number | undefined;
 }
 
 /** A guard decision without the full verdicts (match offsets). */
@@ -84,11 +87,13 @@ export async function scoreTraces(
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<ScoreResult[]> {
   const onIngestion = classifierUse(engine.config.guards).ingestion;
-  const model = async (text: string) => (await loaded(classifier)).score(text);
+  const model = async (text: string) => (await loaded(classifier)).scores(text);
   const out: ScoreResult[] = [];
   for (const t of traces) {
+    // the scores the request path sent; without any, the model's when classifier_on_ingestion says so
+    const sent = t.classifierScore !== undefined || t.toxicityScore !== undefined;
     const { decision: input } = await scoreWithClassifier(engine, t.input, "input", () =>
-      t.classifierScore !== undefined ? t.classifierScore : onIngestion ? model(t.input) : undefined,
+      sent ? { promptInjection: t.classifierScore, toxicity: t.toxicityScore } : onIngestion ? model(t.input) : undefined,
     );
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
@@ -116,17 +121,20 @@ export interface GuardCheckResult {
   redactedText?: string;
   evaluations: GuardEvaluation[];
   blocks: GuardBlock[];
-  /** the classifier's score of an input, when it ran: the caller sends it with the trace */
+  /** the classifier's prompt-injection score of an input, when it had a say: the caller sends it with the trace */
   classifierScore?: number;
+  /** every score of the classifier that had a say (prompt injection, toxicity): sent with the trace */
+  classifierScores?: HeadScores;
 }
 
 /**
  * A decision as a guard check answers it. Copied field by field, not spread: whatever else a
  * decision object carries (the verdicts, and anything a later engine adds) stays in the API.
  */
-export function guardCheckResult(d: GuardDecision, classifierScore?: number): GuardCheckResult {
+export function guardCheckResult(d: GuardDecision, classifierScore?: number, classifierScores?: HeadScores): GuardCheckResult {
   return {
     ...(classifierScore === undefined ? {} : { classifierScore }),
+    ...(classifierScores === undefined ? {} : { classifierScores: { ...classifierScores } }),
     decision: d.decision,
     ...(d.redactedText === undefined ? {} : { redactedText: d.redactedText }),
     evaluations: d.evaluations.map((e) => ({ guardType: e.guardType, result: e.result, confidence: e.confidence, source: e.source })),
@@ -153,8 +161,8 @@ export async function checkText(
   phase: Phase,
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<GuardCheckResult> {
-  const { decision, score } = await scoreWithClassifier(engine, text, phase, async (t) => (await loaded(classifier)).score(t));
-  return guardCheckResult(decision, score);
+  const { decision, score, scores } = await scoreWithClassifier(engine, text, phase, async (t) => (await loaded(classifier)).scores(t));
+  return guardCheckResult(decision, score, scores);
 }
 
 /**
@@ -166,7 +174,7 @@ export async function checkText(
 export class ClassifierUnavailableError extends Error {
   readonly reason: string;
   constructor(reason: string, options?: ErrorOptions) {
-    super(`the prompt-injection classifier could not be loaded: ${reason}`, options);
+    super(`the guards' classifier could not be loaded: ${reason}`, options);
     this.name = "ClassifierUnavailableError";
     this.reason = reason;
   }

@@ -127,8 +127,12 @@ test("a guard check answers the toolkit's decision without its verdicts, from th
     const engine = new GuardEngine(config);
     for (const [text, phase] of texts) {
       // the classifier is on by default: the toolkit's decision with the same model the threads load
-      const { decision, score } = await scoreWithClassifier(engine, text, phase, await sharedInjectionClassifier());
-      const expected = { ...withoutVerdicts(decision), ...(score === undefined ? {} : { classifierScore: score }) };
+      const { decision, score, scores } = await scoreWithClassifier(engine, text, phase, await sharedInjectionClassifier());
+      const expected = {
+        ...withoutVerdicts(decision),
+        ...(score === undefined ? {} : { classifierScore: score }),
+        ...(scores === undefined ? {} : { classifierScores: scores }),
+      };
       const [fromPool, inProcess] = await Promise.all([
         pool.check(version, config, text, phase),
         local.check(version, config, text, phase),
@@ -165,6 +169,10 @@ test("a guard check scores prompts with the classifier exactly when the config t
         scored.push(text);
         return Promise.resolve(score);
       },
+      scores: (text: string) => {
+        scored.push(text);
+        return Promise.resolve({ promptInjection: score });
+      },
       close: () => Promise.resolve(),
     };
     return Promise.resolve(c);
@@ -175,6 +183,7 @@ test("a guard check scores prompts with the classifier exactly when the config t
   t.deepEqual(high, {
     ...withoutVerdicts(await evaluateWithClassifier(on, prompt, "input", await classifier(0.93)())),
     classifierScore: 0.93,
+    classifierScores: { promptInjection: 0.93 },
   });
   t.is(high.decision, "block");
   t.deepEqual(high.blocks.at(-1), {

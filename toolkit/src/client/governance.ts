@@ -1,7 +1,7 @@
 // One service's connection to the governance layer: the app key and host from GOVDB_CONNECTION,
 // the guard engine compiled once from the app's config (fetched at boot), and the background
 // queue that delivers traces. A Governance is cheap to hold and never throws from submit().
-import { GuardEngine } from "../engine.ts";
+import { GuardEngine, type HeadScores } from "../engine.ts";
 import type { GovdbConnection } from "./connection.ts";
 import { readEnv, resolveConnection } from "./config.ts";
 import { GovernanceConfigError, GuardUnavailableError } from "./errors.ts";
@@ -19,8 +19,8 @@ export type OnGuardError = "allow" | "block";
 /** What a Governance asks of the API (HttpTransport; tests give their own). */
 export type GovernanceTransport = TraceTransport & {
   config(signal?: AbortSignal): Promise<ConfigOutcome>;
-  /** the API's classifier score of a prompt (HttpTransport.classifierScore) */
-  classifierScore?(text: string, signal?: AbortSignal): Promise<number | undefined>;
+  /** the API's classifier scores of a prompt (HttpTransport.classifierScore; a number: prompt injection alone) */
+  classifierScore?(text: string, signal?: AbortSignal): Promise<number | HeadScores | undefined>;
 };
 
 /** The queue's delivery settings configure() passes on (see QueueOptions for their meaning and defaults). */
@@ -79,9 +79,9 @@ export interface GovernanceStats extends QueueStats {
 
 const EMPTY: QueueStats = { queued: 0, submitted: 0, sent: 0, duplicates: 0, rejected: 0, dropped: 0, retries: 0 };
 
-/** The classifier's score of a prompt from the API (none when its guards did not need it), or why there is none (onGuardError "allow"). */
+/** The classifier's scores of a prompt from the API (none when its guards did not need them), or why there are none (onGuardError "allow"). */
 export interface RemoteScore {
-  score?: number | undefined;
+  score?: number | HeadScores | undefined;
   unavailable?: string;
 }
 

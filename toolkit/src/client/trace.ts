@@ -36,7 +36,7 @@ export interface Trace {
    * Scores the guards' model layers gave the input in the request path (the wrappers set it: the
    * API records them instead of running the model again). 0-1.
    */
-  classifierScores?: { promptInjection?: number };
+  classifierScores?: { promptInjection?: number; toxicity?: number };
 }
 
 /** Traces per batch of POST /governance/traces: the API refuses a larger batch. */
@@ -94,6 +94,14 @@ export const TraceRecord = z
           .max(1)
           .optional()
           .describe("The prompt-injection classifier's score of the input (0-1), computed before the model was called"),
+        toxicity: z
+          .number()
+          .min(0)
+          .max(1)
+          .optional()
+          .describe(
+            "The classifier's toxicity score of the input (0-1), computed before the model was called, when a toxicity template with classifier had a say",
+          ),
       })
       .strict()
       .optional()
@@ -137,9 +145,14 @@ export function traceProblems(trace: Trace): string[] {
     problems.push("metadata must be an object");
   const scores = t.classifierScores as Record<string, unknown> | undefined;
   if (scores !== undefined) {
-    const s = typeof scores === "object" && scores !== null ? scores.promptInjection : NaN;
-    if (s !== undefined && (typeof s !== "number" || !(s >= 0 && s <= 1)))
-      problems.push("classifierScores.promptInjection must be a number from 0 to 1");
+    // not an object: one problem, as for a bad prompt-injection score
+    const heads =
+      typeof scores === "object" && scores !== null ? (["promptInjection", "toxicity"] as const) : (["promptInjection"] as const);
+    for (const head of heads) {
+      const s = typeof scores === "object" && scores !== null ? scores[head] : NaN;
+      if (s !== undefined && (typeof s !== "number" || !(s >= 0 && s <= 1)))
+        problems.push(`classifierScores.${head} must be a number from 0 to 1`);
+    }
   }
   return problems;
 }

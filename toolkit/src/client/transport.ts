@@ -3,7 +3,7 @@
 // service without the classifier's files, the classifier's score of a prompt (POST
 // /api/v1/governance/guard-check). Uses the
 // global fetch of Node 24. Error messages name the status and the problem code, never the key.
-import type { EngineConfigInput } from "../engine.ts";
+import type { EngineConfigInput, HeadScores } from "../engine.ts";
 import type { GovdbConnection } from "./connection.ts";
 import type { ItemResult, SendOutcome, TraceTransport } from "./queue.ts";
 
@@ -142,26 +142,33 @@ export class HttpTransport implements TraceTransport {
   }
 
   /**
-   * The prompt-injection classifier's score of a prompt, from the API's model (POST
-   * /api/v1/governance/guard-check, phase input): undefined when the API's guards did not need it
-   * (its patterns blocked, or its config turns the classifier off). Throws with the reason when the
-   * API does not answer a score: the caller decides what an unscored prompt means.
+   * The classifier's scores of a prompt, from the API's model (POST /api/v1/governance/guard-check,
+   * phase input): the prompt-injection score and, when a toxicity template with classifier had a
+   * say, the toxicity score; undefined when the API's guards did not need the model (its patterns
+   * blocked, or its config turns the classifier off). Throws with the reason when the API does not
+   * answer a score: the caller decides what an unscored prompt means.
    */
-  async classifierScore(text: string, signal?: AbortSignal): Promise<number | undefined> {
+  async classifierScore(text: string, signal?: AbortSignal): Promise<HeadScores | undefined> {
     const answer = await this.#exchange("guard-check", JSON.stringify({ phase: "input", text }), signal);
     if (answer.error !== undefined) throw new Error(`the guard check failed: ${answer.error}`);
     const { res, text: body } = answer;
     if (!res.ok) throw new Error(`the guard check failed: ${describeFailure(res.status, body)}`);
-    let score: unknown;
+    let parsed: { classifierScore?: unknown; classifierScores?: { promptInjection?: unknown; toxicity?: unknown } };
     try {
-      score = (JSON.parse(body) as { classifierScore?: unknown }).classifierScore;
+      parsed = JSON.parse(body) as typeof parsed;
     } catch {
-      score = NaN;
+      parsed = { classifierScore: NaN };
     }
-    if (score === undefined) return undefined;
-    if (typeof score !== "number" || !(score >= 0 && score <= 1))
-      throw new Error(`the guard check's answer (HTTP ${res.status}) has no classifier score`);
-    return score;
+    const score = (v: unknown): number | undefined => {
+      if (v === undefined) return undefined;
+      if (typeof v !== "number" || !(v >= 0 && v <= 1))
+        throw new Error(`the guard check's answer (HTTP ${res.status}) has no classifier score`);
+      return v;
+    };
+    const promptInjection = score(parsed.classifierScore);
+    const toxicity = score(parsed.classifierScores?.toxicity);
+    if (promptInjection === undefined && toxicity === undefined) return undefined;
+    return { ...(promptInjection === undefined ? {} : { promptInjection }), ...(toxicity === undefined ? {} : { toxicity }) };
   }
 
   /** GET /api/v1/governance/config. Never throws. */

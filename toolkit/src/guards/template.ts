@@ -15,6 +15,13 @@ export type Sensitivity = (typeof SENSITIVITIES)[number];
 /** Sensitivity -> threshold: a more sensitive guard acts on less evidence. */
 export const SENSITIVITY_THRESHOLDS: Readonly<Record<Sensitivity, number>> = { low: 0.8, medium: 0.6, high: 0.4 };
 
+/**
+ * Sensitivity -> the score of the classifier's toxicity head at which a toxicity template with
+ * `classifier` blocks (docs/guards.md, "The toxicity head"): higher than the patterns' thresholds,
+ * as the model's scores are calibrated differently; chosen on the dev split.
+ */
+export const TOXICITY_CLASSIFIER_THRESHOLDS: Readonly<Record<Sensitivity, number>> = { low: 0.95, medium: 0.9, high: 0.8 };
+
 /** Where each guard type runs unless a template says otherwise. */
 export const DEFAULT_PHASES: Readonly<Record<GuardType, readonly Phase[]>> = {
   pii_detection: ["input", "output"],
@@ -76,8 +83,8 @@ export const PhoneRegion = z
 
 /**
  * The `config` of a guard template. Common keys: sensitivity, action, allowlist, phases.
- * Per guard type: entities and phoneRegions (pii_detection), categories (toxicity), topics
- * (off_topic), patterns, keywords and keywordWeight (custom), decodeBase64 (prompt_injection).
+ * Per guard type: entities and phoneRegions (pii_detection), categories and classifier (toxicity),
+ * topics (off_topic), patterns, keywords and keywordWeight (custom), decodeBase64 (prompt_injection).
  * Unknown keys are refused, so that a typo does not silently weaken a guard.
  */
 export const GuardTemplateConfig = z.strictObject({
@@ -93,6 +100,12 @@ export const GuardTemplateConfig = z.strictObject({
   keywords: z.array(z.string().min(1).max(100)).max(500).optional().describe("custom: keywords or phrases (case-insensitive, whole words)"),
   keywordWeight: z.number().min(0).max(1).optional().describe("custom: confidence of a keyword match, default 0.8"),
   decodeBase64: z.boolean().optional().describe("prompt_injection: look inside base64 blobs, default true"),
+  classifier: z
+    .boolean()
+    .optional()
+    .describe(
+      "toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false",
+    ),
 });
 export type GuardTemplateConfig = z.output<typeof GuardTemplateConfig>;
 export type GuardTemplateConfigInput = z.input<typeof GuardTemplateConfig>;
@@ -107,6 +120,7 @@ export const TYPE_KEYS: Readonly<Record<string, GuardType>> = {
   keywords: "custom",
   keywordWeight: "custom",
   decodeBase64: "prompt_injection",
+  classifier: "toxicity",
 };
 
 /**
@@ -128,6 +142,13 @@ export function templateRulesJsonSchema(): Record<string, unknown>[] {
       then.required = ["config"];
     }
     if (type === "off_topic") config.properties = { action: { not: { const: "redact" } } };
+    if (type === "toxicity")
+      config.not = {
+        anyOf: [
+          ...foreign,
+          { required: ["classifier", "action"], properties: { classifier: { const: true }, action: { const: "redact" } } },
+        ],
+      };
     return { if: { properties: { guardType: { const: type } }, required: ["guardType"] }, then };
   });
 }
@@ -145,6 +166,14 @@ export function refineTemplate(t: { guardType: GuardType; config: GuardTemplateC
   }
   if (t.guardType === "custom" && !(t.config.patterns?.length || t.config.keywords?.length)) {
     ctx.addIssue({ code: "custom", path: [...path, "config"], message: "a custom guard needs patterns or keywords" });
+  }
+  if (t.guardType === "toxicity" && t.config.classifier === true && t.config.action === "redact") {
+    ctx.addIssue({
+      code: "custom",
+      path: [...path, "config", "action"],
+      message:
+        "the classifier scores the whole text and has no span to redact: with classifier, a toxicity guard's action is block or flag",
+    });
   }
   if (t.guardType === "off_topic" && t.config.action === "redact") {
     ctx.addIssue({

@@ -18,7 +18,7 @@ import type { AIMessageChunk, BaseMessage } from "@langchain/core/messages";
 import { ChatGenerationChunk } from "@langchain/core/outputs";
 import { RunnableBinding } from "@langchain/core/runnables";
 import { randomUUID } from "node:crypto";
-import type { GuardDecision, GuardEngine } from "../engine.ts";
+import type { GuardDecision, GuardEngine, HeadScores } from "../engine.ts";
 import { scoreWithClassifier } from "../engine.ts";
 import { defaultClassifierDir, sharedInjectionClassifier } from "../guards/classifier/index.ts";
 import { GuardBlockedError, GuardUnavailableError } from "../client/errors.ts";
@@ -169,8 +169,8 @@ interface CallState {
   input: string;
   engine: GuardEngine;
   sent: BaseLanguageModelInput;
-  /** the classifier's score of the input, when it ran: sent with the trace */
-  classifierScore?: number;
+  /** the classifier's scores of the input that had a say: sent with the trace */
+  classifierScores?: HeadScores;
   /** why the classifier could not score the input (the API did not answer; onGuardError "allow") */
   unavailable?: string;
 }
@@ -199,8 +199,8 @@ class GovernedCall {
     const messages = typeof input === "string" ? undefined : toMessages(input);
     const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
-    const { decision, score } = await scoreWithClassifier(engine, text, "input", (t) => this.#classifierScore(t, state, options));
-    if (score !== undefined) state.classifierScore = score;
+    const { decision, scores } = await scoreWithClassifier(engine, text, "input", (t) => this.#classifierScore(t, state, options));
+    if (scores !== undefined) state.classifierScores = scores;
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
       throw new GuardBlockedError("input", decision, state.traceId);
@@ -210,14 +210,19 @@ class GovernedCall {
   }
 
   /**
-   * guards.prompt_injection.classifier (on by default) on a prompt the patterns let pass: this
-   * process's model when the service has its files (BERTH_GUARD_MODEL_DIR: a model that cannot load
-   * fails the call), else the API's through the guard check, where onGuardError decides when the
-   * API does not answer ("allow": no score, the trace marked; "block": the call refused and
-   * recorded). The score goes with the trace, so ingestion records this very decision.
+   * The classifier (guards.prompt_injection.classifier, on by default, and toxicity templates with
+   * classifier) on a prompt the patterns let pass: this process's model when the service has its
+   * files (BERTH_GUARD_MODEL_DIR: a model that cannot load fails the call), else the API's through
+   * the guard check, where onGuardError decides when the API does not answer ("allow": no score,
+   * the trace marked; "block": the call refused and recorded). The scores go with the trace, so
+   * ingestion records this very decision.
    */
-  async #classifierScore(text: string, state: CallState, options: Record<string, unknown> | undefined): Promise<number | undefined> {
-    if (defaultClassifierDir() !== undefined) return (await sharedInjectionClassifier()).score(text);
+  async #classifierScore(
+    text: string,
+    state: CallState,
+    options: Record<string, unknown> | undefined,
+  ): Promise<number | HeadScores | undefined> {
+    if (defaultClassifierDir() !== undefined) return (await sharedInjectionClassifier()).scores(text);
     try {
       const remote = await this.#g.classifierScore(text);
       state.unavailable = remote.unavailable;
@@ -248,7 +253,12 @@ class GovernedCall {
       timestamp: state.startedAt,
     };
     if (typeof session === "string" && session !== "") trace.sessionId = session;
-    if (state.classifierScore !== undefined) trace.classifierScores = { promptInjection: state.classifierScore };
+    const scores = state.classifierScores;
+    if (scores !== undefined)
+      trace.classifierScores = {
+        ...(scores.promptInjection === undefined ? {} : { promptInjection: scores.promptInjection }),
+        ...(scores.toxicity === undefined ? {} : { toxicity: scores.toxicity }),
+      };
     // as the Python toolkit marks a call whose guards could not run (on_guard_error "allow")
     if (state.unavailable !== undefined) trace.metadata = { "berth.guards": "unavailable", "berth.guards_unavailable": "input" };
     if (rest.error !== undefined) trace.error = rest.error;

@@ -123,6 +123,7 @@ function templateBody(d: FormData, guardType: Template["guardType"]): Body {
   if (guardType === "toxicity") {
     const categories = d.getAll("config.categories") as Config["categories"] & string[];
     if (categories.length > 0) config.categories = categories;
+    if (checked(d, "config.classifier")) config.classifier = true;
   }
   if (guardType === "off_topic") {
     const topics = lines(d, "config.topics").map((l) => {
@@ -219,13 +220,20 @@ function TemplateForm({ template }: { template?: Template }) {
         />
       )}
       {guardType === "toxicity" && (
-        <CheckboxGroup
-          name="config.categories"
-          legend="Categories"
-          options={CATEGORIES}
-          checked={c?.categories ?? []}
-          hint="None checked: all categories"
-        />
+        <>
+          <CheckboxGroup
+            name="config.categories"
+            legend="Categories"
+            options={CATEGORIES}
+            checked={c?.categories ?? []}
+            hint="None checked: all categories"
+          />
+          <Checkbox
+            name="config.classifier"
+            label="Also score prompts with the classifier's toxicity head (action block or flag)"
+            defaultChecked={c?.classifier ?? false}
+          />
+        </>
       )}
       {guardType === "off_topic" && (
         <TextArea

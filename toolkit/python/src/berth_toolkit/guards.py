@@ -72,6 +72,11 @@ class GuardBlock:
         }
 
 
+def _unit(v: Any) -> bool:
+    """Whether v is a number from 0 to 1 (not a bool)."""
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and 0 <= v <= 1
+
+
 @dataclass(frozen=True)
 class GuardDecision:
     """The app's guards on one text of one phase: block if any guard blocked, else redact if any
@@ -86,6 +91,8 @@ class GuardDecision:
     unavailable: str | None = field(default=None, compare=False)
     #: the prompt-injection classifier's score of an input, when the API's model ran (sent with the trace)
     classifier_score: float | None = None
+    #: the classifier's toxicity score of an input, when a toxicity template with classifier had a say (sent with the trace)
+    toxicity_score: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The wire form: {decision, redactedText?, evaluations, blocks}."""
@@ -96,6 +103,18 @@ class GuardDecision:
         out["blocks"] = [b.to_dict() for b in self.blocks]
         if self.classifier_score is not None:
             out["classifierScore"] = self.classifier_score
+        scores = self.classifier_scores()
+        if scores:
+            out["classifierScores"] = scores
+        return out
+
+    def classifier_scores(self) -> dict[str, float]:
+        """The classifier's scores that had a say, as a trace's classifierScores carries them."""
+        out: dict[str, float] = {}
+        if self.classifier_score is not None:
+            out["promptInjection"] = self.classifier_score
+        if self.toxicity_score is not None:
+            out["toxicity"] = self.toxicity_score
         return out
 
     @staticmethod
@@ -112,13 +131,20 @@ class GuardDecision:
         if not isinstance(evaluations, list) or not isinstance(blocks, list):
             raise ValueError("evaluations and blocks must be lists")
         score = body.get("classifierScore")
-        if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float)) or not 0 <= score <= 1):
+        if score is not None and not _unit(score):
             raise ValueError("classifierScore must be a number from 0 to 1")
+        scores = body.get("classifierScores")
+        if scores is not None and not isinstance(scores, Mapping):
+            raise ValueError("classifierScores must be an object")
+        toxicity = scores.get("toxicity") if scores is not None else None
+        if toxicity is not None and not _unit(toxicity):
+            raise ValueError("classifierScores.toxicity must be a number from 0 to 1")
         try:
             return GuardDecision(
                 decision=cast(Decision, decision),
                 redacted_text=redacted,
                 classifier_score=None if score is None else float(score),
+                toxicity_score=None if toxicity is None else float(toxicity),
                 evaluations=tuple(
                     GuardEvaluation(
                         guard_type=str(e["guardType"]),

@@ -58,7 +58,8 @@ class Trace(_TraceRequired, total=False):
     error: str
     #: a small flat object: up to 32 keys, values str (up to 1,000 characters), int, float, bool or None
     metadata: Mapping[str, str | int | float | bool | None]
-    #: scores the guards' model layers gave the input in the request path ({"promptInjection": 0-1});
+    #: scores the guards' model layers gave the input in the request path ({"promptInjection": 0-1,
+    #: "toxicity": 0-1});
     #: the wrapper sets it from the guard check, and the API records them instead of scoring again
     classifierScores: Mapping[str, float]
 
@@ -164,9 +165,11 @@ def trace_problems(trace: object) -> list[str]:
         problems.append("metadata must be a mapping")
     scores = t.get("classifierScores")
     if scores is not None:
-        s = scores.get("promptInjection") if isinstance(scores, Mapping) else float("nan")
-        if s is not None and not (_is_number(s) and 0 <= s <= 1):
-            problems.append("classifierScores.promptInjection must be a number from 0 to 1")
+        # not a mapping: one problem, as for a bad prompt-injection score
+        for head in ("promptInjection", "toxicity") if isinstance(scores, Mapping) else ("promptInjection",):
+            s = scores.get(head) if isinstance(scores, Mapping) else float("nan")
+            if s is not None and not (_is_number(s) and 0 <= s <= 1):
+                problems.append(f"classifierScores.{head} must be a number from 0 to 1")
     return problems
 
 

@@ -3,7 +3,7 @@ against the real API and PostgreSQL). A real HTTP server on 127.0.0.1 that imple
 of the three endpoints the toolkit calls:
 
 - GET  /api/v1/governance/config       -> {project, observability, engine}
-- POST /api/v1/governance/guard-check  -> {decision, redactedText?, evaluations, blocks, classifierScore?}
+- POST /api/v1/governance/guard-check  -> {decision, redactedText?, evaluations, blocks, classifierScore?, classifierScores?}
 - POST /api/v1/governance/traces       -> {results: [{traceId, status}]}
 
 Its guards are a toy, not the engine: an injection phrase blocks on input (prompt_injection), an
@@ -48,6 +48,8 @@ class StandInApi:
         self.guard_delay = 0.0
         #: the classifier's score every input check answers when the patterns did not block (None: no score)
         self.classifier_score: float | None = None
+        #: the toxicity head's score a toxicity template with classifier would answer (None: no such template)
+        self.toxicity_score: float | None = None
         self.config_status: int | None = None
         self.connections = 0
         self._sockets: list[socket.socket] = []
@@ -155,8 +157,13 @@ class StandInApi:
         out: dict[str, Any] = {"decision": decision, "evaluations": evaluations, "blocks": blocks}
         if redacted is not None:
             out["redactedText"] = redacted
+        scores: dict[str, float] = {}
         if phase == "input" and not hit and self.classifier_score is not None:
-            out["classifierScore"] = self.classifier_score
+            out["classifierScore"] = scores["promptInjection"] = self.classifier_score
+        if phase == "input" and not hit and self.toxicity_score is not None:
+            scores["toxicity"] = self.toxicity_score
+        if scores:
+            out["classifierScores"] = scores
         return out
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

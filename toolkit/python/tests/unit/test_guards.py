@@ -94,6 +94,12 @@ def test_the_decision_as_the_api_answers_it(api: StandInApi, make_governance: An
     for bad in (1.5, -0.1, "0.5", True):
         with pytest.raises(ValueError, match="classifierScore"):
             GuardDecision.from_dict({"decision": "allow", "classifierScore": bad})
+        with pytest.raises(ValueError, match="classifierScores.toxicity"):
+            GuardDecision.from_dict({"decision": "allow", "classifierScores": {"toxicity": bad}})
+    api.toxicity_score = 0.93
+    d = g.check("Summarise the policy.", "input")
+    assert d.toxicity_score == 0.93 and d.classifier_scores() == {"promptInjection": 0.25, "toxicity": 0.93}
+    assert d.to_dict() == api.decide("input", "Summarise the policy.")
 
 
 @pytest.mark.parametrize("fault", ["503", "429", "refused", "timeout"])

@@ -94,6 +94,8 @@ def test_problems() -> None:
     for scores in ({"promptInjection": 1.5}, {"promptInjection": "0.5"}, [0.5]):
         assert trace_problems({**BASE, "classifierScores": scores}) == ["classifierScores.promptInjection must be a number from 0 to 1"]
     assert trace_problems({**BASE, "classifierScores": {"promptInjection": 0}}) == []
+    assert trace_problems({**BASE, "classifierScores": {"toxicity": 1.5}}) == ["classifierScores.toxicity must be a number from 0 to 1"]
+    assert trace_problems({**BASE, "classifierScores": {"promptInjection": 0.1, "toxicity": 0.9}}) == []
     assert trace_problems({**BASE, "tokens": {"prompt": 2.0, "completion": 0}}) == [], "an integral float is an integer"
     assert trace_problems({**BASE, "traceId": "0190a1b2-c3d4-4e5f-8a9b-0c1d2e3f4a5b", "trace_id": "x"})[0].startswith(
         "traceId and trace_id"

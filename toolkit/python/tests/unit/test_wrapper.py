@@ -189,6 +189,15 @@ def test_the_guard_checks_classifier_score_goes_with_the_trace(api: StandInApi, 
     assert "classifierScores" not in got[1], "the patterns blocked: the API ran no model and answered no score"
 
 
+def test_the_guard_checks_toxicity_score_goes_with_the_trace(api: StandInApi, make_governance: Any) -> None:
+    api.classifier_score = 0.12
+    api.toxicity_score = 0.34
+    g = make_governance(api)
+    model = with_governance(usage_model("Sure."), governance=g)
+    model.invoke("Summarise the policy.")
+    assert traces(api, g)[0]["classifierScores"] == {"promptInjection": 0.12, "toxicity": 0.34}
+
+
 @pytest.mark.parametrize("policy", ["allow", "block"])
 def test_when_the_guards_cannot_run(api: StandInApi, make_governance: Any, policy: str) -> None:
     g = make_governance(api, on_guard_error=policy)

@@ -1,6 +1,6 @@
-// The prompt-injection classifier: the model layer of the prompt_injection guard
+// The guards' classifier: the model layer of the prompt_injection guard and of toxicity templates
 // (docs/guards.md "The classifier"). A small encoder (the first layer of all-MiniLM-L6-v2, int8)
-// and two logistic regressions (the higher of their scores) in one ONNX graph, built by
+// and a logistic regression per guard in one ONNX graph (one encoder run scores both), built by
 // hack/guard-model.ts from public weights and licensed public data, run by onnxruntime-node on one
 // thread. The files (model.onnx,
 // vocab.txt, model.json) are not in the npm package (13 MiB for a guard apps opt into): they come
@@ -32,6 +32,15 @@ export function estimatedRuns(chars: number, windows: Windows = CLASSIFIER_WINDO
   return Math.ceil(windowStarts(Math.ceil(chars / 4), windows).length / 8);
 }
 
+/** How a head was trained (model.json). */
+const Training = z.object({
+  split: z.string(),
+  items: z.number().int(),
+  positives: z.number().int(),
+  sources: z.record(z.string(), z.number().int()),
+  cvThresholdPrecision95: z.number(),
+});
+
 /** model.json: what the classifier is and how it was made (hack/guard-model.py writes it). */
 export const ClassifierInfo = z
   .object({
@@ -50,13 +59,9 @@ export const ClassifierInfo = z
     windows: z
       .object({ pieces: z.number().int().positive(), stride: z.number().int().positive(), max: z.number().int().positive().max(64) })
       .refine((w) => w.stride <= w.pieces, "a window's stride is at most its length"),
-    training: z.object({
-      split: z.string(),
-      items: z.number().int(),
-      positives: z.number().int(),
-      sources: z.record(z.string(), z.number().int()),
-      cvThresholdPrecision95: z.number(),
-    }),
+    training: Training,
+    /** The toxicity head (output `toxicity` of the same graph), in the builds that have one. */
+    toxicity: z.object({ output: z.literal("toxicity"), training: Training }).optional(),
   })
   .refine((i) => i.tokenizer.maxTokens === i.windows.pieces + 2, {
     message: "maxTokens is a window's pieces with [CLS] and [SEP]",
@@ -64,10 +69,21 @@ export const ClassifierInfo = z
   });
 export type ClassifierInfo = z.infer<typeof ClassifierInfo>;
 
+/**
+ * A text's scores (0-1), each the highest of its windows: that it is a prompt injection, and, with
+ * a build that has the toxicity head, that it is toxic. One run of the encoder gives both.
+ */
+export interface ClassifierScores {
+  promptInjection: number;
+  toxicity?: number | undefined;
+}
+
 /** A text classifier: the probability (0-1) that a text is what it guards against. */
 export interface TextClassifier {
   readonly info: ClassifierInfo;
+  /** The prompt-injection score (scores(text).promptInjection). */
   score(text: string): Promise<number>;
+  scores(text: string): Promise<ClassifierScores>;
   close(): Promise<void>;
 }
 
@@ -154,14 +170,23 @@ class OnnxClassifier implements TextClassifier {
     this.#session = session;
   }
 
-  /** The highest score of the text's windows (one window when it fits the model). */
   async score(text: string): Promise<number> {
-    let best = 0;
-    for (const ids of encodeWindows(text, this.#vocab, this.info.windows)) best = Math.max(best, await this.#run(ids));
-    return best;
+    return (await this.scores(text)).promptInjection;
   }
 
-  async #run(ids: readonly number[]): Promise<number> {
+  /** Each head's highest score over the text's windows (one window when it fits the model). */
+  async scores(text: string): Promise<ClassifierScores> {
+    let promptInjection = 0;
+    let toxicity: number | undefined;
+    for (const ids of encodeWindows(text, this.#vocab, this.info.windows)) {
+      const s = await this.#run(ids);
+      promptInjection = Math.max(promptInjection, s.promptInjection);
+      if (s.toxicity !== undefined) toxicity = Math.max(toxicity ?? 0, s.toxicity);
+    }
+    return toxicity === undefined ? { promptInjection } : { promptInjection, toxicity };
+  }
+
+  async #run(ids: readonly number[]): Promise<ClassifierScores> {
     const n = ids.length;
     const positions = new BigInt64Array(n);
     for (let i = 0; i < n; i++) positions[i] = BigInt(i);
@@ -172,7 +197,10 @@ class OnnxClassifier implements TextClassifier {
     });
     const score = (out.score?.data as Float32Array | undefined)?.[0];
     if (score === undefined || !Number.isFinite(score)) throw new Error("the classifier's graph gave no score");
-    return score;
+    if (!this.info.toxicity) return { promptInjection: score };
+    const toxicity = (out[this.info.toxicity.output]?.data as Float32Array | undefined)?.[0];
+    if (toxicity === undefined || !Number.isFinite(toxicity)) throw new Error("the classifier's graph gave no toxicity score");
+    return { promptInjection: score, toxicity };
   }
 
   async close(): Promise<void> {

@@ -171,8 +171,8 @@ class _State:
     session_id: str | None
     #: the phases whose guards could not run (on_guard_error="allow")
     unavailable: list[Phase] = field(default_factory=list)
-    #: the classifier's score of the input from the guard check (sent with the trace)
-    classifier_score: float | None = None
+    #: the classifier's scores of the input from the guard check that had a say (sent with the trace)
+    classifier_scores: dict[str, float] = field(default_factory=dict)
 
 
 class _GovernedMixin:
@@ -266,7 +266,7 @@ class _Call:
     def _input_steps(self, state: _State) -> Generator[str, GuardDecision, GuardDecision]:
         """The input guards on the prompt; on redact, what the model is sent instead."""
         decision = yield state.input
-        state.classifier_score = decision.classifier_score
+        state.classifier_scores = decision.classifier_scores()
         if decision.decision != "redact":
             return decision
         if state.messages is None:
@@ -331,8 +331,8 @@ class _Call:
             trace["error"] = error
         if state.unavailable:
             trace["metadata"] = {UNAVAILABLE_KEY: "unavailable", UNAVAILABLE_PHASES_KEY: ",".join(state.unavailable)}
-        if state.classifier_score is not None:
-            trace["classifierScores"] = {"promptInjection": state.classifier_score}
+        if state.classifier_scores:
+            trace["classifierScores"] = dict(state.classifier_scores)
         self.g.submit(trace, project=self.ctx.project)
 
     def _start(self, value: LanguageModelInput, config: RunnableConfig | None) -> _State:
