@@ -17,10 +17,11 @@
 // Prints p50/p90/p99/max per scenario, in wall time and in CPU time of the process (the CPU
 // figures leave out the time other processes hold the core, which on a busy shared machine is
 // most of the wall-time tail), and a comparison line against the goal (p99 < 1 ms).
-// --classifier also measures the prompt-injection classifier (guards.prompt_injection.classifier,
-// built by hack/guard-model.ts) through the toolkit's runtime: its score() alone on a short
-// prompt and on the 1 KB ones, and a whole input check with it on (the chain, then the model on
-// what the patterns let pass), against its own budget (p99 < 10 ms per 1 KB on one core).
+// --classifier also measures the guards' classifier (built by hack/guard-model.ts) through the
+// toolkit's runtime: its scores() (both heads, one encoder run) alone on a short prompt and on the
+// 1 KB ones, and a whole input check with both layers on (guards.prompt_injection.classifier and
+// the toxicity template's classifier: the chain, then the model on what the patterns let pass),
+// against its own budget (p99 < 10 ms per 1 KB on one core).
 import { availableParallelism, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -233,20 +234,25 @@ console.log(
 if (values.classifier) {
   const CALLS = Math.min(N, 2000);
   const classifier = await loadInjectionClassifier(guardModelDir());
+  // both heads have a say: the injection classifier, and the toxicity template's head (classifier: true)
   const withModel = new GuardEngine({
     ...config,
     guards: { ...config.guards, prompt_injection: { enabled: true, threshold: 0.7, classifier: true } },
+    templates: {
+      ...config.templates,
+      tox: { name: "Toxicity", guardType: "toxicity", config: { sensitivity: "medium", classifier: true } },
+    },
   });
   const short = "What is the status of my order from last Tuesday? It still says preparing.";
   const warmup = Math.min(WARMUP, 200);
   const rows = [
-    await measure(`model, ${short.length} chars`, () => classifier.score(short), CALLS, warmup),
-    await measure("model, benign 1 KB", () => classifier.score(benign), CALLS, warmup),
-    await measure("model, findings 1 KB", () => classifier.score(findings), CALLS, warmup),
+    await measure(`model, ${short.length} chars`, () => classifier.scores(short), CALLS, warmup),
+    await measure("model, benign 1 KB", () => classifier.scores(benign), CALLS, warmup),
+    await measure("model, findings 1 KB", () => classifier.scores(findings), CALLS, warmup),
     await measure("chain + model, benign 1 KB", () => evaluateWithClassifier(withModel, benign, "input", classifier), CALLS, warmup),
   ];
   console.log(
-    `\nthe prompt-injection classifier (${classifier.info.encoder.name}, ${classifier.info.encoder.layers} of ${classifier.info.encoder.of} layers, ${classifier.info.encoder.quantisation}), ${CALLS} calls each`,
+    `\nthe guards' classifier, both heads (${classifier.info.encoder.name}, ${classifier.info.encoder.layers} of ${classifier.info.encoder.of} layers, ${classifier.info.encoder.quantisation}), ${CALLS} calls each`,
   );
   console.log("scenario                    |  wall p50   p90     p99     max   |  cpu p50   p90     p99     max");
   for (const r of rows)
@@ -266,8 +272,8 @@ if (values.classifier) {
     .join(" ")
     .slice(0, LONG);
   const long = [
-    await measure("model, 64 KB of prose", () => classifier.score(prose), 50, 5),
-    await measure("model, 64 KB of long words", () => classifier.score(words), 50, 5),
+    await measure("model, 64 KB of prose", () => classifier.scores(prose), 50, 5),
+    await measure("model, 64 KB of long words", () => classifier.scores(words), 50, 5),
   ];
   for (const r of long) console.log(`${r.name.padEnd(27)} | cpu p50 ${ms(r.cpu.p50)} p99 ${ms(r.cpu.p99)}`);
   console.log(`long words / prose, cpu p50: ${(long[1]!.cpu.p50 / long[0]!.cpu.p50).toFixed(2)}`);
