@@ -109,6 +109,12 @@ test.serial(
       trace(`${PROMPT} f`, { classifierScores: { promptInjection: 0.2 } }),
     ]);
     t.is(scored.status, 200, scored.text);
+    // so do traces that carry only a toxicity template's score (the injection head had no say)
+    const toxicityScored = await send(keys.ingest!, [
+      trace(`${PROMPT} g`, { classifierScores: { toxicity: 0.1 } }),
+      trace(`${PROMPT} h`, { classifierScores: { toxicity: 0.2 } }),
+    ]);
+    t.is(toxicityScored.status, 200, toxicityScored.text);
     // the victim's plain-path traces (its defaults: no model on ingestion) are served
     for (let i = 0; i < 3; i++) t.is((await send(keys.victim!, [trace(`${PROMPT} ${i}`), trace(`${PROMPT} ${i}!`)])).status, 200);
   },

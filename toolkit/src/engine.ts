@@ -364,11 +364,15 @@ export function classifierUse(guards: EngineConfig["guards"]): { requestPath: bo
  * run of the model); on ingestion as classifierUse says (a toxicity score comes from the request
  * path, or from a run that classifier_on_ingestion asked for).
  */
-export function modelLayerUse(config: EngineConfig): { requestPath: boolean; ingestion: boolean } {
+export function modelLayerUse(config: {
+  guards: EngineConfig["guards"];
+  /** the referenced templates, parsed or as stored (only guardType and config.classifier are read) */
+  templates?: Readonly<Record<string, { guardType: GuardType; config?: { classifier?: boolean | undefined } | undefined }>> | undefined;
+}): { requestPath: boolean; ingestion: boolean } {
   const use = classifierUse(config.guards);
   const toxicity = config.guards.custom_templates.some((ref) => {
-    const t = ref.enabled ? config.templates[ref.template_id] : undefined;
-    return t?.guardType === "toxicity" && t.config.classifier === true;
+    const t = ref.enabled ? config.templates?.[ref.template_id] : undefined;
+    return t?.guardType === "toxicity" && t.config?.classifier === true;
   });
   return { requestPath: use.requestPath || toxicity, ingestion: use.ingestion };
 }
@@ -475,8 +479,8 @@ export function withClassifierScore(
     const i = evaluations.findIndex((e) => e.source === a.source);
     const evaluation = evaluations[i]!;
     const confidence = Math.max(a.score, evaluation.confidence);
-    // a flag never lowers a verdict that already redacts
-    const result: GuardResult = a.action === "flag" && evaluation.result !== "pass" ? evaluation.result : a.action;
+    // the check had not blocked (the head has no say then), and a template with the head never redacts
+    const result: GuardResult = a.action;
     evaluations = evaluations.map((e, k) => (k === i ? { ...e, result, confidence } : e));
     verdicts = verdicts.map((v, k) =>
       k === i

@@ -24,7 +24,7 @@ import type pg from "pg";
 import type { Client, GovernanceDb } from "../stores/db.ts";
 import { identLiteral, LOCK_CLASS } from "../stores/names.ts";
 import { activeStore, assertKeyProject, type EngineInputs, type KeyStore } from "./app-scope.ts";
-import { ClassifierUnavailableError, type ScoreResult, type Scorer } from "./scoring.ts";
+import { carriesScores, ClassifierUnavailableError, type ScoreResult, type Scorer } from "./scoring.ts";
 import { classifierUnavailable, classifierUseOf, runsOf, type ModelRuns } from "./model-runs.ts";
 import type { PriceTable } from "./pricing.ts";
 import type { IngestRequest, TraceInput } from "../schemas.ts";
@@ -238,7 +238,7 @@ export class IngestionService {
       const engine = await this.#d.engines.of(app, store.version);
       // the model on traces without the request path's score: spent before any runs (429 past the budget)
       if (classifierUseOf(engine).ingestion)
-        this.#d.modelRuns?.spend(app, runsOf(inputs.filter((x) => x.classifierScore === undefined).map((x) => x.input)));
+        this.#d.modelRuns?.spend(app, runsOf(inputs.filter((x) => !carriesScores(x)).map((x) => x.input)));
       scores = await this.#d.scorer.score(store.version, engine, inputs).catch((err: unknown) => {
         throw err instanceof ClassifierUnavailableError ? classifierUnavailable(err, app, this.#d.log, "ingestion") : err;
       });

@@ -13,7 +13,7 @@
 // A classifier the API cannot load (ClassifierUnavailableError: its files missing or of another
 // build) is 503 guard_unavailable for what needs it, a guard check of a prompt or a batch scored on
 // ingestion, never a decision without the model; what runs no model is served as before.
-import { EngineConfig, modelLayerUse, type EngineConfigInput } from "../../../toolkit/src/index.ts";
+import { GuardsConfig, modelLayerUse, type EngineConfigInput } from "../../../toolkit/src/index.ts";
 import { estimatedRuns } from "../../../toolkit/src/guards/classifier/index.ts";
 import { UnavailableError } from "../../errors.ts";
 import { RateLimiter, TooManyRequestsError, type Budget } from "../../http/limits.ts";
@@ -26,11 +26,15 @@ export const GUARD_UNAVAILABLE_RETRY_AFTER_SECONDS = 60;
 
 const uses = new WeakMap<EngineConfigInput, ReturnType<typeof modelLayerUse>>();
 
-/** modelLayerUse of an engine input, memoised by the input object (EngineInputs keeps one per config version). */
+/**
+ * modelLayerUse of an engine input, memoised by the input object (EngineInputs keeps one per config
+ * version). Only the guards are parsed: the templates are read as given (the scoring threads parse
+ * and compile the whole config; this thread serves HTTP).
+ */
 export function classifierUseOf(input: EngineConfigInput): ReturnType<typeof modelLayerUse> {
   let use = uses.get(input);
   if (!use) {
-    use = modelLayerUse(EngineConfig.parse(input));
+    use = modelLayerUse({ guards: GuardsConfig.parse(input.guards ?? {}), templates: input.templates });
     uses.set(input, use);
   }
   return use;

@@ -48,6 +48,14 @@ export interface ScoreInput {
   toxicityScore?: number | undefined;
 }
 
+/**
+ * Whether a trace carries the request path's classifier scores: then ingestion applies them and runs
+ * no model, even under classifier_on_ingestion (which is only for traces without any).
+ */
+export function carriesScores(t: ScoreInput): boolean {
+  return t.classifierScore !== undefined || t.toxicityScore !== undefined;
+}
+
 /** A guard decision without the full verdicts (match offsets). */
 type DecisionSummary = Pick<GuardDecision, "decision" | "evaluations" | "blocks">;
 
@@ -91,9 +99,8 @@ export async function scoreTraces(
   const out: ScoreResult[] = [];
   for (const t of traces) {
     // the scores the request path sent; without any, the model's when classifier_on_ingestion says so
-    const sent = t.classifierScore !== undefined || t.toxicityScore !== undefined;
     const { decision: input } = await scoreWithClassifier(engine, t.input, "input", () =>
-      sent ? { promptInjection: t.classifierScore, toxicity: t.toxicityScore } : onIngestion ? model(t.input) : undefined,
+      carriesScores(t) ? { promptInjection: t.classifierScore, toxicity: t.toxicityScore } : onIngestion ? model(t.input) : undefined,
     );
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
