@@ -9,7 +9,8 @@ N transformer layers are kept: the graph is written here with onnx.helper from t
 quantisation, and run by onnxruntime on one thread, as the Node binding runs it. A logistic
 regression per guard is trained on the pooled, L2-normalised vectors of the evaluation set's dev
 split (never its test split), from the sources whose licence allows training a model we ship
-(ETHOS is GPL-3.0 and Stormfront CC BY-SA: both are left out unless asked for). The shipped
+(ETHOS is GPL-3.0, Stormfront and the Wikipedia talk-page comments CC BY-SA: they are left out
+unless asked for). The shipped
 classifier reads a prompt in windows of a few dozen word pieces (build()). Each head's positive
 class's weight is chosen on the dev split by 5-fold cross-validation: the one whose precision at
 the guard's threshold (GUARD_THRESHOLDS: 0.7, 0.6) is at least 0.95 with the highest recall
@@ -45,8 +46,17 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross_val_predict
 from tokenizers import Tokenizer
 
-# sources a shipped model may not learn from: copyleft licences (evaluation only)
-COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018"}
+# Every source of the evaluation set the build reads is declared here, after its licence was read
+# (test/fixtures/guards-eval/SOURCES.md): one a shipped model may learn from, or one it may not
+# (copyleft: evaluation only). A source in neither is refused (training_set): a new file in the set
+# must not be learnt, nor left out, by default.
+TRAINABLE_SOURCES = {
+    "authored-identifiers", "authored-injection", "authored-padded", "authored-toxicity",
+    "awesome-chatgpt-prompts", "bias-madlibs-2018", "clinc150", "davidson-2017", "gsm8k",
+    "jbb-artifacts", "jbb-gcg", "notinject", "pint-injecguard", "surge-ai-2021", "toxigen-2022",
+    "wildguard-benign",
+}
+COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018", "wikipedia-toxicity-2017"}
 # a source kept out of the shipped classifier's training: padded attacks measure whether reading in
 # windows finds an attack in benign text; learnt, they would measure nothing
 PADDED = "authored-padded"
@@ -275,8 +285,15 @@ def latency(encoder, texts, calls=200):
 
 
 def training_set(items, guard, train_gpl):
-    """The dev items labelled for `guard`, from the sources a shipped model may learn from."""
-    return [i for i, it in enumerate(items) if it["split"] == "dev" and guard in it["labels"] and (train_gpl or it["source"] not in COPYLEFT_SOURCES)]
+    """The dev items labelled for `guard`, from the sources a shipped model may learn from (and the
+    copyleft ones with `train_gpl`, for measure). Refuses items of a source declared in neither."""
+    undeclared = sorted({it["source"] for it in items} - TRAINABLE_SOURCES - COPYLEFT_SOURCES)
+    if undeclared:
+        raise SystemExit(
+            f"guard-model.py: no licence declared for {', '.join(undeclared)}: read it (SOURCES.md) and add the source to TRAINABLE_SOURCES or COPYLEFT_SOURCES"
+        )
+    allowed = TRAINABLE_SOURCES | COPYLEFT_SOURCES if train_gpl else TRAINABLE_SOURCES
+    return [i for i, it in enumerate(items) if it["split"] == "dev" and guard in it["labels"] and it["source"] in allowed]
 
 
 def tokenizer_of(directory):

@@ -1,0 +1,60 @@
+// The classifier's build learns only from sources whose licence was read and declared
+// (hack/guard-model.py, TRAINABLE_SOURCES and COPYLEFT_SOURCES): a source added to the evaluation
+// set is refused until it is declared, so a copyleft set cannot be learnt by default (the build
+// reads every dev item of the set labelled for its guards).
+import test from "ava";
+import { spawnSync } from "node:child_process";
+import { GUARD_MODEL_PY, guardModelPython } from "../../../hack/guard-model.ts";
+import { loadEvalSet } from "../../../hack/lib/guards-eval-set.ts";
+
+/** Runs `body` in Python with the build's module as `gm` and `items` from stdin; its stdout, parsed. */
+function python(body: string, items: unknown): { status: number | null; out: unknown; stderr: string } {
+  const script = [
+    "import importlib.util, json, sys",
+    `spec = importlib.util.spec_from_file_location("gm", ${JSON.stringify(GUARD_MODEL_PY)})`,
+    "gm = importlib.util.module_from_spec(spec); spec.loader.exec_module(gm)",
+    "items = json.load(sys.stdin)",
+    body,
+  ].join("\n");
+  const r = spawnSync(guardModelPython(), ["-c", script], { input: JSON.stringify(items), encoding: "utf8" });
+  return { status: r.status, out: r.status === 0 && r.stdout.trim() ? JSON.parse(r.stdout) : undefined, stderr: r.stderr };
+}
+
+const item = (source: string, toxic = true) => ({ text: `a text of ${source}`, split: "dev", source, labels: { toxicity: toxic } });
+
+test("a source of no declared licence is refused; declared, it is learnt", (t) => {
+  const items = [item("surge-ai-2021"), item("new-forum-dump-2026")];
+  const refused = python(`print(json.dumps(gm.training_set(items, "toxicity", False)))`, items);
+  t.not(refused.status, 0);
+  t.regex(refused.stderr, /no licence declared for new-forum-dump-2026/);
+  // the same items once the source is declared trainable: the check alone refused it
+  const declared = python(
+    `gm.TRAINABLE_SOURCES.add("new-forum-dump-2026")\nprint(json.dumps(gm.training_set(items, "toxicity", False)))`,
+    items,
+  );
+  t.is(declared.status, 0, declared.stderr);
+  t.deepEqual(declared.out, [0, 1]);
+});
+
+test("copyleft sources are evaluation only unless asked for (measure --train-gpl)", (t) => {
+  const items = [item("wikipedia-toxicity-2017"), item("ethos-2020"), item("toxigen-2022", false)];
+  const r = python(`print(json.dumps([gm.training_set(items, "toxicity", False), gm.training_set(items, "toxicity", True)]))`, items);
+  t.is(r.status, 0, r.stderr);
+  t.deepEqual(r.out, [[2], [0, 1, 2]]);
+});
+
+test("every source of the evaluation set the build reads is declared", (t) => {
+  const sources = [
+    ...new Set(
+      loadEvalSet()
+        .filter((it) => it.labels.prompt_injection !== undefined || it.labels.toxicity !== undefined)
+        .map((it) => it.source),
+    ),
+  ];
+  const r = python(
+    `print(json.dumps(sorted(s for s in items if s not in gm.TRAINABLE_SOURCES and s not in gm.COPYLEFT_SOURCES)))`,
+    sources,
+  );
+  t.is(r.status, 0, r.stderr);
+  t.deepEqual(r.out, []);
+});
