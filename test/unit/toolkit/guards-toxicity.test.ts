@@ -579,3 +579,33 @@ blocksAs(" (an insult after a negated preamble)", [
   // an insult coined as one is not negated by a "not" about something else
   ["One more reason not to vote for these libtards.", "harassment"],
 ]);
+
+// Abuse in a discussion between editors (the Wikipedia talk-page comments of the evaluation set):
+// insults a list did not hold ("douche", "jerk", "dickwad"), told apart from the same words in
+// other senses ("you jerk the wheel", "a vaginal douche"), and idioms of abuse.
+blocksAs(" (abuse between editors)", [
+  ["you're a douche... it is not a slang guide", "harassment"],
+  ["You are such a jerk.", "harassment"],
+  ["Honestly, you are a dick and everyone knows it.", "harassment"],
+  ["Quit being a jerk.", "harassment"],
+  ["Stop being such an asshole about the edits.", "harassment"],
+  ["the dickwad Sajuro is being unreasonable", "harassment"],
+  ["Wikipedia's liberal d-bags like yourself", "harassment"],
+  ["save that in ur database douche bag", "harassment"],
+  ["you are a big poo poo face", "harassment"],
+  ["Bothie is a fucker.", "harassment"],
+  ["He is a jerk.", "harassment"],
+  ["NeilN needs to extract his head from his arse.", "harassment"],
+  ["Pull your head out of your ass and read the policy.", "harassment"],
+  ["A truly nasty piece of work and many people agree with me", "harassment"],
+]);
+passes(" (the same words, not abuse)", [
+  "If you jerk the wheel on ice, the car will spin.",
+  "Did you prick your finger on the rose?",
+  "You are a Dick Francis fan, I take it.",
+  "Doctors advise against using a vaginal douche.",
+  "Stop being a stranger and visit us.",
+  "The wind is a jerk today.",
+  "Nasty piece of work, this bug: it took a week to find.",
+  "To beat even Hinduism, there would need to be more than a million Pagans in the US.",
+]);

@@ -203,7 +203,7 @@ function nameAfter(span: string): boolean {
 /** What a crowd is called ("a bunch of morons", "a pack of liars"). */
 const CROWD_INSULT = String.raw`(?:idiots|morons|imbeciles|cretins|jackasses|dumbasses|losers|cowards|nitwits|halfwits|scumbags|lunatics|hypocrites|degenerates|retards|traitors|fools|liars|crybabies|snowflakes)`;
 /** What is said of someone in "<someone> is a …": an insult, or worthless or pathetic. */
-const PREDICATE_INSULT = String.raw`(?:idiots?|morons?|imbeciles?|cretins?|retards?|scumbags?|assholes?|dumbass(?:es)?|jackass(?:es)?|douche ?bags?|losers?|lunatics?|worthless|pathetic)`;
+const PREDICATE_INSULT = String.raw`(?:idiots?|morons?|imbeciles?|cretins?|retards?|scumbags?|assholes?|dumbass(?:es)?|jackass(?:es)?|douche ?bags?|douches?|dickwads?|dipshits?|jerks?|(?:mother)?fuckers?|losers?|lunatics?|worthless|pathetic)`;
 /** Words between the copula and the insult ("is such a complete idiot"). */
 const INSULT_MODIFIER = String.raw`(?:such|just|really|truly|so|a|an|the|complete|total|absolute|utter|fucking|bloody|biggest|dumbest|giant|huge|little)`;
 /** The subject and copula that end the text before an insult ("Maher is an ", "she's a total "). */
@@ -302,7 +302,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.9,
     label: "violence against a group",
     re: r(
-      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat|destroy|deport|eliminate|get rid of|round up|hunt down|hunt|take up arms against|put (?:a )?bullets? (?:in|into|through))\s+(?:(?:(?:every|each)\s+(?:last\s+|single\s+)?one\s+of\s+(?:the|those|these)\s+|(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?)(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))${NOT_PEOPLE}|(?:every|each)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE})\b|\b(?:burn|bomb|torch|firebomb|blow up)(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would)\s+)(?:burn|bomb|torch|firebomb|blow up))\s+(?:down\s+)?(?:(?:their|the|a|every|all|that|this|those|these|your)\s+)?(?:\w+\s+)?(?:mosques?|synagogues?|churches|church|temples?|gurdwaras?)\b(?!\s+(?:scene|level|map|stage|set|quest|mission|area|dungeon|model|prop|game|chapter))|\bline(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would)\s+)line)\s+(?:up\s+)?(?:(?:all|every one of)\s+)?(?:(?:the|these|those)\s+)?(?:\w+\s+)?(?:${GROUP})\s+(?:all\s+)?(?:up\s+)?(?:against\s+(?:a|the)\s+wall|and\s+(?:shoot|kill|gas|hang)\b)`,
+      String.raw`\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would|to)\s+))(?:kill|killing|murder|exterminate|gas|hang|lynch|burn|nuke|shoot|slaughter|massacre|wipe out|eradicate|execute|beat(?!\s+(?:even|out)\b)|destroy|deport|eliminate|get rid of|round up|hunt down|hunt|take up arms against|put (?:a )?bullets? (?:in|into|through))\s+(?:(?:(?:every|each)\s+(?:last\s+|single\s+)?one\s+of\s+(?:the|those|these)\s+|(?:all|every|each|the|these|those)?\s*(?:of\s+(?:the|those|these)\s+)?)(?:\w+\s+)?(?:${GROUP}|${CREED}|${GROUP_ADJ}\s+(?:people|person|man|woman|guy|girl|boy|kid))${NOT_PEOPLE}|(?:every|each)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE})\b|\b(?:burn|bomb|torch|firebomb|blow up)(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would)\s+)(?:burn|bomb|torch|firebomb|blow up))\s+(?:down\s+)?(?:(?:their|the|a|every|all|that|this|those|these|your)\s+)?(?:\w+\s+)?(?:mosques?|synagogues?|churches|church|temples?|gurdwaras?)\b(?!\s+(?:scene|level|map|stage|set|quest|mission|area|dungeon|model|prop|game|chapter))|\bline(?<=(?:^|[.!?,;:\n]\s*|\b(?:i|we|let['’]?s|lets|just|should|must|gonna|going to|want to|wanna|need to|have to|will|['’]ll|(?:i|we)\s+would)\s+)line)\s+(?:up\s+)?(?:(?:all|every one of)\s+)?(?:(?:the|these|those)\s+)?(?:\w+\s+)?(?:${GROUP})\s+(?:all\s+)?(?:up\s+)?(?:against\s+(?:a|the)\s+wall|and\s+(?:shoot|kill|gas|hang)\b)`,
     ),
   },
   {
@@ -425,6 +425,26 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     ),
   },
   {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult aimed at someone",
+    negatable: true,
+    // insults that are also verbs or names ("you jerk the wheel", "you prick your finger", "a Dick
+    // Francis fan"): after "you are a" and ending the clause
+    re: r(
+      String.raw`\b(?:you(?:'re|’re| are)|ur|u r)\s+(?:(?:such|a|an|just|really|total|complete|absolute|big|huge|fucking|little)\s+){1,3}(?:jerk|douche(?: ?bag)?|dick|prick|dickwad|dipshit)(?=\s*(?:[.!?,;:)\n]|$)|\s+(?:and|but|who|lol|dude|man|bro|too)\b)`,
+    ),
+  },
+  {
+    category: "harassment",
+    weight: 0.75,
+    label: "insult aimed at someone",
+    // "quit being a jerk", "get your head out of your ass", "a nasty piece of work": idioms of abuse
+    re: r(
+      String.raw`\b(?:quit|stop)\s+being\s+(?:such\s+)?an?\s+(?:\w+\s+)?(?:jerk|dick|prick|douche(?: ?bag)?|asshole|idiot|moron|dumbass|jackass|creep|bitch)\b|\bheads?\s+(?:out of|from)\s+(?:your|his|her|their|ur)\s+(?:ass|arse|butt)\b|\b(?:a|such a)\s+(?:truly\s+|real\s+|right\s+)?nasty piece of work\b`,
+    ),
+  },
+  {
     category: "slur",
     weight: 0.9,
     label: "slur",
@@ -448,7 +468,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     // insults coined as insults ("libtards", "fuckwads"): a "not" in their clause is about something
     // else ("another reason not to do business with these fuckwads")
     re: r(
-      String.raw`\b(?:(?:trump|lib|fuck)tard(?:s|ed)?|fuck(?:wad|nut|face|head|stick)s?|(?:shit|dick)heads?|(?:douche|scum|dirt|sleaze|scuz)bags?|douche ?canoes?|ass(?:hat|clown)s?|dipshits?|numbnuts|nitwits?|magats|demonrats|rethuglicans|repukes|repuk?licans|a-holes?|a\$\$ ?(?:hat|hole)s?|sh\*t ?heads?)\b`,
+      String.raw`\b(?:(?:trump|lib|fuck)tard(?:s|ed)?|fuck(?:wad|nut|face|head|stick)s?|(?:shit|dick)heads?|(?:douche|scum|dirt|sleaze|scuz)bags?|douche ?canoes?|ass(?:hat|clown)s?|dipshit(?:s|ted)?|dickwads?|d-?bags?|douche ?bags?|(?:poo ?poo|poop|butt|fart) ?faces?|numbnuts|nitwits?|magats|demonrats|rethuglicans|repukes|repuk?licans|a-holes?|a\$\$ ?(?:hat|hole)s?|sh\*t ?heads?)\b`,
     ),
   },
   {
@@ -532,6 +552,8 @@ const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = {
   profanity: "profanity",
 };
 const DIRECTED = new RegExp(String.raw`\b${YOU}\b`);
+/** What follows "prick" as a verb: what is pricked. */
+const PRICKED = /^\s+(?:your|my|his|her|their|its|our|the|a|an|it|up)\b/;
 
 function categoryOf(word: string): ToxicityCategory {
   if (SLURS.has(word)) return "slur";
@@ -556,6 +578,8 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
     const key = `${start}:${end}`;
     if (seen.has(key)) continue;
     seen.add(key);
+    // "prick" before what is pricked ("did you prick your finger") is the verb
+    if (word === "prick" && PRICKED.test(text.slice(end, end + 12).toLowerCase())) continue;
     const category = categoryOf(word);
     let score = category === "harassment" ? 0.6 : SEVERITY[category];
     // aimed at the reader: "fuck you", "you stupid bitch"
