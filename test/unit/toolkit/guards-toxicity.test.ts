@@ -5,6 +5,7 @@ import { detectToxicity, toxicityGuard } from "../../../toolkit/src/guards/index
 import type { ToxicityCategory } from "../../../toolkit/src/guards/index.ts";
 import { wordMatcher, wordMatches } from "../../../toolkit/src/guards/toxicity.ts";
 import { WordPrefilter } from "../../../toolkit/src/guards/word-prefilter.ts";
+import { deLeet } from "../../../toolkit/src/guards/text.ts";
 import {
   collapseDuplicatesTransformer,
   englishDataset,
@@ -609,3 +610,37 @@ passes(" (the same words, not abuse)", [
   "Nasty piece of work, this bug: it took a week to find.",
   "To beat even Hinduism, there would need to be more than a million Pagans in the US.",
 ]);
+
+// Spelling that hides a word from the patterns (HateCheck's spelling variations): look-alike digits
+// and symbols ("k1ll all the j3ws") and letters spaced out ("m u s l i m s are vermin") are read
+// again undone, as the injection detector reads them. A negation still negates, and digits in
+// ordinary words or beside them change nothing.
+blocksAs(" (leetspeak)", [
+  ["all mu$lims are v3rmin", "hate"],
+  ["g4ys should d1e", "hate"],
+  ["k1ll all the j3ws", "hate"],
+  ["w0men are inf3rior", "hate"],
+  ["1mmigrants are p4rasites", "hate"],
+  ["i w1ll k1ll y0u", "threat"],
+  ["you are a w0rthless 1diot", "harassment"],
+]);
+blocksAs(" (letter-spaced)", [
+  ["m u s l i m s are vermin", "hate"],
+  ["i will k i l l you", "threat"],
+]);
+passes(" (digits and spaced letters, not obfuscation of abuse)", [
+  "Gr8 w0rk team, k1ll1ng it!",
+  "The 3 immigrants on the team won 1st prize.",
+  "Email w0men.in.tech@example.org for the meetup.",
+  "I would never say w0men are inf3rior.",
+  "I would never say w o m e n are inferior.",
+  "p l e a s e  h e l p  m e",
+]);
+
+// An e-mail address's @ is no letter: undoing it sent the sentence of every address through the
+// patterns a second time (and the injection detector's deep signals), for nothing.
+test("deLeet: the @ of an e-mail address is left alone, the @ of a word is undone", (t) => {
+  t.is(deLeet("write to jane.doe@example.com today"), null);
+  t.is(deLeet("muslims are @nimals"), "muslims are animals");
+  t.is(deLeet("mail w0men.in.tech@example.org"), "mail women.in.tech@example.org");
+});

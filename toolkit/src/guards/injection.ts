@@ -9,7 +9,7 @@
 // count at 40%.
 import type { GuardDefinition, Hit } from "./types.ts";
 import type { TextView } from "./text.ts";
-import { anyOf, deLeet, despace, excerpt, noisyOr, normalise, toOriginal } from "./text.ts";
+import { anyOf, changedSentences, deLeet, despace, excerpt, noisyOr, normalise, toOriginal } from "./text.ts";
 import { SpanSet } from "./spans.ts";
 
 export const INJECTION_KINDS = [
@@ -611,41 +611,6 @@ function decodeBase64(blob: string): string | null {
   // mostly printable ASCII, or it is an image header, a hash or a key, not text
   const printable = decoded.replace(/[^\x20-\x7E\n\t]/g, "").length;
   return decoded.length >= 8 && printable / decoded.length >= 0.9 ? decoded : null;
-}
-
-/** Whether a sentence ends between s[i - 1] and s[i]: . ! or ? before a space. */
-function sentenceBreak(s: string, i: number): boolean {
-  const c = s[i - 1];
-  return (c === "." || c === "!" || c === "?") && /\s/.test(s[i] ?? "");
-}
-
-/** What stands for a character of a sentence left out: neither a word character nor a space. */
-const LEFT_OUT = /[^.!?]/g;
-
-/**
- * The de-leeted view with only the sentences deLeet changed left in, so that its offsets are the
- * view's. A deep signal in another sentence reads the words it read in the view, whose hits the
- * leetspeak pass only repeats: an e-mail address (its @ reads as an a) sent every deep signal
- * over the whole prompt a second time. The sentences left out keep their ends (. ! ?) and lose
- * every other character to U+0001, which no signal reads as a word or a space, so that no phrase
- * runs into them. A line break ends no sentence here: an attack split over lines ("1gn0re all
- * previous\ninstructions") is one sentence.
- */
-function changedSentences(view: string, leet: string): string {
-  const leaveOut = (part: string) => part.replace(LEFT_OUT, "\u0001");
-  let out = "";
-  let done = 0;
-  for (let i = 0; i < leet.length; i++) {
-    if (leet.charCodeAt(i) === view.charCodeAt(i)) continue;
-    let start = i;
-    while (start > done && !sentenceBreak(view, start)) start--;
-    let end = i + 1;
-    while (end < view.length && !sentenceBreak(view, end)) end++;
-    out += leaveOut(view.slice(done, start)) + leet.slice(start, end);
-    done = end;
-    i = end - 1;
-  }
-  return out + leaveOut(view.slice(done));
 }
 
 export function detectInjection(text: string, config: InjectionConfig = {}): Hit[] {

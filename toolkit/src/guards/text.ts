@@ -75,6 +75,8 @@ const LEET_SPOTS = new RegExp(`[a-z]${LOOK_ALIKE}|${LOOK_ALIKE}[a-z]`, "g");
 const IN_LEET_WORD = new Uint8Array(128);
 for (const c of "abcdefghijklmnopqrstuvwxyz" + Object.keys(LEET).join("")) IN_LEET_WORD[c.charCodeAt(0)] = 1;
 const inLeetWord = (c: number) => c < 128 && IN_LEET_WORD[c] === 1;
+/** What follows the part of an e-mail address before its top-level domain: a dot and a letter. */
+const EMAIL_DOMAIN_END = /^\.[a-z]/;
 
 /**
  * Undoes leetspeak in words that mix letters and look-alike digits or symbols ("1gn0re" ->
@@ -95,12 +97,67 @@ export function deLeet(lower: string): string | null {
     while (end < lower.length && inLeetWord(lower.charCodeAt(end))) end++;
     LEET_SPOTS.lastIndex = end;
     const word = lower.slice(start, end);
-    // at least three characters, two of them letters, so that "a1" or "4x" are left alone
-    if (word.length < 3 || (word.match(/[a-z]/g)?.length ?? 0) < 2) continue;
+    // at least three characters, two of them letters, so that "a1" or "4x" are left alone; and not
+    // an e-mail address, whose @ is no letter ("doe@example" before ".com")
+    if (
+      word.length < 3 ||
+      (word.match(/[a-z]/g)?.length ?? 0) < 2 ||
+      (word.includes("@") && EMAIL_DOMAIN_END.test(lower.slice(end, end + 2)))
+    )
+      continue;
     out += lower.slice(done, start) + word.replace(LOOK_ALIKES, (c) => LEET[c]!);
     done = end;
   }
   return done === 0 ? null : out + lower.slice(done);
+}
+
+/** Whether a sentence ends between s[i - 1] and s[i]: . ! or ? before a space. */
+function sentenceBreak(s: string, i: number): boolean {
+  const c = s[i - 1];
+  return (c === "." || c === "!" || c === "?") && /\s/.test(s[i] ?? "");
+}
+
+/** What stands for a character of a sentence left out: neither a word character nor a space. */
+const LEFT_OUT = /[^.!?]/g;
+
+/**
+ * The sentences of the view in which deLeet changed something, as [start, end) ranges in order.
+ * A line break ends no sentence here: an attack split over lines ("1gn0re all
+ * previous\ninstructions") is one sentence.
+ */
+export function changedRanges(view: string, leet: string): Array<readonly [number, number]> {
+  const out: Array<readonly [number, number]> = [];
+  let done = 0;
+  for (let i = 0; i < leet.length; i++) {
+    if (leet.charCodeAt(i) === view.charCodeAt(i)) continue;
+    let start = i;
+    while (start > done && !sentenceBreak(view, start)) start--;
+    let end = i + 1;
+    while (end < view.length && !sentenceBreak(view, end)) end++;
+    out.push([start, end]);
+    done = end;
+    i = end - 1;
+  }
+  return out;
+}
+
+/**
+ * The de-leeted view with only the sentences deLeet changed left in (changedRanges), so that its
+ * offsets are the view's. A signal in another sentence reads the words it read in the view, whose
+ * hits the leetspeak pass only repeats: an e-mail address (its @ reads as an a) sent every deep
+ * signal of the injection detector over the whole prompt a second time. The sentences left out
+ * keep their ends (. ! ?) and lose every other character to U+0001, which no signal reads as a
+ * word or a space, so that no phrase runs into them.
+ */
+export function changedSentences(view: string, leet: string): string {
+  const leaveOut = (part: string) => part.replace(LEFT_OUT, "\u0001");
+  let out = "";
+  let done = 0;
+  for (const [start, end] of changedRanges(view, leet)) {
+    out += leaveOut(view.slice(done, start)) + leet.slice(start, end);
+    done = end;
+  }
+  return out + leaveOut(view.slice(done));
 }
 
 // Three or more single letters, each followed by one space, dot, dash or underscore, and a last one:

@@ -9,7 +9,7 @@ import { englishDataset, englishRecommendedTransformers, RegExpMatcher } from "o
 import type { MatchPayload } from "obscenity";
 import type { GuardDefinition, Hit } from "./types.ts";
 import type { TextView } from "./text.ts";
-import { anyOf, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
+import { anyOf, changedRanges, deLeet, despace, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
 import { WordPrefilter } from "./word-prefilter.ts";
 import { lowerBound, SpanSet, upperBound } from "./spans.ts";
 
@@ -631,9 +631,59 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
       });
     }
   }
+  // spelling that hides a word from the patterns: look-alikes ("k1ll all the j3ws")
+  const leet = deLeet(view.text);
+  if (leet) deLeetedHits(text, view, leet, words, hits);
+  // letters spaced out ("m u s l i m s are vermin") on the joined view, whose offsets are not the
+  // text's: a hit spans the whole text, says no excerpt (a spaced word is masked by nothing), and is
+  // negated by what the joined view says before it. A pattern that reads the original text
+  // (`accept`) is not run there, and one finding per label is enough.
+  const joined = despace(view.text);
+  if (joined) {
+    const labels = new Set<string>();
+    for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(joined) ? g.patterns : []))) {
+      if (p.accept || labels.has(`${p.category}:${p.label}`)) continue;
+      p.re.lastIndex = 0;
+      for (const m of joined.matchAll(p.re)) {
+        if ((p.negatable || p.category === "hate") && negatedBefore(joined, m.index)) continue;
+        if (hits.some((h) => h.kind === p.category && h.description.startsWith(p.label))) break;
+        labels.add(`${p.category}:${p.label}`);
+        hits.push({ kind: p.category, start: 0, end: text.length, score: p.weight, description: `${p.label} (letter-spaced)` });
+        break;
+      }
+    }
+  }
   const out = hits.filter((h) => wanted.has(h.kind) && !(h.kind === "hate" && negatedAt(view, h.start)));
   if (out.length > 0 && MENTION.test(view.text)) discountMentions(text, out);
   return out.sort((a, b) => a.start - b.start);
+}
+
+/**
+ * The patterns on each sentence deLeet changed, read alone (an e-mail address changes its
+ * sentence: the gates scan that sentence, not the whole text again), pushed to `hits` unless a hit
+ * of their kind starts there. The de-leeted view has the view's offsets.
+ */
+function deLeetedHits(text: string, view: TextView, leet: string, words: WordSpans, hits: Hit[]): void {
+  const found = new Set(hits.map((h) => `${h.kind}:${h.start}`));
+  for (const [from, to] of changedRanges(view.text, leet)) {
+    const on = leet.slice(from, to);
+    for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(on) ? g.patterns : []))) {
+      p.re.lastIndex = 0;
+      for (const m of on.matchAll(p.re)) {
+        const [start, end] = toOriginal(view, from + m.index, from + m.index + m[0].length);
+        if (found.has(`${p.category}:${start}`)) continue;
+        if ((p.accept && !p.accept(text, start, end)) || (p.negatable && negatedAt(view, start))) continue;
+        found.add(`${p.category}:${start}`);
+        hits.push({
+          kind: p.category,
+          start,
+          end,
+          score: p.weight,
+          description: `${p.label} (obfuscated) ("${excerpt(maskSpans(text, start, end, words), 40)}")`,
+        });
+      }
+    }
+  }
 }
 
 const GROUP_MENTION = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
@@ -667,7 +717,12 @@ function negatedAt(view: TextView, start: number): boolean {
   // the last view position at or before `start` whose original offset is at most `start` (the
   // offsets never decrease: a binary search, not a walk back over every character the view dropped)
   const i = view.offsets ? Math.max(0, Math.min(start, upperBound(view.offsets, start) - 1)) : start;
-  const m = NEGATED_BEFORE.exec(view.text.slice(Math.max(0, i - 60), i));
+  return negatedBefore(view.text, i);
+}
+
+/** Whether the clause of `lower` before position i negates what follows (NEGATED_BEFORE, NEGATION_REACHES). */
+function negatedBefore(lower: string, i: number): boolean {
+  const m = NEGATED_BEFORE.exec(lower.slice(Math.max(0, i - 60), i));
   if (!m) return false;
   const scope = m[0].slice(m[1]!.length);
   const comma = scope.lastIndexOf(",");
