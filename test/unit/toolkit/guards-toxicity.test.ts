@@ -644,3 +644,26 @@ test("deLeet: the @ of an e-mail address is left alone, the @ of a word is undon
   t.is(deLeet("muslims are @nimals"), "muslims are animals");
   t.is(deLeet("mail w0men.in.tech@example.org"), "mail women.in.tech@example.org");
 });
+
+// Hate phrased as a question, an aside or a rhetorical "isn't it obvious", and a group banned or
+// held good for one thing; and counter-speech that names the statement to condemn it ("saying
+// that women are stupid is sexist"), which must pass.
+blocksAs(" (hate in other phrasings)", [
+  ["Why are women so stupid?", "hate"],
+  ["Why are muslims so violent?", "hate"],
+  ["All muslims should be banned from this country.", "hate"],
+  ["Women are only good for cooking.", "hate"],
+  ["Isn't it obvious that black people are inferior?", "hate"],
+  ["Those immigrants are nothing more than animals.", "hate"],
+  ["Saying that women are stupid is not sexist, it is a fact.", "hate"],
+]);
+passes(" (counter-speech and ordinary phrasings)", [
+  "Why are immigrants so often blamed for crime?",
+  "Saying that women are stupid is sexist.",
+  "The claim that immigrants are criminals is false.",
+  "To say gays are disgusting is homophobic and wrong.",
+  "It isn't true that women are inferior.",
+  "Isn't it wrong to say that women are inferior?",
+  "Smoking should be banned from restaurants.",
+  "Gay people should not be banned from adopting.",
+]);

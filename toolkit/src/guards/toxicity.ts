@@ -274,7 +274,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "derogatory generalisation",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}(?:${NEGATIVE}|too\s+(?:stupid|dumb|primitive|emotional|weak|lazy|ignorant|dirty)\s+to)\b`,
+      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|nothing more than|no more than|no better than|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}(?:${NEGATIVE}|too\s+(?:stupid|dumb|primitive|emotional|weak|lazy|ignorant|dirty)\s+to|(?:only|just)\s+good\s+for)\b`,
     ),
   },
   {
@@ -362,7 +362,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "exclusion of a group",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED})\b${unnegated(40)}\b(?:(?:should(?:n['’]?t| not| never)|must(?:n['’]?t| not| never)|shall not|ought not to)\s+(?:ever\s+)?(?:be\s+)?(?:allowed|permitted|trusted|given (?:rights|the vote|welfare|jobs)|exist|vote|marry|adopt|be hired|hold office|live (?:here|among us|in our \w+))|(?:cannot|can['’]?t|can not)\s+be\s+trusted)\b|\b(?:world|country|society|planet|earth|neighbou?rhood)\s+(?:would|will)\s+be\s+(?:a\s+)?better(?:\s+(?:place|off))?\s+without\s+(?:(?:all|the|any|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|moochers|parasites|scum|vermin)\b|\b(?:don['’]?t|dont|do not)\s+think\s+(?:that\s+)?(?:they|${GROUP})\s+should\s+(?:be\s+allowed\s+to\s+)?(?:exist|live|vote|marry|have (?:rights|kids|children))\b|(?<=(?:^|[.!?,;:\n]\s*|\b(?:we|let['’]?s|lets|should|must|need to|have to|the right to|just)\s+))(?:ban|keep)\s+(?:all\s+|the\s+|any\s+)?(?:${GROUP})\s+(?:from|out of)\b|\b(?:do not|don['’]?t|dont)\s+(?:want|need)\s+(?:any\s+)?(?:more\s+)?(?:of\s+)?(?:${GROUP}|those (?:\w+ )?people)\s+(?:in|near|around)\s+(?:my|our|this)\b`,
+      String.raw`\b(?:${GROUP}|${CREED})\b${unnegated(40)}\b(?:(?:should(?:n['’]?t| not| never)|must(?:n['’]?t| not| never)|shall not|ought not to)\s+(?:ever\s+)?(?:be\s+)?(?:allowed|permitted|trusted|given (?:rights|the vote|welfare|jobs)|exist|vote|marry|adopt|be hired|hold office|live (?:here|among us|in our \w+))|(?:cannot|can['’]?t|can not)\s+be\s+trusted|(?:should|must|need to|ought to)\s+(?:all\s+|just\s+)?be\s+(?:banned|barred|kicked out|thrown out|expelled|kept out|driven out)\s+(?:from|of)\b)\b|\b(?:world|country|society|planet|earth|neighbou?rhood)\s+(?:would|will)\s+be\s+(?:a\s+)?better(?:\s+(?:place|off))?\s+without\s+(?:(?:all|the|any|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|moochers|parasites|scum|vermin)\b|\b(?:don['’]?t|dont|do not)\s+think\s+(?:that\s+)?(?:they|${GROUP})\s+should\s+(?:be\s+allowed\s+to\s+)?(?:exist|live|vote|marry|have (?:rights|kids|children))\b|(?<=(?:^|[.!?,;:\n]\s*|\b(?:we|let['’]?s|lets|should|must|need to|have to|the right to|just)\s+))(?:ban|keep)\s+(?:all\s+|the\s+|any\s+)?(?:${GROUP})\s+(?:from|out of)\b|\b(?:do not|don['’]?t|dont)\s+(?:want|need)\s+(?:any\s+)?(?:more\s+)?(?:of\s+)?(?:${GROUP}|those (?:\w+ )?people)\s+(?:in|near|around)\s+(?:my|our|this)\b`,
     ),
   },
   {
@@ -395,6 +395,15 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     label: "a group kept to its place",
     re: r(
       String.raw`\b(?:women|females|wives|girls)\s+(?:(?:should|must|need to)\s+(?:all\s+|only\s+)?(?:stay|be kept|remain)\s+(?:in the kitchen|barefoot)|belong\s+(?:in the kitchen|at home|in the home|barefoot))\b|\b(?:${GROUP})\s+(?:(?:do not|don['’]?t|dont|does not|doesn['’]?t)\s+belong\s+(?:here|in (?:our|this|my) (?:country|society|school|town|city|neighbou?rhood))\b|(?:are|is)\s+(?:still\s+|just\s+)?not\s+(?:real|true|proper|normal)\s+(?:families|women|men|americans|citizens|people|parents)\b|(?:all\s+)?(?:smell|stink)s?\s+(?:like\s+(?:garbage|shit|trash|curry|sewage|animals|pigs|dogs|rotten \w+)|bad|awful|terrible|disgusting)\b)`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "derogatory generalisation",
+    // asked as a question ("why are women so stupid?"): the question takes the statement for granted
+    re: r(
+      String.raw`\bwhy\s+(?:are|r)\s+(?:all\s+|so many\s+|the\s+)?(?:${GROUP}|${CREED})\s+(?:always\s+)?(?:so|such)\s+(?:${NEGATIVE})\b`,
     ),
   },
   {
@@ -533,7 +542,11 @@ const PATTERN_GROUPS = Array.from({ length: Math.ceil(TOXICITY_PATTERNS.length /
 
 // A generalisation negated in its own clause ("I would never say that women are worthless").
 const NEGATED_BEFORE =
-  /\b(never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t|aren'?t|no one|nobody|wrong to|stop|misconceptions?|myths?|stereotypes?|false that|untrue that)\b(?:(?!\bbut\b)[^.!?;\n])*$/;
+  /\b(never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t(?! it (?:obvious|clear|true|a fact|funny|telling) (?:that|how)\b)|aren'?t|no one|nobody|wrong to|stop|misconceptions?|myths?|stereotypes?|false that|untrue that)\b(?:(?!\bbut\b)[^.!?;\n])*$/;
+// A statement named to condemn it ("saying that women are stupid is sexist", "the claim that … is
+// false"): what follows it calls it bigoted or false.
+const CONDEMNED_AFTER =
+  /^["'’”]?\s*(?:is|was|are|were)\s+(?:(?:so|just|totally|completely|deeply|really|plain|plainly|clearly|simply|both)\s+)?(?:sexist|racist|bigoted|homophobic|transphobic|xenophobic|islamophobic|antisemitic|anti-semitic|ableist|misogynistic|wrong|false|untrue|hateful|offensive|unacceptable|not ok(?:ay)?|a (?:myth|lie|stereotype))\b/;
 // Past a comma, the negation reaches the statement only through "that" or a verb of saying or
 // thinking ("it is not true, contrary to belief, that …", "I would never, ever say …"): "not gonna
 // lie, <statement>" and "I don't care what you think, <statement>" negate nothing of it.
@@ -653,7 +666,11 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
       }
     }
   }
-  const out = hits.filter((h) => wanted.has(h.kind) && !(h.kind === "hate" && negatedAt(view, h.start)));
+  const out = hits.filter(
+    (h) =>
+      wanted.has(h.kind) &&
+      !(h.kind === "hate" && (negatedAt(view, h.start) || CONDEMNED_AFTER.test(text.slice(h.end, h.end + 60).toLowerCase()))),
+  );
   if (out.length > 0 && MENTION.test(view.text)) discountMentions(text, out);
   return out.sort((a, b) => a.start - b.start);
 }
