@@ -146,7 +146,7 @@ const GROUP_ONE = String.raw`(?:jew|muslim|moslem|christian|catholic|hindu|sikh|
 const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|menus?|characters|culture|history|government))`;
-const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
+const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
 /** At most `max` characters of the same clause with no "not", "never" or "no" among them ("immigrants are not a burden" is not a generalisation). */
 const unnegated = (max: number) => String.raw`(?:(?!\b(?:not|never|no)\b)[^.!?\n]){0,${max}}?`;
 interface Pattern {
@@ -258,7 +258,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "hatred of a group",
     re: r(
-      String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b${NOT_PEOPLE}|\b${WEARY}(?<=(?:^|[.!?,;:\n]\s*|\bi(?:'m| am)?\s+)(?:(?:really|just|truly|fucking|so|honestly)\s+)?${WEARY})\s+(?:all\s+(?:of\s+)?)?(?:the\s+|these\s+|those\s+)?(?!(?:these|those|you) people\b)${GROUP}\b${NOT_PEOPLE}(?!\s+(?:being|getting)\b)|\b${REPELS}\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:all|the|these|those|most)\s+)${GROUP}\s+(?:really\s+|just\s+|all\s+)?${REPELS})`,
+      String.raw`\bi(?:'m| am)?\s+(?:really |just |truly |fucking |so |honestly |absolutely |totally |genuinely |deeply |seriously )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand|can not stand|(?:do not|don['’]?t) (?:like|want))\s+(?:all\s+(?:of\s+)?|the\s+|these\s+|those\s+)?${GROUP}\b${NOT_PEOPLE}|\b${WEARY}(?<=(?:^|[.!?,;:\n]\s*|\bi(?:'m| am)?\s+)(?:(?:really|just|truly|fucking|so|honestly)\s+)?${WEARY})\s+(?:all\s+(?:of\s+)?)?(?:the\s+|these\s+|those\s+)?(?!(?:these|those|you) people\b)${GROUP}\b${NOT_PEOPLE}(?!\s+(?:being|getting)\b)|\b${REPELS}\b(?<=(?:^|[.!?,;:\n]\s*|\b(?:all|the|these|those|most)\s+)${GROUP}\s+(?:like (?:you|them|him|her)\s+)?(?:really\s+|just\s+|all\s+)?${REPELS})`,
     ),
   },
   {
@@ -274,7 +274,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "derogatory generalisation",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|nothing more than|no more than|no better than|a bunch of|like|truly|basically|literally|the most|simply|pure|lower class|the same)\s+){0,3}(?:${NEGATIVE}|too\s+(?:stupid|dumb|primitive|emotional|weak|lazy|ignorant|dirty)\s+to|(?:only|just)\s+good\s+for)\b`,
+      String.raw`\b(?:${GROUP}|${CREED})\s+(?:are|r|is)\s+(?:(?:so|all|just|such|really|fucking|nothing but|nothing more than|no more than|no better than|a bunch of|like|truly|basically|literally|the most|the|simply|pure|lower class|the same)\s+){0,3}(?:${NEGATIVE}|too\s+(?:stupid|dumb|primitive|emotional|weak|lazy|ignorant|dirty)\s+to|(?:only|just)\s+good\s+for)\b`,
     ),
   },
   {
@@ -362,7 +362,7 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     weight: 0.85,
     label: "exclusion of a group",
     re: r(
-      String.raw`\b(?:${GROUP}|${CREED})\b${unnegated(40)}\b(?:(?:should(?:n['’]?t| not| never)|must(?:n['’]?t| not| never)|shall not|ought not to)\s+(?:ever\s+)?(?:be\s+)?(?:allowed|permitted|trusted|given (?:rights|the vote|welfare|jobs)|exist|vote|marry|adopt|be hired|hold office|live (?:here|among us|in our \w+))|(?:cannot|can['’]?t|can not)\s+be\s+trusted|(?:should|must|need to|ought to)\s+(?:all\s+|just\s+)?be\s+(?:banned|barred|kicked out|thrown out|expelled|kept out|driven out)\s+(?:from|of)\b)\b|\b(?:world|country|society|planet|earth|neighbou?rhood)\s+(?:would|will)\s+be\s+(?:a\s+)?better(?:\s+(?:place|off))?\s+without\s+(?:(?:all|the|any|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|moochers|parasites|scum|vermin)\b|\b(?:don['’]?t|dont|do not)\s+think\s+(?:that\s+)?(?:they|${GROUP})\s+should\s+(?:be\s+allowed\s+to\s+)?(?:exist|live|vote|marry|have (?:rights|kids|children))\b|(?<=(?:^|[.!?,;:\n]\s*|\b(?:we|let['’]?s|lets|should|must|need to|have to|the right to|just)\s+))(?:ban|keep)\s+(?:all\s+|the\s+|any\s+)?(?:${GROUP})\s+(?:from|out of)\b|\b(?:do not|don['’]?t|dont)\s+(?:want|need)\s+(?:any\s+)?(?:more\s+)?(?:of\s+)?(?:${GROUP}|those (?:\w+ )?people)\s+(?:in|near|around)\s+(?:my|our|this)\b`,
+      String.raw`\b(?:${GROUP}|${CREED})\b${unnegated(40)}\b(?:(?:should(?:n['’]?t| not| never)|must(?:n['’]?t| not| never)|shall not|ought not to)\s+(?:ever\s+)?(?:be\s+)?(?:allowed|permitted|trusted|given (?:rights|the vote|welfare|jobs)|exist|vote|marry|adopt|be hired|hold office|live (?:here|among us|in our \w+))|(?:cannot|can['’]?t|can not)\s+be\s+trusted|(?:should|must|need to|ought to)\s+(?:all\s+|just\s+)?be\s+(?:banned|barred|kicked out|thrown out|expelled|kept out|driven out)\s+(?:from|of)\b)\b|\bno\s+place\s+(?:in|among)\b(?<=\b(?:${GROUP}|${CREED})\s+(?:have|has)\s+no\s+place\s+(?:in|among))|\b(?:world|country|society|planet|earth|neighbou?rhood)\s+(?:would|will)\s+be\s+(?:a\s+)?better(?:\s+(?:place|off))?\s+without\s+(?:(?:all|the|any|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|moochers|parasites|scum|vermin)\b|\b(?:don['’]?t|dont|do not)\s+think\s+(?:that\s+)?(?:they|${GROUP})\s+should\s+(?:be\s+allowed\s+to\s+)?(?:exist|live|vote|marry|have (?:rights|kids|children))\b|(?<=(?:^|[.!?,;:\n]\s*|\b(?:we|let['’]?s|lets|should|must|need to|have to|the right to|just)\s+))(?:ban|keep)\s+(?:all\s+|the\s+|any\s+)?(?:${GROUP})\s+(?:from|out of)\b|\b(?:do not|don['’]?t|dont)\s+(?:want|need)\s+(?:any\s+)?(?:more\s+)?(?:of\s+)?(?:${GROUP}|those (?:\w+ )?people)\s+(?:in|near|around)\s+(?:my|our|this)\b`,
     ),
   },
   {
@@ -395,6 +395,16 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     label: "a group kept to its place",
     re: r(
       String.raw`\b(?:women|females|wives|girls)\s+(?:(?:should|must|need to)\s+(?:all\s+|only\s+)?(?:stay|be kept|remain)\s+(?:in the kitchen|barefoot)|belong\s+(?:in the kitchen|at home|in the home|barefoot))\b|\b(?:${GROUP})\s+(?:(?:do not|don['’]?t|dont|does not|doesn['’]?t)\s+belong\s+(?:here|in (?:our|this|my) (?:country|society|school|town|city|neighbou?rhood))\b|(?:are|is)\s+(?:still\s+|just\s+)?not\s+(?:real|true|proper|normal)\s+(?:families|women|men|americans|citizens|people|parents)\b|(?:all\s+)?(?:smell|stink)s?\s+(?:like\s+(?:garbage|shit|trash|curry|sewage|animals|pigs|dogs|rotten \w+)|bad|awful|terrible|disgusting)\b)`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.9,
+    label: "violence against a group",
+    // by the speaker, to every member of a group ("I'm going to hurt every immigrant I see"): verbs
+    // that also report what a policy does ("a law designed to hurt immigrants") count only here
+    re: r(
+      String.raw`\b(?:i|we)(?:['’]m| am|['’]re| are)?\s+(?:going to|gonna|will|['’]ll|want to|wanna)\s+(?:hurt|harm|stab|torture|rape|beat up)\s+(?:(?:every|each|any)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE}|all\s+(?:of\s+)?(?:the\s+|those\s+|these\s+)?(?:\w+\s+)?(?:${GROUP}))\b`,
     ),
   },
   {
