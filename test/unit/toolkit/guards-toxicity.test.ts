@@ -690,3 +690,20 @@ passes(" (the same words, no hate)", [
   "We need to stop people who hurt immigrants.",
   "Muslims have no place to pray at the airport, so we built one.",
 ]);
+
+// A group named in one sentence and attacked by pronoun in the next (HateCheck's references to a
+// group by pronoun); without a group before it, the pronoun is anything ("These shoes hurt. I hate
+// them.").
+blocksAs(" (a group attacked by pronoun)", [
+  ["Muslims? I can't stand them.", "hate"],
+  ["Immigrants keep arriving every day. They are parasites.", "hate"],
+  ["I met a lot of trans people at work. I hate them.", "hate"],
+  ["Gays should stay away from my kids. They're disgusting.", "hate"],
+]);
+passes(" (a pronoun after no group, or not an attack)", [
+  "My neighbours are immigrants. They are lovely.",
+  "Muslims are often stereotyped. They are not terrorists.",
+  "The flights were late again. They are useless.",
+  "I love my gay friends. I could never hate them.",
+  "These shoes hurt. I hate them.",
+]);

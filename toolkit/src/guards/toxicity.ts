@@ -219,6 +219,21 @@ function isPerson(before: string): boolean {
   return lower === "he" || lower === "she" || lower === "they" || (/^[A-Z]/.test(word) && !NOT_NAMES.has(lower));
 }
 
+/** Groups named as a whole, other than "these people" and the like (groupBefore). */
+const GROUP_NAMED = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
+const ANY_PEOPLE = new Set(["these people", "those people", "you people", "your kind", "their kind"]);
+
+/**
+ * Whether a group is named in the 150 characters before an original offset, so that "they" or
+ * "them" there may be it ("Immigrants keep coming. They are parasites."). "These people" is not a
+ * group here: "I met these people at work. They are annoying." names none.
+ */
+function groupBefore(text: string, start: number): boolean {
+  const before = text.slice(Math.max(0, start - 150), start).toLowerCase();
+  for (const m of before.matchAll(GROUP_NAMED)) if (!ANY_PEOPLE.has(m[0])) return true;
+  return false;
+}
+
 /** Patterns a word list cannot see (on the lower-cased view). */
 export const TOXICITY_PATTERNS: readonly Pattern[] = [
   {
@@ -406,6 +421,26 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     re: r(
       String.raw`\b(?:i|we)(?:['’]m| am|['’]re| are)?\s+(?:going to|gonna|will|['’]ll|want to|wanna)\s+(?:hurt|harm|stab|torture|rape|beat up)\s+(?:(?:every|each|any)\s+(?:single\s+)?(?:\w+\s+)?${GROUP_ONE}|all\s+(?:of\s+)?(?:the\s+|those\s+|these\s+)?(?:\w+\s+)?(?:${GROUP}))\b`,
     ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "derogatory generalisation",
+    // a group named before and referred to by pronoun ("Immigrants keep coming. They are parasites.")
+    re: r(
+      String.raw`\bthey(?:\s+(?:are|r)|['’]re)\s+(?:(?:so|all|just|such|really|fucking|nothing but|nothing more than|like|truly|basically|literally|the|simply)\s+){0,3}${NEGATIVE}\b`,
+    ),
+    accept: (text, start) => groupBefore(text, start),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "hatred of a group",
+    // "Muslims? I can't stand them."
+    re: r(
+      String.raw`\bi(?:['’]m| am)?\s+(?:really |just |truly |fucking |so |honestly |absolutely |totally )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand)\s+(?:all\s+(?:of\s+)?)?them\b`,
+    ),
+    accept: (text, start) => groupBefore(text, start),
   },
   {
     category: "hate",
