@@ -707,3 +707,18 @@ passes(" (a pronoun after no group, or not an attack)", [
   "I love my gay friends. I could never hate them.",
   "These shoes hurt. I hate them.",
 ]);
+
+// A slur or an insult named as a word, or reported as said to the speaker, is mentioned, not used
+// (HateCheck's counter-speech and reported abuse): it counts as a quoted one does. Said to "you",
+// or named to be fastened to "you", it is used.
+passes(" (a word mentioned or reported, not used)", [
+  "Using the word faggot is homophobic.",
+  "He called me a kike and I reported him.",
+  "If you call someone a retard you should apologise.",
+  "The slur dyke was used against her for years.",
+]);
+blocksAs(" (the same words used)", [
+  ["I will call you a retard until you cry.", "slur"],
+  ["The word kike fits you.", "slur"],
+  ["You faggot, that is the word for you.", "slur"],
+]);

@@ -601,7 +601,12 @@ const NEGATION_REACHES =
 // is sexist"): mentioned, not used.
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{1,200}?)(["'”’»])(?![\w])/g;
 const MENTION =
-  /\b(?:is|are|was|that's|it's|sounds)\s+(?:so\s+|really\s+|just\s+)?(?:sexist|racist|homophobic|transphobic|bigoted|hateful|wrong|disgusting|unacceptable|offensive|not ok(?:ay)?|a slur)\b|\b(?:offensive|slur|the word|the term|what does|mean|meaning)\b/;
+  /\b(?:is|are|was|that's|it's|sounds)\s+(?:so\s+|really\s+|just\s+)?(?:sexist|racist|homophobic|transphobic|bigoted|hateful|wrong|disgusting|unacceptable|offensive|not ok(?:ay)?|a slur)\b|\b(?:offensive|slur|the word|the term|what does|mean|meaning|call(?:ed|s|ing)?\s+(?:me|us|someone|somebody|anyone|people|others))\b/;
+/** What names a word rather than using it, just before it ("the word …", "called me a …"). */
+const MENTIONED_BEFORE =
+  /(?:\bthe\s+(?:words?|terms?|slurs?|insults?)|\b(?:called|calls|calling|call)\s+(?:me|us|someone|somebody|anyone|people|others)(?:\s+an?)?)\s*["'“‘]?$/;
+/** What fastens a word so named to the reader after it ("the word … fits you"): then it is used. */
+const FASTENED_AFTER = /^["'”’]?\s*(?:fits|describes|suits|applies to|is (?:for|what))\s+(?:you|u)\b/;
 
 const WORD_LABEL: Partial<Record<ToxicityCategory, string>> = {
   slur: "slur",
@@ -791,15 +796,23 @@ function negatedBefore(lower: string, i: number): boolean {
   return comma < 0 || NEGATION_REACHES.test(scope.slice(comma));
 }
 
-/** Hits inside quotes, in a text that talks about words, count at 40%. */
+/**
+ * Hits inside quotes, or named as a word or reported as said to the speaker (MENTIONED_BEFORE, unless
+ * fastened to the reader after it), in a text that talks about words, count at 40%.
+ */
 function discountMentions(text: string, hits: Hit[]): void {
   QUOTED.lastIndex = 0;
   const quoted = new SpanSet();
   for (const q of text.matchAll(QUOTED)) quoted.add(q.index, q.index + q[0].length);
   for (const h of hits) {
-    if (!quoted.contains(h.start, h.end)) continue;
+    if (quoted.contains(h.start, h.end)) h.description += " (quoted, mentioned rather than used)";
+    else if (
+      MENTIONED_BEFORE.test(text.slice(Math.max(0, h.start - 40), h.start).toLowerCase()) &&
+      !FASTENED_AFTER.test(text.slice(h.end, h.end + 30).toLowerCase())
+    )
+      h.description += " (named, mentioned rather than used)";
+    else continue;
     h.score = Math.round(h.score * 0.4 * 1000) / 1000;
-    h.description += " (quoted, mentioned rather than used)";
   }
 }
 
