@@ -722,3 +722,35 @@ blocksAs(" (the same words used)", [
   ["The word kike fits you.", "slur"],
   ["You faggot, that is the word for you.", "slur"],
 ]);
+
+// Still more of hate toward a group, in sentences we wrote: treated as property, locked up, a
+// conspiracy, wished away, a potential criminal each, bringing only crime, support for Hitler and
+// denial of the Holocaust; beside each, an ordinary sentence with its words.
+blocksAs(" (hate toward a group, still more forms)", [
+  ["Women should be treated like property.", "hate"],
+  ["All immigrants should be locked up.", "hate"],
+  ["Black lives don't matter.", "hate"],
+  ["Jews control the media and the banks.", "hate"],
+  ["The world would be better off if there were no more trans people.", "hate"],
+  ["I wish all gays would just disappear.", "hate"],
+  ["Every muslim is a potential terrorist.", "hate"],
+  ["Immigrants bring nothing but crime and disease.", "hate"],
+  ["Mexicans are all drug dealers.", "hate"],
+  ["Hitler was right about the jews.", "hate"],
+  ["The holocaust never happened.", "hate"],
+]);
+passes(" (their words, no hate)", [
+  "Criminals should be locked up.",
+  "People who drive drunk should be locked up.",
+  "Black lives matter.",
+  "The media and the banks are controlled by shareholders.",
+  "I wish all my friends would visit.",
+  "Every muslim I know is kind.",
+  "Immigrants bring new skills and ideas.",
+  "Women should be treated like equals.",
+  "Hitler was right about nothing.",
+  "Anyone who says the holocaust never happened is antisemitic.",
+  "Deniers claim the holocaust never happened, but the evidence is overwhelming.",
+  "Some people say the holocaust never happened.",
+  "The world would be better off if there were no more wars.",
+]);

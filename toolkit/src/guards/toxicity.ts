@@ -146,7 +146,7 @@ const GROUP_ONE = String.raw`(?:jew|muslim|moslem|christian|catholic|hindu|sikh|
 const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|menus?|characters|culture|history|government))`;
-const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
+const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|drug dealers|gangsters|gang members|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
 /** At most `max` characters of the same clause with no "not", "never" or "no" among them ("immigrants are not a burden" is not a generalisation). */
 const unnegated = (max: number) => String.raw`(?:(?!\b(?:not|never|no)\b)[^.!?\n]){0,${max}}?`;
 interface Pattern {
@@ -441,6 +441,48 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
       String.raw`\bi(?:['’]m| am)?\s+(?:really |just |truly |fucking |so |honestly |absolutely |totally )?(?:hate|despise|detest|loathe|can['’]?t stand|cannot stand)\s+(?:all\s+(?:of\s+)?)?them\b`,
     ),
     accept: (text, start) => groupBefore(text, start),
+  },
+  // the literal part first and the group looked for behind it, where the group would lead: a
+  // pattern led by the group scans every word of a text for it (see "no place in")
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "dehumanising generalisation",
+    re: r(
+      String.raw`\btreated\s+like\s+(?:property|animals|slaves|objects|dogs|cattle|livestock|second-class citizens)\b(?<=\b(?:${GROUP})\s+(?:should|must|need to|ought to|deserve to)\s+(?:all\s+|just\s+)?be\s+treated\s+like\s+(?:property|animals|slaves|objects|dogs|cattle|livestock|second-class citizens))`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "exclusion of a group",
+    re: r(
+      String.raw`\b(?:locked up|jailed|imprisoned|rounded up|put in (?:camps|cages|jail|prison)|sent to (?:camps|prison))\b(?<=\b(?:${GROUP})\s+(?:should|must|need to|ought to)\s+(?:all\s+|just\s+)?be\s+(?:locked up|jailed|imprisoned|rounded up|put in (?:camps|cages|jail|prison)|sent to (?:camps|prison)))|\bbetter(?:\s+off|\s+place)?\s+if\s+there\s+(?:were|was|are)\s+no\s+(?:more\s+)?(?:${GROUP}|${CREED})\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "hatred of a group",
+    re: r(
+      String.raw`\b(?:black|gay|trans|muslim|jewish|immigrant|asian|native|brown|queer|disabled)\s+lives\s+(?:don['’]?t|dont|do not)\s+matter\b|\b(?:disappear|vanish|die|drop dead|go away|cease to exist|stop existing|be wiped out)\b(?<=\b(?:i|we)\s+(?:wish|hope|want)\s+(?:that\s+)?(?:all\s+(?:the\s+|of\s+the\s+)?)?(?:${GROUP})\s+(?:would\s+|will\s+|could\s+)?(?:just\s+)?(?:disappear|vanish|die|drop dead|go away|cease to exist|stop existing|be wiped out))`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "derogatory generalisation",
+    re: r(
+      String.raw`\b(?:every|each|any)\s+(?:single\s+)?${GROUP_ONE}\s+is\s+(?:a\s+)?(?:potential\s+|future\s+|born\s+|secret\s+)?(?:terrorist|criminal|rapist|thief|pedophile|paedophile|animal|parasite|savage|drug dealer|liar|traitor)\b|\b(?:bring|brings|spread|spreads)\s+(?:nothing but\s+|only\s+)?(?:crime|disease|diseases|drugs|violence|terror|terrorism|rape|filth)\b(?<=\b(?:${GROUP})\s+(?:only\s+)?(?:bring|brings|spread|spreads)\s+(?:nothing but\s+|only\s+)?(?:crime|disease|diseases|drugs|violence|terror|terrorism|rape|filth))|\b(?:the\s+)?(?:jews|jewish people|zionists)\s+(?:secretly\s+)?(?:control|run|own|rule)s?\s+(?:the\s+|all\s+(?:the\s+)?)?(?:media|banks|world|government|hollywood|money|economy)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "praise of Hitler or denial of the Holocaust",
+    re: r(
+      String.raw`\bhitler\s+(?:was|is)\s+right(?=\s*(?:[.!?,;:\n]|$)|\s+about\s+(?:the\s+)?(?:${GROUP}|${CREED}))|(?<!\b(?:deniers?|revisionists?|people|some|they|who|many|others)\s+(?:claim|claims|claimed|say|says|said|argue|argues|argued|believe|believes|insist|insists)\s+(?:that\s+)?(?:the\s+)?)\b(?:the\s+)?holocaust\s+(?:never\s+happened|did(?:n['’]?t| not)\s+happen|(?:was|is)\s+(?:a\s+|just\s+a\s+)?(?:hoax|lie|myth|fake))\b`,
+    ),
   },
   {
     category: "hate",
