@@ -132,7 +132,7 @@ const YOU = String.raw`(?:you|your|ya|u|ur|yourself|urself)`;
 // Identity adjectives ("black", "muslim", "gay") and the plural nouns that hate speech targets
 // (protected characteristics, HateCheck's targets, national origin); "<adjective> people", "you people".
 const GROUP_ADJ = String.raw`(?:black|white|non-?white|brown|asian|jewish|muslim|christian|catholic|hindu|sikh|gay|lesbian|bisexual|trans|transgender|queer|disabled|deaf|blind|autistic|immigrant|foreign|indian|chinese|korean|japanese|pakistani|mexican|arab|african(?: american)?|american|european|russian|polish|romanian|latino|hispanic|native|roma|gypsy|old|fat)`;
-const PEOPLE = String.raw`(?:people|folks|men|women|persons|kids|children|immigrants|refugees|guys|girls|boys)`;
+const PEOPLE = String.raw`(?:people|folks|men|women|persons|kids|children|immigrants|refugees|guys|girls|boys|couples|parents|families)`;
 const GROUP = String.raw`(?:${GROUP_ADJ}\s+${PEOPLE}|middle easterners|native americans|african[- ]americans|negro(?:e)?s|bisexuals|slavs|illegals|illegal (?:immigrants|aliens)|third worlders|non-?whites|trans (?:women|men)|transwomen|transmen|(?:the )?mentally (?:ill|disabled|retarded)(?: people)?|(?:people|those) with (?:mental |physical |intellectual )?disabilit(?:y|ies)|the disabled|cripples|muslims|moslems|jews|christians|catholics|hindus|sikhs|buddhists|atheists|immigrants|refugees|migrants|foreigners|blacks|whites|asians|arabs|mexicans|africans|chinese|indians|pakis|pakistanis|koreans|turks|russians|americans|europeans|latinos|hispanics|gays?(?: and lesbians)?|lesbians|homosexuals|queers|trans people|transgenders|trannies|lgbtq?\+?(?: people| community)?|autistics|autists|disabled people|women|females|girls|feminists|gypsies|jewish people|you people|your kind|their kind|these people|those people)`;
 // Religions, identities and movements named as a whole ("islam is ...", "destroy islam").
 /** Disgust or weariness with what follows ("sick of", "fed up with"). */
@@ -146,7 +146,7 @@ const GROUP_ONE = String.raw`(?:jew|muslim|moslem|christian|catholic|hindu|sikh|
 const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|menus?|characters|culture|history|government))`;
-const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|drug dealers|gangsters|gang members|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
+const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|abusive|drug dealers|gangsters|gang members|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
 /** At most `max` characters of the same clause with no "not", "never" or "no" among them ("immigrants are not a burden" is not a generalisation). */
 const unnegated = (max: number) => String.raw`(?:(?!\b(?:not|never|no)\b)[^.!?\n]){0,${max}}?`;
 interface Pattern {
@@ -474,6 +474,25 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     label: "derogatory generalisation",
     re: r(
       String.raw`\b(?:every|each|any)\s+(?:single\s+)?${GROUP_ONE}\s+is\s+(?:a\s+)?(?:potential\s+|future\s+|born\s+|secret\s+)?(?:terrorist|criminal|rapist|thief|pedophile|paedophile|animal|parasite|savage|drug dealer|liar|traitor)\b|\b(?:bring|brings|spread|spreads)\s+(?:nothing but\s+|only\s+)?(?:crime|disease|diseases|drugs|violence|terror|terrorism|rape|filth)\b(?<=\b(?:${GROUP})\s+(?:only\s+)?(?:bring|brings|spread|spreads)\s+(?:nothing but\s+|only\s+)?(?:crime|disease|diseases|drugs|violence|terror|terrorism|rape|filth))|\b(?:the\s+)?(?:jews|jewish people|zionists)\s+(?:secretly\s+)?(?:control|run|own|rule)s?\s+(?:the\s+|all\s+(?:the\s+)?)?(?:media|banks|world|government|hollywood|money|economy)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "an identity denied",
+    // "trans women are men" (not "trans women are women"); being gay cast as what abuse or a lack
+    // makes ("being gay is a result of childhood trauma", not "… of who you are")
+    re: r(
+      String.raw`\btrans(?:gender)?\s+(?:women\s+are\s+(?:just\s+|really\s+|actually\s+|still\s+|biologically\s+)?(?:men|males|dudes|guys)|men\s+are\s+(?:just\s+|really\s+|actually\s+|still\s+|biologically\s+)?(?:women|females|girls))\b|\b(?:being gay|being trans|homosexuality|transgenderism|being transgender)\s+is\s+(?:just\s+)?(?:a|the)\s+result\s+of\s+(?:(?:child(?:hood)?\s+)?(?:sexual\s+)?(?:abuse|trauma)|bad parenting|not having|a lack of|mental illness|a (?:mental )?disorder|sin)\b`,
+    ),
+  },
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "violence against a group",
+    // called acceptable ("it is ok for a man to rape a trans woman")
+    re: r(
+      String.raw`\b(?:it\s+is|it['’]s|its)\s+(?:ok|okay|fine|alright|acceptable|right)\s+(?:for\s+(?:\w+\s+){1,2})?to\s+(?:rape|kill|beat|hit|attack|hurt|harass|lynch|shoot)\s+(?:(?:a|an|the|any|all)\s+)?(?:${GROUP_ADJ}\s+(?:woman|man|person|kid|girl|boy|people|women|men)|${GROUP_ONE}s?|${GROUP})\b`,
     ),
   },
   {
