@@ -776,3 +776,24 @@ passes(" (the supportive and ordinary forms)", [
   "Being gay is a result of who you are, not a choice.",
   "Old couples are adorable.",
 ]);
+
+// From ETHOS's dev misses (evaluation only: rules, no model, learn from it): a group not wanted
+// here, a race called superior, killing a group asked for as a right, a group wished to kill
+// itself, a group removed; beside them, the same words in reports and ordinary sentences.
+blocksAs(" (ETHOS's dev misses)", [
+  ["Europe doesn't want Muslims here.", "hate"],
+  ["We don't want any more immigrants here.", "hate"],
+  ["Whites are the superior race.", "hate"],
+  ["Why are we not allowed to kill christians?", "hate"],
+  ["Too bad women don't know how to kill themselves.", "hate"],
+  ["Gays should just kill themselves.", "hate"],
+  ["The first step is to remove Romanians from the country.", "hate"],
+  ["Homosexuality leads to death and extinction.", "hate"],
+]);
+passes(" (the same words, not hate)", [
+  "We don't want any more delays here.",
+  "No race is the superior race.",
+  "Many trans people kill themselves because of discrimination, and that must change.",
+  "The first step is to remove the batteries.",
+  "Smoking leads to death.",
+]);
