@@ -219,8 +219,9 @@ function isPerson(before: string): boolean {
   return lower === "he" || lower === "she" || lower === "they" || (/^[A-Z]/.test(word) && !NOT_NAMES.has(lower));
 }
 
-/** Groups named as a whole, other than "these people" and the like (groupBefore). */
-const GROUP_NAMED = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
+/** A group named as a whole ("the jews", "muslims"; not "chinese food"). */
+const GROUP_MENTION = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
+/** What names no group for groupBefore, though GROUP_MENTION finds it. */
 const ANY_PEOPLE = new Set(["these people", "those people", "you people", "your kind", "their kind"]);
 
 /**
@@ -230,7 +231,7 @@ const ANY_PEOPLE = new Set(["these people", "those people", "you people", "your 
  */
 function groupBefore(text: string, start: number): boolean {
   const before = text.slice(Math.max(0, start - 150), start).toLowerCase();
-  for (const m of before.matchAll(GROUP_NAMED)) if (!ANY_PEOPLE.has(m[0])) return true;
+  for (const m of before.matchAll(GROUP_MENTION)) if (!ANY_PEOPLE.has(m[0])) return true;
   return false;
 }
 
@@ -753,23 +754,16 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
       break;
     }
   }
-  for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(view.text) ? g.patterns : []))) {
-    p.re.lastIndex = 0;
-    for (const m of view.text.matchAll(p.re)) {
-      const [start, end] = toOriginal(view, m.index, m.index + m[0].length);
-      if ((p.accept && !p.accept(text, start, end)) || (p.negatable && negatedAt(view, start))) continue;
-      hits.push({
-        kind: p.category,
-        start,
-        end,
-        score: p.weight,
-        description: `${p.label} ("${excerpt(maskSpans(text, start, end, words), 40)}")`,
-      });
-    }
-  }
-  // spelling that hides a word from the patterns: look-alikes ("k1ll all the j3ws")
+  patternHits(text, view, view.text, 0, words, hits);
+  // spelling that hides a word from the patterns: look-alikes ("k1ll all the j3ws"), in each sentence
+  // deLeet changed, read alone (an e-mail address changes its sentence: the gates scan that
+  // sentence, not the whole text again); a hit kept unless one of its kind starts there
   const leet = deLeet(view.text);
-  if (leet) deLeetedHits(text, view, leet, words, hits);
+  if (leet) {
+    const found = new Set(hits.map((h) => `${h.kind}:${h.start}`));
+    for (const [from, to] of changedRanges(view.text, leet))
+      patternHits(text, view, leet.slice(from, to), from, words, hits, { found, suffix: " (obfuscated)" });
+  }
   // letters spaced out ("m u s l i m s are vermin") on the joined view, whose offsets are not the
   // text's: a hit spans the whole text, says no excerpt (a spaced word is masked by nothing), and is
   // negated by what the joined view says before it. A pattern that reads the original text
@@ -799,34 +793,37 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
 }
 
 /**
- * The patterns on each sentence deLeet changed, read alone (an e-mail address changes its
- * sentence: the gates scan that sentence, not the whole text again), pushed to `hits` unless a hit
- * of their kind starts there. The de-leeted view has the view's offsets.
+ * The patterns' hits in `on`: the view itself, or a part of the de-leeted view (which has the view's
+ * offsets) starting at view offset `from`. With `found`, a hit is kept unless one of its kind already
+ * starts there (and is added to it); `suffix` follows the label in the description.
  */
-function deLeetedHits(text: string, view: TextView, leet: string, words: WordSpans, hits: Hit[]): void {
-  const found = new Set(hits.map((h) => `${h.kind}:${h.start}`));
-  for (const [from, to] of changedRanges(view.text, leet)) {
-    const on = leet.slice(from, to);
-    for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(on) ? g.patterns : []))) {
-      p.re.lastIndex = 0;
-      for (const m of on.matchAll(p.re)) {
-        const [start, end] = toOriginal(view, from + m.index, from + m.index + m[0].length);
-        if (found.has(`${p.category}:${start}`)) continue;
-        if ((p.accept && !p.accept(text, start, end)) || (p.negatable && negatedAt(view, start))) continue;
-        found.add(`${p.category}:${start}`);
-        hits.push({
-          kind: p.category,
-          start,
-          end,
-          score: p.weight,
-          description: `${p.label} (obfuscated) ("${excerpt(maskSpans(text, start, end, words), 40)}")`,
-        });
-      }
+function patternHits(
+  text: string,
+  view: TextView,
+  on: string,
+  from: number,
+  words: WordSpans,
+  hits: Hit[],
+  { found, suffix = "" }: { found?: Set<string>; suffix?: string } = {},
+): void {
+  for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(on) ? g.patterns : []))) {
+    p.re.lastIndex = 0;
+    for (const m of on.matchAll(p.re)) {
+      const [start, end] = toOriginal(view, from + m.index, from + m.index + m[0].length);
+      const key = `${p.category}:${start}`;
+      if (found?.has(key)) continue;
+      if ((p.accept && !p.accept(text, start, end)) || (p.negatable && negatedAt(view, start))) continue;
+      found?.add(key);
+      hits.push({
+        kind: p.category,
+        start,
+        end,
+        score: p.weight,
+        description: `${p.label}${suffix} ("${excerpt(maskSpans(text, start, end, words), 40)}")`,
+      });
     }
   }
 }
-
-const GROUP_MENTION = new RegExp(String.raw`\b(?:${GROUP}|${CREED})\b${NOT_PEOPLE}`, "g");
 
 /** The longest span sameSentence accepts. */
 const SENTENCE = 160;
