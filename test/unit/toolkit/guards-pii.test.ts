@@ -144,6 +144,19 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["my SSN is 2 1 9 0 9 9 9 9 9", "ssn", "2 1 9 0 9 9 9 9 9", "US social security number (digits withheld)"],
   // a card written digit by digit near "SSN": its first nine digits are not an SSN
   ["SSN on file; pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "credit_card", "4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "Visa card number ending 4242"],
+  // the words that name a value typed without their vowels ("psswrd", "rtng"), read as those words
+  ["My psswrd is Tr0ub4dor&3, keep it safe", "secret", "Tr0ub4dor&3", 'value of "password" (11 chars)'],
+  ["Ntwrk ky is Hx9-4471-ab for the router", "secret", "Hx9-4471-ab", 'value of "network key" (11 chars)'],
+  ["Use acct 0168754245, rtng 021000021 fr trnsfr.", "bank_account", "0168754245", "bank account number ending 45"],
+  // a secret's value with spaces put inside it, after the word that names it
+  ["my password is Sum mer 20 25 !, use it", "secret", "Sum mer 20 25 !", 'value of "password" (11 chars)'],
+  ["The lgn pass is Sec ure Pas s1 2 3", "secret", "Sec ure Pas s1 2 3", 'value of "login pass" (13 chars)'],
+  // an address with spaces put inside it, around its "@" and its dots
+  ["In the log, my eml j hn.d oe@em ail.c om, see it", "email", "j hn.d oe@em ail.c om", "email address j***@e***.com"],
+  ["Snd cnf to my eml: jhn.smth@ac me .com, updt order.", "email", "jhn.smth@ac me .com", "email address j***@a***.com"],
+  ["write to sales @ acme . com for a quote", "email", "sales @ acme . com", "email address s***@a***.com"],
+  // an address written whole is not joined to the short words after it
+  ["write to jane.doe@example.com or us", "email", "jane.doe@example.com", "email address j***@e***.com"],
 ];
 
 for (const [text, kind, value, description] of positives) {
@@ -219,6 +232,15 @@ const negatives: Array<[string, string]> = [
   ["| a | b | c | 1 | 2 | 3 |", "a table row"],
   ["x = 1 + 2 * 3 - 4 / 5", "arithmetic"],
   ["write to j o h n @ e x a m p l e and ask", "an address spelt out without its domain's dot"],
+  // short words after a secret's name that are prose, not a value with spaces put inside it
+  ["my password is 1 of 2 I use, both old", "words after a password's name"],
+  ["the wifi password is on the 2nd fl, ask Bob", "where a password is written"],
+  ["my psswrd is too short", "prose after a password's name typed without vowels"],
+  ["the password is ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 ab1 and more", "short pieces that do not end a clause"],
+  // an "@" among words that join into no address
+  ["see you @ 5 pm. ok then", "an at sign for a time"],
+  ["follow @jane and @bob on the site . com", "handles"],
+  ["Is mail sent to a name ending with @somedomain.com received?", "a domain after an at sign, without a name"],
 ];
 
 for (const [text, what] of negatives) {

@@ -15,7 +15,7 @@ import { detectBankAccounts, detectRoutingNumbers } from "./routing.ts";
 import { detectSecrets } from "./secrets.ts";
 import { detectSsns } from "./ssn.ts";
 import { detectUsIds } from "./us-ids.ts";
-import { despaceIdentifiers } from "./spaced.ts";
+import { identifierView } from "./spaced.ts";
 
 export type { PiiConfig, PiiKind } from "./common.ts";
 export { PII_KINDS } from "./common.ts";
@@ -40,13 +40,14 @@ const ALL_KINDS: ReadonlySet<string> = new Set(PII_KINDS);
 
 /**
  * All PII hits in a text, sorted by position; with them those of the text with its digit-by-digit
- * runs and spelt-out values joined ("4 1 5 -5 5 5 -0 1 3 2", "r c v r y @ e m a i l . c o m",
- * spaced.ts) that it did not already hold, at the text's offsets.
+ * runs, spelt-out values and spaced addresses joined ("4 1 5 -5 5 5 -0 1 3 2", "r c v r y @ e m a
+ * i l . c o m", "j hn.d oe@em ail.c om") and the names of values typed without vowels written whole
+ * ("psswrd", spaced.ts) that it did not already hold, at the text's offsets.
  */
 export function detectPii(text: string, config: PiiConfig = {}): Hit[] {
   const wanted: ReadonlySet<string> = config.entities ? new Set(config.entities) : ALL_KINDS;
   const hits = chain(text, config, wanted);
-  const view = despaceIdentifiers(text);
+  const view = identifierView(text);
   if (view === null) return hits;
   const found = SpanSet.of(hits);
   const before = hits.length;

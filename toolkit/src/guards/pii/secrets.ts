@@ -4,7 +4,7 @@
 // Descriptions name the kind and the public prefix at most, never the value.
 import { isJWT } from "./validators.ts";
 import type { Hit } from "../types.ts";
-import { anyOf, charClasses, entropy } from "../text.ts";
+import { anyOf, charClasses, entropy, STOPWORDS } from "../text.ts";
 import type { PiiDetector } from "./common.ts";
 import { scan } from "./common.ts";
 import { SpanSet } from "../spans.ts";
@@ -54,9 +54,22 @@ const PEM =
 const JWT = /\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}/g;
 const URL_CREDENTIALS = /\b[a-z][a-z0-9+.-]{1,20}:\/\/([^\s:@/]{1,128}):([^\s@/]{1,256})@/gi;
 const BEARER = /\bBearer\s+([A-Za-z0-9._~+/-]{20,}=*)/g;
+// the words that name a secret
+const SECRET_WORD =
+  "(password|passwd|pwd|passphrase|passcode|secret|token|api[ _-]?key|apikey|access[ _-]?key|private[ _-]?key|(?:login|account|admin|user|root|wi-?fi|network)[ _-]?(?:pass\\b|key)|credentials?)";
 // keyword [identifier rest] [quote] separator [quote] value
-const ASSIGNED =
-  /(password|passwd|pwd|passphrase|passcode|secret|token|api[ _-]?key|apikey|access[ _-]?key|private[ _-]?key|(?:login|account|admin|user|root|wi-?fi|network)[ _-]?(?:pass\b|key)|credentials?)[A-Za-z0-9_.-]{0,40}["'`]?(\s*(?:[:=]|=>|:=)\s*|\s+(?:is|was)\s+)["'`]?([^\s"'`,;)]{1,200})/gi;
+const ASSIGNED = new RegExp(
+  `${SECRET_WORD}[A-Za-z0-9_.-]{0,40}["'\`]?(\\s*(?:[:=]|=>|:=)\\s*|\\s+(?:is|was)\\s+)["'\`]?([^\\s"'\`,;)]{1,200})`,
+  "gi",
+);
+// keyword separator value with spaces put inside it ("is Sum mer 2 0 2 5 !", "is Sec ure Pas s1 2 3"):
+// 3-16 pieces of at most four characters, to the end of the clause (a comma, a semicolon, the end
+// of a sentence or of the text). Bounded repetitions: linear.
+// Sticky: tried only where ASSIGNED found the word and a value too short or too plain to count.
+const ASSIGNED_SPACED = new RegExp(
+  `${SECRET_WORD}[A-Za-z0-9_.-]{0,40}(\\s*[:=]\\s*|\\s+(?:is|was)\\s+)((?:[^\\s"'\`,;)]{1,4} ){2,15}[^\\s"'\`,;)]{1,4})(?=[,;)]|[.!?]?\\s*$|[.!?]\\s)`,
+  "iy",
+);
 const PLACEHOLDER =
   /^(?:\*+|x{3,}|\.{3,}|<[^>]*>|\[[^\]]*\]|\$\{?[A-Za-z_][\w.]*\}?|%[A-Za-z_]+%|\{\{[^}]*\}\}|your[_-]?\w*|my[_-]?\w*|example\w*|changeme|placeholder|password|secret|token|null|none|nil|undefined|true|false|redacted|hidden|masked|required|optional|string|env|process\.env\.\w+)$/i;
 
@@ -90,6 +103,17 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
   const keep = (hit: Hit) => {
     hits.push(hit);
     mine.add(hit.start, hit.end);
+  };
+  const keepSpaced = (m: RegExpExecArray, viaIs: boolean) => {
+    const spaced = m[3]!;
+    const start = m.index + m[0].length - spaced.length;
+    const end = start + spaced.length;
+    const pieces = spaced.split(" ");
+    // prose after the word ("is on the 2nd floor", "is 1 of 2 I use") is not a value
+    if (taken(start, end) || pieces.some((p) => p.length >= 2 && STOPWORDS.has(p.toLowerCase()))) return;
+    const value = pieces.join("");
+    const score = /\d/.test(value) ? secretValueScore(value, viaIs) : 0;
+    if (score > 0) keep({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
   };
   if (text.includes("PRIVATE KEY")) {
     for (const m of scan(PEM, text)) {
@@ -137,9 +161,16 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
     const start = m.index + m[0].length - value.length;
     const end = start + value.length;
     if (taken(start, end)) continue;
-    const score = secretValueScore(value, /\b(?:is|was)\b/.test(m[2]!));
-    if (score === 0) continue;
-    keep({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
+    const viaIs = /\b(?:is|was)\b/.test(m[2]!);
+    const score = secretValueScore(value, viaIs);
+    if (score > 0) {
+      keep({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
+      continue;
+    }
+    // the value may go on after a space: read again from the same word, as a value with spaces inside
+    ASSIGNED_SPACED.lastIndex = m.index;
+    const spaced = ASSIGNED_SPACED.exec(text);
+    if (spaced) keepSpaced(spaced, viaIs);
   }
   return hits;
 };

@@ -1,8 +1,10 @@
 // Identifiers written with spaces between their digits ("4 1 5 -5 5 5 -0 1 3 2", "0 7 8 -0 5 -1 1 2 0",
-// "1 9 2 .1 6 8 .1 .1") or between all their characters ("r c v r y @ e m a i l . c o m"): typed so
-// to slip past a filter, or spelt out by a transcript. detectPii
-// runs its chain again on a view of the text with those spaces taken out, and keeps what it finds
-// there that it had not found already, at the offsets of the text.
+// "1 9 2 .1 6 8 .1 .1"), between all their characters ("r c v r y @ e m a i l . c o m") or inside an
+// address ("j hn.d oe@em ail.c om", "sales @ acme . com"), and the words that name them typed without
+// their vowels ("psswrd", "rtng", "ntwrk ky"): typed so to slip past a filter, typed in a hurry, or
+// spelt out by a transcript. detectPii runs its chain again on a view of the text with those spaces
+// taken out and those words written whole, and keeps what it finds there that it had not found
+// already, at the offsets of the text.
 //
 // A run of digits, spaces, dashes and dots is taken out of its spaces only when it is written digit
 // by digit: at least three of its groups are a single digit, two of them side by side with a space
@@ -10,9 +12,10 @@
 // is left alone). What the view shows is then judged by the same detectors and their rules
 // (checksums, phone metadata, words nearby): a count "1 2 3 4 5" joins into 12345, which no
 // detector takes for an identifier.
+import { STOPWORDS } from "../text.ts";
 
-/** A text with some spaces taken out, and for each of its code units the offset in the text. */
-export interface DespacedView {
+/** A text with some spaces taken out and some words written whole, and for each of its code units the offset in the text. */
+export interface IdentifierView {
   text: string;
   /** offsets[i]: where the view's i-th code unit is in the text */
   offsets: Int32Array;
@@ -45,25 +48,153 @@ function digitByDigit(run: string): boolean {
 // space: linear.
 const SPELT = /(?<!\S)(?:\S ){6,}\S[^\s\w]*(?!\S)/g;
 
+// The words the detectors read beside a value (secrets.ts, routing.ts, ssn.ts, us-ids.ts, ip.ts,
+// phone.ts), typed without some or all of their vowels: "psswrd", "passwrd", "rtng", "acct" is
+// "account" already. A word is read as one of them only when it is that word with vowels left out,
+// never another word ("mail" is not taken for "email": email is not among them, addresses are found
+// by their form).
+const LABELS = [
+  "password",
+  "passport",
+  "account",
+  "routing",
+  "address",
+  "token",
+  "secret",
+  "network",
+  "login",
+  "session",
+  "license",
+  "licence",
+  "driver",
+  "social",
+  "security",
+  "number",
+  "phone",
+  "bank",
+  "checking",
+  "savings",
+  "deposit",
+  "key",
+  "pass",
+];
+
+/** Every way of writing a word with one or more of its vowels left out (at least two letters left). */
+function withoutVowels(word: string): string[] {
+  const at = [...word].flatMap((c, i) => ("aeiou".includes(c) ? [i] : []));
+  const out: string[] = [];
+  for (let mask = 1; mask < 1 << at.length; mask++) {
+    const drop = new Set(at.filter((_, k) => mask & (1 << k)));
+    const typed = [...word].filter((_, i) => !drop.has(i)).join("");
+    if (typed.length >= 2) out.push(typed);
+  }
+  return out;
+}
+
+let typedLabels: { re: RegExp; label: Map<string, string> } | undefined;
+/** The typed forms of LABELS, as one regex (words of their own) and the word each one is. */
+function labels(): { re: RegExp; label: Map<string, string> } {
+  if (!typedLabels) {
+    const label = new Map<string, string>();
+    for (const word of LABELS) for (const typed of withoutVowels(word)) if (!LABELS.includes(typed)) label.set(typed, word);
+    // longest first, so that the alternation takes a whole word before a shorter one it starts with
+    const forms = [...label.keys()].sort((a, b) => b.length - a.length);
+    typedLabels = { re: new RegExp(`\\b(?:${forms.join("|")})\\b`, "gi"), label };
+  }
+  return typedLabels;
+}
+
+// An address with spaces put inside it: the pieces around an "@" (characters of an address, each
+// piece at most 64), joined across single spaces. A piece on the left joins when it is short (at
+// most two characters, and not a word such as "to" or "my"), holds a dot, comes before an "@"
+// standing alone ("sales @ acme . com"), or the piece after it starts with a dot; a piece on the right
+// joins while the domain so far does not end in a dot and two letters ("em" + "ail.c" + "om",
+// "ac" + "me" + ".com"; "example.com" + "or" stays apart). At most four pieces on each side.
+const PIECE = /^[\w.+-]{1,64}$/;
+const PIECES = 4;
+
+/** The run [start, end) of the text that a spaced address around the "@" at `at` spans, or null. */
+function spacedAddress(text: string, at: number): [number, number] | null {
+  // the piece holding the "@"
+  let start = at;
+  while (start > 0 && /[\w.+-]/.test(text[start - 1]!)) start--;
+  let end = at + 1;
+  while (end < text.length && /[\w.-]/.test(text[end]!)) end++;
+  let joined = false;
+  let first = text.slice(start, at); // the leftmost piece so far
+  // an "@" with a space on either side ("sales @ acme . com"), not a handle's ("with @somedomain.com")
+  const alone = start === at && end === at + 1;
+  for (let n = 0; n < PIECES && text[start - 1] === " " && text[start - 2] !== " "; n++) {
+    let s = start - 1;
+    while (s > 0 && text[s - 1] !== " " && s > start - 66) s--;
+    const piece = text.slice(s, start - 1);
+    const short = piece.length <= 2 && !STOPWORDS.has(piece.toLowerCase()); // "j", not "to" or "my"
+    if (!PIECE.test(piece) || !(short || piece.includes(".") || first.startsWith(".") || (alone && n === 0))) break;
+    start = s;
+    first = piece;
+    joined = true;
+  }
+  let domain = text.slice(at + 1, end).replace(/ /g, "");
+  for (let n = 0; n < PIECES && text[end] === " " && text[end + 1] !== " " && !/\.[A-Za-z]{2,}$/.test(domain); n++) {
+    let e = end + 1;
+    while (e < text.length && text[e] !== " " && e < end + 66) e++;
+    // a piece ends before the punctuation that ends a clause
+    const piece = text.slice(end + 1, e).replace(/[,;:!?)]+$|(?<=.)\.$/, "");
+    if (!/^[\w.-]{1,64}$/.test(piece)) break;
+    end = end + 1 + piece.length;
+    domain += piece;
+    joined = true;
+  }
+  return joined ? [start, end] : null;
+}
+
+/** A change of the view: the text of [start, end) with its spaces taken out, or written as `word`. */
+interface Edit {
+  start: number;
+  end: number;
+  word?: string;
+}
+
 /**
- * The text with the spaces of its digit-by-digit runs, and of its values spelt out character by
- * character with a digit or an "@" among them, taken out; null when it has none.
+ * The text with the spaces of its digit-by-digit runs, of its values spelt out character by
+ * character with a digit or an "@" among them and of its spaced addresses taken out, and the words
+ * that name a value written whole; null when it has none of them.
  */
-export function despaceIdentifiers(text: string): DespacedView | null {
-  const runs: [number, number][] = [];
+export function identifierView(text: string): IdentifierView | null {
+  const edits: Edit[] = [];
   if (PAIR.test(text)) {
     RUN.lastIndex = 0;
-    for (let m = RUN.exec(text); m; m = RUN.exec(text)) if (digitByDigit(m[0])) runs.push([m.index, m.index + m[0].length]);
+    for (let m = RUN.exec(text); m; m = RUN.exec(text)) if (digitByDigit(m[0])) edits.push({ start: m.index, end: m.index + m[0].length });
   }
   SPELT.lastIndex = 0;
-  for (let m = SPELT.exec(text); m; m = SPELT.exec(text)) if (/[\d@]/.test(m[0])) runs.push([m.index, m.index + m[0].length]);
-  if (runs.length === 0) return null;
-  runs.sort((a, b) => a[0] - b[0]);
+  for (let m = SPELT.exec(text); m; m = SPELT.exec(text))
+    if (/[\d@]/.test(m[0])) edits.push({ start: m.index, end: m.index + m[0].length });
+  // each "@" looks at most four pieces of at most 66 characters on each side: linear
+  for (let at = text.indexOf("@"); at >= 0; at = text.indexOf("@", at + 1)) {
+    const run = spacedAddress(text, at);
+    if (run) edits.push({ start: run[0], end: run[1] });
+  }
+  const typed = labels();
+  typed.re.lastIndex = 0;
+  for (let m = typed.re.exec(text); m; m = typed.re.exec(text)) {
+    edits.push({ start: m.index, end: m.index + m[0].length, word: typed.label.get(m[0].toLowerCase())! });
+  }
+  if (edits.length === 0) return null;
+  edits.sort((a, b) => a.start - b.start);
   let view = "";
   const offsets: number[] = [];
   let at = 0;
-  for (const [start, end] of runs) {
-    const from = Math.max(start, at); // runs of the two kinds may overlap
+  for (const { start, end, word } of edits) {
+    if (word !== undefined) {
+      if (start < at) continue; // inside a run already joined
+      view += text.slice(at, start);
+      for (let i = at; i < start; i++) offsets.push(i);
+      view += word;
+      for (let i = 0; i < word.length; i++) offsets.push(start + Math.min(i, end - start - 1));
+      at = end;
+      continue;
+    }
+    const from = Math.max(start, at); // runs of the kinds may overlap
     view += text.slice(at, from);
     for (let i = at; i < from; i++) offsets.push(i);
     for (let i = from; i < end; i++) {
