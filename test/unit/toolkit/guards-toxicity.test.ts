@@ -797,3 +797,25 @@ passes(" (the same words, not hate)", [
   "The first step is to remove the batteries.",
   "Smoking leads to death.",
 ]);
+
+// One person insulted for an identity: a degrading adjective before an identity term, said of
+// someone ("Jim is a filthy african", "you dumb mexican"), the form of the bias madlibs' toxic
+// templates and of HateCheck's derogation of one member; a colour word only before a person
+// ("a dirty white" is a colour). Beside them, colours, skills, oneself and kind words.
+blocksAs(" (one person insulted for an identity)", [
+  ["You are a filthy muslim", "hate"],
+  ["Jim is a filthy african.", "hate"],
+  ["He's a dumb mexican!", "hate"],
+  ["shut up, you dirty jew", "hate"],
+  ["She is a stupid black woman, and she knows it.", "hate"],
+  ["Being homosexual is nasty.", "hate"],
+]);
+passes(" (colours, skills, oneself, kind words)", [
+  "The wall is a dirty white.",
+  "The couch is an ugly brown, sadly.",
+  "I'm a terrible christian, I skip church.",
+  "She is a terrible chinese speaker.",
+  "He is a wonderful muslim.",
+  "You are a proud black woman.",
+  "Being homosexual is normal.",
+]);

@@ -143,10 +143,15 @@ const REPELS = String.raw`(?:(?:disgust|sicken|repulse|revolt)s?\s+(?:me|us)|mak
 const DESERVES_ABUSE = String.raw`(?:deserve|need|ought)\s+to\s+be\s+(?:beaten|raped|tortured|enslaved|abused|punished|slapped|hit)`;
 /** One member of a group, for "every <one>" ("shoot every refugee"). */
 const GROUP_ONE = String.raw`(?:jew|muslim|moslem|christian|catholic|hindu|sikh|immigrant|refugee|migrant|foreigner|arab|mexican|african|asian|gay|lesbian|homosexual|queer|feminist|gypsy|${GROUP_ADJ}\s+(?:person|man|woman|guy|girl|boy|kid))`;
-const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being gay)`;
+// degrading words said of one person for an identity, and the identity terms of one person (Dixon et
+// al.'s identity terms, the bias madlibs'); colours are left out: "a dirty white" is a colour
+const DEGRADING = String.raw`(?:nasty|terrible|horrible|vile|dumb|stupid|moronic|idiotic|ugly|filthy|dirty|smelly|rotten|repulsive|disgusting|shitty|fucked|fucking|worthless|pathetic|lazy|greedy|retarded|useless|evil|scummy|trashy|gross)`;
+const IDENTITY_ONE = String.raw`(?:non-?binary|asian|jewish|jew|muslim|moslem|christian|catholic|protestant|hindu|sikh|buddhist|taoist|atheist|gay|lesbian|bisexual|homosexual|heterosexual|trans|transgender|queer|lgbtq?|disabled|deaf|blind|paraly[sz]ed|autistic|immigrant|foreigner|indian|chinese|korean|japanese|pakistani|mexican|arab|african(?: american)?|american|canadian|european|russian|polish|romanian|latino|latina|latinx|hispanic|middle eastern|native|gypsy|old|older|young|younger|teenage|elderly|middle aged|male|female)`;
+const ONE_PERSON = String.raw`(?:person|man|woman|guy|girl|boy|kid|lady|dude|bloke|bitch|bastard|freak|pig|dog|cunt|slut|whore)`;
+const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being (?:gay|homosexual|lesbian|bisexual|trans(?:gender)?|queer))`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|menus?|characters|culture|history|government))`;
-const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|abusive|drug dealers|gangsters|gang members|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
+const NEGATIVE = String.raw`(?:not worth (?:the \w+|saving|keeping|it|anything|\w+ing)|primitive|savage|brutes|incompetent|immoral|perverted|(?:sexual )?deviants|violent|aggressive|dangerous|a (?:threat|danger|menace|drain|burden)(?: (?:on|to) (?:society|the economy|our \w+))?|an? (?:\w+ )?waste of (?:space|air|oxygen|skin)|menaces|a mental disorder|mentally (?:ill|disabled|deficient)|abnormal|unnatural|barbaric|barbarians|uncivili[sz]ed|thugs|abusive|drug dealers|gangsters|gang members|invaders|leeches|moochers|freeloaders|pedophiles|predators|greedy|untrustworthy|inferiors?|disgusting|nasty|repulsive|worthless|stupid|dumb|dumbass(?:es)?|inferior|subhuman|sub-human|evil|filthy|dirty|vile|scum|trash|garbage|shit|pig shit|same shit|animals|vermin|rats|parasites|terrorists|terrorism|criminals|rapists|a plague|a disease|a cancer|cancer|a virus|a burden|a joke|jokes|freaks|psychos|lunatics|savages|pigs|dogs|apes|monkeys|cockroaches|lazy|annoying|gross|ugly|creepy|thieves|idiots|morons|retards|losers|degenerates?|perverts|a (?:sexual )?perversion|useless|pathetic|dishonest|a disgrace|retarded|sick(?: in the head)?|mentally ill|a mental illness|demonic|satanic|the devil|a cult|a religion of (?:hate|violence|war|terror)|the home of terrorism|abominations?|an abomination|not human|less than human)`;
 /** At most `max` characters of the same clause with no "not", "never" or "no" among them ("immigrants are not a burden" is not a generalisation). */
 const unnegated = (max: number) => String.raw`(?:(?!\b(?:not|never|no)\b)[^.!?\n]){0,${max}}?`;
 interface Pattern {
@@ -352,6 +357,16 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     label: "identity insult",
     re: r(
       String.raw`\b${GROUP_ADJ}\s+(?:american\s+)?(?:cunts?|bitch(?:es)?|whores?|sluts?|scum|trash|garbage|filth|niggas?|parasites|leeches|vermin|savages|subhumans)\b|\blike (?:the )?(?:animals|vermin|rats|cockroaches|pigs|dogs|savages|parasites) (?:they|you) are\b|\b(?:fucking|filthy|dirty|lowlife|stupid|dumb|ugly|smelly)\s+(?:\w+\s+)?${GROUP_ADJ}\s+(?:monkeys?|apes?|animals?|pigs?|cockroach(?:es)?|vermin|savages?|parasites?|rats?|dogs?)\b`,
+    ),
+  },
+  // one person insulted for an identity ("Jim is a filthy african", "you dumb mexican"): led by the
+  // degrading word, which a lookbehind checks is said of someone; a colour only before a person
+  {
+    category: "hate",
+    weight: 0.8,
+    label: "insult for an identity",
+    re: r(
+      String.raw`\b${DEGRADING}(?<=\b(?:(?:is|are|was|were|['’]s|['’]re|be)\s+an?|you)\s+\w+)\s+(?:${IDENTITY_ONE}(?:\s+${ONE_PERSON})?|(?:black|white|brown)\s+${ONE_PERSON})(?=\s*(?:[.!?,;:)]|$)|\s+(?:and|but|who|like)\b)`,
     ),
   },
   {
