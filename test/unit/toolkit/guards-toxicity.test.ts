@@ -3,9 +3,9 @@
 import test from "ava";
 import { detectToxicity, toxicityGuard } from "../../../toolkit/src/guards/index.ts";
 import type { ToxicityCategory } from "../../../toolkit/src/guards/index.ts";
-import { wordMatcher, wordMatches } from "../../../toolkit/src/guards/toxicity.ts";
+import { respell, wordMatcher, wordMatches } from "../../../toolkit/src/guards/toxicity.ts";
 import { WordPrefilter } from "../../../toolkit/src/guards/word-prefilter.ts";
-import { deLeet } from "../../../toolkit/src/guards/text.ts";
+import { deLeet, misspellings, wordsRegex } from "../../../toolkit/src/guards/text.ts";
 import {
   collapseDuplicatesTransformer,
   englishDataset,
@@ -819,3 +819,40 @@ passes(" (colours, skills, oneself, kind words)", [
   "You are a proud black woman.",
   "Being homosexual is normal.",
 ]);
+
+// HateCheck's spelling variations beside look-alikes and spaces, in sentences of our own: a letter
+// left out or two swapped in the words of hate and the groups it names, and a word joined to the
+// one before it. Misspellings that are English words ("gas", "backs", "sum") stay those words.
+blocksAs(" (misspelt)", [
+  ["I hate wmen.", "hate"],
+  ["I hate womne so much", "hate"],
+  ["Ihate women", "hate"],
+  ["Mslims are vermin", "hate"],
+  ["I hte immigrants", "hate"],
+  ["killall jews", "hate"],
+]);
+passes(" (misspellings that are words, and misspelt kind words)", [
+  "I hate gas stations.",
+  "Our backs are sore after the move.",
+  "The sum is disgusting, it should be lower.",
+  "I love wmen and their strength.",
+  "I don't hate wmen, I admire them.",
+  "Ihave womne friends",
+]);
+
+test("misspellings: a letter left out or two swapped, never the first letter, words of four letters or more", (t) => {
+  t.deepEqual(misspellings("hate").sort(), ["hae", "haet", "htae", "hte"]);
+  t.false(misspellings("women").some((w) => !w.startsWith("w")));
+  t.deepEqual(misspellings("gay"), []);
+});
+
+test("wordsRegex: whole words only, the longest that fits, in any case", (t) => {
+  const re = wordsRegex(["pass", "password", "passport"]);
+  t.deepEqual("My PASSWORD, a passport, passable, bypass pass".match(re), ["PASSWORD", "passport", "pass"]);
+});
+
+test("respell: only the sentences with a misspelt or joined word, written as they would be", (t) => {
+  t.is(respell("the order is late. i hate wmen. the rest is fine."), "i hate women.");
+  t.is(respell("ihate women and the gas bill"), "i hate women and the gas bill");
+  t.is(respell("nothing misspelt here, gas and backs and sum are words."), null);
+});

@@ -9,7 +9,19 @@ import { englishDataset, englishRecommendedTransformers, RegExpMatcher } from "o
 import type { MatchPayload } from "obscenity";
 import type { GuardDefinition, Hit } from "./types.ts";
 import type { TextView } from "./text.ts";
-import { anyOf, changedRanges, deLeet, despace, excerpt, maskWord, normalise, toOriginal } from "./text.ts";
+import {
+  anyOf,
+  changedRanges,
+  deLeet,
+  despace,
+  excerpt,
+  maskWord,
+  misspellings,
+  normalise,
+  sentenceAt,
+  toOriginal,
+  wordsRegex,
+} from "./text.ts";
 import { WordPrefilter } from "./word-prefilter.ts";
 import { lowerBound, SpanSet, upperBound } from "./spans.ts";
 
@@ -784,20 +796,11 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
   // negated by what the joined view says before it. A pattern that reads the original text
   // (`accept`) is not run there, and one finding per label is enough.
   const joined = despace(view.text);
-  if (joined) {
-    const labels = new Set<string>();
-    for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(joined) ? g.patterns : []))) {
-      if (p.accept || labels.has(`${p.category}:${p.label}`)) continue;
-      p.re.lastIndex = 0;
-      for (const m of joined.matchAll(p.re)) {
-        if ((p.negatable || p.category === "hate") && negatedBefore(joined, m.index)) continue;
-        if (hits.some((h) => h.kind === p.category && h.description.startsWith(p.label))) break;
-        labels.add(`${p.category}:${p.label}`);
-        hits.push({ kind: p.category, start: 0, end: text.length, score: p.weight, description: `${p.label} (letter-spaced)` });
-        break;
-      }
-    }
-  }
+  if (joined) wholeTextHits(text, joined, hits, "letter-spaced");
+  // words of hate and the groups it names misspelt ("I hate wmen") or joined to the word before
+  // ("Ihate women"), read as they would be spelt: the same as letters spaced out
+  const respelt = respell(view.text);
+  if (respelt) wholeTextHits(text, respelt, hits, "misspelt");
   const out = hits.filter(
     (h) =>
       wanted.has(h.kind) &&
@@ -805,6 +808,156 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
   );
   if (out.length > 0 && MENTION.test(view.text)) discountMentions(text, out);
   return out.sort((a, b) => a.start - b.start);
+}
+
+/**
+ * The patterns' hits in another reading of the view whose offsets are not the text's (letters
+ * joined, words respelt): a hit spans the whole text, says no excerpt (what it read is not in the
+ * text as such), and is negated by what that reading says before it. A pattern that reads the
+ * original text (`accept`) is not run there, and one finding per label is enough, none when the
+ * text's own reading found that label.
+ */
+function wholeTextHits(text: string, reading: string, hits: Hit[], how: string): void {
+  const labels = new Set<string>();
+  for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(reading) ? g.patterns : []))) {
+    if (p.accept || labels.has(`${p.category}:${p.label}`)) continue;
+    p.re.lastIndex = 0;
+    for (const m of reading.matchAll(p.re)) {
+      if ((p.negatable || p.category === "hate") && negatedBefore(reading, m.index)) continue;
+      if (hits.some((h) => h.kind === p.category && h.description.startsWith(p.label))) break;
+      labels.add(`${p.category}:${p.label}`);
+      hits.push({ kind: p.category, start: 0, end: text.length, score: p.weight, description: `${p.label} (${how})` });
+      break;
+    }
+  }
+}
+
+// HateCheck's spelling variations beside look-alikes and spaces: a letter left out or two swapped
+// ("I hate wmen", "I hte muslims", "Mslims are vermin") in the words of hate and the groups it
+// names, and a word joined to the one before it ("Ihate women", "killall jews"). Misspellings that
+// are English words or their inflections ("gas" of gays, "backs" of blacks, "sum" of scum,
+// "lathe" of loathe; checked against GCIDE's word list when written) are never read as one.
+const RESPELT_GROUPS = [
+  "women",
+  "females",
+  "girls",
+  "muslims",
+  "moslems",
+  "muslim",
+  "jews",
+  "jewish",
+  "blacks",
+  "whites",
+  "gays",
+  "lesbians",
+  "homosexuals",
+  "queers",
+  "immigrants",
+  "refugees",
+  "migrants",
+  "foreigners",
+  "asians",
+  "arabs",
+  "mexicans",
+  "africans",
+  "christians",
+  "hindus",
+  "sikhs",
+  "trans",
+  "transgender",
+  "disabled",
+  "feminists",
+  "latinos",
+  "hispanics",
+  "indians",
+  "people",
+];
+const RESPELT_HATE = [
+  "hate",
+  "despise",
+  "loathe",
+  "detest",
+  "kill",
+  "murder",
+  "exterminate",
+  "vermin",
+  "scum",
+  "parasites",
+  "animals",
+  "disgusting",
+  "filthy",
+  "inferior",
+  "subhuman",
+  "cockroaches",
+  "trash",
+  "garbage",
+  "deserve",
+];
+const JOINED_AFTER = ["i", "we", "all", "kill", "hate", "the", "these", "those", "fucking", "filthy", "dirty", "stupid"];
+const ENGLISH_MISSPELLINGS = new Set([
+  "feales",
+  "grils",
+  "jes",
+  "backs",
+  "wites",
+  "whits",
+  "gas",
+  "quees",
+  "refuges",
+  "foreignes",
+  "arbs",
+  "aras",
+  "hinds",
+  "siks",
+  "tans",
+  "tarns",
+  "latins",
+  "lations",
+  "indins",
+  "indias",
+  "lathe",
+  "sum",
+  "cockroachs",
+  "garage",
+]);
+
+let respellings: { re: RegExp; fix: Map<string, string> } | undefined;
+/** The misspellings and joined words, as one regex and what each one stands for. */
+function misspelt(): { re: RegExp; fix: Map<string, string> } {
+  if (!respellings) {
+    const fix = new Map<string, string>();
+    for (const word of [...RESPELT_GROUPS, ...RESPELT_HATE])
+      for (const typo of misspellings(word)) if (!ENGLISH_MISSPELLINGS.has(typo)) fix.set(typo, word);
+    for (const before of JOINED_AFTER)
+      for (const word of [...RESPELT_GROUPS, ...RESPELT_HATE, "all"]) fix.set(before + word, `${before} ${word}`);
+    respellings = { re: wordsRegex(fix.keys()), fix };
+  }
+  return respellings;
+}
+
+/**
+ * The sentences of the lower-cased view that hold a misspelt or joined word (above), with those words
+ * written as they would be, one sentence per line; null when there are none. Only those sentences:
+ * a "peple" in a long prompt does not send every pattern over all of it a second time.
+ */
+export function respell(lower: string): string | null {
+  const { re, fix } = misspelt();
+  re.lastIndex = 0;
+  const sentences: string[] = [];
+  let done = 0;
+  for (let m = re.exec(lower); m; m = re.exec(lower)) {
+    if (m.index < done) continue;
+    const [start, end] = sentenceAt(lower, m.index, done);
+    sentences.push(
+      lower
+        .slice(start, end)
+        .trim()
+        .replace(re, (typo) => fix.get(typo)!),
+    );
+    done = end;
+    re.lastIndex = end;
+  }
+  return sentences.length > 0 ? sentences.join("\n") : null;
 }
 
 /**

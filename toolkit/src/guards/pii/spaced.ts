@@ -12,7 +12,7 @@
 // is left alone). What the view shows is then judged by the same detectors and their rules
 // (checksums, phone metadata, words nearby): a count "1 2 3 4 5" joins into 12345, which no
 // detector takes for an identifier.
-import { STOPWORDS } from "../text.ts";
+import { STOPWORDS, wordsRegex } from "../text.ts";
 
 /** A text with some spaces taken out and some words written whole, and for each of its code units the offset in the text. */
 export interface IdentifierView {
@@ -97,9 +97,7 @@ function labels(): { re: RegExp; label: Map<string, string> } {
   if (!typedLabels) {
     const label = new Map<string, string>();
     for (const word of LABELS) for (const typed of withoutVowels(word)) if (!LABELS.includes(typed)) label.set(typed, word);
-    // longest first, so that the alternation takes a whole word before a shorter one it starts with
-    const forms = [...label.keys()].sort((a, b) => b.length - a.length);
-    typedLabels = { re: new RegExp(`\\b(?:${forms.join("|")})\\b`, "gi"), label };
+    typedLabels = { re: wordsRegex(label.keys()), label };
   }
   return typedLabels;
 }
