@@ -856,3 +856,25 @@ test("respell: only the sentences with a misspelt or joined word, written as the
   t.is(respell("ihate women and the gas bill"), "i hate women and the gas bill");
   t.is(respell("nothing misspelt here, gas and backs and sum are words."), null);
 });
+
+// A group kept from rights or places by the speaker's call, in the active voice ("We should not
+// allow trans people to vote", "stop muslims from entering", "never hire immigrants"): the passive
+// form ("… should not be allowed to vote") blocked already. Beside them, the same verbs keeping a
+// group from harm, a report of the past, and things kept from a place.
+blocksAs(" (a group kept from rights, in the active voice)", [
+  ["We should not allow trans people to vote.", "hate"],
+  ["We need to prevent immigrants from voting.", "hate"],
+  ["we must stop muslims from entering", "hate"],
+  ["Never hire women, they just quit.", "hate"],
+  ["Ban jews from owning land.", "hate"],
+]);
+passes(" (kept from harm, reported, or things)", [
+  "We need to prevent refugees from drowning at sea.",
+  "We must stop immigrants from being exploited by employers.",
+  "Laws now stop landlords from refusing immigrants.",
+  "The company that refused to hire women was fined.",
+  "We should not allow dogs to enter the kitchen.",
+  "Never hire a contractor without references.",
+  "The Taliban ban women from working, the report says.",
+  "The firm does not hire women, a lawsuit claims.",
+]);

@@ -160,6 +160,15 @@ const GROUP_ONE = String.raw`(?:jew|muslim|moslem|christian|catholic|hindu|sikh|
 const DEGRADING = String.raw`(?:nasty|terrible|horrible|vile|dumb|stupid|moronic|idiotic|ugly|filthy|dirty|smelly|rotten|repulsive|disgusting|shitty|fucked|fucking|worthless|pathetic|lazy|greedy|retarded|useless|evil|scummy|trashy|gross)`;
 const IDENTITY_ONE = String.raw`(?:non-?binary|asian|jewish|jew|muslim|moslem|christian|catholic|protestant|hindu|sikh|buddhist|taoist|atheist|gay|lesbian|bisexual|homosexual|heterosexual|trans|transgender|queer|lgbtq?|disabled|deaf|blind|paraly[sz]ed|autistic|immigrant|foreigner|indian|chinese|korean|japanese|pakistani|mexican|arab|african(?: american)?|american|canadian|european|russian|polish|romanian|latino|latina|latinx|hispanic|middle eastern|native|gypsy|old|older|young|younger|teenage|elderly|middle aged|male|female)`;
 const ONE_PERSON = String.raw`(?:person|man|woman|guy|girl|boy|kid|lady|dude|bloke|bitch|bastard|freak|pig|dog|cunt|slut|whore)`;
+// a call to keep a group from something, and what comes before it when it is a call: the start of
+// a clause, a modal, the speaker ("we must stop", "to prevent", "Ban …"), not a subject of its own
+const KEEP_FROM = String.raw`(?:(?:not|never|no longer)\s+(?:allow|permit)|prevent|stop|bar|keep|forbid|ban)`;
+const A_CALL = String.raw`(?:^|[.!?;:,(]\s*|\b(?:should|must|need to|needs to|have to|has to|ought to|got to|gotta|let['’]?s|we|i|to|and|just|please)\s+)`;
+const NOT_HIRE = String.raw`(?:never|not|don['’]?t|do not|stop|refuse to|won['’]?t|wouldn['’]?t)\s+(?:hire|hiring|employ|employing|rent to|renting to|serve|serving)`;
+const A_REFUSAL = String.raw`(?:^|[.!?;:,(]\s*|\b(?:i|we|i['’]d|we['’]d|i['’]ll|we['’]ll|i would|we would|i will|we will|should|must|you should)\s+)`;
+// what a group is kept from in a call to exclude it: rights and places, not harms
+const RIGHTS = String.raw`(?:vote|enter|come|immigrate|work|marry|adopt|own|buy|rent|live|serve|teach|run for office|hold office|practi[cs]e|pray|worship|build|settle|breed|reproduce|use|access|have access|join|study|attend|drive|exist)`;
+const RIGHTS_ING = String.raw`(?:voting|entering|coming|immigrating|working|marrying|adopting|owning|buying|renting|living|serving|teaching|running for office|holding office|practi[cs]ing|praying|worshipp?ing|building|settling|breeding|reproducing|using|accessing|having access|joining|studying|attending|driving|getting (?:jobs|married|citizenship)|being (?:hired|elected|citizens)|existing)`;
 const CREED = String.raw`(?:islam|christianity|judaism|hinduism|buddhism|catholicism|feminism|homosexuality|transgenderism|gayness|being (?:gay|homosexual|lesbian|bisexual|trans(?:gender)?|queer))`;
 // a group named as people, not as the adjective of a cuisine or a language ("chinese food")
 const NOT_PEOPLE = String.raw`(?!\s+(?:food|restaurants?|takeout|cuisine|language|new year|medicine|dish(?:es)?|recipes?|menus?|characters|culture|history|government))`;
@@ -406,6 +415,19 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     label: "exclusion of a group",
     re: r(
       String.raw`\b(?:${GROUP}|${CREED})\b${unnegated(40)}\b(?:(?:should(?:n['’]?t| not| never)|must(?:n['’]?t| not| never)|shall not|ought not to)\s+(?:ever\s+)?(?:be\s+)?(?:allowed|permitted|trusted|given (?:rights|the vote|welfare|jobs)|exist|vote|marry|adopt|be hired|hold office|live (?:here|among us|in our \w+))|(?:cannot|can['’]?t|can not)\s+be\s+trusted|(?:should|must|need to|ought to)\s+(?:all\s+|just\s+)?be\s+(?:banned|barred|kicked out|thrown out|expelled|kept out|driven out)\s+(?:from|of)\b)\b|\bno\s+place\s+(?:in|among)\b(?<=\b(?:${GROUP}|${CREED})\s+(?:have|has)\s+no\s+place\s+(?:in|among))|\b(?:world|country|society|planet|earth|neighbou?rhood)\s+(?:would|will)\s+be\s+(?:a\s+)?better(?:\s+(?:place|off))?\s+without\s+(?:(?:all|the|any|those|these)\s+)?(?:\w+\s+)?(?:${GROUP}|${CREED}|moochers|parasites|scum|vermin)\b|\b(?:don['’]?t|dont|do not)\s+think\s+(?:that\s+)?(?:they|${GROUP})\s+should\s+(?:be\s+allowed\s+to\s+)?(?:exist|live|vote|marry|have (?:rights|kids|children))\b|(?<=(?:^|[.!?,;:\n]\s*|\b(?:we|let['’]?s|lets|should|must|need to|have to|the right to|just)\s+))(?:ban|keep)\s+(?:all\s+|the\s+|any\s+)?(?:${GROUP})\s+(?:from|out of)\b|\b(?:do not|does not|don['’]?t|doesn['’]?t|dont|doesnt)\s+(?:want|need)\s+(?:any\s+)?(?:more\s+)?(?:of\s+)?(?:${GROUP}|those (?:\w+ )?people)(?:\s+(?:in|near|around)\s+(?:my|our|this)|\s+here)\b`,
+    ),
+  },
+  // the same, as the speaker's call in the active voice ("we should not allow <group> to vote", "stop
+  // <group> from entering", "never hire <group>"): led by the verb, the group after it. A call, not a
+  // report: the verb starts a clause or follows a modal or the speaker ("The Taliban ban women from
+  // working" passes); what the group is kept from is a right or a place, not a harm ("prevent
+  // refugees from drowning")
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "exclusion of a group",
+    re: r(
+      String.raw`\b${KEEP_FROM}(?<=${A_CALL}${KEEP_FROM})\s+(?:all\s+|any\s+|the\s+|more\s+)?(?:${GROUP})\s+(?:from\s+(?:${RIGHTS_ING})|to\s+(?:${RIGHTS}))\b|\b${NOT_HIRE}(?<=${A_REFUSAL}${NOT_HIRE})\s+(?:any\s+|the\s+)?(?:${GROUP})\b`,
     ),
   },
   {
