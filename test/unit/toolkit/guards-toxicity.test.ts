@@ -878,3 +878,20 @@ passes(" (kept from harm, reported, or things)", [
   "The Taliban ban women from working, the report says.",
   "The firm does not hire women, a lawsuit claims.",
 ]);
+
+// A group called a degrading noun with a word or two before it that the lists do not hold ("all
+// obedient brutes", "mostly terrorists", "backward savages"); beside them, the same nouns after a
+// verb, a preposition or a negation.
+blocksAs(" (a degrading noun after a free word)", [
+  ["black people are all obedient brutes", "hate"],
+  ["Muslims are mostly terrorists", "hate"],
+  ["Arabs are backward savages.", "hate"],
+]);
+passes(" (the nouns after a verb, a preposition or a negation)", [
+  "Immigrants are hard workers, not criminals.",
+  "Refugees are escaping criminals and war.",
+  "Muslims are our neighbours, not terrorists.",
+  "Women are dating criminals less often than men.",
+  "Trans people are frequent victims of violent criminals.",
+  "Immigrants are never criminals by nature.",
+]);

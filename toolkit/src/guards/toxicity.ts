@@ -166,6 +166,8 @@ const KEEP_FROM = String.raw`(?:(?:not|never|no longer)\s+(?:allow|permit)|preve
 const A_CALL = String.raw`(?:^|[.!?;:,(]\s*|\b(?:should|must|need to|needs to|have to|has to|ought to|got to|gotta|let['’]?s|we|i|to|and|just|please)\s+)`;
 const NOT_HIRE = String.raw`(?:never|not|don['’]?t|do not|stop|refuse to|won['’]?t|wouldn['’]?t)\s+(?:hire|hiring|employ|employing|rent to|renting to|serve|serving)`;
 const A_REFUSAL = String.raw`(?:^|[.!?;:,(]\s*|\b(?:i|we|i['’]d|we['’]d|i['’]ll|we['’]ll|i would|we would|i will|we will|should|must|you should)\s+)`;
+// what a group is called when it is degraded, as a noun ("brutes", "terrorists")
+const DEGRADING_NOUN = String.raw`(?:brutes|savages|animals|terrorists|criminals|parasites|thugs|vermin|rats|cockroaches|pigs|apes|monkeys|rapists|thieves|leeches|invaders|degenerates|freaks|perverts|pedophiles|predators|barbarians|subhumans|scum|trash|idiots|morons|retards|losers)`;
 // what a group is kept from in a call to exclude it: rights and places, not harms
 const RIGHTS = String.raw`(?:vote|enter|come|immigrate|work|marry|adopt|own|buy|rent|live|serve|teach|run for office|hold office|practi[cs]e|pray|worship|build|settle|breed|reproduce|use|access|have access|join|study|attend|drive|exist)`;
 const RIGHTS_ING = String.raw`(?:voting|entering|coming|immigrating|working|marrying|adopting|owning|buying|renting|living|serving|teaching|running for office|holding office|practi[cs]ing|praying|worshipp?ing|building|settling|breeding|reproducing|using|accessing|having access|joining|studying|attending|driving|getting (?:jobs|married|citizenship)|being (?:hired|elected|citizens)|existing)`;
@@ -696,6 +698,18 @@ export const TOXICITY_PATTERNS: readonly Pattern[] = [
     // ("what a fantastic airhead costume" is a costume)
     re: r(
       String.raw`\bwhat an?\s+(?:[\w-]+\s+){0,3}?(?:idiot|moron|imbecile|asshole|airhead|jackass|dumbass|douche ?bag|scumbag|loser|cretin|prick|twat|dickhead|dipshit)(?=\s*(?:[.!?,;:\n]|$)|\s+(?:this|that|he|she|they|you|is|was)\b)`,
+    ),
+  },
+  // a group called a degrading noun with a word or two before it that the lists do not hold ("are
+  // all obedient brutes", "are mostly terrorists"): led by the noun, the group looked for behind it;
+  // the words between are no negation, preposition, article, or verb in -ing or -ed ("are escaping
+  // criminals", "are victims of criminals", "are neighbours, not terrorists" pass)
+  {
+    category: "hate",
+    weight: 0.85,
+    label: "derogatory generalisation",
+    re: r(
+      String.raw`\b${DEGRADING_NOUN}\b(?<=\b(?:${GROUP})\s+(?:are|r)\s+(?:(?:all|just|mostly|only|basically)\s+)?(?:(?!(?:not|never|no|nor|neither|hardly|rarely|seldom|less|more|than|of|by|from|with|to|for|like|against|among|the|a|an|our|their|your|my)\b)[a-z]+(?:-[a-z]+)*(?<!ing|ed),?\s+){1,2}${DEGRADING_NOUN})`,
     ),
   },
 ];
