@@ -3,9 +3,10 @@
 import test from "ava";
 import { detectToxicity, toxicityGuard } from "../../../toolkit/src/guards/index.ts";
 import type { ToxicityCategory } from "../../../toolkit/src/guards/index.ts";
-import { respell, wordMatcher, wordMatches } from "../../../toolkit/src/guards/toxicity.ts";
+import { respell, TOXICITY_GATES, wordMatcher, wordMatches } from "../../../toolkit/src/guards/toxicity.ts";
+import { INJECTION_GATES } from "../../../toolkit/src/guards/injection.ts";
 import { WordPrefilter } from "../../../toolkit/src/guards/word-prefilter.ts";
-import { deLeet, misspellings, wordsRegex } from "../../../toolkit/src/guards/text.ts";
+import { deLeet, gates, misspellings, REGEXP_OPTIMISED_MAX, wordsRegex } from "../../../toolkit/src/guards/text.ts";
 import {
   collapseDuplicatesTransformer,
   englishDataset,
@@ -895,3 +896,27 @@ passes(" (the nouns after a verb, a preposition or a negation)", [
   "Trans people are frequent victims of violent criminals.",
   "Immigrants are never criminals by nature.",
 ]);
+
+test("gates: at most `most` to a gate, in order, and never a source V8 compiles without its optimisations", (t) => {
+  // ten regexes of about 5,000 characters each: six of them together would be 30 KB
+  const items = Array.from({ length: 10 }, (_, i) => ({
+    id: i,
+    re: new RegExp(String.raw`\b(?:` + Array.from({ length: 700 }, (_, k) => `w${i}x${k}`).join("|") + ")", "g"),
+  }));
+  const built = gates(items, 6);
+  t.deepEqual(
+    built.flatMap((g) => g.items.map((i) => i.id)),
+    items.map((i) => i.id),
+  );
+  for (const g of built) {
+    t.true(g.items.length <= 6);
+    t.true(g.gate.source.length <= REGEXP_OPTIMISED_MAX, `${g.gate.source.length}`);
+    for (const i of g.items) t.true(g.gate.test(`say w${i.id}x699 now`));
+  }
+  t.true(built.length >= 3);
+});
+
+test("the toxicity and injection gates are short enough for V8 to optimise", (t) => {
+  for (const gate of [...TOXICITY_GATES, ...INJECTION_GATES])
+    t.true(gate.source.length <= REGEXP_OPTIMISED_MAX, `${gate.source.length}: ${gate.source.slice(0, 60)}`);
+});

@@ -542,6 +542,8 @@ function signalSet(signals: readonly Signal[]): SignalSet {
 }
 const ALL = signalSet(SIGNALS);
 const DEEP = signalSet(SIGNALS.filter((s) => s.deep && !s.original));
+/** The signals' gates, for the test that they stay short enough for V8 to optimise (text.ts REGEXP_OPTIMISED_MAX). */
+export const INJECTION_GATES: readonly RegExp[] = [ALL, DEEP].flatMap((set) => [set.gate, ...set.kinds]);
 const QUOTED = /(?<![\w])(["'“‘«])([^"'“”‘’«»\n]{3,300}?)(["'”’»])(?![\w])/g;
 const META =
   /\b(?:prompt injections?|injection attacks?|jailbreak(?:s|ing)? (?:attempts?|attacks?|prompts?)|attacks? like|defend|protect|detect|prevent|mitigate|filter(?:ing)? out|examples? of|examples? like|what does|mean(?:s|ing)?|phrase|term|classif(?:y|ier)|red flag)\b/;

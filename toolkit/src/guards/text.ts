@@ -419,6 +419,38 @@ export function alternatives(source: string): string[] {
 }
 
 /**
+ * The longest source V8 compiles with its optimisations: a regular expression longer than 20 KB
+ * (V8's kRegExpTooLargeToOptimize) is compiled without them, and then scans 1 KB about 1.8 times as
+ * slowly (the same alternatives, 20,480 against 20,481 characters of source). A gate built past it
+ * made a whole toxicity pass 1.5 times as slow (docs/guards.md, Performance).
+ */
+export const REGEXP_OPTIMISED_MAX = 20 * 1024;
+
+/**
+ * Gates (anyOf) over consecutive runs of `items`, each of at most `most` items and of a source V8
+ * still optimises (REGEXP_OPTIMISED_MAX), in order; an item too long to share a gate gets one of
+ * its own.
+ */
+export function gates<T extends { re: RegExp }>(items: readonly T[], most: number): Array<{ gate: RegExp; items: T[] }> {
+  const out: Array<{ gate: RegExp; items: T[] }> = [];
+  let run: T[] = [];
+  let gate: RegExp | undefined;
+  for (const item of items) {
+    const wider = gate && run.length < most ? anyOf([...run, item].map((i) => i.re)) : undefined;
+    if (wider && wider.source.length <= REGEXP_OPTIMISED_MAX) {
+      run.push(item);
+      gate = wider;
+      continue;
+    }
+    if (gate) out.push({ gate, items: run });
+    run = [item];
+    gate = anyOf([item.re]);
+  }
+  if (gate) out.push({ gate, items: run });
+  return out;
+}
+
+/**
  * One regular expression (not global) whose alternatives are `res`: it finds a match in a text
  * exactly when one of them does, since at each position it tries every alternative. A cheap, exact
  * gate in front of a loop that runs each of `res` over the same text: when it finds nothing, none
