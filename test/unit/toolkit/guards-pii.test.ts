@@ -5,6 +5,7 @@ import { runInNewContext } from "node:vm";
 import test from "ava";
 import { runEvals } from "../../../toolkit/src/index.ts";
 import { detectPii, piiGuard, redact } from "../../../toolkit/src/guards/index.ts";
+import { identifierView } from "../../../toolkit/src/guards/pii/spaced.ts";
 import type { PiiKind } from "../../../toolkit/src/guards/index.ts";
 
 const positives: Array<[string, PiiKind, string, string]> = [
@@ -155,8 +156,6 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["In the log, my eml j hn.d oe@em ail.c om, see it", "email", "j hn.d oe@em ail.c om", "email address j***@e***.com"],
   ["Snd cnf to my eml: jhn.smth@ac me .com, updt order.", "email", "jhn.smth@ac me .com", "email address j***@a***.com"],
   ["write to sales @ acme . com for a quote", "email", "sales @ acme . com", "email address s***@a***.com"],
-  // an address written whole is not joined to the short words after it
-  ["write to jane.doe@example.com or us", "email", "jane.doe@example.com", "email address j***@e***.com"],
 ];
 
 for (const [text, kind, value, description] of positives) {
@@ -417,3 +416,9 @@ for (const text of [
     t.is(v.result, "pass", JSON.stringify(v));
   });
 }
+
+test("identifierView: an address written whole is not joined to the short words after it", (t) => {
+  // detectPii would hide such a join (its hit overlaps the address found as written), so the view is asked
+  t.is(identifierView("write to jane.doe@example.com or us"), null);
+  t.is(identifierView("write to jane.doe@example . com or us")?.text, "write to jane.doe@example.com or us");
+});

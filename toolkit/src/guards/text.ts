@@ -219,14 +219,36 @@ export function wordsRegex(words: Iterable<string>): RegExp {
   return new RegExp(`\\b${emit(root)}\\b`, "gi");
 }
 
+/** Words found whole (wordsRegex) and what each one stands for. */
+export interface WordRewrites {
+  re: RegExp;
+  /** by the word as found, lower-cased */
+  fix: ReadonlyMap<string, string>;
+}
+
+/**
+ * A rewrite of whole words, built from `build` on first use (a module that may never need it does
+ * not pay for it at start-up): each key of the map, found as a word, stands for its value.
+ */
+export function wordRewrites(build: () => Map<string, string>): () => WordRewrites {
+  let built: WordRewrites | undefined;
+  return () => {
+    if (!built) {
+      const fix = build();
+      built = { re: wordsRegex(fix.keys()), fix };
+    }
+    return built;
+  };
+}
+
 /**
  * Ways of writing a word with one letter left out or two side by side swapped, never the first
  * letter ("wmen", "womne", "hte"): how words are misspelt in a hurry, or on purpose to pass a
  * filter. Words of four letters or more; the word itself is not among them.
  */
 export function misspellings(word: string): string[] {
-  const out = new Set<string>();
   if (word.length < 4) return [];
+  const out = new Set<string>();
   for (let i = 1; i < word.length - 1; i++) out.add(word.slice(0, i) + word.slice(i + 1));
   for (let i = 1; i < word.length - 1; i++) out.add(word.slice(0, i) + word[i + 1] + word[i] + word.slice(i + 2));
   out.delete(word);

@@ -20,7 +20,7 @@ import {
   normalise,
   sentenceAt,
   toOriginal,
-  wordsRegex,
+  wordRewrites,
 } from "./text.ts";
 import { WordPrefilter } from "./word-prefilter.ts";
 import { lowerBound, SpanSet, upperBound } from "./spans.ts";
@@ -723,6 +723,11 @@ const PATTERN_GROUPS = gates(TOXICITY_PATTERNS, GATE_GROUP).map(({ gate, items }
 /** The gates of the toxicity patterns, for the test that they stay short enough for V8 to optimise. */
 export const TOXICITY_GATES: readonly RegExp[] = PATTERN_GROUPS.map((g) => g.gate);
 
+/** The patterns, in order, of the groups whose gate finds a match in `on`. */
+function gatedPatterns(on: string): Pattern[] {
+  return PATTERN_GROUPS.flatMap((g) => (g.gate.test(on) ? g.patterns : []));
+}
+
 // A generalisation negated in its own clause ("I would never say that women are worthless").
 const NEGATED_BEFORE =
   /\b(never|not|don'?t|doesn'?t|didn'?t|won'?t|wouldn'?t|isn'?t(?! it (?:obvious|clear|true|a fact|funny|telling) (?:that|how)\b)|aren'?t|no one|nobody|wrong to|stop|misconceptions?|myths?|stereotypes?|false that|untrue that)\b(?:(?!\bbut\b)[^.!?;\n])*$/;
@@ -856,7 +861,7 @@ export function detectToxicity(text: string, config: ToxicityConfig = {}): Hit[]
  */
 function wholeTextHits(text: string, reading: string, hits: Hit[], how: string): void {
   const labels = new Set<string>();
-  for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(reading) ? g.patterns : []))) {
+  for (const p of gatedPatterns(reading)) {
     if (p.accept || labels.has(`${p.category}:${p.label}`)) continue;
     p.re.lastIndex = 0;
     for (const m of reading.matchAll(p.re)) {
@@ -958,19 +963,15 @@ const ENGLISH_MISSPELLINGS = new Set([
   "garage",
 ]);
 
-let respellings: { re: RegExp; fix: Map<string, string> } | undefined;
-/** The misspellings and joined words, as one regex and what each one stands for. */
-function misspelt(): { re: RegExp; fix: Map<string, string> } {
-  if (!respellings) {
-    const fix = new Map<string, string>();
-    for (const word of [...RESPELT_GROUPS, ...RESPELT_HATE])
-      for (const typo of misspellings(word)) if (!ENGLISH_MISSPELLINGS.has(typo)) fix.set(typo, word);
-    for (const before of JOINED_AFTER)
-      for (const word of [...RESPELT_GROUPS, ...RESPELT_HATE, "all"]) fix.set(before + word, `${before} ${word}`);
-    respellings = { re: wordsRegex(fix.keys()), fix };
-  }
-  return respellings;
-}
+/** The misspellings and joined words, as one regex, and what each one stands for. */
+const misspelt = wordRewrites(() => {
+  const fix = new Map<string, string>();
+  for (const word of [...RESPELT_GROUPS, ...RESPELT_HATE])
+    for (const typo of misspellings(word)) if (!ENGLISH_MISSPELLINGS.has(typo)) fix.set(typo, word);
+  for (const before of JOINED_AFTER)
+    for (const word of [...RESPELT_GROUPS, ...RESPELT_HATE, "all"]) fix.set(before + word, `${before} ${word}`);
+  return fix;
+});
 
 /**
  * The sentences of the lower-cased view that hold a misspelt or joined word (above), with those words
@@ -1011,7 +1012,7 @@ function patternHits(
   hits: Hit[],
   { found, suffix = "" }: { found?: Set<string>; suffix?: string } = {},
 ): void {
-  for (const p of PATTERN_GROUPS.flatMap((g) => (g.gate.test(on) ? g.patterns : []))) {
+  for (const p of gatedPatterns(on)) {
     p.re.lastIndex = 0;
     for (const m of on.matchAll(p.re)) {
       const [start, end] = toOriginal(view, from + m.index, from + m.index + m[0].length);

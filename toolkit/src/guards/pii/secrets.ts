@@ -67,11 +67,16 @@ const ASSIGNED = new RegExp(
 // of a sentence or of the text). Bounded repetitions: linear.
 // Sticky: tried only where ASSIGNED found the word and a value too short or too plain to count.
 const ASSIGNED_SPACED = new RegExp(
-  `${SECRET_WORD}[A-Za-z0-9_.-]{0,40}(\\s*[:=]\\s*|\\s+(?:is|was)\\s+)((?:[^\\s"'\`,;)]{1,4} ){2,15}[^\\s"'\`,;)]{1,4})(?=[,;)]|[.!?]?\\s*$|[.!?]\\s)`,
+  `${SECRET_WORD}[A-Za-z0-9_.-]{0,40}(?:\\s*[:=]\\s*|\\s+(?:is|was)\\s+)((?:[^\\s"'\`,;)]{1,4} ){2,15}[^\\s"'\`,;)]{1,4})(?=[,;)]|[.!?]?\\s*$|[.!?]\\s)`,
   "iy",
 );
 const PLACEHOLDER =
   /^(?:\*+|x{3,}|\.{3,}|<[^>]*>|\[[^\]]*\]|\$\{?[A-Za-z_][\w.]*\}?|%[A-Za-z_]+%|\{\{[^}]*\}\}|your[_-]?\w*|my[_-]?\w*|example\w*|changeme|placeholder|password|secret|token|null|none|nil|undefined|true|false|redacted|hidden|masked|required|optional|string|env|process\.env\.\w+)$/i;
+
+/** A value assigned to a secret's name, described by the name and its length, never itself. */
+function assignedValue(word: string, value: string): string {
+  return `value of "${word.toLowerCase()}" (${value.length} chars)`;
+}
 
 function describeKey(rule: KeyRule, value: string): string {
   return `${rule.name} (${value.slice(0, rule.prefix)}…, ${value.length} chars)`;
@@ -105,7 +110,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
     mine.add(hit.start, hit.end);
   };
   const keepSpaced = (m: RegExpExecArray, viaIs: boolean) => {
-    const spaced = m[3]!;
+    const spaced = m[2]!;
     const start = m.index + m[0].length - spaced.length;
     const end = start + spaced.length;
     const pieces = spaced.split(" ");
@@ -113,7 +118,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
     if (taken(start, end) || pieces.some((p) => p.length >= 2 && STOPWORDS.has(p.toLowerCase()))) return;
     const value = pieces.join("");
     const score = /\d/.test(value) ? secretValueScore(value, viaIs) : 0;
-    if (score > 0) keep({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
+    if (score > 0) keep({ kind: "secret", start, end, score, description: assignedValue(m[1]!, value) });
   };
   if (text.includes("PRIVATE KEY")) {
     for (const m of scan(PEM, text)) {
@@ -164,7 +169,7 @@ export const detectSecrets: PiiDetector = (text, claimed) => {
     const viaIs = /\b(?:is|was)\b/.test(m[2]!);
     const score = secretValueScore(value, viaIs);
     if (score > 0) {
-      keep({ kind: "secret", start, end, score, description: `value of "${m[1]!.toLowerCase()}" (${value.length} chars)` });
+      keep({ kind: "secret", start, end, score, description: assignedValue(m[1]!, value) });
       continue;
     }
     // the value may go on after a space: read again from the same word, as a value with spaces inside

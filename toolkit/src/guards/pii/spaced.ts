@@ -12,7 +12,7 @@
 // is left alone). What the view shows is then judged by the same detectors and their rules
 // (checksums, phone metadata, words nearby): a count "1 2 3 4 5" joins into 12345, which no
 // detector takes for an identifier.
-import { STOPWORDS, wordsRegex } from "../text.ts";
+import { STOPWORDS, wordRewrites } from "../text.ts";
 
 /** A text with some spaces taken out and some words written whole, and for each of its code units the offset in the text. */
 export interface IdentifierView {
@@ -91,16 +91,12 @@ function withoutVowels(word: string): string[] {
   return out;
 }
 
-let typedLabels: { re: RegExp; label: Map<string, string> } | undefined;
-/** The typed forms of LABELS, as one regex (words of their own) and the word each one is. */
-function labels(): { re: RegExp; label: Map<string, string> } {
-  if (!typedLabels) {
-    const label = new Map<string, string>();
-    for (const word of LABELS) for (const typed of withoutVowels(word)) if (!LABELS.includes(typed)) label.set(typed, word);
-    typedLabels = { re: wordsRegex(label.keys()), label };
-  }
-  return typedLabels;
-}
+/** The typed forms of LABELS, as one regex, and the word each one is. */
+const typedLabels = wordRewrites(() => {
+  const label = new Map<string, string>();
+  for (const word of LABELS) for (const typed of withoutVowels(word)) if (!LABELS.includes(typed)) label.set(typed, word);
+  return label;
+});
 
 // An address with spaces put inside it: the pieces around an "@" (characters of an address, each
 // piece at most 64), joined across single spaces. A piece on the left joins when it is short (at
@@ -132,7 +128,7 @@ function spacedAddress(text: string, at: number): [number, number] | null {
     first = piece;
     joined = true;
   }
-  let domain = text.slice(at + 1, end).replace(/ /g, "");
+  let domain = text.slice(at + 1, end);
   for (let n = 0; n < PIECES && text[end] === " " && text[end + 1] !== " " && !/\.[A-Za-z]{2,}$/.test(domain); n++) {
     let e = end + 1;
     while (e < text.length && text[e] !== " " && e < end + 66) e++;
@@ -172,10 +168,10 @@ export function identifierView(text: string): IdentifierView | null {
     const run = spacedAddress(text, at);
     if (run) edits.push({ start: run[0], end: run[1] });
   }
-  const typed = labels();
-  typed.re.lastIndex = 0;
-  for (let m = typed.re.exec(text); m; m = typed.re.exec(text)) {
-    edits.push({ start: m.index, end: m.index + m[0].length, word: typed.label.get(m[0].toLowerCase())! });
+  const { re, fix } = typedLabels();
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    edits.push({ start: m.index, end: m.index + m[0].length, word: fix.get(m[0].toLowerCase())! });
   }
   if (edits.length === 0) return null;
   edits.sort((a, b) => a.start - b.start);
