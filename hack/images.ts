@@ -8,7 +8,7 @@
 //   berth/samples-hello:<hash> berth/node + samples/hello at /app and its production node_modules, the
 //                              toolkit's npm package among them (hack/lib/toolkit-package.ts)
 //   berth/acmesolver:<tag>     cert-manager's ACME HTTP-01 solver (a static Go binary built by hack/binaries
-//                              from hack/cert-manager/acmesolver; the tag is the binary's version and hash)
+//                              from hack/go/kube/cert-manager/acmesolver; the tag is the binary's version and hash)
 //
 // Usage: node hack/images.ts <command> [--registry 127.0.0.1:PORT] [--json] [--cache DIR] [--mirror URL]
 //   build-base     build what the cache lacks of pause, debian and node; with --registry push what
@@ -341,7 +341,7 @@ export async function buildPause(o: BuildOptions = {}): Promise<BuiltImage> {
 }
 
 /**
- * cert-manager's ACME HTTP-01 solver (hack/cert-manager/acmesolver, built by hack/binaries as
+ * cert-manager's ACME HTTP-01 solver (hack/go/kube/cert-manager/acmesolver, built by hack/binaries as
  * acmesolver-<cert-manager version>-<sources' hash>): one layer with the static binary, tagged with
  * that version and hash, so a changed solver is a new reference for the controller's
  * --acme-http01-solver-image.

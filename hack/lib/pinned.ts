@@ -1,9 +1,10 @@
 // What hack/lib/common.sh defines, for TypeScript: the cache root, the pinned versions and the
 // paths of the cached binaries (its bin_path). Pure reads of common.sh and the environment, which
 // overrides a version as it does there.
+import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 
 const commonSh = readFileSync(join(import.meta.dirname, "common.sh"), "utf8");
 
@@ -58,13 +59,31 @@ export function pinned(name: string): string {
 }
 
 /**
+ * A Go module's key, as common.sh's go_module_key prints it: the first 8 hex digits of the sha256
+ * of its files (hack/go/<module>, in byte order of their paths) one after the other.
+ */
+export function goModuleKey(module: string): string {
+  const dir = join(import.meta.dirname, "..", "go", module);
+  const files = readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => `./${relative(dir, join(e.parentPath, e.name))}`)
+    .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  const hash = createHash("sha256");
+  for (const f of files) hash.update(readFileSync(join(dir, f)));
+  return hash.digest("hex").slice(0, 8);
+}
+
+/**
  * The cached binary of the pinned version, as common.sh's bin_path prints it: its case lines
- * (`a|b) echo "$BERTH_BIN/$1-$VERSION" ;;` or a fixed name) are read, not copied.
+ * (`a|b) echo "$BERTH_BIN/$1-$VERSION" ;;`, a fixed name for $1, and `-$(go_module_key m)` after
+ * the version) are read, not copied.
  */
 export function binPath(name: string): string {
   const body = /^bin_path\(\) \{[^\n]*\n([\s\S]*?)\n\}/m.exec(commonSh)?.[1] ?? "";
-  for (const m of body.matchAll(/^\s*([\w|-]+)\) echo "\$BERTH_BIN\/(\$1|[\w-]+)-\$(\w+)" ;;/gm)) {
-    if (m[1]!.split("|").includes(name)) return join(cacheRoot(), "bin", `${m[2] === "$1" ? name : m[2]}-${pinned(m[3]!)}`);
+  for (const m of body.matchAll(/^\s*([\w|-]+)\) echo "\$BERTH_BIN\/(\$1|[\w-]+)-\$(\w+)(?:-\$\(go_module_key (\w+)\))?" ;;/gm)) {
+    if (!m[1]!.split("|").includes(name)) continue;
+    const key = m[4] ? `-${goModuleKey(m[4])}` : "";
+    return join(cacheRoot(), "bin", `${m[2] === "$1" ? name : m[2]}-${pinned(m[3]!)}${key}`);
   }
   throw new Error(`hack/lib/common.sh's bin_path knows no binary ${name}`);
 }

@@ -508,7 +508,7 @@ EOF
   wait_for traefik 30 nsexec curl -sf http://127.0.0.1:80/ping
 }
 
-# Certificates for custom domains: cert-manager's controller (hack/cert-manager/main.go) as a process
+# Certificates for custom domains: cert-manager's controller (hack/go/kube/cert-manager/main.go) as a process
 # of the host, and two ClusterIssuers:
 # - $DOMAIN_ISSUER, a CA (a selfSigned issuer signs the CA Certificate, whose Secret backs it);
 # - $ACME_ISSUER, ACME against Pebble with HTTP-01 through Traefik: for each challenge cert-manager
