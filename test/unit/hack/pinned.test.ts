@@ -38,24 +38,40 @@ test("a binary of a module is keyed by its module's files, so a changed dependen
   t.is(binPath("runc"), join(cacheRoot(), "bin", `runc-${pinned("RUNC_VERSION")}`)); // go install, no module of ours
 });
 
-// A copy of hack/lib and of one module's go.mod, so that the check reads an edited go.mod.
-function checkIn(module: string, edit: (gomod: string) => string, env: NodeJS.ProcessEnv = {}) {
+// In a copy of hack/lib and of one module with one of its files edited (go.mod by default): a
+// command of common.sh (the versions check by default), its exit status, stdout and stderr.
+function checkIn(
+  module: string,
+  edit: (text: string) => string,
+  env: NodeJS.ProcessEnv = {},
+  { file = "go.mod", command = 'module_versions_check "$1"' } = {},
+) {
   const dir = mkdtempSync(join(tmpdir(), "berth-modcheck-"));
   try {
     cpSync(join(root, "hack/lib"), join(dir, "hack/lib"), { recursive: true });
     cpSync(join(root, "hack/go", module), join(dir, "hack/go", module), { recursive: true });
-    const gomod = join(dir, "hack/go", module, "go.mod");
-    writeFileSync(gomod, edit(readFileSync(gomod, "utf8")));
-    const r = spawnSync("bash", ["-c", 'source hack/lib/common.sh && module_versions_check "$1"', "check", module], {
+    const path = join(dir, "hack/go", module, file);
+    writeFileSync(path, edit(readFileSync(path, "utf8")));
+    const r = spawnSync("bash", ["-c", `source hack/lib/common.sh && ${command}`, "check", module], {
       cwd: dir,
       env: { ...process.env, ...env },
       encoding: "utf8",
     });
-    return { status: r.status, stderr: r.stderr };
+    return { status: r.status, stdout: r.stdout.trim(), stderr: r.stderr };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 }
+
+test("a changed dependency (a go.sum line) gives the module's binaries another path, so they are rebuilt", (t) => {
+  const kubectl = (edit: (s: string) => string) => checkIn("kube", edit, {}, { file: "go.sum", command: "bin_path kubectl" }).stdout;
+  const same = kubectl((s) => s);
+  t.regex(same, new RegExp(`/kubectl-${pinned("K8S_VERSION")}-[0-9a-f]{8}$`));
+  t.not(
+    kubectl((s) => s.replace(/^(\S+) v\S+/, "$1 v0.0.1")),
+    same,
+  );
+});
 
 test("hack/go's modules select exactly the versions common.sh pins, and the check refuses a difference", (t) => {
   for (const module of ["kube", "runtime"]) t.is(checkIn(module, (s) => s).status, 0, module);
