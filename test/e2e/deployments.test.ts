@@ -268,7 +268,14 @@ test.serial("a Dockerfile that fails: build_failed with the reason, and the prev
   );
   t.like(failed.failure, { step: "build" });
   t.truthy(failed.failure.message);
-  t.is((await api.fetchJson("GET", `${apps()}/site`)).body.status, "build_failed");
+  // The Release's status (read above) and the App's are written by two controllers: the App
+  // follows its newest Release by a watch, so the service shows build_failed a moment later.
+  await eventually(
+    "the service to show build_failed",
+    async () => (await api.fetchJson("GET", `${apps()}/site`)).body.status === "build_failed",
+    30_000,
+    250,
+  );
   t.is(await page(), "site v2\n");
 });
 
