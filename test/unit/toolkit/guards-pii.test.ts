@@ -132,7 +132,7 @@ const positives: Array<[string, PiiKind, string, string]> = [
   ["the phone book has 2 8 7- 87 2- 24 85", "phone", "2 8 7- 87 2- 24 85", "phone number ending 85"],
   ["my SSN is 2 1 9 -0 9 -9 9 9 9", "ssn", "2 1 9 -0 9 -9 9 9 9", "US social security number (digits withheld)"],
   ["pay 4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2 now", "credit_card", "4 2 4 2 4 2 4 2 4 2 4 2 4 2 4 2", "Visa card number ending 4242"],
-  ["my ip: 8 .8 .4 .4", "ip_address", "8 .8 .4 .4", "IPv4 address 8.8.4.x"],
+  ["my ip: 8 .2 .4 .4", "ip_address", "8 .2 .4 .4", "IPv4 address 8.2.4.x"],
   // spelt out character by character, a digit or an "@" among them
   ["my email is r c v r y @ e m a i l . c o m, thanks", "email", "r c v r y @ e m a i l . c o m", "email address r***@e***.com"],
   [
@@ -259,6 +259,23 @@ test("private, loopback and link-local addresses score below the default thresho
   t.is(piiGuard("router at 192.168.0.1").result, "pass");
 });
 
+test("the public DNS resolvers name a service, not a device: they score below the default threshold", (t) => {
+  for (const text of [
+    "Does it use 1.1.1.1 as default?",
+    "set DNS to 8.8.8.8 and 8.8.4.4",
+    "my ip is 9.9.9.9?",
+    "resolver 2606:4700:4700::1111",
+  ]) {
+    t.is(piiGuard(text).result, "pass", text);
+    t.true(
+      detectPii(text).every((h) => h.kind === "ip_address" && h.score < 0.5),
+      text,
+    );
+  }
+  // an address beside them still counts
+  t.is(piiGuard("set DNS to 8.8.8.8; the client was 81.2.69.160").result, "block");
+});
+
 test("an address given as one's own counts, even a private one; loopback never does", (t) => {
   const score = (text: string) => detectPii(text).find((h) => h.kind === "ip_address")?.score;
   t.is(score("my ip: 192.168.1.23, can you see why the VPN drops?"), 0.6);
@@ -309,7 +326,7 @@ const redactions: Array<[string, string]> = [
   ["card 4242 4242 4242 4242, exp 12/34", "card [REDACTED:CREDIT_CARD], exp 12/34"],
   ["IBAN GB29 NWBK 6016 1331 9268 19 please", "IBAN [REDACTED:IBAN] please"],
   ["db password: Xk9#mP2$vL7q\nnext line", "db password: [REDACTED:SECRET]\nnext line"],
-  ["ssn 078-05-1120, ip 8.8.8.8", "ssn [REDACTED:SSN], ip [REDACTED:IP_ADDRESS]"],
+  ["ssn 078-05-1120, ip 81.2.69.160", "ssn [REDACTED:SSN], ip [REDACTED:IP_ADDRESS]"],
   ["k=AKIAIOSFODNN7EXAMPLE;", "k=[REDACTED:API_KEY];"],
   ["Call me at 4 1 5 -5 5 5 -0 1 3 2 for repair.", "Call me at [REDACTED:PHONE] for repair."],
   ["no pii here", "no pii here"],
@@ -389,6 +406,7 @@ const lessCommonPii: Array<[string, PiiKind]> = [
   ["US passport no. 963545637, expires 2031.", "passport"],
   ["Driver licence no. W426-545-30-761-0 (Florida).", "drivers_license"],
   ["DL# S53012684, issued in Wisconsin.", "drivers_license"],
+  ["Her DL number is NYB204815, renewed in May.", "drivers_license"],
   ["My Amex is 378282246310005.", "credit_card"],
   ["Old Diners card: 36227206271667.", "credit_card"],
   ["The 19-digit UnionPay card is 6205500000000000004.", "credit_card"],

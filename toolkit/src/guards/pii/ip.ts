@@ -26,7 +26,29 @@ function inContext(text: string, start: number, base: number, own: number): numb
 }
 
 /**
- * Public scores 0.7; private, loopback, link-local, CGNAT, unspecified, broadcast, masks score 0.2.
+ * The well-known public DNS resolvers (Cloudflare, Google, Quad9, OpenDNS): public addresses that
+ * name a service everyone uses, not anyone's device ("does it use 1.1.1.1 as default?").
+ */
+const PUBLIC_RESOLVERS = new Set([
+  "1.1.1.1",
+  "1.0.0.1",
+  "8.8.8.8",
+  "8.8.4.4",
+  "9.9.9.9",
+  "149.112.112.112",
+  "208.67.222.222",
+  "208.67.220.220",
+  "2606:4700:4700::1111",
+  "2606:4700:4700::1001",
+  "2001:4860:4860::8888",
+  "2001:4860:4860::8844",
+  "2620:fe::fe",
+  "2620:fe::9",
+]);
+
+/**
+ * Public scores 0.7; private, loopback, link-local, CGNAT, unspecified, broadcast, masks and the
+ * public DNS resolvers score 0.2.
  * Next to "ip" or "address" a public address scores 0.85; named as one's own ("my ip") a private
  * (RFC 1918) or CGNAT address scores 0.6, while loopback, unspecified, multicast, broadcast and
  * link-local ones stay at 0.2 (they name no one's device).
@@ -35,6 +57,7 @@ export function ipv4Score(ip: string, own = false): number {
   const [a, b] = ip.split(".").map(Number) as [number, number, number, number];
   if (own && (a === 10 || (a === 172 && b >= 16 && b <= 31) || (a === 192 && b === 168) || (a === 100 && b >= 64 && b <= 127))) return 0.6;
   const internal =
+    PUBLIC_RESOLVERS.has(ip) ||
     a === 10 ||
     a === 127 ||
     a === 0 ||
@@ -49,7 +72,15 @@ export function ipv4Score(ip: string, own = false): number {
 export function ipv6Score(ip: string, own = false): number {
   const lower = ip.toLowerCase();
   if (own && /^f[cd]/.test(lower)) return 0.6; // a unique local address given as one's own
-  if (lower === "::1" || lower === "::" || /^fe[89ab]/.test(lower) || /^f[cd]/.test(lower) || /^ff/.test(lower)) return 0.2;
+  if (
+    PUBLIC_RESOLVERS.has(lower) ||
+    lower === "::1" ||
+    lower === "::" ||
+    /^fe[89ab]/.test(lower) ||
+    /^f[cd]/.test(lower) ||
+    /^ff/.test(lower)
+  )
+    return 0.2;
   return 0.7;
 }
 

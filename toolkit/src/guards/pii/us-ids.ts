@@ -2,8 +2,8 @@
 // 9XX-XX-XXXX with the middle group in 50-65, 70-88, 90-92 or 94-99), and passport and driver's
 // licence numbers. The last two have no checksum and their formats vary (passports: 6-10 letters
 // and digits with at least 5 digits, as the US's 9 digits, Germany's C01X00T47 or France's
-// 12AB34567, or digit groups such as 123 456 789; licences: per state, 1-2 letters and 4-14
-// digits, sometimes dashed), so they count only after the words that name them ("passport no.",
+// 12AB34567, or digit groups such as 123 456 789; licences: per state, up to 3 letters and
+// 4-14 digits, sometimes dashed), so they count only after the words that name them ("passport no.",
 // "Reisepass Nr.", "driver's license number", "DL#").
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
@@ -17,7 +17,7 @@ const ITIN_WORDS = /\b(?:itin|taxpayer|tax id|tin|w-7|irs)\b/i;
 const PASSPORT =
   /\b(?:passport|passeport|pasaporte|passaporto|reisepass|paspoort)(?:'s)?(?:[ \t]+(?:number|num\.?|nr\.?|no\.?|n°|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z0-9]{6,10}|\d{2,4}(?:[ -]\d{2,4}){1,3})(?![\w-])/gi;
 const LICENCE =
-  /\b(?:driver'?s?|driving)[ \t]+licen[cs]e\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,2}\d(?:[\d-]{3,16})\d)(?![\w-])|\bDL[ \t]*(?:#|no\.?|number)[ \t]*:?[ \t]*([A-Z]{0,2}\d[\d-]{3,16}\d)(?![\w-])/gi;
+  /\b(?:driver'?s?|driving)[ \t]+licen[cs]e\b(?:[ \t]+(?:number|num|no\.?|#|id))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*([A-Z]{0,3}\d(?:[\d-]{3,16})\d)(?![\w-])|\bDL[ \t]*(?:#|no\.?|number)(?:[ \t]+(?:is|was))?[ \t]*:?[ \t]*([A-Z]{0,3}\d[\d-]{3,16}\d)(?![\w-])/gi;
 
 export const detectUsIds: PiiDetector = (text, claimed) => {
   if (!/\d\d/.test(text)) return []; // a German passport number has no three digits in a row
