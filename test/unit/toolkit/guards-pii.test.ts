@@ -411,6 +411,10 @@ const lessCommonPii: Array<[string, PiiKind]> = [
   ["Old Diners card: 36227206271667.", "credit_card"],
   ["The 19-digit UnionPay card is 6205500000000000004.", "credit_card"],
   ["My old 13-digit Visa was 4222222222222.", "credit_card"],
+  // a security code is card data whatever the number beside it (this one fails Luhn)
+  ["Charge 4111 1111 1111 1112, exp 11/28, CVV 417.", "credit_card"],
+  ["cvc: 0382", "credit_card"],
+  ["The card security code is 552, use it today", "credit_card"],
 ];
 for (const [text, kind] of lessCommonPii) {
   test(`pii (ITIN, passport, licence, card length): ${JSON.stringify(text)} is ${kind}`, (t) => {
@@ -428,6 +432,8 @@ for (const text of [
   "Passport photos must be 2 by 2 inches.",
   "My driver's license expired last month; what documents do I need?",
   "Order 912-45-3456 shipped.",
+  "Where is the CVV on a card? Is it 3 or 4 digits?",
+  "The CVV2 check failed on 12 orders today.",
 ]) {
   test(`pii (look-alike): ${JSON.stringify(text)} passes`, (t) => {
     const v = piiGuard(text);

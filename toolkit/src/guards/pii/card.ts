@@ -2,7 +2,8 @@
 // check and carry a known issuer prefix (validator's isCreditCard, or the networks named in
 // cardBrand at the lengths they issue). A 16-digit number of another issuer range (first digit 2-6,
 // RuPay's 81-82, Troy's 9792) that passes Luhn counts when grouped like a card or next to a card
-// word. Numbers failing Luhn are not card numbers.
+// word. Numbers failing Luhn are not card numbers. A card's security code (CVV, CVC) after its
+// name is card data too (PCI DSS's sensitive authentication data), whatever the number beside it.
 import { isCreditCard } from "./validators.ts";
 import type { Hit } from "../types.ts";
 import { lastChars } from "../text.ts";
@@ -12,6 +13,10 @@ import { contextBefore, scan } from "./common.ts";
 const CANDIDATE = /(?<![\w.,-])\d(?:[ -]?\d){12,18}(?![\w]|[.,-]\d)/g;
 const CARD_WORDS =
   /\b(?:card|visa|mastercard|amex|credit|debit|cc|pan|payment|pay|maestro|mir|elo|hipercard|dankort|troy|rupay|unionpay|jcb|discover|diners)\b/i;
+
+// the code's name, then 3 or 4 digits ("CVV 789", "cvc: 123", "card security code is 4321")
+const SECURITY_CODE =
+  /\b(?:cvv2?|cvc2?|cvn|card verification (?:value|code|number)|(?:card )?security code)\b(?:[ \t]+(?:code|number|no\.?|#))?(?:[ \t]+(?:is|was))?[ \t]*[:#=]?[ \t]*(\d{3,4})(?![\w-]|[.,]\d)/gi;
 
 /** The card network from the issuer prefix (IIN), for the description. */
 export function cardBrand(digits: string): string {
@@ -86,8 +91,16 @@ function plausibleGrouping(raw: string): boolean {
 }
 
 export const detectCards: PiiDetector = (text, claimed) => {
-  if (!/\d{4}/.test(text)) return [];
   const hits: Hit[] = [];
+  if (/cv[vcn]|verification|security code/i.test(text)) {
+    for (const m of scan(SECURITY_CODE, text)) {
+      const start = m.index + m[0].length - m[1]!.length;
+      const end = start + m[1]!.length;
+      if (claimed.overlaps(start, end)) continue;
+      hits.push({ kind: "credit_card", start, end, score: 0.85, description: "card security code (digits withheld)" });
+    }
+  }
+  if (!/\d{4}/.test(text)) return hits;
   for (const m of scan(CANDIDATE, text)) {
     const raw = m[0];
     const start = m.index;
