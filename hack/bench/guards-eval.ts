@@ -12,8 +12,10 @@
 // wrong (use it on the dev split: the test split is for reporting, not for tuning). --classifier
 // turns guards.prompt_injection.classifier on: the shipped classifier (hack/guard-model.ts) scores
 // what the patterns let pass, through the toolkit's runtime, as the API and the wrapper run it;
-// --toxicity-classifier gives the toxicity template `classifier: true` (its toxicity head, from the
-// same shipped classifier); --sensitivity sets the template's sensitivity (default medium).
+// --toxicity-classifier runs the toxicity template's toxicity head (from the same shipped classifier;
+// a template has it by default, so without the flag the run turns it off: the patterns alone);
+// --sensitivity sets the template's sensitivity (default medium). Both flags: the default a new
+// user gets, both model layers on.
 // --classifier-dir DIR scores with the classifier in DIR instead (model.onnx, vocab.txt, model.json).
 //
 // --model profanity-check|minilm [--model-threshold T] measures a candidate second layer side by side
@@ -71,10 +73,11 @@ const items = loadEvalSet();
 
 // The default configuration, as the API builds it for an app that lists one toxicity template.
 const TOX_ID = "00000000-0000-4000-8000-000000000016";
-// --sensitivity: the template's (default medium); --toxicity-classifier: with the toxicity head (classifier: true)
+// --sensitivity: the template's (default medium); --toxicity-classifier: with the toxicity head (on
+// by default in a template; without the flag it is turned off, so that the run measures the patterns)
 const template = GuardTemplateSpec.parse({
   guardType: "toxicity",
-  config: { sensitivity: values.sensitivity, ...(values["toxicity-classifier"] ? { classifier: true } : {}) },
+  config: { sensitivity: values.sensitivity, classifier: values["toxicity-classifier"] },
 });
 const resolved = resolveCustomTemplates(
   [{ template_id: TOX_ID }],

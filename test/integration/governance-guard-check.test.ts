@@ -209,7 +209,7 @@ test.serial(
 );
 
 test.serial(
-  "a toxicity template with classifier: the guard check blocks hate its patterns pass, by the toxicity head, and answers the score for the trace; ingestion records that block from the trace's score",
+  "a toxicity template (its head on by default): the guard check blocks hate its patterns pass, by the toxicity head, and answers the score for the trace; ingestion records that block from the trace's score",
   async (t) => {
     // hate with no slur and no pattern of the toxicity guard's (written for this test)
     const hate = "people from that country are dirty and always bring their problems with them";
@@ -227,8 +227,8 @@ test.serial(
     });
     t.is(refused.status, 422, "a model's score has no span to redact");
     t.regex(refused.text, /no span to redact/);
-    const withModel = await template({ classifier: true });
-    const patternsOnly = await template({});
+    const withModel = await template({});
+    const patternsOnly = await template({ classifier: false });
     const use = async (id: string) => {
       const r = await api.fetchJson("PUT", `/workspaces/${wsB.workspaceId}/governance/apps/plain/observability-config`, {
         key: wsB.apiKey,

@@ -22,7 +22,7 @@ import { offTopicDefinition } from "./guards/off-topic.ts";
 import { piiDefinition } from "./guards/pii/index.ts";
 import type { PiiConfig } from "./guards/pii/common.ts";
 import { redact } from "./guards/redact.ts";
-import type { GuardTemplateConfig } from "./guards/template.ts";
+import { toxicityHeadOn, type GuardTemplateConfig } from "./guards/template.ts";
 import {
   DEFAULT_PHASES,
   GuardTemplateConfig as GuardTemplateConfigSchema,
@@ -236,7 +236,7 @@ function templateCheck(id: string, guardType: GuardType, config: GuardTemplateCo
         ...base,
         def: toxicityDefinition,
         config: { categories: config.categories },
-        ...(config.classifier ? { classifier: { threshold: TOXICITY_CLASSIFIER_THRESHOLDS[config.sensitivity] } } : {}),
+        ...(toxicityHeadOn(config) ? { classifier: { threshold: TOXICITY_CLASSIFIER_THRESHOLDS[config.sensitivity] } } : {}),
       });
     case "off_topic":
       return check({ ...base, def: offTopicDefinition, config: { topics: config.topics ?? engine.allowedTopics } });
@@ -360,19 +360,23 @@ export function classifierUse(guards: EngineConfig["guards"]): { requestPath: bo
 
 /**
  * Where a config runs the classifier at all: on the request path for prompt_injection
- * (classifierUse) or for an enabled toxicity template with `classifier` (both heads come from one
+ * (classifierUse) or for an enabled toxicity template with its head (toxicityHeadOn: both heads come from one
  * run of the model); on ingestion as classifierUse says (a toxicity score comes from the request
  * path, or from a run that classifier_on_ingestion asked for).
  */
 export function modelLayerUse(config: {
   guards: EngineConfig["guards"];
-  /** the referenced templates, parsed or as stored (only guardType and config.classifier are read) */
-  templates?: Readonly<Record<string, { guardType: GuardType; config?: { classifier?: boolean | undefined } | undefined }>> | undefined;
+  /** the referenced templates, parsed or as stored (only guardType, config.classifier and config.action are read) */
+  templates?:
+    | Readonly<
+        Record<string, { guardType: GuardType; config?: { classifier?: boolean | undefined; action?: string | undefined } | undefined }>
+      >
+    | undefined;
 }): { requestPath: boolean; ingestion: boolean } {
   const use = classifierUse(config.guards);
   const toxicity = config.guards.custom_templates.some((ref) => {
     const t = ref.enabled ? config.templates?.[ref.template_id] : undefined;
-    return t?.guardType === "toxicity" && t.config?.classifier === true;
+    return t?.guardType === "toxicity" && toxicityHeadOn(t.config);
   });
   return { requestPath: use.requestPath || toxicity, ingestion: use.ingestion };
 }

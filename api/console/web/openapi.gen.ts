@@ -1274,7 +1274,7 @@ export interface components {
                 keywordWeight?: number;
                 /** @description prompt_injection: look inside base64 blobs, default true */
                 decodeBase64?: boolean;
-                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8) in a prompt its patterns let pass; default true, except with action redact (the score has no span to redact) */
                 classifier?: boolean;
             };
         } & (unknown & unknown & unknown & unknown & unknown);
@@ -1572,7 +1572,7 @@ export interface components {
                 keywordWeight?: number;
                 /** @description prompt_injection: look inside base64 blobs, default true */
                 decodeBase64?: boolean;
-                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8) in a prompt its patterns let pass; default true, except with action redact (the score has no span to redact) */
                 classifier?: boolean;
             };
             /** Format: date-time */
@@ -1895,7 +1895,7 @@ export interface components {
                 keywordWeight?: number;
                 /** @description prompt_injection: look inside base64 blobs, default true */
                 decodeBase64?: boolean;
-                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8) in a prompt its patterns let pass; default true, except with action redact (the score has no span to redact) */
                 classifier?: boolean;
             };
         } & (unknown & unknown & unknown & unknown & unknown);
@@ -2088,7 +2088,7 @@ export interface components {
                             keywordWeight?: number;
                             /** @description prompt_injection: look inside base64 blobs, default true */
                             decodeBase64?: boolean;
-                            /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8), where the classifier runs; default false */
+                            /** @description toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8) in a prompt its patterns let pass; default true, except with action redact (the score has no span to redact) */
                             classifier?: boolean;
                         };
                     };

@@ -449,10 +449,18 @@ test("a toxicity template with classifier: the toxicity head's score acts on a p
     ["prompt_injection", "template:t"],
   );
 
+  // on by default; off when the template says so, or redacts (the score has no span)
+  const byDefault = toxicityApp({});
+  t.true(usesClassifier(byDefault), "on by default");
+  t.is((await scoreWithClassifier(byDefault, text, "input", source(0.9))).decision.decision, "block");
   asked = 0;
-  const off = toxicityApp({});
-  t.false(usesClassifier(off), "off by default");
+  const off = toxicityApp({ classifier: false });
+  t.false(usesClassifier(off));
   t.is((await scoreWithClassifier(off, text, "input", source(0.99))).decision.decision, "allow");
+  t.is(asked, 0, "no model asked");
+  const redacting = toxicityApp({ action: "redact" });
+  t.false(usesClassifier(redacting));
+  t.is((await scoreWithClassifier(redacting, text, "input", source(0.99))).decision.decision, "allow");
   t.is(asked, 0, "no model asked");
   t.is((await scoreWithClassifier(on, text, "output", source(0.99))).decision.decision, "allow");
   t.is(asked, 0, "responses: the patterns alone");

@@ -123,7 +123,8 @@ function templateBody(d: FormData, guardType: Template["guardType"]): Body {
   if (guardType === "toxicity") {
     const categories = d.getAll("config.categories") as Config["categories"] & string[];
     if (categories.length > 0) config.categories = categories;
-    if (checked(d, "config.classifier")) config.classifier = true;
+    // sent either way: a template without the key has the head unless it redacts
+    config.classifier = checked(d, "config.classifier");
   }
   if (guardType === "off_topic") {
     const topics = lines(d, "config.topics").map((l) => {
@@ -231,7 +232,7 @@ function TemplateForm({ template }: { template?: Template }) {
           <Checkbox
             name="config.classifier"
             label="Also score prompts with the classifier's toxicity head (action block or flag)"
-            defaultChecked={c?.classifier ?? false}
+            defaultChecked={c ? (c.classifier ?? c.action !== "redact") : true}
           />
         </>
       )}
