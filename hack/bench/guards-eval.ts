@@ -4,7 +4,8 @@
 // The configuration is the one a new user gets: an app's default observability config
 // (prompt_injection and sensitive_data on at their default thresholds) plus one toxicity guard
 // template created with sensitivity medium and listed in custom_templates, built through the API's
-// own functions (defaultObservabilityConfig, resolveCustomTemplates, engineInput), not a copy of them.
+// own functions (defaultObservabilityConfig, resolveCustomTemplates, engineInput), not a copy of them;
+// its model layers (on by default) run only with --classifier and --toxicity-classifier below.
 // Every item is checked as a prompt (input phase). An item counts as caught by a guard when that
 // guard's result is not `pass`. Prints precision, recall and F1 per guard and per source, the
 // totals per guard over the public sources and over every source, and the share of benign

@@ -22,7 +22,8 @@ import { offTopicDefinition } from "./guards/off-topic.ts";
 import { piiDefinition } from "./guards/pii/index.ts";
 import type { PiiConfig } from "./guards/pii/common.ts";
 import { redact } from "./guards/redact.ts";
-import { toxicityHeadOn, type GuardTemplateConfig } from "./guards/template.ts";
+import { toxicityHeadOn, type ToxicityHeadKeys } from "./guards/kinds.ts";
+import type { GuardTemplateConfig } from "./guards/template.ts";
 import {
   DEFAULT_PHASES,
   GuardTemplateConfig as GuardTemplateConfigSchema,
@@ -367,11 +368,7 @@ export function classifierUse(guards: EngineConfig["guards"]): { requestPath: bo
 export function modelLayerUse(config: {
   guards: EngineConfig["guards"];
   /** the referenced templates, parsed or as stored (only guardType, config.classifier and config.action are read) */
-  templates?:
-    | Readonly<
-        Record<string, { guardType: GuardType; config?: { classifier?: boolean | undefined; action?: string | undefined } | undefined }>
-      >
-    | undefined;
+  templates?: Readonly<Record<string, { guardType: GuardType; config?: ToxicityHeadKeys | undefined }>> | undefined;
 }): { requestPath: boolean; ingestion: boolean } {
   const use = classifierUse(config.guards);
   const toxicity = config.guards.custom_templates.some((ref) => {

@@ -107,14 +107,6 @@ export const GuardTemplateConfig = z.strictObject({
       "toxicity: also block (or flag) what the classifier's toxicity head scores at or above its threshold (low, medium, high -> 0.95, 0.9, 0.8) in a prompt its patterns let pass; default true, except with action redact (the score has no span to redact)",
     ),
 });
-
-/**
- * Whether a toxicity template's config has the classifier's toxicity head: `classifier` when given,
- * else on unless its action is redact (a config as stored may lack action: block by default).
- */
-export function toxicityHeadOn(config: { classifier?: boolean | undefined; action?: string | undefined } | undefined): boolean {
-  return config?.classifier ?? config?.action !== "redact";
-}
 export type GuardTemplateConfig = z.output<typeof GuardTemplateConfig>;
 export type GuardTemplateConfigInput = z.input<typeof GuardTemplateConfig>;
 

@@ -22,7 +22,7 @@ import {
   text,
   useLoad,
 } from "../ui.tsx";
-import { PII_KINDS, TOXICITY_CATEGORIES } from "../../../../toolkit/src/guards/kinds.ts";
+import { PII_KINDS, TOXICITY_CATEGORIES, toxicityHeadOn } from "../../../../toolkit/src/guards/kinds.ts";
 
 type Template = Schemas["GuardTemplate"];
 type Body = Schemas["ReplaceGuardTemplateRequest"];
@@ -232,7 +232,7 @@ function TemplateForm({ template }: { template?: Template }) {
           <Checkbox
             name="config.classifier"
             label="Also score prompts with the classifier's toxicity head (action block or flag)"
-            defaultChecked={c ? (c.classifier ?? c.action !== "redact") : true}
+            defaultChecked={toxicityHeadOn(c)}
           />
         </>
       )}
