@@ -254,11 +254,16 @@ test.serial("1 MiB catastrophic inputs through the real worker: each is answered
   const pool = new WorkerPoolScorer({ size: 2, log, taskTimeoutMs: deadline });
   t.teardown(() => pool.close());
   await pool.ready();
-  // both workers compile the config before the clock runs: checks of a response, which run no model
-  t.deepEqual(
-    (await Promise.all([pool.check(1, every, "warm", "output"), pool.check(1, every, "warm", "output")])).map((r) => r.decision),
-    ["allow", "allow"],
-  );
+  // both workers compile the config before the catastrophic inputs: checks of a response, which run
+  // no model. A compile counts against its task's deadline, and on a loaded machine it can pass 400
+  // ms: a worker cut there is replaced by a fresh one, so the pair is sent again until both answer.
+  let warmed: string[] = [];
+  for (let round = 0; round < 5 && warmed.length < 2; round++) {
+    const both = await Promise.allSettled([pool.check(1, every, "warm", "output"), pool.check(1, every, "warm", "output")]);
+    for (const r of both) if (r.status === "rejected" && !(r.reason instanceof ScoringTimeoutError)) throw r.reason;
+    warmed = both.flatMap((r) => (r.status === "fulfilled" ? [r.value.decision] : []));
+  }
+  t.deepEqual(warmed, ["allow", "allow"]);
   t.is((await pool.score(2, {}, small)).length, 3);
 
   let flowing = true;
