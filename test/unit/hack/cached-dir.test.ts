@@ -1,12 +1,12 @@
 // cachedDir (hack/lib/pinned.ts): a cache directory per key, built once into a temporary sibling
 // and renamed into place, the other keys' directories removed once unused for a week, nothing
-// left by a failed build; pythonVenv (hack/lib/python.ts) prunes its family's older keys alike.
+// left by a failed build; keyedVenv (hack/lib/python.ts) prunes its family's older keys alike.
 import test from "ava";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { CACHE_KEEP_UNUSED_MS, cachedDir } from "../../../hack/lib/pinned.ts";
-import { pythonVenv } from "../../../hack/lib/python.ts";
+import { keyedVenv, keyedVenvName } from "../../../hack/lib/python.ts";
 
 const A = "a".repeat(16);
 const B = "b".repeat(16);
@@ -76,7 +76,7 @@ test.serial("a call marks its key used", (t) => {
   t.true(existsSync(join(root, "area", A)));
 });
 
-test.serial("pythonVenv: a family's older key unused for a week goes, other families and names stay", (t) => {
+test.serial("keyedVenv: a family's older key unused for a week goes, other families and names stay", (t) => {
   const root = withCache(t);
   const venv = (name: string, agoMs: number) => {
     mkdirSync(join(root, name, "bin"), { recursive: true });
@@ -85,19 +85,17 @@ test.serial("pythonVenv: a family's older key unused for a week goes, other fami
   };
   venv("guard-model-aaaaaaaaaaaa", CACHE_KEEP_UNUSED_MS + DAY); // the family's old key, unused
   venv("guard-model-cccccccccccc", DAY); // another checkout's key, used yesterday
-  venv("guard-model-bbbbbbbbbbbb", 2 * CACHE_KEEP_UNUSED_MS); // the one asked for: found, not made
+  const current = keyedVenvName("guard-model", ["nothing-installed"]);
+  venv(current, 2 * CACHE_KEEP_UNUSED_MS); // the one asked for: found, not made
   venv("toolkit-python-aaaaaaaaaaaa", CACHE_KEEP_UNUSED_MS + DAY); // another family
   venv("alt-profanity-check-0.2.1", CACHE_KEEP_UNUSED_MS + DAY); // a name without a key
   mkdirSync(join(root, "guard-model", A), { recursive: true }); // cachedDir's area beside them
-  t.is(pythonVenv("guard-model-bbbbbbbbbbbb", ["nothing-installed"]), join(root, "guard-model-bbbbbbbbbbbb", "bin/python"));
-  t.deepEqual(readdirSync(root).sort(), [
-    "alt-profanity-check-0.2.1",
-    "guard-model",
-    "guard-model-bbbbbbbbbbbb",
-    "guard-model-cccccccccccc",
-    "toolkit-python-aaaaaaaaaaaa",
-  ]);
-  t.true(Date.now() - statSync(join(root, "guard-model-bbbbbbbbbbbb", ".berth-installed")).mtimeMs < DAY, "marked used");
+  t.is(keyedVenv("guard-model", ["nothing-installed"]), join(root, current, "bin/python"));
+  t.deepEqual(
+    readdirSync(root).sort(),
+    ["alt-profanity-check-0.2.1", "guard-model", current, "guard-model-cccccccccccc", "toolkit-python-aaaaaaaaaaaa"].sort(),
+  );
+  t.true(Date.now() - statSync(join(root, current, ".berth-installed")).mtimeMs < DAY, "marked used");
 });
 
 test.serial("a failed build, or one that never says it is done, leaves nothing in place", (t) => {
