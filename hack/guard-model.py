@@ -47,9 +47,9 @@ from sklearn.model_selection import StratifiedGroupKFold, StratifiedKFold, cross
 from tokenizers import Tokenizer
 
 # Every source of the evaluation set the build reads is declared here, after its licence was read
-# (test/fixtures/guards-eval/SOURCES.md): one a shipped model may learn from, or one it may not
-# (copyleft: evaluation only). A source in neither is refused (training_set): a new file in the set
-# must not be learnt, nor left out, by default.
+# (test/fixtures/guards-eval/SOURCES.md): one a shipped model may learn from, one it may not
+# (copyleft: evaluation only), or one it may but never does (held out). A source in none is refused
+# (training_set): a new file in the set must not be learnt, nor left out, by default.
 TRAINABLE_SOURCES = {
     "authored-identifiers", "authored-injection", "authored-padded", "authored-toxicity",
     "awesome-chatgpt-prompts", "bias-madlibs-2018", "clinc150", "davidson-2017", "gsm8k",
@@ -57,6 +57,11 @@ TRAINABLE_SOURCES = {
     "wildguard-benign",
 }
 COPYLEFT_SOURCES = {"ethos-2020", "stormfront-2018", "wikipedia-toxicity-2017"}
+# licensed for a shipped model, kept out of every training (measure --train-gpl too) so that one
+# public toxicity source of another taxonomy stays a measure of data never learnt; learning its dev
+# half was measured to leave the toxicity head's average precision where it was (docs/guards.md,
+# "OpenAI's moderation set")
+HELD_OUT_SOURCES = {"openai-moderation-2022"}
 # a source kept out of the shipped classifier's training: padded attacks measure whether reading in
 # windows finds an attack in benign text; learnt, they would measure nothing
 PADDED = "authored-padded"
@@ -286,11 +291,12 @@ def latency(encoder, texts, calls=200):
 
 def training_set(items, guard, train_gpl):
     """The dev items labelled for `guard`, from the sources a shipped model may learn from (and the
-    copyleft ones with `train_gpl`, for measure). Refuses items of a source declared in neither."""
-    undeclared = sorted({it["source"] for it in items} - TRAINABLE_SOURCES - COPYLEFT_SOURCES)
+    copyleft ones with `train_gpl`, for measure; never the held-out ones). Refuses items of a source
+    declared in none."""
+    undeclared = sorted({it["source"] for it in items} - TRAINABLE_SOURCES - COPYLEFT_SOURCES - HELD_OUT_SOURCES)
     if undeclared:
         raise SystemExit(
-            f"guard-model.py: no licence declared for {', '.join(undeclared)}: read it (SOURCES.md) and add the source to TRAINABLE_SOURCES or COPYLEFT_SOURCES"
+            f"guard-model.py: no licence declared for {', '.join(undeclared)}: read it (SOURCES.md) and add the source to TRAINABLE_SOURCES, COPYLEFT_SOURCES or HELD_OUT_SOURCES"
         )
     allowed = TRAINABLE_SOURCES | COPYLEFT_SOURCES if train_gpl else TRAINABLE_SOURCES
     return [i for i, it in enumerate(items) if it["split"] == "dev" and guard in it["labels"] and it["source"] in allowed]

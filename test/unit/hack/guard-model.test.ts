@@ -1,5 +1,5 @@
 // The classifier's build learns only from sources whose licence was read and declared
-// (hack/guard-model.py, TRAINABLE_SOURCES and COPYLEFT_SOURCES): a source added to the evaluation
+// (hack/guard-model.py, TRAINABLE_SOURCES, COPYLEFT_SOURCES, HELD_OUT_SOURCES): a source added to the evaluation
 // set is refused until it is declared, so a copyleft set cannot be learnt by default (the build
 // reads every dev item of the set labelled for its guards).
 import test from "ava";
@@ -43,6 +43,13 @@ test("copyleft sources are evaluation only unless asked for (measure --train-gpl
   t.deepEqual(r.out, [[2], [0, 1, 2]]);
 });
 
+test("a held-out source is never learnt, not even with the copyleft ones", (t) => {
+  const items = [item("openai-moderation-2022"), item("openai-moderation-2022", false), item("ethos-2020"), item("surge-ai-2021")];
+  const r = python(`print(json.dumps([gm.training_set(items, "toxicity", False), gm.training_set(items, "toxicity", True)]))`, items);
+  t.is(r.status, 0, r.stderr);
+  t.deepEqual(r.out, [[3], [2, 3]]);
+});
+
 test("every source of the evaluation set the build reads is declared", (t) => {
   const sources = [
     ...new Set(
@@ -52,7 +59,7 @@ test("every source of the evaluation set the build reads is declared", (t) => {
     ),
   ];
   const r = python(
-    `print(json.dumps(sorted(s for s in items if s not in gm.TRAINABLE_SOURCES and s not in gm.COPYLEFT_SOURCES)))`,
+    `print(json.dumps(sorted(s for s in items if s not in gm.TRAINABLE_SOURCES | gm.COPYLEFT_SOURCES | gm.HELD_OUT_SOURCES)))`,
     sources,
   );
   t.is(r.status, 0, r.stderr);
