@@ -292,8 +292,10 @@ def latency(encoder, texts, calls=200):
 def training_set(items, guard, train_gpl):
     """The dev items labelled for `guard`, from the sources a shipped model may learn from (and the
     copyleft ones with `train_gpl`, for measure; never the held-out ones). Refuses items of a source
-    declared in none."""
-    undeclared = sorted({it["source"] for it in items} - TRAINABLE_SOURCES - COPYLEFT_SOURCES - HELD_OUT_SOURCES)
+    declared in none among those labelled for `guard` (a source labelled for other guards alone, such
+    as the PII sets, is never read for this one)."""
+    labelled = {it["source"] for it in items if guard in it["labels"]}
+    undeclared = sorted(labelled - TRAINABLE_SOURCES - COPYLEFT_SOURCES - HELD_OUT_SOURCES)
     if undeclared:
         raise SystemExit(
             f"guard-model.py: no licence declared for {', '.join(undeclared)}: read it (SOURCES.md) and add the source to TRAINABLE_SOURCES, COPYLEFT_SOURCES or HELD_OUT_SOURCES"

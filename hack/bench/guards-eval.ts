@@ -30,7 +30,7 @@
 //   onnxruntime thread, with a logistic regression per guard trained on the dev split
 //   (hack/guard-model.py says how; its threshold is chosen on dev), from the sources a shipped model
 //   may learn from (--train-gpl adds the copyleft ones: ETHOS, GPL-3.0; Stormfront, CC BY-SA).
-//   Also prints the encoder's latency on 1 KB texts.
+//   Also prints the encoder's latency on 1 KB texts. --layers 0 is the embeddings alone, mean-pooled.
 // Printed per source: the lexical layer, the model at the threshold, either of them; then which
 // labelled items only one of the two gets right (listed with --misses).
 import { execFileSync } from "node:child_process";
@@ -245,7 +245,7 @@ if (values.model !== undefined) {
 function minilm(): Partial<Record<EvalGuard, { probs: number[]; threshold: number; label: string }>> {
   const python = guardModelPython();
   const layers = Number(values.layers);
-  if (!Number.isInteger(layers) || layers < 1 || layers > 6) throw new Error(`--layers is 1 to 6, not ${values.layers}`);
+  if (!Number.isInteger(layers) || layers < 0 || layers > 6) throw new Error(`--layers is 0 to 6, not ${values.layers}`);
   // 1 KB texts for the latency: benign public prompts joined until a KB, as the guards bench's prompts
   const benign = items.filter((it) => it.source === "notinject" || it.source === "wildguard-benign").map((it) => it.text);
   const latencyTexts: string[] = [];

@@ -36,6 +36,15 @@ test("a source of no declared licence is refused; declared, it is learnt", (t) =
   t.deepEqual(declared.out, [0, 1]);
 });
 
+test("a source labelled for other guards alone is not read, so it needs no declaration", (t) => {
+  // the PII sets are labelled for sensitive_data only: the measure command gets every item of the set
+  const pii = { text: "my card is 4111 1111 1111 1111", split: "dev", source: "new-pii-set-2026", labels: { sensitive_data: true } };
+  const items = [item("surge-ai-2021"), pii];
+  const r = python(`print(json.dumps(gm.training_set(items, "toxicity", False)))`, items);
+  t.is(r.status, 0, r.stderr);
+  t.deepEqual(r.out, [0]);
+});
+
 test("copyleft sources are evaluation only unless asked for (measure --train-gpl)", (t) => {
   const items = [item("wikipedia-toxicity-2017"), item("ethos-2020"), item("toxigen-2022", false)];
   const r = python(`print(json.dumps([gm.training_set(items, "toxicity", False), gm.training_set(items, "toxicity", True)]))`, items);
