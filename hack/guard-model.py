@@ -294,6 +294,9 @@ def training_set(items, guard, train_gpl):
     copyleft ones with `train_gpl`, for measure; never the held-out ones). Refuses items of a source
     declared in none among those labelled for `guard` (a source labelled for other guards alone, such
     as the PII sets, is never read for this one)."""
+    twice = sorted(TRAINABLE_SOURCES & (COPYLEFT_SOURCES | HELD_OUT_SOURCES) | COPYLEFT_SOURCES & HELD_OUT_SOURCES)
+    if twice:
+        raise SystemExit(f"guard-model.py: {', '.join(twice)} declared in two of TRAINABLE_SOURCES, COPYLEFT_SOURCES and HELD_OUT_SOURCES")
     labelled = {it["source"] for it in items if guard in it["labels"]}
     undeclared = sorted(labelled - TRAINABLE_SOURCES - COPYLEFT_SOURCES - HELD_OUT_SOURCES)
     if undeclared:

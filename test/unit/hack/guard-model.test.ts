@@ -1,7 +1,7 @@
 // The classifier's build learns only from sources whose licence was read and declared
-// (hack/guard-model.py, TRAINABLE_SOURCES, COPYLEFT_SOURCES, HELD_OUT_SOURCES): a source added to the evaluation
-// set is refused until it is declared, so a copyleft set cannot be learnt by default (the build
-// reads every dev item of the set labelled for its guards).
+// (hack/guard-model.py: TRAINABLE_SOURCES, COPYLEFT_SOURCES, HELD_OUT_SOURCES): a source added to
+// the evaluation set is refused until it is declared, so a copyleft set cannot be learnt by default
+// (the build reads every dev item of the set labelled for its guards).
 import test from "ava";
 import { spawnSync } from "node:child_process";
 import { GUARD_MODEL_PY, guardModelPython } from "../../../hack/guard-model.ts";
@@ -57,6 +57,16 @@ test("a held-out source is never learnt, not even with the copyleft ones", (t) =
   const r = python(`print(json.dumps([gm.training_set(items, "toxicity", False), gm.training_set(items, "toxicity", True)]))`, items);
   t.is(r.status, 0, r.stderr);
   t.deepEqual(r.out, [[3], [2, 3]]);
+});
+
+test("a source declared both held out and trainable is refused, not learnt", (t) => {
+  const items = [item("openai-moderation-2022"), item("surge-ai-2021")];
+  const r = python(
+    `gm.TRAINABLE_SOURCES.add("openai-moderation-2022")\nprint(json.dumps(gm.training_set(items, "toxicity", False)))`,
+    items,
+  );
+  t.not(r.status, 0);
+  t.regex(r.stderr, /openai-moderation-2022 declared in two of/);
 });
 
 test("every source of the evaluation set the build reads is declared", (t) => {
