@@ -5,7 +5,7 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join, relative } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { DEBIAN_SUITE } from "../images.ts";
 import { cachedDir, cacheRoot, markUsed, pruneUnused } from "./pinned.ts";
 
@@ -71,6 +71,17 @@ export const TOOLKIT_PYTHON_PACKAGES = [
 /** The python of the Python toolkit's virtualenv (made once per package list). */
 export function toolkitPython(): string {
   return keyedVenv("toolkit-python", TOOLKIT_PYTHON_PACKAGES);
+}
+
+/**
+ * The API fuzzer (hack/fuzz; test/integration/api-fuzz.test.ts runs it), pinned. Made by
+ * ./hack/test's setup with the toolkit's virtualenv, so that the fuzz test never reaches PyPI.
+ */
+export const SCHEMATHESIS_PACKAGES = ["schemathesis==4.32.5"] as const;
+
+/** The directory of the fuzzer's virtualenv (its bin/schemathesis), made once per pin. */
+export function schemathesisVenv(): string {
+  return dirname(dirname(keyedVenv("schemathesis", SCHEMATHESIS_PACKAGES)));
 }
 
 /**
@@ -198,5 +209,6 @@ if (import.meta.main) {
   const command = process.argv[2];
   if (command === "toolkit") console.log(toolkitPython());
   else if (command === "sample-wheels") console.log(sampleWheels());
-  else throw new Error("usage: node hack/lib/python.ts toolkit|sample-wheels");
+  else if (command === "schemathesis") console.log(schemathesisVenv());
+  else throw new Error("usage: node hack/lib/python.ts toolkit|sample-wheels|schemathesis");
 }

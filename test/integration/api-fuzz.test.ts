@@ -14,7 +14,7 @@ import { identity } from "../helpers/identities.ts";
 const root = join(import.meta.dirname, "../..");
 
 test("the fuzzer finds no server error and no answer that contradicts the OpenAPI document", async (t) => {
-  t.timeout(12 * 60_000); // the first run installs schemathesis (once per machine)
+  t.timeout(12 * 60_000); // a run over every operation (schemathesis is made by ./hack/test's setup)
   const api = await startApi({
     env: {
       // The fuzzer sends thousands of requests with one key: its budget would answer most of them
