@@ -45,7 +45,7 @@ import {
 } from "../../toolkit/src/index.ts";
 import { AUTHORED, EVAL_GUARDS, loadEvalSet, type EvalGuard, type EvalItem } from "../lib/guards-eval-set.ts";
 import { GUARD_MODEL_PY, guardModelDir, guardModelPython } from "../guard-model.ts";
-import { pythonVenv } from "../lib/python.ts";
+import { keyedVenv } from "../lib/python.ts";
 
 const { values } = parseArgs({
   options: {
@@ -292,10 +292,7 @@ function minilm(): Partial<Record<EvalGuard, { probs: number[]; threshold: numbe
 
 /** alt-profanity-check's probability that each text is offensive, from its own package in a virtualenv under the cache. */
 function profanityCheck(texts: string[]): number[] {
-  const python = pythonVenv(`alt-profanity-check-${PROFANITY_CHECK}`, [
-    `alt-profanity-check==${PROFANITY_CHECK}`,
-    `scikit-learn==${SCIKIT_LEARN}`,
-  ]);
+  const python = keyedVenv("alt-profanity-check", [`alt-profanity-check==${PROFANITY_CHECK}`, `scikit-learn==${SCIKIT_LEARN}`]);
   const score =
     "import json, sys, warnings\nwarnings.filterwarnings('ignore')\nfrom profanity_check import predict_prob\nprint(json.dumps([float(p) for p in predict_prob(json.load(sys.stdin))]))";
   const out = execFileSync(python, ["-c", score], { input: JSON.stringify(texts), maxBuffer: 64 * 2 ** 20 });
