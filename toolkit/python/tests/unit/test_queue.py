@@ -54,7 +54,9 @@ def record(i: int) -> dict[str, Any]:
 
 
 def make(t: FakeTransport, warnings_: Any, **kw: Any) -> TraceQueue:
-    kw.setdefault("linger", 0.02)
+    # a long linger: flush() sends at once, so a burst is one batch however slow the host (a
+    # test of the linger itself sets it)
+    kw.setdefault("linger", 60.0)
     kw.setdefault("initial_backoff", 0.01)
     kw.setdefault("max_backoff", 0.02)
     return TraceQueue(t, logger=warnings_, **kw)
