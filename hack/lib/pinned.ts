@@ -14,7 +14,7 @@ export function cacheRoot(): string {
 }
 
 /**
- * How long a keyed entry of the cache (cachedDir, pythonVenv) is kept after its last use once a
+ * How long a keyed entry of the cache (cachedDir, keyedVenv) is kept after its last use once a
  * newer key is in use: long enough that a second checkout of another commit on the same machine
  * (its own training items, its own pins) never removes what a run in the first one is reading,
  * short enough that a developer's cache does not keep every virtualenv it ever made.

