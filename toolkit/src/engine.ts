@@ -37,7 +37,7 @@ import { prepareToxicity, toxicityDefinition } from "./guards/toxicity.ts";
 import type { GuardAction, GuardDefinition, GuardPolicy, GuardResult, GuardType, GuardVerdict, Hit, Phase } from "./guards/types.ts";
 import { GUARD_TYPES } from "./guards/types.ts";
 import { evaluateGuard } from "./guards/verdict.ts";
-import type { TextClassifier } from "./guards/classifier/index.ts";
+import type { ScoreFloors, TextClassifier } from "./guards/classifier/index.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -389,7 +389,7 @@ export function usesClassifier(engine: GuardEngine): boolean {
  * prompt-injection score alone.
  */
 export type ClassifierSource =
-  TextClassifier | ((text: string) => number | HeadScores | undefined | Promise<number | HeadScores | undefined>);
+  TextClassifier | ((text: string, floors?: ScoreFloors) => number | HeadScores | undefined | Promise<number | HeadScores | undefined>);
 
 /**
  * Scores of a text by the classifier's heads, each present when known: what the request path sends
@@ -520,7 +520,13 @@ export async function scoreWithClassifier(
   const decision = engine.evaluate(text, phase);
   if (!wantsClassifierScore(engine, decision, phase)) return { decision };
   if (!source) throw new Error("guards.prompt_injection.classifier or a toxicity template's classifier is on, but no classifier is loaded");
-  const given = typeof source === "function" ? await source(text) : await source.scores(text);
+  // the thresholds the heads that have a say act at: the model's screen spares its layer where it
+  // can tell a window stays under them
+  const floors: ScoreFloors = {};
+  if (injectionWants(engine, decision, phase)) floors.promptInjection = engine.config.guards.prompt_injection.threshold;
+  const toxic = toxicityWants(engine, decision, phase);
+  if (toxic.length > 0) floors.toxicity = Math.min(...toxic.map((c) => c.classifier!.threshold));
+  const given = typeof source === "function" ? await source(text, floors) : await source.scores(text, floors);
   if (given === undefined) return { decision };
   const all: HeadScores = typeof given === "number" ? { promptInjection: given } : given;
   // only the scores that had a say travel on (a trace's classifierScores)

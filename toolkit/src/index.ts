@@ -23,7 +23,7 @@ export {
 } from "./engine.ts";
 // The guards' classifier (needs the optional peer dependency onnxruntime-node to load).
 export { ClassifierInfo, defaultClassifierDir, loadInjectionClassifier, sharedInjectionClassifier } from "./guards/classifier/index.ts";
-export type { ClassifierScores, TextClassifier } from "./guards/classifier/index.ts";
+export type { ClassifierScores, ScoreFloors, TextClassifier } from "./guards/classifier/index.ts";
 export type { ClassifierSource, EngineConfigInput, GuardBlock, GuardDecision, GuardEvaluation, HeadScores } from "./engine.ts";
 
 // The client: configure() once at boot, submit() after each LLM call (docs/spec.md part 1, plain path).

@@ -24,7 +24,7 @@ export const gatedClassifier = async (): Promise<TextClassifier> => {
   return {
     info: c.info,
     score: (text) => asModelWork(gate, () => c.score(text)),
-    scores: (text) => asModelWork(gate, () => c.scores(text)),
+    scores: (text, floors) => asModelWork(gate, () => c.scores(text, floors)),
     close: () => c.close(),
   };
 };

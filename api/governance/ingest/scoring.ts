@@ -32,6 +32,7 @@ import {
   type GuardType,
   type HeadScores,
   type Phase,
+  type ScoreFloors,
   type TextClassifier,
 } from "../../../toolkit/src/index.ts";
 import type { Logger } from "../../../kube/logger.ts";
@@ -95,12 +96,16 @@ export async function scoreTraces(
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<ScoreResult[]> {
   const onIngestion = classifierUse(engine.config.guards).ingestion;
-  const model = async (text: string) => (await loaded(classifier)).scores(text);
+  const model = async (text: string, floors?: ScoreFloors) => (await loaded(classifier)).scores(text, floors);
   const out: ScoreResult[] = [];
   for (const t of traces) {
     // the scores the request path sent; without any, the model's when classifier_on_ingestion says so
-    const { decision: input } = await scoreWithClassifier(engine, t.input, "input", () =>
-      carriesScores(t) ? { promptInjection: t.classifierScore, toxicity: t.toxicityScore } : onIngestion ? model(t.input) : undefined,
+    const { decision: input } = await scoreWithClassifier(engine, t.input, "input", (_, floors) =>
+      carriesScores(t)
+        ? { promptInjection: t.classifierScore, toxicity: t.toxicityScore }
+        : onIngestion
+          ? model(t.input, floors)
+          : undefined,
     );
     const output = engine.evaluate(t.output, "output");
     const evals = runEvals({ input: t.input, output: t.output, latencyMs: t.latency, model: t.model }, engine, { input, output });
@@ -168,7 +173,9 @@ export async function checkText(
   phase: Phase,
   classifier: () => Promise<TextClassifier> = sharedInjectionClassifier,
 ): Promise<GuardCheckResult> {
-  const { decision, score, scores } = await scoreWithClassifier(engine, text, phase, async (t) => (await loaded(classifier)).scores(t));
+  const { decision, score, scores } = await scoreWithClassifier(engine, text, phase, async (t, floors) =>
+    (await loaded(classifier)).scores(t, floors),
+  );
   return guardCheckResult(decision, score, scores);
 }
 

@@ -84,3 +84,35 @@ test("every source of the evaluation set the build reads is declared", (t) => {
   t.is(r.status, 0, r.stderr);
   t.deepEqual(r.out, []);
 });
+
+test("the screen's floors: the lowest screen score of a window whose full score reaches each floor, never over the floor", (t) => {
+  // windows' full scores and the screen's (cross-validated) scores of the same windows
+  const full = [0.95, 0.72, 0.4, 0.1, 0.31, 0.85];
+  const screen = [0.6, 0.2345, 0.9, 0.05, 0.01, 0.97];
+  const r = python(
+    `import numpy as np\nprint(json.dumps(gm.screen_floors(np.array(${JSON.stringify(full)}), np.array(${JSON.stringify(screen)}))))`,
+    [],
+  );
+  t.is(r.status, 0, r.stderr);
+  t.deepEqual(r.out, [
+    [0.3, 0.01], // 0.31's window: a screen of 0.01 must still run the layer
+    [0.5, 0.234], // 0.72's 0.2345, rounded down
+    [0.6, 0.234],
+    [0.7, 0.234],
+    [0.8, 0.6], // 0.95's 0.6 (0.85's 0.97 is higher)
+    [0.9, 0.6],
+    [0.95, 0.6],
+  ]);
+  // a screen that scores a reaching window above its floor: capped at the floor, so a screened
+  // window's score stays under the threshold its caller acts at
+  const capped = python(`import numpy as np\nprint(json.dumps(gm.screen_floors(np.array([0.99]), np.array([0.999]))))`, []);
+  t.deepEqual(capped.out, [
+    [0.3, 0.3],
+    [0.5, 0.5],
+    [0.6, 0.6],
+    [0.7, 0.7],
+    [0.8, 0.8],
+    [0.9, 0.9],
+    [0.95, 0.95],
+  ]);
+});

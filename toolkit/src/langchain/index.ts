@@ -20,7 +20,7 @@ import { RunnableBinding } from "@langchain/core/runnables";
 import { randomUUID } from "node:crypto";
 import type { GuardDecision, GuardEngine, HeadScores } from "../engine.ts";
 import { scoreWithClassifier } from "../engine.ts";
-import { defaultClassifierDir, sharedInjectionClassifier } from "../guards/classifier/index.ts";
+import { defaultClassifierDir, sharedInjectionClassifier, type ScoreFloors } from "../guards/classifier/index.ts";
 import { GuardBlockedError, GuardUnavailableError } from "../client/errors.ts";
 import type { Governance } from "../client/governance.ts";
 import { governance as processGovernance } from "../client/index.ts";
@@ -199,7 +199,9 @@ class GovernedCall {
     const messages = typeof input === "string" ? undefined : toMessages(input);
     const text = messages ? promptText(messages) : (input as string);
     const state: CallState = { traceId: randomUUID(), startedAt: new Date(), input: text, engine, sent: input };
-    const { decision, scores } = await scoreWithClassifier(engine, text, "input", (t) => this.#classifierScore(t, state, options));
+    const { decision, scores } = await scoreWithClassifier(engine, text, "input", (t, floors) =>
+      this.#classifierScore(t, floors, state, options),
+    );
     if (scores !== undefined) state.classifierScores = scores;
     if (decision.decision === "block") {
       this.#submit(state, options, { output: "", latency: 0, tokens: { prompt: 0, completion: 0, total: 0 } });
@@ -219,10 +221,11 @@ class GovernedCall {
    */
   async #classifierScore(
     text: string,
+    floors: ScoreFloors | undefined,
     state: CallState,
     options: Record<string, unknown> | undefined,
   ): Promise<number | HeadScores | undefined> {
-    if (defaultClassifierDir() !== undefined) return (await sharedInjectionClassifier()).scores(text);
+    if (defaultClassifierDir() !== undefined) return (await sharedInjectionClassifier()).scores(text, floors);
     try {
       const remote = await this.#g.classifierScore(text);
       state.unavailable = remote.unavailable;

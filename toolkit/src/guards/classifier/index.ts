@@ -62,6 +62,21 @@ export const ClassifierInfo = z
     training: Training,
     /** The toxicity head (output `toxicity` of the same graph), in the builds that have one. */
     toxicity: z.object({ output: z.literal("toxicity"), training: Training }).optional(),
+    /**
+     * The screen, in the builds that have one: heads learnt on the embeddings alone, which the graph
+     * reads first; the layer runs on a window only where a screen score reaches its entry of the
+     * input `screen` (one per output, in `outputs`' order). `floors`: per output, [threshold a
+     * caller acts at, screen score under which the layer need not run], by ascending threshold.
+     */
+    screen: z
+      .object({
+        input: z.literal("screen"),
+        layers: z.literal(0),
+        outputs: z.array(z.enum(["score", "toxicity"])).min(1),
+        floors: z.record(z.enum(["score", "toxicity"]), z.array(z.tuple([z.number().min(0).max(1), z.number().min(0).max(1)]))),
+        training: z.record(z.string(), Training),
+      })
+      .optional(),
   })
   .refine((i) => i.tokenizer.maxTokens === i.windows.pieces + 2, {
     message: "maxTokens is a window's pieces with [CLS] and [SEP]",
@@ -76,14 +91,46 @@ export type ClassifierInfo = z.infer<typeof ClassifierInfo>;
 export interface ClassifierScores {
   promptInjection: number;
   toxicity?: number | undefined;
+  /** How many windows the text was read in, and in how many of them the layer ran (the screen let the others pass). */
+  windows?: { read: number; layer: number } | undefined;
+}
+
+/**
+ * The thresholds a caller acts at, per head (ScoreFloors of scoreWithClassifier): where given, the
+ * model's screen may spare the layer on a window whose screen score says it cannot reach them.
+ * A head without a floor is not wanted: it asks the layer for nothing. Without floors at all every
+ * window runs the layer and the scores are exact.
+ */
+export interface ScoreFloors {
+  promptInjection?: number | undefined;
+  toxicity?: number | undefined;
+}
+
+/** A screen score no sigmoid reaches: the head asks for no layer. */
+const NEVER = 2;
+
+/**
+ * The screen entry for a caller's threshold `at` (undefined: the head is not wanted): the screen
+ * score of the highest floor at or under it; 0 (the layer always runs) under the lowest floor.
+ */
+export function screenFor(floors: ReadonlyArray<readonly [number, number]>, at: number | undefined): number {
+  if (at === undefined) return NEVER;
+  let screen = 0;
+  for (const [floor, score] of floors) if (floor <= at) screen = score;
+  return screen;
 }
 
 /** A text classifier: the probability (0-1) that a text is what it guards against. */
 export interface TextClassifier {
   readonly info: ClassifierInfo;
-  /** The prompt-injection score (scores(text).promptInjection). */
+  /** The prompt-injection score (scores(text).promptInjection), exact. */
   score(text: string): Promise<number>;
-  scores(text: string): Promise<ClassifierScores>;
+  /**
+   * Each head's score. With `floors`, a score that reaches its head's floor is the layer's (as far
+   * as the screen tells: docs/guards.md, "The screen"); under it, a window the screen passed gives
+   * the screen's own score, which is under the floor.
+   */
+  scores(text: string, floors?: ScoreFloors): Promise<ClassifierScores>;
   close(): Promise<void>;
 }
 
@@ -175,18 +222,31 @@ class OnnxClassifier implements TextClassifier {
   }
 
   /** Each head's highest score over the text's windows (one window when it fits the model). */
-  async scores(text: string): Promise<ClassifierScores> {
+  async scores(text: string, floors?: ScoreFloors): Promise<ClassifierScores> {
+    const screen = this.#screen(floors);
     let promptInjection = 0;
     let toxicity: number | undefined;
+    let read = 0;
+    let layer = 0;
     for (const ids of encodeWindows(text, this.#vocab, this.info.windows)) {
-      const s = await this.#run(ids);
+      const s = await this.#run(ids, screen);
       promptInjection = Math.max(promptInjection, s.promptInjection);
       if (s.toxicity !== undefined) toxicity = Math.max(toxicity ?? 0, s.toxicity);
+      read++;
+      if (s.layer) layer++;
     }
-    return toxicity === undefined ? { promptInjection } : { promptInjection, toxicity };
+    return { promptInjection, ...(toxicity === undefined ? {} : { toxicity }), windows: { read, layer } };
   }
 
-  async #run(ids: readonly number[]): Promise<ClassifierScores> {
+  /** The graph's `screen` input for these floors (zeros without floors: the layer always runs). */
+  #screen(floors: ScoreFloors | undefined): Float32Array | undefined {
+    const s = this.info.screen;
+    if (!s) return undefined;
+    const at = { score: floors?.promptInjection, toxicity: floors?.toxicity };
+    return Float32Array.from(s.outputs, (o) => (floors ? screenFor(s.floors[o] ?? [], at[o]) : 0));
+  }
+
+  async #run(ids: readonly number[], screen: Float32Array | undefined): Promise<ClassifierScores & { layer: boolean }> {
     const n = ids.length;
     const positions = new BigInt64Array(n);
     for (let i = 0; i < n; i++) positions[i] = BigInt(i);
@@ -194,13 +254,16 @@ class OnnxClassifier implements TextClassifier {
       input_ids: new this.#ort.Tensor("int64", BigInt64Array.from(ids, BigInt), [1, n]),
       position_ids: new this.#ort.Tensor("int64", positions, [1, n]),
       mask: new this.#ort.Tensor("float32", new Float32Array(n).fill(1), [1, n]),
+      ...(screen ? { screen: new this.#ort.Tensor("float32", screen, [screen.length]) } : {}),
     });
     const score = (out.score?.data as Float32Array | undefined)?.[0];
     if (score === undefined || !Number.isFinite(score)) throw new Error("the classifier's graph gave no score");
-    if (!this.info.toxicity) return { promptInjection: score };
+    // a graph without a screen always runs its layer
+    const layer = screen ? (out.layer?.data as Uint8Array | undefined)?.[0] === 1 : true;
+    if (!this.info.toxicity) return { promptInjection: score, layer };
     const toxicity = (out[this.info.toxicity.output]?.data as Float32Array | undefined)?.[0];
     if (toxicity === undefined || !Number.isFinite(toxicity)) throw new Error("the classifier's graph gave no toxicity score");
-    return { promptInjection: score, toxicity };
+    return { promptInjection: score, toxicity, layer };
   }
 
   async close(): Promise<void> {
