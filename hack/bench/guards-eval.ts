@@ -1,6 +1,6 @@
 // Accuracy of the guards on the evaluation set of public and authored texts (test/fixtures/guards-eval/), run by hand:
 //   node hack/bench/guards-eval.ts [--split test|dev|all] [--misses] [--classifier] [--toxicity-classifier]
-//     [--sensitivity low|medium|high] [--classifier-dir DIR]
+//     [--sensitivity low|medium|high] [--classifier-dir DIR] [--no-screen]
 // The configuration is the one a new user gets: an app's default observability config
 // (prompt_injection and sensitive_data on at their default thresholds) plus one toxicity guard
 // template created with sensitivity medium and listed in custom_templates, built through the API's
@@ -18,6 +18,8 @@
 // --sensitivity sets the template's sensitivity (default medium). Both flags: the default a new
 // user gets, both model layers on.
 // --classifier-dir DIR scores with the classifier in DIR instead (model.onnx, vocab.txt, model.json).
+// --no-screen runs the layer on every window (exact scores; the screen off), to measure what the
+// screen changes; it prints how many windows ran the layer either way.
 //
 // --model profanity-check|minilm [--model-threshold T] measures a candidate second layer side by side
 // with the lexical one; each runs in a virtualenv under ~/.cache/berth (installed once, never in the
@@ -42,6 +44,8 @@ import {
   GuardEngine,
   GuardTemplateSpec,
   loadInjectionClassifier,
+  type ClassifierSource,
+  type TextClassifier,
 } from "../../toolkit/src/index.ts";
 import { AUTHORED, EVAL_GUARDS, loadEvalSet, type EvalGuard, type EvalItem } from "../lib/guards-eval-set.ts";
 import { GUARD_MODEL_PY, guardModelDir, guardModelPython } from "../guard-model.ts";
@@ -55,6 +59,7 @@ const { values } = parseArgs({
     "toxicity-classifier": { type: "boolean", default: false },
     sensitivity: { type: "string", default: "medium" },
     "classifier-dir": { type: "string" },
+    "no-screen": { type: "boolean", default: false },
     model: { type: "string" },
     "model-threshold": { type: "string" },
     layers: { type: "string", default: "1" },
@@ -96,6 +101,19 @@ const classifier =
   values.classifier || values["toxicity-classifier"]
     ? await loadInjectionClassifier(values["classifier-dir"] ?? guardModelDir())
     : undefined;
+/** Per source, the windows the classifier read and those that ran the layer, over the items it scored. */
+const windows = new Map<string, { read: number; layer: number }>();
+/** The classifier as the engine asks it (with the floors; none with --no-screen), its windows counted under `source`. */
+function counted(c: TextClassifier, source: string): ClassifierSource {
+  return async (text, floors) => {
+    const s = await c.scores(text, values["no-screen"] ? undefined : floors);
+    const w = windows.get(source) ?? { read: 0, layer: 0 };
+    w.read += s.windows?.read ?? 0;
+    w.layer += s.windows?.layer ?? 0;
+    windows.set(source, w);
+    return s;
+  };
+}
 const SOURCE_OF: Record<EvalGuard, string> = {
   prompt_injection: "prompt_injection",
   sensitive_data: "sensitive_data",
@@ -131,7 +149,7 @@ const lexical = new Map<EvalGuard, Array<{ it: EvalItem; expected: boolean; got:
 for (const it of items) {
   if (SPLIT !== "all" && it.split !== SPLIT) continue;
   const decision = classifier
-    ? await evaluateWithClassifier(engine, it.text, "input", classifier)
+    ? await evaluateWithClassifier(engine, it.text, "input", counted(classifier, it.source))
     : evaluateGuards(it.text, "input", engine);
   const caught = (g: EvalGuard) => decision.evaluations.some((e) => e.source === SOURCE_OF[g] && e.result !== "pass");
   if (it.source === "notinject") {
@@ -188,6 +206,14 @@ for (const g of EVAL_GUARDS) {
 }
 if (benign > 0)
   console.log(`\nNotInject-style benign texts passing every guard: ${benignPassed}/${benign} = ${pct(benignPassed / benign)}`);
+if (windows.size > 0) {
+  const all = [...windows.values()].reduce((a, w) => ({ read: a.read + w.read, layer: a.layer + w.layer }), { read: 0, layer: 0 });
+  console.log(
+    `\nclassifier windows that ran the layer${values["no-screen"] ? " (--no-screen)" : ""}: ${all.layer} of ${all.read} (${pct(all.layer / all.read)})`,
+  );
+  for (const [source, w] of [...windows].sort(([a], [b]) => a.localeCompare(b)))
+    console.log(`  ${source.padEnd(26)} ${String(w.layer).padStart(5)} of ${String(w.read).padStart(5)} (${pct(w.layer / w.read)})`);
+}
 if (misses.length > 0) console.log(`\n${misses.join("\n")}`);
 
 if (values.model !== undefined) {
