@@ -202,13 +202,28 @@ const CLIENT_ERRORS: Record<string, [status: number, code: string, detail: strin
 };
 
 /**
+ * How long a connection answered before its request reached a handler stays open after the
+ * answer, reading and discarding what the client still sends (a lingering close, as Apache's).
+ * Closed at once with unread bytes in its buffer, the connection is reset, and a reset drops what
+ * the client had not read yet: a client busy for a moment while it still sent (a slow header a
+ * line at a time) lost its 408.
+ */
+const LINGER_MS = 1000;
+
+/** Connections answered by onClientError and lingering: a request that completes on one is never served. */
+const answered = new WeakSet<Socket>();
+
+/**
  * What the server does when a client breaks the protocol, is too slow or goes away (Node's
  * 'clientError'): the answer is a problem+json when nothing was written to the connection yet
- * (as Node's own 400/408/431 would be), and the connection is closed.
+ * (as Node's own 400/408/431 would be), and the connection is closed: after LINGER_MS when no
+ * request of it reached a handler (the request that completes meanwhile is dropped, listen()),
+ * at once when one is in a handler (a slow body: its handler must not go on with the rest of it).
  */
 function onClientError(logger: Logger): (err: NodeJS.ErrnoException, socket: Socket) => void {
   return (err, socket) => {
     const code = err.code ?? "";
+    if (answered.has(socket)) return; // more of the same client while it lingers: the timer closes it
     if (code === "ECONNRESET" || code === "EPIPE") {
       socket.destroy();
       return;
@@ -219,10 +234,16 @@ function onClientError(logger: Logger): (err: NodeJS.ErrnoException, socket: Soc
     const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (socket.writable && !inFlight?.headersSent) {
       const body = JSON.stringify(renderProblem(new DomainError(status, problemCode, detail), { instance: "/", requestId }));
-      socket.write(
+      const answer =
         `HTTP/1.1 ${status} ${status === 408 ? "Request Timeout" : status === 431 ? "Request Header Fields Too Large" : "Bad Request"}\r\n` +
-          `Content-Type: ${PROBLEM_MEDIA_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
-      );
+        `Content-Type: ${PROBLEM_MEDIA_TYPE}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
+      if (!inFlight) {
+        answered.add(socket);
+        socket.end(answer);
+        setTimeout(() => socket.destroy(), LINGER_MS).unref();
+        return;
+      }
+      socket.write(answer);
     }
     socket.destroy(err);
   };
@@ -240,6 +261,11 @@ export async function listen(app: Koa, opts: ListenOptions): Promise<RunningServ
     connectionsCheckingInterval: Math.max(100, Math.min(1000, Math.floor(Math.min(headersTimeout, requestTimeout) / 10))),
   };
   const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+    // a connection already answered (onClientError) is never served, whatever completes on it
+    if (answered.has(req.socket)) {
+      req.socket.destroy();
+      return;
+    }
     if (!bare?.(req, res)) void handler(req, res);
   };
   let server: Server;

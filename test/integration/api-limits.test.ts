@@ -250,6 +250,60 @@ test("slow clients (headers or body) are cut off with a 408 after the configured
   t.true(api.logs.some((l) => l.msg === "client cut off: request not received in time"));
 });
 
+test("a slow client busy when it is cut off still reads its 408; a request it completes afterwards is never served", async (t) => {
+  t.timeout(60_000);
+  const api = await startApi({ env: { BERTH_HEADERS_TIMEOUT_MS: "1000", BERTH_REQUEST_TIMEOUT_MS: "2000" } });
+  t.teardown(() => api.stop());
+  const keys = `/workspaces/${api.workspaceId}/api-keys`;
+  const key = await api.fetchJson("POST", keys, { body: { name: "kept" } });
+  t.is(key.status, 201, key.text);
+
+  // Busy: it drips header lines and reads nothing from before the cut (1 s) until well after it.
+  // Closed at once, the connection is reset with the drips unread, and the reset drops the unread
+  // answer (every time, with the close before the lingering one).
+  const busy = Array.from({ length: 5 }, () => rawConnection(api));
+  const drips: NodeJS.Timeout[] = [];
+  t.teardown(() => {
+    for (const d of drips) clearInterval(d);
+  });
+  for (const c of busy) {
+    c.socket.write(`GET /api/v1/workspaces/${api.workspaceId} HTTP/1.1\r\nHost: x\r\n`);
+    drips.push(
+      setInterval(() => {
+        if (c.socket.writable) c.socket.write("X-Drip: a\r\n");
+      }, 20),
+    );
+    setTimeout(() => c.socket.pause(), 700);
+    setTimeout(() => c.socket.resume(), 1400);
+  }
+  for (const c of busy) t.is(parseAnswer(await c.received).status, 408);
+
+  // Cut off, then the request completes while the connection lingers: it must not be served (a
+  // DELETE the client was told was not received).
+  const late = connect(Number(new URL(api.url).port), new URL(api.url).hostname);
+  late.on("error", () => undefined);
+  let text = "";
+  const answered = new Promise<void>((resolve) =>
+    late.on("data", (d: Buffer) => {
+      text += d.toString("utf8");
+      if (text.includes("\r\n\r\n")) resolve();
+    }),
+  );
+  late.write(`DELETE /api/v1${keys}/${key.body.id as string} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${api.apiKey}\r\n`);
+  const drip = setInterval(() => {
+    if (late.writable) late.write("X-Drip: a\r\n");
+  }, 100);
+  drips.push(drip);
+  await answered;
+  clearInterval(drip);
+  t.is(parseAnswer(text).status, 408);
+  late.write("\r\n"); // the headers end: a whole DELETE
+  await new Promise((resolve) => late.on("close", resolve));
+  t.notRegex(text.slice(text.indexOf("\r\n\r\n")), /HTTP\/1\.1 \d{3}/, "one answer only: the 408");
+  // the key still works: the DELETE was not served (served, it would be revoked: 401)
+  t.is((await api.fetchJson("GET", keys, { key: key.body.key as string })).status, 200);
+});
+
 test("a body over the limit is refused with 413: at once when announced, and while it streams", async (t) => {
   t.timeout(60_000);
   const api = await startApi({ env: { BERTH_BODY_LIMIT_BYTES: "2048" } });
