@@ -273,18 +273,10 @@ def regression(weight="balanced"):
 
 def cross_validated(x, y, weight, groups=None):
     """5-fold cross-validated scores of the training rows; with `groups` (the item of each window),
-    an item's windows stay in one fold and the score of an item is its windows' highest."""
+    an item's windows stay in one fold."""
     if groups is None:
         folds = StratifiedKFold(5, shuffle=True, random_state=0)
         return cross_val_predict(regression(weight), x, y, cv=folds, method="predict_proba")[:, 1]
-    p = cross_validated_windows(x, y, weight, groups)
-    items = np.zeros(groups.max() + 1)
-    np.maximum.at(items, groups, p)
-    return items
-
-
-def cross_validated_windows(x, y, weight, groups):
-    """5-fold cross-validated scores of each window (row of x), an item's windows in one fold."""
     folds = StratifiedGroupKFold(5, shuffle=True, random_state=0)
     return cross_val_predict(regression(weight), x, y, groups=groups, cv=folds, method="predict_proba")[:, 1]
 
@@ -294,17 +286,30 @@ def choose_weight(x, y, threshold, groups=None):
     whose cross-validated precision at the guard's `threshold` is >= 0.95 with the highest recall (the
     smaller weight on a tie); "balanced" if none reaches 0.95. Returns it with its precision and
     recall (None when none reached it) and its cross-validated scores. With `groups` (the item of
-    each row of x: its windows), `y` is the items' labels, and the figures and scores are the items'."""
+    each row of x: its windows), `y` is the items' labels, the figures and "scores" are the items'
+    (each its windows' highest), and "rows" the windows' own."""
     rows = y if groups is None else y[groups]
+
+    def scored(weight):
+        p = cross_validated(x, rows, weight, groups)
+        if groups is None:
+            return p, p
+        items = np.zeros(groups.max() + 1)
+        np.maximum.at(items, groups, p)
+        return items, p
+
     best = None
     for weight in POSITIVE_WEIGHTS:
-        p = cross_validated(x, rows, weight, groups)
+        p, per_row = scored(weight)
         hit = p >= threshold
         precision = float(y[hit].mean()) if hit.sum() else 0.0
         recall = float(hit[y == 1].mean())
         if precision >= 0.95 and (best is None or recall > best["recall"]):
-            best = {"weight": weight, "precision": precision, "recall": recall, "scores": p}
-    return best or {"weight": "balanced", "precision": None, "recall": None, "scores": cross_validated(x, rows, "balanced", groups)}
+            best = {"weight": weight, "precision": precision, "recall": recall, "scores": p, "rows": per_row}
+    if best:
+        return best
+    p, per_row = scored("balanced")
+    return {"weight": "balanced", "precision": None, "recall": None, "scores": p, "rows": per_row}
 
 
 def threshold_on_dev(p, y):
@@ -433,7 +438,7 @@ def train_windows(encoder, items, guard, windows, threshold):
         "positiveWeight": chosen["weight"],
         "cvAtGuardThreshold": {"threshold": threshold, "precision": chosen["precision"], "recall": chosen["recall"]},
     }
-    scores = {"fit": clf.predict_proba(x)[:, 1], "cv": cross_validated_windows(x, y[groups], chosen["weight"], groups)}
+    scores = {"fit": clf.predict_proba(x)[:, 1], "cv": chosen["rows"]}
     return clf, training, scores
 
 
