@@ -518,21 +518,22 @@ export async function scoreWithClassifier(
   source: ClassifierSource | undefined,
 ): Promise<{ decision: GuardDecision; score?: number; scores?: HeadScores }> {
   const decision = engine.evaluate(text, phase);
-  if (!wantsClassifierScore(engine, decision, phase)) return { decision };
-  if (!source) throw new Error("guards.prompt_injection.classifier or a toxicity template's classifier is on, but no classifier is loaded");
-  // the thresholds the heads that have a say act at: the model's screen spares its layer where it
-  // can tell a window stays under them
-  const floors: ScoreFloors = {};
-  if (injectionWants(engine, decision, phase)) floors.promptInjection = engine.config.guards.prompt_injection.threshold;
+  // the heads that have a say (wantsClassifierScore), and the thresholds they act at: the model's
+  // screen spares its layer where it can tell a window stays under them
+  const injection = injectionWants(engine, decision, phase);
   const toxic = toxicityWants(engine, decision, phase);
+  if (!injection && toxic.length === 0) return { decision };
+  if (!source) throw new Error("guards.prompt_injection.classifier or a toxicity template's classifier is on, but no classifier is loaded");
+  const floors: ScoreFloors = {};
+  if (injection) floors.promptInjection = engine.config.guards.prompt_injection.threshold;
   if (toxic.length > 0) floors.toxicity = Math.min(...toxic.map((c) => c.classifier!.threshold));
   const given = typeof source === "function" ? await source(text, floors) : await source.scores(text, floors);
   if (given === undefined) return { decision };
   const all: HeadScores = typeof given === "number" ? { promptInjection: given } : given;
   // only the scores that had a say travel on (a trace's classifierScores)
   const scores: HeadScores = {};
-  if (all.promptInjection !== undefined && injectionWants(engine, decision, phase)) scores.promptInjection = all.promptInjection;
-  if (all.toxicity !== undefined && toxicityWants(engine, decision, phase).length > 0) scores.toxicity = all.toxicity;
+  if (all.promptInjection !== undefined && injection) scores.promptInjection = all.promptInjection;
+  if (all.toxicity !== undefined && toxic.length > 0) scores.toxicity = all.toxicity;
   const had = scores.promptInjection !== undefined || scores.toxicity !== undefined;
   return {
     decision: withClassifierScore(engine, decision, text, scores, phase),

@@ -218,8 +218,7 @@ async function scoreWhole(text: string): Promise<number> {
         [1, n],
       ),
       mask: new ort.Tensor("float32", new Float32Array(n).fill(1), [1, n]),
-      // a screen of zeros: the layer runs
-      ...(session.inputNames.includes("screen") ? { screen: new ort.Tensor("float32", new Float32Array(2), [2]) } : {}),
+      screen: new ort.Tensor("float32", new Float32Array(2), [2]), // zeros: the layer runs
     });
     return (out.score!.data as Float32Array)[0]!;
   } finally {
@@ -239,6 +238,7 @@ test("screenFor: the screen of the highest floor at or under the caller's thresh
   t.is(screenFor(floors, 1), 0.736);
   t.true(screenFor(floors, undefined) > 1, "a head nobody acts on asks for no layer");
   t.is(screenFor([], 0.9), 0, "no floors: the layer runs");
+  t.is(screenFor([...floors].reverse(), 0.75), 0.368, "the order of model.json's list does not matter");
 });
 
 test("the screen spares the layer on windows no head can take to its threshold, and changes no decision", async (t) => {

@@ -66,7 +66,7 @@ export const ClassifierInfo = z
      * The screen, in the builds that have one: heads learnt on the embeddings alone, which the graph
      * reads first; the layer runs on a window only where a screen score reaches its entry of the
      * input `screen` (one per output, in `outputs`' order). `floors`: per output, [threshold a
-     * caller acts at, screen score under which the layer need not run], by ascending threshold.
+     * caller acts at, screen score under which the layer need not run] (screenFor).
      */
     screen: z
       .object({
@@ -111,12 +111,18 @@ const NEVER = 2;
 
 /**
  * The screen entry for a caller's threshold `at` (undefined: the head is not wanted): the screen
- * score of the highest floor at or under it; 0 (the layer always runs) under the lowest floor.
+ * score of the highest floor at or under it, in whatever order model.json lists them; 0 (the
+ * layer always runs) under the lowest floor.
  */
 export function screenFor(floors: ReadonlyArray<readonly [number, number]>, at: number | undefined): number {
   if (at === undefined) return NEVER;
+  let best = -1;
   let screen = 0;
-  for (const [floor, score] of floors) if (floor <= at) screen = score;
+  for (const [floor, score] of floors)
+    if (floor <= at && floor > best) {
+      best = floor;
+      screen = score;
+    }
   return screen;
 }
 
